@@ -1,0 +1,119 @@
+"""The independent schedule checker.
+
+Written from the problem statement alone, without reference to any formulation
+or policy: it reads the instance's cluster, jobs and throughput and the
+schedule's assignments, and lists everything that is wrong.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from solver.data import Instance
+from solver.result import Schedule
+from solver.throughput import Placement
+
+#: Times are compared with this tolerance: absolute seconds plus relative part.
+ABS_TOL_S = 1e-6
+REL_TOL = 1e-6
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One thing wrong with a schedule: which job, what kind, and a readable message."""
+
+    job: str
+    kind: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.job}: {self.kind}: {self.message}"
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= ABS_TOL_S + REL_TOL * max(abs(a), abs(b))
+
+
+def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> list[Violation]:
+    """Every violation of ``schedule`` on ``instance``; an empty list means it is valid.
+
+    Checks: each job scheduled once (and, with ``complete``, every job scheduled);
+    every GPU exists and is of the stated type; the gang size is one the job allows;
+    no job starts before it arrives or before ``instance.now``; the throughput of
+    the actual placement (packed on one node, else spread) is positive and
+    ``finish = start + work / throughput``; no GPU is used by two jobs at once.
+    """
+    violations: list[Violation] = []
+    jobs = instance.job_by_id
+    gpus = instance.cluster.gpu_by_id
+    seen: set[str] = set()
+    usage: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+
+    for a in schedule:
+        def bad(kind: str, message: str, job: str = a.job) -> None:
+            violations.append(Violation(job, kind, message))
+
+        if a.job not in jobs:
+            bad("unknown-job", "the instance has no such job")
+            continue
+        if a.job in seen:
+            bad("duplicate", "the job is scheduled more than once")
+            continue
+        seen.add(a.job)
+        job = jobs[a.job]
+
+        unknown = [g for g in a.gpus if g not in gpus]
+        if unknown:
+            bad("unknown-gpu", f"GPUs {unknown} do not exist in the cluster")
+            continue
+        if len(set(a.gpus)) != len(a.gpus):
+            bad("repeated-gpu", f"a GPU is listed twice in {list(a.gpus)}")
+            continue
+        wrong_type = [g for g in a.gpus if gpus[g].gpu_type != a.gpu_type]
+        if wrong_type:
+            bad("gpu-type", f"GPUs {wrong_type} are not of the stated type {a.gpu_type}")
+            continue
+        if len(a.gpus) not in job.gpu_counts:
+            bad("gang-size", f"{len(a.gpus)} GPUs given, the job allows {list(job.gpu_counts)}")
+            continue
+        if a.start < job.arrival - ABS_TOL_S:
+            bad("before-arrival", f"starts at {a.start:g} s, arrives at {job.arrival:g} s")
+        if a.start < instance.now - ABS_TOL_S:
+            bad("before-now", f"starts at {a.start:g} s, before the current time "
+                f"{instance.now:g} s")
+
+        nodes = {gpus[g].node for g in a.gpus}
+        placement = Placement.PACKED if len(nodes) == 1 else Placement.SPREAD
+        speed = instance.throughput.throughput(
+            job.job_type, a.gpu_type, len(a.gpus), placement
+        )
+        if speed <= 0:
+            bad("zero-throughput", f"job type {job.job_type} cannot run on {len(a.gpus)} x "
+                f"{a.gpu_type} {placement} (throughput {speed:g})")
+            continue
+        expected = a.start + job.work / speed
+        if not _close(a.finish, expected):
+            bad("finish", f"finish {a.finish:.6f} s, but start + work / throughput = "
+                f"{a.start:g} + {job.work:g} / {speed:g} = {expected:.6f} s ({placement})")
+        for g in a.gpus:
+            usage[g].append((a.start, a.finish, a.job))
+
+    if complete:
+        for job_id in jobs:
+            if job_id not in seen:
+                violations.append(Violation(job_id, "unscheduled", "the job has no assignment"))
+
+    for gid, intervals in usage.items():
+        intervals.sort()
+        # Sweep in start order, remembering the interval that reaches furthest so far.
+        s1, f1, j1 = intervals[0]
+        for s2, f2, j2 in intervals[1:]:
+            if s2 < f1 - ABS_TOL_S - REL_TOL * abs(f1):
+                violations.append(Violation(
+                    j2, "overlap",
+                    f"GPU {gid} is used by {j1} during [{s1:g}, {f1:g}) and by {j2} from {s2:g}",
+                ))
+            if f2 > f1:
+                s1, f1, j1 = s2, f2, j2
+    return violations

@@ -1,0 +1,238 @@
+"""The ``hetsched`` command: a thin layer over the library.
+
+Bad input of any kind ends with one line on stderr and exit code 2; a schedule
+that fails the independent checker ends with exit code 1.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from solver.check import check
+from solver.data import Instance
+from solver.errors import InputError
+from solver.generate import GeneratorSettings, generate, parse_gpu_counts
+from solver.instance_file import load_instance, save_instance
+from solver.policies import available
+from solver.result import Result
+from solver.solve import solve
+
+log = logging.getLogger("solver")
+
+BACKENDS = ("cbc", "highs", "cpsat", "matching")
+
+
+def format_gpus(ids: Sequence[str]) -> str:
+    """``["n0/0", "n0/1", "n0/2", "n1/5"]`` -> ``"n0/0-2+n1/5"``."""
+    by_node: dict[str, list[int]] = {}
+    for gid in ids:
+        node, _, index = gid.rpartition("/")
+        by_node.setdefault(node, []).append(int(index))
+    parts = []
+    for node, indices in by_node.items():
+        indices.sort()
+        runs: list[list[int]] = []
+        for i in indices:
+            if runs and i == runs[-1][-1] + 1:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        text = ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+        parts.append(f"{node}/{text}")
+    return "+".join(parts)
+
+
+def _fmt_time(seconds: float) -> str:
+    return f"{seconds:,.1f}"
+
+
+def plan_table(instance: Instance, result: Result) -> str:
+    """The schedule as a fixed-width table, one row per job, in start order."""
+    jobs = instance.job_by_id
+    header = ("job", "type", "gpus", "arrival", "start", "finish", "jct", "deadline")
+    rows = [header]
+    for a in result.schedule:
+        job = jobs[a.job]
+        if job.deadline is None:
+            deadline = "-"
+        else:
+            late = a.finish - job.deadline
+            deadline = f"{_fmt_time(job.deadline)} " + ("met" if late <= 1e-6 else
+                                                      f"late {_fmt_time(late)}")
+        rows.append((a.job, f"{len(a.gpus)}x{a.gpu_type}", format_gpus(a.gpus),
+                     _fmt_time(job.arrival), _fmt_time(a.start), _fmt_time(a.finish),
+                     _fmt_time(a.finish - job.arrival), deadline))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
+    numeric = {3, 4, 5, 6}
+    lines = []
+    for k, row in enumerate(rows):
+        cells = [str(c).rjust(w) if i in numeric and k else str(c).ljust(w)
+                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  ".join(cells).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def summary_lines(result: Result) -> list[str]:
+    """Status, objective, bound, gap, runtime and the metrics as ``name: value`` lines."""
+    def number(value: float | None, unit: str = "") -> str:
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            return "-"
+        return f"{value:,.6g}{unit}"
+
+    lines = [
+        f"model: {result.model}" + (f" ({result.backend})" if result.backend else ""),
+        f"status: {result.status.value}",
+        f"objective: {number(result.objective)}",
+        f"bound: {number(result.bound)}",
+        f"gap: {'-' if result.gap is None else f'{100 * result.gap:.3g}%'}",
+        f"runtime: {result.runtime_s:.3f} s",
+    ]
+    if result.message:
+        lines.append(f"message: {result.message}")
+    m = result.metrics
+    if m is not None:
+        lines += [
+            f"jobs scheduled: {m.scheduled} of {m.jobs}",
+            f"average JCT: {number(m.avg_jct_s, ' s')}",
+            f"p95 JCT: {number(m.p95_jct_s, ' s')}",
+            f"makespan: {number(m.makespan_s, ' s')}",
+            f"deadlines met: {m.deadline_met} of {m.deadline_jobs}",
+            f"total tardiness: {number(m.total_tardiness_s, ' s')}",
+            f"GPU utilisation: {100 * m.utilization:.1f}%",
+        ]
+    return lines
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="Log progress (-v) or details (-vv) to stderr.")
+@click.option("--debug", is_flag=True, help="Show the traceback of unexpected errors.")
+@click.version_option(package_name="hetsched")
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, debug: bool) -> None:
+    """hetsched: schedule deep-learning training jobs on heterogeneous GPU clusters."""
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    ctx.obj = {"debug": debug}
+
+
+@cli.command("solve")
+@click.argument("instance", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--model", default="fifo", show_default=True,
+              help="Policy: " + ", ".join(available()) + ".")
+@click.option("--backend", type=click.Choice(BACKENDS), default=None,
+              help="Solver back-end (default: the model's first).")
+@click.option("--time-limit", type=float, default=None, help="Solver time limit in seconds.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the result as JSON to this file.")
+def solve_command(instance: Path, model: str, backend: str | None, time_limit: float | None,
+                  as_json: bool, out: Path | None) -> None:
+    """Solve one INSTANCE file and print the plan and its metrics."""
+    data = load_instance(instance)
+    result = solve(data, model=model, backend=backend, time_limit=time_limit)
+    violations = check(data, result.schedule, complete=result.is_feasible())
+    document: dict[str, Any] = {"instance": str(instance), **result.to_dict(),
+                                "violations": [str(v) for v in violations]}
+    if out is not None:
+        out.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    if as_json:
+        click.echo(json.dumps(document))
+    else:
+        click.echo(f"instance: {instance} ({len(data.jobs)} jobs, "
+                   f"{data.cluster.num_gpus()} GPUs of {len(data.cluster.gpu_types)} types)")
+        if len(result.schedule):
+            click.echo(plan_table(data, result))
+            click.echo()
+        click.echo("\n".join(summary_lines(result)))
+        click.echo("checker: " + ("OK" if not violations else f"{len(violations)} violations"))
+    if violations:
+        for violation in violations[:20]:
+            click.echo(f"violation: {violation}", err=True)
+        sys.exit(1)
+
+
+@cli.command("validate")
+@click.argument("instances", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, path_type=Path))
+def validate_command(instances: tuple[Path, ...]) -> None:
+    """Check INSTANCES against the schema and the semantics; exit 2 if any is bad."""
+    bad = 0
+    for path in instances:
+        try:
+            data = load_instance(path)
+        except InputError as exc:
+            bad += 1
+            click.echo(f"error: {exc}", err=True)
+            continue
+        click.echo(f"{path}: OK ({len(data.jobs)} jobs, {data.cluster.num_gpus()} GPUs, "
+                   f"{len(data.cluster.nodes)} nodes, types {', '.join(data.cluster.type_names)})")
+    if bad:
+        sys.exit(2)
+
+
+@cli.command("generate")
+@click.option("--jobs", "num_jobs", type=int, required=True, help="Number of jobs.")
+@click.option("--gpus", required=True, help="GPUs per type, e.g. v100=8,p100=4,k80=4.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--gpus-per-node", type=int, default=4, show_default=True)
+@click.option("--mean-interarrival", type=float, default=120.0, show_default=True,
+              help="Mean time between arrivals (s), exponential.")
+@click.option("--median-duration", type=float, default=1800.0, show_default=True,
+              help="Median duration on the requested V100 gang (s), log-normal.")
+@click.option("--deadline-fraction", type=float, default=0.3, show_default=True)
+@click.option("--elastic-fraction", type=float, default=0.2, show_default=True,
+              help="Fraction of jobs that may run with half or twice their gang.")
+@click.option("--name", default=None, help="Instance name (default: the file's stem).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+def generate_command(num_jobs: int, gpus: str, seed: int, gpus_per_node: int,
+                     mean_interarrival: float, median_duration: float, deadline_fraction: float,
+                     elastic_fraction: float, name: str | None, output: Path) -> None:
+    """Write a synthetic instance drawn from the built-in catalogue."""
+    settings = GeneratorSettings(
+        jobs=num_jobs, gpus=parse_gpu_counts(gpus), seed=seed, gpus_per_node=gpus_per_node,
+        mean_interarrival_s=mean_interarrival, median_duration_s=median_duration,
+        deadline_fraction=deadline_fraction, elastic_fraction=elastic_fraction,
+    )
+    instance = generate(settings).replace(name=name or output.stem)
+    command = (f"hetsched generate --jobs {num_jobs} --gpus {gpus} --seed {seed} "
+               f"--gpus-per-node {gpus_per_node} --mean-interarrival {mean_interarrival:g} "
+               f"--median-duration {median_duration:g} --deadline-fraction "
+               f"{deadline_fraction:g} --elastic-fraction {elastic_fraction:g} -o {output}")
+    save_instance(instance, output, comment=f"made by: {command}",
+                  generator=settings.as_dict())
+    click.echo(f"wrote {output}: {len(instance.jobs)} jobs, {instance.cluster.num_gpus()} GPUs "
+               f"in {len(instance.cluster.nodes)} nodes (seed {seed})")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: run the CLI, turning bad input into exit code 2 without a traceback."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        cli.main(args=argv, prog_name="hetsched", standalone_mode=False)
+    except InputError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:
+        if debug:
+            raise
+        click.echo(f"internal error: {type(exc).__name__}: {exc} "
+                   "(run with --debug for the traceback)", err=True)
+        sys.exit(1)

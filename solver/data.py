@@ -1,0 +1,353 @@
+"""The data model: GPU types, nodes, cluster, jobs and instance.
+
+All records are frozen and validate themselves on construction, raising
+:class:`~solver.errors.InputError` with the field's path. Units: seconds for
+times, steps for work, steps/s for throughput, GB for memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import networkx as nx
+
+from solver.errors import InputError
+from solver.throughput import Placement, ThroughputModel
+
+#: Link kinds of the default topology and their bandwidth in GB/s (documented in
+#: docs/instance-format.md): GPUs of one node talk over a PCIe-class fabric, nodes
+#: through one network switch (100 Gb/s Ethernet/InfiniBand = 12.5 GB/s).
+DEFAULT_LINKS = {"node-local": 32.0, "network": 12.5}
+SWITCH = "switch"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _name(value: Any, field_name: str, what: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{what} must be a non-empty string", path=field_name, value=value)
+
+
+def _finite(value: Any, field_name: str, expected: str, *, low: float, strict: bool) -> None:
+    ok = _is_number(value) and math.isfinite(value)
+    if ok:
+        ok = value > low if strict else value >= low
+    if not ok:
+        raise InputError(f"bad {field_name}", path=field_name, value=value, expected=expected)
+
+
+def _optional_finite(value: Any, field_name: str, expected: str) -> None:
+    if value is not None:
+        _finite(value, field_name, expected, low=0.0, strict=False)
+
+
+@dataclass(frozen=True)
+class GpuType:
+    """A kind of GPU: its name, and optionally memory (GB) and price (per GPU-hour)."""
+
+    name: str
+    memory_gb: float | None = None
+    price_per_hour: float | None = None
+
+    def __post_init__(self) -> None:
+        _name(self.name, "name", "GPU type name")
+        _optional_finite(self.memory_gb, "memory_gb", "a finite number of GB >= 0")
+        _optional_finite(self.price_per_hour, "price_per_hour", "a finite price >= 0")
+
+
+@dataclass(frozen=True)
+class Node:
+    """A server: ``num_gpus`` GPUs of one type, with CPUs and memory (GB)."""
+
+    name: str
+    gpu_type: str
+    num_gpus: int
+    cpus: int | None = None
+    memory_gb: float | None = None
+
+    def __post_init__(self) -> None:
+        _name(self.name, "name", "node name")
+        _name(self.gpu_type, "gpu_type", "GPU type")
+        if not _is_int(self.num_gpus) or self.num_gpus < 1:
+            raise InputError(
+                "bad num_gpus", path="num_gpus", value=self.num_gpus, expected="an integer >= 1"
+            )
+        if self.cpus is not None and (not _is_int(self.cpus) or self.cpus < 0):
+            raise InputError("bad cpus", path="cpus", value=self.cpus, expected="an integer >= 0")
+        _optional_finite(self.memory_gb, "memory_gb", "a finite number of GB >= 0")
+
+    def gpu_ids(self) -> list[str]:
+        """The ids of this node's GPUs, ``"<node>/<index>"``."""
+        return [gpu_id(self.name, index) for index in range(self.num_gpus)]
+
+
+def gpu_id(node: str, index: int) -> str:
+    """The id of GPU ``index`` (0-based) on ``node``."""
+    return f"{node}/{index}"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One physical GPU of the cluster."""
+
+    id: str
+    node: str
+    index: int
+    gpu_type: str
+
+
+def default_topology(nodes: Sequence[Node]) -> nx.Graph:
+    """All-to-all links inside each node, and every GPU linked to one network switch.
+
+    Edges carry ``link`` (``"node-local"`` or ``"network"``) and ``bandwidth_gbps``.
+    """
+    graph = nx.Graph()
+    graph.add_node(SWITCH, kind="switch")
+    for node in nodes:
+        ids = node.gpu_ids()
+        for index, gid in enumerate(ids):
+            graph.add_node(gid, kind="gpu", node=node.name, gpu_type=node.gpu_type, index=index)
+            graph.add_edge(gid, SWITCH, link="network", bandwidth_gbps=DEFAULT_LINKS["network"])
+        for i, first in enumerate(ids):
+            for second in ids[i + 1 :]:
+                graph.add_edge(
+                    first, second, link="node-local", bandwidth_gbps=DEFAULT_LINKS["node-local"]
+                )
+    return graph
+
+
+@dataclass(frozen=True, eq=False)
+class Cluster:
+    """GPU types, the nodes that hold them, and a networkx graph linking the GPUs."""
+
+    gpu_types: tuple[GpuType, ...]
+    nodes: tuple[Node, ...]
+    topology: nx.Graph | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gpu_types", tuple(self.gpu_types))
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        if not self.gpu_types:
+            raise InputError("the cluster has no GPU types", path="gpu_types", value=[],
+                             expected="at least one GPU type")
+        if not self.nodes:
+            raise InputError("the cluster has no nodes", path="nodes", value=[],
+                             expected="at least one node")
+        seen: set[str] = set()
+        for index, gpu_type in enumerate(self.gpu_types):
+            if gpu_type.name in seen:
+                raise InputError("duplicate GPU type name", path=f"gpu_types[{index}].name",
+                                 value=gpu_type.name, expected="unique names")
+            seen.add(gpu_type.name)
+        names: set[str] = set()
+        for index, node in enumerate(self.nodes):
+            if node.name in names:
+                raise InputError("duplicate node name", path=f"nodes[{index}].name",
+                                 value=node.name, expected="unique names")
+            names.add(node.name)
+            if node.gpu_type not in seen:
+                raise InputError("unknown GPU type", path=f"nodes[{index}].gpu_type",
+                                 value=node.gpu_type,
+                                 expected="one of " + ", ".join(sorted(seen)))
+        if self.topology is None:
+            object.__setattr__(self, "topology", default_topology(self.nodes))
+
+    @cached_property
+    def gpus(self) -> tuple[Gpu, ...]:
+        """Every GPU, node by node."""
+        return tuple(
+            Gpu(gpu_id(node.name, index), node.name, index, node.gpu_type)
+            for node in self.nodes
+            for index in range(node.num_gpus)
+        )
+
+    @cached_property
+    def gpu_by_id(self) -> dict[str, Gpu]:
+        """GPU records by id."""
+        return {gpu.id: gpu for gpu in self.gpus}
+
+    @cached_property
+    def node_by_name(self) -> dict[str, Node]:
+        """Node records by name."""
+        return {node.name: node for node in self.nodes}
+
+    @property
+    def type_names(self) -> tuple[str, ...]:
+        """The GPU type names, in declaration order."""
+        return tuple(gpu_type.name for gpu_type in self.gpu_types)
+
+    def num_gpus(self, gpu_type: str | None = None) -> int:
+        """How many GPUs the cluster has (of one type, if given)."""
+        return sum(n.num_gpus for n in self.nodes if gpu_type is None or n.gpu_type == gpu_type)
+
+    def nodes_of_type(self, gpu_type: str) -> tuple[Node, ...]:
+        """The nodes whose GPUs are of ``gpu_type``."""
+        return tuple(node for node in self.nodes if node.gpu_type == gpu_type)
+
+    def placement_of(self, gpu_ids: Iterable[str]) -> Placement:
+        """``packed`` if every GPU sits on one node, else ``spread``."""
+        nodes = {self.gpu_by_id[gid].node for gid in gpu_ids}
+        return Placement.PACKED if len(nodes) <= 1 else Placement.SPREAD
+
+    def can_place(self, gpu_type: str, count: int, placement: Placement) -> bool:
+        """Whether ``count`` GPUs of ``gpu_type`` can ever be given with ``placement``."""
+        nodes = self.nodes_of_type(gpu_type)
+        if placement is Placement.PACKED:
+            return any(node.num_gpus >= count for node in nodes)
+        return count >= 2 and len(nodes) >= 2 and sum(n.num_gpus for n in nodes) >= count
+
+
+@dataclass(frozen=True)
+class Job:
+    """A training job: a gang of ``num_gpus`` GPUs that must do ``work`` steps.
+
+    ``allowed_gpu_counts``, when given, are the gang sizes a scheduler may choose
+    from (it includes ``num_gpus``, the requested size). Times are in seconds.
+    """
+
+    id: str
+    arrival: float
+    job_type: str
+    num_gpus: int
+    work: float
+    deadline: float | None = None
+    weight: float = 1.0
+    user: str | None = None
+    allowed_gpu_counts: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        _name(self.id, "id", "job id")
+        _finite(self.arrival, "arrival", "a finite time in s >= 0", low=0.0, strict=False)
+        _name(self.job_type, "job_type", "job type")
+        if not _is_int(self.num_gpus) or self.num_gpus < 1:
+            raise InputError(
+                "bad num_gpus", path="num_gpus", value=self.num_gpus, expected="an integer >= 1"
+            )
+        _finite(self.work, "work", "a finite number of steps > 0", low=0.0, strict=True)
+        _finite(self.weight, "weight", "a finite weight > 0", low=0.0, strict=True)
+        if self.deadline is not None:
+            if not _is_number(self.deadline) or not math.isfinite(self.deadline):
+                raise InputError("bad deadline", path="deadline", value=self.deadline,
+                                 expected="a finite time in s")
+            if self.deadline <= self.arrival:
+                raise InputError(
+                    "deadline is not after the arrival", path="deadline", value=self.deadline,
+                    expected=f"a time after the arrival {self.arrival:g} s",
+                )
+        if self.user is not None:
+            _name(self.user, "user", "user")
+        if self.allowed_gpu_counts is not None:
+            counts = tuple(self.allowed_gpu_counts)
+            for index, count in enumerate(counts):
+                if not _is_int(count) or count < 1:
+                    raise InputError("bad GPU count", path=f"allowed_gpu_counts[{index}]",
+                                     value=count, expected="an integer >= 1")
+            if self.num_gpus not in counts:
+                raise InputError(
+                    "allowed_gpu_counts does not include num_gpus", path="allowed_gpu_counts",
+                    value=list(counts), expected=f"a list that contains {self.num_gpus}",
+                )
+            object.__setattr__(self, "allowed_gpu_counts", tuple(sorted(set(counts))))
+
+    @property
+    def gpu_counts(self) -> tuple[int, ...]:
+        """The gang sizes this job may run with, smallest first."""
+        return self.allowed_gpu_counts or (self.num_gpus,)
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One way to run a job: a GPU type, a gang size, a placement and its speed."""
+
+    gpu_type: str
+    num_gpus: int
+    placement: Placement
+    throughput: float  # steps/s
+
+    def duration(self, work: float) -> float:
+        """Seconds to do ``work`` steps in this configuration."""
+        return work / self.throughput
+
+
+@dataclass(frozen=True, eq=False)
+class Instance:
+    """A scheduling problem: cluster, jobs, throughput and the current time (s)."""
+
+    cluster: Cluster
+    jobs: tuple[Job, ...]
+    throughput: ThroughputModel
+    now: float = 0.0
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "jobs", tuple(self.jobs))
+        _finite(self.now, "now", "a finite time in s >= 0", low=0.0, strict=False)
+        seen: set[str] = set()
+        for index, job in enumerate(self.jobs):
+            if job.id in seen:
+                raise InputError("duplicate job id", path=f"jobs[{index}].id", value=job.id,
+                                 expected="unique ids")
+            seen.add(job.id)
+            self._check_runnable(job, index)
+
+    def _check_runnable(self, job: Job, index: int) -> None:
+        if self.configurations(job):
+            return
+        path = f"jobs[{index}]"
+        largest_type = max(self.cluster.num_gpus(t) for t in self.cluster.type_names)
+        largest_node = max(node.num_gpus for node in self.cluster.nodes)
+        smallest = min(job.gpu_counts)
+        if smallest > largest_type:
+            raise InputError(
+                "gang larger than any GPU type's total", path=f"{path}.num_gpus",
+                value=job.num_gpus,
+                expected=f"at most {largest_type} GPUs (largest node {largest_node})",
+            )
+        positive = [
+            t for t in self.cluster.type_names for n in job.gpu_counts for p in Placement
+            if self.throughput.throughput(job.job_type, t, n, p) > 0
+        ]
+        if not positive:
+            raise InputError(
+                "job type has no positive throughput on any GPU type of the cluster",
+                path=f"{path}.job_type", value=job.job_type,
+                expected="a job type with throughput > 0 for one of "
+                + ", ".join(f"{t} x {n}" for t in self.cluster.type_names for n in job.gpu_counts),
+            )
+        raise InputError(
+            "no GPU type can hold this gang with a placement that has throughput > 0",
+            path=f"{path}.num_gpus", value=job.num_gpus,
+            expected=f"a gang that fits a node (largest {largest_node} GPUs) or a spread "
+            "placement with throughput > 0",
+        )
+
+    @cached_property
+    def job_by_id(self) -> dict[str, Job]:
+        """Job records by id."""
+        return {job.id: job for job in self.jobs}
+
+    def configurations(self, job: Job) -> list[Configuration]:
+        """Every (GPU type, count, placement) this cluster can give ``job`` with throughput > 0."""
+        configs = []
+        for gpu_type in self.cluster.type_names:
+            for count in job.gpu_counts:
+                for placement in Placement:
+                    speed = self.throughput.throughput(job.job_type, gpu_type, count, placement)
+                    if speed > 0 and self.cluster.can_place(gpu_type, count, placement):
+                        configs.append(Configuration(gpu_type, count, placement, speed))
+        return configs
+
+    def replace(self, **changes: Any) -> Instance:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)

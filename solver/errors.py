@@ -1,0 +1,68 @@
+"""Errors raised for bad input.
+
+Every malformed input (instance file, record, command-line value) raises
+:class:`InputError`, whose message names the file, the JSON path of the field,
+the value found and what was expected. The CLI turns it into one line on stderr
+and exit code 2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_MISSING: Any = object()
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class InputError(ValueError):
+    """Bad input: where it is (file, JSON path), what was found and what was expected."""
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        path: str = "",
+        value: Any = _MISSING,
+        expected: str | None = None,
+        file: str | None = None,
+    ) -> None:
+        self.problem = problem
+        self.path = path
+        self.value = value
+        self.expected = expected
+        self.file = file
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = [part for part in (self.file, self.path) if part]
+        text = ": ".join([*where, self.problem])
+        details = []
+        if self.value is not _MISSING:
+            details.append(f"got {_show(self.value)}")
+        if self.expected:
+            details.append(f"expected {self.expected}")
+        if details:
+            text += " (" + "; ".join(details) + ")"
+        return text
+
+    def at(self, prefix: str) -> InputError:
+        """The same error with ``prefix`` put in front of its JSON path."""
+        if not self.path:
+            path = prefix
+        elif self.path.startswith("["):
+            path = prefix + self.path
+        else:
+            path = f"{prefix}.{self.path}"
+        return InputError(
+            self.problem, path=path, value=self.value, expected=self.expected, file=self.file
+        )
+
+    def in_file(self, file: str) -> InputError:
+        """The same error, naming the file it came from."""
+        return InputError(
+            self.problem, path=self.path, value=self.value, expected=self.expected, file=file
+        )

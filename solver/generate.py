@@ -1,0 +1,206 @@
+"""Synthetic instances from a small built-in catalogue written for this project.
+
+The catalogue's numbers are illustrative, chosen by the project to have the
+shape real measurements have (the order of GPU types differs between job types,
+multi-GPU scaling is sub-linear, spread placements are slower than packed); they
+are not measurements and are not copied from any source. The distributions are
+documented in docs/instance-format.md ("Synthetic instances").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from solver.data import Cluster, GpuType, Instance, Job, Node
+from solver.errors import InputError
+from solver.throughput import Placement, ThroughputTable
+
+
+@dataclass(frozen=True)
+class JobClass:
+    """A job type of the built-in catalogue.
+
+    ``speed_v100`` is steps/s on one V100; ``relative`` the speed of one GPU of
+    each type against a V100; ``efficiency`` the fraction of linear speed-up kept
+    at each doubling of the GPU count (packed); ``spread_factor`` the speed of a
+    spread gang against a packed one; ``max_gpus`` the largest gang.
+    """
+
+    name: str
+    speed_v100: float
+    relative: dict[str, float]
+    efficiency: float
+    spread_factor: float
+    max_gpus: int
+
+    def throughput(self, gpu_type: str, num_gpus: int, placement: Placement) -> float:
+        """steps/s of this job class on ``num_gpus`` GPUs of ``gpu_type``."""
+        if num_gpus > self.max_gpus:
+            return 0.0
+        speed = self.speed_v100 * self.relative[gpu_type] * num_gpus
+        speed *= self.efficiency ** math.log2(num_gpus)
+        if placement is Placement.SPREAD:
+            speed *= self.spread_factor
+        return float(f"{speed:.4g}")
+
+
+GPU_TYPES: dict[str, GpuType] = {
+    "k80": GpuType("k80", memory_gb=12, price_per_hour=0.45),
+    "p100": GpuType("p100", memory_gb=16, price_per_hour=1.46),
+    "v100": GpuType("v100", memory_gb=16, price_per_hour=2.48),
+    "t4": GpuType("t4", memory_gb=16, price_per_hour=0.35),
+    "a100": GpuType("a100", memory_gb=40, price_per_hour=3.67),
+}
+
+JOB_CLASSES: dict[str, JobClass] = {
+    c.name: c
+    for c in (
+        JobClass("image-cnn-large", 8.0,
+                 {"k80": 0.22, "p100": 0.55, "v100": 1.0, "t4": 0.40, "a100": 2.1}, 0.93, 0.70, 8),
+        JobClass("image-cnn-small", 30.0,
+                 {"k80": 0.30, "p100": 0.70, "v100": 1.0, "t4": 0.55, "a100": 1.6}, 0.85, 0.60, 8),
+        JobClass("transformer-lm", 4.0,
+                 {"k80": 0.15, "p100": 0.45, "v100": 1.0, "t4": 0.35, "a100": 2.6}, 0.90, 0.50, 8),
+        JobClass("rnn-lm", 20.0,
+                 {"k80": 0.35, "p100": 0.80, "v100": 1.0, "t4": 0.50, "a100": 1.4}, 0.88, 0.55, 8),
+        # Memory-bound embedding lookups: a P100 beats a V100 here.
+        JobClass("recommender", 45.0,
+                 {"k80": 0.75, "p100": 1.50, "v100": 1.0, "t4": 0.80, "a100": 1.3}, 0.80, 0.40, 4),
+        JobClass("rl-a3c", 12.0,
+                 {"k80": 0.70, "p100": 0.95, "v100": 1.0, "t4": 0.80, "a100": 1.1}, 1.00, 1.00, 1),
+    )
+}
+#: Probability of each job class.
+CLASS_MIX = {"image-cnn-large": 0.25, "image-cnn-small": 0.25, "transformer-lm": 0.15,
+             "rnn-lm": 0.15, "recommender": 0.10, "rl-a3c": 0.10}
+#: Probability of each requested gang size (capped at the class's max_gpus and the
+#: largest node).
+GANG_MIX = {1: 0.70, 2: 0.10, 4: 0.12, 8: 0.08}
+REFERENCE_GPU = "v100"
+
+
+@dataclass(frozen=True)
+class GeneratorSettings:
+    """Parameters of :func:`generate`; documented in docs/instance-format.md."""
+
+    jobs: int
+    gpus: dict[str, int]
+    seed: int = 0
+    gpus_per_node: int = 4
+    mean_interarrival_s: float = 120.0
+    median_duration_s: float = 1800.0
+    duration_sigma: float = 1.0
+    deadline_fraction: float = 0.3
+    elastic_fraction: float = 0.2
+    users: int = 4
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as recorded in the instance file's ``generator`` field."""
+        return {k: (dict(v) if isinstance(v, dict) else v) for k, v in vars(self).items()}
+
+
+def parse_gpu_counts(text: str) -> dict[str, int]:
+    """``"v100=8,p100=4"`` -> ``{"v100": 8, "p100": 4}``, with clear errors."""
+    counts: dict[str, int] = {}
+    for part in text.split(","):
+        name, sep, number = part.strip().partition("=")
+        if not sep or not name or not number.strip().isdigit() or int(number) < 1:
+            raise InputError("bad GPU count", path="--gpus", value=part,
+                             expected="TYPE=COUNT with COUNT an integer >= 1, e.g. v100=8")
+        if name not in GPU_TYPES:
+            raise InputError("unknown GPU type", path="--gpus", value=name,
+                             expected="one of " + ", ".join(GPU_TYPES))
+        if name in counts:
+            raise InputError("GPU type given twice", path="--gpus", value=name,
+                             expected="each type once")
+        counts[name] = int(number)
+    return counts
+
+
+def _nodes(settings: GeneratorSettings) -> list[Node]:
+    nodes = []
+    for gpu_type, total in settings.gpus.items():
+        index = 0
+        left = total
+        while left > 0:
+            size = min(settings.gpus_per_node, left)
+            nodes.append(Node(f"{gpu_type}-{index}", gpu_type, size, cpus=8 * size,
+                              memory_gb=64.0 * size))
+            left -= size
+            index += 1
+    return nodes
+
+
+def generate(settings: GeneratorSettings) -> Instance:
+    """A random instance drawn with ``settings`` (same seed, same instance)."""
+    if settings.jobs < 1:
+        raise InputError("bad job count", path="--jobs", value=settings.jobs,
+                         expected="an integer >= 1")
+    if settings.gpus_per_node < 1:
+        raise InputError("bad node size", path="--gpus-per-node", value=settings.gpus_per_node,
+                         expected="an integer >= 1")
+    for name, value in (("deadline_fraction", settings.deadline_fraction),
+                        ("elastic_fraction", settings.elastic_fraction)):
+        if not 0.0 <= value <= 1.0:
+            raise InputError(f"bad {name}", path=f"--{name.replace('_', '-')}", value=value,
+                             expected="a fraction in [0, 1]")
+    rng = np.random.default_rng(settings.seed)
+    cluster = Cluster(tuple(GPU_TYPES[t] for t in settings.gpus), tuple(_nodes(settings)))
+    largest_node = max(node.num_gpus for node in cluster.nodes)
+    class_names = list(CLASS_MIX)
+    class_p = np.array(list(CLASS_MIX.values()))
+    gang_sizes = list(GANG_MIX)
+    gang_p = np.array(list(GANG_MIX.values()))
+
+    jobs: list[Job] = []
+    arrival = 0.0
+    for index in range(settings.jobs):
+        if index > 0:
+            arrival += float(rng.exponential(settings.mean_interarrival_s))
+        job_class = JOB_CLASSES[class_names[rng.choice(len(class_names), p=class_p)]]
+        requested = int(gang_sizes[rng.choice(len(gang_sizes), p=gang_p)])
+        num_gpus = min(requested, job_class.max_gpus, largest_node)
+        duration = float(np.clip(
+            settings.median_duration_s * rng.lognormal(0.0, settings.duration_sigma),
+            120.0, 86400.0,
+        ))
+        work = round(duration * job_class.throughput(REFERENCE_GPU, num_gpus, Placement.PACKED))
+        allowed = None
+        if rng.random() < settings.elastic_fraction:
+            options = {num_gpus // 2, num_gpus, num_gpus * 2}
+            allowed = tuple(sorted(
+                n for n in options if 1 <= n <= min(job_class.max_gpus, largest_node)
+            ))
+            if len(allowed) == 1:
+                allowed = None
+        deadline = None
+        if rng.random() < settings.deadline_fraction:
+            fastest = max(
+                job_class.throughput(t, num_gpus, Placement.PACKED) for t in settings.gpus
+            )
+            slack = float(rng.uniform(1.5, 3.0))
+            deadline = float(math.ceil(arrival + slack * work / fastest))
+        jobs.append(Job(
+            id=f"j{index:0{len(str(settings.jobs - 1))}d}", arrival=round(arrival, 1),
+            job_type=job_class.name, num_gpus=num_gpus, work=float(max(work, 1)),
+            deadline=deadline, weight=1.0, user=f"u{int(rng.integers(settings.users))}",
+            allowed_gpu_counts=allowed,
+        ))
+
+    used = sorted({job.job_type for job in jobs})
+    counts = sorted({n for job in jobs for n in job.gpu_counts})
+    rows = []
+    for name in used:
+        for gpu_type in settings.gpus:
+            for count in counts:
+                for placement in Placement:
+                    if placement is Placement.SPREAD and count == 1:
+                        continue
+                    speed = JOB_CLASSES[name].throughput(gpu_type, count, placement)
+                    if speed > 0:
+                        rows.append((name, gpu_type, count, placement, speed))
+    return Instance(cluster, tuple(jobs), ThroughputTable.from_rows(rows), now=0.0)

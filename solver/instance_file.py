@@ -1,0 +1,321 @@
+"""Reading and writing instance files (JSON; format in docs/instance-format.md).
+
+Reading goes in three steps, each with errors that name the file, the JSON path,
+the value and what was expected: parse the JSON (rejecting NaN and infinities),
+check it against the shipped JSON Schema, then build the validated records.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterator
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import ValidationError
+
+from solver.data import Cluster, GpuType, Instance, Job, Node
+from solver.errors import InputError
+from solver.throughput import Placement, ThroughputModel, ThroughputTable
+
+FORMAT = "hetsched-instance"
+VERSION = 1
+THROUGHPUT_COLUMNS = ("job_type", "gpu_type", "num_gpus", "placement", "throughput")
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The JSON Schema of instance files, shipped inside the package."""
+    text = resources.files("solver").joinpath("schema/instance.schema.json").read_text()
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def json_path(parts: Any) -> str:
+    """``$.jobs[3].work`` from a sequence of keys and indices."""
+    path = "$"
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file; clear errors for a missing, unreadable or malformed file."""
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("no such file", file=file) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a file", file=file) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})",
+                         file=file) from None
+    except OSError as exc:
+        raise InputError(f"cannot read the file ({exc.strerror})", file=file) from None
+    if not text.strip():
+        raise InputError("the file is empty", file=file, expected="a JSON object")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        hint = " (the file looks truncated)" if exc.pos >= len(text.rstrip()) else ""
+        raise InputError(
+            f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{hint}", file=file
+        ) from None
+    for where, value in _walk(doc, ()):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError("not a finite number", path=json_path(where), value=value,
+                             expected="a finite number (JSON has no NaN or Infinity)", file=file)
+    return doc
+
+
+def _walk(value: Any, where: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    yield where, value
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _walk(item, (*where, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _walk(item, (*where, index))
+
+
+_TYPE_WORDS = {
+    "object": "an object", "array": "a list", "string": "a string", "number": "a number",
+    "integer": "an integer", "boolean": "true or false", "null": "null",
+}
+
+
+def _schema_error(error: ValidationError, file: str) -> InputError:
+    """One readable line from a JSON Schema validation error."""
+    path = json_path(error.absolute_path)
+    kind = error.validator
+    # jsonschema types these as "Any | Unset"; they are set on every error it yields.
+    rule: Any = error.validator_value
+    found: Any = error.instance
+    schema_part: Any = error.schema
+    if kind == "required":
+        missing = [name for name in rule if name not in found]
+        return InputError(f"missing field '{missing[0]}'", path=path, file=file,
+                          expected="the fields " + ", ".join(rule))
+    if kind == "additionalProperties":
+        allowed = sorted(schema_part.get("properties", {}))
+        extra = sorted(set(found) - set(allowed))
+        return InputError(f"unknown field '{extra[0]}'", path=path, file=file,
+                          expected="only the fields " + ", ".join(allowed))
+    if kind == "type":
+        wanted = rule if isinstance(rule, list) else [rule]
+        words = [_TYPE_WORDS.get(str(w), str(w)) for w in wanted]
+        return InputError("wrong type", path=path, value=found, file=file,
+                          expected=" or ".join(words))
+    if kind in ("minimum", "exclusiveMinimum"):
+        relation = ">=" if kind == "minimum" else ">"
+        return InputError("value too small", path=path, value=found, file=file,
+                          expected=f"a number {relation} {rule}")
+    if kind == "minItems":
+        return InputError("list is empty", path=path, value=found, file=file,
+                          expected=f"at least {rule} item(s)")
+    if kind == "minLength":
+        return InputError("empty string", path=path, value=found, file=file,
+                          expected="a non-empty string")
+    if kind in ("enum", "const"):
+        options = rule if kind == "enum" else [rule]
+        return InputError("value not allowed", path=path, value=found, file=file,
+                          expected="one of " + ", ".join(json.dumps(o) for o in options))
+    if kind == "oneOf" and path == "$.throughput":
+        return InputError("bad throughput", path=path, value=found, file=file,
+                          expected="a list of rows {job_type, gpu_type, num_gpus, placement, "
+                          "throughput} or a path to a table file")
+    return InputError(error.message, path=path, file=file)
+
+
+def _deepest(error: ValidationError) -> ValidationError:
+    """For ``oneOf``/``anyOf`` errors, the sub-error that got furthest into the document."""
+    if error.context:
+        best = max(error.context, key=lambda e: (len(e.absolute_path), -len(e.schema_path)))
+        if len(best.absolute_path) > len(error.absolute_path):
+            return _deepest(best)
+    return error
+
+
+def validate_document(doc: Any, file: str) -> None:
+    """Check a parsed document against the instance JSON Schema."""
+    if not isinstance(doc, dict):
+        raise InputError("the top level must be a JSON object", path="$", file=file,
+                         value=type(doc).__name__, expected="an object with gpu_types, nodes, "
+                         "jobs and throughput")
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        raise _schema_error(_deepest(errors[0]), file)
+
+
+def read_throughput_table(path: Path) -> ThroughputTable:
+    """A throughput table from CSV (columns ``job_type, gpu_type, num_gpus, placement,
+    throughput``; other columns ignored) or JSON (a list of such rows)."""
+    file = str(path)
+    if not path.is_file():
+        raise InputError("no such throughput table file", file=file)
+    if path.suffix.lower() == ".json":
+        doc = read_json(path)
+        rows = doc.get("throughput") if isinstance(doc, dict) else doc
+        if not isinstance(rows, list):
+            raise InputError("wrong type", path="$", file=file, value=type(rows).__name__,
+                             expected="a list of throughput rows")
+        return _table_from_rows(rows, file, "$")
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        header = reader.fieldnames or []
+        missing = [c for c in THROUGHPUT_COLUMNS if c not in header]
+        if missing:
+            raise InputError(f"missing column '{missing[0]}'", path="line 1", file=file,
+                             value=header, expected="columns " + ", ".join(THROUGHPUT_COLUMNS))
+        entries: dict[tuple[str, str, int, Placement], float] = {}
+        for line, row in enumerate(reader, start=2):
+            where = f"line {line}"
+            try:
+                count = int(row["num_gpus"])
+                speed = float(row["throughput"])
+                placement = Placement(row["placement"])
+            except (TypeError, ValueError):
+                raise InputError("bad row", path=where, file=file, value=row,
+                                 expected="an integer num_gpus, a numeric throughput and "
+                                 "placement packed or spread") from None
+            if not math.isfinite(speed) or speed < 0:
+                raise InputError("bad throughput", path=f"{where}.throughput", file=file,
+                                 value=speed, expected="a finite number of steps/s >= 0")
+            entries[(row["job_type"], row["gpu_type"], count, placement)] = speed
+    try:
+        return ThroughputTable(entries)
+    except InputError as exc:
+        raise exc.in_file(file) from None
+
+
+def write_throughput_csv(table: ThroughputTable, path: Path) -> None:
+    """Write a table in the CSV form :func:`read_throughput_table` reads."""
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(THROUGHPUT_COLUMNS)
+        for job_type, gpu_type, count, placement, speed in table.rows():
+            writer.writerow([job_type, gpu_type, count, placement.value, repr(speed)])
+
+
+def _table_from_rows(rows: list[Any], file: str, prefix: str) -> ThroughputTable:
+    entries: dict[tuple[str, str, int, Placement], float] = {}
+    for index, row in enumerate(rows):
+        key = (row["job_type"], row["gpu_type"], row["num_gpus"], Placement(row["placement"]))
+        if key in entries:
+            raise InputError("duplicate throughput row", path=f"{prefix}[{index}]", file=file,
+                             value=[*key[:3], key[3].value],
+                             expected="one row per (job_type, gpu_type, num_gpus, placement)")
+        entries[key] = row["throughput"]
+    return ThroughputTable(entries)
+
+
+def _build(kind: Any, items: list[dict[str, Any]], prefix: str, file: str) -> list[Any]:
+    built = []
+    for index, fields in enumerate(items):
+        try:
+            if kind is Job and fields.get("allowed_gpu_counts") is not None:
+                fields = {**fields, "allowed_gpu_counts": tuple(fields["allowed_gpu_counts"])}
+            built.append(kind(**fields))
+        except InputError as exc:
+            raise exc.at(f"{prefix}[{index}]").in_file(file) from None
+    return built
+
+
+def instance_from_dict(doc: Any, *, file: str = "<instance>", base_dir: Path | None = None,
+                       throughput: ThroughputModel | None = None) -> Instance:
+    """Build a validated :class:`Instance` from a parsed instance document.
+
+    A ``throughput`` that is a path is read relative to ``base_dir``; passing
+    ``throughput`` overrides the document's.
+    """
+    validate_document(doc, file)
+    gpu_types = _build(GpuType, doc["gpu_types"], "$.gpu_types", file)
+    nodes = _build(Node, doc["nodes"], "$.nodes", file)
+    jobs = _build(Job, doc["jobs"], "$.jobs", file)
+    if throughput is None:
+        source = doc["throughput"]
+        if isinstance(source, str):
+            table_path = (base_dir or Path.cwd()) / source
+            if not table_path.is_file():
+                raise InputError("throughput table file does not exist", path="$.throughput",
+                                 value=source, file=file,
+                                 expected=f"a path relative to {base_dir or Path.cwd()}")
+            throughput = read_throughput_table(table_path)
+        else:
+            try:
+                throughput = _table_from_rows(source, file, "$.throughput")
+            except InputError as exc:
+                raise (exc if exc.file else exc.at("$.throughput").in_file(file)) from None
+    try:
+        cluster = Cluster(tuple(gpu_types), tuple(nodes))
+        return Instance(cluster, tuple(jobs), throughput, now=float(doc.get("now", 0.0)),
+                        name=doc.get("name", ""))
+    except InputError as exc:
+        raise exc.at("$").in_file(file) from None
+
+
+def load_instance(path: str | Path) -> Instance:
+    """Read, check and build the instance in ``path``."""
+    path = Path(path)
+    doc = read_json(path)
+    instance = instance_from_dict(doc, file=str(path), base_dir=path.parent)
+    if not instance.name:
+        instance = instance.replace(name=path.stem)
+    return instance
+
+
+def instance_to_dict(instance: Instance, *, comment: str = "",
+                     generator: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The instance document for ``instance`` (throughput inline; it must be a table)."""
+    if not isinstance(instance.throughput, ThroughputTable):
+        raise TypeError("only a ThroughputTable can be written inline")
+    doc: dict[str, Any] = {"format": FORMAT, "version": VERSION, "name": instance.name}
+    if comment:
+        doc["comment"] = comment
+    if generator is not None:
+        doc["generator"] = generator
+    doc["now"] = instance.now
+    doc["gpu_types"] = [_drop_none(vars(t)) for t in instance.cluster.gpu_types]
+    doc["nodes"] = [_drop_none(vars(n)) for n in instance.cluster.nodes]
+    jobs = []
+    for job in instance.jobs:
+        fields = _drop_none(vars(job))
+        if job.allowed_gpu_counts is not None:
+            fields["allowed_gpu_counts"] = list(job.allowed_gpu_counts)
+        jobs.append(fields)
+    doc["jobs"] = jobs
+    doc["throughput"] = [
+        {"job_type": j, "gpu_type": g, "num_gpus": n, "placement": p.value, "throughput": v}
+        for j, g, n, p, v in instance.throughput.rows()
+    ]
+    return doc
+
+
+def _drop_none(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None and not k.startswith("_")}
+
+
+def save_instance(instance: Instance, path: str | Path, **kwargs: Any) -> None:
+    """Write ``instance`` as an instance file (keyword arguments go to
+    :func:`instance_to_dict`)."""
+    Path(path).write_text(dumps_compact(instance_to_dict(instance, **kwargs)), encoding="utf-8")
+
+
+def dumps_compact(doc: dict[str, Any]) -> str:
+    """JSON with one line per top-level field and per list item: easy to read and diff."""
+    lines = []
+    for key, value in doc.items():
+        head = f" {json.dumps(key)}: "
+        if isinstance(value, list) and value:
+            items = [f"  {json.dumps(item, allow_nan=False)}" for item in value]
+            lines.append(head + "[\n" + ",\n".join(items) + "\n ]")
+        else:
+            lines.append(head + json.dumps(value, allow_nan=False))
+    return "{\n" + ",\n".join(lines) + "\n}\n"

@@ -1,0 +1,107 @@
+"""Throughput: how fast a job type trains on a GPU type, GPU count and placement.
+
+Every throughput coefficient a formulation, baseline or checker uses comes from
+an object that satisfies :class:`ThroughputModel`. :class:`ThroughputTable` is the
+measured form: a lookup table in steps per second where a missing entry or 0
+means "cannot run there".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from types import MappingProxyType
+from typing import Protocol, runtime_checkable
+
+from solver.errors import InputError
+
+
+class Placement(str, Enum):
+    """How a gang's GPUs sit: all on one node (``packed``) or over several (``spread``)."""
+
+    PACKED = "packed"
+    SPREAD = "spread"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@runtime_checkable
+class ThroughputModel(Protocol):
+    """Anything that gives steps/s for (job type, GPU type, GPU count, placement)."""
+
+    def throughput(
+        self, job_type: str, gpu_type: str, num_gpus: int, placement: Placement
+    ) -> float:
+        """Training throughput in steps/s; 0.0 means the job cannot run there."""
+        ...
+
+
+ThroughputKey = tuple[str, str, int, Placement]
+
+
+@dataclass(frozen=True, eq=False)
+class ThroughputTable:
+    """Measured throughput (steps/s) per (job type, GPU type, GPU count, placement).
+
+    An absent entry or a 0 means the job cannot run in that configuration.
+    """
+
+    entries: Mapping[ThroughputKey, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        clean: dict[ThroughputKey, float] = {}
+        for index, (key, value) in enumerate(self.entries.items()):
+            job_type, gpu_type, num_gpus, placement = key
+            path = f"[{index}]"
+            if not isinstance(job_type, str) or not job_type:
+                raise InputError("empty job type", path=f"{path}.job_type", value=job_type)
+            if not isinstance(gpu_type, str) or not gpu_type:
+                raise InputError("empty GPU type", path=f"{path}.gpu_type", value=gpu_type)
+            if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1:
+                raise InputError(
+                    "bad GPU count", path=f"{path}.num_gpus", value=num_gpus,
+                    expected="an integer >= 1",
+                )
+            if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                raise InputError(
+                    "bad throughput", path=f"{path}.throughput", value=value,
+                    expected="a finite number of steps/s >= 0",
+                )
+            clean[(job_type, gpu_type, num_gpus, Placement(placement))] = float(value)
+        object.__setattr__(self, "entries", MappingProxyType(clean))
+
+    @classmethod
+    def from_rows(
+        cls, rows: Iterable[tuple[str, str, int, Placement | str, float]]
+    ) -> ThroughputTable:
+        """Build a table from ``(job_type, gpu_type, num_gpus, placement, steps_per_s)`` rows."""
+        entries: dict[ThroughputKey, float] = {}
+        for job_type, gpu_type, num_gpus, placement, value in rows:
+            entries[(job_type, gpu_type, num_gpus, Placement(placement))] = value
+        return cls(entries)
+
+    def throughput(
+        self, job_type: str, gpu_type: str, num_gpus: int, placement: Placement
+    ) -> float:
+        """Measured steps/s, or 0.0 where the table has no entry."""
+        return self.entries.get((job_type, gpu_type, num_gpus, Placement(placement)), 0.0)
+
+    def rows(self) -> list[tuple[str, str, int, Placement, float]]:
+        """All entries as sorted ``(job_type, gpu_type, num_gpus, placement, steps_per_s)``."""
+        return sorted((*key, value) for key, value in self.entries.items())
+
+    @property
+    def job_types(self) -> frozenset[str]:
+        """Job types that appear in the table."""
+        return frozenset(key[0] for key in self.entries)
+
+    @property
+    def gpu_types(self) -> frozenset[str]:
+        """GPU types that appear in the table."""
+        return frozenset(key[1] for key in self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
