@@ -1,0 +1,94 @@
+"""The checker finds every kind of violation it promises, and nothing in valid schedules."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from solver.check import check
+from solver.instance_file import load_instance
+from solver.result import Assignment, Schedule
+from tests.conftest import INSTANCES
+
+# tiny.json: v100-0/0 and k80-0/0; speeds (steps/s) v100/k80: image-cnn-large 8/1.76,
+# rnn-lm 20/7, rl-a3c 12/8.4; works j0 21875, j1 45119, j2 17016; arrivals 0, 12.3, 74.2.
+TINY = load_instance(INSTANCES / "tiny.json")
+GOOD = Schedule((
+    Assignment("j1", "v100", ("v100-0/0",), 12.3, 12.3 + 45119 / 20),
+    Assignment("j0", "v100", ("v100-0/0",), 12.3 + 45119 / 20, 12.3 + 45119 / 20 + 21875 / 8),
+    Assignment("j2", "k80", ("k80-0/0",), 74.2, 74.2 + 17016 / 8.4),
+))
+
+
+def kinds(schedule: Schedule, **kwargs: bool) -> list[str]:
+    return [v.kind for v in check(TINY, schedule, **kwargs)]
+
+
+def with_changed(job: str, **fields: object) -> Schedule:
+    return Schedule(tuple(
+        dataclasses.replace(a, **fields) if a.job == job else a  # type: ignore[arg-type]
+        for a in GOOD
+    ))
+
+
+def test_valid_schedule_has_no_violations() -> None:
+    assert check(TINY, GOOD) == []
+
+
+def test_overlap_on_a_gpu() -> None:
+    # j0 moved to start while j1 still runs on the V100.
+    start = 1000.0
+    assert kinds(with_changed("j0", start=start, finish=start + 21875 / 8)) == ["overlap"]
+
+
+def test_overlap_is_found_behind_a_long_interval() -> None:
+    # A long job, a short one inside it, and a third inside too but after the short one:
+    # the third overlaps the long one though not its neighbour in start order.
+    schedule = Schedule((
+        Assignment("j1", "v100", ("v100-0/0",), 12.3, 12.3 + 45119 / 20),
+        Assignment("j2", "v100", ("v100-0/0",), 100.0, 100.0 + 17016 / 12),
+        Assignment("j0", "v100", ("v100-0/0",), 1600.0, 1600.0 + 21875 / 8),
+    ))
+    assert kinds(schedule).count("overlap") == 2
+
+
+def test_before_arrival_and_before_now() -> None:
+    early = with_changed("j2", start=50.0, finish=50.0 + 17016 / 8.4)
+    assert kinds(early) == ["before-arrival"]
+    later = TINY.replace(now=20.0)
+    assert [v.kind for v in check(later, GOOD)] == ["before-now"]
+
+
+def test_wrong_finish_time() -> None:
+    assert kinds(with_changed("j2", finish=74.2 + 17016 / 12)) == ["finish"]
+
+
+def test_wrong_gpu_type_unknown_gpu_and_gang_size() -> None:
+    assert kinds(with_changed("j2", gpu_type="v100")) == ["gpu-type"]
+    assert kinds(with_changed("j2", gpus=("k80-0/7",))) == ["unknown-gpu"]
+    assert kinds(with_changed("j2", gpus=("k80-0/0", "v100-0/0"))) == ["gpu-type"]
+
+
+def test_zero_throughput_configuration() -> None:
+    small = load_instance(INSTANCES / "small.json")
+    # rl-a3c runs on one GPU only: no entry for 2 GPUs means throughput 0.
+    job = next(j for j in small.jobs if j.job_type == "rl-a3c")
+    bad = Schedule((Assignment(job.id, "v100", ("v100-0/0", "v100-0/1"), job.arrival,
+                               job.arrival + 1.0),))
+    found = check(small, bad, complete=False)
+    assert [v.kind for v in found] in (["gang-size"], ["zero-throughput"])
+
+
+def test_missing_duplicate_and_unknown_jobs() -> None:
+    assert kinds(Schedule(GOOD.assignments[:2])) == ["unscheduled"]
+    assert kinds(Schedule(GOOD.assignments[:2]), complete=False) == []
+    twice = Schedule((*GOOD.assignments, GOOD.assignments[0]))
+    assert "duplicate" in kinds(twice)
+    ghost = Schedule((*GOOD.assignments, Assignment("zz", "k80", ("k80-0/0",), 1e6, 1e6 + 1)))
+    assert kinds(ghost) == ["unknown-job"]
+
+
+@pytest.mark.parametrize("gpus", [("v100-0/0", "v100-0/0")])
+def test_repeated_gpu_in_a_gang(gpus: tuple[str, ...]) -> None:
+    assert kinds(with_changed("j2", gpus=gpus, gpu_type="v100")) == ["repeated-gpu"]
