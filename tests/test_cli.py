@@ -23,7 +23,8 @@ def test_solve_prints_plan_and_metrics() -> None:
     done = run("solve", "instances/small.json")
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "job  type" in out and "checker: OK" in out
+    assert "job  type" in out
+    assert "checker: OK" in out
     for line in ("status: FEASIBLE", "average JCT:", "p95 JCT:", "makespan:", "deadlines met:",
                  "GPU utilisation:"):
         assert line in out
@@ -37,7 +38,8 @@ def test_solve_json_has_the_promised_keys(tmp_path: Path) -> None:
     document = json.loads(done.stdout)
     for key in ("status", "objective", "bound", "gap", "runtime_s", "metrics", "schedule"):
         assert key in document
-    assert document["status"] == "FEASIBLE" and len(document["schedule"]) == 200
+    assert document["status"] == "FEASIBLE"
+    assert len(document["schedule"]) == 200
     assert set(document["schedule"][0]) == {"job", "gpu_type", "gpus", "start", "finish"}
     assert document["violations"] == []
     assert json.loads(out_file.read_text())["objective"] == document["objective"]
@@ -56,13 +58,15 @@ def test_same_seed_same_file_other_seed_other_file(tmp_path: Path) -> None:
         main(["generate", "--jobs", "30", "--gpus", "v100=8,k80=8", "--seed", seed,
               "--name", "x", "-o", str(tmp_path / f"{name}.json")])
     a, b, c = (json.loads((tmp_path / f"{n}.json").read_text()) for n in "abc")
-    assert a["jobs"] == b["jobs"] and a["jobs"] != c["jobs"]
+    assert a["jobs"] == b["jobs"]
+    assert a["jobs"] != c["jobs"]
 
 
 def test_unknown_model_lists_the_available_ones() -> None:
     done = run("solve", "instances/tiny.json", "--model", "nope")
     assert done.returncode == 2
-    assert "unknown model" in done.stderr and "fifo" in done.stderr
+    assert "unknown model" in done.stderr
+    assert "fifo" in done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -57,7 +57,8 @@ def test_allowed_counts_are_sorted_and_include_requested() -> None:
 def test_cluster_gpus_and_default_topology() -> None:
     cluster = two_type_cluster()
     assert [g.id for g in cluster.gpus][:5] == ["a/0", "a/1", "a/2", "a/3", "b/0"]
-    assert cluster.num_gpus() == 10 and cluster.num_gpus("v100") == 8
+    assert cluster.num_gpus() == 10
+    assert cluster.num_gpus("v100") == 8
     graph = cluster.topology
     assert graph is not None
     # 10 GPUs + 1 switch; node cliques 6 + 6 + 1 edges; one network edge per GPU.
@@ -119,7 +120,9 @@ def test_replace_makes_a_validated_copy() -> None:
     table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 3.0)])
     instance = Instance(two_type_cluster(), (Job("j", 0.0, "cnn", 1, 10.0),), table)
     later = instance.replace(now=50.0)
-    assert later.now == 50.0 and instance.now == 0.0 and later.jobs == instance.jobs
+    assert later.now == 50.0
+    assert instance.now == 0.0
+    assert later.jobs == instance.jobs
     with pytest.raises(InputError):
         instance.replace(now=float("inf"))
 
@@ -128,6 +131,7 @@ def test_throughput_table_lookup_and_validation() -> None:
     table = ThroughputTable.from_rows([("cnn", "v100", 2, "spread", 3.5)])
     assert table.throughput("cnn", "v100", 2, Placement.SPREAD) == 3.5
     assert table.throughput("cnn", "v100", 2, Placement.PACKED) == 0.0
-    assert table.job_types == {"cnn"} and table.gpu_types == {"v100"}
+    assert table.job_types == {"cnn"}
+    assert table.gpu_types == {"v100"}
     with pytest.raises(InputError, match="bad throughput"):
         ThroughputTable.from_rows([("cnn", "v100", 2, "spread", -1.0)])

@@ -61,7 +61,9 @@ def test_fifo_on_tiny_by_hand() -> None:
     # 12.3, the V100 is busy, the K80 is free: K80 (45119/7 = 6445.571 s); j2 arrives at
     # 74.2, the V100 frees first (2734.375): V100 (17016/12 = 1418 s, finish 4152.375).
     result = solve(TINY, model="fifo")
-    assert result.status is Status.FEASIBLE and result.bound is None and result.gap is None
+    assert result.status is Status.FEASIBLE
+    assert result.bound is None
+    assert result.gap is None
     assert_valid(TINY, result.schedule)
     got = {a.job: (a.gpu_type, a.start, a.finish) for a in result.schedule}
     assert got["j0"] == ("v100", 0.0, pytest.approx(2734.375))

@@ -107,5 +107,6 @@ def test_saved_files_are_strict_json(tmp_path: Path) -> None:
     instance = load_instance(INSTANCES / "tiny.json")
     save_instance(instance, tmp_path / "x.json", comment="hello")
     text = (tmp_path / "x.json").read_text()
-    assert "NaN" not in text and "Infinity" not in text
+    assert "NaN" not in text
+    assert "Infinity" not in text
     assert json.loads(text)["comment"] == "hello"

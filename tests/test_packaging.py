@@ -11,7 +11,7 @@ import pytest
 
 
 @pytest.mark.parametrize(
-    "first, second", [("ortools.sat.python.cp_model", "highspy"),
+    ("first", "second"), [("ortools.sat.python.cp_model", "highspy"),
                       ("highspy", "ortools.sat.python.cp_model")],
 )
 def test_ortools_and_highspy_import_in_both_orders(first: str, second: str) -> None:
@@ -34,7 +34,8 @@ def test_pulp_sees_cbc_and_highs() -> None:
         [sys.executable, "-c", "import pulp; print(pulp.listSolvers(onlyAvailable=True))"],
         capture_output=True, text=True, timeout=120,
     )
-    assert "PULP_CBC_CMD" in done.stdout and "HiGHS" in done.stdout, done.stdout + done.stderr
+    assert "PULP_CBC_CMD" in done.stdout, done.stdout + done.stderr
+    assert "HiGHS" in done.stdout, done.stdout + done.stderr
 
 
 def test_python_dash_m_solver_works_like_hetsched() -> None:

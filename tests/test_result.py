@@ -48,7 +48,8 @@ def test_empty_schedule_metrics_and_json() -> None:
     result = Result(Status.INFEASIBLE, math.inf, None, 0.1, Schedule(), "x",
                     metrics=compute_metrics(TINY, Schedule()))
     document = json.loads(json.dumps(result.to_dict(), allow_nan=False))
-    assert document["objective"] is None and document["gap"] is None
+    assert document["objective"] is None
+    assert document["gap"] is None
     assert document["metrics"]["avg_jct_s"] is None
     assert document["metrics"]["scheduled"] == 0
     assert not result.is_feasible()
