@@ -135,8 +135,10 @@ def cli(ctx: click.Context, verbose: int, debug: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the result as JSON to this file.")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also draw the schedule as a Gantt chart per GPU (PNG/SVG/PDF).")
 def solve_command(instance: Path, model: str, backend: str | None, time_limit: float | None,
-                  as_json: bool, out: Path | None) -> None:
+                  as_json: bool, out: Path | None, plot: Path | None) -> None:
     """Solve one INSTANCE file and print the plan and its metrics."""
     data = load_instance(instance)
     result = solve(data, model=model, backend=backend, time_limit=time_limit)
@@ -145,6 +147,10 @@ def solve_command(instance: Path, model: str, backend: str | None, time_limit: f
                                 "violations": [str(v) for v in violations]}
     if out is not None:
         out.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    if plot is not None:
+        from solver import plot as plots  # matplotlib is slow to import: only when asked
+
+        plots.save(plots.gantt(data, result.schedule), plot)
     if as_json:
         click.echo(json.dumps(document))
     else:

@@ -1,0 +1,60 @@
+"""Plots of schedules. Each function takes an optional matplotlib ``ax`` and returns it,
+so plots compose; without one it draws on a new figure (no pyplot, no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from solver.data import Instance
+from solver.result import Schedule
+
+
+def gantt(instance: Instance, schedule: Schedule, ax: Axes | None = None,
+          label_jobs: bool | None = None) -> Axes:
+    """A Gantt chart: one row per GPU (grouped by node), one bar per job on each of its
+    GPUs, coloured by job type; a job that misses its deadline is hatched.
+
+    ``label_jobs`` writes job ids on the bars (default: when there are at most 60 jobs).
+    """
+    gpus = instance.cluster.gpus
+    if ax is None:
+        figure = Figure(figsize=(11, max(2.5, 0.28 * len(gpus) + 1.2)))
+        ax = figure.add_subplot()
+    row = {gpu.id: index for index, gpu in enumerate(gpus)}
+    job_types = sorted({job.job_type for job in instance.jobs})
+    colours = {name: f"C{index % 10}" for index, name in enumerate(job_types)}
+    jobs = instance.job_by_id
+    if label_jobs is None:
+        label_jobs = len(schedule) <= 60
+    for a in schedule:
+        job = jobs[a.job]
+        late = job.deadline is not None and a.finish > job.deadline + 1e-6
+        for gid in a.gpus:
+            ax.barh(row[gid], a.finish - a.start, left=a.start, height=0.8,
+                    color=colours[job.job_type], edgecolor="black", linewidth=0.4,
+                    hatch="///" if late else None)
+        if label_jobs:
+            ax.text((a.start + a.finish) / 2, row[a.gpus[0]], a.job, ha="center", va="center",
+                    fontsize=7, clip_on=True)
+    ax.set_yticks(range(len(gpus)), [f"{g.id} ({g.gpu_type})" for g in gpus], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("time (s)")
+    ax.set_title(f"{instance.name or 'schedule'}: {len(schedule)} jobs on {len(gpus)} GPUs")
+    handles = [Patch(color=colours[name], label=name) for name in job_types]
+    handles.append(Patch(facecolor="white", edgecolor="black", hatch="///",
+                         label="deadline missed"))
+    ax.legend(handles=handles, fontsize=7, loc="upper right")
+    ax.grid(axis="x", alpha=0.3)
+    return ax
+
+
+def save(ax: Axes, path: str | Path) -> None:
+    """Write the figure holding ``ax`` to ``path`` (PNG, SVG or PDF by suffix)."""
+    figure = ax.figure
+    assert isinstance(figure, Figure)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
