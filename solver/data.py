@@ -19,10 +19,13 @@ import networkx as nx
 from solver.errors import InputError
 from solver.throughput import Placement, ThroughputModel
 
-#: Link kinds of the default topology and their bandwidth in GB/s (documented in
-#: docs/instance-format.md): GPUs of one node talk over a PCIe-class fabric, nodes
-#: through one network switch (100 Gb/s Ethernet/InfiniBand = 12.5 GB/s).
-DEFAULT_LINKS = {"node-local": 32.0, "network": 12.5}
+#: Link kinds of the default topology and their effective GPU-to-GPU bandwidth in GB/s
+#: (docs/instance-format.md): GPUs of one node talk over a PCIe 4.0 x16-class fabric;
+#: nodes through one network switch, 5 GB/s effective per GPU pair (a 100 Gb/s NIC less
+#: protocol overhead and the PCIe hops on both ends; docs/topology.md). Every edge also
+#: carries ``cost`` = seconds per GB of its hop; a GPU's edge to the switch costs half a
+#: GPU-to-GPU network path.
+DEFAULT_LINKS = {"node-local": 32.0, "network": 5.0}
 SWITCH = "switch"
 
 
@@ -110,7 +113,7 @@ class Gpu:
 def default_topology(nodes: Sequence[Node]) -> nx.Graph:
     """All-to-all links inside each node, and every GPU linked to one network switch.
 
-    Edges carry ``link`` (``"node-local"`` or ``"network"``) and ``bandwidth_gbps``.
+    Edges carry ``link`` (``"node-local"`` or ``"network"``), ``bandwidth_gbps`` and ``cost``.
     """
     graph = nx.Graph()
     graph.add_node(SWITCH, kind="switch")
@@ -118,12 +121,13 @@ def default_topology(nodes: Sequence[Node]) -> nx.Graph:
         ids = node.gpu_ids()
         for index, gid in enumerate(ids):
             graph.add_node(gid, kind="gpu", node=node.name, gpu_type=node.gpu_type, index=index)
-            graph.add_edge(gid, SWITCH, link="network", bandwidth_gbps=DEFAULT_LINKS["network"])
+            graph.add_edge(gid, SWITCH, link="network", bandwidth_gbps=DEFAULT_LINKS["network"],
+                           cost=0.5 / DEFAULT_LINKS["network"])
         for i, first in enumerate(ids):
             for second in ids[i + 1 :]:
-                graph.add_edge(
-                    first, second, link="node-local", bandwidth_gbps=DEFAULT_LINKS["node-local"]
-                )
+                graph.add_edge(first, second, link="node-local",
+                               bandwidth_gbps=DEFAULT_LINKS["node-local"],
+                               cost=1.0 / DEFAULT_LINKS["node-local"])
     return graph
 
 

@@ -1,0 +1,143 @@
+"""The placement column model in CP-SAT: one solve, integer costs, exact lexicographic
+weights (communication first, then fragmentation)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+from ortools.sat.python import cp_model
+
+from formulations.topology.problem import COST_SCALE, PlacementModel
+from formulations.topology.solution import PlacementOutcome, decode
+from solver.result import Status
+
+
+class PlacementCpSat:
+    """Variables, one method per constraint family, objective, solve."""
+
+    def __init__(self, model: PlacementModel) -> None:
+        self.data = model
+        self.model = cp_model.CpModel()
+        self.take = [self.model.new_bool_var(f"x{i}") for i in range(len(model.columns))]
+        self.spread = {g: self.model.new_bool_var(f"spread_{g}") for g in model.spread_constant}
+        self.partial: dict[str, cp_model.IntVar] = {}
+        self.every_gang_placed()
+        self.spread_pieces_add_up()
+        self.one_gang_per_gpu()
+        self.fragmentation()
+        self.objective()
+
+    def every_gang_placed(self) -> None:
+        """sum_{whole columns of class c} x = |c|  (minus the spread flag of a spreading gang)."""
+        by_class: dict[int, list[int]] = {c: [] for c in range(len(self.data.classes))}
+        for index, column in enumerate(self.data.columns):
+            if not column.piece:
+                by_class[column.owner].append(index)
+        for owner, members in enumerate(self.data.classes):
+            total = sum(self.take[i] for i in by_class[owner])
+            if len(members) == 1 and members[0] in self.spread:
+                self.model.add(total + self.spread[members[0]] == 1)
+            else:
+                self.model.add(total == len(members))
+
+    def spread_pieces_add_up(self) -> None:
+        """sum_pieces |T| x = k * spread_g, and at most one piece of a gang per node."""
+        for gang, flag in self.spread.items():
+            pieces = [i for i, c in enumerate(self.data.columns) if c.piece and c.owner == gang]
+            self.model.add(sum(len(self.data.columns[i].gpus) * self.take[i] for i in pieces)
+                           == self.data.gangs[gang].num_gpus * flag)
+            by_node: dict[str, list[int]] = {}
+            for i in pieces:
+                by_node.setdefault(self.data.columns[i].node, []).append(i)
+            for members in by_node.values():
+                self.model.add(sum(self.take[i] for i in members) <= flag)
+
+    def one_gang_per_gpu(self) -> None:
+        """sum_{columns using GPU g} x <= 1."""
+        for members in self.data.columns_on_gpu().values():
+            if len(members) > 1:
+                self.model.add_at_most_one(self.take[i] for i in members)
+
+    def fragmentation(self) -> None:
+        """partial_s >= 1 - full_s - empty_s, with full_s => used_s = |free_s| and
+        empty_s => used_s = 0 (empty only on a node with every GPU free)."""
+        on_node = self.data.columns_on_node()
+        for node, ids in self.data.free.items():
+            size = self.data.cluster.node_by_name[node].num_gpus
+            used = sum(len(self.data.columns[i].gpus) * self.take[i]
+                       for i in on_node.get(node, []))
+            full = self.model.new_bool_var(f"full_{node}")
+            self.model.add(used == len(ids)).only_enforce_if(full)
+            partial = self.model.new_bool_var(f"partial_{node}")
+            if len(ids) == size:
+                empty = self.model.new_bool_var(f"empty_{node}")
+                self.model.add(used == 0).only_enforce_if(empty)
+                self.model.add(partial + full + empty >= 1)
+            else:
+                self.model.add(partial + full >= 1)
+            self.partial[node] = partial
+
+    def objective(self) -> None:
+        """min (nodes + 1) * round(1e6 * communication cost) + partly free nodes."""
+        self.weight = len(self.partial) + 1
+        cost = sum(round(c.cost * COST_SCALE) * self.take[i]
+                   for i, c in enumerate(self.data.columns))
+        cost += sum(round(self.data.spread_constant[g] * COST_SCALE) * flag
+                    for g, flag in self.spread.items())
+        self.model.minimize(self.weight * cost + sum(self.partial.values()))
+
+    def hint(self, placement: dict[str, tuple[str, ...]]) -> None:
+        """Hint the columns that reproduce ``placement`` (job -> GPU ids)."""
+        lookup = {(c.owner, c.piece, c.gpus): i for i, c in enumerate(self.data.columns)}
+        job_index = {g.job: i for i, g in enumerate(self.data.gangs)}
+        class_of = {g: c for c, members in enumerate(self.data.classes) for g in members}
+        chosen: set[int] = set()
+        for job, gpus in placement.items():
+            gang = job_index.get(job)
+            if gang is None:
+                continue
+            whole = lookup.get((class_of[gang], False, tuple(sorted(gpus))))
+            if whole is not None:
+                chosen.add(whole)
+                if gang in self.spread:
+                    self.model.add_hint(self.spread[gang], 0)
+                continue
+            if gang in self.spread:
+                self.model.add_hint(self.spread[gang], 1)
+                by_node: dict[str, list[str]] = {}
+                for gpu in gpus:
+                    by_node.setdefault(gpu.rpartition("/")[0], []).append(gpu)
+                for piece in by_node.values():
+                    index = lookup.get((gang, True, tuple(sorted(piece))))
+                    if index is not None:
+                        chosen.add(index)
+        for i, var in enumerate(self.take):
+            self.model.add_hint(var, 1 if i in chosen else 0)
+
+    def solve(self, time_limit_s: float | None, threads: int, seed: int) -> PlacementOutcome:
+        """Solve and decode; ``bound`` is a proven lower bound on the communication cost."""
+        solver = cp_model.CpSolver()
+        if time_limit_s is not None:
+            solver.parameters.max_time_in_seconds = time_limit_s
+        solver.parameters.num_workers = max(1, threads)
+        solver.parameters.random_seed = seed
+        started = time.perf_counter()
+        code = solver.solve(self.model)
+        wall = time.perf_counter() - started
+        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            chosen = [i for i, var in enumerate(self.take) if solver.value(var)]
+            status = Status.OPTIMAL if code == cp_model.OPTIMAL else (
+                Status.TIME_LIMIT if time_limit_s is not None and wall >= 0.95 * time_limit_s
+                else Status.FEASIBLE)
+            outcome = decode(self.data, chosen, status, wall, backend="cpsat")
+            # objective = weight * cost + partial, partial <= #nodes < weight
+            raw = solver.best_objective_bound
+            lower = max(0.0, math.ceil(raw - (self.weight - 1)) / self.weight) / COST_SCALE
+            outcome.bound = outcome.cost if code == cp_model.OPTIMAL else min(lower,
+                                                                              outcome.cost)
+            return outcome
+        status = Status.INFEASIBLE if code == cp_model.INFEASIBLE else (
+            Status.TIME_LIMIT if time_limit_s is not None else Status.UNKNOWN)
+        return PlacementOutcome(status, {}, math.inf, None, 0, wall, "cpsat",
+                                message=solver.status_name(code))

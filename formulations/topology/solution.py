@@ -1,0 +1,49 @@
+"""Turning chosen columns into a placement, and what a placement solve returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from formulations.topology.problem import PlacementModel, fragmentation, placement_cost
+from solver.result import Status
+
+
+@dataclass
+class PlacementOutcome:
+    """A placement (job -> GPU ids) with its communication cost (seconds per GB, recomputed
+    from the graph), a proven lower bound on it, the fragmentation it leaves (partly free
+    nodes), wall time and the back-end used."""
+
+    status: Status
+    placement: dict[str, tuple[str, ...]]
+    cost: float
+    bound: float | None
+    fragmentation: int
+    wall_s: float
+    backend: str
+    message: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def decode(model: PlacementModel, chosen: list[int], status: Status, wall_s: float,
+           backend: str) -> PlacementOutcome:
+    """Hand the chosen whole columns of a class to its gangs in order, and join the pieces
+    of spreading gangs."""
+    placement: dict[str, tuple[str, ...]] = {}
+    queues = {c: list(members) for c, members in enumerate(model.classes)}
+    pieces: dict[int, list[str]] = {}
+    for index in chosen:
+        column = model.columns[index]
+        if column.piece:
+            pieces.setdefault(column.owner, []).extend(column.gpus)
+        else:
+            gang = queues[column.owner].pop(0)
+            placement[model.gangs[gang].job] = column.gpus
+    for gang, gpus in pieces.items():
+        placement[model.gangs[gang].job] = tuple(sorted(gpus))
+    busy = {g for node in model.cluster.nodes for g in node.gpu_ids()
+            if g not in set(model.free.get(node.name, ()))}
+    busy |= {g for gpus in placement.values() for g in gpus}
+    cost = placement_cost(model.cluster, model.gangs, placement)
+    return PlacementOutcome(status, placement, cost, None, fragmentation(model.cluster, busy),
+                            wall_s, backend, notes=list(model.notes))
