@@ -81,11 +81,11 @@ class PlacementCpSat:
     def objective(self) -> None:
         """min (nodes + 1) * round(1e6 * communication cost) + partly free nodes."""
         self.weight = len(self.partial) + 1
-        cost = sum(round(c.cost * COST_SCALE) * self.take[i]
-                   for i, c in enumerate(self.data.columns))
-        cost += sum(round(self.data.spread_constant[g] * COST_SCALE) * flag
-                    for g, flag in self.spread.items())
-        self.model.minimize(self.weight * cost + sum(self.partial.values()))
+        terms = [round(c.cost * COST_SCALE) * self.take[i]
+                 for i, c in enumerate(self.data.columns)]
+        terms += [round(self.data.spread_constant[g] * COST_SCALE) * flag
+                  for g, flag in self.spread.items()]
+        self.model.minimize(self.weight * sum(terms) + sum(self.partial.values()))
 
     def hint(self, placement: dict[str, tuple[str, ...]]) -> None:
         """Hint the columns that reproduce ``placement`` (job -> GPU ids)."""

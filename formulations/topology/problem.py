@@ -148,11 +148,11 @@ def build(cluster: Cluster, busy: frozenset[str] | set[str], gangs: tuple[Gang, 
     columns: list[Column] = []
     for owner, members in enumerate(classes):
         gang = gangs[members[0]]
-        for node, ids in free.items():
-            if node_type[node] != gang.gpu_type or len(ids) < gang.num_gpus:
+        for name, ids in free.items():
+            if node_type[name] != gang.gpu_type or len(ids) < gang.num_gpus:
                 continue
             for subset in itertools.combinations(ids, gang.num_gpus):
-                columns.append(Column(owner, False, node, subset,
+                columns.append(Column(owner, False, name, subset,
                                       gang.sensitivity * cost_of(subset)))
                 if len(columns) > max_subsets:
                     raise InputError("placement model too large", value=len(columns),
@@ -175,12 +175,12 @@ def build(cluster: Cluster, busy: frozenset[str] | set[str], gangs: tuple[Gang, 
             notes.append(f"{gang.job}: network cost between {gang.gpu_type} nodes is not "
                          "uniform; spread pieces are priced at the largest")
         spread_constant[index] = gang.sensitivity * net * gang.num_gpus**2 / 2
-        for node in nodes:
-            ids = free[node]
+        for name in nodes:
+            ids = free[name]
             for size in range(1, min(gang.num_gpus - 1, len(ids)) + 1):
                 for subset in itertools.combinations(ids, size):
                     cost = gang.sensitivity * (cost_of(subset) - net * size * size / 2)
-                    columns.append(Column(index, True, node, subset, cost))
+                    columns.append(Column(index, True, name, subset, cost))
     return PlacementModel(cluster, gangs, free, classes, columns, spread_constant, exact, notes)
 
 
