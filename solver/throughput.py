@@ -3,17 +3,23 @@
 Every throughput coefficient a formulation, baseline or checker uses comes from
 an object that satisfies :class:`ThroughputModel`. :class:`ThroughputTable` is the
 measured form: a lookup table in steps per second where a missing entry or 0
-means "cannot run there".
+means "cannot run there". The fitted form is
+:class:`solver.speed_model.FittedThroughputModel` (docs/throughput-model.md).
+Both also give a whole array at once (:class:`ThroughputMatrixModel`); use
+:func:`throughput_matrix` to get one from any model.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
 
 from solver.errors import InputError
 
@@ -37,6 +43,36 @@ class ThroughputModel(Protocol):
     ) -> float:
         """Training throughput in steps/s; 0.0 means the job cannot run there."""
         ...
+
+
+@runtime_checkable
+class ThroughputMatrixModel(ThroughputModel, Protocol):
+    """A throughput model that also answers for many jobs, GPU types and counts at once."""
+
+    def matrix(
+        self, job_types: Sequence[str], gpu_types: Sequence[str], counts: Sequence[int],
+        placement: Placement,
+    ) -> npt.NDArray[np.float64]:
+        """steps/s as an array of shape ``(len(job_types), len(gpu_types), len(counts))``."""
+        ...
+
+
+def throughput_matrix(
+    model: ThroughputModel, job_types: Sequence[str], gpu_types: Sequence[str],
+    counts: Sequence[int], placement: Placement,
+) -> npt.NDArray[np.float64]:
+    """steps/s of every (job type, GPU type, GPU count) for one placement, shape
+    ``(jobs, GPU types, counts)``: the model's own ``matrix`` when it has one, else one
+    :meth:`ThroughputModel.throughput` call per cell."""
+    if isinstance(model, ThroughputMatrixModel):
+        return model.matrix(job_types, gpu_types, counts, placement)
+    placement = Placement(placement)
+    out = np.zeros((len(job_types), len(gpu_types), len(counts)))
+    for i, job_type in enumerate(job_types):
+        for j, gpu_type in enumerate(gpu_types):
+            for k, count in enumerate(counts):
+                out[i, j, k] = model.throughput(job_type, gpu_type, int(count), placement)
+    return out
 
 
 ThroughputKey = tuple[str, str, int, Placement]
@@ -88,6 +124,20 @@ class ThroughputTable:
     ) -> float:
         """Measured steps/s, or 0.0 where the table has no entry."""
         return self.entries.get((job_type, gpu_type, num_gpus, Placement(placement)), 0.0)
+
+    def matrix(
+        self, job_types: Sequence[str], gpu_types: Sequence[str], counts: Sequence[int],
+        placement: Placement,
+    ) -> npt.NDArray[np.float64]:
+        """Measured steps/s, shape ``(len(job_types), len(gpu_types), len(counts))``;
+        0.0 where the table has no entry."""
+        placement = Placement(placement)
+        get = self.entries.get
+        return np.array(
+            [[[get((job_type, gpu_type, int(count), placement), 0.0) for count in counts]
+              for gpu_type in gpu_types] for job_type in job_types],
+            dtype=np.float64,
+        ).reshape(len(job_types), len(gpu_types), len(counts))
 
     def rows(self) -> list[tuple[str, str, int, Placement, float]]:
         """All entries as sorted ``(job_type, gpu_type, num_gpus, placement, steps_per_s)``."""
