@@ -220,6 +220,42 @@ def generate_command(num_jobs: int, gpus: str, seed: int, gpus_per_node: int,
                f"in {len(instance.cluster.nodes)} nodes (seed {seed})")
 
 
+@cli.command("fit")
+@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Write the fitted model (JSON) here.")
+@click.option("--report", is_flag=True,
+              help="Print the leave-one-out accuracy (median and p90 APE, worst 10 points).")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a residual plot (PNG) of the leave-one-out predictions.")
+def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) -> None:
+    """Fit the throughput model to a measured PROFILE (Gavel's JSON or a tidy CSV)."""
+    from solver.profiles import read_profile
+    from solver.speed_model import (
+        fit_throughput_model,
+        leave_one_out,
+        plot_residuals,
+        report_lines,
+        save_model,
+    )
+
+    data = read_profile(profile)
+    model = fit_throughput_model(data)
+    save_model(model, output)
+    kinds = ", ".join(f"{count} {kind}" for kind, count in model.summary().items())
+    assert model.diagnostics is not None
+    click.echo(f"wrote {output}: {len(model.job_types)} job types x {len(model.gpu_types)} "
+               f"GPU types x 2 placements ({kinds}) from {len(data)} measurements in "
+               f"{model.diagnostics.fit_time_s:.3f} s")
+    if report or plot is not None:
+        loo = leave_one_out(data, model.settings)
+        if report:
+            click.echo("\n".join(report_lines(loo)))
+        if plot is not None:
+            plot_residuals(loo, plot)
+            click.echo(f"wrote {plot}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run the CLI, turning bad input into exit code 2 without a traceback."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])

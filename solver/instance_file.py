@@ -126,6 +126,16 @@ def _schema_error(error: ValidationError, file: str) -> InputError:
         options = rule if kind == "enum" else [rule]
         return InputError("value not allowed", path=path, value=found, file=file,
                           expected="one of " + ", ".join(json.dumps(o) for o in options))
+    if kind == "oneOf" and path == "$" and isinstance(found, dict):
+        if "throughput" in found:
+            return InputError("both throughput and throughput_model given", path=path, file=file,
+                              expected="one of them: a throughput table or a fitted model file")
+        return InputError("missing field 'throughput'", path=path, file=file,
+                          expected="throughput (a table) or throughput_model (a fitted model "
+                          "file)")
+    if kind == "oneOf" and path == "$.throughput_model":
+        return InputError("bad throughput_model", path=path, value=found, file=file,
+                          expected="a path to a model file, or {file, mode: fitted or measured}")
     if kind == "oneOf" and path == "$.throughput":
         return InputError("bad throughput", path=path, value=found, file=file,
                           expected="a list of rows {job_type, gpu_type, num_gpus, placement, "
@@ -216,6 +226,34 @@ def _table_from_rows(rows: list[Any], file: str, prefix: str) -> ThroughputTable
     return ThroughputTable(entries)
 
 
+def _throughput_from_model_file(reference: Any, file: str, base_dir: Path | None,
+                                jobs: list[Job], gpu_types: list[GpuType]) -> ThroughputModel:
+    """The throughput of an instance that names a fitted model file (``throughput_model``:
+    a path, or ``{file, mode}``; docs/throughput-model.md). In fitted mode every job type
+    and GPU type of the instance must be known to the model."""
+    from solver.speed_model import FittedThroughputModel, load_model, throughput_model
+
+    if isinstance(reference, str):
+        reference = {"file": reference}
+    model_path = (base_dir or Path.cwd()) / reference["file"]
+    if not model_path.is_file():
+        raise InputError("throughput model file does not exist", path="$.throughput_model",
+                         value=reference["file"], file=file,
+                         expected=f"a path relative to {base_dir or Path.cwd()}")
+    model = throughput_model(load_model(model_path), reference.get("mode", "fitted"))
+    if isinstance(model, FittedThroughputModel):
+        known = [(f"$.jobs[{i}].job_type", job.job_type, model.job_types)
+                 for i, job in enumerate(jobs)]
+        known += [(f"$.gpu_types[{i}].name", t.name, model.gpu_types)
+                  for i, t in enumerate(gpu_types)]
+        for path, name, names in known:
+            if name not in names:
+                shown = ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
+                raise InputError(f"not in the throughput model {reference['file']}", path=path,
+                                 value=name, file=file, expected=f"one of {shown}")
+    return model
+
+
 def _build(kind: Any, items: list[dict[str, Any]], prefix: str, file: str) -> list[Any]:
     built = []
     for index, fields in enumerate(items):
@@ -239,6 +277,9 @@ def instance_from_dict(doc: Any, *, file: str = "<instance>", base_dir: Path | N
     gpu_types = _build(GpuType, doc["gpu_types"], "$.gpu_types", file)
     nodes = _build(Node, doc["nodes"], "$.nodes", file)
     jobs = _build(Job, doc["jobs"], "$.jobs", file)
+    if throughput is None and "throughput_model" in doc:
+        throughput = _throughput_from_model_file(doc["throughput_model"], file, base_dir,
+                                                 jobs, gpu_types)
     if throughput is None:
         source = doc["throughput"]
         if isinstance(source, str):
