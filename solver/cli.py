@@ -22,7 +22,7 @@ from solver.errors import InputError
 from solver.generate import GeneratorSettings, generate, parse_gpu_counts
 from solver.instance_file import load_instance, save_instance
 from solver.policies import available
-from solver.result import Result
+from solver.result import Result, Schedule
 from solver.solve import solve
 
 log = logging.getLogger("solver")
@@ -113,6 +113,20 @@ def summary_lines(result: Result) -> list[str]:
     return lines
 
 
+def _solver_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """The solver options of ``hetsched solve`` as SolveOptions fields (reads --warm-start)."""
+    options = dict(settings)
+    path = options.pop("warm_start", None)
+    if path is not None:
+        try:
+            document = json.loads(Path(path).read_text(encoding="utf-8"))
+            options["warm_start"] = Schedule.from_list(document["schedule"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError("cannot read a schedule", path="--warm-start", value=str(path),
+                             expected="a result JSON with a 'schedule' list") from exc
+    return options
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", count=True, help="Log progress (-v) or details (-vv) to stderr.")
 @click.option("--debug", is_flag=True, help="Show the traceback of unexpected errors.")
@@ -132,16 +146,29 @@ def cli(ctx: click.Context, verbose: int, debug: bool) -> None:
 @click.option("--backend", type=click.Choice(BACKENDS), default=None,
               help="Solver back-end (default: the model's first).")
 @click.option("--time-limit", type=float, default=None, help="Solver time limit in seconds.")
+@click.option("--gap", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
+              help="Relative gap at which the solver may stop.")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Solver threads.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Solver random seed.")
+@click.option("--deadline-objective", type=click.Choice(("missed", "tardiness")),
+              default="missed", show_default=True,
+              help="deadline model: first objective term.")
+@click.option("--alpha", type=click.FloatRange(min=0.0, max=1.0, min_open=True), default=1.0,
+              show_default=True, help="allox: fairness knob (1 = pure completion time).")
+@click.option("--warm-start", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A result JSON (from --out) whose schedule seeds the solver.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the result as JSON to this file.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also draw the schedule as a Gantt chart per GPU (PNG/SVG/PDF).")
 def solve_command(instance: Path, model: str, backend: str | None, time_limit: float | None,
-                  as_json: bool, out: Path | None, plot: Path | None) -> None:
+                  as_json: bool, out: Path | None, plot: Path | None, **settings: Any) -> None:
     """Solve one INSTANCE file and print the plan and its metrics."""
     data = load_instance(instance)
-    result = solve(data, model=model, backend=backend, time_limit=time_limit)
+    result = solve(data, model=model, backend=backend, time_limit=time_limit,
+                   **_solver_settings(settings))
     violations = check(data, result.schedule, complete=result.is_feasible())
     document: dict[str, Any] = {"instance": str(instance), **result.to_dict(),
                                 "violations": [str(v) for v in violations]}
@@ -184,6 +211,28 @@ def validate_command(instances: tuple[Path, ...]) -> None:
                    f"{len(data.cluster.nodes)} nodes, types {', '.join(data.cluster.type_names)})")
     if bad:
         sys.exit(2)
+
+
+@cli.group("topology")
+def topology_group() -> None:
+    """GPU topologies from nvidia-smi topo -m output."""
+
+
+@topology_group.command("show")
+@click.argument("topo_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also draw the GPU graph, links by bandwidth (PNG/SVG/PDF).")
+def topology_show_command(topo_file: Path, plot: Path | None) -> None:
+    """Parse TOPO_FILE (the text nvidia-smi topo -m prints) and show its links."""
+    from solver.topology import read_topology
+
+    server = read_topology(topo_file)
+    click.echo(f"{topo_file}")
+    click.echo(server.summary())
+    if plot is not None:
+        from solver import plot as plots
+
+        plots.save(plots.topology_graph(server), plot)
 
 
 @cli.command("generate")

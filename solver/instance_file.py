@@ -294,12 +294,47 @@ def instance_from_dict(doc: Any, *, file: str = "<instance>", base_dir: Path | N
                 throughput = _table_from_rows(source, file, "$.throughput")
             except InputError as exc:
                 raise (exc if exc.file else exc.at("$.throughput").in_file(file)) from None
+    topology = _topology_graph(doc, nodes, file, base_dir)
     try:
-        cluster = Cluster(tuple(gpu_types), tuple(nodes))
+        cluster = Cluster(tuple(gpu_types), tuple(nodes), topology)
         return Instance(cluster, tuple(jobs), throughput, now=float(doc.get("now", 0.0)),
                         name=doc.get("name", ""))
     except InputError as exc:
         raise exc.at("$").in_file(file) from None
+
+
+def _topology_graph(doc: dict[str, Any], nodes: list[Node], file: str,
+                    base_dir: Path | None) -> Any:
+    """The cluster graph from the document's ``topologies`` (GPU type -> nvidia-smi topo
+    file) and ``network_gbps``; ``None`` (the default topology) when neither is given."""
+    if "topologies" not in doc and "network_gbps" not in doc:
+        return None
+    from solver.topology import NetworkSpec, ServerTopology, cluster_graph, read_topology
+
+    types = {node.gpu_type for node in nodes}
+    servers: dict[str, ServerTopology] = {}
+    for gpu_type, relative in doc.get("topologies", {}).items():
+        where = f"$.topologies.{gpu_type}"
+        if gpu_type not in types:
+            raise InputError("no node has this GPU type", path=where, value=gpu_type, file=file,
+                             expected="one of " + ", ".join(sorted(types)))
+        topo_path = (base_dir or Path.cwd()) / relative
+        if not topo_path.is_file():
+            raise InputError("topology file does not exist", path=where, value=relative,
+                             file=file, expected=f"a path relative to {base_dir or Path.cwd()}")
+        servers[gpu_type] = read_topology(topo_path)
+    by_node: dict[str, ServerTopology] = {}
+    for index, node in enumerate(nodes):
+        server = servers.get(node.gpu_type)
+        if server is None:
+            continue
+        if server.num_gpus != node.num_gpus:
+            raise InputError("node's GPU count differs from its type's topology file",
+                             path=f"$.nodes[{index}].num_gpus", value=node.num_gpus, file=file,
+                             expected=f"{server.num_gpus} GPUs as in {server.source}")
+        by_node[node.name] = server
+    network = NetworkSpec(network_gbps=float(doc.get("network_gbps", NetworkSpec().network_gbps)))
+    return cluster_graph(nodes, by_node, network)
 
 
 def load_instance(path: str | Path) -> Instance:

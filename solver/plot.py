@@ -11,6 +11,7 @@ from matplotlib.patches import Patch
 
 from solver.data import Instance
 from solver.result import Schedule
+from solver.topology import ServerTopology, link_bandwidth
 
 
 def gantt(instance: Instance, schedule: Schedule, ax: Axes | None = None,
@@ -49,6 +50,38 @@ def gantt(instance: Instance, schedule: Schedule, ax: Axes | None = None,
                          label="deadline missed"))
     ax.legend(handles=handles, fontsize=7, loc="upper right")
     ax.grid(axis="x", alpha=0.3)
+    return ax
+
+
+def topology_graph(server: ServerTopology, ax: Axes | None = None) -> Axes:
+    """A server's GPUs on a circle, joined by lines as wide as their links are fast
+    (NVLink thick and coloured, PCIe thin and grey)."""
+    import networkx as nx
+
+    if ax is None:
+        ax = Figure(figsize=(6, 6)).add_subplot()
+    graph = nx.Graph()
+    graph.add_nodes_from(server.gpus)
+    for i, a in enumerate(server.gpus):
+        for b in server.gpus[i + 1 :]:
+            graph.add_edge(a, b, link=server.link(a, b))
+    layout = nx.circular_layout(graph)
+    for a, b, attributes in graph.edges(data=True):
+        kind = attributes["link"]
+        bandwidth = link_bandwidth(kind)
+        nvlink = kind.startswith("NV")
+        ax.plot([layout[a][0], layout[b][0]], [layout[a][1], layout[b][1]],
+                color="C2" if nvlink else "0.6", linewidth=0.5 + bandwidth / 12,
+                alpha=0.9 if nvlink else 0.5, zorder=1)
+    for name, (x, y) in layout.items():
+        ax.scatter([x], [y], s=700, color="C0", zorder=2)
+        ax.text(x, y, name.removeprefix("GPU"), ha="center", va="center", color="white",
+                zorder=3, fontsize=10)
+    kinds = sorted({server.link(a, b) for a, b in graph.edges}, key=link_bandwidth)
+    ax.set_title(f"{Path(server.source).name}: " + ", ".join(
+        f"{k} {link_bandwidth(k):g} GB/s" for k in reversed(kinds)), fontsize=9)
+    ax.set_aspect("equal")
+    ax.axis("off")
     return ax
 
 

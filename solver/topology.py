@@ -18,8 +18,9 @@ from pathlib import Path
 
 import networkx as nx
 
-from solver.data import SWITCH, Cluster, GpuType, Node, gpu_id
+from solver.data import SWITCH, Cluster, GpuType, Instance, Job, Node, gpu_id
 from solver.errors import InputError
+from solver.throughput import Placement
 
 #: GB/s per direction between two GPUs joined by each link kind of ``nvidia-smi topo``.
 #: NV# is # bonded NVLinks at 25 GB/s each (NVLink 2 and 3); the PCIe kinds are what a
@@ -38,6 +39,10 @@ NVLINK_GBPS_PER_LINK = 25.0
 DEFAULT_NETWORK_GBPS = 5.0
 #: Between racks, when racks are modelled: an oversubscribed uplink.
 DEFAULT_RACK_GBPS = 2.5
+
+#: Packed throughputs are taken as measured on GPUs joined by at least this bandwidth
+#: (one NVLink, as on the DGX-1-class servers of Gavel's measurements).
+REFERENCE_GBPS = 25.0
 
 _NV = re.compile(r"NV(\d+)$")
 _KINDS = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
@@ -365,3 +370,44 @@ def pai_cluster(path: str | Path, *, servers: dict[str, ServerTopology] | None =
         if server is not None and server.num_gpus == node.num_gpus:
             by_node[node.name] = server
     return Cluster(types, tuple(nodes), cluster_graph(nodes, by_node, network))
+
+
+def communication_sensitivity(instance: Instance, job: Job, gpu_type: str, count: int) -> float:
+    """How much a gang loses when its GPUs are far apart: ``1 - spread / packed`` throughput
+    of its job type on ``count`` GPUs of ``gpu_type`` (0 for one GPU; 1 when it cannot run
+    spread)."""
+    if count == 1:
+        return 0.0
+    packed = instance.throughput.throughput(job.job_type, gpu_type, count, Placement.PACKED)
+    spread = instance.throughput.throughput(job.job_type, gpu_type, count, Placement.SPREAD)
+    if packed <= 0:
+        return 0.0
+    return float(min(1.0, max(0.0, 1.0 - spread / packed)))
+
+
+def link_factor(sensitivity: float, slowest_gbps: float,
+                network_gbps: float = DEFAULT_NETWORK_GBPS) -> float:
+    """Speed of a packed gang whose slowest GPU pair link has ``slowest_gbps``, against its
+    packed throughput: 1 at :data:`REFERENCE_GBPS` or faster, ``1 - sensitivity`` (the
+    spread speed) at the network's bandwidth, log-linear in between."""
+    if slowest_gbps >= REFERENCE_GBPS:
+        return 1.0
+    span = math.log(REFERENCE_GBPS / network_gbps)
+    drop = min(1.0, max(0.0, math.log(REFERENCE_GBPS / slowest_gbps) / span))
+    return 1.0 - sensitivity * drop
+
+
+def predicted_throughput(instance: Instance, job: Job, gpu_type: str,
+                         gpus: Sequence[str]) -> float:
+    """steps/s of ``job`` on these GPUs: the throughput model's packed or spread speed, and
+    for a packed gang the :func:`link_factor` of its slowest GPU pair link."""
+    cluster = instance.cluster
+    placement = cluster.placement_of(gpus)
+    base = instance.throughput.throughput(job.job_type, gpu_type, len(gpus), placement)
+    if placement is Placement.SPREAD or len(gpus) < 2 or cluster.topology is None:
+        return base
+    graph = cluster.topology
+    slowest = min(float(graph.edges[a, b]["bandwidth_gbps"])
+                  for a, b in itertools.combinations(gpus, 2))
+    weight = communication_sensitivity(instance, job, gpu_type, len(gpus))
+    return base * link_factor(weight, slowest)

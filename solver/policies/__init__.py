@@ -49,6 +49,7 @@ class Policy(Protocol):
 #: name -> "module:Class"
 REGISTRY: dict[str, str] = {
     "fifo": "solver.policies.fifo:FifoPolicy",
+    "topology": "solver.policies.topology:TopologyPolicy",
 }
 
 
