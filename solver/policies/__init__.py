@@ -31,6 +31,10 @@ class SolveOptions:
     threads: int = 1
     seed: int = 0
     warm_start: Schedule | None = None
+    #: deadline model: first objective term, "missed" (count) or "tardiness" (weighted, s)
+    deadline_objective: str = "missed"
+    #: allox: fraction of users (least attained service first) whose jobs enter a matching
+    alpha: float = 1.0
 
 
 class Policy(Protocol):
