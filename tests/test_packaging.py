@@ -50,7 +50,9 @@ def test_python_dash_m_solver_works_like_hetsched() -> None:
 def test_schema_is_shipped_inside_the_package() -> None:
     text = resources.files("solver").joinpath("schema/instance.schema.json").read_text()
     schema = json.loads(text)
-    assert set(schema["required"]) == {"gpu_types", "nodes", "jobs", "throughput"}
+    assert set(schema["required"]) == {"gpu_types", "nodes", "jobs"}
+    # Throughput comes inline/as a table, or from a fitted model file.
+    assert schema["oneOf"] == [{"required": ["throughput"]}, {"required": ["throughput_model"]}]
 
 
 def test_solver_package_does_not_import_pulp_or_ortools() -> None:
