@@ -20,10 +20,13 @@ gradient size and hence its communication overhead) and GPU type:
 
 ``a``, ``beta`` and ``gamma`` come from one non-negative least-squares fit
 (``scipy.optimize.nnls``) of ``t = n / throughput`` with rows weighted by
-``1 / t`` (relative error). At each GPU count the family measured, the
-throughput is then multiplied by a *count correction*: the median ratio
-measured / smooth over the family's measurements at that count. Counts the
-family did not measure use the smooth curve alone.
+``1 / t`` (relative error). The smooth curve is then multiplied by a *count
+correction*: at 1 GPU, the job's own measured / smooth ratio (so a measured
+1-GPU throughput is returned as measured: ``a_j`` describes the multi-GPU
+regime, which may scale super-linearly from one GPU); at every larger count the
+family measured, the median ratio measured / smooth over the family's
+measurements at that count. Counts the family did not measure use the smooth
+curve alone.
 
 Predictions are flagged (:class:`Prediction`): ``own-data`` or ``family-shape``
 (the series has no multi-GPU measurement of its own and borrows its family's
@@ -237,7 +240,7 @@ class SeriesFit:
                 raise InputError("bad correction", path=f"corrections[{index}]", value=pair,
                                  expected="[GPU count, factor]")
             count, factor = pair
-            _counts([count], f"corrections[{index}]", low=2)
+            _counts([count], f"corrections[{index}][0]")
             if isinstance(factor, bool) or not isinstance(factor, int | float) \
                     or not math.isfinite(factor) or factor <= 0:
                 raise InputError("bad correction factor", path=f"corrections[{index}][1]",
@@ -554,9 +557,15 @@ class _Block:
     intercept: dict[str, float]
     overhead: dict[Placement, tuple[Array, Array]]  # beta, gamma per feature
     scale: dict[str, float]  # s_j, seconds per step
-    corrections: dict[Placement, dict[int, float]]
+    corrections: dict[Placement, dict[int, float]]  # family median at counts > 1
     shape_counts: dict[Placement, tuple[int, ...]]
     diagnostics: BlockFit
+    one_gpu: dict[str, float] = field(default_factory=dict)  # job's own factor at 1 GPU
+
+    def series_corrections(self, job: str, placement: Placement) -> tuple[tuple[int, float], ...]:
+        """``(count, factor)`` of one series: its own at 1 GPU, the family's above."""
+        own = ((1, self.one_gpu[job]),) if job in self.one_gpu else ()
+        return own + tuple(self.corrections.get(placement, {}).items())
 
     def coefficients(self, job: str, placement: Placement, width: int) -> tuple[float, ...]:
         """``c[0..K]`` of one series of this block."""
@@ -612,6 +621,10 @@ def _fit_block(group: str, gpu: str, jobs: Sequence[str], placements: Sequence[P
         group, gpu, tuple(jobs), len(observed),
         float(np.sqrt(np.mean(residual ** 2))) if len(residual) else 0.0,
         {p.value: (*overhead[p][0].tolist(), *overhead[p][1].tolist()) for p in active}))
+    if settings.count_corrections:
+        for job, row_placement, _, speed in observed:
+            if row_placement is None and intercept[job] > 0:
+                block.one_gpu[job] = speed * intercept[job]
     for placement in active:
         rows = [row for row in observed if row[1] is placement]
         block.shape_counts[placement] = tuple(sorted({1, *(row[2] for row in rows)}))
@@ -663,14 +676,13 @@ def fit_throughput_model(profile: Profile,
     started = time.perf_counter()
     index = _Index.of(profile)
     families = dict(profile.family)
-    jobs_with_data = {job for job, _ in index.one_gpu} | {key[0] for key in index.multi}
     blocks: dict[tuple[str, str, Placement | None], _Block] = {}
     for gpu in profile.gpu_types:
         if settings.pooling is Pooling.FAMILY:
             members: dict[str, list[str]] = {}
             for job in profile.job_types:
-                if job in jobs_with_data and ((job, gpu) in index.one_gpu or any(
-                        (job, gpu, p) in index.multi for p in Placement)):
+                if (job, gpu) in index.one_gpu or any(
+                        (job, gpu, p) in index.multi for p in Placement):
                     members.setdefault(families[job], []).append(job)
             for family, jobs in members.items():
                 family_block = _fit_block(family, gpu, jobs, tuple(Placement), index, settings)
@@ -719,7 +731,7 @@ def fit_throughput_model(profile: Profile,
                     note = ""
                 series[key] = SeriesFit(
                     job, gpu, placement, block.coefficients(job, placement, width),
-                    tuple(block.corrections.get(placement, {}).items()), tuple(measured),
+                    block.series_corrections(job, placement), tuple(measured),
                     block.shape_counts.get(placement, (1,)), below, above, note)
     unique_blocks = {id(b): b for b in blocks.values()}
     model = FittedThroughputModel(

@@ -68,7 +68,8 @@ def test_recovers_known_coefficients_from_synthetic_data() -> None:
                              zip(BETA[placement], GAMMA[placement], strict=True))]
             assert fit.coefficients == pytest.approx(expected, rel=1e-6, abs=1e-9)
             # Exact data: every count correction is 1.
-            assert [factor for _, factor in fit.corrections] == pytest.approx([1.0] * 4, rel=1e-9)
+            assert [n for n, _ in fit.corrections] == list(COUNTS)
+            assert [f for _, f in fit.corrections] == pytest.approx([1.0] * len(COUNTS), rel=1e-9)
     assert model.diagnostics is not None
     (block,) = model.diagnostics.blocks
     for placement in Placement:
@@ -103,6 +104,22 @@ def test_predicts_any_count_to_64_with_flags() -> None:
     assert model.predict(job, "g", 4, SPREAD).count_range is CountRange.MEASURED
     assert model.predict(job, "g", 5, SPREAD).count_range is CountRange.INTERPOLATED
     assert model.predict(job, "g", 64, SPREAD).flags == "own-data, extrapolated"
+
+
+def test_a_measured_one_gpu_throughput_is_returned_as_measured() -> None:
+    # The 1-GPU run of one batch size is 30% slower than its multi-GPU scaling implies
+    # (like Gavel's V100 ResNet-18 rows): 1 GPU keeps the measurement, the rest the curve.
+    job = "net (batch size 32)"
+    points = [ProfilePoint(*p.key, p.throughput * (0.7 if p.key == (job, "g", 1, PACKED)
+                                                   else 1.0))
+              for p in synthetic_profile().points]
+    model = fit_throughput_model(Profile(tuple(points)))
+    for placement in Placement:
+        assert model.throughput(job, "g", 1, placement) == pytest.approx(
+            0.7 / step_time(job, 1, PACKED), rel=1e-12)
+    assert model.predict(job, "g", 1, SPREAD).flags == "own-data, measured"
+    assert model.throughput(job, "g", 8, SPREAD) == pytest.approx(
+        8 / step_time(job, 8, SPREAD), rel=0.05)
 
 
 @pytest.mark.parametrize(("args", "problem", "path"), [
@@ -183,7 +200,7 @@ def test_matrix_equals_scalar_calls_for_both_modes() -> None:
     counts = [1, 2, 3, 8, 64]
     for model in (throughput_model(profile, "fitted"), throughput_model(profile, "measured")):
         for placement in Placement:
-            speeds = model.matrix(jobs, ["g"], counts, placement)  # type: ignore[union-attr]
+            speeds = model.matrix(jobs, ["g"], counts, placement)
             assert speeds.shape == (len(jobs), 1, len(counts))
             expected = [[[model.throughput(j, "g", n, placement) for n in counts]] for j in jobs]
             assert speeds == pytest.approx(np.array(expected), rel=1e-12)
@@ -332,6 +349,9 @@ def test_gavel_model_answers_every_configuration(gavel: Profile) -> None:
         assert (speeds[:, :, 0] > 0).all()  # every job type runs on one GPU of every type
     assert model.summary() == {"own-data": 111, "family-shape": 1, "single-gpu-only": 44,
                                "no-data": 0}
+    for point in gavel.points:
+        if point.num_gpus == 1:
+            assert model.throughput(*point.key) == pytest.approx(point.throughput, rel=1e-9)
     spread = model.predict("ResNet-50 (batch size 64)", "k80", 4, SPREAD)
     assert spread.basis is Basis.FAMILY_SHAPE
     assert spread.throughput > 0
