@@ -53,6 +53,8 @@ class Policy(Protocol):
 #: name -> "module:Class"
 REGISTRY: dict[str, str] = {
     "fifo": "solver.policies.fifo:FifoPolicy",
+    "deadline": "solver.policies.deadline:DeadlinePolicy",
+    "allox": "solver.policies.allox:AlloxPolicy",
     "topology": "solver.policies.topology:TopologyPolicy",
 }
 

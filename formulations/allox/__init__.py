@@ -1,0 +1,168 @@
+"""The ``allox`` model (AlloX, EuroSys 2020): min-cost matching of jobs to (machine,
+position) slots, solved exactly, with AlloX's fairness knob ``alpha``.
+
+:func:`solve_allox` chooses the machines (single GPUs when every job can run on
+one GPU; whole nodes otherwise, the gang extension), runs the matching in rounds
+of users (one round when ``alpha = 1``), and realises the sequences on concrete
+GPUs with a list decoder that keeps each machine's order.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from formulations.allox.problem import (
+    MatchingProblem,
+    build_matching,
+    machines_for,
+    sequences,
+)
+from formulations.common import Outcome
+from solver.data import Instance, Job
+from solver.policies import SolveOptions
+from solver.result import Assignment, Schedule, Status
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AlloxOutcome", "solve_allox"]
+
+
+@dataclass
+class AlloxOutcome:
+    """What :func:`solve_allox` found: objective (s of weighted JCT), bound, schedule."""
+
+    status: Status
+    schedule: Schedule | None
+    objective: float = math.inf
+    bound: float | None = None
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _user(job: Job) -> str:
+    return job.user if job.user is not None else ""
+
+
+def _match(problem: MatchingProblem, backend: str, options: SolveOptions
+           ) -> tuple[dict[int, tuple[int, int]] | None, Outcome, float | None]:
+    """A matching, whether it is proven optimal, and the solver's bound on its cost (s)."""
+    if backend == "matching":
+        from formulations.allox.matching import solve_assignment
+
+        matching = solve_assignment(problem)
+        return matching, Outcome.OPTIMAL, problem.matching_value(matching)
+    from formulations.allox.milp import AlloxMilp
+    from formulations.pulp_backend import MipSettings
+
+    model = AlloxMilp(problem)
+    found, stats = model.solve(backend, MipSettings(options.time_limit_s, options.gap,
+                                                    options.threads, options.seed))
+    return found, stats.outcome, stats.bound
+
+
+def solve_allox(instance: Instance, options: SolveOptions) -> AlloxOutcome:
+    """Solve the ``allox`` model of ``instance`` (back-end ``matching``, ``cbc`` or ``highs``)."""
+    backend = options.backend or "matching"
+    alpha = options.alpha
+    if not 0 < alpha <= 1:
+        raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+    whole_nodes = not all(
+        any(c.num_gpus == 1 for c in instance.configurations(job)) for job in instance.jobs)
+    extra: dict[str, Any] = {"machines": "whole nodes" if whole_nodes else "single GPUs",
+                             "alpha": alpha}
+    pending = list(instance.jobs)
+    attained: dict[str, float] = defaultdict(float)
+    free: dict[str, float] = {}  # GPU id -> time it is free again (realised)
+    assignments: list[Assignment] = []
+    rounds = 0
+    model_cost = 0.0
+    proven = True
+    bound_cost: float | None = 0.0
+    while pending:
+        rounds += 1
+        users = sorted({_user(job) for job in pending}, key=lambda u: (attained[u], u))
+        chosen = set(users[: math.ceil(alpha * len(users))])
+        batch = [job for job in pending if _user(job) in chosen]
+        pending = [job for job in pending if _user(job) not in chosen]
+        machine_free = {}
+        for machine in machines_for(instance, whole_nodes):
+            machine_free[machine.name] = max(free.get(g, instance.now) for g in machine.gpus)
+        machines = machines_for(instance, whole_nodes, machine_free)
+        problem = build_matching(instance, batch, machines, whole_nodes)
+        stranded = [job.id for j, job in enumerate(batch)
+                    if not any((j, c) in problem.runs for c in range(len(problem.classes)))]
+        if stranded:
+            what = "a whole node" if whole_nodes else "one GPU"
+            return AlloxOutcome(Status.INFEASIBLE, None, message=(
+                f"jobs {', '.join(stranded)} cannot run packed on {what} of any type"),
+                extra=extra)
+        matching, outcome, bound = _match(problem, backend, options)
+        if matching is None:
+            status = Status.TIME_LIMIT if outcome is Outcome.NO_SOLUTION else Status.ERROR
+            return AlloxOutcome(status, None, message="the solver found no matching",
+                                extra=extra)
+        proven = proven and outcome is Outcome.OPTIMAL
+        model_cost += problem.matching_value(matching)
+        bound_cost = None if bound is None or bound_cost is None else bound_cost + bound
+        placed = _decode(instance, problem, matching, free)
+        for assignment in placed:
+            attained[_user(instance.job_by_id[assignment.job])] += \
+                (assignment.finish - assignment.start) * len(assignment.gpus)
+        assignments += placed
+    schedule = Schedule(tuple(assignments))
+    jobs = instance.job_by_id
+    objective = sum(jobs[a.job].weight * (a.finish - jobs[a.job].arrival) for a in schedule)
+    arrivals = sum(job.arrival for job in instance.jobs)
+    extra.update(rounds=rounds, model_objective=model_cost - arrivals)
+    weights = {job.weight for job in instance.jobs}
+    # The matching cost is a lower bound on the total JCT of every one-GPU-per-job
+    # schedule when it is exact (one round on single GPUs): arrivals and weights
+    # are then the only things it relaxes, and equal weights only scale it.
+    bound_s: float | None = None
+    if not whole_nodes and rounds == 1 and len(weights) <= 1 and bound_cost is not None:
+        weight = weights.pop() if weights else 1.0
+        bound_s = min(objective, weight * (bound_cost - arrivals))
+    status = Status.FEASIBLE
+    if bound_s is not None and proven and objective - bound_s <= 1e-9 * max(1.0, objective):
+        status = Status.OPTIMAL
+    notes = []
+    if whole_nodes:
+        notes.append("gang extension: each node is one machine in the matching (not exact)")
+    if rounds > 1:
+        notes.append(f"alpha = {alpha:g}: {rounds} matching rounds (not exact)")
+    return AlloxOutcome(status, schedule, objective, bound_s, "; ".join(notes), extra)
+
+
+def _decode(instance: Instance, problem: MatchingProblem, matching: dict[int, tuple[int, int]],
+            free: dict[str, float]) -> list[Assignment]:
+    """Concrete GPUs and times: jobs in the order the matching starts them; each takes
+    the GPUs of its machine that are free first, and starts once they are free and
+    it has arrived. ``free`` (GPU id -> s) is updated."""
+    order = sequences(problem, matching)
+    machine_of = {m.name: (c, m) for c, cls in enumerate(problem.classes) for m in cls.machines}
+    planned: list[tuple[float, str, int]] = []  # (model start, machine, job index)
+    for name, jobs in order.items():
+        c, machine = machine_of[name]
+        clock = machine.free_at
+        for j in jobs:
+            planned.append((clock, name, j))
+            clock += problem.runs[j, c].duration
+    placed = []
+    for _, name, j in sorted(planned):
+        c, machine = machine_of[name]
+        job = problem.jobs[j]
+        run = problem.runs[j, c]
+        gpus = sorted(machine.gpus, key=lambda g: (free.get(g, instance.now),
+                                                   instance.cluster.gpu_by_id[g].index))
+        taken = tuple(sorted(gpus[: run.num_gpus],
+                             key=lambda g: instance.cluster.gpu_by_id[g].index))
+        start = max([job.arrival, instance.now, *(free.get(g, instance.now) for g in taken)])
+        finish = start + run.duration
+        for g in taken:
+            free[g] = finish
+        placed.append(Assignment(job.id, machine.gpu_type, taken, start, finish))
+    return placed

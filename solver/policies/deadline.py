@@ -1,0 +1,42 @@
+"""``deadline``: deadline-aware heterogeneous assignment (Hydra-style), exact models.
+
+Each job gets a GPU type, a gang size among its allowed sizes and a start time;
+the objective is lexicographic, first the deadline term (missed deadlines or
+total weighted tardiness, ``SolveOptions.deadline_objective``), then total
+weighted completion time (s). Solved in CP-SAT (``cpsat``) or as a MILP
+(``cbc``, ``highs``); the mathematics is in docs/formulations.md and the models in
+:mod:`formulations.deadline`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, ClassVar
+
+from solver.data import Instance
+from solver.policies import SolveOptions
+from solver.result import Result, Schedule
+
+log = logging.getLogger(__name__)
+
+
+class DeadlinePolicy:
+    """The ``deadline`` model on CP-SAT or a MILP back-end."""
+
+    name: ClassVar[str] = "deadline"
+    backends: ClassVar[tuple[str, ...]] = ("cpsat", "cbc", "highs")
+
+    def solve(self, instance: Instance, options: SolveOptions) -> Result:
+        """Schedule every job; objective = total weighted JCT (s) once the deadline term
+        is at its best value (see :func:`formulations.deadline.solve_deadline`)."""
+        from formulations.deadline import solve_deadline
+
+        outcome = solve_deadline(instance, options)
+        extra: dict[str, Any] = dict(outcome.extra)
+        if outcome.schedule is None:
+            return Result(outcome.status, math.inf, None, 0.0, Schedule(), self.name,
+                          message=outcome.message, extra=extra)
+        return Result(outcome.status, outcome.objective, outcome.bound, 0.0, outcome.schedule,
+                      self.name, message=outcome.message, extra=extra)
+

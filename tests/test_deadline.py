@@ -1,0 +1,156 @@
+"""The ``deadline`` model on every back-end: known optima, brute force, MILP = CP-SAT."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from formulations.common import TICK_S
+from formulations.deadline import build_problem
+from formulations.deadline.bruteforce import solve_by_enumeration
+from solver.cli import cli
+from solver.data import Cluster, GpuType, Instance, Job, Node
+from solver.instance_file import load_instance
+from solver.policies.fifo import fifo_schedule
+from solver.result import Result, Status
+from solver.solve import solve
+from solver.throughput import Placement, ThroughputTable
+from tests.conftest import INSTANCES, assert_valid
+from tests.test_formulations_common import random_instance
+
+BACKENDS = ("cpsat", "cbc", "highs")
+LIMIT = 60.0  # generous: never reached on these instances, it only guards a hang
+
+
+def run(instance: Instance, backend: str, **options: object) -> Result:
+    """Solve with the deadline model and check what every result must satisfy."""
+    result = solve(instance, model="deadline", backend=backend, time_limit=LIMIT, threads=1,
+                   **options)
+    assert_valid(instance, result.schedule)
+    # The reported objective is the model's (grid) value; the schedule runs each job for
+    # its exact time, at most one tick less: they agree within sum_j w_j x 1 ms.
+    recomputed = result.metrics.total_weighted_completion_s if result.metrics else None
+    assert recomputed is not None
+    slack = TICK_S * sum(job.weight for job in instance.jobs)
+    assert recomputed <= result.objective + 1e-6
+    assert result.objective - recomputed <= slack + 1e-6
+    return result
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tiny_optimum(backend: str) -> None:
+    # tiny.json: one v100 and one k80, three single-GPU jobs, all deadlines can be met.
+    # Optimum: j1 (arrives 12.3) first on the v100, 45119 / 20 = 2255.95 s (JCT 2255.95);
+    # j0 next on the v100, 21875 / 8 = 2734.375 s, finishes 5002.625 (JCT 5002.625);
+    # j2 on the k80 at its arrival 74.2, 17016 / 8.4 = 2025.714 s (JCT 2025.714, before its
+    # deadline 2205). Sum 9284.289 s. Putting j0 first on the v100 costs 2734.375 + 4990.325
+    # + 2025.714; j2 on the v100 misses nothing but delays a 20-step/s job by 1418 s; the
+    # brute force below confirms the optimum independently.
+    instance = load_instance(INSTANCES / "tiny.json")
+    result = run(instance, backend)
+    assert result.status is Status.OPTIMAL
+    assert result.objective == pytest.approx(9284.29, abs=1e-3)  # 2 ticks of rounding on j2
+    assert result.metrics is not None
+    assert result.metrics.total_weighted_completion_s == pytest.approx(9284.2893, abs=1e-3)
+    assert result.gap == pytest.approx(0.0, abs=1e-9)
+    placed = result.schedule.by_job()
+    assert placed["j1"].gpus == ("v100-0/0",)
+    assert placed["j0"].gpus == ("v100-0/0",)
+    assert placed["j2"].gpus == ("k80-0/0",)
+    assert result.extra["deadline_term"] == 0
+    problem = build_problem(instance)
+    (missed, weighted_end), _ = solve_by_enumeration(problem)
+    assert missed == 0
+    assert problem.completion_seconds(weighted_end) == pytest.approx(result.objective)
+
+
+def test_lexicographic_deadline_before_completion_time() -> None:
+    # One GPU; a (400 s, no deadline) and b (600 s, deadline 600) both arrive at 0.
+    # Shortest first gives 400 + 1000 = 1400 s but b misses its deadline; the model must
+    # meet it first: b then a, 600 + 1000 = 1600 s.
+    cluster = Cluster((GpuType("g"),), (Node("n", "g", 1),))
+    table = ThroughputTable.from_rows([("t", "g", 1, Placement.PACKED, 1.0)])
+    instance = Instance(cluster, (Job("a", 0.0, "t", 1, 400.0),
+                                  Job("b", 0.0, "t", 1, 600.0, deadline=600.0)), table)
+    for backend in BACKENDS:
+        result = run(instance, backend)
+        assert result.status is Status.OPTIMAL
+        assert result.objective == pytest.approx(1600.0)
+        assert result.extra["deadline_term"] == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_equals_brute_force_on_random_instances(seed: int) -> None:
+    instance = random_instance(seed, jobs=4 if seed % 2 else 5)
+    problem = build_problem(instance)
+    (missed, weighted_end), _ = solve_by_enumeration(problem)
+    expected = problem.completion_seconds(weighted_end)
+    for backend in BACKENDS:
+        result = run(instance, backend)
+        assert result.status is Status.OPTIMAL, backend
+        assert result.extra["deadline_term"] == missed, backend
+        assert result.objective == pytest.approx(expected, rel=1e-9, abs=1e-6), backend
+
+
+@pytest.mark.parametrize("seed", [2, 7])
+def test_tardiness_objective_equals_brute_force(seed: int) -> None:
+    instance = random_instance(seed, jobs=4, weights=True)
+    problem = build_problem(instance, "tardiness")
+    (tardiness, weighted_end), _ = solve_by_enumeration(problem)
+    for backend in BACKENDS:
+        result = run(instance, backend, deadline_objective="tardiness")
+        assert result.status is Status.OPTIMAL
+        assert result.extra["deadline_term"] == pytest.approx(
+            problem.deadline_seconds(tardiness), abs=1e-6)
+        assert result.objective == pytest.approx(problem.completion_seconds(weighted_end),
+                                                 rel=1e-9)
+
+
+def test_unmeetable_deadline_is_reported_and_the_job_still_runs() -> None:
+    # 'late' needs 1000 s even alone on the one GPU but its deadline is 500 s after arrival.
+    cluster = Cluster((GpuType("g"),), (Node("n", "g", 1),))
+    table = ThroughputTable.from_rows([("t", "g", 1, Placement.PACKED, 1.0)])
+    instance = Instance(cluster, (Job("late", 0.0, "t", 1, 1000.0, deadline=500.0),
+                                  Job("ok", 0.0, "t", 1, 100.0, deadline=200.0)), table)
+    result = run(instance, "cpsat")
+    assert result.extra["unmeetable_deadlines"] == ["late"]
+    assert "late" in result.message
+    assert result.extra["missed_deadlines"] == ["late"]
+    assert result.objective == pytest.approx(100.0 + 1100.0)  # ok first, then late
+
+
+def test_infeasible_with_reason_when_a_gang_cannot_be_packed() -> None:
+    # 4-GPU gang, nodes of 2 GPUs: only a spread placement exists, which the model excludes.
+    cluster = Cluster((GpuType("g"),), (Node("a", "g", 2), Node("b", "g", 2)))
+    table = ThroughputTable.from_rows([("t", "g", 4, Placement.SPREAD, 1.0)])
+    instance = Instance(cluster, (Job("big", 0.0, "t", 4, 100.0),), table)
+    result = solve(instance, model="deadline", backend="cpsat")
+    assert result.status is Status.INFEASIBLE
+    assert "big" in result.message
+    assert "packed" in result.message
+    assert len(result.schedule) == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_warm_start_from_fifo_keeps_the_optimum(backend: str) -> None:
+    instance = random_instance(3, jobs=5)
+    warm = fifo_schedule(instance)
+    cold = run(instance, backend)
+    hot = run(instance, backend, warm_start=warm)
+    assert hot.status is Status.OPTIMAL
+    assert hot.objective == pytest.approx(cold.objective, rel=1e-9)
+    assert hot.extra["warm_start_jobs"] >= 1
+
+
+def test_cli_json() -> None:
+    outcome = CliRunner().invoke(cli, ["solve", str(INSTANCES / "tiny.json"), "--model",
+                                       "deadline", "--backend", "highs", "--json", "--seed", "3",
+                                       "--deadline-objective", "tardiness"])
+    assert outcome.exit_code == 0, outcome.output
+    document = json.loads(outcome.output)
+    assert document["status"] == "OPTIMAL"
+    assert document["objective"] == pytest.approx(9284.29, abs=1e-3)
+    assert document["violations"] == []
+    assert document["extra"]["deadline_objective"] == "tardiness"

@@ -1,0 +1,89 @@
+"""Shared pieces of the formulations: the time grid, integer weights, node placement;
+and ``random_instance``, the small random instances the model tests use."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from formulations.common import integer_weights, ticks_down, ticks_up
+from solver.data import Cluster, GpuType, Instance, Job, Node
+from solver.placement import NodeBooking, PlacementError, left_shift, place_on_nodes
+from solver.throughput import Placement, ThroughputTable
+from tests.conftest import assert_valid
+
+JOB_TYPES = ("cnn", "lm", "rl")
+
+
+def random_instance(seed: int, jobs: int = 4, *, deadlines: bool = True, arrivals: bool = True,
+                    elastic: bool = True, weights: bool = False, gangs: bool = True
+                    ) -> Instance:
+    """A small random instance: a 2-GPU fast node, a 1-GPU fast node and a 2-GPU slow node;
+    jobs of 1 or 2 GPUs with times of a few hundred seconds."""
+    rng = np.random.default_rng(seed)
+    cluster = Cluster((GpuType("fast"), GpuType("slow")),
+                      (Node("f0", "fast", 2), Node("f1", "fast", 1), Node("s0", "slow", 2)))
+    rows = []
+    for job_type in JOB_TYPES:
+        fast = float(rng.integers(5, 20))
+        slow = float(rng.integers(2, 15))  # for some job types "slow" is as fast
+        for gpu_type, speed in (("fast", fast), ("slow", slow)):
+            rows.append((job_type, gpu_type, 1, Placement.PACKED, speed))
+            rows.append((job_type, gpu_type, 2, Placement.PACKED, round(speed * 1.7, 2)))
+            rows.append((job_type, gpu_type, 2, Placement.SPREAD, round(speed * 1.2, 2)))
+    table = ThroughputTable.from_rows(rows)
+    job_list = []
+    for index in range(jobs):
+        arrival = float(rng.integers(0, 200)) if arrivals else 0.0
+        gang = int(rng.integers(1, 3)) if gangs else 1
+        counts = (1, 2) if elastic and rng.random() < 0.3 else None
+        if counts is not None:
+            gang = 1
+        work = float(rng.integers(1000, 6000))
+        deadline = arrival + float(rng.integers(150, 900)) if deadlines and rng.random() < 0.5 \
+            else None
+        weight = float(rng.integers(1, 4)) if weights else 1.0
+        job_list.append(Job(f"j{index}", arrival, str(rng.choice(JOB_TYPES)), gang, work,
+                            deadline=deadline, weight=weight, user=f"u{index % 2}",
+                            allowed_gpu_counts=counts))
+    return Instance(cluster, tuple(job_list), table, name=f"random-{seed}")
+
+
+def test_ticks_round_the_safe_way() -> None:
+    # 45119 / 20 = 2255.95 s is 2,255,950 ms exactly, despite binary floating point
+    assert ticks_up(45119 / 20) == 2_255_950
+    assert ticks_up(17016 / 8.4) == 2_025_715  # 2025.714285... s rounds up
+    assert ticks_down(5879.0) == 5_879_000
+    assert ticks_down(1.0005) == 1000
+
+
+def test_integer_weights() -> None:
+    assert integer_weights([1.0, 2.0]) == (1, [1, 2], True)
+    assert integer_weights([0.5, 1.25]) == (100, [50, 125], True)
+    scale, _, exact = integer_weights([1 / 3])
+    assert (scale, exact) == (10**6, False)
+
+
+def test_place_on_nodes_reuses_gpus_in_start_order() -> None:
+    instance = random_instance(0)
+    # f0 has 2 GPUs: a and b in parallel, then c (2 GPUs) once both are free
+    gpus = place_on_nodes(instance, [
+        NodeBooking("a", "f0", 1, 0, 10), NodeBooking("b", "f0", 1, 5, 20),
+        NodeBooking("c", "f0", 2, 20, 30), NodeBooking("d", "f0", 1, 10, 20),
+    ])
+    assert gpus["a"] == ("f0/0",)
+    assert gpus["b"] == ("f0/1",)
+    assert gpus["d"] == ("f0/0",)  # freed by a at 10
+    assert gpus["c"] == ("f0/0", "f0/1")
+    with pytest.raises(PlacementError):
+        place_on_nodes(instance, [NodeBooking("a", "f0", 2, 0, 10),
+                                  NodeBooking("b", "f0", 1, 9, 12)])
+
+
+def test_left_shift_gives_a_valid_schedule() -> None:
+    instance = random_instance(1, jobs=3, gangs=False, elastic=False)
+    sequence = [(job.id, "fast", ("f0/0",)) for job in instance.jobs]
+    schedule = left_shift(instance, sequence)
+    assert_valid(instance, schedule)
+    starts = [a.start for a in sorted(schedule, key=lambda a: a.start)]
+    assert starts == sorted(starts)
