@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from formulations.common import TICK_S, Outcome, SolveStats
-from formulations.deadline.problem import DeadlineObjective, DeadlineProblem, Plan, build_problem
+from formulations.deadline.problem import (
+    DeadlineObjective,
+    DeadlineProblem,
+    Plan,
+    build_problem,
+    greedy_plan,
+)
 from solver.data import Instance
 from solver.policies import SolveOptions
 from solver.result import Schedule, Status
@@ -59,6 +65,11 @@ def solve_deadline(instance: Instance, options: SolveOptions) -> DeadlineOutcome
     if options.warm_start is not None:
         warm = problem.plan_from_schedule(options.warm_start)
         extra["warm_start_jobs"] = len(warm)
+    if warm is None or len(warm) < len(problem.jobs):
+        # Complete the start with the greedy plan: a MIP start must give every variable.
+        greedy = greedy_plan(problem)
+        merged = {**greedy, **(warm or {})}
+        warm = greedy if problem.violations(merged) else merged
     backend = options.backend or "cpsat"
     plan, stats, deadline_stats = _run(problem, backend, options, warm)
     extra["stages"] = {"completion": _describe(stats)}

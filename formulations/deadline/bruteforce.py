@@ -15,23 +15,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from formulations.deadline.problem import DeadlineObjective, DeadlineProblem, JobData, Plan
+from formulations.deadline.problem import (
+    DeadlineObjective,
+    DeadlineProblem,
+    JobData,
+    Plan,
+    earliest_start,
+)
 
 #: Refuse instances whose search space (n! x modes^n) is larger than this.
 MAX_LEAVES = 5_000_000
-
-
-def _earliest_start(release: int, duration: int, need: int, capacity: int,
-                    booked: list[tuple[int, int, int]]) -> int:
-    """Earliest tick >= release at which ``need`` GPUs are free for ``duration`` ticks."""
-    candidates = sorted({release, *(end for _, end, _ in booked if end > release)})
-    for start in candidates:
-        finish = start + duration
-        # Peak use in [start, finish): check at start and at every booking start inside.
-        points = [start, *(s for s, _, _ in booked if start < s < finish)]
-        if all(sum(c for s, e, c in booked if s <= t < e) + need <= capacity for t in points):
-            return start
-    raise AssertionError("unreachable: the last end always leaves the node empty")
 
 
 def solve_by_enumeration(problem: DeadlineProblem) -> tuple[tuple[int, int], Plan]:
@@ -64,7 +57,7 @@ def solve_by_enumeration(problem: DeadlineProblem) -> tuple[tuple[int, int], Pla
             rest = remaining[:position] + remaining[position + 1:]
             for index, mode in enumerate(data.modes):
                 node_booked = booked[mode.node]
-                start = _earliest_start(data.release, mode.duration, mode.num_gpus,
+                start = earliest_start(data.release, mode.duration, mode.num_gpus,
                                         capacity[mode.node], node_booked)
                 late, weighted = cost_of(data, start + mode.duration)
                 node_booked.append((start, start + mode.duration, mode.num_gpus))

@@ -223,6 +223,43 @@ def left_justify(problem: DeadlineProblem, modes: Mapping[str, int],
     return plan
 
 
+def earliest_start(release: int, duration: int, need: int, capacity: int,
+                   booked: list[tuple[int, int, int]]) -> int:
+    """Earliest tick >= ``release`` at which ``need`` of ``capacity`` GPUs are free for
+    ``duration`` ticks, given ``booked`` (start, end, GPUs) intervals; gaps may be used."""
+    candidates = sorted({release, *(end for _, end, _ in booked if end > release)})
+    for start in candidates:
+        finish = start + duration
+        # Peak use in [start, finish): check at start and at every booking start inside.
+        points = [start, *(s for s, _, _ in booked if start < s < finish)]
+        if all(sum(c for s, e, c in booked if s <= t < e) + need <= capacity for t in points):
+            return start
+    raise AssertionError("unreachable: after the last end the node is empty")
+
+
+def greedy_plan(problem: DeadlineProblem) -> Plan:
+    """A quick complete plan (a MIP start / hint): jobs by release, then earliest
+    deadline; each in the mode that finishes first, in the earliest gap of its node."""
+    capacity = problem.node_capacity()
+    booked: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    plan: Plan = {}
+    order = sorted(problem.jobs, key=lambda d: (d.release, d.deadline is None,
+                                                d.deadline or 0, d.job.id))
+    for data in order:
+        best: tuple[int, int, int] | None = None  # (end, mode index, start)
+        for index, mode in enumerate(data.modes):
+            start = earliest_start(data.release, mode.duration, mode.num_gpus,
+                                   capacity[mode.node], booked[mode.node])
+            if best is None or start + mode.duration < best[0]:
+                best = (start + mode.duration, index, start)
+        assert best is not None
+        end, index, start = best
+        mode = data.modes[index]
+        booked[mode.node].append((start, end, mode.num_gpus))
+        plan[data.job.id] = (index, start)
+    return plan
+
+
 def is_finite(value: float | None) -> bool:
     """Whether ``value`` is a finite number."""
     return value is not None and math.isfinite(value)
