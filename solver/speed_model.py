@@ -283,7 +283,8 @@ class SeriesFit:
         if not step > 0:
             return Prediction(0.0, Basis.UNSUPPORTED, count_range, "fitted step time is 0")
         factor = dict(self.corrections).get(count, 1.0)
-        own = any(n > 1 for n in self.measured_counts) or (count == 1 and self.measured_counts)
+        own = any(n > 1 for n in self.measured_counts) or (count == 1
+                                                            and bool(self.measured_counts))
         basis = Basis.OWN_DATA if own else Basis.FAMILY_SHAPE
         return Prediction(count / step * factor, basis, count_range, self.note)
 
@@ -676,7 +677,7 @@ def fit_throughput_model(profile: Profile,
     started = time.perf_counter()
     index = _Index.of(profile)
     families = dict(profile.family)
-    blocks: dict[tuple[str, str, Placement | None], _Block] = {}
+    blocks: dict[tuple[str, str, Placement], _Block] = {}  # (family or job, GPU, placement)
     for gpu in profile.gpu_types:
         if settings.pooling is Pooling.FAMILY:
             members: dict[str, list[str]] = {}
