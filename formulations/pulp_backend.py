@@ -83,7 +83,16 @@ def run(problem: pulp.LpProblem, backend: str, settings: MipSettings) -> SolveSt
                                        warmStart=settings.warm_start,
                                        options=[f"randomCbcSeed {settings.seed + 1}",
                                                 "allowableGap 0"])
-            problem.solve(solver)
+            try:
+                problem.solve(solver)
+            except pulp.PulpSolverError:
+                if not settings.warm_start:
+                    raise
+                # The bundled CBC can crash while reading a MIP start on larger models:
+                # solve again without it rather than fail.
+                log.warning("cbc failed with a MIP start; solving again without it")
+                solver.optionsDict["warmStart"] = False
+                problem.solve(solver)
             with open(log_path, encoding="utf-8", errors="replace") as handle_log:
                 text = handle_log.read()
         finally:

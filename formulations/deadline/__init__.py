@@ -75,6 +75,11 @@ def solve_deadline(instance: Instance, options: SolveOptions) -> DeadlineOutcome
     extra["stages"] = {"completion": _describe(stats)}
     if deadline_stats is not None:
         extra["stages"]["deadline"] = _describe(deadline_stats)
+    if plan is None and warm is not None and (stats.hit_time_limit or (
+            deadline_stats is not None and deadline_stats.hit_time_limit)):
+        # The solver found nothing in time: return the (complete) start plan, unproven.
+        notes.append("the solver found no schedule in time: returning the start plan")
+        plan = warm
     if plan is None:
         failed = deadline_stats if deadline_stats is not None and \
             deadline_stats.outcome is not Outcome.OPTIMAL and \

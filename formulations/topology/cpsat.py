@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 from ortools.sat.python import cp_model
 
 from formulations.topology.problem import COST_SCALE, PlacementModel
 from formulations.topology.solution import PlacementOutcome, decode
 from solver.result import Status
+
+#: Above this many columns, CP-SAT's probing and symmetry presolve cost more than they give.
+LARGE_MODEL_COLUMNS = 2000
 
 
 class PlacementCpSat:
@@ -22,6 +26,7 @@ class PlacementCpSat:
         self.take = [self.model.new_bool_var(f"x{i}") for i in range(len(model.columns))]
         self.spread = {g: self.model.new_bool_var(f"spread_{g}") for g in model.spread_constant}
         self.partial: dict[str, cp_model.IntVar] = {}
+        self.flags: dict[str, tuple[Any, Any, Any]] = {}  # node -> (full, empty, partial)
         self.every_gang_placed()
         self.spread_pieces_add_up()
         self.one_gang_per_gpu()
@@ -77,6 +82,7 @@ class PlacementCpSat:
             else:
                 self.model.add(partial + full >= 1)
             self.partial[node] = partial
+            self.flags[node] = (full, empty if len(ids) == size else None, partial)
 
     def objective(self) -> None:
         """min (nodes + 1) * round(1e6 * communication cost) + partly free nodes."""
@@ -114,6 +120,18 @@ class PlacementCpSat:
                         chosen.add(index)
         for i, var in enumerate(self.take):
             self.model.add_hint(var, 1 if i in chosen else 0)
+        used: dict[str, int] = {}
+        for i in chosen:
+            column = self.data.columns[i]
+            used[column.node] = used.get(column.node, 0) + len(column.gpus)
+        for node, (full, empty, partial) in self.flags.items():
+            count = used.get(node, 0)
+            is_full = count == len(self.data.free[node])
+            is_empty = empty is not None and count == 0
+            self.model.add_hint(full, int(is_full))
+            if empty is not None:
+                self.model.add_hint(empty, int(is_empty))
+            self.model.add_hint(partial, int(not (is_full or is_empty)))
 
     def solve(self, time_limit_s: float | None, threads: int, seed: int) -> PlacementOutcome:
         """Solve and decode; ``bound`` is a proven lower bound on the communication cost."""
@@ -122,6 +140,12 @@ class PlacementCpSat:
             solver.parameters.max_time_in_seconds = time_limit_s
         solver.parameters.num_workers = max(1, threads)
         solver.parameters.random_seed = seed
+        if len(self.take) > LARGE_MODEL_COLUMNS:
+            # Measured on 64 gangs over 32 DGX-1s (benchmarks/placement.py): probing and
+            # symmetry detection spend 7 s in presolve before any solution; without them
+            # the optimum of the communication cost is found in under 2 s.
+            solver.parameters.cp_model_probing_level = 0
+            solver.parameters.symmetry_level = 0
         started = time.perf_counter()
         code = solver.solve(self.model)
         wall = time.perf_counter() - started
@@ -130,7 +154,11 @@ class PlacementCpSat:
             status = Status.OPTIMAL if code == cp_model.OPTIMAL else (
                 Status.TIME_LIMIT if time_limit_s is not None and wall >= 0.95 * time_limit_s
                 else Status.FEASIBLE)
-            outcome = decode(self.data, chosen, status, wall, backend="cpsat")
+            try:
+                outcome = decode(self.data, chosen, status, wall, backend="cpsat")
+            except ValueError as exc:
+                return PlacementOutcome(Status.ERROR, {}, math.inf, None, 0, wall, "cpsat",
+                                        message=f"solver answer rejected: {exc}")
             # objective = weight * cost + partial, partial <= #nodes < weight
             raw = solver.best_objective_bound
             lower = max(0.0, math.ceil(raw - (self.weight - 1)) / self.weight) / COST_SCALE

@@ -136,6 +136,13 @@ class PlacementMilp:
             if second_ok else first
         wall = time.perf_counter() - started
         status = Status.OPTIMAL if proven and self.problem.sol_status == 1 else Status.FEASIBLE
-        outcome = decode(self.data, chosen, status, wall, backend)
+        try:
+            outcome = decode(self.data, chosen, status, wall, backend)
+        except ValueError:
+            try:
+                outcome = decode(self.data, first, Status.FEASIBLE, wall, backend)
+            except ValueError as exc:
+                return PlacementOutcome(Status.UNKNOWN, {}, math.inf, None, 0, wall, backend,
+                                        message=f"solver answer rejected: {exc}")
         outcome.bound = outcome.cost if proven else None
         return outcome
