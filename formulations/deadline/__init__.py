@@ -7,6 +7,7 @@ solver's outcome onto :class:`solver.result.Status`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,9 @@ from solver.policies import SolveOptions
 from solver.result import Schedule, Status
 
 log = logging.getLogger(__name__)
+
+#: Time limit (s) when the caller gives none, for both stages together.
+DEFAULT_TIME_LIMIT_S = 60.0
 
 __all__ = ["DeadlineObjective", "DeadlineOutcome", "build_problem", "solve_deadline"]
 
@@ -71,6 +75,10 @@ def solve_deadline(instance: Instance, options: SolveOptions) -> DeadlineOutcome
         merged = {**greedy, **(warm or {})}
         warm = greedy if problem.violations(merged) else merged
     backend = options.backend or "cpsat"
+    if options.time_limit_s is None:
+        # Proofs can take unbounded time on congested instances (docs/formulations.md).
+        options = dataclasses.replace(options, time_limit_s=DEFAULT_TIME_LIMIT_S)
+        notes.append(f"no time limit given: {DEFAULT_TIME_LIMIT_S:g} s used")
     plan, stats, deadline_stats = _run(problem, backend, options, warm)
     extra["stages"] = {"completion": _describe(stats)}
     if deadline_stats is not None:
