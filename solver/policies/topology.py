@@ -58,10 +58,11 @@ def first_fit(cluster: Cluster, busy: set[str], gangs: list[Gang]) -> dict[str, 
     return placement
 
 
-def random_placement(cluster: Cluster, busy: set[str], gangs: list[Gang],
-                     seed: int = 0) -> dict[str, tuple[str, ...]]:
-    """Random placement: each gang on random free GPUs of a random node that holds it (or,
-    if it may spread, random free GPUs of its type)."""
+def random_placement(cluster: Cluster, busy: set[str], gangs: list[Gang], seed: int = 0,
+                     spread_if_needed: bool = False) -> dict[str, tuple[str, ...]]:
+    """Random placement: each gang on random free GPUs of a random node that holds it, or
+    (if it may spread, or ``spread_if_needed``) on random free GPUs of its type; a gang
+    that cannot be placed at all is left out of the result."""
     rng = np.random.default_rng(seed)
     taken = set(busy)
     placement: dict[str, tuple[str, ...]] = {}
@@ -71,11 +72,13 @@ def random_placement(cluster: Cluster, busy: set[str], gangs: list[Gang],
         if nodes:
             node = nodes[int(rng.integers(len(nodes)))]
             pool = [g for g in node.gpu_ids() if g not in taken]
-        elif gang.allow_spread:
+        elif gang.allow_spread or spread_if_needed:
             pool = [g for n in cluster.nodes_of_type(gang.gpu_type) for g in n.gpu_ids()
                     if g not in taken]
         else:
-            raise ValueError(f"random placement cannot place {gang.job}")
+            continue
+        if len(pool) < gang.num_gpus:
+            continue
         chosen = tuple(str(g) for g in rng.choice(pool, size=gang.num_gpus, replace=False))
         placement[gang.job] = chosen
         taken.update(chosen)
