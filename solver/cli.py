@@ -156,6 +156,9 @@ def cli(ctx: click.Context, verbose: int, debug: bool) -> None:
               help="deadline model: first objective term.")
 @click.option("--alpha", type=click.FloatRange(min=0.0, max=1.0, min_open=True), default=1.0,
               show_default=True, help="allox: fairness knob (1 = pure completion time).")
+@click.option("--placement", type=click.Choice(("first-fit", "topology")), default="first-fit",
+              show_default=True,
+              help="GPUs inside a node: lowest free first, or the exact topology-aware model.")
 @click.option("--warm-start", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A result JSON (from --out) whose schedule seeds the solver.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")

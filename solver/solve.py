@@ -33,6 +33,9 @@ def solve(
         expected = ", ".join(policy.backends) if policy.backends else "no --backend (a heuristic)"
         raise InputError(f"model {model} has no such back-end", path="--backend", value=backend,
                          expected=expected)
+    if options.get("placement", "first-fit") not in ("first-fit", "topology"):
+        raise InputError("unknown placement", path="--placement", value=options["placement"],
+                         expected="first-fit or topology")
     if time_limit is not None and not time_limit > 0:
         raise InputError("bad time limit", path="--time-limit", value=time_limit,
                          expected="a number of seconds > 0")
@@ -45,6 +48,15 @@ def solve(
              model, settings.backend or "-")
     started = time.perf_counter()
     result = policy.solve(instance, settings)
+    if settings.placement == "topology" and model != "topology" and len(result.schedule):
+        from solver.policies.topology import topology_replacement
+
+        schedule, extra = topology_replacement(
+            instance, result.schedule, backend=settings.backend if settings.backend in (
+                "cpsat", "cbc", "highs") else "cpsat",
+            time_limit_s=time_limit, threads=settings.threads, seed=settings.seed)
+        result = dataclasses.replace(result, schedule=schedule,
+                                     extra={**result.extra, **extra})
     runtime = time.perf_counter() - started
     metrics = compute_metrics(instance, result.schedule)
     log.info("%s: status %s objective %.6g in %.3f s", model, result.status, result.objective,

@@ -131,3 +131,29 @@ def test_topology_show(shared_data: Path, capsys: pytest.CaptureFixture[str],
         main(["topology", "show", str(bad)])
     assert exited.value.code == 2
     assert "line 2, column 10: unknown link kind" in capsys.readouterr().err
+
+
+def test_deadline_then_topology_placement(tmp_path: Path, shared_data: Path) -> None:
+    # The deadline model puts all three jobs on the DGX-1 at time 0; its own realisation
+    # takes the lowest free GPUs (a: 0, b: 1, c: 2-5, slowest link SYS). The topology
+    # step re-chooses GPUs inside the node without moving any job in time.
+    instance = load_instance(dgx1_instance(tmp_path, shared_data))
+    plain = solve(instance, model="deadline", backend="cpsat", time_limit=20)
+    placed = solve(instance, model="deadline", backend="cpsat", time_limit=20,
+                   placement="topology")
+    assert_valid(instance, placed.schedule)
+    assert placed.objective == pytest.approx(plain.objective)
+    times = {a.job: (a.start, a.finish) for a in placed.schedule}
+    assert times == {a.job: (a.start, a.finish) for a in plain.schedule}
+    assert set(plain.schedule.by_job()["c"].gpus) == {f"dgx/{i}" for i in range(2, 6)}
+    assert set(placed.schedule.by_job()["c"].gpus) in (
+        {f"dgx/{i}" for i in range(4)}, {f"dgx/{i}" for i in range(4, 8)})
+    first_fit_c = 36 * (1 - 0.4 * math.log(25 / 6) / math.log(25 / 5))
+    assert placed.extra["first_fit_predicted_throughput_total"] == pytest.approx(20 + first_fit_c)
+    assert placed.extra["predicted_throughput_total"] == pytest.approx(56.0)
+
+
+def test_unknown_placement_is_an_input_error() -> None:
+    instance = load_instance(INSTANCES / "tiny.json")
+    with pytest.raises(InputError, match="unknown placement"):
+        solve(instance, model="fifo", placement="magic")

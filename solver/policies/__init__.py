@@ -35,6 +35,9 @@ class SolveOptions:
     deadline_objective: str = "missed"
     #: allox: fraction of users (least attained service first) whose jobs enter a matching
     alpha: float = 1.0
+    #: how GPUs inside a node are chosen after the model: "first-fit" (lowest free index)
+    #: or "topology" (the exact placement model, see docs/topology.md)
+    placement: str = "first-fit"
 
 
 class Policy(Protocol):

@@ -210,3 +210,73 @@ class TopologyPolicy:
         message = "" if proven else "some placement solves stopped before proving optimality"
         return Result(status, cost if outcomes else math.inf if instance.jobs else 0.0, bound,
                       0.0, schedule, self.name, message=message, extra=extra)
+
+
+def topology_replacement(instance: Instance, schedule: Schedule, *, backend: str = "cpsat",
+                         time_limit_s: float | None = None, threads: int = 1,
+                         seed: int = 0) -> tuple[Schedule, dict[str, Any]]:
+    """The same schedule (jobs, GPU types, nodes, start and finish times) with the GPUs
+    inside each node chosen by the exact placement model: the jobs that start together on
+    a node are placed jointly on the GPUs of that node free at that moment.
+
+    Packed gangs stay on their node, so their throughput and finish times do not change
+    and the schedule stays valid; spread gangs keep their GPUs, and a node that holds
+    part of a spread gang keeps its original GPU choice. Returns the schedule and the
+    predicted-throughput comparison with the original placement.
+    """
+    cluster = instance.cluster
+    jobs = instance.job_by_id
+    spread_nodes = {cluster.gpu_by_id[g].node for a in schedule if len(a.gpus) > 1
+                    and cluster.placement_of(a.gpus) is Placement.SPREAD for g in a.gpus}
+    movable: dict[str, list[Assignment]] = {}
+    fixed: list[Assignment] = []
+    for a in schedule:
+        node = cluster.gpu_by_id[a.gpus[0]].node
+        if node in spread_nodes or cluster.placement_of(a.gpus) is Placement.SPREAD:
+            fixed.append(a)
+        else:
+            movable.setdefault(node, []).append(a)
+    placed: list[Assignment] = list(fixed)
+    batches = 0
+    all_optimal = True
+    for node, assignments in movable.items():
+        others = {g.id for g in cluster.gpus if g.node != node}
+        running: list[tuple[float, tuple[str, ...]]] = []
+        by_start: dict[float, list[Assignment]] = {}
+        for a in assignments:
+            by_start.setdefault(a.start, []).append(a)
+        for start in sorted(by_start):
+            batch = sorted(by_start[start], key=lambda a: a.job)
+            running = [(f, g) for f, g in running if f > start + 1e-9]
+            busy = others | {g for _, gpus in running for g in gpus}
+            gangs = tuple(
+                Gang(a.job, a.gpu_type, len(a.gpus),
+                     sensitivity(instance, jobs[a.job], a.gpu_type, len(a.gpus)))
+                for a in batch)
+            hint = first_fit(cluster, busy, list(gangs))
+            if any(len(a.gpus) > 1 for a in batch):
+                outcome = place(cluster, busy, gangs, backend=backend, time_limit_s=time_limit_s,
+                                threads=threads, seed=seed, hint=hint)
+                chosen = outcome.placement or hint
+                batches += 1
+                all_optimal &= outcome.status is Status.OPTIMAL
+            else:
+                chosen = hint  # single GPUs: every choice costs nothing
+            for a in batch:
+                gpus = chosen[a.job]
+                placed.append(Assignment(a.job, a.gpu_type, gpus, a.start, a.finish))
+                running.append((a.finish, gpus))
+    new = Schedule(tuple(placed))
+    before = sum(predicted_throughput(instance, jobs[a.job], a.gpu_type, a.gpus)
+                 for a in schedule)
+    after = sum(predicted_throughput(instance, jobs[a.job], a.gpu_type, a.gpus) for a in new)
+    extra = {
+        "placement": "topology",
+        "placement_batches": batches,
+        "placement_all_batches_optimal": all_optimal,
+        "predicted_throughput_total": after,
+        "first_fit_predicted_throughput_total": before,
+        "predicted_throughput": {a.job: predicted_throughput(instance, jobs[a.job], a.gpu_type,
+                                                             a.gpus) for a in new},
+    }
+    return new, extra
