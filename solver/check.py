@@ -39,7 +39,8 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
     """Every violation of ``schedule`` on ``instance``; an empty list means it is valid.
 
     Checks: each job scheduled once (and, with ``complete``, every job scheduled);
-    every GPU exists and is of the stated type; the gang size is one the job allows;
+    every GPU exists and is of the stated type, a type the job may use; the gang size is
+    one the job allows;
     no job starts before it arrives or before ``instance.now``; the throughput of
     the actual placement (packed on one node, else spread) is positive and
     ``finish = start + work / throughput``; no GPU is used by two jobs at once.
@@ -73,6 +74,10 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
         wrong_type = [g for g in a.gpus if gpus[g].gpu_type != a.gpu_type]
         if wrong_type:
             bad("gpu-type", f"GPUs {wrong_type} are not of the stated type {a.gpu_type}")
+            continue
+        if not job.may_use(a.gpu_type):
+            bad("gpu-type-not-allowed", f"runs on {a.gpu_type}, the job allows only "
+                f"{list(job.allowed_gpu_types or ())}")
             continue
         if len(a.gpus) not in job.gpu_counts:
             bad("gang-size", f"{len(a.gpus)} GPUs given, the job allows {list(job.gpu_counts)}")

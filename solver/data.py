@@ -217,7 +217,9 @@ class Job:
     """A training job: a gang of ``num_gpus`` GPUs that must do ``work`` steps.
 
     ``allowed_gpu_counts``, when given, are the gang sizes a scheduler may choose
-    from (it includes ``num_gpus``, the requested size). Times are in seconds.
+    from (it includes ``num_gpus``, the requested size); ``allowed_gpu_types``, when
+    given, the only GPU types it may run on (e.g. a trace's GPU constraint). Times are in
+    seconds.
     """
 
     id: str
@@ -229,6 +231,7 @@ class Job:
     weight: float = 1.0
     user: str | None = None
     allowed_gpu_counts: tuple[int, ...] | None = None
+    allowed_gpu_types: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         _name(self.id, "id", "job id")
@@ -263,11 +266,23 @@ class Job:
                     value=list(counts), expected=f"a list that contains {self.num_gpus}",
                 )
             object.__setattr__(self, "allowed_gpu_counts", tuple(sorted(set(counts))))
+        if self.allowed_gpu_types is not None:
+            types = tuple(self.allowed_gpu_types)
+            if not types:
+                raise InputError("empty list of allowed GPU types", path="allowed_gpu_types",
+                                 value=[], expected="at least one GPU type, or no field")
+            for index, name in enumerate(types):
+                _name(name, f"allowed_gpu_types[{index}]", "GPU type")
+            object.__setattr__(self, "allowed_gpu_types", tuple(dict.fromkeys(types)))
 
     @property
     def gpu_counts(self) -> tuple[int, ...]:
         """The gang sizes this job may run with, smallest first."""
         return self.allowed_gpu_counts or (self.num_gpus,)
+
+    def may_use(self, gpu_type: str) -> bool:
+        """Whether the job may run on ``gpu_type``."""
+        return self.allowed_gpu_types is None or gpu_type in self.allowed_gpu_types
 
 
 @dataclass(frozen=True)
@@ -309,6 +324,11 @@ class Instance:
         if self.configurations(job):
             return
         path = f"jobs[{index}]"
+        if not any(job.may_use(t) for t in self.cluster.type_names):
+            raise InputError("none of the job's allowed GPU types is in the cluster",
+                             path=f"{path}.allowed_gpu_types", value=list(job.allowed_gpu_types
+                                                                           or ()),
+                             expected="one of " + ", ".join(self.cluster.type_names))
         largest_type = max(self.cluster.num_gpus(t) for t in self.cluster.type_names)
         largest_node = max(node.num_gpus for node in self.cluster.nodes)
         smallest = min(job.gpu_counts)
@@ -345,6 +365,8 @@ class Instance:
         """Every (GPU type, count, placement) this cluster can give ``job`` with throughput > 0."""
         configs = []
         for gpu_type in self.cluster.type_names:
+            if not job.may_use(gpu_type):
+                continue
             for count in job.gpu_counts:
                 for placement in Placement:
                     speed = self.throughput.throughput(job.job_type, gpu_type, count, placement)

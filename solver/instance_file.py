@@ -258,8 +258,10 @@ def _build(kind: Any, items: list[dict[str, Any]], prefix: str, file: str) -> li
     built = []
     for index, fields in enumerate(items):
         try:
-            if kind is Job and fields.get("allowed_gpu_counts") is not None:
-                fields = {**fields, "allowed_gpu_counts": tuple(fields["allowed_gpu_counts"])}
+            if kind is Job:
+                for key in ("allowed_gpu_counts", "allowed_gpu_types"):
+                    if fields.get(key) is not None:
+                        fields = {**fields, key: tuple(fields[key])}
             built.append(kind(**fields))
         except InputError as exc:
             raise exc.at(f"{prefix}[{index}]").in_file(file) from None
@@ -365,6 +367,8 @@ def instance_to_dict(instance: Instance, *, comment: str = "",
         fields = _drop_none(vars(job))
         if job.allowed_gpu_counts is not None:
             fields["allowed_gpu_counts"] = list(job.allowed_gpu_counts)
+        if job.allowed_gpu_types is not None:
+            fields["allowed_gpu_types"] = list(job.allowed_gpu_types)
         jobs.append(fields)
     doc["jobs"] = jobs
     doc["throughput"] = [

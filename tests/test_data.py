@@ -135,3 +135,22 @@ def test_throughput_table_lookup_and_validation() -> None:
     assert table.gpu_types == {"v100"}
     with pytest.raises(InputError, match="bad throughput"):
         ThroughputTable.from_rows([("cnn", "v100", 2, "spread", -1.0)])
+
+
+def test_allowed_gpu_types_restrict_configurations_and_the_checker() -> None:
+    from solver.check import check
+    from solver.result import Assignment, Schedule
+
+    table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 3.0),
+                                       ("cnn", "k80", 1, "packed", 1.0)])
+    job = Job("j", 0.0, "cnn", 1, 30.0, allowed_gpu_types=("k80",))
+    instance = Instance(two_type_cluster(), (job,), table)
+    assert [c.gpu_type for c in instance.configurations(job)] == ["k80"]
+    on_v100 = Schedule((Assignment("j", "v100", ("a/0",), 0.0, 10.0),))
+    assert [v.kind for v in check(instance, on_v100)] == ["gpu-type-not-allowed"]
+    on_k80 = Schedule((Assignment("j", "k80", ("c/0",), 0.0, 30.0),))
+    assert check(instance, on_k80) == []
+    with pytest.raises(InputError, match="allowed GPU types") as error:
+        Instance(two_type_cluster(), (Job("j", 0.0, "cnn", 1, 3.0, allowed_gpu_types=("a100",)),),
+                 table)
+    assert error.value.path == "jobs[0].allowed_gpu_types"

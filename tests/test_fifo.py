@@ -101,3 +101,16 @@ def test_fifo_respects_now() -> None:
     schedule = fifo_schedule(later)
     assert_valid(later, schedule)
     assert min(a.start for a in schedule) == 100.0
+
+
+def test_fifo_and_topology_respect_allowed_gpu_types() -> None:
+    # Restrict j0 (first in, would take the V100) to the K80: FIFO must put it there.
+    jobs = tuple(
+        type(j)(**{**vars(j), "allowed_gpu_types": ("k80",)}) if j.id == "j0" else j
+        for j in TINY.jobs
+    )
+    restricted = TINY.replace(jobs=jobs)
+    for model in ("fifo", "topology"):
+        result = solve(restricted, model=model)
+        assert_valid(restricted, result.schedule)
+        assert result.schedule.by_job()["j0"].gpu_type == "k80"

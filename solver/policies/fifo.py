@@ -41,10 +41,12 @@ def _candidates(
     count = job.num_gpus
     found: list[tuple[str, list[str]]] = []
     for node in cluster.nodes:
-        if node.num_gpus >= count:
+        if node.num_gpus >= count and job.may_use(node.gpu_type):
             ids = sorted(node.gpu_ids(), key=lambda g: free[g])[:count]
             found.append((node.gpu_type, ids))
     for gpu_type in cluster.type_names:
+        if not job.may_use(gpu_type):
+            continue
         ids = sorted((g.id for g in cluster.gpus if g.gpu_type == gpu_type), key=lambda g: free[g])
         if len(ids) >= count:
             found.append((gpu_type, ids[:count]))

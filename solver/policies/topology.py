@@ -164,6 +164,8 @@ class TopologyPolicy:
         """A gang for ``job`` on the first GPU type where first fit can place it now."""
         count = job.num_gpus
         for gpu_type in instance.cluster.type_names:
+            if not job.may_use(gpu_type):
+                continue
             packed = instance.throughput.throughput(job.job_type, gpu_type, count,
                                                     Placement.PACKED)
             spread = instance.throughput.throughput(job.job_type, gpu_type, count,
