@@ -363,17 +363,22 @@ class Instance:
 
     def configurations(self, job: Job) -> list[Configuration]:
         """Every (GPU type, count, placement) this cluster can give ``job`` with throughput > 0."""
-        configs = []
-        for gpu_type in self.cluster.type_names:
-            if not job.may_use(gpu_type):
-                continue
-            for count in job.gpu_counts:
-                for placement in Placement:
-                    speed = self.throughput.throughput(job.job_type, gpu_type, count, placement)
-                    if speed > 0 and self.cluster.can_place(gpu_type, count, placement):
-                        configs.append(Configuration(gpu_type, count, placement, speed))
-        return configs
+        return configurations(self.cluster, self.throughput, job)
 
     def replace(self, **changes: Any) -> Instance:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
+
+
+def configurations(cluster: Cluster, throughput: ThroughputModel, job: Job) -> list[Configuration]:
+    """Every (GPU type, count, placement) ``cluster`` can give ``job`` with throughput > 0."""
+    configs = []
+    for gpu_type in cluster.type_names:
+        if not job.may_use(gpu_type):
+            continue
+        for count in job.gpu_counts:
+            for placement in Placement:
+                speed = throughput.throughput(job.job_type, gpu_type, count, placement)
+                if speed > 0 and cluster.can_place(gpu_type, count, placement):
+                    configs.append(Configuration(gpu_type, count, placement, speed))
+    return configs
