@@ -11,12 +11,17 @@ is accounted exactly, the restore included.
 
 from __future__ import annotations
 
+import csv
 import heapq
+import io
+import json
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -74,8 +79,9 @@ class Replay:
     cluster: Cluster
     wall_time_s: float
     start_time: float
+    interrupted: bool = False
 
-    def summary(self) -> dict[str, float | int]:
+    def summary(self) -> dict[str, float | int | bool]:
         """The replay's metrics (seconds unless stated)."""
         done = [r for r in self.records.values() if r.finish is not None]
         jct = np.array([r.finish - r.job.arrival for r in done if r.finish is not None])
@@ -113,7 +119,53 @@ class Replay:
             "decision_time_max_s": float(times.max()),
             "fallbacks": sum(1 for d in self.decisions if d.fallback),
             "wall_time_s": self.wall_time_s,
+            "interrupted": self.interrupted,
         }
+
+
+    def write(self, out_dir: str | Path, extra: dict[str, object] | None = None) -> None:
+        """Write ``summary.json``, ``jobs.csv`` (one row per job) and ``decisions.csv`` (one
+        row per decision point) into ``out_dir``, each atomically (a reader never sees half
+        a file). Everything but the wall-clock fields is the same for the same input."""
+        folder = Path(out_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        summary = {**self.summary(), **(extra or {})}
+        _atomic(folder / "summary.json", json.dumps(
+            {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+             for k, v in summary.items()}, indent=1) + "\n")
+        rows = io.StringIO()
+        writer = csv.writer(rows, lineterminator="\n")
+        writer.writerow(["job", "arrival", "start", "finish", "jct", "gpu_types", "num_gpus",
+                         "gpus", "preemptions", "gpu_seconds", "deadline", "met"])
+        for record in sorted(self.records.values(), key=lambda r: (r.job.arrival, r.job.id)):
+            job = record.job
+            writer.writerow([
+                job.id, _num(job.arrival), _num(record.first_start), _num(record.finish),
+                _num(None if record.finish is None else record.finish - job.arrival),
+                "|".join(dict.fromkeys(record.gpu_types)), len(record.gpus),
+                " ".join(record.gpus), record.preemptions, _num(record.gpu_seconds),
+                _num(job.deadline), "" if record.met is None else int(record.met)])
+        _atomic(folder / "jobs.csv", rows.getvalue())
+        rows = io.StringIO()
+        writer = csv.writer(rows, lineterminator="\n")
+        fields = list(asdict(self.decisions[0])) if self.decisions else ["time"]
+        writer.writerow(fields)
+        for decision in self.decisions:
+            writer.writerow([_num(v) if isinstance(v, float) else v
+                             for v in asdict(decision).values()])
+        _atomic(folder / "decisions.csv", rows.getvalue())
+
+
+def _num(value: float | None) -> str:
+    """A float for CSV: repr-exact, empty for None."""
+    return "" if value is None else repr(float(value))
+
+
+def _atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
 
 
 @dataclass
@@ -172,102 +224,109 @@ class Simulator:
         done = 0
         version = 0
         next_tick = None if self.interval_s is None else start_time + self.interval_s
-        while done < len(arrivals):
-            # 1. the next event time
-            candidates = []
-            if next_arrival < len(arrivals):
-                candidates.append(arrivals[next_arrival].arrival)
-            while completions and completions[0][2] not in running:
-                heapq.heappop(completions)
-            if completions:
-                candidates.append(completions[0][0])
-            if next_tick is not None and pending:
-                candidates.append(next_tick)
-            if not candidates:
-                raise RuntimeError(f"replay stalled at {now:g} s with {len(pending)} pending "
-                                   "jobs, nothing running and nothing arriving")
-            now = max(now, min(candidates))
-            # 2. completions at ``now``
-            while completions and completions[0][0] <= now + EPS:
-                finish, stamp, job_id = heapq.heappop(completions)
-                run = running.get(job_id)
-                if run is None or run.version != stamp:
+        interrupted = False
+        try:
+            while done < len(arrivals):
+                # 1. the next event time
+                candidates = []
+                if next_arrival < len(arrivals):
+                    candidates.append(arrivals[next_arrival].arrival)
+                while completions and completions[0][2] not in running:
+                    heapq.heappop(completions)
+                if completions:
+                    candidates.append(completions[0][0])
+                if next_tick is not None and pending:
+                    candidates.append(next_tick)
+                if not candidates:
+                    raise RuntimeError(f"replay stalled at {now:g} s with {len(pending)} pending "
+                                       "jobs, nothing running and nothing arriving")
+                now = max(now, min(candidates))
+                # 2. completions at ``now``
+                while completions and completions[0][0] <= now + EPS:
+                    finish, stamp, job_id = heapq.heappop(completions)
+                    run = running.get(job_id)
+                    if run is None or run.version != stamp:
+                        continue
+                    self._account(run, run.finish)
+                    record = run.record
+                    record.finish = run.finish
+                    free.update(run.gpus)
+                    del running[job_id]
+                    remaining[job_id] = 0.0
+                    done += 1
+                # 3. arrivals at ``now``
+                while next_arrival < len(arrivals) and arrivals[next_arrival].arrival <= now + EPS:
+                    job = arrivals[next_arrival]
+                    pending[job.id] = job
+                    next_arrival += 1
+                if next_tick is not None:
+                    while next_tick <= now + EPS:
+                        next_tick += self.interval_s or math.inf
+                if not pending:
                     continue
-                self._account(run, run.finish)
-                record = run.record
-                record.finish = run.finish
-                free.update(run.gpus)
-                del running[job_id]
-                remaining[job_id] = 0.0
-                done += 1
-            # 3. arrivals at ``now``
-            while next_arrival < len(arrivals) and arrivals[next_arrival].arrival <= now + EPS:
-                job = arrivals[next_arrival]
-                pending[job.id] = job
-                next_arrival += 1
-            if next_tick is not None:
-                while next_tick <= now + EPS:
-                    next_tick += self.interval_s or math.inf
-            if not pending:
-                continue
-            # 4. decide
-            for run in running.values():
-                self._account(run, now)
-            state = ClusterState(
-                now=now, cluster=self.cluster, throughput=self.model,
-                pending=tuple(pending.values()),
-                remaining={job_id: remaining[job_id] for job_id in pending},
-                running=tuple(RunningJob(r.record.job, r.gpu_type, r.gpus, r.since,
-                                         max(0.0, r.remaining)) for r in running.values()),
-                free=frozenset(free),
-                attained=attained,
-                preemptions={j: records[j].preemptions for j in pending},
-            )
-            clock = time.perf_counter()
-            decision = self.policy.decide(state)
-            spent = time.perf_counter() - clock
-            if not decision.start and not running and not decision.preempt and \
-                    next_arrival >= len(arrivals):
-                # Nothing runs and nothing will arrive: the policy would stall for ever.
-                decision = RollingFifo().decide(state)
-                decision = Decision(decision.start, (), True,
-                                    "the policy started nothing on an idle cluster: FIFO")
-                log.warning("t=%g: %s", now, decision.note)
-            for job_id in decision.preempt:
-                run = running.pop(job_id, None)
-                if run is None:
-                    raise RuntimeError(f"{self.policy.name} preempted {job_id}, not running")
-                remaining[job_id] = max(0.0, run.remaining)
-                records[job_id].preemptions += 1
-                free.update(run.gpus)
-                pending[job_id] = run.record.job
-            for start in decision.start:
-                self._check_start(start, pending, free)
-                job = pending.pop(start.job)
-                record = records[job.id]
-                speed = self.truth.throughput(job.job_type, start.gpu_type, len(start.gpus),
-                                              self.cluster.placement_of(start.gpus))
-                restart = record.first_start is not None
-                resume = now + (self.restart_penalty_s if restart else 0.0)
-                if record.first_start is None:
-                    record.first_start = now
-                record.gpu_types.append(start.gpu_type)
-                record.gpus = start.gpus
-                version += 1
-                finish = resume + remaining[job.id] / speed
-                run = _Run(record, start.gpu_type, start.gpus, now, resume, speed,
-                           remaining[job.id], finish, version)
-                running[job.id] = run
-                free.difference_update(start.gpus)
-                heapq.heappush(completions, (finish, version, job.id))
-            for job_id, run in running.items():
-                attained[job_id] = run.record.gpu_seconds
-            decisions.append(DecisionLog(now, len(pending), len(running), len(decision.start),
-                                         len(decision.preempt), spent, decision.fallback,
-                                         decision.note))
-            if self.progress is not None:
-                self.progress(done, len(arrivals), now, len(decisions))
-        return Replay(records, decisions, self.cluster, time.perf_counter() - began, start_time)
+                # 4. decide
+                for run in running.values():
+                    self._account(run, now)
+                state = ClusterState(
+                    now=now, cluster=self.cluster, throughput=self.model,
+                    pending=tuple(pending.values()),
+                    remaining={job_id: remaining[job_id] for job_id in pending},
+                    running=tuple(RunningJob(r.record.job, r.gpu_type, r.gpus, r.since,
+                                             max(0.0, r.remaining)) for r in running.values()),
+                    free=frozenset(free),
+                    attained=attained,
+                    preemptions={j: records[j].preemptions for j in pending},
+                )
+                clock = time.perf_counter()
+                decision = self.policy.decide(state)
+                spent = time.perf_counter() - clock
+                if not decision.start and not running and not decision.preempt and \
+                        next_arrival >= len(arrivals):
+                    # Nothing runs and nothing will arrive: the policy would stall for ever.
+                    decision = RollingFifo().decide(state)
+                    decision = Decision(decision.start, (), True,
+                                        "the policy started nothing on an idle cluster: FIFO")
+                    log.warning("t=%g: %s", now, decision.note)
+                for job_id in decision.preempt:
+                    run = running.pop(job_id, None)
+                    if run is None:
+                        raise RuntimeError(f"{self.policy.name} preempted {job_id}, not running")
+                    remaining[job_id] = max(0.0, run.remaining)
+                    records[job_id].preemptions += 1
+                    free.update(run.gpus)
+                    pending[job_id] = run.record.job
+                for start in decision.start:
+                    self._check_start(start, pending, free)
+                    job = pending.pop(start.job)
+                    record = records[job.id]
+                    speed = self.truth.throughput(job.job_type, start.gpu_type, len(start.gpus),
+                                                  self.cluster.placement_of(start.gpus))
+                    restart = record.first_start is not None
+                    resume = now + (self.restart_penalty_s if restart else 0.0)
+                    if record.first_start is None:
+                        record.first_start = now
+                    record.gpu_types.append(start.gpu_type)
+                    record.gpus = start.gpus
+                    version += 1
+                    finish = resume + remaining[job.id] / speed
+                    run = _Run(record, start.gpu_type, start.gpus, now, resume, speed,
+                               remaining[job.id], finish, version)
+                    running[job.id] = run
+                    free.difference_update(start.gpus)
+                    heapq.heappush(completions, (finish, version, job.id))
+                for job_id, run in running.items():
+                    attained[job_id] = run.record.gpu_seconds
+                decisions.append(DecisionLog(now, len(pending), len(running), len(decision.start),
+                                             len(decision.preempt), spent, decision.fallback,
+                                             decision.note))
+                if self.progress is not None:
+                    self.progress(done, len(arrivals), now, len(decisions))
+        except KeyboardInterrupt:
+            log.warning("replay interrupted at %g s: %d of %d jobs done", now, done,
+                        len(arrivals))
+            interrupted = True
+        return Replay(records, decisions, self.cluster, time.perf_counter() - began, start_time,
+                      interrupted)
 
     def _account(self, run: _Run, until: float) -> None:
         """Advance ``run`` to ``until``: GPU time, and work done after the restart penalty."""
