@@ -146,3 +146,48 @@ def test_model_policy_only_sees_free_gpus() -> None:
                          remaining={"x": 100.0}, running=(), free=frozenset({"b/0"}))
     decision = ModelPolicy("fifo").decide(state)
     assert decision.start == (Start("x", "v100", ("b/0",)),)
+
+
+def test_outputs_are_written_and_reproducible(tmp_path: object) -> None:
+    import json
+    from pathlib import Path
+
+    folder = Path(str(tmp_path))
+    instance = load_instance(INSTANCES / "medium.json")
+    for run in ("a", "b"):
+        Simulator(instance.cluster, instance.jobs, RollingFifo(),
+                  truth=instance.throughput).run().write(folder / run)
+    for name in ("jobs.csv",):
+        assert (folder / "a" / name).read_bytes() == (folder / "b" / name).read_bytes()
+    summary = json.loads((folder / "a" / "summary.json").read_text())
+    keys = {"jobs", "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "makespan_s",
+            "avg_queue_s", "deadline_jobs", "deadline_met", "total_tardiness_s", "utilization",
+            "preemptions", "decisions", "decision_time_p50_s", "decision_time_p95_s",
+            "decision_time_max_s", "fallbacks", "wall_time_s"}
+    assert keys <= set(summary)
+    timing = {"decision_time_p50_s", "decision_time_p95_s", "decision_time_max_s",
+              "wall_time_s"}
+    other = json.loads((folder / "b" / "summary.json").read_text())
+    assert {k: v for k, v in summary.items() if k not in timing} == {
+        k: v for k, v in other.items() if k not in timing}
+    lines = (folder / "a" / "jobs.csv").read_text().splitlines()
+    assert len(lines) == 201
+    assert lines[0].startswith("job,arrival,start,finish,jct")
+    decisions = (folder / "a" / "decisions.csv").read_text().splitlines()
+    assert len(decisions) == summary["decisions"] + 1
+    assert not list(folder.glob("**/*.tmp"))
+
+
+def test_an_interrupted_replay_keeps_what_finished() -> None:
+    cluster, table = one_gpu()
+    jobs = [Job(f"j{i}", float(i), "cnn", 1, 100.0) for i in range(5)]
+
+    def stop_after_two(done: int, total: int, now: float, decisions: int) -> None:
+        if done >= 2:
+            raise KeyboardInterrupt
+
+    replay = Simulator(cluster, jobs, RollingFifo(), truth=table,
+                       progress=stop_after_two).run()
+    summary = replay.summary()
+    assert summary["interrupted"] is True
+    assert summary["completed"] == 2
