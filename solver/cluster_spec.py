@@ -1,0 +1,100 @@
+"""The ``--cluster`` option: a cluster from a short spec, a JSON file or an openb node list.
+
+Three forms (docs/traces.md, "Cluster spec"):
+
+* ``v100=36,p100=36,k80=36``: that many GPUs of each type, in servers of
+  :data:`GPUS_PER_SERVER` GPUs (the last server of a type holds the remainder);
+  ``v100=36x8`` sets the server size of one type. Known types (solver.generate's
+  catalogue) carry its memory and price.
+* ``cluster.json``: a cluster or instance file; its ``gpu_types``, ``nodes`` and
+  optional ``topologies`` / ``network_gbps`` are read as in the instance format (jobs
+  and throughput, if present, are ignored).
+* ``openb:NODE_LIST.csv``: Alibaba's openb node list (:func:`solver.traces.openb_cluster`).
+
+Relative paths are taken from ``base_dir``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from solver.data import Cluster, GpuType, Node
+from solver.errors import InputError
+from solver.generate import GPU_TYPES
+from solver.instance_file import _build, _topology_graph, read_json
+from solver.traces.openb import openb_cluster
+
+#: GPUs per server when the spec does not say: 4, the size of the p3.8xlarge / p2.8xlarge-
+#: class servers Gavel's physical cluster used. (Gavel's simulator scripts default to
+#: ``--num_gpus_per_server 1:1:1``, which makes every multi-GPU job spread; 4 lets the
+#: 1-4 GPU jobs that dominate the traces run packed.)
+GPUS_PER_SERVER = 4
+
+_ITEM = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=(\d+)(?:x(\d+))?$")
+
+
+def parse_cluster(spec: str, *, base_dir: Path | None = None) -> Cluster:
+    """The cluster that ``spec`` describes (one of the three forms above)."""
+    base = base_dir if base_dir is not None else Path.cwd()
+    text = spec.strip()
+    if not text:
+        raise InputError("empty cluster spec", path="--cluster", value=spec,
+                         expected="TYPE=GPUS[,TYPE=GPUS...], a JSON file or openb:NODES.csv")
+    if text.startswith("openb:"):
+        relative = text.removeprefix("openb:").strip()
+        if not relative:
+            raise InputError("no node list after 'openb:'", path="--cluster", value=spec,
+                             expected="openb:NODE_LIST.csv")
+        return openb_cluster(base / relative)
+    if text.endswith(".json") or (base / text).is_file():
+        return _cluster_file(base / text)
+    return _gpu_counts(text)
+
+
+def _gpu_counts(text: str) -> Cluster:
+    gpu_types: list[GpuType] = []
+    nodes: list[Node] = []
+    for part in text.split(","):
+        match = _ITEM.match(part.strip())
+        if match is None:
+            raise InputError("bad cluster spec item", path="--cluster", value=part,
+                             expected="TYPE=GPUS or TYPE=GPUSxPER_SERVER, e.g. v100=36 or "
+                             "v100=36x8 (or a JSON file, or openb:NODES.csv)")
+        name, total, size = match.group(1), int(match.group(2)), int(match.group(3) or
+                                                                       GPUS_PER_SERVER)
+        if total < 1 or size < 1:
+            raise InputError("GPU counts must be >= 1", path="--cluster", value=part,
+                             expected="TYPE=GPUS with GPUS >= 1 (and PER_SERVER >= 1)")
+        if any(t.name == name for t in gpu_types):
+            raise InputError("GPU type given twice", path="--cluster", value=name,
+                             expected="each type once")
+        gpu_types.append(GPU_TYPES.get(name, GpuType(name)))
+        for index, start in enumerate(range(0, total, size)):
+            nodes.append(Node(f"{name}-{index}", name, min(size, total - start)))
+    return Cluster(tuple(gpu_types), tuple(nodes))
+
+
+def _cluster_file(path: Path) -> Cluster:
+    file = str(path)
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise InputError("not a cluster file", path="$", file=file, value=type(doc).__name__,
+                         expected="an object with gpu_types and nodes")
+    for key in ("gpu_types", "nodes"):
+        items = doc.get(key)
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise InputError(f"missing or bad {key}", path=f"$.{key}", file=file,
+                             value=items if key in doc else None,
+                             expected="a list of objects (docs/instance-format.md)")
+    try:
+        gpu_types = _build(GpuType, doc["gpu_types"], "$.gpu_types", file)
+        nodes = _build(Node, doc["nodes"], "$.nodes", file)
+    except TypeError as exc:
+        raise InputError(f"bad field ({exc})", path="$", file=file,
+                         expected="the fields of docs/instance-format.md") from None
+    topology = _topology_graph(doc, nodes, file, path.parent)
+    try:
+        return Cluster(tuple(gpu_types), tuple(nodes), topology)
+    except InputError as exc:
+        raise exc.at("$").in_file(file) from None

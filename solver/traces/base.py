@@ -1,0 +1,433 @@
+"""The internal job table every trace reader returns, and the rules they share.
+
+A format module turns each row of its file into a :class:`Row` (what the row says,
+absolute times in seconds) and hands the rows to :func:`build_trace`, which applies
+the rules of docs/traces.md in one place: GPU counts the throughput model cannot run
+are capped, job types are drawn for traces that have none, work is derived from
+durations, SLOs and synthetic deadlines become deadlines, and the jobs are sorted,
+cut to ``limit_jobs`` and shifted so the first arrival is at 0 s.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from solver.data import Job
+from solver.errors import InputError
+from solver.generate import GPU_TYPES, JOB_CLASSES
+from solver.throughput import Placement, ThroughputModel, ThroughputTable
+
+log = logging.getLogger(__name__)
+
+ON_BAD_ROW = ("fatal", "skip")
+#: The note counting every job whose (job type, GPU count) the throughput model cannot run.
+CAPPED = "all (job type, GPU count) pairs with 0 steps/s on every GPU type: GPU count capped"
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Jobs read from a trace file, with an account of what the reader did.
+
+    ``jobs`` are sorted by arrival (ties: file order), arrivals in s from the first
+    arrival (0 s); ``skipped_rows`` counts bad rows skipped with ``on_bad_row="skip"``;
+    ``excluded`` counts rows left out on purpose, by reason; ``notes`` lists the
+    fallbacks used, each with its count.
+    """
+
+    jobs: tuple[Job, ...]
+    source: str
+    format: str
+    skipped_rows: int = 0
+    excluded: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        """One line: how many jobs, skipped and excluded rows."""
+        left_out = sum(self.excluded.values())
+        return (f"{self.source} ({self.format}): {len(self.jobs)} jobs, "
+                f"{self.skipped_rows} bad rows skipped, {left_out} rows excluded")
+
+
+@dataclass
+class Row:
+    """One row of a trace: what it says, before the shared rules (times in s, absolute).
+
+    ``work`` (steps) or ``duration`` (s on ``reference_gpu``) must be given;
+    ``job_type`` None means "draw one"; ``slo`` is Gavel's multiple of the isolated
+    duration; ``deadline`` an absolute deadline (native format).
+    """
+
+    line: int
+    arrival: float
+    num_gpus: int
+    job_type: str | None = None
+    work: float | None = None
+    duration: float | None = None
+    slo: float | None = None
+    deadline: float | None = None
+    weight: float = 1.0
+    user: str | None = None
+    id: str | None = None
+    allowed_gpu_counts: tuple[int, ...] | None = None
+    allowed_gpu_types: tuple[str, ...] | None = None
+
+
+class BadRowError(Exception):
+    """A row that cannot be read: raised by parsers, turned into an InputError with
+    the file and line (or skipped) by :meth:`Reading.bad`."""
+
+    def __init__(self, problem: str, value: Any, expected: str, column: str = "") -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.value = value
+        self.expected = expected
+        self.column = column
+
+
+@dataclass(frozen=True)
+class Options:
+    """The reader options of :func:`solver.traces.read_trace` (documented there)."""
+
+    throughput: ThroughputModel | None = None
+    gpu_types: tuple[str, ...] = ()
+    reference_gpu: str = "v100"
+    seed: int = 0
+    on_bad_row: str = "fatal"
+    limit_jobs: int | None = None
+    deadline_fraction: float | None = None
+    deadline_slack: tuple[float, float] = (1.2, 3.0)
+
+
+class Reading:
+    """The state of one read: file, options, counts of skipped and excluded rows, notes."""
+
+    def __init__(self, path: Path, format: str, options: Options) -> None:
+        self.path = path
+        self.file = str(path)
+        self.format = format
+        self.options = options
+        self.skipped_rows = 0
+        self.excluded: Counter[str] = Counter()
+        self.notes: Counter[str] = Counter()
+
+    def bad(self, line: int, problem: str, value: Any, expected: str, column: str = "") -> None:
+        """A bad row: raise an InputError naming file and line, or count it (skip)."""
+        where = f"line {line}" + (f".{column}" if column else "")
+        if self.options.on_bad_row == "fatal":
+            raise InputError(problem, file=self.file, path=where, value=value,
+                             expected=expected)
+        self.skipped_rows += 1
+        log.debug("%s: %s: skipped bad row: %s (%r)", self.file, where, problem, value)
+
+    def bad_row(self, line: int, error: BadRowError) -> None:
+        """:meth:`bad` for a :class:`BadRowError`."""
+        self.bad(line, error.problem, error.value, error.expected, error.column)
+
+    def exclude(self, reason: str) -> None:
+        """Count a row left out on purpose."""
+        self.excluded[reason] += 1
+
+    def note(self, text: str) -> None:
+        """Count one use of a fallback."""
+        self.notes[text] += 1
+
+
+# --- file access and cell parsing ---------------------------------------------------------
+
+
+def open_text(path: Path) -> TextIO:
+    """Open a trace file for reading, with clear errors for a missing or unreadable one."""
+    try:
+        return path.open(newline="", encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("no such trace file", file=str(path)) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a trace file", file=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read the trace file ({exc.strerror})",
+                         file=str(path)) from None
+
+
+def csv_rows(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
+    """``(line, row)`` for each data row of a CSV file with a header that has ``columns``
+    (other columns are ignored). Blank lines are passed over."""
+    handle = open_text(path)
+    with handle:
+        try:
+            reader = csv.reader(handle)
+            header = next(reader, None)
+            if header is None:
+                raise InputError("the file is empty", file=str(path), path="line 1",
+                                 expected="a header with columns " + ", ".join(columns))
+            header = [name.strip() for name in header]
+            missing = [name for name in columns if name not in header]
+            if missing:
+                raise InputError(f"missing column '{missing[0]}'", file=str(path),
+                                 path="line 1", value=header,
+                                 expected="columns " + ", ".join(columns))
+            index = {name: header.index(name) for name in columns}
+            width = len(header)
+            line = reader.line_num
+            for cells in reader:
+                start, line = line + 1, reader.line_num
+                if not cells or (len(cells) == 1 and not cells[0].strip()):
+                    continue
+                if len(cells) != width:
+                    yield start, {"__width__": str(len(cells)), "__expected__": str(width)}
+                    continue
+                yield start, {name: cells[i].strip() for name, i in index.items()}
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})",
+                             file=str(path)) from None
+        except csv.Error as exc:
+            raise InputError(f"not valid CSV ({exc})", file=str(path),
+                             path=f"line {reader.line_num}") from None
+
+
+def check_width(row: dict[str, str]) -> None:
+    """Raise :class:`BadRowError` for a row that :func:`csv_rows` found to have the wrong width."""
+    if "__width__" in row:
+        raise BadRowError("wrong number of fields", int(row["__width__"]),
+                     f"{row['__expected__']} fields as in the header")
+
+
+def number(text: str, column: str, *, low: float | None = None, strict: bool = False,
+           what: str = "a finite number") -> float:
+    """A finite float from a cell, optionally ``> low`` (strict) or ``>= low``."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    ok = math.isfinite(value)
+    if ok and low is not None:
+        ok = value > low if strict else value >= low
+    if not ok:
+        raise BadRowError(f"bad {column}", text, what, column)
+    return value
+
+
+def integer(text: str, column: str, *, low: int = 0) -> int:
+    """An integer from a cell (``"4"`` or ``"4.0"``), ``>= low``."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value != int(value) or value < low:
+        raise BadRowError(f"bad {column}", text, f"an integer >= {low}", column)
+    return int(value)
+
+
+# --- throughput look-ups ------------------------------------------------------------------
+
+
+def catalogue_throughput() -> ThroughputTable:
+    """The built-in catalogue (solver.generate) as a throughput table, 1 to 8 GPUs: the
+    model used to draw job types and derive work when the caller gives none."""
+    rows = [(name, gpu, count, placement, job.throughput(gpu, count, placement))
+            for name, job in JOB_CLASSES.items() for gpu in GPU_TYPES
+            for count in range(1, 9) for placement in Placement
+            if not (placement is Placement.SPREAD and count == 1)]
+    return ThroughputTable.from_rows(row for row in rows if row[4] > 0)
+
+
+def model_names(model: ThroughputModel, attribute: str) -> tuple[str, ...]:
+    """The job types or GPU types (``attribute``) a model lists, sorted; () if none."""
+    names = getattr(model, attribute, ())
+    return tuple(sorted(names)) if names else ()
+
+
+class Speeds:
+    """Cached throughput look-ups (steps/s) on one model; 0.0 where the model raises."""
+
+    def __init__(self, model: ThroughputModel, gpu_types: tuple[str, ...]) -> None:
+        self.model = model
+        self.gpu_types = gpu_types
+        self.model_job_types = model_names(model, "job_types")
+        self.model_gpu_types = model_names(model, "gpu_types")
+        self.best = cache(self._best)
+        self.one = cache(self._one)
+        self.candidates = cache(self._candidates)
+
+    def _one(self, job_type: str, gpu_type: str, num_gpus: int, placement: Placement) -> float:
+        try:
+            return float(self.model.throughput(job_type, gpu_type, num_gpus, placement))
+        except InputError:
+            return 0.0
+
+    def _best(self, job_type: str, num_gpus: int,
+              allowed: tuple[str, ...] | None = None) -> float:
+        """The fastest steps/s of ``job_type`` on ``num_gpus`` GPUs over the GPU types
+        (those in ``allowed``, if given) and both placements."""
+        types = [t for t in self.gpu_types if allowed is None or t in allowed]
+        return max((self.one(job_type, t, num_gpus, p) for t in types for p in Placement),
+                   default=0.0)
+
+    def _candidates(self, reference_gpu: str, num_gpus: int) -> tuple[str, ...]:
+        """The job types with throughput > 0 on ``num_gpus`` GPUs of ``reference_gpu``
+        (packed), sorted."""
+        return tuple(job_type for job_type in self.model_job_types
+                     if self.one(job_type, reference_gpu, num_gpus, Placement.PACKED) > 0)
+
+    def largest_count(self, job_type: str, num_gpus: int,
+                      allowed: tuple[str, ...] | None) -> int | None:
+        """The largest count <= ``num_gpus`` with positive throughput, or None."""
+        for count in range(num_gpus, 0, -1):
+            if self.best(job_type, count, allowed) > 0:
+                return count
+        return None
+
+
+# --- the shared rules ---------------------------------------------------------------------
+
+
+def build_trace(reading: Reading, rows: list[Row]) -> Trace:
+    """Apply the shared rules of docs/traces.md to parsed rows and return the Trace."""
+    options = reading.options
+    needs_model = any(row.job_type is None or row.work is None for row in rows)
+    model = options.throughput
+    if model is None and needs_model:
+        model = catalogue_throughput()
+        reading.notes["no throughput model given: the built-in catalogue (solver.generate) "
+                      "used for job types and work"] = len(rows)
+    speeds = _speeds(reading, model) if model is not None else None
+    seeds = np.random.SeedSequence(options.seed).spawn(2)
+    draws = np.random.default_rng(seeds[0]).random(len(rows))
+    kept: list[Row] = []
+    for row, draw in zip(rows, draws, strict=True):
+        try:
+            if speeds is not None:
+                _fit_to_model(reading, row, speeds, float(draw))
+            kept.append(row)
+        except BadRowError as error:
+            reading.bad_row(row.line, error)
+    kept.sort(key=lambda row: (row.arrival, row.line))
+    if options.limit_jobs is not None and len(kept) > options.limit_jobs:
+        reading.excluded["beyond limit_jobs"] += len(kept) - options.limit_jobs
+        kept = kept[: options.limit_jobs]
+    jobs = _jobs(reading, kept, speeds)
+    excluded = {reason: count for reason, count in reading.excluded.items() if count}
+    notes = tuple(f"{text}: {count} jobs" for text, count in reading.notes.items())
+    trace = Trace(tuple(jobs), reading.file, reading.format, reading.skipped_rows, excluded,
+                  notes)
+    log.info("%s", trace.summary())
+    return trace
+
+
+def _speeds(reading: Reading, model: ThroughputModel) -> Speeds:
+    options = reading.options
+    gpu_types = options.gpu_types or model_names(model, "gpu_types")
+    if not gpu_types:
+        raise InputError("the throughput model does not list its GPU types",
+                         path="gpu_types", value=[],
+                         expected="gpu_types=... (the cluster's GPU type names)")
+    return Speeds(model, tuple(gpu_types))
+
+
+def _fit_to_model(reading: Reading, row: Row, speeds: Speeds, draw: float) -> None:
+    """Cap an unsupported GPU count, draw a job type, derive work (docs/traces.md)."""
+    options = reading.options
+    if row.job_type is None:
+        row.num_gpus, row.job_type = _draw_job_type(reading, speeds, row.num_gpus, draw)
+    elif speeds.best(row.job_type, row.num_gpus, row.allowed_gpu_types) <= 0:
+        count = speeds.largest_count(row.job_type, row.num_gpus, row.allowed_gpu_types)
+        if count is None:
+            raise BadRowError("job type has no positive throughput in the throughput model",
+                         row.job_type, "a job type the model knows on "
+                         + ", ".join(row.allowed_gpu_types or speeds.gpu_types), "job_type")
+        reading.note(CAPPED)
+        reading.note(f"({row.job_type}, {row.num_gpus}): 0 steps/s on every GPU type of the "
+                     f"throughput model; capped at {count} GPUs")
+        row.num_gpus = count
+        if row.allowed_gpu_counts is not None:
+            row.allowed_gpu_counts = tuple(c for c in row.allowed_gpu_counts if c <= count) \
+                or (count,)
+            if count not in row.allowed_gpu_counts:
+                row.allowed_gpu_counts = (*row.allowed_gpu_counts, count)
+    if row.work is None:
+        assert row.duration is not None
+        speed = speeds.one(row.job_type, options.reference_gpu, row.num_gpus, Placement.PACKED)
+        row.work = row.duration * speed
+
+
+def _draw_job_type(reading: Reading, speeds: Speeds, num_gpus: int,
+                   draw: float) -> tuple[int, str]:
+    """A job type drawn uniformly among those with throughput > 0 on the reference GPU
+    at ``num_gpus`` (packed); the count is capped when no type runs at it."""
+    reference = reading.options.reference_gpu
+    if not speeds.model_job_types:
+        raise InputError("the throughput model does not list its job types", path="throughput",
+                         expected="a model with job_types (a fitted model or a table)")
+    if reference not in speeds.model_gpu_types:
+        raise InputError("reference GPU type unknown to the throughput model",
+                         path="reference_gpu", value=reference,
+                         expected="one of " + ", ".join(speeds.model_gpu_types))
+    count = num_gpus
+    while count >= 1 and not speeds.candidates(reference, count):
+        count -= 1
+    if count < 1:
+        raise InputError("no job type of the throughput model runs on the reference GPU",
+                         path="reference_gpu", value=reference,
+                         expected="a GPU type with throughput > 0 for some job type")
+    if count != num_gpus:
+        reading.note(f"{num_gpus} GPUs: no job type has throughput > 0 on {reference} x "
+                     f"{num_gpus}; capped at {count} GPUs")
+    names = speeds.candidates(reference, count)
+    return count, names[min(int(draw * len(names)), len(names) - 1)]
+
+
+def _jobs(reading: Reading, rows: list[Row], speeds: Speeds | None) -> list[Job]:
+    """Jobs from sorted rows: shift times to the first arrival, ids, deadlines."""
+    options = reading.options
+    start = rows[0].arrival if rows else 0.0
+    deadline_rng = np.random.default_rng(np.random.SeedSequence(options.seed).spawn(2)[1])
+    picks = deadline_rng.random(len(rows))
+    slacks = deadline_rng.uniform(*options.deadline_slack, size=len(rows))
+    synthesise = options.deadline_fraction is not None and options.deadline_fraction > 0
+    if synthesise and speeds is None:
+        raise InputError("synthetic deadlines need a throughput model", path="deadline_fraction",
+                         value=options.deadline_fraction,
+                         expected="read_trace(..., throughput=...) with the GPU types")
+    jobs: list[Job] = []
+    seen: dict[str, int] = {}
+    for index, row in enumerate(rows):
+        arrival = row.arrival - start
+        job_id = row.id if row.id is not None else str(index)
+        if job_id in seen:
+            reading.bad(row.line, "duplicate job id", job_id,
+                        f"ids unique in the file (first at line {seen[job_id]})", "id")
+            continue
+        assert row.work is not None
+        assert row.job_type is not None
+        deadline = None if row.deadline is None else row.deadline - start
+        if row.slo is not None or (synthesise and deadline is None
+                                   and picks[index] < (options.deadline_fraction or 0.0)):
+            slack = row.slo if row.slo is not None else float(slacks[index])
+            if speeds is None:
+                raise InputError("an SLO needs a throughput model to become a deadline",
+                                 file=reading.file, path=f"line {row.line}", value=row.slo,
+                                 expected="read_trace(..., throughput=...)")
+            fastest = speeds.best(row.job_type, row.num_gpus, row.allowed_gpu_types)
+            if fastest > 0:
+                deadline = arrival + slack * row.work / fastest
+            else:
+                reading.note("no allowed GPU type has throughput > 0 for the isolated "
+                             "duration: no deadline set")
+        try:
+            job = Job(job_id, arrival, row.job_type, row.num_gpus, row.work, deadline,
+                      row.weight, row.user, row.allowed_gpu_counts, row.allowed_gpu_types)
+        except InputError as exc:
+            reading.bad(row.line, exc.problem, exc.value, exc.expected or "", exc.path)
+            continue
+        seen[job_id] = row.line
+        jobs.append(job)
+    return jobs

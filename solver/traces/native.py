@@ -1,0 +1,94 @@
+"""hetsched's own trace CSV: one row per job with every :class:`~solver.data.Job` field.
+
+Columns (header required, in any order): ``id, arrival, job_type, num_gpus, work,
+deadline, weight, user, allowed_gpu_counts, allowed_gpu_types``. Times in s, work in
+steps; an empty ``deadline``, ``user``, ``allowed_gpu_counts`` or
+``allowed_gpu_types`` means none; the two lists are joined by ``|`` (``1|2|4``,
+``v100|p100``). Numbers are written with Python's ``repr`` so that reading back gives
+the same floats: :func:`write_native` then :func:`read_native` round-trips a Trace.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable
+from pathlib import Path
+
+from solver.data import Job
+from solver.errors import InputError
+from solver.traces.base import (
+    BadRowError,
+    Options,
+    Reading,
+    Row,
+    Trace,
+    build_trace,
+    check_width,
+    csv_rows,
+    integer,
+    number,
+)
+
+COLUMNS = ("id", "arrival", "job_type", "num_gpus", "work", "deadline", "weight", "user",
+           "allowed_gpu_counts", "allowed_gpu_types")
+
+
+def _row(line: int, cells: dict[str, str]) -> Row:
+    check_width(cells)
+    if not cells["id"]:
+        raise BadRowError("empty id", cells["id"], "a job id", "id")
+    if not cells["job_type"]:
+        raise BadRowError("empty job_type", cells["job_type"], "a job type", "job_type")
+    counts = None
+    if cells["allowed_gpu_counts"]:
+        counts = tuple(integer(text, "allowed_gpu_counts", low=1)
+                       for text in cells["allowed_gpu_counts"].split("|"))
+    types = None
+    if cells["allowed_gpu_types"]:
+        types = tuple(name.strip() for name in cells["allowed_gpu_types"].split("|"))
+    return Row(
+        line, number(cells["arrival"], "arrival", low=0.0, what="a finite time in s >= 0"),
+        integer(cells["num_gpus"], "num_gpus", low=1), job_type=cells["job_type"],
+        work=number(cells["work"], "work", low=0.0, strict=True,
+                    what="a finite number of steps > 0"),
+        deadline=number(cells["deadline"], "deadline", what="a finite time in s, or empty")
+        if cells["deadline"] else None,
+        weight=number(cells["weight"] or "1", "weight", low=0.0, strict=True,
+                      what="a finite weight > 0"),
+        user=cells["user"] or None, id=cells["id"], allowed_gpu_counts=counts,
+        allowed_gpu_types=types)
+
+
+def read_native(path: Path, options: Options) -> Trace:
+    """Read a native trace CSV into a :class:`~solver.traces.base.Trace`."""
+    reading = Reading(path, "native", options)
+    rows: list[Row] = []
+    for line, cells in csv_rows(path, COLUMNS):
+        try:
+            rows.append(_row(line, cells))
+        except BadRowError as error:
+            reading.bad_row(line, error)
+    return build_trace(reading, rows)
+
+
+def write_native(trace_or_jobs: Trace | Iterable[Job], path: str | Path) -> None:
+    """Write jobs (a Trace's, or any) as a native trace CSV, in the order given."""
+    jobs = trace_or_jobs.jobs if isinstance(trace_or_jobs, Trace) else tuple(trace_or_jobs)
+    path = Path(path)
+    try:
+        handle = path.open("w", newline="", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the trace file ({exc.strerror})",
+                         file=str(path)) from None
+    with handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(COLUMNS)
+        for job in jobs:
+            writer.writerow([
+                job.id, repr(float(job.arrival)), job.job_type, job.num_gpus,
+                repr(float(job.work)),
+                "" if job.deadline is None else repr(float(job.deadline)),
+                repr(float(job.weight)), job.user or "",
+                "|".join(map(str, job.allowed_gpu_counts or ())),
+                "|".join(job.allowed_gpu_types or ()),
+            ])
