@@ -25,10 +25,10 @@ from solver.generate import GPU_TYPES
 from solver.instance_file import _build, _topology_graph, read_json
 from solver.traces.openb import openb_cluster
 
-#: GPUs per server when the spec does not say: 4, the size of the p3.8xlarge / p2.8xlarge-
-#: class servers Gavel's physical cluster used. (Gavel's simulator scripts default to
+#: GPUs per server when the spec does not say. Gavel's simulator scripts default to
 #: ``--num_gpus_per_server 1:1:1``, which makes every multi-GPU job spread; 4 lets the
-#: 1-4 GPU jobs that dominate the traces run packed.)
+#: 1-4 GPU jobs that dominate the traces run packed and leaves 8-GPU jobs spread
+#: (docs/traces.md).
 GPUS_PER_SERVER = 4
 
 _ITEM = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=(\d+)(?:x(\d+))?$")
