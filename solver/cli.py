@@ -238,6 +238,59 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
         plots.save(plots.topology_graph(server), plot)
 
 
+@cli.command("replay")
+@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "trace_format", required=True,
+              type=click.Choice(("gavel", "philly", "helios", "openb", "native")))
+@click.option("--cluster", "cluster_spec", required=True,
+              help="v100=36,p100=36,k80=36 (servers of 4 GPUs; TYPE=NxPER for other sizes), "
+              "a cluster JSON, or openb:NODE_LIST.csv.")
+@click.option("--policy", default="fifo", show_default=True, help="Rolling policy or model.")
+@click.option("--backend", type=click.Choice(BACKENDS), default=None)
+@click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Also decide every S seconds while jobs wait.")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=5.0,
+              show_default=True, help="Solver time limit per decision (s).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--limit-jobs", type=click.IntRange(min=1), default=None,
+              help="Only the N earliest jobs.")
+@click.option("--throughput", "throughput_path", type=click.Path(dir_okay=False,
+              path_type=Path), default=None,
+              help="Profile (Gavel JSON, tidy CSV) or fitted model; default: Gavel's beside a "
+              "Gavel trace, else the built-in catalogue.")
+@click.option("--restart-penalty", type=click.FloatRange(min=0), default=30.0,
+              show_default=True, help="Seconds without progress after a preemption.")
+@click.option("--on-bad-row", type=click.Choice(("fatal", "skip")), default="fatal",
+              show_default=True)
+@click.option("--deadline-fraction", type=click.FloatRange(min=0, max=1), default=None,
+              help="Give this fraction of jobs a synthetic deadline (docs/traces.md).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: str,
+                   backend: str | None, interval: float | None, time_limit: float, seed: int,
+                   limit_jobs: int | None, throughput_path: Path | None,
+                   restart_penalty: float, on_bad_row: str, deadline_fraction: float | None,
+                   out: Path) -> None:
+    """Replay TRACE on a cluster under a policy; write summary.json, jobs.csv and
+    decisions.csv into --out."""
+    from solver.replay import run_replay
+
+    summary = run_replay(trace, trace_format, cluster_spec, policy, out=out,
+                         throughput_path=throughput_path, backend=backend, interval_s=interval,
+                         time_limit_s=time_limit, seed=seed, limit_jobs=limit_jobs,
+                         on_bad_row=on_bad_row, deadline_fraction=deadline_fraction,
+                         restart_penalty_s=restart_penalty)
+    for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
+                "deadline_met", "utilization", "preemptions", "decisions",
+                "decision_time_p95_s", "fallbacks", "wall_time_s"):
+        value = summary[key]
+        click.echo(f"{key}: {value:,.6g}" if isinstance(value, float) else f"{key}: {value}")
+    notes = summary.get("notes")
+    if isinstance(notes, list) and notes:
+        click.echo(f"note: {notes[0]}" + (f" ({len(notes) - 1} more in summary.json)"
+                                          if len(notes) > 1 else ""))
+    click.echo(f"wrote {out}/summary.json, jobs.csv, decisions.csv")
+
+
 @cli.command("generate")
 @click.option("--jobs", "num_jobs", type=int, required=True, help="Number of jobs.")
 @click.option("--gpus", required=True, help="GPUs per type, e.g. v100=8,p100=4,k80=4.")

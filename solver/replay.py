@@ -9,7 +9,7 @@ from typing import TextIO
 
 from solver.errors import InputError
 from solver.rolling import ModelPolicy, RollingFifo, RollingPolicy
-from solver.throughput import Placement, ThroughputModel, ThroughputTable
+from solver.throughput import Placement, PolicyView, ThroughputModel, ThroughputTable
 
 #: Rolling policies implemented natively; every other name goes to a static model.
 NATIVE = {"fifo": RollingFifo}
@@ -96,3 +96,63 @@ class Progress:
         if self.enabled:
             self.stream.write("\n")
             self.stream.flush()
+
+
+def default_throughput(trace: Path, trace_format: str) -> Path | None:
+    """Gavel's measurements beside a Gavel trace (``gavel/traces/X.trace`` ->
+    ``gavel/simulation_throughputs.json``), else ``None`` (the built-in catalogue)."""
+    if trace_format != "gavel":
+        return None
+    for folder in (trace.parent, trace.parent.parent):
+        candidate = folder / "simulation_throughputs.json"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_name: str, *,
+               out: Path, throughput_path: Path | None = None, backend: str | None = None,
+               interval_s: float | None = None, time_limit_s: float | None = 5.0,
+               seed: int = 0, limit_jobs: int | None = None, on_bad_row: str = "fatal",
+               deadline_fraction: float | None = None, restart_penalty_s: float = 30.0,
+               show_progress: bool = True) -> dict[str, object]:
+    """Read the trace, replay it under the policy, write the outputs into ``out``; returns
+    the summary."""
+    from solver.cluster_spec import parse_cluster
+    from solver.data import configurations
+    from solver.simulate import Simulator
+    from solver.traces import read_trace
+
+    cluster = parse_cluster(cluster_spec)
+    source = throughput_path or default_throughput(trace_path, trace_format)
+    if source is None:
+        truth: ThroughputModel = catalogue_table(list(cluster.type_names))
+        model: ThroughputModel = truth
+    else:
+        truth, fitted = throughput_pair(source)
+        model = PolicyView(fitted, truth)
+    trace = read_trace(trace_path, trace_format, throughput=truth,
+                       gpu_types=list(cluster.type_names), seed=seed, on_bad_row=on_bad_row,
+                       limit_jobs=limit_jobs, deadline_fraction=deadline_fraction)
+    for job in trace.jobs:
+        if not configurations(cluster, truth, job):
+            raise InputError("job cannot run on this cluster", file=str(trace_path),
+                             path=f"job {job.id}", value=f"{job.num_gpus} x {job.job_type}",
+                             expected="a GPU type of the cluster with measured throughput")
+    policy = rolling_policy(policy_name, backend=backend, time_limit_s=time_limit_s, seed=seed)
+    progress = Progress(len(trace.jobs)) if show_progress else None
+    simulator = Simulator(cluster, trace.jobs, policy, truth=truth, model=model,
+                          interval_s=interval_s, restart_penalty_s=restart_penalty_s,
+                          progress=progress)
+    replay = simulator.run()
+    if progress is not None:
+        progress.close()
+    extra: dict[str, object] = {
+        "trace": str(trace_path), "format": trace_format, "cluster": cluster_spec,
+        "gpus": len(cluster.gpus), "policy": policy_name, "seed": seed,
+        "throughput": str(source) if source else "built-in catalogue",
+        "skipped_rows": trace.skipped_rows, "excluded": dict(trace.excluded),
+        "notes": list(trace.notes),
+    }
+    replay.write(out, extra)
+    return {**replay.summary(), **extra}

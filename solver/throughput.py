@@ -155,3 +155,21 @@ class ThroughputTable:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+
+@dataclass(frozen=True, eq=False)
+class PolicyView:
+    """What a policy sees in a replay: the fitted speeds, and which configurations run at
+    all as the measurements say (a configuration measured at 0, e.g. out of memory, or
+    never measured, is 0 here too), so no policy puts a job where it cannot run."""
+
+    fitted: ThroughputModel
+    measured: ThroughputModel
+
+    def throughput(
+        self, job_type: str, gpu_type: str, num_gpus: int, placement: Placement
+    ) -> float:
+        """The fitted steps/s where the measured throughput is positive, else 0.0."""
+        if self.measured.throughput(job_type, gpu_type, num_gpus, placement) <= 0:
+            return 0.0
+        return self.fitted.throughput(job_type, gpu_type, num_gpus, placement)
