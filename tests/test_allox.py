@@ -15,6 +15,7 @@ from solver.data import Instance
 from solver.instance_file import load_instance
 from solver.result import Result, Status
 from solver.solve import solve
+from solver.throughput import Placement
 from tests.conftest import INSTANCES, assert_valid
 from tests.test_formulations_common import random_instance
 
@@ -40,7 +41,8 @@ def brute_force_total_completion(instance: Instance) -> float:
     durations = {
         (job.id, gpu_type): job.work / speed
         for job in jobs for _, gpu_type in gpus
-        if (speed := instance.throughput.throughput(job.job_type, gpu_type, 1, "packed")) > 0
+        if (speed := instance.throughput.throughput(job.job_type, gpu_type, 1,
+                                                    Placement.PACKED)) > 0
     }
     for order in itertools.permutations(range(len(jobs))):
         for choice in itertools.product(range(len(gpus)), repeat=len(jobs)):
@@ -152,7 +154,7 @@ def test_alpha_runs_users_in_rounds() -> None:
     # come before u1's
     for gpu in {g for a in result.schedule for g in a.gpus}:
         on_gpu = sorted((a for a in result.schedule if gpu in a.gpus), key=lambda a: a.start)
-        users = [instance.job_by_id[a.job].user for a in on_gpu]
+        users = [instance.job_by_id[a.job].user or "" for a in on_gpu]
         assert users == sorted(users)
     assert first
     assert all(starts[j].start >= 0 for j in first)

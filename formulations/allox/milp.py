@@ -29,7 +29,8 @@ class AlloxMilp:
             for job in range(len(problem.jobs)):
                 if problem.cost(job, slot) is not None:
                     c, k = slot
-                    self.assign[job, slot] = pulp.LpVariable(f"a_{job}_{c}_{k}", 0, 1, category)
+                    self.assign[job, slot] = self.lp.add_variable(f"a_{job}_{c}_{k}", 0, 1,
+                                                                  category)
         self._one_slot_per_job()
         self._slot_capacity()
         self.lp.setObjective(pulp.lpSum(
@@ -77,10 +78,10 @@ class AlloxMilp:
         columns = [v.name for v in self.assign.values()]
         index = {name: i for i, name in enumerate(columns)}
         rows, dense = [], []
-        for name, constraint in self.lp.constraints.items():
+        for constraint in self.lp.constraints():
             row = [0] * len(columns)
             for var, coefficient in constraint.items():
                 row[index[var.name]] = int(coefficient)
-            rows.append(name)
+            rows.append(str(constraint.name))
             dense.append(row)
         return rows, columns, dense

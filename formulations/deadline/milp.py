@@ -58,19 +58,21 @@ class DeadlineMilp:
         """s_j >= r_j (s); mode_jm, gpu_jg, before_ij binary; end_j = s_j + sum_m p_jm mode_jm."""
         for data in self.problem.jobs:
             jid = data.job.id
-            self.start[jid] = pulp.LpVariable(self._name("s", jid), lowBound=seconds(data.release))
+            self.start[jid] = self.lp.add_variable(self._name("s", jid),
+                                                   lowBound=seconds(data.release))
             for index in range(len(data.modes)):
-                self.mode[jid, index] = pulp.LpVariable(self._name("x", jid, index), cat="Binary")
+                self.mode[jid, index] = self.lp.add_variable(self._name("x", jid, index),
+                                                             cat="Binary")
             for node in sorted({m.node for m in data.modes}):
                 for g in self.gpus_of_node[node]:
-                    self.gpu[jid, g] = pulp.LpVariable(self._name("y", jid, g), cat="Binary")
+                    self.gpu[jid, g] = self.lp.add_variable(self._name("y", jid, g), cat="Binary")
             self.end[jid] = self.start[jid] + pulp.lpSum(
                 seconds(m.duration) * self.mode[jid, i] for i, m in enumerate(data.modes))
         jobs = self.problem.jobs
         for a, first in enumerate(jobs):
             for second in jobs[a + 1:]:
                 if self._shared_gpus(first.job.id, second.job.id):
-                    self.before[first.job.id, second.job.id] = pulp.LpVariable(
+                    self.before[first.job.id, second.job.id] = self.lp.add_variable(
                         self._name("o", first.job.id, second.job.id), cat="Binary")
 
     def _shared_gpus(self, first: str, second: str) -> list[str]:
@@ -120,10 +122,10 @@ class DeadlineMilp:
                 continue
             jid = data.job.id
             deadline = seconds(data.deadline)
-            self.late[jid] = pulp.LpVariable(self._name("late", jid), cat="Binary")
+            self.late[jid] = self.lp.add_variable(self._name("late", jid), cat="Binary")
             self.lp += (self.end[jid] <= deadline + self.big_m * self.late[jid],
                         self._name("deadline", jid))
-            self.tardiness[jid] = pulp.LpVariable(self._name("tard", jid), lowBound=0)
+            self.tardiness[jid] = self.lp.add_variable(self._name("tard", jid), lowBound=0)
             self.lp += (self.tardiness[jid] >= self.end[jid] - deadline,
                         self._name("tardiness", jid))
 
@@ -209,7 +211,7 @@ class DeadlineMilp:
 
     def size(self) -> dict[str, int]:
         """Variables and constraints of the model."""
-        return {"variables": len(self.lp.variables()), "constraints": len(self.lp.constraints)}
+        return {"variables": len(self.lp.variables()), "constraints": len(self.lp.constraints())}
 
 
 def _with(settings: MipSettings, time_left: float | None, warm: bool) -> MipSettings:
