@@ -7,9 +7,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from formulations.common import TICK_S
+from formulations.common import TICK_S, Outcome
 from formulations.deadline import build_problem
 from formulations.deadline.bruteforce import solve_by_enumeration
+from formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
+from formulations.deadline.cuts import separate
+from formulations.deadline.problem import greedy_plan
 from solver.cli import cli
 from solver.data import Cluster, GpuType, Instance, Job, Node
 from solver.instance_file import load_instance
@@ -154,3 +157,49 @@ def test_cli_json() -> None:
     assert document["objective"] == pytest.approx(9284.29, abs=1e-3)
     assert document["violations"] == []
     assert document["extra"]["deadline_objective"] == "tardiness"
+
+
+def test_mean_busy_time_cut_is_exact_for_two_gangs_on_one_node() -> None:
+    # One 2-GPU node, two 2-GPU gangs of 10 s (10,000 ticks) released at 0. Areas 20,000
+    # GPU-ticks each, G = 2: sum a_j C_j >= sum a_j p_j / 2 + (sum a)^2 / (2G) =
+    # 2e8 + 4e8, i.e. C_1 + C_2 >= 30,000 ticks: one after the other, the optimum.
+    cluster = Cluster((GpuType("g"),), (Node("n", "g", 2),))
+    table = ThroughputTable.from_rows([("t", "g", 2, Placement.PACKED, 1.0)])
+    instance = Instance(cluster, (Job("a", 0.0, "t", 2, 10.0), Job("b", 0.0, "t", 2, 10.0)),
+                        table)
+    problem = build_problem(instance)
+    _, bound = separate(problem)
+    assert bound == pytest.approx(30_000, rel=1e-6)
+    (_, weighted_end), _ = solve_by_enumeration(problem)
+    assert weighted_end == 30_000
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_mean_busy_time_cuts_are_valid(seed: int) -> None:
+    # Every cut holds for the brute-force optimum and the greedy plan, and the LP bound
+    # with the cuts is at most the optimum.
+    instance = random_instance(seed, jobs=4 if seed % 2 else 5, weights=seed % 3 == 0)
+    problem = build_problem(instance)
+    cuts, bound = separate(problem)
+    (_, weighted_end), best = solve_by_enumeration(problem)
+    for plan in (best, greedy_plan(problem)):
+        assert not problem.violations(plan)
+        for cut in cuts:
+            assert cut.slack(problem, plan) >= -1e-6 * max(1.0, cut.constant())
+    # the lexicographic optimum may trade completion time for deadlines: compare with the
+    # completion-only optimum, which is no larger
+    assert bound <= weighted_end * (1 + 1e-9)
+    assert bound <= problem.evaluate(greedy_plan(problem))[1] * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cpsat_with_and_without_cuts_agree(seed: int) -> None:
+    problem = build_problem(random_instance(10 + seed, jobs=5))
+    values = []
+    for completion_cuts in (True, False):
+        plan, stats, _ = DeadlineCpSat(problem).solve(
+            CpSatSettings(LIMIT, completion_cuts=completion_cuts))
+        assert plan is not None
+        assert stats.outcome is Outcome.OPTIMAL
+        values.append(problem.evaluate(plan))
+    assert values[0] == values[1]

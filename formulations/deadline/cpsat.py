@@ -4,14 +4,17 @@ Variables: ``start[j]`` (ticks), ``use[j, m]`` (job j runs in mode m), an option
 fixed-size interval per (j, m), ``late[j]`` / ``tardiness[j]`` for jobs with a
 deadline. Constraints: one mode per job; a cumulative per node (capacity = its
 GPUs; a no-overlap when the node has one GPU); a redundant cumulative per GPU
-type; deadline indicators. The objective is lexicographic and solved in two
-stages (see docs/formulations.md).
+type; deadline indicators; mean-busy-time cuts on ``e_jm`` (= end_j if j runs in
+mode m, else 0) that bound the weighted completion time from below
+(:mod:`formulations.deadline.cuts`). The objective is lexicographic and solved in
+two stages (see docs/formulations.md).
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 import time
 from collections import defaultdict
 from collections.abc import Mapping
@@ -34,6 +37,8 @@ class CpSatSettings:
     gap: float = 0.0
     threads: int = 1
     seed: int = 0
+    #: add mean-busy-time cuts separated on the LP relaxation (a few seconds at most)
+    completion_cuts: bool = True
 
 
 class DeadlineCpSat:
@@ -48,6 +53,8 @@ class DeadlineCpSat:
         self.interval: dict[tuple[str, int], cp_model.IntervalVar] = {}
         self.late: dict[str, cp_model.IntVar] = {}
         self.tardiness: dict[str, cp_model.IntVar] = {}
+        self.end_in_mode: dict[tuple[str, int], cp_model.IntVar] = {}
+        self.lp_bound: float | None = None
         self._variables()
         self._one_mode_per_job()
         self._node_capacity()
@@ -146,6 +153,40 @@ class DeadlineCpSat:
                                   cp_model.LinearExpr.constant(0))
                     self.model.add(on[position, node] <= earlier)
 
+    def add_completion_cuts(self, time_limit_s: float = 5.0) -> int:
+        """e_jm = end_j if use_jm else 0, e_jm >= (r_j + p_jm) use_jm, end_j = sum_m e_jm, and
+        the cuts sum a_jm e_jm >= sum b_jm use_jm - g of :func:`cuts.separate` (integer
+        coefficients rounded so that each cut stays valid). Returns the number of cuts."""
+        from formulations.deadline.cuts import separate
+
+        found, self.lp_bound = separate(self.problem, time_limit_s=time_limit_s)
+        if not found:
+            return 0
+        horizon = self.problem.horizon
+        for data in self.problem.jobs:
+            jid = data.job.id
+            for index, mode in enumerate(data.modes):
+                end = self.model.new_int_var(0, horizon, f"e_{jid}_{index}")
+                self.model.add(end == self.end[jid]).only_enforce_if(self.use[jid, index])
+                self.model.add(end == 0).only_enforce_if(~self.use[jid, index])
+                self.model.add(end >= (data.release + mode.duration) * self.use[jid, index])
+                self.end_in_mode[jid, index] = end
+            self.model.add(self.end[jid] == sum(
+                self.end_in_mode[jid, i] for i in range(len(data.modes))))
+        for cut in found:
+            terms = cut.coefficients(self.problem)
+            # Divide by a power of ten so that the row fits in 64 bits, rounding the left
+            # side's coefficients up and the right side's down: the cut only gets weaker.
+            size = sum(a * horizon + b for _, _, a, b in terms) + cut.constant()
+            scale = 10 ** max(0, math.ceil(math.log10(max(1.0, size / 1e15))))
+            left = [math.ceil(a / scale) * self.end_in_mode[self.problem.jobs[j].job.id, i]
+                    for j, i, a, _ in terms]
+            right = [math.floor(b / scale) * self.use[self.problem.jobs[j].job.id, i]
+                     for j, i, _, b in terms]
+            self.model.add(sum(left, cp_model.LinearExpr.constant(0)) >= sum(
+                right, cp_model.LinearExpr.constant(-math.ceil(cut.constant() / scale))))
+        return len(found)
+
     # -- objective -------------------------------------------------------------------------
     def deadline_term(self) -> cp_model.LinearExpr:
         """Missed: sum_j late_j. Tardiness: sum_j w_j tardiness_j (integer weights)."""
@@ -179,6 +220,9 @@ class DeadlineCpSat:
             self.model.add_hint(self.start[jid], start)
             for index in range(len(data.modes)):
                 self.model.add_hint(self.use[jid, index], int(index == mode_index))
+                if (jid, index) in self.end_in_mode:
+                    self.model.add_hint(self.end_in_mode[jid, index], 0 if index != mode_index
+                                        else start + data.modes[index].duration)
 
     def _run(self, settings: CpSatSettings, time_left: float | None) -> tuple[
             cp_model.CpSolver, Any]:
@@ -208,6 +252,9 @@ class DeadlineCpSat:
         (objective and bound in model units; ``None`` for a skipped first stage)."""
         began = time.perf_counter()
         deadline_stats: SolveStats | None = None
+        if settings.completion_cuts:
+            budget = 5.0 if settings.time_limit_s is None else min(5.0, settings.time_limit_s / 10)
+            self.add_completion_cuts(budget)
         if warm_start:
             self.add_hint(warm_start)
         if self.problem.has_deadlines:
