@@ -12,6 +12,7 @@ two stages (see docs/formulations.md).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import math
@@ -259,7 +260,10 @@ class DeadlineCpSat:
             self.add_hint(warm_start)
         if self.problem.has_deadlines:
             self.model.minimize(self.deadline_term())
-            solver, status = self._run(settings, settings.time_limit_s)
+            time_left = None
+            if settings.time_limit_s is not None:
+                time_left = settings.time_limit_s - (time.perf_counter() - began)
+            solver, status = self._run(settings, time_left)
             deadline_stats = _stats(solver, status, settings, began)
             log.info("cpsat deadline stage: %s %s (bound %s)", deadline_stats.outcome,
                      deadline_stats.objective, deadline_stats.bound)
@@ -276,6 +280,12 @@ class DeadlineCpSat:
         second_began = time.perf_counter()
         solver, status = self._run(settings, time_left)
         stats = _stats(solver, status, settings, second_began)
+        if self.lp_bound is not None:
+            # The cuts' LP bound holds for every schedule, so also for this stage; it can be
+            # the only bound when CP-SAT stops early (floored against LP round-off).
+            lp_bound = math.floor(self.lp_bound * (1 - 1e-9))
+            if stats.bound is None or stats.bound < lp_bound:
+                stats = dataclasses.replace(stats, bound=float(lp_bound))
         log.info("cpsat completion stage: %s %s (bound %s)", stats.outcome, stats.objective,
                  stats.bound)
         plan = self._plan(solver) if stats.outcome in (Outcome.OPTIMAL, Outcome.FEASIBLE) \
