@@ -1,11 +1,9 @@
 """Running a PuLP model on CBC or HiGHS with one set of settings, and reading back the
 outcome, the objective and the best bound (which PuLP itself does not report).
 
-CBC runs as a command (the ``cbc`` executable of the ``cbcbox`` package, through
-PuLP's ``COIN_CMD``, which reads MIP starts correctly); its bound is read from the
-log ("Lower bound:" or, when it proves optimality, the objective). HiGHS runs
-in-process through highspy; its bound is ``mip_dual_bound``, and a MIP start is
-passed with ``setSolution``.
+CBC runs as a command; its bound is read from the log ("Lower bound:" or, when it
+proves optimality, the objective). HiGHS runs in-process through highspy; its
+bound is ``mip_dual_bound``, and a MIP start is passed with ``setSolution``.
 """
 
 from __future__ import annotations
@@ -80,15 +78,21 @@ def run(problem: pulp.LpProblem, backend: str, settings: MipSettings) -> SolveSt
         handle, log_path = tempfile.mkstemp(suffix=".log", prefix="cbc-")
         os.close(handle)
         try:
-            solver = pulp.COIN_CMD(msg=False, gapRel=settings.gap, threads=settings.threads,
-                                   timeLimit=settings.time_limit_s, logPath=log_path,
-                                   warmStart=settings.warm_start,
-                                   options=[f"randomCbcSeed {settings.seed + 1}",
-                                            "allowableGap 0"])
-            if not solver.available():
-                raise RuntimeError("the CBC executable was not found: install hetsched's "
-                                   "dependencies (the cbcbox package brings it)")
-            problem.solve(solver)
+            solver = pulp.PULP_CBC_CMD(msg=False, gapRel=settings.gap, threads=settings.threads,
+                                       timeLimit=settings.time_limit_s, logPath=log_path,
+                                       warmStart=settings.warm_start,
+                                       options=[f"randomCbcSeed {settings.seed + 1}",
+                                                "allowableGap 0"])
+            try:
+                problem.solve(solver)
+            except pulp.PulpSolverError:
+                if not settings.warm_start:
+                    raise
+                # The bundled CBC can crash while reading a MIP start on larger models:
+                # solve again without it rather than fail.
+                log.warning("cbc failed with a MIP start; solving again without it")
+                solver.optionsDict["warmStart"] = False
+                problem.solve(solver)
             with open(log_path, encoding="utf-8", errors="replace") as handle_log:
                 text = handle_log.read()
         finally:

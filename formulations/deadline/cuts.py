@@ -168,6 +168,10 @@ def separate(problem: DeadlineProblem, max_rounds: int = 30, time_limit_s: float
             break
     log.info("mean-busy-time cuts: %d, LP bound %.0f (%.2f s)", len(cuts), bound,
              time.perf_counter() - began)
+    # HiGHS keeps one thread pool per process, sized by the first run: free it, or a later
+    # HiGHS solve with another thread count (the MILP back-end) fails to start.
+    del highs
+    highspy.Highs.resetGlobalScheduler(True)
     return cuts, bound
 
 
