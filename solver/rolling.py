@@ -126,15 +126,18 @@ class ModelPolicy:
     It builds an instance from the state: the pending jobs (work = remaining steps, their
     own arrivals and deadlines) on the GPUs free now (each node shrunk to its free GPUs,
     which keep their order), solves it with the time limit, and commits only the jobs the
-    plan starts now. Jobs that no free GPU set can hold now wait for the next decision.
+    plan starts now. At most ``window`` pending jobs (the earliest that fit now) enter a
+    solve. Jobs that no free GPU set can hold now wait for the next decision.
     Running jobs are never moved, and the solve is not yet warm-started from the previous
     plan. If the solve fails or plans nothing on an idle cluster, first fit decides and the
     decision is marked as a fallback.
     """
 
     def __init__(self, model: str, *, backend: str | None = None,
-                 time_limit_s: float | None = 5.0, **options: object) -> None:
+                 time_limit_s: float | None = 5.0, window: int = 48,
+                 **options: object) -> None:
         self.model = model
+        self.window = window
         self.name = model
         self.backend = backend
         self.time_limit_s = time_limit_s
@@ -164,7 +167,32 @@ class ModelPolicy:
                         max(state.remaining[job.id], 1e-9), job.deadline, job.weight, job.user,
                         job.allowed_gpu_counts, job.allowed_gpu_types)
             jobs.append(trial)
-        runnable = tuple(j for j in jobs if configurations(sub, state.throughput, j))
+        # Gangs that no node of the whole cluster can hold packed run spread; models that
+        # reason about packed gangs cannot place them, so first fit starts them (in arrival
+        # order) before the solve, and the model plans the rest on what is left.
+        early: list[Start] = []
+        free = set(state.free)
+        for job in jobs[: self.window]:
+            packed = [c for c in configurations(state.cluster, state.throughput, job)
+                      if c.placement is Placement.PACKED]
+            if not packed:
+                chosen = first_fit_gpus(state, job, free)
+                if chosen is not None:
+                    early.append(chosen)
+                    free.difference_update(chosen.gpus)
+        if early:
+            started = {s.job for s in early}
+            rest = ClusterState(state.now, state.cluster, state.throughput,
+                                tuple(j for j in state.pending if j.id not in started),
+                                state.remaining, state.running, frozenset(free),
+                                state.attained, state.preemptions)
+            later = self.decide(rest)
+            return Decision((*early, *later.start), later.preempt, later.fallback, later.note)
+        # The model sees the ``window`` earliest pending jobs that fit now, packed; the rest
+        # wait for a later decision (a bounded model keeps every decision fast).
+        runnable = tuple(j for j in jobs if any(
+            c.placement is Placement.PACKED for c in configurations(sub, state.throughput, j)))
+        runnable = runnable[: self.window]
         if not runnable:
             return Decision()
         try:

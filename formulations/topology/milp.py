@@ -111,8 +111,10 @@ class PlacementMilp:
         started = time.perf_counter()
         self.problem.setObjective(self.cost)
         first_limit = None if time_limit_s is None else max(0.1, 0.7 * time_limit_s)
+        first_began = time.perf_counter()
         self.problem.solve(milp_solver(backend, time_limit_s=first_limit, threads=threads,
                                        warm_start=self.warm))
+        first_wall = time.perf_counter() - first_began
         code = pulp.LpStatus[self.problem.status]
         if code != "Optimal" or self.problem.sol_status not in (1, 2):
             wall = time.perf_counter() - started
@@ -121,7 +123,10 @@ class PlacementMilp:
                                         message="no placement puts every gang on free GPUs")
             return PlacementOutcome(Status.UNKNOWN, {}, math.inf, None, 0, wall, backend,
                                     message=f"solver status {code}")
-        proven = self.problem.sol_status == pulp.LpSolutionOptimal
+        # CBC (cbcbox) can answer "optimal" when it stopped on the time limit: a solve that
+        # ran into its limit is never taken as a proof.
+        proven = self.problem.sol_status == pulp.LpSolutionOptimal and (
+            first_limit is None or first_wall < 0.9 * first_limit)
         best = pulp.value(self.cost) or 0.0  # None when every cost is 0
         first = [i for i, var in enumerate(self.take) if (var.value() or 0) > 0.5]
         slack = 1e-9 * max(1.0, abs(best)) + 1e-12
@@ -132,10 +137,13 @@ class PlacementMilp:
         self.problem.solve(milp_solver(backend, time_limit_s=remaining, threads=threads,
                                        warm_start=True))
         second_ok = self.problem.sol_status in (1, 2)
+        second_proven = self.problem.sol_status == 1 and (
+            remaining is None or time.perf_counter() - started < (time_limit_s or 0) * 0.9
+            or time_limit_s is None)
         chosen = [i for i, var in enumerate(self.take) if (var.value() or 0) > 0.5] \
             if second_ok else first
         wall = time.perf_counter() - started
-        status = Status.OPTIMAL if proven and self.problem.sol_status == 1 else Status.FEASIBLE
+        status = Status.OPTIMAL if proven and second_proven else Status.FEASIBLE
         try:
             outcome = decode(self.data, chosen, status, wall, backend)
         except ValueError:
