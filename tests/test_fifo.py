@@ -110,7 +110,7 @@ def test_fifo_and_topology_respect_allowed_gpu_types() -> None:
         for j in TINY.jobs
     )
     restricted = TINY.replace(jobs=jobs)
-    for model in ("fifo", "topology"):
+    for model in ("fifo", "topology", "deadline", "allox"):
         result = solve(restricted, model=model)
         assert_valid(restricted, result.schedule)
         assert result.schedule.by_job()["j0"].gpu_type == "k80"

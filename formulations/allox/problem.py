@@ -103,6 +103,8 @@ def best_run(instance: Instance, job: Job, gpu_type: str, size: int,
     counts = [c for c in job.gpu_counts if c <= size] if whole_nodes else [1] if (
         1 in job.gpu_counts) else []
     best: Run | None = None
+    if not job.may_use(gpu_type):
+        return None
     for count in counts:
         speed = instance.throughput.throughput(job.job_type, gpu_type, count, Placement.PACKED)
         if speed > 0 and (best is None or job.work / speed < best.duration):

@@ -182,6 +182,8 @@ def build_problem(
         release_s = max(job.arrival, instance.now)
         modes = []
         for node in instance.cluster.nodes:
+            if not job.may_use(node.gpu_type):
+                continue
             for count in job.gpu_counts:
                 if count > node.num_gpus:
                     continue
