@@ -28,7 +28,7 @@ import numpy as np
 
 from formulations.topology import Gang, place
 from solver.data import Cluster, Instance, Job
-from solver.generate import JOB_CLASSES
+from solver.generate import catalogue_table
 from solver.policies.topology import first_fit, random_placement
 from solver.throughput import Placement, ThroughputModel, ThroughputTable
 from solver.topology import (
@@ -70,21 +70,6 @@ def gavel_speeds() -> ThroughputModel:
 
     profile = read_gavel_throughputs(DATA / "gavel" / "simulation_throughputs.json")
     return throughput_model(profile, mode="measured")
-
-
-def catalogue_speeds(types: dict[str, str]) -> ThroughputTable:
-    """Built-in catalogue speeds for the cluster's types (``types``: type -> catalogue type)."""
-    rows = []
-    for name, job_class in JOB_CLASSES.items():
-        for gpu_type, like in types.items():
-            for count in (1, 2, 4, 8):
-                for placement in Placement:
-                    if placement is Placement.SPREAD and count == 1:
-                        continue
-                    speed = job_class.throughput(like, count, placement)
-                    if speed > 0:
-                        rows.append((name, gpu_type, count, placement, speed))
-    return ThroughputTable.from_rows(rows)
 
 
 def workload(cluster: Cluster, throughput: ThroughputModel, jobs: int, sizes: dict[int, float],
@@ -218,7 +203,7 @@ def main() -> int:
         pai = pai_cluster(DATA / "alibaba" / "pai_machine_spec.csv",
                           servers={"v100": dgx1, "v100m32": dgx1, "misc": pcie})
         like = {"p100": "p100", "t4": "t4", "v100": "v100", "v100m32": "v100", "misc": "t4"}
-        speeds = catalogue_speeds({t: like[t] for t in pai.type_names})
+        speeds = catalogue_table({t: like[t] for t in pai.type_names}, counts=(1, 2, 4, 8))
         busy = busy_gpus(pai, 0.30, SIZES, rng)
         instance, gangs = workload(pai, speeds, 200, SIZES, list(pai.type_names), rng)
         run_case("pai", pai, instance, busy, gangs, backends, args.time_limit * 6, rows)

@@ -10,6 +10,7 @@ documented in docs/instance-format.md ("Synthetic instances").
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,3 +205,26 @@ def generate(settings: GeneratorSettings) -> Instance:
                     if speed > 0:
                         rows.append((name, gpu_type, count, placement, speed))
     return Instance(cluster, tuple(jobs), ThroughputTable.from_rows(rows), now=0.0)
+
+
+def catalogue_table(gpu_types: Sequence[str] | Mapping[str, str],
+                    counts: Sequence[int] = (1, 2, 4, 8, 16, 32, 64)) -> ThroughputTable:
+    """Throughput of every catalogue job class on ``gpu_types`` (a mapping names, for each
+    GPU type, the catalogue type whose speeds it takes), every count, both placements."""
+    like = dict(gpu_types) if isinstance(gpu_types, Mapping) else {t: t for t in gpu_types}
+    unknown = [t for t in like.values() if t not in GPU_TYPES]
+    if unknown:
+        raise InputError("GPU type not in the built-in catalogue", path="--cluster",
+                         value=unknown[0], expected="one of " + ", ".join(GPU_TYPES)
+                         + ", or give --throughput")
+    rows = []
+    for name, job_class in JOB_CLASSES.items():
+        for gpu_type, source in like.items():
+            for count in counts:
+                for placement in Placement:
+                    if placement is Placement.SPREAD and count == 1:
+                        continue
+                    speed = job_class.throughput(source, count, placement)
+                    if speed > 0:
+                        rows.append((name, gpu_type, count, placement, speed))
+    return ThroughputTable.from_rows(rows)

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import TextIO
 
 from solver.errors import InputError
+from solver.generate import catalogue_table
 from solver.rolling import ModelPolicy, RollingFifo, RollingPolicy
-from solver.throughput import Placement, PolicyView, ThroughputModel, ThroughputTable
+from solver.throughput import PolicyView, ThroughputModel
 
 #: Rolling policies implemented natively; every other name goes to a static model.
 NATIVE = {"fifo": RollingFifo}
@@ -27,28 +28,6 @@ def rolling_policy(name: str, *, backend: str | None = None, time_limit_s: float
         raise InputError("unknown policy", path="--policy", value=name,
                          expected="one of " + ", ".join(sorted({*NATIVE, *available()})))
     return ModelPolicy(name, backend=backend, time_limit_s=time_limit_s, seed=seed)
-
-
-def catalogue_table(gpu_types: list[str]) -> ThroughputTable:
-    """Throughput of the built-in catalogue (solver.generate) on ``gpu_types``."""
-    from solver.generate import GPU_TYPES, JOB_CLASSES
-
-    unknown = [t for t in gpu_types if t not in GPU_TYPES]
-    if unknown:
-        raise InputError("GPU type not in the built-in catalogue", path="--cluster",
-                         value=unknown[0], expected="one of " + ", ".join(GPU_TYPES)
-                         + ", or give --throughput")
-    rows = []
-    for name, job_class in JOB_CLASSES.items():
-        for gpu_type in gpu_types:
-            for count in (1, 2, 4, 8, 16, 32, 64):
-                for placement in Placement:
-                    if placement is Placement.SPREAD and count == 1:
-                        continue
-                    speed = job_class.throughput(gpu_type, count, placement)
-                    if speed > 0:
-                        rows.append((name, gpu_type, count, placement, speed))
-    return ThroughputTable.from_rows(rows)
 
 
 def throughput_pair(path: Path) -> tuple[ThroughputModel, ThroughputModel]:
