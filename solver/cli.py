@@ -249,7 +249,7 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
 @click.option("--backend", type=click.Choice(BACKENDS), default=None)
 @click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Also decide every S seconds while jobs wait.")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=5.0,
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=1.0,
               show_default=True, help="Solver time limit per decision (s).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--limit-jobs", type=click.IntRange(min=1), default=None,
