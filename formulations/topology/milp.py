@@ -41,10 +41,7 @@ class PlacementMilp:
 
     def every_gang_placed(self) -> None:
         """sum_{whole columns of class c} x = |c|  (minus the spread flag of a spreading gang)."""
-        by_class: dict[int, list[int]] = {c: [] for c in range(len(self.data.classes))}
-        for index, column in enumerate(self.data.columns):
-            if not column.piece:
-                by_class[column.owner].append(index)
+        by_class = self.data.whole_columns_by_class()
         for owner, members in enumerate(self.data.classes):
             total = pulp.lpSum(self.take[i] for i in by_class[owner])
             if len(members) == 1 and members[0] in self.spread:
@@ -55,13 +52,11 @@ class PlacementMilp:
     def spread_pieces_add_up(self) -> None:
         """sum_pieces |T| x = k * spread_g, and at most one piece of a gang per node."""
         for gang, flag in self.spread.items():
-            pieces = [i for i, c in enumerate(self.data.columns) if c.piece and c.owner == gang]
+            by_node = self.data.pieces_by_node(gang)
+            pieces = [i for members in by_node.values() for i in members]
             self.problem += (pulp.lpSum(len(self.data.columns[i].gpus) * self.take[i]
                                         for i in pieces)
                              == self.data.gangs[gang].num_gpus * flag), f"pieces_{gang}"
-            by_node: dict[str, list[int]] = {}
-            for i in pieces:
-                by_node.setdefault(self.data.columns[i].node, []).append(i)
             for node, members in by_node.items():
                 self.problem += pulp.lpSum(self.take[i] for i in members) <= flag, \
                     f"one_piece_{gang}_{node}"

@@ -87,6 +87,22 @@ class PlacementModel:
                 found[gpu].append(index)
         return found
 
+    def whole_columns_by_class(self) -> dict[int, list[int]]:
+        """Class -> indices of its whole (packed) columns."""
+        found: dict[int, list[int]] = {c: [] for c in range(len(self.classes))}
+        for index, column in enumerate(self.columns):
+            if not column.piece:
+                found[column.owner].append(index)
+        return found
+
+    def pieces_by_node(self, gang: int) -> dict[str, list[int]]:
+        """Node -> indices of the spread-piece columns of ``gang`` on it."""
+        found: dict[str, list[int]] = defaultdict(list)
+        for index, column in enumerate(self.columns):
+            if column.piece and column.owner == gang:
+                found[column.node].append(index)
+        return found
+
     def columns_on_node(self) -> dict[str, list[int]]:
         """Node -> indices of the columns on it."""
         found: dict[str, list[int]] = defaultdict(list)
