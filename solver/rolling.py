@@ -119,6 +119,11 @@ class RollingFifo:
         return Decision(tuple(starts))
 
 
+#: A plan's start this close to ``now`` counts as now: the exact models work on a time grid
+#: (1 ms) and round releases up, so "now" comes back as up to one tick later.
+START_TOLERANCE_S = 0.01
+
+
 class ModelPolicy:
     """A static policy (``solver.solve``'s models: ``deadline``, ``allox``, ``topology``,
     ``fifo``) driven at every decision point.
@@ -203,7 +208,7 @@ class ModelPolicy:
             return self._fallback(state, f"{self.model} failed: {exc}")
         starts = tuple(
             Start(a.job, a.gpu_type, tuple(to_real[g] for g in a.gpus))
-            for a in result.schedule if a.start <= state.now + 1e-6
+            for a in result.schedule if a.start <= state.now + START_TOLERANCE_S
         )
         if not starts and not state.running:
             return self._fallback(state, f"{self.model} started nothing on an idle cluster "

@@ -191,3 +191,17 @@ def test_an_interrupted_replay_keeps_what_finished() -> None:
     summary = replay.summary()
     assert summary["interrupted"] is True
     assert summary["completed"] == 2
+
+
+def test_model_policy_commits_starts_rounded_up_to_the_grid() -> None:
+    # now = 1601071.0004 s is not on the models' 1 ms grid: the deadline model returns a
+    # start one tick later, which must still count as "now" (else the GPUs idle).
+    cluster = Cluster((GpuType("v100"),), (Node("a", "v100", 2),))
+    table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 10.0)])
+    jobs = (Job("x", 0.0, "cnn", 1, 100.0), Job("y", 0.0, "cnn", 1, 100.0))
+    state = ClusterState(now=1601071.0004, cluster=cluster, throughput=table, pending=jobs,
+                         remaining={"x": 100.0, "y": 100.0}, running=(),
+                         free=frozenset({"a/0", "a/1"}))
+    decision = ModelPolicy("deadline", time_limit_s=5).decide(state)
+    assert sorted(s.job for s in decision.start) == ["x", "y"]
+    assert not decision.fallback
