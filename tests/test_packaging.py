@@ -34,8 +34,8 @@ def test_pulp_sees_cbc_and_highs() -> None:
         [sys.executable, "-c", "import pulp; print(pulp.listSolvers(onlyAvailable=True))"],
         capture_output=True, text=True, timeout=120,
     )
-    # CBC comes from the cbcbox package through COIN_CMD (PuLP's bundled CBC is deprecated).
-    assert "COIN_CMD" in done.stdout, done.stdout + done.stderr
+    # CBC is PuLP's bundled binary (formulations/pulp_backend.py runs every MILP).
+    assert "PULP_CBC_CMD" in done.stdout, done.stdout + done.stderr
     assert "HiGHS" in done.stdout, done.stdout + done.stderr
 
 

@@ -48,8 +48,8 @@ def place(cluster: Cluster, busy: set[str] | frozenset[str], gangs: tuple[Gang, 
             fallback.message = f"{backend} found no placement in time; the hint is returned"
             return fallback
         if fallback.cost < outcome.cost - 1e-9:
-            # A solver without a MIP start (HiGHS through PuLP) may stop on an incumbent
-            # worse than the hint: never return worse than what the caller already had.
+            # A solver stopped by its time limit may hold an incumbent worse than the
+            # hint: never return worse than what the caller already had.
             fallback.bound = outcome.bound
             fallback.message = f"{backend} stopped on a placement worse than the hint"
             return fallback

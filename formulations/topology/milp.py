@@ -14,7 +14,8 @@ from typing import Any
 
 import pulp
 
-from formulations.backends import milp_solver
+from formulations.common import Outcome
+from formulations.pulp_backend import MipSettings, run
 from formulations.topology.problem import PlacementModel
 from formulations.topology.solution import PlacementOutcome, decode
 from solver.result import Status
@@ -102,43 +103,39 @@ class PlacementMilp:
                 self.take[index].setInitialValue(1)
 
     def solve(self, backend: str, time_limit_s: float | None, threads: int) -> PlacementOutcome:
-        """Two solves: cost, then fragmentation at that cost."""
+        """Two solves: cost, then fragmentation at that cost. The outcome and bound of each
+        come from :func:`formulations.pulp_backend.run`, which reads them off the solver
+        (a solve stopped by its time limit is never taken as a proof)."""
         started = time.perf_counter()
         self.problem.setObjective(self.cost)
         first_limit = None if time_limit_s is None else max(0.1, 0.7 * time_limit_s)
-        first_began = time.perf_counter()
-        self.problem.solve(milp_solver(backend, time_limit_s=first_limit, threads=threads,
-                                       warm_start=self.warm))
-        first_wall = time.perf_counter() - first_began
-        code = pulp.LpStatus[self.problem.status]
-        if code != "Optimal" or self.problem.sol_status not in (1, 2):
+        first_stats = run(self.problem, backend, MipSettings(
+            time_limit_s=first_limit, threads=threads, warm_start=self.warm))
+        if first_stats.outcome not in (Outcome.OPTIMAL, Outcome.FEASIBLE):
             wall = time.perf_counter() - started
-            if code == "Infeasible":
+            if first_stats.outcome is Outcome.INFEASIBLE:
                 return PlacementOutcome(Status.INFEASIBLE, {}, math.inf, None, 0, wall, backend,
                                         message="no placement puts every gang on free GPUs")
             return PlacementOutcome(Status.UNKNOWN, {}, math.inf, None, 0, wall, backend,
-                                    message=f"solver status {code}")
-        # CBC (cbcbox) can answer "optimal" when it stopped on the time limit: a solve that
-        # ran into its limit is never taken as a proof.
-        proven = self.problem.sol_status == pulp.LpSolutionOptimal and (
-            first_limit is None or first_wall < 0.9 * first_limit)
+                                    message=f"solver outcome {first_stats.outcome.value}")
+        proven = first_stats.outcome is Outcome.OPTIMAL
         best = pulp.value(self.cost) or 0.0  # None when every cost is 0
         first = [i for i, var in enumerate(self.take) if (var.value() or 0) > 0.5]
+        for index, var in enumerate(self.take):
+            var.setInitialValue(1 if index in set(first) else 0)
         slack = 1e-9 * max(1.0, abs(best)) + 1e-12
         self.problem += self.cost <= best + slack, "cost_at_optimum"
         self.problem.setObjective(pulp.lpSum(self.partial.values()))
         remaining = None if time_limit_s is None else max(
             0.1, time_limit_s - (time.perf_counter() - started))
-        self.problem.solve(milp_solver(backend, time_limit_s=remaining, threads=threads,
-                                       warm_start=True))
-        second_ok = self.problem.sol_status in (1, 2)
-        second_proven = self.problem.sol_status == 1 and (
-            remaining is None or time.perf_counter() - started < (time_limit_s or 0) * 0.9
-            or time_limit_s is None)
+        second_stats = run(self.problem, backend, MipSettings(
+            time_limit_s=remaining, threads=threads, warm_start=True))
+        second_ok = second_stats.outcome in (Outcome.OPTIMAL, Outcome.FEASIBLE)
         chosen = [i for i, var in enumerate(self.take) if (var.value() or 0) > 0.5] \
             if second_ok else first
         wall = time.perf_counter() - started
-        status = Status.OPTIMAL if proven and second_proven else Status.FEASIBLE
+        status = Status.OPTIMAL if proven and second_stats.outcome is Outcome.OPTIMAL \
+            else Status.FEASIBLE
         try:
             outcome = decode(self.data, chosen, status, wall, backend)
         except ValueError:
@@ -147,5 +144,5 @@ class PlacementMilp:
             except ValueError as exc:
                 return PlacementOutcome(Status.UNKNOWN, {}, math.inf, None, 0, wall, backend,
                                         message=f"solver answer rejected: {exc}")
-        outcome.bound = outcome.cost if proven else None
+        outcome.bound = outcome.cost if proven else first_stats.bound
         return outcome
