@@ -150,70 +150,65 @@ class ModelPolicy:
 
     def decide(self, state: ClusterState) -> Decision:
         """Solve the free part of the cluster; commit what starts now."""
+        import dataclasses
+
         from solver.data import Cluster, Instance, Node, configurations
         from solver.errors import InputError
         from solver.solve import solve
 
-        free_ids: dict[str, list[str]] = {}
-        for node in state.cluster.nodes:
-            ids = [g for g in node.gpu_ids() if g in state.free]
-            if ids:
-                free_ids[node.name] = ids
-        if not free_ids or not state.pending:
+        if not state.free or not state.pending:
             return Decision()
-        nodes = tuple(Node(name, state.cluster.node_by_name[name].gpu_type, len(ids))
-                      for name, ids in free_ids.items())
-        sub = Cluster(state.cluster.gpu_types, nodes)
-        to_real = {f"{name}/{i}": gid for name, ids in free_ids.items()
-                   for i, gid in enumerate(ids)}
-        jobs = []
-        for job in state.pending:
-            trial = Job(job.id, job.arrival, job.job_type, job.num_gpus,
-                        max(state.remaining[job.id], 1e-9), job.deadline, job.weight, job.user,
-                        job.allowed_gpu_counts, job.allowed_gpu_types)
-            jobs.append(trial)
+        window = state.pending[: self.window]
         # Gangs that no node of the whole cluster can hold packed run spread; models that
         # reason about packed gangs cannot place them, so first fit starts them (in arrival
         # order) before the solve, and the model plans the rest on what is left.
         early: list[Start] = []
         free = set(state.free)
-        for job in jobs[: self.window]:
-            packed = [c for c in configurations(state.cluster, state.throughput, job)
-                      if c.placement is Placement.PACKED]
-            if not packed:
+        for job in window:
+            if not any(c.placement is Placement.PACKED
+                       for c in configurations(state.cluster, state.throughput, job)):
                 chosen = first_fit_gpus(state, job, free)
                 if chosen is not None:
                     early.append(chosen)
                     free.difference_update(chosen.gpus)
-        if early:
-            started = {s.job for s in early}
-            rest = ClusterState(state.now, state.cluster, state.throughput,
-                                tuple(j for j in state.pending if j.id not in started),
-                                state.remaining, state.running, frozenset(free),
-                                state.attained, state.preemptions)
-            later = self.decide(rest)
-            return Decision((*early, *later.start), later.preempt, later.fallback, later.note)
-        # The model sees the ``window`` earliest pending jobs that fit now, packed; the rest
-        # wait for a later decision (a bounded model keeps every decision fast).
-        runnable = tuple(j for j in jobs if any(
-            c.placement is Placement.PACKED for c in configurations(sub, state.throughput, j)))
-        runnable = runnable[: self.window]
+        started = {s.job for s in early}
+        free_ids: dict[str, list[str]] = {}
+        for node in state.cluster.nodes:
+            ids = [g for g in node.gpu_ids() if g in free]
+            if ids:
+                free_ids[node.name] = ids
+        if not free_ids:
+            return Decision(tuple(early))
+        nodes = tuple(Node(name, state.cluster.node_by_name[name].gpu_type, len(ids))
+                      for name, ids in free_ids.items())
+        sub = Cluster(state.cluster.gpu_types, nodes)
+        to_real = {f"{name}/{i}": gid for name, ids in free_ids.items()
+                   for i, gid in enumerate(ids)}
+        # The model sees the ``window`` earliest pending jobs that fit now, packed, with
+        # their remaining work; the rest wait for a later decision (a bounded model keeps
+        # every decision fast).
+        runnable = tuple(
+            dataclasses.replace(job, work=max(state.remaining[job.id], 1e-9))
+            for job in state.pending if job.id not in started and any(
+                c.placement is Placement.PACKED
+                for c in configurations(sub, state.throughput, job))
+        )[: self.window]
         if not runnable:
-            return Decision()
+            return Decision(tuple(early))
         try:
             instance = Instance(sub, runnable, state.throughput, now=state.now)
             result = solve(instance, model=self.model, backend=self.backend,
                            time_limit=self.time_limit_s, **self.options)
         except (InputError, RuntimeError, ValueError) as exc:
             return self._fallback(state, f"{self.model} failed: {exc}")
-        starts = tuple(
+        starts = (*early, *(
             Start(a.job, a.gpu_type, tuple(to_real[g] for g in a.gpus))
             for a in result.schedule if a.start <= state.now + START_TOLERANCE_S
-        )
+        ))
         if not starts and not state.running:
             return self._fallback(state, f"{self.model} started nothing on an idle cluster "
                                   f"({result.status.value})")
-        return Decision(starts, note=result.status.value)
+        return Decision(tuple(starts), note=result.status.value)
 
     def _fallback(self, state: ClusterState, why: str) -> Decision:
         decision = RollingFifo().decide(state)
