@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from solver.data import Job
 from solver.errors import InputError
 from solver.generate import catalogue_table
 from solver.rolling import ModelPolicy, RollingFifo, RollingPolicy
@@ -89,14 +93,36 @@ def default_throughput(trace: Path, trace_format: str) -> Path | None:
     return None
 
 
+def scale_arrivals(jobs: Sequence[Job], load: float) -> tuple[Job, ...]:
+    """The jobs with the arrival rate multiplied by ``load``: every arrival's offset from
+    the first arrival divided by ``load`` (2 halves every inter-arrival time); a deadline
+    keeps its distance from its job's arrival. Work, sizes and types are unchanged."""
+    if isinstance(load, bool) or not isinstance(load, int | float) or not (
+            math.isfinite(load) and load > 0):
+        raise InputError("bad load", path="--load", value=load,
+                         expected="a finite number > 0 (2 = arrivals twice as fast)")
+    if load == 1 or not jobs:
+        return tuple(jobs)
+    first = min(job.arrival for job in jobs)
+    scaled = []
+    for job in jobs:
+        arrival = first + (job.arrival - first) / load
+        deadline = None if job.deadline is None else arrival + (job.deadline - job.arrival)
+        scaled.append(dataclasses.replace(job, arrival=arrival, deadline=deadline))
+    return tuple(scaled)
+
+
 def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_name: str, *,
                out: Path, throughput_path: Path | None = None, backend: str | None = None,
                interval_s: float | None = None, time_limit_s: float | None = 5.0,
                seed: int = 0, limit_jobs: int | None = None, on_bad_row: str = "fatal",
                deadline_fraction: float | None = None, restart_penalty_s: float = 30.0,
-               show_progress: bool = True) -> dict[str, object]:
+               show_progress: bool = True, load: float = 1.0) -> dict[str, object]:
     """Read the trace, replay it under the policy, write the outputs into ``out``; returns
-    the summary."""
+    the summary. ``load`` scales the arrival rate (:func:`scale_arrivals`); the summary
+    carries the lower bounds of :func:`solver.bounds.lower_bounds` (``bound_*``, measured
+    throughput)."""
+    from solver.bounds import lower_bounds
     from solver.cluster_spec import parse_cluster
     from solver.data import configurations
     from solver.simulate import Simulator
@@ -118,9 +144,10 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
             raise InputError("job cannot run on this cluster", file=str(trace_path),
                              path=f"job {job.id}", value=f"{job.num_gpus} x {job.job_type}",
                              expected="a GPU type of the cluster with measured throughput")
+    jobs = scale_arrivals(trace.jobs, load)
     policy = rolling_policy(policy_name, backend=backend, time_limit_s=time_limit_s, seed=seed)
-    progress = Progress(len(trace.jobs)) if show_progress else None
-    simulator = Simulator(cluster, trace.jobs, policy, truth=truth, model=model,
+    progress = Progress(len(jobs)) if show_progress else None
+    simulator = Simulator(cluster, jobs, policy, truth=truth, model=model,
                           interval_s=interval_s, restart_penalty_s=restart_penalty_s,
                           progress=progress)
     replay = simulator.run()
@@ -131,7 +158,8 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
         "gpus": len(cluster.gpus), "policy": policy_name, "seed": seed,
         "throughput": str(source) if source else "built-in catalogue",
         "skipped_rows": trace.skipped_rows, "excluded": dict(trace.excluded),
-        "notes": list(trace.notes),
+        "notes": list(trace.notes), "load": load,
+        **(lower_bounds(jobs, cluster, truth).as_dict() if jobs else {}),
     }
     replay.write(out, extra)
     return {**replay.summary(), **extra}
