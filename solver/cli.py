@@ -291,6 +291,73 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
     click.echo(f"wrote {out}/summary.json, jobs.csv, decisions.csv")
 
 
+@cli.command("bench")
+@click.option("--trace", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "trace_format", required=True,
+              type=click.Choice(("gavel", "philly", "helios", "openb", "native")))
+@click.option("--cluster", "cluster_spec", required=True,
+              help="v100=36,p100=36,k80=36, a cluster JSON, or openb:NODE_LIST.csv.")
+@click.option("--policies", required=True, help="Comma-separated policy names.")
+@click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
+@click.option("--load", "loads", default="1", show_default=True,
+              help="Comma-separated arrival-rate multipliers (2 = twice as many arrivals "
+              "per hour).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Parallel replays (default: min(2, CPUs)).")
+@click.option("--limit-jobs", type=click.IntRange(min=1), default=None,
+              help="Only the N earliest jobs.")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=1.0,
+              show_default=True, help="Solver time limit per decision (s).")
+@click.option("--throughput", "throughput_path", type=click.Path(dir_okay=False,
+              path_type=Path), default=None,
+              help="Profile or fitted model; default as for replay.")
+@click.option("--backend", type=click.Choice(BACKENDS), default=None)
+@click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Also decide every S seconds while jobs wait.")
+@click.option("--deadline-fraction", type=click.FloatRange(min=0, max=1), default=None,
+              help="Give this fraction of jobs a synthetic deadline (docs/traces.md).")
+@click.option("--restart-penalty", type=click.FloatRange(min=0), default=30.0,
+              show_default=True, help="Seconds without progress after a preemption.")
+@click.option("--on-bad-row", type=click.Choice(("fatal", "skip")), default="fatal",
+              show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: str,
+                  seeds: str, loads: str, workers: int | None, limit_jobs: int | None,
+                  time_limit: float, throughput_path: Path | None, backend: str | None,
+                  interval: float | None, deadline_fraction: float | None,
+                  restart_penalty: float, on_bad_row: str, out: Path) -> None:
+    """Replay TRACE under every policy x seed x load; write results.csv, report.md and plots
+    into --out (docs/bench.md). Rerunning the same command resumes."""
+    from solver.bench import (
+        BenchSettings,
+        default_workers,
+        parse_loads,
+        parse_policies,
+        parse_seeds,
+        run_bench,
+    )
+    from solver.cluster_spec import parse_cluster
+
+    parse_cluster(cluster_spec)
+    settings = BenchSettings(
+        trace=trace, trace_format=trace_format, cluster=cluster_spec,
+        policies=parse_policies(policies), seeds=parse_seeds(seeds), loads=parse_loads(loads),
+        workers=workers or default_workers(), limit_jobs=limit_jobs, time_limit_s=time_limit,
+        throughput=throughput_path, backend=backend, interval_s=interval,
+        deadline_fraction=deadline_fraction, restart_penalty_s=restart_penalty,
+        on_bad_row=on_bad_row)
+    outcome = run_bench(settings, out)
+    click.echo(f"{outcome.ran} runs done, {outcome.skipped} already in results.csv, "
+               f"{len(outcome.failed)} failed" + (f" ({', '.join(outcome.failed)})"
+                                                  if outcome.failed else ""))
+    if outcome.report is not None:
+        click.echo(f"wrote {out}/results.csv, {outcome.report.name}, plots (PNG)")
+    if outcome.interrupted:
+        sys.exit(130)
+    if outcome.failed:
+        sys.exit(1)
+
+
 @cli.command("generate")
 @click.option("--jobs", "num_jobs", type=int, required=True, help="Number of jobs.")
 @click.option("--gpus", required=True, help="GPUs per type, e.g. v100=8,p100=4,k80=4.")
