@@ -713,6 +713,11 @@ def write_report(out: Path) -> Path:
                   f"{_duration(bound_jct)}, makespan >= {_duration(bound_makespan)} "
                   f"(longest job {_duration(parts[0])}, capacity {_duration(parts[1])}, "
                   f"capacity after an arrival {_duration(parts[2])})."]
+        offered = _stats([_float(r.get("offered_load")) for r in group])[0]
+        if math.isfinite(offered):
+            lines.append(f"Offered load {offered:.2f}: the least GPU time the jobs need over "
+                         "the GPU time of the cluster while they arrive (above 1, queues "
+                         "grow whatever the policy does).")
         incomplete = [f"{r.get('policy')}-s{r.get('seed')}" for r in group
                       if r.get("completed") != r.get("jobs")]
         if incomplete:

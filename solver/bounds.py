@@ -43,10 +43,22 @@ class Bounds:
     #: least GPU-seconds of all jobs (each at its best throughput per GPU)
     total_gpu_seconds: float
     gpus: int
+    #: last arrival - first arrival
+    arrival_span_s: float = 0.0
+
+    @property
+    def offered_load(self) -> float:
+        """Least GPU-seconds over the GPU-seconds the cluster has while jobs arrive
+        (``total_gpu_seconds / (gpus x arrival_span_s)``): above 1, no policy keeps up
+        and queues grow whatever it does; ``inf`` when every job arrives at once."""
+        if self.arrival_span_s <= 0:
+            return math.inf
+        return self.total_gpu_seconds / (self.gpus * self.arrival_span_s)
 
     def __post_init__(self) -> None:
         for name in ("avg_jct_s", "makespan_s", "makespan_longest_job_s",
-                     "makespan_capacity_s", "makespan_tail_capacity_s", "total_gpu_seconds"):
+                     "makespan_capacity_s", "makespan_tail_capacity_s", "total_gpu_seconds",
+                     "arrival_span_s"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and value >= 0 and math.isfinite(value)):
                 raise InputError("bad bound", path=name, value=value,
@@ -60,10 +72,12 @@ class Bounds:
                              value=self.makespan_s, expected="the largest component")
 
     def as_dict(self) -> dict[str, float | int]:
-        """The bounds as ``bound_<name>`` columns (results.csv)."""
-        return {f"bound_{name}": getattr(self, name) for name in (
+        """The bounds as ``bound_<name>`` columns (results.csv), and ``offered_load``."""
+        columns: dict[str, float | int] = {f"bound_{name}": getattr(self, name) for name in (
             "avg_jct_s", "makespan_s", "makespan_longest_job_s", "makespan_capacity_s",
             "makespan_tail_capacity_s", "total_gpu_seconds")}
+        columns["offered_load"] = self.offered_load
+        return columns
 
 
 def isolated_duration(job: Job, cluster: Cluster, throughput: ThroughputModel) -> float:
@@ -143,4 +157,5 @@ def lower_bounds(jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputMo
         makespan_tail_capacity_s=tail_bound,
         total_gpu_seconds=total,
         gpus=gpus,
+        arrival_span_s=ordered[-1].arrival - first,
     )

@@ -67,7 +67,10 @@ def test_lower_bounds_by_hand() -> None:
     assert set(bounds.as_dict()) == {
         "bound_avg_jct_s", "bound_makespan_s", "bound_makespan_longest_job_s",
         "bound_makespan_capacity_s", "bound_makespan_tail_capacity_s",
-        "bound_total_gpu_seconds"}
+        "bound_total_gpu_seconds", "offered_load"}
+    # 200 GPU-s offered over 30 s of arrivals on 12 GPUs.
+    assert bounds.arrival_span_s == 30.0
+    assert bounds.offered_load == pytest.approx(200 / (12 * 30))
 
 
 ONE_GPU = Cluster((GpuType("v100"),), (Node("v", "v100", 1),))
@@ -84,6 +87,7 @@ def test_capacity_bound_is_tight_on_one_gpu() -> None:
     bounds = lower_bounds(jobs, ONE_GPU, TABLE)
     assert (bounds.avg_jct_s, bounds.makespan_longest_job_s) == (10.0, 10.0)
     assert bounds.makespan_capacity_s == bounds.makespan_s == 30.0
+    assert bounds.offered_load == math.inf  # all at once
     summary = _fifo_replay(jobs, ONE_GPU)
     assert summary["makespan_s"] == pytest.approx(bounds.makespan_s)
     assert summary["avg_jct_s"] == pytest.approx(20.0)
