@@ -22,15 +22,26 @@ NATIVE = {"fifo": RollingFifo}
 
 def rolling_policy(name: str, *, backend: str | None = None, time_limit_s: float | None = 5.0,
                    seed: int = 0) -> RollingPolicy:
-    """The rolling policy called ``name``: a native one, or a static model
-    (``solver.policies``) solved at every decision point."""
+    """The rolling policy called ``name``: a native one, a baseline
+    (``solver.baselines``), or a static model (``solver.policies``) solved at every
+    decision point; ``NAME-agnostic`` is any of them seeing every GPU type alike."""
+    from solver.baselines import AGNOSTIC_SUFFIX, BASELINES, HeterogeneityAgnostic, make_baseline
+
+    if name.endswith(AGNOSTIC_SUFFIX) and len(name) > len(AGNOSTIC_SUFFIX):
+        return HeterogeneityAgnostic(rolling_policy(
+            name[: -len(AGNOSTIC_SUFFIX)], backend=backend, time_limit_s=time_limit_s,
+            seed=seed))
     if name in NATIVE:
         return NATIVE[name]()
+    if name in BASELINES:
+        return make_baseline(name, backend=backend, time_limit_s=time_limit_s)
     from solver.policies import available
 
     if name not in available():
         raise InputError("unknown policy", path="--policy", value=name,
-                         expected="one of " + ", ".join(sorted({*NATIVE, *available()})))
+                         expected="one of " + ", ".join(sorted({*NATIVE, *BASELINES,
+                                                                 *available()}))
+                         + f" (any of them with {AGNOSTIC_SUFFIX})")
     return ModelPolicy(name, backend=backend, time_limit_s=time_limit_s, seed=seed)
 
 
@@ -147,6 +158,8 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     jobs = scale_arrivals(trace.jobs, load)
     policy = rolling_policy(policy_name, backend=backend, time_limit_s=time_limit_s, seed=seed)
     progress = Progress(len(jobs)) if show_progress else None
+    if interval_s is None:  # the policy's own decision interval, if it has one
+        interval_s = getattr(policy, "interval_s", None)
     simulator = Simulator(cluster, jobs, policy, truth=truth, model=model,
                           interval_s=interval_s, restart_penalty_s=restart_penalty_s,
                           progress=progress)
@@ -156,6 +169,7 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     extra: dict[str, object] = {
         "trace": str(trace_path), "format": trace_format, "cluster": cluster_spec,
         "gpus": len(cluster.gpus), "policy": policy_name, "seed": seed,
+        "interval_s": interval_s,
         "throughput": str(source) if source else "built-in catalogue",
         "skipped_rows": trace.skipped_rows, "excluded": dict(trace.excluded),
         "notes": list(trace.notes), "load": load,

@@ -1,0 +1,123 @@
+"""Gavel's allocation LP in PuLP: time fractions ``X[j, k]`` of job j on GPU type k.
+
+Constraints (Gavel, OSDI 2020, section 3): ``0 <= X_jk``, ``X_jk = 0`` where the job cannot
+run (no variable), ``sum_k X_jk <= 1`` (a job runs on one type at a time) and
+``sum_j s_j X_jk <= C_k`` (a type's GPUs are not over-committed; ``s_j`` is the gang size).
+
+Objectives on ``rho_j(X) = (s_j / w_j) * sum_k T_jk X_jk / E_j`` (throughput relative to the
+equal share ``E_j``, :meth:`AllocationProblem.equal_share_throughput`):
+
+- max-min fairness: ``max t`` with ``t <= rho_j`` for every job; then, with ``t`` held at
+  its optimum, ``max sum_j rho_j`` (the first step of Gavel's water filling: the second
+  stage only spends what the bottleneck job cannot use, instead of leaving it to the LP's
+  arbitrary vertex);
+- max-sum throughput: ``max sum_j sum_k T_jk X_jk / E_j`` (normalised, see docs/policies.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+import pulp
+
+from formulations.common import Outcome
+from formulations.gavel.problem import Allocation, AllocationProblem, Array, Objective
+from formulations.pulp_backend import MipSettings, run
+
+log = logging.getLogger(__name__)
+
+#: In the max-min second stage, t may give up this relative amount of its optimum.
+MAX_MIN_RELAXATION = 1e-6
+
+
+class GavelLp:
+    """The allocation LP of an :class:`AllocationProblem` for one objective."""
+
+    def __init__(self, problem: AllocationProblem, objective: Objective | str) -> None:
+        self.problem = problem
+        self.objective = Objective(objective)
+        self.lp = pulp.LpProblem("gavel", pulp.LpMinimize)
+        self.fraction: dict[tuple[int, int], pulp.LpVariable] = {}
+        for j in range(len(problem.job_ids)):
+            for k in range(len(problem.gpu_types)):
+                if problem.throughput[j, k] > 0:
+                    self.fraction[j, k] = self.lp.add_variable(f"x_{j}_{k}", 0, 1,
+                                                               "Continuous")
+        equal = problem.equal_share_throughput()
+        #: rho_j as a linear expression of the fractions
+        self.rho = [
+            pulp.lpSum(float(problem.scale_factors[j] / problem.weights[j]
+                             * problem.throughput[j, k] / equal[j]) * var
+                       for (jj, k), var in self.fraction.items() if jj == j)
+            for j in range(len(problem.job_ids))]
+        self.floor = self.lp.add_variable("t", 0, None, "Continuous")
+        self._one_type_at_a_time()
+        self._type_capacity()
+        if self.objective is Objective.MAX_MIN:
+            self._fair_floor()
+            self.lp.setObjective(-1.0 * self.floor)
+        else:
+            self.lp.setObjective(-1.0 * pulp.lpSum(
+                float(problem.throughput[j, k] / equal[j]) * var
+                for (j, k), var in self.fraction.items()))
+
+    def _one_type_at_a_time(self) -> None:
+        """sum_k X_jk <= 1 for every job j."""
+        for j in range(len(self.problem.job_ids)):
+            row = [var for (jj, _), var in self.fraction.items() if jj == j]
+            self.lp += pulp.lpSum(row) <= 1, f"time_{j}"
+
+    def _type_capacity(self) -> None:
+        """sum_j s_j X_jk <= C_k for every GPU type k."""
+        for k in range(len(self.problem.gpu_types)):
+            column = [float(self.problem.scale_factors[j]) * var
+                      for (j, kk), var in self.fraction.items() if kk == k]
+            if column:
+                self.lp += pulp.lpSum(column) <= float(self.problem.capacity[k]), f"gpus_{k}"
+
+    def _fair_floor(self) -> None:
+        """t <= rho_j(X) for every job j."""
+        for j, rho in enumerate(self.rho):
+            self.lp += self.floor <= rho, f"floor_{j}"
+
+    def solve(self, backend: str = "highs", time_limit_s: float | None = None) -> Allocation:
+        """Solve (both stages for max-min); fractions clipped to [0, 1]."""
+        began = time.perf_counter()
+        problem = self.problem
+        if not problem.job_ids:
+            return Allocation(problem, np.zeros((0, len(problem.gpu_types))), 0.0, True)
+        settings = MipSettings(time_limit_s=time_limit_s)
+        stats = run(self.lp, backend, settings)
+        optimal = stats.outcome is Outcome.OPTIMAL
+        if stats.objective is None:
+            log.warning("gavel LP: %s", stats.outcome.value)
+            return Allocation(problem, self._values(), math.nan, False,
+                              time.perf_counter() - began)
+        if self.objective is Objective.MAX_MIN:
+            best_floor = float(self.floor.varValue or 0.0)
+            self.lp += self.floor >= best_floor * (1 - MAX_MIN_RELAXATION), "floor_held"
+            self.lp.setObjective(-1.0 * pulp.lpSum(self.rho))
+            second = run(self.lp, backend, settings)
+            if second.objective is None:  # keep the first stage's vertex
+                log.warning("gavel LP second stage: %s", second.outcome.value)
+            optimal = optimal and second.outcome is Outcome.OPTIMAL
+        fractions = self._values()
+        rho = problem.normalised(fractions)
+        value = float(rho.min() if self.objective is Objective.MAX_MIN
+                      else (rho * problem.weights / problem.scale_factors).sum())
+        return Allocation(problem, fractions, value, optimal, time.perf_counter() - began)
+
+    def _values(self) -> Array:
+        fractions = np.zeros(self.problem.throughput.shape)
+        for (j, k), var in self.fraction.items():
+            fractions[j, k] = var.varValue or 0.0
+        return np.asarray(np.clip(fractions, 0.0, 1.0), dtype=np.float64)
+
+
+def solve_allocation(problem: AllocationProblem, objective: Objective | str = Objective.MAX_MIN,
+                     *, backend: str = "highs", time_limit_s: float | None = None) -> Allocation:
+    """Gavel's optimal time fractions for ``problem`` (back-end ``highs`` or ``cbc``)."""
+    return GavelLp(problem, objective).solve(backend, time_limit_s)

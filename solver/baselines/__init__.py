@@ -1,0 +1,47 @@
+"""Heuristic baseline policies of the field, as rolling policies (``decide(state)``).
+
+``sjf``, ``srtf`` (predicted durations), ``edf``, ``tiresias`` (NSDI 2019), ``gandiva``
+(OSDI 2018), ``gavel`` and ``gavel-max-sum`` (OSDI 2020; its LP is
+``formulations.gavel``), ``optimus`` (EuroSys 2018); any policy name with ``-agnostic``
+sees every GPU type as fast as the slowest (:mod:`solver.baselines.agnostic`). Each is
+described in docs/policies.md: source, simplifications, starvation guard, parameters.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from solver.baselines.agnostic import AGNOSTIC_SUFFIX, AgnosticView, HeterogeneityAgnostic
+from solver.rolling import RollingPolicy
+
+#: name -> ("module:Class", keyword arguments)
+BASELINES: dict[str, tuple[str, dict[str, Any]]] = {
+    "sjf": ("solver.baselines.duration:ShortestJobFirst", {}),
+    "srtf": ("solver.baselines.duration:ShortestRemainingTimeFirst", {}),
+    "edf": ("solver.baselines.deadline_first:EarliestDeadlineFirst", {}),
+    "tiresias": ("solver.baselines.tiresias:Tiresias", {}),
+    "gandiva": ("solver.baselines.gandiva:Gandiva", {}),
+    "gavel": ("solver.baselines.gavel:Gavel", {"objective": "max-min"}),
+    "gavel-max-sum": ("solver.baselines.gavel:Gavel", {"objective": "max-sum"}),
+    "optimus": ("solver.baselines.optimus:Optimus", {}),
+}
+
+__all__ = ["AGNOSTIC_SUFFIX", "BASELINES", "AgnosticView", "HeterogeneityAgnostic",
+           "make_baseline"]
+
+
+def make_baseline(name: str, *, backend: str | None = None,
+                  time_limit_s: float | None = None, **options: Any) -> RollingPolicy:
+    """A fresh baseline policy called ``name`` (a key of :data:`BASELINES`); ``backend``
+    and ``time_limit_s`` reach the policies that solve a model (``gavel``: ``highs`` or
+    ``cbc``), ``options`` override the policy's parameters."""
+    target, preset = BASELINES[name]
+    module_name, _, class_name = target.partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    kwargs = {**preset, **options}
+    if class_name == "Gavel":
+        kwargs.setdefault("backend", backend if backend in ("highs", "cbc") else "highs")
+        kwargs.setdefault("time_limit_s", time_limit_s)
+    policy: RollingPolicy = cls(**kwargs)
+    return policy

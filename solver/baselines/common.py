@@ -1,0 +1,322 @@
+"""What the baseline policies share: predicted speeds, GPU choice on a node (best fit),
+a priority-order realiser with or without preemption, and the starvation guard.
+
+Every placement goes through :func:`choose_gpus`, which only returns GPUs of one type
+where the job's throughput (as the policy sees it) is positive for the placement the GPUs
+imply, so no baseline ever puts a job where it cannot run.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from solver.data import Cluster, Job
+from solver.rolling import ClusterState, Decision, RunningJob, Start
+from solver.throughput import Placement, ThroughputModel
+
+#: The simulator's default restart penalty (s); policies that weigh a preemption use it.
+RESTART_PENALTY_S = 30.0
+
+
+class SpeedBook:
+    """Predicted steps/s of a job per GPU type, at a gang size, on the best placement the
+    cluster allows (packed if a node can hold the gang, else spread), from the throughput
+    model the policy sees. Cached per (job type, count, allowed types) for one model."""
+
+    def __init__(self) -> None:
+        self._model: ThroughputModel | None = None
+        self._cluster: Cluster | None = None
+        self._cache: dict[tuple[str, int, tuple[str, ...] | None], dict[str, float]] = {}
+
+    def speeds(self, state: ClusterState, job: Job, count: int | None = None) -> dict[str, float]:
+        """``{gpu_type: steps/s}`` for every allowed type with positive throughput, fastest
+        first (ties in cluster order)."""
+        if state.throughput is not self._model or state.cluster is not self._cluster:
+            self._model, self._cluster, self._cache = state.throughput, state.cluster, {}
+        size = count or job.num_gpus
+        key = (job.job_type, size, job.allowed_gpu_types)
+        found = self._cache.get(key)
+        if found is None:
+            found = {}
+            for gpu_type in state.cluster.type_names:
+                if not job.may_use(gpu_type):
+                    continue
+                best = max((state.throughput.throughput(job.job_type, gpu_type, size, p)
+                            for p in Placement if state.cluster.can_place(gpu_type, size, p)),
+                           default=0.0)
+                if best > 0:
+                    found[gpu_type] = best
+            order = {t: i for i, t in enumerate(state.cluster.type_names)}
+            found = dict(sorted(found.items(), key=lambda item: (-item[1], order[item[0]])))
+            self._cache[key] = found
+        return found
+
+    def fastest(self, state: ClusterState, job: Job, count: int | None = None) -> float:
+        """The job's best predicted steps/s at ``count`` GPUs (0 if it cannot run)."""
+        return next(iter(self.speeds(state, job, count).values()), 0.0)
+
+    def predicted_s(self, state: ClusterState, job: Job, work: float | None = None) -> float:
+        """Seconds to do ``work`` steps (default: its remaining steps) on its fastest
+        configuration at its requested gang size."""
+        steps = state.remaining.get(job.id, job.work) if work is None else work
+        speed = self.fastest(state, job)
+        return steps / speed if speed > 0 else math.inf
+
+    def running_speed(self, state: ClusterState, run: RunningJob) -> float:
+        """Predicted steps/s of a running job where it runs now."""
+        return state.throughput.throughput(run.job.job_type, run.gpu_type, len(run.gpus),
+                                           state.cluster.placement_of(run.gpus))
+
+
+def cluster_order(state: ClusterState, job: Job) -> list[str]:
+    """The heterogeneity-agnostic type preference: the cluster's order, allowed types only."""
+    return [t for t in state.cluster.type_names if job.may_use(t)]
+
+
+@functools.lru_cache(maxsize=16)
+def _layout(cluster: Cluster) -> dict[str, tuple[list[tuple[int, list[str]]], list[str]]]:
+    """Per GPU type: its nodes as (cluster index, GPU ids) and all its GPU ids in order."""
+    out: dict[str, tuple[list[tuple[int, list[str]]], list[str]]] = {
+        t: ([], []) for t in cluster.type_names}
+    for index, node in enumerate(cluster.nodes):
+        ids = node.gpu_ids()
+        out[node.gpu_type][0].append((index, ids))
+        out[node.gpu_type][1].extend(ids)
+    return out
+
+
+class GpuPool:
+    """The GPUs a decision may still hand out: free ones, and, for preemptive policies,
+    GPUs of running jobs that may be taken ("victims", each with the rank of its job in
+    the priority order: a larger rank is a lower priority). Counts per type make a
+    hopeless request cheap to refuse."""
+
+    def __init__(self, cluster: Cluster, free: Iterable[str],
+                 victims: Mapping[str, int] | None = None) -> None:
+        self.cluster = cluster
+        self.free = set(free)
+        self.victims = dict(victims or {})
+        gpus = cluster.gpu_by_id
+        self.free_count = Counter(gpus[g].gpu_type for g in self.free)
+        self.victim_count = Counter(gpus[g].gpu_type for g in self.victims)
+
+    def available(self, gpu_type: str, with_victims: bool) -> int:
+        """GPUs of ``gpu_type`` that could be given (free, plus victims if asked)."""
+        return self.free_count[gpu_type] + (self.victim_count[gpu_type] if with_victims
+                                            else 0)
+
+    def take(self, gpus: Iterable[str]) -> None:
+        """Hand ``gpus`` out."""
+        for g in gpus:
+            gpu_type = self.cluster.gpu_by_id[g].gpu_type
+            if g in self.free:
+                self.free.discard(g)
+                self.free_count[gpu_type] -= 1
+            elif self.victims.pop(g, None) is not None:
+                self.victim_count[gpu_type] -= 1
+
+    def release(self, gpus: Iterable[str]) -> None:
+        """Make ``gpus`` free (a preempted job's)."""
+        for g in gpus:
+            if g not in self.free:
+                self.free.add(g)
+                self.free_count[self.cluster.gpu_by_id[g].gpu_type] += 1
+
+    def keep(self, gpus: Iterable[str]) -> None:
+        """``gpus`` stay with their running job: no longer victims."""
+        for g in gpus:
+            if self.victims.pop(g, None) is not None:
+                self.victim_count[self.cluster.gpu_by_id[g].gpu_type] -= 1
+
+
+def _victim_gpus(ids: Sequence[str], victims: Mapping[str, int], needed: int) -> list[str]:
+    """``needed`` GPUs among ``ids`` held by victims, taken from as few and as
+    low-priority running jobs as possible: jobs are added lowest priority first until they
+    cover the need, then any job the others cover without is dropped, highest priority
+    first (its preemption would be for nothing). Empty if they cannot cover it."""
+    if needed <= 0:
+        return []
+    by_job: dict[int, list[str]] = {}
+    for g in ids:
+        if g in victims:
+            by_job.setdefault(victims[g], []).append(g)
+    chosen: list[int] = []
+    total = 0
+    for rank in sorted(by_job, reverse=True):
+        if total >= needed:
+            break
+        chosen.append(rank)
+        total += len(by_job[rank])
+    if total < needed:
+        return []
+    for rank in sorted(chosen):
+        if total - len(by_job[rank]) >= needed:
+            chosen.remove(rank)
+            total -= len(by_job[rank])
+    return [g for rank in sorted(chosen, reverse=True) for g in by_job[rank]]
+
+
+def choose_gpus(state: ClusterState, job: Job, gpu_type: str, count: int, pool: GpuPool,
+                with_victims: bool = False) -> tuple[str, ...] | None:
+    """``count`` GPUs of ``gpu_type`` for ``job`` from ``pool``, or ``None``.
+
+    Packed first: the node of that type that can hold the gang (its free GPUs and, if
+    ``with_victims``, GPUs of running jobs that may be preempted) with the fewest GPUs of
+    the jobs it would preempt, then the fewest available GPUs (best fit, which keeps whole
+    nodes for large gangs), then in cluster order. Else spread over free GPUs in cluster
+    order, then victims' GPUs. Victims are whole running jobs, as few and as low-priority
+    as cover the need (:func:`_victim_gpus`). A placement is only returned where the
+    throughput the policy sees is positive."""
+    if not job.may_use(gpu_type) or pool.available(gpu_type, with_victims) < count:
+        return None
+    model, cluster = state.throughput, state.cluster
+    free = pool.free
+    victims = pool.victims if with_victims else {}
+    nodes, all_ids = _layout(cluster)[gpu_type]
+    packed_ok = model.throughput(job.job_type, gpu_type, count, Placement.PACKED) > 0
+    best: tuple[tuple[int, int, int], tuple[str, ...]] | None = None
+    if packed_ok:
+        for index, ids in nodes:
+            if len(ids) < count:
+                continue
+            own = [g for g in ids if g in free]
+            if len(own) < count and not victims:
+                continue
+            taken = _victim_gpus(ids, victims, count - len(own))
+            if len(own) + len(taken) < count:
+                continue
+            score = (len(taken), len(own) + len(taken), index)
+            if best is None or score < best[0]:
+                best = (score, (*own, *taken)[:count])
+                if score[:2] == (0, count):
+                    break  # an exact fit on free GPUs: nothing beats it
+    if best is not None:
+        return best[1]
+    if count < 2 or model.throughput(job.job_type, gpu_type, count, Placement.SPREAD) <= 0:
+        return None
+    own = [g for g in all_ids if g in free]
+    chosen = (own + _victim_gpus(all_ids, victims, count - len(own)))[:count]
+    if len(chosen) < count:
+        return None
+    if cluster.placement_of(chosen) is Placement.PACKED and not packed_ok:
+        return None
+    return tuple(chosen)
+
+
+def place(state: ClusterState, job: Job, gpu_types: Iterable[str], count: int,
+          pool: GpuPool, *, preempting: bool = False) -> Start | None:
+    """The first of ``gpu_types`` (in order) where :func:`choose_gpus` finds a gang, first
+    on free GPUs only, then (if ``preempting``) taking victims; the GPUs are taken from
+    ``pool``."""
+    types = list(gpu_types)
+    for with_victims in ((False, True) if preempting else (False,)):
+        for gpu_type in types:
+            gpus = choose_gpus(state, job, gpu_type, count, pool, with_victims)
+            if gpus is not None:
+                pool.take(gpus)
+                return Start(job.id, gpu_type, gpus)
+    return None
+
+
+TypesFor = Callable[[Job], Sequence[str]]
+
+
+def start_in_order(state: ClusterState, order: Sequence[Job], types_for: TypesFor, *,
+                   reserves: Callable[[Job], bool] | None = None) -> Decision:
+    """Non-preemptive: start pending jobs of ``order`` on free GPUs while they fit, skipping
+    those that do not (backfilling), except that a job for which ``reserves(job)`` is true
+    and which fits nowhere reserves its first GPU type: no later job starts on that type in
+    this decision, so the type drains until the job fits."""
+    pool = GpuPool(state.cluster, state.free)
+    reserved: set[str] = set()
+    starts = []
+    for job in order:
+        if not pool.free:
+            break
+        types = [t for t in types_for(job) if t not in reserved]
+        chosen = place(state, job, types, job.num_gpus, pool)
+        if chosen is not None:
+            starts.append(chosen)
+        elif reserves is not None and reserves(job) and types:
+            reserved.add(types[0])
+    return Decision(tuple(starts))
+
+
+def preempt_in_order(state: ClusterState, order: Sequence[Job], types_for: TypesFor) -> Decision:
+    """Preemptive: walk ``order`` (pending and running jobs, highest priority first). A
+    running job keeps its GPUs unless a job before it took some of them, in which case it
+    is preempted; a pending job starts on free GPUs if it can, else on GPUs of running
+    jobs later in the order (the lowest priority first). So a job is only preempted for a
+    job of higher priority that actually starts on its GPUs. Running jobs missing from
+    ``order`` are never preempted."""
+    running = {r.job.id: r for r in state.running}
+    rank = {job.id: i for i, job in enumerate(order)}
+    pool = GpuPool(state.cluster, state.free,
+                   {g: rank[job_id] for job_id, r in running.items() if job_id in rank
+                    for g in r.gpus})
+    taken: set[str] = set()
+    starts: list[Start] = []
+    preempt: list[str] = []
+    for job in order:
+        run = running.get(job.id)
+        if run is not None:
+            if taken.isdisjoint(run.gpus):
+                pool.keep(run.gpus)
+                continue
+            preempt.append(job.id)
+            pool.keep(run.gpus)
+            pool.release(g for g in run.gpus if g not in taken)
+            continue
+        if not pool.free and not pool.victims:
+            continue
+        chosen = place(state, job, types_for(job), job.num_gpus, pool, preempting=True)
+        if chosen is not None:
+            starts.append(chosen)
+            taken.update(chosen.gpus)
+    return Decision(tuple(starts), tuple(preempt))
+
+
+def active_jobs(state: ClusterState) -> list[Job]:
+    """Pending and running jobs."""
+    return [*state.pending, *(r.job for r in state.running)]
+
+
+class StarvationGuard:
+    """Promotes a pending job that has waited ``factor`` times its predicted duration
+    (since its arrival, or since it was last preempted). A promoted job keeps the
+    promotion until it finishes; the policies put promoted jobs first, oldest arrival
+    first, and a promoted job that does not fit reserves its preferred GPU type (no job
+    after it starts there) until it does."""
+
+    def __init__(self, factor: float = 8.0) -> None:
+        if not factor > 0:
+            raise ValueError(f"starvation factor must be > 0, got {factor}")
+        self.factor = factor
+        self.promoted: set[str] = set()
+        self._since: dict[str, float] = {}
+        self._ran: set[str] = set()
+        self._last_now = -math.inf
+
+    def update(self, state: ClusterState, predicted_s: Callable[[Job], float]) -> set[str]:
+        """Record who waits since when; return the promoted job ids."""
+        running = {r.job.id for r in state.running}
+        for job in state.pending:
+            if job.id not in self._since:
+                # Preemptions happen at decisions: a job seen running before waits since
+                # the previous decision.
+                self._since[job.id] = self._last_now if job.id in self._ran else job.arrival
+            if job.id not in self.promoted and \
+                    state.now - self._since[job.id] >= self.factor * predicted_s(job):
+                self.promoted.add(job.id)
+        for job_id in running:
+            self._since.pop(job_id, None)
+        alive = running | {job.id for job in state.pending}
+        self._ran = (self._ran | running) & alive
+        self.promoted &= alive
+        for job_id in [j for j in self._since if j not in alive]:
+            del self._since[job_id]
+        self._last_now = state.now
+        return self.promoted

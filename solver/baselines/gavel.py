@@ -1,0 +1,225 @@
+"""Gavel (Narayanan et al., OSDI 2020): a heterogeneity-aware allocation LP over time
+fractions per GPU type, realised round by round."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+
+from solver.baselines.common import GpuPool, SpeedBook, place
+from solver.data import Job
+from solver.rolling import ClusterState, Decision, Start
+
+log = logging.getLogger(__name__)
+
+#: A decision this close to a round boundary is on it (floating-point error of ticks).
+BOUNDARY_TOLERANCE_S = 1e-3
+
+
+class Gavel:
+    """Gavel's allocation ``X[job, gpu_type]`` (time fractions, an LP solved by PuLP on
+    HiGHS or CBC: ``formulations.gavel``), realised in rounds of ``round_s`` seconds.
+
+    The LP is solved again whenever the set of active jobs changes (an arrival or a
+    completion). Each job's priority on each type is ``X_jk`` divided by the fraction of
+    the time since that solve it has run on type k (infinite if it has not run yet there;
+    0 where ``X_jk = 0``). At every round boundary (the decision interval) the (job, type)
+    pairs are taken by decreasing priority, ties by larger ``X``, then arrival, and a job
+    is scheduled if its type still has ``num_gpus`` GPUs unclaimed this round (Gavel's
+    greedy). Jobs scheduled on the type they run on keep their GPUs; the other running jobs
+    are preempted; scheduled jobs start, largest gangs first, packed on the fullest node
+    that holds them, else spread. A preempted job whose GPUs end up unused keeps running.
+    GPUs left over, and GPUs freed between boundaries, go to waiting jobs by priority
+    (Gavel's rounds are not work conserving; ours are, without preempting anybody).
+
+    Starvation guard: max-min fairness gives every job ``X > 0``; on top of it (and for
+    max-sum throughput, which can give ``X = 0``), a job waiting ``starvation_rounds``
+    rounds since it last ran goes before every pair at the next round boundary.
+    """
+
+    def __init__(self, *, objective: str = "max-min", round_s: float = 360.0,
+                 backend: str = "highs", time_limit_s: float | None = None,
+                 starvation_rounds: float = 20.0) -> None:
+        from formulations.gavel import Objective
+
+        if not round_s > 0 or not starvation_rounds > 0:
+            raise ValueError("round_s and starvation_rounds must be > 0")
+        if backend not in ("highs", "cbc"):
+            raise ValueError(f"gavel's LP runs on highs or cbc, not {backend}")
+        self.objective = Objective(objective)
+        self.name = "gavel" if self.objective is Objective.MAX_MIN else "gavel-max-sum"
+        self.round_s = round_s
+        self.backend = backend
+        self.time_limit_s = time_limit_s
+        self.starvation_rounds = starvation_rounds
+        self.speeds = SpeedBook()
+        self.allocation: dict[str, dict[str, float]] = {}
+        self.solves = 0
+        self._solved_for: frozenset[str] | None = None
+        self._lp_failed = ""
+        self._reset_at = 0.0
+        self._time_on: dict[tuple[str, str], float] = {}
+        self._last_ran: dict[str, float] = {}
+        self._last_now: float | None = None
+        self._next_round: float | None = None
+
+    @property
+    def interval_s(self) -> float:
+        """Decisions every round."""
+        return self.round_s
+
+    def decide(self, state: ClusterState) -> Decision:
+        """Recompute the allocation if the jobs changed; realise the round."""
+        now = state.now
+        elapsed = 0.0 if self._last_now is None else now - self._last_now
+        self._last_now = now
+        for run in state.running:  # every running job ran since the previous decision
+            key = (run.job.id, run.gpu_type)
+            self._time_on[key] = self._time_on.get(key, 0.0) + elapsed
+            self._last_ran[run.job.id] = now
+        jobs = [*state.pending, *(r.job for r in state.running)]
+        active = frozenset(job.id for job in jobs)
+        for job_id in [j for j in self._last_ran if j not in active]:
+            del self._last_ran[job_id]
+        if active != self._solved_for:
+            self._solve(state, jobs)
+            self._solved_for = active
+        if not state.pending:
+            return Decision()
+        priority = self._priorities(state, jobs)
+        if self._next_round is None:
+            self._next_round = now
+        boundary = now >= self._next_round - BOUNDARY_TOLERANCE_S
+        if boundary:
+            skipped = math.floor((now - self._next_round) / self.round_s + 1e-9)
+            self._next_round += (max(skipped, 0) + 1) * self.round_s
+            decision = self._round(state, jobs, priority)
+        else:
+            decision = self._fill(state, list(state.pending), priority,
+                                  GpuPool(state.cluster, state.free), ())
+        if self._lp_failed:
+            return Decision(decision.start, decision.preempt, True, self._lp_failed)
+        return decision
+
+    def _solve(self, state: ClusterState, jobs: list[Job]) -> None:
+        """Gavel's LP on the active jobs; resets the time each job has run."""
+        from formulations.gavel import AllocationProblem, solve_allocation
+
+        types = state.cluster.type_names
+        throughput = np.array([[self.speeds.speeds(state, job).get(t, 0.0) for t in types]
+                               for job in jobs]).reshape(len(jobs), len(types))
+        problem = AllocationProblem(
+            tuple(job.id for job in jobs), types, throughput,
+            np.array([float(job.num_gpus) for job in jobs]),
+            np.array([float(state.cluster.num_gpus(t)) for t in types]),
+            np.array([job.weight for job in jobs]))
+        result = solve_allocation(problem, self.objective, backend=self.backend,
+                                  time_limit_s=self.time_limit_s)
+        self.solves += 1
+        if result.ok:
+            self.allocation = result.by_job()
+            self._lp_failed = ""
+        else:
+            # Without an allocation every pair is equally wanted: arrival order decides.
+            self.allocation = {job.id: {t: 1.0 for k, t in enumerate(types)
+                                        if throughput[i, k] > 0}
+                               for i, job in enumerate(jobs)}
+            self._lp_failed = "gavel LP failed: every job equally wanted (arrival order)"
+            log.warning("t=%g: %s", state.now, self._lp_failed)
+        self._reset_at = state.now
+        self._time_on = {}
+
+    def _priorities(self, state: ClusterState, jobs: list[Job]) -> dict[tuple[str, str], float]:
+        """``X_jk / (time on k since the solve / time since the solve)``, infinite when the
+        job has not run on k yet, for every pair with ``X_jk > 0``."""
+        since = state.now - self._reset_at
+        out = {}
+        for job in jobs:
+            for gpu_type, share in self.allocation.get(job.id, {}).items():
+                if share <= 1e-9:
+                    continue
+                ran = self._time_on.get((job.id, gpu_type), 0.0)
+                out[job.id, gpu_type] = math.inf if ran <= 0 or since <= 0 else \
+                    share / (ran / since)
+        return out
+
+    def _pairs(self, state: ClusterState, job: Job,
+               priority: dict[tuple[str, str], float]) -> list[tuple[float, float, str]]:
+        """The job's usable types as (priority, share, type), best first; types with
+        ``X = 0`` last, fastest first."""
+        speeds = self.speeds.speeds(state, job)
+        shares = self.allocation.get(job.id, {})
+        pairs = [(priority.get((job.id, t), 0.0), shares.get(t, 0.0), speeds[t], t)
+                 for t in speeds]
+        pairs.sort(key=lambda p: (-p[0], -p[1], -p[2]))
+        return [(p, s, t) for p, s, _, t in pairs]
+
+    def _starved(self, state: ClusterState, job: Job) -> bool:
+        waited = state.now - self._last_ran.get(job.id, job.arrival)
+        return waited >= self.starvation_rounds * self.round_s
+
+    def _round(self, state: ClusterState, jobs: list[Job],
+               priority: dict[tuple[str, str], float]) -> Decision:
+        """A round boundary: Gavel's greedy over (job, type) pairs, then the realisation."""
+        order = {t: i for i, t in enumerate(state.cluster.type_names)}
+        entries = []
+        for job in jobs:
+            starved = job.id not in {r.job.id for r in state.running} and \
+                self._starved(state, job)
+            for value, share, gpu_type in self._pairs(state, job, priority):
+                if value <= 0 and not starved:
+                    continue
+                entries.append(((0 if starved else 1, -value, -share, job.arrival, job.id,
+                                 order[gpu_type]), job, gpu_type))
+        entries.sort(key=lambda entry: entry[0])
+        left = {t: state.cluster.num_gpus(t) for t in state.cluster.type_names}
+        chosen: dict[str, str] = {}
+        for _, job, gpu_type in entries:
+            if job.id in chosen or left[gpu_type] < job.num_gpus:
+                continue
+            chosen[job.id] = gpu_type
+            left[gpu_type] -= job.num_gpus
+        running = {r.job.id: r for r in state.running}
+        preempt = [job_id for job_id, run in running.items()
+                   if chosen.get(job_id) != run.gpu_type]
+        pool = GpuPool(state.cluster, state.free)
+        for job_id in preempt:
+            pool.release(running[job_id].gpus)
+        by_id = {job.id: job for job in jobs}
+        to_start = sorted((by_id[j] for j in chosen if chosen[j] != getattr(
+            running.get(j), "gpu_type", None)),
+            key=lambda job: (-job.num_gpus, -priority.get((job.id, chosen[job.id]), 0.0),
+                             job.arrival, job.id))
+        starts: list[Start] = []
+        for job in to_start:
+            start = place(state, job, [chosen[job.id]], job.num_gpus, pool)
+            if start is not None:
+                starts.append(start)
+        restarted = {s.job for s in starts}
+        kept = [j for j in preempt
+                if j not in restarted and pool.free.issuperset(running[j].gpus)]
+        for job_id in kept:  # nobody needed its GPUs: it keeps running
+            pool.take(running[job_id].gpus)
+        preempted = tuple(j for j in preempt if j not in kept)
+        waiting = [job for job in state.pending if job.id not in restarted]
+        filled = self._fill(state, waiting, priority, pool, preempted)
+        return Decision((*starts, *filled.start), preempted)
+
+    def _fill(self, state: ClusterState, waiting: list[Job],
+              priority: dict[tuple[str, str], float], pool: GpuPool,
+              preempted: tuple[str, ...]) -> Decision:
+        """Free GPUs to waiting jobs, best priority first, without preempting."""
+        best = {job.id: self._pairs(state, job, priority) for job in waiting}
+        order = sorted((job for job in waiting if job.id not in preempted and best[job.id]),
+                       key=lambda job: (not self._starved(state, job), -best[job.id][0][0],
+                                        -best[job.id][0][1], job.arrival, job.id))
+        starts = []
+        for job in order:
+            if not pool.free:
+                break
+            start = place(state, job, [t for _, _, t in best[job.id]], job.num_gpus, pool)
+            if start is not None:
+                starts.append(start)
+        return Decision(tuple(starts))

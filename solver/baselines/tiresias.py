@@ -1,0 +1,97 @@
+"""Tiresias (Gu et al., NSDI 2019): discretised two-dimensional least attained service."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Sequence
+
+from solver.baselines.common import cluster_order, preempt_in_order
+from solver.data import Job
+from solver.rolling import ClusterState, Decision
+
+
+class Tiresias:
+    """Discretised 2D-LAS: priority queues on attained GPU time, no duration knowledge.
+
+    A job's attained service is its GPU-seconds (GPUs held x time, the restore after a
+    preemption included) since it arrived or was last promoted. It sits in queue ``q`` =
+    the number of ``thresholds_gpu_s`` it has passed (default 1 and 10 GPU-hours: three
+    queues). Queues are served in order; within a queue running jobs come first, then
+    pending jobs first in first out (by the time they entered the queue). Lower-queue
+    running jobs are preempted when a higher-priority job starts on their GPUs. GPU types
+    are taken in cluster order (Tiresias knows no heterogeneity), packed on the fullest
+    node that holds the gang, else spread.
+
+    Starvation guard (Tiresias' PROMOTEKNOB): a pending job outside queue 0 whose time
+    waiting since it last ran reaches ``promote_knob`` times its run time since its last
+    promotion goes back to queue 0 with its attained service reset.
+
+    Decisions at arrivals, completions and every ``interval_s`` (queue changes between
+    events are seen at the next decision).
+    """
+
+    name = "tiresias"
+
+    def __init__(self, *, thresholds_gpu_s: Sequence[float] = (3600.0, 36000.0),
+                 promote_knob: float = 4.0, interval_s: float = 360.0) -> None:
+        limits = list(thresholds_gpu_s)
+        if any(b <= a for a, b in itertools.pairwise(limits)) or \
+                any(t <= 0 for t in limits):
+            raise ValueError(f"thresholds must be positive and increasing, got {limits}")
+        if promote_knob <= 0 or interval_s <= 0:
+            raise ValueError("promote_knob and interval_s must be > 0")
+        self.thresholds_gpu_s = tuple(limits)
+        self.promote_knob = promote_knob
+        self.interval_s = interval_s
+        #: GPU-seconds attained since arrival, exact (GPUs x time between decisions)
+        self.attained: dict[str, float] = {}
+        self._base: dict[str, float] = {}  # attained at the last promotion
+        self._queue: dict[str, tuple[int, float]] = {}  # queue, time it entered it
+        self._last_ran: dict[str, float] = {}
+        self.promotions = 0
+        self._last_now: float | None = None
+
+    def queue_of(self, job_id: str) -> int:
+        """The queue a job is in now (0 is the highest priority)."""
+        return self._queue.get(job_id, (0, 0.0))[0]
+
+    def decide(self, state: ClusterState) -> Decision:
+        """Serve the queues in order, preempting lower queues."""
+        now = state.now
+        elapsed = 0.0 if self._last_now is None else now - self._last_now
+        self._last_now = now
+        # Every job running now has run since the previous decision (starts only happen
+        # at decisions), so its GPU time is exact; state.attained is as of the last one.
+        for run in state.running:
+            self.attained[run.job.id] = self.attained.get(run.job.id, 0.0) + \
+                elapsed * len(run.gpus)
+            self._last_ran[run.job.id] = now
+        alive = {job.id for job in state.pending} | {r.job.id for r in state.running}
+        for table in (self.attained, self._base, self._queue, self._last_ran):
+            for job_id in [j for j in table if j not in alive]:
+                del table[job_id]
+        jobs = [*state.pending, *(r.job for r in state.running)]
+        running = {r.job.id for r in state.running}
+        for job in jobs:
+            service = self.attained.get(job.id, 0.0) - self._base.get(job.id, 0.0)
+            queue = bisect.bisect_right(self.thresholds_gpu_s, service)
+            if job.id not in running and queue > 0 and job.id in self._last_ran:
+                ran_s = service / job.num_gpus
+                if now - self._last_ran[job.id] >= self.promote_knob * ran_s:
+                    self._base[job.id] = self.attained.get(job.id, 0.0)
+                    self._queue[job.id] = (0, now)
+                    self.promotions += 1
+                    continue
+            if self._queue.get(job.id, (None, 0.0))[0] != queue:
+                self._queue[job.id] = (queue, job.arrival if job.id not in self._queue
+                                       else now)
+        if not state.pending:
+            return Decision()
+
+        def key(job: Job) -> tuple[int, int, float, float, str]:
+            queue, entered = self._queue[job.id]
+            return (queue, 0 if job.id in running else 1, entered, job.arrival, job.id)
+
+        order = sorted(jobs, key=key)
+        return preempt_in_order(state, order, lambda job: cluster_order(state, job))
