@@ -12,6 +12,7 @@ import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from solver.data import Cluster, Job
 from solver.rolling import ClusterState, Decision, RunningJob, Start
@@ -69,6 +70,56 @@ class SpeedBook:
         """Predicted steps/s of a running job where it runs now."""
         return state.throughput.throughput(run.job.job_type, run.gpu_type, len(run.gpus),
                                            state.cluster.placement_of(run.gpus))
+
+
+class ReleaseTimes:
+    """When each GPU is predicted to be free, per type: now for a free GPU, now plus the
+    predicted remaining time of the job holding it otherwise (from the policy's model)."""
+
+    def __init__(self, state: ClusterState, speeds: SpeedBook) -> None:
+        times: dict[str, list[float]] = {t: [] for t in state.cluster.type_names}
+        gpus = state.cluster.gpu_by_id
+        for g in state.free:
+            times[gpus[g].gpu_type].append(state.now)
+        for run in state.running:
+            speed = speeds.running_speed(state, run)
+            end = state.now + run.remaining / speed if speed > 0 else math.inf
+            times[run.gpu_type].extend([end] * len(run.gpus))
+        self.times = {t: sorted(v) for t, v in times.items()}
+
+    def earliest(self, gpu_type: str, count: int) -> float:
+        """The earliest time ``count`` GPUs of ``gpu_type`` are predicted free."""
+        times = self.times.get(gpu_type, [])
+        return times[count - 1] if count <= len(times) else math.inf
+
+
+def worth_starting(state: ClusterState, job: Job, speeds: Mapping[str, float],
+                   releases: ReleaseTimes) -> list[str]:
+    """The GPU types (of ``speeds``, fastest first) where starting ``job`` now finishes no
+    later than waiting for any type to free a gang (:class:`ReleaseTimes`) and running
+    there: a job does not start on a much slower type when a faster one frees soon."""
+    steps = state.remaining.get(job.id, job.work)
+    finish = {t: releases.earliest(t, job.num_gpus) + steps / s for t, s in speeds.items()}
+    if not finish:
+        return []
+    best = min(finish.values())
+    return [t for t, s in speeds.items()
+            if state.now + steps / s <= best + 1e-9 * max(1.0, abs(best))]
+
+
+def types_worth_starting(state: ClusterState, book: SpeedBook,
+                         promoted: AbstractSet[str] = frozenset()) -> Callable[[Job], list[str]]:
+    """For each job, the GPU types to try now, fastest first: those
+    :func:`worth_starting` says; every usable type for a promoted job (the starvation
+    guard takes any GPU)."""
+    releases = ReleaseTimes(state, book)
+
+    def types(job: Job) -> list[str]:
+        speeds = book.speeds(state, job)
+        return list(speeds) if job.id in promoted else \
+            worth_starting(state, job, speeds, releases)
+
+    return types
 
 
 def cluster_order(state: ClusterState, job: Job) -> list[str]:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import math
 
-from solver.baselines.common import SpeedBook, StarvationGuard, start_in_order
+from solver.baselines.common import (
+    SpeedBook,
+    StarvationGuard,
+    start_in_order,
+    types_worth_starting,
+)
 from solver.data import Job
 from solver.rolling import ClusterState, Decision
 
@@ -40,5 +45,5 @@ class EarliestDeadlineFirst:
             return (1, deadline, job.arrival, job.id)
 
         order = sorted(state.pending, key=key)
-        return start_in_order(state, order, lambda job: list(self.speeds.speeds(state, job)),
+        return start_in_order(state, order, types_worth_starting(state, self.speeds, promoted),
                               reserves=lambda job: job.id in promoted)

@@ -10,6 +10,7 @@ from solver.baselines.common import (
     StarvationGuard,
     preempt_in_order,
     start_in_order,
+    types_worth_starting,
 )
 from solver.data import Job
 from solver.rolling import ClusterState, Decision
@@ -45,7 +46,7 @@ class ShortestJobFirst:
             return (1, self.speeds.predicted_s(state, job), job.arrival, job.id)
 
         order = sorted(state.pending, key=key)
-        return start_in_order(state, order, lambda job: list(self.speeds.speeds(state, job)),
+        return start_in_order(state, order, types_worth_starting(state, self.speeds, promoted),
                               reserves=lambda job: job.id in promoted)
 
 
@@ -98,4 +99,5 @@ class ShortestRemainingTimeFirst:
             keys[job.id] = (1, left, job.arrival, job.id)
         order = sorted([*state.pending, *(r.job for r in state.running)],
                        key=lambda job: keys[job.id])
-        return preempt_in_order(state, order, lambda job: list(self.speeds.speeds(state, job)))
+        return preempt_in_order(state, order,
+                                types_worth_starting(state, self.speeds, promoted))
