@@ -19,15 +19,24 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
 from solver.data import Cluster, Job
 from solver.errors import InputError
-from solver.rolling import ClusterState, Decision, RollingFifo, RollingPolicy, RunningJob, Start
+from solver.rolling import (
+    ClusterState,
+    Decision,
+    FreeGpuIndex,
+    RollingFifo,
+    RollingPolicy,
+    RunningJob,
+    Start,
+)
 from solver.throughput import ThroughputModel
 
 log = logging.getLogger(__name__)
@@ -58,11 +67,14 @@ class JobRecord:
 
 @dataclass(frozen=True)
 class DecisionLog:
-    """One decision point."""
+    """One decision point: the time (s), the pending and running jobs and the busy GPUs
+    right after the decision, the jobs it started and preempted, how long the policy took
+    (s), whether a fallback decided, and the policy's note."""
 
     time: float
     pending: int
     running: int
+    busy_gpus: int
     started: int
     preempted: int
     decision_time_s: float
@@ -148,11 +160,11 @@ class Replay:
         _atomic(folder / "jobs.csv", rows.getvalue())
         rows = io.StringIO()
         writer = csv.writer(rows, lineterminator="\n")
-        fields = list(asdict(self.decisions[0])) if self.decisions else ["time"]
-        writer.writerow(fields)
+        names = [f.name for f in fields(DecisionLog)]
+        writer.writerow(names)
         for decision in self.decisions:
-            writer.writerow([_num(v) if isinstance(v, float) else v
-                             for v in asdict(decision).values()])
+            values = (getattr(decision, name) for name in names)
+            writer.writerow([_num(v) if isinstance(v, float) else v for v in values])
         _atomic(folder / "decisions.csv", rows.getvalue())
 
 
@@ -168,17 +180,110 @@ def _atomic(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Run:
+    """A job on its GPUs since ``start`` (s): no progress before ``resume`` (the restart
+    penalty), then ``speed`` measured steps/s until ``work_left`` steps are done at
+    ``finish``. Never changed once made, so progress is computed, not accounted step by
+    step at every event."""
+
     record: JobRecord
     gpu_type: str
     gpus: tuple[str, ...]
-    since: float  # progress is accounted up to here
-    resume: float  # no progress before this time (restart penalty)
+    start: float
+    resume: float
     speed: float  # measured steps/s
-    remaining: float  # steps left at ``since``
+    work_left: float  # steps left at ``start``
     finish: float
     version: int
+
+    def remaining_at(self, moment: float) -> float:
+        """Steps left at ``moment`` (s, between ``start`` and ``finish``)."""
+        return max(0.0, self.work_left - max(0.0, moment - self.resume) * self.speed)
+
+    def gpu_seconds_at(self, moment: float) -> float:
+        """GPU-seconds used on these GPUs from ``start`` to ``moment``, the restore
+        included."""
+        return max(0.0, moment - self.start) * len(self.gpus)
+
+
+class _LiveState(ClusterState):
+    """The :class:`ClusterState` the simulator hands a policy, with ``running``,
+    ``remaining``, ``attained`` and ``preemptions`` built when first read (most policies
+    read few of them; building them all costs time in the running and pending jobs at
+    every event). A policy reads its state while it decides: once ``decide`` returns, a
+    field not read yet raises ``RuntimeError`` (the simulator has moved on)."""
+
+    _runs: tuple[_Run, ...]
+    _records: dict[str, JobRecord]
+    _left: dict[str, float]
+    _open: bool
+
+    @classmethod
+    def make(cls, now: float, cluster: Cluster, throughput: ThroughputModel,
+             pending: tuple[Job, ...], free: frozenset[str], runs: tuple[_Run, ...],
+             records: dict[str, JobRecord], left: dict[str, float]) -> _LiveState:
+        """The state at ``now``; ``left`` holds the steps left of every job not running."""
+        state = cls(now=now, cluster=cluster, throughput=throughput, pending=pending,
+                    remaining={}, running=(), free=free)
+        for name in _LAZY_FIELDS:
+            del state.__dict__[name]  # the cached properties below build them
+        for name, value in (("_runs", runs), ("_records", records), ("_left", left),
+                            ("_open", True)):
+            object.__setattr__(state, name, value)
+        return state
+
+    def close(self) -> None:
+        """The decision is taken: fields not read by now can no longer be built."""
+        object.__setattr__(self, "_open", False)
+
+    def _check_open(self, name: str) -> None:
+        if not self._open:
+            raise RuntimeError(f"ClusterState.{name} read after the decision at "
+                               f"{self.now:g} s: read the state inside decide()")
+
+    @cached_property
+    def running(self) -> tuple[RunningJob, ...]:
+        """Running jobs, with the steps left at ``now``."""
+        self._check_open("running")
+        now = self.now
+        return tuple(RunningJob(r.record.job, r.gpu_type, r.gpus, r.start, r.remaining_at(now))
+                     for r in self._runs)
+
+    @cached_property
+    def remaining(self) -> Mapping[str, float]:
+        """Steps left of every pending job."""
+        self._check_open("remaining")
+        return {job.id: self._left[job.id] for job in self.pending}
+
+    @cached_property
+    def attained(self) -> Mapping[str, float]:
+        """GPU-seconds received up to ``now`` by every running job and every pending job
+        that ran before."""
+        self._check_open("attained")
+        now = self.now
+        attained = {r.record.job.id: r.record.gpu_seconds + r.gpu_seconds_at(now)
+                    for r in self._runs}
+        for job in self.pending:
+            record = self._records[job.id]
+            if record.first_start is not None:
+                attained[job.id] = record.gpu_seconds
+        return attained
+
+    @cached_property
+    def preemptions(self) -> Mapping[str, int]:
+        """Times each pending job was preempted."""
+        self._check_open("preemptions")
+        return {job.id: self._records[job.id].preemptions for job in self.pending}
+
+
+_LAZY_FIELDS = ("running", "remaining", "attained", "preemptions")
+
+
+def _current(completion: tuple[float, int, str], running: dict[str, _Run]) -> bool:
+    """Whether a ``(finish, version, job)`` entry is the completion of a run going on."""
+    run = running.get(completion[2])
+    return run is not None and run.version == completion[1]
 
 
 class Simulator:
@@ -187,6 +292,16 @@ class Simulator:
     ``truth`` advances the jobs (measured throughput); ``model`` is what the policy sees
     (fitted). ``interval_s`` adds a decision point every so many seconds while jobs are
     pending; ``restart_penalty_s`` is the time without progress after a restart.
+
+    Speed: nothing is done per running job or per GPU at every event. A run's progress is
+    a function of time (``_Run``), not accounted at each event; a policy gets the free
+    GPUs as one frozenset, rebuilt only when they change, and the pending and running
+    jobs as tuples, with the per-job fields built only when it reads them
+    (``_LiveState``). The native FIFO (:class:`~solver.rolling.RollingFifo`) gets no
+    state at all: the simulator keeps a :class:`~solver.rolling.FreeGpuIndex` up to date
+    and hands it the queue (``RollingFifo.start_prefix``), so an event costs time in the
+    jobs it starts and the nodes first fit scans, not in the queue or the cluster
+    (philly.csv, 82,247 jobs on 2,496 GPUs: seconds; benchmarks/replay.py).
     """
 
     def __init__(self, cluster: Cluster, jobs: Sequence[Job], policy: RollingPolicy, *,
@@ -210,11 +325,17 @@ class Simulator:
         """Replay every job to completion."""
         began = time.perf_counter()
         records = {j.id: JobRecord(j) for j in self.jobs}
-        remaining = {j.id: j.work for j in self.jobs}
-        attained: dict[str, float] = {}
+        left = {j.id: j.work for j in self.jobs}  # steps left of jobs not running
         pending: dict[str, Job] = {}
         running: dict[str, _Run] = {}
         free = {g.id for g in self.cluster.gpus}
+        free_view: frozenset[str] | None = None  # ``free`` as handed to policies
+        # The native FIFO is driven without a ClusterState: it reads only the queue (in
+        # order, up to the first job that does not fit) and the free GPUs, kept here in an
+        # index updated by what changes (RollingFifo.start_prefix).
+        native_fifo = FreeGpuIndex(self.cluster, free) if type(self.policy) is RollingFifo \
+            else None
+        total_gpus = len(self.cluster.gpus)
         completions: list[tuple[float, int, str]] = []
         decisions: list[DecisionLog] = []
         arrivals = self.jobs
@@ -231,7 +352,9 @@ class Simulator:
                 candidates = []
                 if next_arrival < len(arrivals):
                     candidates.append(arrivals[next_arrival].arrival)
-                while completions and completions[0][2] not in running:
+                # (the completion of a run that was preempted is no event, even when its
+                # job runs again)
+                while completions and not _current(completions[0], running):
                     heapq.heappop(completions)
                 if completions:
                     candidates.append(completions[0][0])
@@ -247,12 +370,15 @@ class Simulator:
                     run = running.get(job_id)
                     if run is None or run.version != stamp:
                         continue
-                    self._account(run, run.finish)
                     record = run.record
+                    record.gpu_seconds += run.gpu_seconds_at(run.finish)
                     record.finish = run.finish
                     free.update(run.gpus)
+                    free_view = None
+                    if native_fifo is not None:
+                        native_fifo.release(run.gpus)
                     del running[job_id]
-                    remaining[job_id] = 0.0
+                    left[job_id] = 0.0
                     done += 1
                 # 3. arrivals at ``now``
                 while next_arrival < len(arrivals) and arrivals[next_arrival].arrival <= now + EPS:
@@ -265,35 +391,43 @@ class Simulator:
                 if not pending:
                     continue
                 # 4. decide
-                for run in running.values():
-                    self._account(run, now)
-                state = ClusterState(
-                    now=now, cluster=self.cluster, throughput=self.model,
-                    pending=tuple(pending.values()),
-                    remaining={job_id: remaining[job_id] for job_id in pending},
-                    running=tuple(RunningJob(r.record.job, r.gpu_type, r.gpus, r.since,
-                                             max(0.0, r.remaining)) for r in running.values()),
-                    free=frozenset(free),
-                    attained=attained,
-                    preemptions={j: records[j].preemptions for j in pending},
-                )
+                state: _LiveState | None = None
                 clock = time.perf_counter()
-                decision = self.policy.decide(state)
+                if native_fifo is not None:
+                    decision = Decision(RollingFifo.start_prefix(pending.values(), native_fifo,
+                                                                 self.model))
+                else:
+                    if free_view is None:
+                        free_view = frozenset(free)
+                    state = _LiveState.make(now, self.cluster, self.model,
+                                            tuple(pending.values()), free_view,
+                                            tuple(running.values()), records, left)
+                    decision = self.policy.decide(state)
                 spent = time.perf_counter() - clock
                 if not decision.start and not running and not decision.preempt and \
                         next_arrival >= len(arrivals):
                     # Nothing runs and nothing will arrive: the policy would stall for ever.
+                    if state is None:
+                        state = _LiveState.make(now, self.cluster, self.model,
+                                                tuple(pending.values()), frozenset(free), (),
+                                                records, left)
                     decision = RollingFifo().decide(state)
                     decision = Decision(decision.start, (), True,
                                         "the policy started nothing on an idle cluster: FIFO")
                     log.warning("t=%g: %s", now, decision.note)
+                if state is not None:
+                    state.close()
                 for job_id in decision.preempt:
                     run = running.pop(job_id, None)
                     if run is None:
                         raise RuntimeError(f"{self.policy.name} preempted {job_id}, not running")
-                    remaining[job_id] = max(0.0, run.remaining)
+                    left[job_id] = run.remaining_at(now)
+                    records[job_id].gpu_seconds += run.gpu_seconds_at(now)
                     records[job_id].preemptions += 1
                     free.update(run.gpus)
+                    free_view = None
+                    if native_fifo is not None:
+                        native_fifo.release(run.gpus)
                     pending[job_id] = run.record.job
                 for start in decision.start:
                     self._check_start(start, pending, free)
@@ -308,15 +442,16 @@ class Simulator:
                     record.gpu_types.append(start.gpu_type)
                     record.gpus = start.gpus
                     version += 1
-                    finish = resume + remaining[job.id] / speed
-                    run = _Run(record, start.gpu_type, start.gpus, now, resume, speed,
-                               remaining[job.id], finish, version)
-                    running[job.id] = run
+                    finish = resume + left[job.id] / speed
+                    running[job.id] = _Run(record, start.gpu_type, start.gpus, now, resume,
+                                           speed, left[job.id], finish, version)
                     free.difference_update(start.gpus)
+                    free_view = None
+                    if native_fifo is not None:
+                        native_fifo.take(start.gpus)  # (already taken if FIFO chose them)
                     heapq.heappush(completions, (finish, version, job.id))
-                for job_id, run in running.items():
-                    attained[job_id] = run.record.gpu_seconds
-                decisions.append(DecisionLog(now, len(pending), len(running), len(decision.start),
+                decisions.append(DecisionLog(now, len(pending), len(running),
+                                             total_gpus - len(free), len(decision.start),
                                              len(decision.preempt), spent, decision.fallback,
                                              decision.note))
                 if self.progress is not None:
@@ -327,16 +462,6 @@ class Simulator:
             interrupted = True
         return Replay(records, decisions, self.cluster, time.perf_counter() - began, start_time,
                       interrupted)
-
-    def _account(self, run: _Run, until: float) -> None:
-        """Advance ``run`` to ``until``: GPU time, and work done after the restart penalty."""
-        if until <= run.since:
-            return
-        working_from = max(run.since, run.resume)
-        if until > working_from:
-            run.remaining -= (until - working_from) * run.speed
-        run.record.gpu_seconds += (until - run.since) * len(run.gpus)
-        run.since = until
 
     def _check_start(self, start: Start, pending: dict[str, Job], free: set[str]) -> None:
         """A policy's start must name a pending job, free GPUs of one allowed type, an
