@@ -30,7 +30,7 @@ from formulations.pulp_backend import MipSettings, run
 log = logging.getLogger(__name__)
 
 #: In the max-min second stage, t may give up this relative amount of its optimum.
-MAX_MIN_RELAXATION = 1e-6
+MAX_MIN_RELAXATION = 1e-9
 
 
 class GavelLp:

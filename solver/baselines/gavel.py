@@ -119,7 +119,9 @@ class Gavel:
                                   time_limit_s=self.time_limit_s)
         self.solves += 1
         if result.ok:
-            self.allocation = result.by_job()
+            # Rounded: solver noise must not decide ties between equal shares.
+            self.allocation = {job: {t: round(x, 6) for t, x in shares.items()}
+                               for job, shares in result.by_job().items()}
             self._lp_failed = ""
         else:
             # Without an allocation every pair is equally wanted: arrival order decides.
