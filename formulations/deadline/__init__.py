@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from formulations.deadline.problem import (
     Plan,
     build_problem,
     greedy_plan,
+    improve_plan,
 )
 from solver.data import Instance
 from solver.policies import SolveOptions
@@ -28,6 +30,10 @@ log = logging.getLogger(__name__)
 
 #: Time limit (s) when the caller gives none, for both stages together.
 DEFAULT_TIME_LIMIT_S = 60.0
+#: The local search that improves the start plan gets this share of the time limit, at most
+#: ``LOCAL_SEARCH_MAX_S``.
+LOCAL_SEARCH_SHARE = 0.05
+LOCAL_SEARCH_MAX_S = 2.0
 
 __all__ = ["DeadlineObjective", "DeadlineOutcome", "build_problem", "solve_deadline"]
 
@@ -79,6 +85,14 @@ def solve_deadline(instance: Instance, options: SolveOptions) -> DeadlineOutcome
         # Proofs can take unbounded time on congested instances (docs/formulations.md).
         options = dataclasses.replace(options, time_limit_s=DEFAULT_TIME_LIMIT_S)
         notes.append(f"no time limit given: {DEFAULT_TIME_LIMIT_S:g} s used")
+    # Improve the start by local search (a primal heuristic; a share of the time limit).
+    assert options.time_limit_s is not None
+    began = time.perf_counter()
+    warm = improve_plan(problem, warm, min(LOCAL_SEARCH_MAX_S,
+                                           LOCAL_SEARCH_SHARE * options.time_limit_s))
+    spent = time.perf_counter() - began
+    extra["local_search_s"] = round(spent, 4)
+    options = dataclasses.replace(options, time_limit_s=max(0.05, options.time_limit_s - spent))
     plan, stats, deadline_stats = _run(problem, backend, options, warm)
     extra["stages"] = {"completion": _describe(stats)}
     if deadline_stats is not None:

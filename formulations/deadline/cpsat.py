@@ -271,7 +271,12 @@ class DeadlineCpSat:
                     Outcome.FEASIBLE:
                 return None, deadline_stats, deadline_stats
             assert deadline_stats.objective is not None
-            self.add_hint(self._plan(solver))
+            # Hint the better (lexicographically) of the first stage's plan and the start.
+            first = self._plan(solver)
+            if warm_start is not None and len(warm_start) == len(self.problem.jobs) and \
+                    self.problem.evaluate(warm_start) < self.problem.evaluate(first):
+                first = dict(warm_start)
+            self.add_hint(first)
             self.model.add(self.deadline_term() <= round(deadline_stats.objective))
         self.model.minimize(self.completion_term())
         time_left = None

@@ -11,6 +11,7 @@ of CP-SAT have the same optimum.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 
@@ -43,6 +44,8 @@ class DeadlineMilp:
         self.before: dict[tuple[str, str], pulp.LpVariable] = {}
         self.late: dict[str, pulp.LpVariable] = {}
         self.tardiness: dict[str, pulp.LpVariable] = {}
+        self.end_in_mode: dict[tuple[str, int], pulp.LpVariable] = {}
+        self.lp_bound: float | None = None
         self._variables()
         self._one_mode_per_job()
         self._gpus_match_mode()
@@ -129,6 +132,38 @@ class DeadlineMilp:
             self.lp += (self.tardiness[jid] >= self.end[jid] - deadline,
                         self._name("tardiness", jid))
 
+    def add_completion_cuts(self, time_limit_s: float = 5.0) -> int:
+        """e_jm = end_j if mode_jm else 0 (e_jm >= (r_j + p_jm) mode_jm, e_jm <= H mode_jm,
+        end_j = sum_m e_jm) and the mean-busy-time cuts of :func:`cuts.separate`, the same
+        rows as in the CP-SAT model (in the LP's units: mega-ticks). Returns the number of
+        cuts; ``lp_bound`` is the LP bound on sum_j w_j C_j (ticks x integer weights)."""
+        from formulations.deadline.cuts import _LP_UNIT, separate
+
+        found, self.lp_bound = separate(self.problem, time_limit_s=time_limit_s)
+        if not found:
+            return 0
+        for data in self.problem.jobs:
+            jid = data.job.id
+            for index, mode in enumerate(data.modes):
+                end = self.lp.add_variable(self._name("e", jid, index), lowBound=0)
+                self.lp += (end >= seconds(data.release + mode.duration) * self.mode[jid, index],
+                            self._name("e_low", jid, index))
+                self.lp += (end <= self.big_m * self.mode[jid, index],
+                            self._name("e_up", jid, index))
+                self.end_in_mode[jid, index] = end
+            self.lp += (self.end[jid] == pulp.lpSum(
+                self.end_in_mode[jid, i] for i in range(len(data.modes))),
+                self._name("e_sum", jid))
+        unit = _LP_UNIT
+        per_second = unit / TICK_S  # mega-ticks per second
+        for number, cut in enumerate(found):
+            row = pulp.lpSum(
+                on_end * unit * per_second * self.end_in_mode[self.problem.jobs[j].job.id, i]
+                - on_use * unit * unit * self.mode[self.problem.jobs[j].job.id, i]
+                for j, i, on_end, on_use in cut.coefficients(self.problem))
+            self.lp += row >= -cut.constant() * unit * unit, f"mean_busy_{number}"
+        return len(found)
+
     # -- objective -------------------------------------------------------------------------
     def deadline_term(self) -> pulp.LpAffineExpression:
         """Missed: sum_j late_j. Tardiness: sum_j w_j tardiness_j (s)."""
@@ -156,6 +191,10 @@ class DeadlineMilp:
             self.start[jid].setInitialValue(seconds(start))
             for index in range(len(data.modes)):
                 self.mode[jid, index].setInitialValue(int(index == mode_index))
+                if (jid, index) in self.end_in_mode:
+                    self.end_in_mode[jid, index].setInitialValue(
+                        seconds(start + data.modes[index].duration) if index == mode_index
+                        else 0.0)
             for (j, g), var in self.gpu.items():
                 if j == jid:
                     var.setInitialValue(int(g in gpus[jid]))
@@ -187,6 +226,9 @@ class DeadlineMilp:
               ) -> tuple[Plan | None, SolveStats, SolveStats | None]:
         """Two stages, like the CP-SAT model; objective and bound of the completion stage
         in seconds of weighted JCT, of the deadline stage in its own unit."""
+        if settings.time_limit_s is None or settings.time_limit_s >= 1.0:
+            budget = 5.0 if settings.time_limit_s is None else min(5.0, settings.time_limit_s / 10)
+            self.add_completion_cuts(budget)
         warm = bool(warm_start) and warm_start is not None and self.set_start(warm_start)
         deadline_stats: SolveStats | None = None
         time_left = settings.time_limit_s
@@ -203,9 +245,20 @@ class DeadlineMilp:
             else:
                 self.lp += self.deadline_term() <= self.problem.deadline_seconds(best) + TICK_S,\
                     "stage1"
-            warm = self.set_start(self._plan())
+            # Start the second stage from the better (lexicographically) of the first stage's
+            # plan and the caller's start.
+            first = self._plan()
+            if warm_start is not None and len(warm_start) == len(self.problem.jobs) and \
+                    self.problem.evaluate(warm_start) < self.problem.evaluate(first):
+                first = dict(warm_start)
+            warm = self.set_start(first)
         self.lp.setObjective(self.completion_term())
         stats = run(self.lp, backend, _with(settings, time_left, warm))
+        if self.lp_bound is not None:
+            # The cuts' LP bound holds for every schedule (floored against LP round-off).
+            lp_bound = self.problem.completion_seconds(self.lp_bound * (1 - 1e-9))
+            if stats.bound is None or stats.bound < lp_bound:
+                stats = dataclasses.replace(stats, bound=lp_bound)
         plan = self._plan() if stats.outcome in (Outcome.OPTIMAL, Outcome.FEASIBLE) else None
         return plan, stats, deadline_stats
 

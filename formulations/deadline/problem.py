@@ -8,7 +8,9 @@ the time grid of :mod:`formulations.common`.
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,6 +21,8 @@ from solver.data import Instance, Job
 from solver.placement import NodeBooking, place_on_nodes
 from solver.result import Assignment, Schedule
 from solver.throughput import Placement
+
+log = logging.getLogger(__name__)
 
 #: job id -> (mode index, start tick)
 Plan = dict[str, tuple[int, int]]
@@ -260,6 +264,94 @@ def greedy_plan(problem: DeadlineProblem) -> Plan:
         booked[mode.node].append((start, end, mode.num_gpus))
         plan[data.job.id] = (index, start)
     return plan
+
+
+def decode(problem: DeadlineProblem, order: list[int],
+           modes: Mapping[int, int]) -> Plan:
+    """Serial schedule generation: jobs (indices into ``problem.jobs``) in ``order``, each
+    in its mode of ``modes`` at the earliest start (gaps allowed) that its node's
+    capacity leaves after the jobs before it."""
+    capacity = problem.node_capacity()
+    booked: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    plan: Plan = {}
+    for j in order:
+        data = problem.jobs[j]
+        mode = data.modes[modes[j]]
+        start = earliest_start(data.release, mode.duration, mode.num_gpus,
+                               capacity[mode.node], booked[mode.node])
+        booked[mode.node].append((start, start + mode.duration, mode.num_gpus))
+        plan[data.job.id] = (modes[j], start)
+    return plan
+
+
+def improve_plan(problem: DeadlineProblem, plan: Plan, time_limit_s: float = 1.0) -> Plan:
+    """Local search from ``plan`` (a primal heuristic for the warm start of every back-end).
+
+    A solution is a priority order and a mode per job, decoded by :func:`decode`. Moves,
+    first improvement, until none improves or the time is up: give one job another mode;
+    move one job to another place in the order. Starting points: ``plan``'s own order
+    (by start) and modes, and the weighted-shortest-processing-time order with each job's
+    fastest mode. The lexicographic objective (deadline term, then weighted completion)
+    decides; the result is never worse than ``plan``."""
+    began = time.perf_counter()
+    jobs = problem.jobs
+    index = {data.job.id: j for j, data in enumerate(jobs)}
+
+    def value(candidate: Plan) -> tuple[int, int]:
+        return problem.evaluate(candidate)
+
+    def out_of_time() -> bool:
+        return time.perf_counter() - began > time_limit_s
+
+    starts: list[tuple[list[int], dict[int, int]]] = []
+    own_modes = {index[jid]: mode for jid, (mode, _) in plan.items()}
+    starts.append((sorted(own_modes, key=lambda j: (plan[jobs[j].job.id][1], j)), own_modes))
+    fastest = {j: min(range(len(d.modes)), key=lambda i: d.modes[i].duration)
+               for j, d in enumerate(jobs)}
+    starts.append((sorted(range(len(jobs)), key=lambda j: (
+        jobs[j].release + jobs[j].modes[fastest[j]].duration / max(jobs[j].weight, 1),
+        jobs[j].deadline is None, jobs[j].deadline or 0, j)), fastest))
+    best_plan, best_value = plan, value(plan)
+    for order, modes in starts:
+        order, modes = list(order), dict(modes)
+        current = decode(problem, order, modes)
+        current_value = value(current)
+        improved = True
+        while improved and not out_of_time():
+            improved = False
+            for j in list(order):
+                for mode in range(len(jobs[j].modes)):
+                    if mode == modes[j]:
+                        continue
+                    trial_modes = {**modes, j: mode}
+                    trial = decode(problem, order, trial_modes)
+                    trial_value = value(trial)
+                    if trial_value < current_value:
+                        modes, current, current_value, improved = (trial_modes, trial,
+                                                                   trial_value, True)
+                if out_of_time():
+                    break
+            for position in range(1, len(order)):
+                if out_of_time():
+                    break
+                for target in range(len(order)):
+                    if target == position:
+                        continue
+                    rest = order[:position] + order[position + 1:]
+                    trial_order = [*rest[:target], order[position], *rest[target:]]
+                    trial = decode(problem, trial_order, modes)
+                    trial_value = value(trial)
+                    if trial_value < current_value:
+                        order, current, current_value, improved = (trial_order, trial,
+                                                                   trial_value, True)
+                        break
+        if current_value < best_value:
+            best_plan, best_value = current, current_value
+        if out_of_time():
+            break
+    log.debug("local search: %s -> %s in %.2f s", value(plan), best_value,
+              time.perf_counter() - began)
+    return best_plan
 
 
 def is_finite(value: float | None) -> bool:
