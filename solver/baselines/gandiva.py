@@ -33,10 +33,8 @@ class Gandiva:
         if not quantum_s > 0:
             raise ValueError(f"quantum must be > 0 s, got {quantum_s}")
         self.quantum_s = quantum_s
-        self._resumed: dict[str, float] = {}  # start of the current stint
         self._last_ran: dict[str, float] = {}
         self._next_quantum: float | None = None
-        self._last_now: float | None = None
 
     @property
     def interval_s(self) -> float:
@@ -46,16 +44,9 @@ class Gandiva:
     def decide(self, state: ClusterState) -> Decision:
         """Fill free GPUs; at a quantum boundary, rotate jobs that had their quantum."""
         now = state.now
-        started = now if self._last_now is None else self._last_now
-        self._last_now = now
         running = {r.job.id for r in state.running}
         for job_id in running:
-            # Starts happen at decisions: a job not seen running before started at the
-            # previous one.
-            self._resumed.setdefault(job_id, started)
             self._last_ran[job_id] = now
-        for job_id in [j for j in self._resumed if j not in running]:
-            del self._resumed[job_id]
         alive = running | {job.id for job in state.pending}
         for job_id in [j for j in self._last_ran if j not in alive]:
             del self._last_ran[job_id]
@@ -76,13 +67,14 @@ class Gandiva:
             self._next_quantum += (max(skipped, 0) + 1) * self.quantum_s
         else:
             return start_in_order(state, waiting, lambda job: cluster_order(state, job))
-        served = [r.job for r in state.running
-                  if now - self._resumed[r.job.id] < self.quantum_s - BOUNDARY_TOLERANCE_S]
-        due = [r.job for r in state.running
-               if now - self._resumed[r.job.id] >= self.quantum_s - BOUNDARY_TOLERANCE_S]
-        served.sort(key=lambda job: (self._resumed[job.id], job.arrival, job.id))
+        # ``started``: the start of the current stint (the last (re)start)
+        served = [r for r in state.running
+                  if now - r.started < self.quantum_s - BOUNDARY_TOLERANCE_S]
+        due = [r for r in state.running
+               if now - r.started >= self.quantum_s - BOUNDARY_TOLERANCE_S]
+        served.sort(key=lambda r: (r.started, r.job.arrival, r.job.id))
         # Of the jobs that had their quantum, the one that resumed last stays longest.
-        due.sort(key=lambda job: (-self._resumed[job.id], job.arrival, job.id))
-        order = [*served, *waiting, *due]
+        due.sort(key=lambda r: (-r.started, r.job.arrival, r.job.id))
+        order = [*(r.job for r in served), *waiting, *(r.job for r in due)]
         decision = preempt_in_order(state, order, lambda job: cluster_order(state, job))
         return decision if decision.start or decision.preempt else Decision()

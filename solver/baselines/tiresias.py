@@ -44,13 +44,10 @@ class Tiresias:
         self.thresholds_gpu_s = tuple(limits)
         self.promote_knob = promote_knob
         self.interval_s = interval_s
-        #: GPU-seconds attained since arrival, exact (GPUs x time between decisions)
-        self.attained: dict[str, float] = {}
         self._base: dict[str, float] = {}  # attained at the last promotion
         self._queue: dict[str, tuple[int, float]] = {}  # queue, time it entered it
         self._last_ran: dict[str, float] = {}
         self.promotions = 0
-        self._last_now: float | None = None
 
     def queue_of(self, job_id: str) -> int:
         """The queue a job is in now (0 is the highest priority)."""
@@ -59,27 +56,22 @@ class Tiresias:
     def decide(self, state: ClusterState) -> Decision:
         """Serve the queues in order, preempting lower queues."""
         now = state.now
-        elapsed = 0.0 if self._last_now is None else now - self._last_now
-        self._last_now = now
-        # Every job running now has run since the previous decision (starts only happen
-        # at decisions), so its GPU time is exact; state.attained is as of the last one.
+        attained = state.attained  # GPU-seconds up to now, restores included
         for run in state.running:
-            self.attained[run.job.id] = self.attained.get(run.job.id, 0.0) + \
-                elapsed * len(run.gpus)
             self._last_ran[run.job.id] = now
         alive = {job.id for job in state.pending} | {r.job.id for r in state.running}
-        for table in (self.attained, self._base, self._queue, self._last_ran):
+        for table in (self._base, self._queue, self._last_ran):
             for job_id in [j for j in table if j not in alive]:
                 del table[job_id]
         jobs = [*state.pending, *(r.job for r in state.running)]
         running = {r.job.id for r in state.running}
         for job in jobs:
-            service = self.attained.get(job.id, 0.0) - self._base.get(job.id, 0.0)
+            service = attained.get(job.id, 0.0) - self._base.get(job.id, 0.0)
             queue = bisect.bisect_right(self.thresholds_gpu_s, service)
             if job.id not in running and queue > 0 and job.id in self._last_ran:
                 ran_s = service / job.num_gpus
                 if now - self._last_ran[job.id] >= self.promote_knob * ran_s:
-                    self._base[job.id] = self.attained.get(job.id, 0.0)
+                    self._base[job.id] = attained.get(job.id, 0.0)
                     self._queue[job.id] = (0, now)
                     self.promotions += 1
                     continue
