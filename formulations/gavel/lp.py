@@ -46,13 +46,18 @@ class GavelLp:
                 if problem.throughput[j, k] > 0:
                     self.fraction[j, k] = self.lp.add_variable(f"x_{j}_{k}", 0, 1,
                                                                "Continuous")
+        self._by_job: list[list[tuple[int, pulp.LpVariable]]] = [[] for _ in problem.job_ids]
+        self._by_type: list[list[tuple[int, pulp.LpVariable]]] = [[] for _ in problem.gpu_types]
+        for (j, k), var in self.fraction.items():
+            self._by_job[j].append((k, var))
+            self._by_type[k].append((j, var))
         equal = problem.equal_share_throughput()
         #: rho_j as a linear expression of the fractions
         self.rho = [
-            pulp.lpSum(float(problem.scale_factors[j] / problem.weights[j]
-                             * problem.throughput[j, k] / equal[j]) * var
-                       for (jj, k), var in self.fraction.items() if jj == j)
-            for j in range(len(problem.job_ids))]
+            pulp.LpAffineExpression([(var, float(problem.scale_factors[j] / problem.weights[j]
+                                                 * problem.throughput[j, k] / equal[j]))
+                                     for k, var in row])
+            for j, row in enumerate(self._by_job)]
         self.floor = self.lp.add_variable("t", 0, None, "Continuous")
         self._one_type_at_a_time()
         self._type_capacity()
@@ -60,23 +65,22 @@ class GavelLp:
             self._fair_floor()
             self.lp.setObjective(-1.0 * self.floor)
         else:
-            self.lp.setObjective(-1.0 * pulp.lpSum(
-                float(problem.throughput[j, k] / equal[j]) * var
-                for (j, k), var in self.fraction.items()))
+            self.lp.setObjective(pulp.LpAffineExpression(
+                [(var, -float(problem.throughput[j, k] / equal[j]))
+                 for (j, k), var in self.fraction.items()]))
 
     def _one_type_at_a_time(self) -> None:
         """sum_k X_jk <= 1 for every job j."""
-        for j in range(len(self.problem.job_ids)):
-            row = [var for (jj, _), var in self.fraction.items() if jj == j]
-            self.lp += pulp.lpSum(row) <= 1, f"time_{j}"
+        for j, row in enumerate(self._by_job):
+            self.lp += pulp.LpAffineExpression([(var, 1.0) for _, var in row]) <= 1, f"time_{j}"
 
     def _type_capacity(self) -> None:
         """sum_j s_j X_jk <= C_k for every GPU type k."""
-        for k in range(len(self.problem.gpu_types)):
-            column = [float(self.problem.scale_factors[j]) * var
-                      for (j, kk), var in self.fraction.items() if kk == k]
+        for k, column in enumerate(self._by_type):
             if column:
-                self.lp += pulp.lpSum(column) <= float(self.problem.capacity[k]), f"gpus_{k}"
+                gpus = pulp.LpAffineExpression([(var, float(self.problem.scale_factors[j]))
+                                                for j, var in column])
+                self.lp += gpus <= float(self.problem.capacity[k]), f"gpus_{k}"
 
     def _fair_floor(self) -> None:
         """t <= rho_j(X) for every job j."""
@@ -99,7 +103,8 @@ class GavelLp:
         if self.objective is Objective.MAX_MIN:
             best_floor = float(self.floor.varValue or 0.0)
             self.lp += self.floor >= best_floor * (1 - MAX_MIN_RELAXATION), "floor_held"
-            self.lp.setObjective(-1.0 * pulp.lpSum(self.rho))
+            self.lp.setObjective(pulp.LpAffineExpression(
+                [(var, -coefficient) for rho in self.rho for var, coefficient in rho.items()]))
             second = run(self.lp, backend, settings)
             if second.objective is None:  # keep the first stage's vertex
                 log.warning("gavel LP second stage: %s", second.outcome.value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -127,6 +128,24 @@ def cluster_order(state: ClusterState, job: Job) -> list[str]:
     return [t for t in state.cluster.type_names if job.may_use(t)]
 
 
+_SPEEDS: weakref.WeakKeyDictionary[ThroughputModel, dict[tuple[str, str, int, Placement], float]] \
+    = weakref.WeakKeyDictionary()
+
+
+def _speed(model: ThroughputModel, job_type: str, gpu_type: str, count: int,
+           placement: Placement) -> float:
+    """``model.throughput(...)``, cached per model (a model is a pure function of these)."""
+    key = (job_type, gpu_type, count, placement)
+    try:
+        cache = _SPEEDS.setdefault(model, {})
+    except TypeError:  # a model that cannot be weakly referenced: no cache
+        return model.throughput(job_type, gpu_type, count, placement)
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = model.throughput(job_type, gpu_type, count, placement)
+    return found
+
+
 @functools.lru_cache(maxsize=16)
 def _layout(cluster: Cluster) -> dict[str, tuple[list[tuple[int, list[str]]], list[str]]]:
     """Per GPU type: its nodes as (cluster index, GPU ids) and all its GPU ids in order."""
@@ -227,7 +246,7 @@ def choose_gpus(state: ClusterState, job: Job, gpu_type: str, count: int, pool: 
     free = pool.free
     victims = pool.victims if with_victims else {}
     nodes, all_ids = _layout(cluster)[gpu_type]
-    packed_ok = model.throughput(job.job_type, gpu_type, count, Placement.PACKED) > 0
+    packed_ok = _speed(model, job.job_type, gpu_type, count, Placement.PACKED) > 0
     best: tuple[tuple[int, int, int], tuple[str, ...]] | None = None
     if packed_ok:
         for index, ids in nodes:
@@ -246,7 +265,7 @@ def choose_gpus(state: ClusterState, job: Job, gpu_type: str, count: int, pool: 
                     break  # an exact fit on free GPUs: nothing beats it
     if best is not None:
         return best[1]
-    if count < 2 or model.throughput(job.job_type, gpu_type, count, Placement.SPREAD) <= 0:
+    if count < 2 or _speed(model, job.job_type, gpu_type, count, Placement.SPREAD) <= 0:
         return None
     own = [g for g in all_ids if g in free]
     chosen = (own + _victim_gpus(all_ids, victims, count - len(own)))[:count]

@@ -22,17 +22,19 @@ class Gavel:
     """Gavel's allocation ``X[job, gpu_type]`` (time fractions, an LP solved by PuLP on
     HiGHS or CBC: ``formulations.gavel``), realised in rounds of ``round_s`` seconds.
 
-    The LP is solved again whenever the set of active jobs changes (an arrival or a
-    completion). Each job's priority on each type is ``X_jk`` divided by the fraction of
-    the time since that solve it has run on type k (infinite if it has not run yet there;
-    0 where ``X_jk = 0``). At every round boundary (the decision interval) the (job, type)
-    pairs are taken by decreasing priority, ties by larger ``X``, then arrival, and a job
-    is scheduled if its type still has ``num_gpus`` GPUs unclaimed this round (Gavel's
-    greedy). Jobs scheduled on the type they run on keep their GPUs; the other running jobs
-    are preempted; scheduled jobs start, largest gangs first, packed on the fullest node
-    that holds them, else spread. A preempted job whose GPUs end up unused keeps running.
-    GPUs left over, and GPUs freed between boundaries, go to waiting jobs by priority
-    (Gavel's rounds are not work conserving; ours are, without preempting anybody).
+    The LP is solved again at the first round boundary after the set of active jobs
+    changed (an arrival or a completion), as Gavel's scheduler does. Each job's priority
+    on each type is ``X_jk`` divided by the fraction of the time since that solve it has
+    run on type k (infinite if it has not run there yet; 0 where ``X_jk = 0``, and for
+    jobs that arrived after the solve). At every round boundary (the decision interval)
+    the (job, type) pairs are taken by decreasing priority, ties by larger ``X``, then
+    arrival, and a job is scheduled if its type still has ``num_gpus`` GPUs unclaimed
+    this round (Gavel's greedy). Jobs scheduled on the type they run on keep their GPUs;
+    the other running jobs are preempted; scheduled jobs start, largest gangs first,
+    packed on the fullest node that holds them, else spread. A preempted job whose GPUs
+    end up unused keeps running. GPUs left over, and GPUs freed between boundaries, go to
+    waiting jobs by priority (Gavel's rounds are not work conserving; ours are, without
+    preempting anybody).
 
     Starvation guard: max-min fairness gives every job ``X > 0``; on top of it (and for
     max-sum throughput, which can give ``X = 0``), a job waiting ``starvation_rounds``
@@ -83,21 +85,25 @@ class Gavel:
         active = frozenset(job.id for job in jobs)
         for job_id in [j for j in self._last_ran if j not in active]:
             del self._last_ran[job_id]
-        if active != self._solved_for:
-            self._solve(state, jobs)
-            self._solved_for = active
         if not state.pending:
             return Decision()
-        priority = self._priorities(state, jobs)
         if self._next_round is None:
             self._next_round = now
         boundary = now >= self._next_round - BOUNDARY_TOLERANCE_S
         if boundary:
             skipped = math.floor((now - self._next_round) / self.round_s + 1e-9)
             self._next_round += (max(skipped, 0) + 1) * self.round_s
-            decision = self._round(state, jobs, priority)
+            if active != self._solved_for:
+                # As Gavel: the allocation is recomputed at the first round after jobs
+                # arrived or left.
+                self._solve(state, jobs)
+                self._solved_for = active
+        priority = self._priorities(state, jobs)
+        pairs = {job.id: self._pairs(state, job, priority) for job in jobs}
+        if boundary:
+            decision = self._round(state, jobs, priority, pairs)
         else:
-            decision = self._fill(state, list(state.pending), priority,
+            decision = self._fill(state, list(state.pending), pairs,
                                   GpuPool(state.cluster, state.free), ())
         if self._lp_failed:
             return Decision(decision.start, decision.preempt, True, self._lp_failed)
@@ -163,14 +169,15 @@ class Gavel:
         return waited >= self.starvation_rounds * self.round_s
 
     def _round(self, state: ClusterState, jobs: list[Job],
-               priority: dict[tuple[str, str], float]) -> Decision:
+               priority: dict[tuple[str, str], float],
+               pairs: dict[str, list[tuple[float, float, str]]]) -> Decision:
         """A round boundary: Gavel's greedy over (job, type) pairs, then the realisation."""
         order = {t: i for i, t in enumerate(state.cluster.type_names)}
         entries = []
+        running_ids = {r.job.id for r in state.running}
         for job in jobs:
-            starved = job.id not in {r.job.id for r in state.running} and \
-                self._starved(state, job)
-            for value, share, gpu_type in self._pairs(state, job, priority):
+            starved = job.id not in running_ids and self._starved(state, job)
+            for value, share, gpu_type in pairs[job.id]:
                 if value <= 0 and not starved:
                     continue
                 entries.append(((0 if starved else 1, -value, -share, job.arrival, job.id,
@@ -206,14 +213,15 @@ class Gavel:
             pool.take(running[job_id].gpus)
         preempted = tuple(j for j in preempt if j not in kept)
         waiting = [job for job in state.pending if job.id not in restarted]
-        filled = self._fill(state, waiting, priority, pool, preempted)
+        filled = self._fill(state, waiting, pairs, pool, preempted)
         return Decision((*starts, *filled.start), preempted)
 
     def _fill(self, state: ClusterState, waiting: list[Job],
-              priority: dict[tuple[str, str], float], pool: GpuPool,
+              pairs: dict[str, list[tuple[float, float, str]]], pool: GpuPool,
               preempted: tuple[str, ...]) -> Decision:
-        """Free GPUs to waiting jobs, best priority first, without preempting."""
-        best = {job.id: self._pairs(state, job, priority) for job in waiting}
+        """Free GPUs to waiting jobs, best priority first, without preempting (jobs that
+        arrived since the last solve have no share yet: they come after, by arrival)."""
+        best = pairs
         order = sorted((job for job in waiting if job.id not in preempted and best[job.id]),
                        key=lambda job: (not self._starved(state, job), -best[job.id][0][0],
                                         -best[job.id][0][1], job.arrival, job.id))
