@@ -418,3 +418,17 @@ def test_replay_uses_the_policy_interval_and_lists_baselines(tmp_path: Path) -> 
     assert isinstance(wrapped.policy, ModelPolicy)
     assert wrapped.interval_s is None
     assert rolling_policy("tiresias-agnostic").interval_s == 360.0  # type: ignore[attr-defined]
+
+
+def test_cli_replays_with_a_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from solver.cli import main
+
+    main(["replay", str(SAMPLES / "philly_small.csv"), "--format", "philly", "--cluster",
+          "v100=4,k80=4", "--policy", "srtf-agnostic", "--out", str(tmp_path / "r")])
+    out = capsys.readouterr().out
+    assert "completed: 3" in out
+    with pytest.raises(SystemExit) as exited:
+        main(["replay", str(SAMPLES / "philly_small.csv"), "--format", "philly", "--cluster",
+              "v100=4", "--policy", "srtf-magic", "--out", str(tmp_path / "s")])
+    assert exited.value.code == 2
+    assert "gandiva" in capsys.readouterr().err
