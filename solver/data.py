@@ -204,12 +204,22 @@ class Cluster:
         nodes = {self.gpu_by_id[gid].node for gid in gpu_ids}
         return Placement.PACKED if len(nodes) <= 1 else Placement.SPREAD
 
+    @cached_property
+    def _type_shape(self) -> dict[str, tuple[int, int, int]]:
+        """Per GPU type: (nodes, GPUs, largest node), for :meth:`can_place`."""
+        shape: dict[str, tuple[int, int, int]] = {}
+        for node in self.nodes:
+            nodes, gpus, largest = shape.get(node.gpu_type, (0, 0, 0))
+            shape[node.gpu_type] = (nodes + 1, gpus + node.num_gpus,
+                                    max(largest, node.num_gpus))
+        return shape
+
     def can_place(self, gpu_type: str, count: int, placement: Placement) -> bool:
         """Whether ``count`` GPUs of ``gpu_type`` can ever be given with ``placement``."""
-        nodes = self.nodes_of_type(gpu_type)
+        nodes, gpus, largest = self._type_shape.get(gpu_type, (0, 0, 0))
         if placement is Placement.PACKED:
-            return any(node.num_gpus >= count for node in nodes)
-        return count >= 2 and len(nodes) >= 2 and sum(n.num_gpus for n in nodes) >= count
+            return largest >= count
+        return count >= 2 and nodes >= 2 and gpus >= count
 
 
 @dataclass(frozen=True)

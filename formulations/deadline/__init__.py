@@ -53,7 +53,7 @@ class DeadlineOutcome:
 def solve_deadline(instance: Instance, options: SolveOptions) -> DeadlineOutcome:
     """Solve the ``deadline`` model of ``instance`` with ``options`` (back-end, time limit,
     gap, threads, seed, warm start, deadline objective)."""
-    problem = build_problem(instance, options.deadline_objective)
+    problem = build_problem(instance, options.deadline_objective, options.pinned_nodes)
     extra: dict[str, Any] = {
         "deadline_objective": str(problem.objective),
         "time_resolution_s": TICK_S,

@@ -134,10 +134,20 @@ class DeadlineCpSat:
     def _identical_nodes(self) -> None:
         """Symmetry: of nodes n_1, n_2, ... with the same type and size, job j may use n_k
         (k >= 2) only if a job i < j uses n_(k-1): on_(j,k) <= sum_(i<j) on_(i,k-1)."""
-        groups: dict[tuple[str, int], list[str]] = defaultdict(list)
-        for cluster_node in self.problem.instance.cluster.nodes:
-            groups[cluster_node.gpu_type, cluster_node.num_gpus].append(cluster_node.name)
+        # Nodes are interchangeable only if they offer every job the same modes (a job
+        # pinned to one node breaks the symmetry).
         jobs = self.problem.jobs
+        offers: dict[str, list[tuple[tuple[int, int], ...]]] = {
+            n.name: [] for n in self.problem.instance.cluster.nodes}
+        for data in jobs:
+            for name, offered in offers.items():
+                offered.append(tuple(sorted((m.num_gpus, m.duration) for m in data.modes
+                                            if m.node == name)))
+        groups: dict[tuple[str, int, tuple[tuple[tuple[int, int], ...], ...]], list[str]] = \
+            defaultdict(list)
+        for cluster_node in self.problem.instance.cluster.nodes:
+            groups[cluster_node.gpu_type, cluster_node.num_gpus,
+                   tuple(offers[cluster_node.name])].append(cluster_node.name)
         for nodes in groups.values():
             if len(nodes) < 2:
                 continue

@@ -174,9 +174,12 @@ class DeadlineProblem:
 
 
 def build_problem(
-    instance: Instance, objective: DeadlineObjective | str = DeadlineObjective.MISSED
+    instance: Instance, objective: DeadlineObjective | str = DeadlineObjective.MISSED,
+    pinned_nodes: Mapping[str, str] | None = None,
 ) -> DeadlineProblem:
-    """The ``deadline`` model's data: modes (packed on each node), grid times, weights."""
+    """The ``deadline`` model's data: modes (packed on each node), grid times, weights.
+    A job in ``pinned_nodes`` gets only the modes on its node."""
+    pinned_nodes = pinned_nodes or {}
     objective = DeadlineObjective(objective)
     scale, weights, exact = integer_weights(job.weight for job in instance.jobs)
     jobs = []
@@ -186,7 +189,8 @@ def build_problem(
         release_s = max(job.arrival, instance.now)
         modes = []
         for node in instance.cluster.nodes:
-            if not job.may_use(node.gpu_type):
+            if not job.may_use(node.gpu_type) or pinned_nodes.get(job.id, node.name) != \
+                    node.name:
                 continue
             for count in job.gpu_counts:
                 if count > node.num_gpus:
@@ -267,20 +271,35 @@ def greedy_plan(problem: DeadlineProblem) -> Plan:
 
 
 def decode(problem: DeadlineProblem, order: list[int],
-           modes: Mapping[int, int]) -> Plan:
+           modes: Mapping[int, int | None]) -> Plan:
     """Serial schedule generation: jobs (indices into ``problem.jobs``) in ``order``, each
-    in its mode of ``modes`` at the earliest start (gaps allowed) that its node's
-    capacity leaves after the jobs before it."""
+    at the earliest start (gaps allowed) that the jobs before it leave. A job's mode in
+    ``modes`` fixes its GPU type and gang size, and the node among those offering that
+    (type, size) where it ends first is taken; ``None`` lets it take any mode, the one
+    that ends first."""
     capacity = problem.node_capacity()
     booked: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     plan: Plan = {}
     for j in order:
         data = problem.jobs[j]
-        mode = data.modes[modes[j]]
-        start = earliest_start(data.release, mode.duration, mode.num_gpus,
-                               capacity[mode.node], booked[mode.node])
-        booked[mode.node].append((start, start + mode.duration, mode.num_gpus))
-        plan[data.job.id] = (modes[j], start)
+        fixed = modes.get(j)
+        if fixed is None:
+            candidates = list(range(len(data.modes)))
+        else:
+            kind = (data.modes[fixed].gpu_type, data.modes[fixed].num_gpus)
+            candidates = [i for i, m in enumerate(data.modes) if (m.gpu_type, m.num_gpus) == kind]
+        best: tuple[int, int, int] | None = None  # (end, mode index, start)
+        for index in candidates:
+            mode = data.modes[index]
+            start = earliest_start(data.release, mode.duration, mode.num_gpus,
+                                   capacity[mode.node], booked[mode.node])
+            if best is None or start + mode.duration < best[0]:
+                best = (start + mode.duration, index, start)
+        assert best is not None
+        end, index, start = best
+        mode = data.modes[index]
+        booked[mode.node].append((start, end, mode.num_gpus))
+        plan[data.job.id] = (index, start)
     return plan
 
 
@@ -290,8 +309,8 @@ def improve_plan(problem: DeadlineProblem, plan: Plan, time_limit_s: float = 1.0
     A solution is a priority order and a mode per job, decoded by :func:`decode`. Moves,
     first improvement, until none improves or the time is up: give one job another mode;
     move one job to another place in the order. Starting points: ``plan``'s own order
-    (by start) and modes, and the weighted-shortest-processing-time order with each job's
-    fastest mode. The lexicographic objective (deadline term, then weighted completion)
+    (by start) and modes, and the weighted-shortest-processing-time order with each job in
+    the mode that ends first. The lexicographic objective (deadline term, then weighted completion)
     decides; the result is never worse than ``plan``."""
     began = time.perf_counter()
     jobs = problem.jobs
@@ -303,19 +322,21 @@ def improve_plan(problem: DeadlineProblem, plan: Plan, time_limit_s: float = 1.0
     def out_of_time() -> bool:
         return time.perf_counter() - began > time_limit_s
 
-    starts: list[tuple[list[int], dict[int, int]]] = []
-    own_modes = {index[jid]: mode for jid, (mode, _) in plan.items()}
+    starts: list[tuple[list[int], dict[int, int | None]]] = []
+    own_modes: dict[int, int | None] = {index[jid]: mode for jid, (mode, _) in plan.items()}
     starts.append((sorted(own_modes, key=lambda j: (plan[jobs[j].job.id][1], j)), own_modes))
-    fastest = {j: min(range(len(d.modes)), key=lambda i: d.modes[i].duration)
-               for j, d in enumerate(jobs)}
+    shortest = {j: min(m.duration for m in d.modes) for j, d in enumerate(jobs)}
     starts.append((sorted(range(len(jobs)), key=lambda j: (
-        jobs[j].release + jobs[j].modes[fastest[j]].duration / max(jobs[j].weight, 1),
-        jobs[j].deadline is None, jobs[j].deadline or 0, j)), fastest))
+        jobs[j].release + shortest[j] / max(jobs[j].weight, 1),
+        jobs[j].deadline is None, jobs[j].deadline or 0, j)), dict.fromkeys(range(len(jobs)))))
     best_plan, best_value = plan, value(plan)
-    for order, modes in starts:
-        order, modes = list(order), dict(modes)
-        current = decode(problem, order, modes)
-        current_value = value(current)
+    decoded = []
+    for order, start_modes in starts:
+        current = decode(problem, order, start_modes)
+        chosen: dict[int, int | None] = {index[jid]: m for jid, (m, _) in current.items()}
+        decoded.append((value(current), list(order), chosen, current))
+    # Search from the better starting point first.
+    for current_value, order, modes, current in sorted(decoded, key=lambda d: d[0]):
         improved = True
         while improved and not out_of_time():
             improved = False

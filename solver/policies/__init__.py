@@ -9,6 +9,7 @@ used is never imported.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
@@ -38,6 +39,9 @@ class SolveOptions:
     #: how GPUs inside a node are chosen after the model: "first-fit" (lowest free index)
     #: or "topology" (the exact placement model, see docs/topology.md)
     placement: str = "first-fit"
+    #: deadline model: job id -> the only node it may run on (the rolling policy pins the
+    #: running jobs to where they run)
+    pinned_nodes: Mapping[str, str] | None = None
 
 
 class Policy(Protocol):
