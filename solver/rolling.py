@@ -10,6 +10,7 @@ jobs start now on which GPUs, and which running jobs are preempted.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import weakref
 from collections.abc import Iterable, Mapping
@@ -342,9 +343,19 @@ class ModelPolicy:
         # order) before the solve, and the model plans the rest on what is left.
         early: list[Start] = []
         free = set(state.free)
-        for job in state.pending:
-            if not self._packable[job.id]:
-                chosen = first_fit_gpus(state, job, free)
+        spread = [job for job in state.pending if not self._packable[job.id]]
+        if spread:
+            # ... on a GPU type where it ends no later than by waiting for a faster type to
+            # free a gang (the baselines' rule; a spread gang on K80s can run for weeks).
+            from solver.baselines.common import ReleaseTimes, SpeedBook, worth_starting
+
+            book = SpeedBook()
+            releases = ReleaseTimes(state, book)
+            for job in spread:
+                types = worth_starting(state, job, book.speeds(state, job), releases)
+                view = dataclasses.replace(job, allowed_gpu_types=tuple(types)) if types \
+                    else None
+                chosen = None if view is None else first_fit_gpus(state, view, free)
                 if chosen is not None:
                     early.append(chosen)
                     free.difference_update(chosen.gpus)
@@ -500,9 +511,21 @@ class ModelPolicy:
         order += self._window(state, [j for j in candidates if j.id not in in_window])[
             : 4 * self.window]
         model = state.throughput
+        from solver.baselines.common import ReleaseTimes, SpeedBook
+
+        book = SpeedBook()
+        releases = ReleaseTimes(state, book)
         for job in order:
             if not available:
                 return
+            # A job without a plan (outside the window, or its plan voided) does not take a
+            # GPU type where it would end later than by waiting for the predicted release
+            # of a faster one (as the baselines do): a 10x slower K80 is a trap.
+            waiting = math.inf
+            if planned_finish.get(job.id, math.inf) == math.inf:
+                steps = state.remaining[job.id]
+                waiting = min((releases.earliest(t, job.num_gpus) + steps / v
+                               for t, v in book.speeds(state, job).items()), default=math.inf)
             free_by_node: dict[str, list[str]] = {}
             for g in sorted(available):
                 free_by_node.setdefault(gpu_node[g].node, []).append(g)
@@ -519,7 +542,8 @@ class ModelPolicy:
                         continue
                     finish = state.now + state.remaining[job.id] / speed
                     if finish > planned_finish.get(job.id, math.inf) + 1e-6 or \
-                            finish > next_start.get(node, math.inf):
+                            finish > next_start.get(node, math.inf) or \
+                            finish > waiting + 1e-6 * max(1.0, waiting):
                         continue
                     if best is None or finish < best[0]:
                         best = (finish, node, gpu_type, count)
