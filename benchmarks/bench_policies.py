@@ -105,7 +105,7 @@ def main() -> None:
     parser.add_argument("--loads", default="0.5,1")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--time-limit", type=float, default=1.0,
+    parser.add_argument("--time-limit", type=float, default=0.1,
                         help="solver time limit per decision (s)")
     parser.add_argument("--deadline-fraction", type=float, default=0.5)
     parser.add_argument("--out", type=Path, default=OUT)

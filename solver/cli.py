@@ -249,7 +249,7 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
 @click.option("--backend", type=click.Choice(BACKENDS), default=None)
 @click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Also decide every S seconds while jobs wait.")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=1.0,
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=0.1,
               show_default=True, help="Solver time limit per decision (s).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--limit-jobs", type=click.IntRange(min=1), default=None,
@@ -306,7 +306,7 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
               help="Parallel replays (default: min(2, CPUs)).")
 @click.option("--limit-jobs", type=click.IntRange(min=1), default=None,
               help="Only the N earliest jobs.")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=1.0,
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=0.1,
               show_default=True, help="Solver time limit per decision (s).")
 @click.option("--throughput", "throughput_path", type=click.Path(dir_okay=False,
               path_type=Path), default=None,
