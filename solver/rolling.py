@@ -376,8 +376,6 @@ class ModelPolicy:
     def _decide_free(self, state: ClusterState, early: list[Start], free: set[str],
                      candidates: list[Job]) -> Decision:
         """The model on the free GPUs only; commit the jobs it starts now."""
-        import dataclasses
-
         from solver.data import Node, configurations
         from solver.errors import InputError
 
@@ -415,26 +413,22 @@ class ModelPolicy:
     def _decide_whole(self, state: ClusterState, early: list[Start], free: set[str],
                       candidates: list[Job]) -> Decision:
         """The model on the whole cluster with the running jobs in it."""
-        import dataclasses
-
         from solver.data import Node
         from solver.errors import InputError
 
         early_ids = {g for s in early for g in s.gpus}
         # Running jobs packed on one node enter the model with their remaining work, pinned
-        # to their GPU type and gang size (spread ones stay as they are, outside the model).
+        # to their node and gang size (spread ones stay as they are, outside the model).
         running = list(state.running)
-        pinned = []
-        for run in running:
-            job = run.job
-            pinned.append(dataclasses.replace(
-                job, work=max(run.remaining, 1e-9), num_gpus=len(run.gpus),
-                allowed_gpu_counts=None, allowed_gpu_types=(run.gpu_type,)))
         packed_running = {r.job.id for r in running if len(
             {state.cluster.gpu_by_id[g].node for g in r.gpus}) == 1}
-        pinned = [j for j in pinned if j.id in packed_running]
+        pinned = [dataclasses.replace(r.job, work=max(r.remaining, 1e-9),
+                                      num_gpus=len(r.gpus), allowed_gpu_counts=None,
+                                      allowed_gpu_types=(r.gpu_type,))
+                  for r in running if r.job.id in packed_running]
         window = [dataclasses.replace(job, work=max(state.remaining[job.id], 1e-9))
                   for job in self._window(state, candidates)]
+        window_ids = {j.id for j in window}
         # The model's cluster: every node less the GPUs it cannot reassign (held by spread
         # gangs or just given to the first-fit starts).
         held: dict[str, int] = {}
@@ -460,7 +454,7 @@ class ModelPolicy:
                                          for g in r.gpus}
         starts = list(early)
         by_name = state.cluster.node_by_name
-        for a in sorted((a for a in result.schedule if a.job in {j.id for j in window}
+        for a in sorted((a for a in result.schedule if a.job in window_ids
                          and a.start <= soon), key=lambda a: (a.start, a.job)):
             count = len(a.gpus)
             planned = cluster.gpu_by_id[a.gpus[0]].node
