@@ -250,24 +250,10 @@ def earliest_start(release: int, duration: int, need: int, capacity: int,
 def greedy_plan(problem: DeadlineProblem) -> Plan:
     """A quick complete plan (a MIP start / hint): jobs by release, then earliest
     deadline; each in the mode that finishes first, in the earliest gap of its node."""
-    capacity = problem.node_capacity()
-    booked: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-    plan: Plan = {}
-    order = sorted(problem.jobs, key=lambda d: (d.release, d.deadline is None,
-                                                d.deadline or 0, d.job.id))
-    for data in order:
-        best: tuple[int, int, int] | None = None  # (end, mode index, start)
-        for index, mode in enumerate(data.modes):
-            start = earliest_start(data.release, mode.duration, mode.num_gpus,
-                                   capacity[mode.node], booked[mode.node])
-            if best is None or start + mode.duration < best[0]:
-                best = (start + mode.duration, index, start)
-        assert best is not None
-        end, index, start = best
-        mode = data.modes[index]
-        booked[mode.node].append((start, end, mode.num_gpus))
-        plan[data.job.id] = (index, start)
-    return plan
+    order = sorted(range(len(problem.jobs)), key=lambda j: (
+        problem.jobs[j].release, problem.jobs[j].deadline is None,
+        problem.jobs[j].deadline or 0, problem.jobs[j].job.id))
+    return decode(problem, order, dict.fromkeys(order))
 
 
 def decode(problem: DeadlineProblem, order: list[int],
