@@ -390,3 +390,35 @@ class StarvationGuard:
             del self._since[job_id]
         self._last_now = state.now
         return self.promoted
+
+
+class GuardedOrder:
+    """A non-preemptive ordering policy with backfilling and the starvation guard: pending
+    jobs in the order of :meth:`rank` (promoted jobs first, by arrival), each on the
+    fastest GPU type worth starting (:func:`types_worth_starting`); a promoted job that fits
+    nowhere reserves its fastest type. Subclasses give ``name`` and :meth:`rank`."""
+
+    name = "guarded-order"
+
+    def __init__(self, *, starvation_factor: float = 8.0) -> None:
+        self.speeds = SpeedBook()
+        self.guard = StarvationGuard(starvation_factor)
+
+    def rank(self, state: ClusterState, job: Job) -> tuple[float, float, str]:
+        """The order among jobs that are not promoted (smallest first)."""
+        raise NotImplementedError
+
+    def decide(self, state: ClusterState) -> Decision:
+        """Start the pending jobs that fit, in order."""
+        promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job))
+        if not state.pending or not state.free:
+            return Decision()
+
+        def key(job: Job) -> tuple[int, tuple[float, float, str]]:
+            if job.id in promoted:
+                return (0, (job.arrival, 0.0, job.id))
+            return (1, self.rank(state, job))
+
+        order = sorted(state.pending, key=key)
+        return start_in_order(state, order, types_worth_starting(state, self.speeds, promoted),
+                              reserves=lambda job: job.id in promoted)

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import math
 
-from solver.baselines.common import (
-    SpeedBook,
-    StarvationGuard,
-    start_in_order,
-    types_worth_starting,
-)
+from solver.baselines.common import GuardedOrder
 from solver.data import Job
-from solver.rolling import ClusterState, Decision
+from solver.rolling import ClusterState
 
 
-class EarliestDeadlineFirst:
+class EarliestDeadlineFirst(GuardedOrder):
     """Non-preemptive EDF with backfilling.
 
     Pending jobs by deadline, earliest first; jobs without a deadline after them, by
@@ -28,22 +23,6 @@ class EarliestDeadlineFirst:
 
     name = "edf"
 
-    def __init__(self, *, starvation_factor: float = 8.0) -> None:
-        self.speeds = SpeedBook()
-        self.guard = StarvationGuard(starvation_factor)
-
-    def decide(self, state: ClusterState) -> Decision:
-        """Start the pending jobs of earliest deadline that fit."""
-        promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job))
-        if not state.pending or not state.free:
-            return Decision()
-
-        def key(job: Job) -> tuple[int, float, float, str]:
-            if job.id in promoted:
-                return (0, job.arrival, 0.0, job.id)
-            deadline = math.inf if job.deadline is None else job.deadline
-            return (1, deadline, job.arrival, job.id)
-
-        order = sorted(state.pending, key=key)
-        return start_in_order(state, order, types_worth_starting(state, self.speeds, promoted),
-                              reserves=lambda job: job.id in promoted)
+    def rank(self, state: ClusterState, job: Job) -> tuple[float, float, str]:
+        """Deadline (none: last), then arrival."""
+        return (math.inf if job.deadline is None else job.deadline, job.arrival, job.id)

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from solver.baselines.common import (
     RESTART_PENALTY_S,
+    GuardedOrder,
     SpeedBook,
     StarvationGuard,
     preempt_in_order,
-    start_in_order,
     types_worth_starting,
 )
 from solver.data import Job
 from solver.rolling import ClusterState, Decision
 
 
-class ShortestJobFirst:
+class ShortestJobFirst(GuardedOrder):
     """Non-preemptive SJF with backfilling.
 
     Pending jobs in order of predicted duration (remaining steps / fastest steps/s at the
@@ -30,24 +30,9 @@ class ShortestJobFirst:
 
     name = "sjf"
 
-    def __init__(self, *, starvation_factor: float = 8.0) -> None:
-        self.speeds = SpeedBook()
-        self.guard = StarvationGuard(starvation_factor)
-
-    def decide(self, state: ClusterState) -> Decision:
-        """Start the shortest predicted jobs that fit."""
-        promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job))
-        if not state.pending or not state.free:
-            return Decision()
-
-        def key(job: Job) -> tuple[float, float, float, str]:
-            if job.id in promoted:
-                return (0, job.arrival, 0.0, job.id)
-            return (1, self.speeds.predicted_s(state, job), job.arrival, job.id)
-
-        order = sorted(state.pending, key=key)
-        return start_in_order(state, order, types_worth_starting(state, self.speeds, promoted),
-                              reserves=lambda job: job.id in promoted)
+    def rank(self, state: ClusterState, job: Job) -> tuple[float, float, str]:
+        """Predicted duration, then arrival."""
+        return (self.speeds.predicted_s(state, job), job.arrival, job.id)
 
 
 class ShortestRemainingTimeFirst:
