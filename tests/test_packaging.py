@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -27,6 +28,61 @@ def test_ortools_and_highspy_import_in_both_orders(first: str, second: str) -> N
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok 1.14"), done.stdout
+
+
+#: Solver packages that load native libraries: ortools bundles HiGHS and SCIP, highspy
+#: and pyscipopt bring their own.
+SOLVER_MODULES = ("ortools.sat.python.cp_model", "ortools.linear_solver.pywraplp", "highspy",
+                  "pyscipopt")
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(SOLVER_MODULES)),
+                         ids=lambda order: "-".join(m.split(".")[-1] for m in order))
+def test_solver_packages_import_and_solve_in_any_order(order: tuple[str, ...]) -> None:
+    # pyscipopt ships SCIP 10 while ortools links its own SCIP and HiGHS: each order in a
+    # fresh process, then one tiny solve with each library.
+    pytest.importorskip("pyscipopt")
+    code = (
+        f"import importlib\nfor name in {order!r}: importlib.import_module(name)\n"
+        "import highspy, pyscipopt\n"
+        "from ortools.sat.python import cp_model\n"
+        "from ortools.linear_solver import pywraplp\n"
+        "h = highspy.Highs(); h.setOptionValue('output_flag', False)\n"
+        "x = h.addVariable(0, 4); h.maximize(x)\n"
+        "s = pyscipopt.Model(); s.hideOutput(); y = s.addVar(ub=3, vtype='I')\n"
+        "s.setObjective(y, 'maximize'); s.optimize()\n"
+        "c = cp_model.CpModel(); z = c.new_int_var(0, 5, 'z'); c.maximize(z)\n"
+        "cs = cp_model.CpSolver(); cs.solve(c)\n"
+        "lp = pywraplp.Solver.CreateSolver('SCIP'); v = lp.IntVar(0, 2, 'v')\n"
+        "lp.Maximize(v); lp.Solve()\n"
+        "print('ok', h.version(), h.getInfo().objective_function_value, s.getObjVal(),\n"
+        "      cs.objective_value, v.solution_value())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok", "1.14.0", "4.0", "3.0", "5.0", "2.0"], done.stdout
+
+
+def test_cbcbox_binary_runs() -> None:
+    cbcbox = pytest.importorskip("cbcbox")
+    done = subprocess.run([cbcbox.cbc_bin_path(), "-quit"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "COIN-OR Branch and Cut" in done.stdout
+
+
+def test_mip_engines_are_imported_only_when_asked_for() -> None:
+    code = (
+        "import sys\n"
+        "from formulations.mip import MatrixModel, solve_mip, available_engines\n"
+        "print(sorted(m for m in ('highspy', 'pyscipopt', 'cbcbox', 'pulp')"
+        " if m in sys.modules), available_engines())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[] ('highs', 'cbc', 'scip')", done.stdout
 
 
 def test_pulp_sees_cbc_and_highs() -> None:
