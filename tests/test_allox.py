@@ -19,7 +19,7 @@ from solver.throughput import Placement
 from tests.conftest import INSTANCES, assert_valid
 from tests.test_formulations_common import random_instance
 
-BACKENDS = ("matching", "cbc", "highs")
+BACKENDS = ("matching", "cbc", "highs", "scip")
 
 
 def run(instance: Instance, backend: str, **options: object) -> Result:

@@ -29,7 +29,7 @@ TOPOLOGY = SHARED_DATA / "topology"
 DGX1 = TOPOLOGY / "dgx1-v100.nvidia-smi-topo.txt"
 DGXA100 = TOPOLOGY / "dgx-a100.nvidia-smi-topo.txt"
 PCIE = TOPOLOGY / "dgx1-v100-pcie-only.nvidia-smi-topo-mp.txt"
-BACKENDS = ["cpsat", "cbc", "highs"]
+BACKENDS = ["cpsat", "cbc", "highs", "scip"]
 
 
 def topo(path: Path, shared_data: Path) -> ServerTopology:

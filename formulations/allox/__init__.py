@@ -21,12 +21,17 @@ from formulations.allox.problem import (
     machines_for,
     sequences,
 )
+from formulations.budget import BudgetExhaustedError
 from formulations.common import Outcome
 from solver.data import Instance, Job
 from solver.policies import SolveOptions
 from solver.result import Assignment, Schedule, Status
 
 log = logging.getLogger(__name__)
+
+#: PuLP variables built per second (with their rows): a MILP back-end whose model would
+#: take longer than the budget to build is not used (the assignment algorithm is).
+PULP_VARIABLES_PER_SECOND = 50_000
 
 __all__ = ["AlloxOutcome", "solve_allox"]
 
@@ -56,11 +61,29 @@ def _match(problem: MatchingProblem, backend: str, options: SolveOptions
         matching = solve_assignment(problem)
         return matching, Outcome.OPTIMAL, problem.matching_value(matching)
     from formulations.allox.milp import AlloxMilp
-    from formulations.pulp_backend import MipSettings
+    from formulations.mip import MipSettings
 
+    budget = options.budget
+    if budget is not None and not budget.deterministic:
+        # one PuLP variable per (job, slot) pair the job can use
+        size = sum(problem.classes[c].levels for (_, c) in problem.runs)
+        left = budget.remaining()
+        if left is not None and size > PULP_VARIABLES_PER_SECOND * left:
+            raise BudgetExhaustedError(
+                f"the {backend} model would have {size:,} variables, more than the budget "
+                f"({budget.describe()}) can build ({PULP_VARIABLES_PER_SECOND:,} per second)")
+    from formulations.allox.matching import greedy_matching
+
+    start = greedy_matching(problem)
     model = AlloxMilp(problem)
-    found, stats = model.solve(backend, MipSettings(options.time_limit_s, options.gap,
-                                                    options.threads, options.seed))
+    found, stats = model.solve(backend, MipSettings(options.gap, options.threads, options.seed),
+                               options.budget, start)
+    start_value = problem.matching_value(start)
+    if found is None or problem.matching_value(found) > start_value + 1e-9 * max(
+            1.0, abs(start_value)):
+        # Never worse than the start: the greedy matching when the engine found nothing
+        # (or something worse).
+        return start, Outcome.FEASIBLE, stats.bound
     return found, stats.outcome, stats.bound
 
 
@@ -79,6 +102,7 @@ def solve_allox(instance: Instance, options: SolveOptions) -> AlloxOutcome:
     free: dict[str, float] = {}  # GPU id -> time it is free again (realised)
     assignments: list[Assignment] = []
     rounds = 0
+    notes_budget: list[str] = []
     model_cost = 0.0
     proven = True
     bound_cost: float | None = 0.0
@@ -100,7 +124,16 @@ def solve_allox(instance: Instance, options: SolveOptions) -> AlloxOutcome:
             return AlloxOutcome(Status.INFEASIBLE, None, message=(
                 f"jobs {', '.join(stranded)} cannot run packed on {what} of any type"),
                 extra=extra)
-        matching, outcome, bound = _match(problem, backend, options)
+        try:
+            matching, outcome, bound = _match(problem, backend, options)
+        except BudgetExhaustedError as exc:
+            # The exact assignment algorithm solves the same matching in well under the
+            # time the model would take to build.
+            fallback = f"{exc}: the assignment algorithm's matching is used"
+            if fallback not in notes_budget:
+                notes_budget.append(fallback)
+            matching, outcome, bound = _match(problem, "matching", options)
+            outcome = Outcome.FEASIBLE
         if matching is None:
             status = Status.TIME_LIMIT if outcome is Outcome.NO_SOLUTION else Status.ERROR
             return AlloxOutcome(status, None, message="the solver found no matching",
@@ -126,10 +159,10 @@ def solve_allox(instance: Instance, options: SolveOptions) -> AlloxOutcome:
     if not whole_nodes and rounds == 1 and len(weights) <= 1 and bound_cost is not None:
         weight = weights.pop() if weights else 1.0
         bound_s = min(objective, weight * (bound_cost - arrivals))
-    status = Status.FEASIBLE
+    status = Status.TIME_LIMIT if notes_budget else Status.FEASIBLE
     if bound_s is not None and proven and objective - bound_s <= 1e-9 * max(1.0, objective):
         status = Status.OPTIMAL
-    notes = []
+    notes = list(notes_budget)
     if whole_nodes:
         notes.append("gang extension: each node is one machine in the matching (not exact)")
     if rounds > 1:

@@ -99,3 +99,33 @@ def solve_flow(problem: MatchingProblem) -> dict[int, tuple[int, int]]:
         if flow.flow(arc) > 0:
             matching[tails[arc] - 1] = slot
     return matching
+
+
+def greedy_matching(problem: MatchingProblem) -> dict[int, tuple[int, int]]:
+    """A quick matching (the start plan of the MILP back-ends): jobs by decreasing shortest
+    duration, each in the slot of least cost ``f_c + k p_jc`` among the lowest level with
+    room on every class it can use (long jobs take the low levels, which count them
+    fewest times). Raises :class:`MatchingInfeasibleError` if a job finds no slot."""
+    used: dict[tuple[int, int], int] = {}
+    level = [1] * len(problem.classes)
+    shortest: dict[int, float] = {}
+    for (job, _), run in problem.runs.items():
+        shortest[job] = min(shortest.get(job, run.duration), run.duration)
+    matching: dict[int, tuple[int, int]] = {}
+    for job in sorted(range(len(problem.jobs)), key=lambda j: (-shortest.get(j, 0.0), j)):
+        best: tuple[float, int] | None = None
+        for c, cls in enumerate(problem.classes):
+            if (job, c) not in problem.runs or level[c] > cls.levels:
+                continue
+            cost = problem.cost(job, (c, level[c]))
+            if cost is not None and (best is None or cost < best[0]):
+                best = (cost, c)
+        if best is None:
+            raise MatchingInfeasibleError(f"job {job} finds no free slot")
+        c = best[1]
+        slot = (c, level[c])
+        matching[job] = slot
+        used[slot] = used.get(slot, 0) + 1
+        if used[slot] >= len(problem.classes[c].machines):
+            level[c] += 1
+    return matching

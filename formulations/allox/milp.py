@@ -13,8 +13,10 @@ from collections import defaultdict
 import pulp
 
 from formulations.allox.problem import MatchingProblem
+from formulations.budget import Budget
 from formulations.common import SolveStats
-from formulations.pulp_backend import MipSettings, run
+from formulations.mip import MipSettings
+from formulations.pulp_backend import run
 
 
 class AlloxMilp:
@@ -54,10 +56,21 @@ class AlloxMilp:
             self.lp += (pulp.lpSum(by_slot[slot]) <= len(self.problem.classes[c].machines),
                         f"slot_{c}_{k}")
 
-    def solve(self, backend: str, settings: MipSettings) -> tuple[
-            dict[int, tuple[int, int]] | None, SolveStats]:
-        """Solve; the matching (``None`` without a solution) and the statistics."""
-        stats = run(self.lp, backend, settings)
+    def set_start(self, matching: dict[int, tuple[int, int]]) -> None:
+        """Start the solver from ``matching`` (a MIP start)."""
+        for (job, slot), var in self.assign.items():
+            var.setInitialValue(int(matching.get(job) == slot))
+
+    def solve(self, backend: str, settings: MipSettings | None = None,
+              budget: Budget | None = None,
+              start: dict[int, tuple[int, int]] | None = None) -> tuple[
+                  dict[int, tuple[int, int]] | None, SolveStats]:
+        """Solve within ``budget`` from ``start`` (if given; the engine returns it if it
+        finds nothing better); the matching (``None`` without a solution) and the
+        statistics."""
+        if start is not None:
+            self.set_start(start)
+        stats = run(self.lp, backend, budget, settings, warm_start=start is not None)
         if stats.objective is None:
             return None, stats
         matching = {}

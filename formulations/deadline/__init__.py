@@ -7,20 +7,19 @@ solver's outcome onto :class:`solver.result.Status`.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from formulations.budget import Budget, BudgetExhaustedError
 from formulations.common import TICK_S, Outcome, SolveStats
+from formulations.deadline.heuristics import greedy_plan, improve_plan
 from formulations.deadline.problem import (
     DeadlineObjective,
     DeadlineProblem,
     Plan,
+    StagePlans,
     build_problem,
-    greedy_plan,
-    improve_plan,
 )
 from solver.data import Instance
 from solver.policies import SolveOptions
@@ -28,14 +27,15 @@ from solver.result import Schedule, Status
 
 log = logging.getLogger(__name__)
 
-#: Time limit (s) when the caller gives none, for both stages together.
+#: Time limit (s) when the caller gives none, for the whole solve.
 DEFAULT_TIME_LIMIT_S = 60.0
-#: The local search that improves the start plan gets this share of the time limit, at most
-#: ``LOCAL_SEARCH_MAX_S``.
+#: The local search that improves the start plan gets this share of the budget, at most
+#: ``LOCAL_SEARCH_MAX`` (seconds or work units).
 LOCAL_SEARCH_SHARE = 0.05
-LOCAL_SEARCH_MAX_S = 2.0
+LOCAL_SEARCH_MAX = 2.0
 
-__all__ = ["DeadlineObjective", "DeadlineOutcome", "build_problem", "solve_deadline"]
+__all__ = ["DEFAULT_TIME_LIMIT_S", "DeadlineObjective", "DeadlineOutcome", "build_problem",
+           "solve_deadline"]
 
 
 @dataclass
@@ -51,8 +51,17 @@ class DeadlineOutcome:
 
 
 def solve_deadline(instance: Instance, options: SolveOptions) -> DeadlineOutcome:
-    """Solve the ``deadline`` model of ``instance`` with ``options`` (back-end, time limit,
-    gap, threads, seed, warm start, deadline objective)."""
+    """Solve the ``deadline`` model of ``instance`` with ``options`` (back-end, budget,
+    gap, threads, seed, warm start, deadline objective).
+
+    One budget (``options.budget``, made by :func:`solver.solve`) covers everything: the
+    model's data, the start plan, the local search, building the solver's model, the cuts
+    and both stages. The result is the best (lexicographically) of the start plan and the
+    plans the stages found, so it is never worse than the start; ``extra["plan_source"]``
+    says which won. When the budget runs out before the solver's model is built, the
+    start plan is returned with status TIME_LIMIT and a message saying so."""
+    budget = options.budget or Budget(options.time_limit_s or DEFAULT_TIME_LIMIT_S,
+                                      deterministic=options.deterministic)
     problem = build_problem(instance, options.deadline_objective, options.pinned_nodes)
     extra: dict[str, Any] = {
         "deadline_objective": str(problem.objective),
@@ -71,66 +80,51 @@ def solve_deadline(instance: Instance, options: SolveOptions) -> DeadlineOutcome
         return DeadlineOutcome(Status.INFEASIBLE, None, message=reason, extra=extra)
     if not problem.jobs:
         return DeadlineOutcome(Status.OPTIMAL, Schedule(), 0.0, 0.0, extra=extra)
-    warm: Plan | None = None
-    if options.warm_start is not None:
-        warm = problem.plan_from_schedule(options.warm_start)
-        extra["warm_start_jobs"] = len(warm)
-    if warm is None or len(warm) < len(problem.jobs):
-        # Complete the start with the greedy plan: a MIP start must give every variable.
-        greedy = greedy_plan(problem)
-        merged = {**greedy, **(warm or {})}
-        warm = greedy if problem.violations(merged) else merged
+    start = _start_plan(problem, options, budget, extra)
     backend = options.backend or "cpsat"
-    if options.time_limit_s is None:
-        # Proofs can take unbounded time on congested instances (docs/formulations.md).
-        options = dataclasses.replace(options, time_limit_s=DEFAULT_TIME_LIMIT_S)
-        notes.append(f"no time limit given: {DEFAULT_TIME_LIMIT_S:g} s used")
-    # Improve the start by local search (a primal heuristic; a share of the time limit).
-    assert options.time_limit_s is not None
-    began = time.perf_counter()
-    warm = improve_plan(problem, warm, min(LOCAL_SEARCH_MAX_S,
-                                           LOCAL_SEARCH_SHARE * options.time_limit_s))
-    spent = time.perf_counter() - began
-    extra["local_search_s"] = round(spent, 4)
-    options = dataclasses.replace(options, time_limit_s=max(0.05, options.time_limit_s - spent))
-    plan, stats, deadline_stats = _run(problem, backend, options, warm)
-    extra["stages"] = {"completion": _describe(stats)}
-    if deadline_stats is not None:
-        extra["stages"]["deadline"] = _describe(deadline_stats)
-    if plan is None and warm is not None and (stats.hit_time_limit or (
-            deadline_stats is not None and deadline_stats.hit_time_limit)):
-        # The solver found nothing in time: return the (complete) start plan, unproven.
-        notes.append("the solver found no schedule in time: returning the start plan")
-        plan = warm
-    if plan is None:
-        failed = deadline_stats if deadline_stats is not None and \
-            deadline_stats.outcome is not Outcome.OPTIMAL and \
-            deadline_stats.outcome is not Outcome.FEASIBLE else stats
-        status = {Outcome.INFEASIBLE: Status.INFEASIBLE, Outcome.ERROR: Status.ERROR}.get(
-            failed.outcome, Status.TIME_LIMIT if failed.hit_time_limit else Status.UNKNOWN)
-        return DeadlineOutcome(status, None, message="; ".join(
-            ["no schedule found", *notes]), extra=extra)
-
+    plans: StagePlans | None = None
+    ran_out = False
+    if budget.expired():
+        ran_out = True
+        notes.append(f"the budget ({budget.describe()}) ran out while making the start plan: "
+                     "the start plan is returned")
+    else:
+        began = budget.elapsed_s()
+        start = improve_plan(problem, start, budget.part(LOCAL_SEARCH_SHARE, LOCAL_SEARCH_MAX))
+        extra["local_search_s"] = round(budget.elapsed_s() - began, 4)
+        try:
+            plans = _run(problem, backend, options, budget, start)
+        except BudgetExhaustedError as exc:
+            ran_out = True
+            notes.append(f"{exc}: the start plan is returned")
+    candidates: list[tuple[str, Plan]] = [("start plan", start)]
+    if plans is not None:
+        extra["stages"] = {"completion": _describe(plans.completion)}
+        if plans.deadline is not None:
+            extra["stages"]["deadline"] = _describe(plans.deadline)
+        if plans.deadline_plan is not None:
+            candidates.append(("first stage", plans.deadline_plan))
+        if plans.completion_plan is not None:
+            candidates.append(("solver", plans.completion_plan))
+        failed = [s for s in (plans.deadline, plans.completion) if s is not None and
+                  s.outcome in (Outcome.ERROR, Outcome.INFEASIBLE)]
+        if failed:
+            notes.append(f"{backend} ended with {failed[0].outcome.value}"
+                         + (f" ({failed[0].detail.get('message')})"
+                            if failed[0].detail.get("message") else ""))
+    # The best plan, lexicographically; on a tie the solver's (its proof stays valid).
+    source, plan = min(reversed(candidates), key=lambda c: problem.evaluate(c[1]))
+    extra["plan_source"] = source
+    if source == "start plan" and plans is not None and plans.completion_plan is not None:
+        notes.append(f"{backend} stopped on a plan worse than its start: the start is returned")
     schedule = problem.realise(plan)
     deadline_term, weighted_end = problem.evaluate(plan)
     objective = problem.completion_seconds(weighted_end)
-    stages = [s for s in (deadline_stats, stats) if s is not None]
-    proven = all(s.outcome is Outcome.OPTIMAL for s in stages)
-    bound: float | None = None
-    first_proven = deadline_stats is None or deadline_stats.outcome is Outcome.OPTIMAL
-    if first_proven and stats.bound is not None:
-        bound = stats.bound if backend != "cpsat" else problem.completion_seconds(stats.bound)
-        bound = min(bound, objective)
-    if proven:
-        status = Status.OPTIMAL
-        bound = objective if bound is None else bound
-    elif any(s.hit_time_limit for s in stages):
-        status = Status.TIME_LIMIT
-    else:
-        status = Status.FEASIBLE
+    status, bound = _status_and_bound(problem, backend, plans, source, objective, ran_out)
+    extra["budget"] = budget.as_dict()
     extra["deadline_term"] = problem.deadline_seconds(deadline_term)
-    if deadline_stats is not None and deadline_stats.bound is not None:
-        raw = deadline_stats.bound
+    if plans is not None and plans.deadline is not None and plans.deadline.bound is not None:
+        raw = plans.deadline.bound
         extra["deadline_term_bound"] = problem.deadline_seconds(raw) if backend == "cpsat" \
             else raw
     jobs = instance.job_by_id
@@ -142,19 +136,54 @@ def solve_deadline(instance: Instance, options: SolveOptions) -> DeadlineOutcome
     return DeadlineOutcome(status, schedule, objective, bound, "; ".join(notes), extra)
 
 
-def _run(problem: DeadlineProblem, backend: str, options: SolveOptions, warm: Plan | None
-         ) -> tuple[Plan | None, SolveStats, SolveStats | None]:
+def _start_plan(problem: DeadlineProblem, options: SolveOptions, budget: Budget,
+                extra: dict[str, Any]) -> Plan:
+    """The caller's warm start, completed by the greedy plan (a MIP start must give every
+    variable), or the greedy plan alone if the merge is not feasible."""
+    warm: Plan | None = None
+    if options.warm_start is not None:
+        warm = problem.plan_from_schedule(options.warm_start)
+        extra["warm_start_jobs"] = len(warm)
+    if warm is not None and len(warm) == len(problem.jobs):
+        return warm
+    greedy = greedy_plan(problem, budget)
+    merged = {**greedy, **(warm or {})}
+    return greedy if problem.violations(merged) else merged
+
+
+def _status_and_bound(problem: DeadlineProblem, backend: str, plans: StagePlans | None,
+                      source: str, objective: float, ran_out: bool
+                      ) -> tuple[Status, float | None]:
+    """OPTIMAL only when both stages were proven and the solver's plan is returned; the
+    bound (s) only when the deadline term was proven (else it bounds another problem)."""
+    if plans is None:
+        return Status.TIME_LIMIT if ran_out else Status.FEASIBLE, None
+    stats = plans.completion
+    stages = [s for s in (plans.deadline, stats) if s is not None]
+    bound: float | None = None
+    first_proven = plans.deadline is None or plans.deadline.outcome is Outcome.OPTIMAL
+    if first_proven and stats.bound is not None:
+        bound = stats.bound if backend != "cpsat" else problem.completion_seconds(stats.bound)
+        bound = min(bound, objective)
+    if source == "solver" and all(s.outcome is Outcome.OPTIMAL for s in stages):
+        return Status.OPTIMAL, objective if bound is None else bound
+    if ran_out or any(s.hit_time_limit for s in stages):
+        return Status.TIME_LIMIT, bound
+    return Status.FEASIBLE, bound
+
+
+def _run(problem: DeadlineProblem, backend: str, options: SolveOptions, budget: Budget,
+         warm: Plan) -> StagePlans:
     if backend == "cpsat":
         from formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
 
-        settings = CpSatSettings(options.time_limit_s, options.gap, options.threads,
-                                 options.seed)
-        return DeadlineCpSat(problem).solve(settings, warm)
+        settings = CpSatSettings(options.gap, options.threads, options.seed)
+        return DeadlineCpSat(problem, budget).solve(settings, warm)
     from formulations.deadline.milp import DeadlineMilp
-    from formulations.pulp_backend import MipSettings
+    from formulations.mip import MipSettings
 
-    milp_settings = MipSettings(options.time_limit_s, options.gap, options.threads, options.seed)
-    return DeadlineMilp(problem).solve(backend, milp_settings, warm)
+    milp_settings = MipSettings(options.gap, options.threads, options.seed)
+    return DeadlineMilp(problem, budget).solve(backend, milp_settings, warm)
 
 
 def _describe(stats: SolveStats) -> dict[str, Any]:

@@ -24,29 +24,44 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from formulations.budget import Budget
 from formulations.common import Outcome, SolveStats
-from formulations.deadline.problem import DeadlineObjective, DeadlineProblem, Plan
+from formulations.cpsat_run import run_cpsat
+from formulations.deadline.problem import (
+    DEADLINE_STAGE_SHARE,
+    DeadlineObjective,
+    DeadlineProblem,
+    Plan,
+    StagePlans,
+)
 
 log = logging.getLogger(__name__)
 
 
+#: The mean-busy-time cuts get this share of the budget, at most ``CUTS_MAX``.
+CUTS_SHARE = 0.1
+CUTS_MAX = 5.0
 @dataclass(frozen=True)
 class CpSatSettings:
-    """Search settings: time limit (s, for both stages together), gap, threads, seed."""
+    """Search settings: gap, threads, seed (the budget is passed on its own)."""
 
-    time_limit_s: float | None = None
     gap: float = 0.0
     threads: int = 1
     seed: int = 0
-    #: add mean-busy-time cuts separated on the LP relaxation (a few seconds at most)
+    #: add mean-busy-time cuts separated on the LP relaxation (a share of the budget)
     completion_cuts: bool = True
 
 
 class DeadlineCpSat:
-    """Builds the CP-SAT model of a :class:`DeadlineProblem` and solves it."""
+    """Builds the CP-SAT model of a :class:`DeadlineProblem` and solves it.
 
-    def __init__(self, problem: DeadlineProblem) -> None:
+    Building checks ``budget`` between constraint families (and every few hundred jobs):
+    a model that cannot be built in time raises
+    :class:`~formulations.budget.BudgetExhaustedError`, and the caller keeps its start plan."""
+
+    def __init__(self, problem: DeadlineProblem, budget: Budget | None = None) -> None:
         self.problem = problem
+        self.budget = budget or Budget.unlimited()
         self.model = cp_model.CpModel()
         self.start: dict[str, cp_model.IntVar] = {}
         self.end: dict[str, cp_model.IntVar] = {}
@@ -55,23 +70,28 @@ class DeadlineCpSat:
         self.late: dict[str, cp_model.IntVar] = {}
         self.tardiness: dict[str, cp_model.IntVar] = {}
         self.end_in_mode: dict[tuple[str, int], cp_model.IntVar] = {}
+        self.wait: dict[str, cp_model.IntVar] = {}
+        #: groups of interchangeable nodes, in the order the symmetry breaking uses them
+        self.symmetric_groups: list[list[str]] = []
         self.lp_bound: float | None = None
-        self._variables()
-        self._one_mode_per_job()
-        self._node_capacity()
-        self._type_capacity()
-        self._deadlines()
-        self._identical_nodes()
+        for family in (self._variables, self._one_mode_per_job, self._node_capacity,
+                       self._type_capacity, self._deadlines, self._identical_nodes):
+            family()
+            self.budget.check("building the CP-SAT model")
 
     # -- variables -------------------------------------------------------------------------
     def _variables(self) -> None:
         """s_j in [r_j, H]; use_jm in {0,1}; interval_jm = [start_j, start_j + p_jm) if use_jm."""
         horizon = self.problem.horizon
-        for data in self.problem.jobs:
+        for position, data in enumerate(self.problem.jobs):
+            if position % 200 == 199:
+                self.budget.check("building the CP-SAT model")
             jid = data.job.id
             shortest = min(m.duration for m in data.modes)
             self.start[jid] = self.model.new_int_var(data.release, horizon - shortest, f"s_{jid}")
             self.end[jid] = self.model.new_int_var(data.release + shortest, horizon, f"e_{jid}")
+            self.wait[jid] = self.model.new_int_var(0, horizon, f"wait_{jid}")
+            self.model.add(self.wait[jid] == self.start[jid] - data.release)
             for index, mode in enumerate(data.modes):
                 use = self.model.new_bool_var(f"use_{jid}_{index}")
                 self.use[jid, index] = use
@@ -133,16 +153,20 @@ class DeadlineCpSat:
 
     def _identical_nodes(self) -> None:
         """Symmetry: of nodes n_1, n_2, ... with the same type and size, job j may use n_k
-        (k >= 2) only if a job i < j uses n_(k-1): on_(j,k) <= sum_(i<j) on_(i,k-1)."""
+        (k >= 2) only if a job i < j uses n_(k-1): on_(j,k) <= seen_(j,k-1), with
+        seen_(j,k-1) <= seen_(j-1,k-1) + on_(j-1,k-1) (seen: some earlier job uses n_(k-1);
+        linear in the jobs, where summing every earlier job per row was quadratic)."""
         # Nodes are interchangeable only if they offer every job the same modes (a job
         # pinned to one node breaks the symmetry).
         jobs = self.problem.jobs
-        offers: dict[str, list[tuple[tuple[int, int], ...]]] = {
-            n.name: [] for n in self.problem.instance.cluster.nodes}
+        names = [n.name for n in self.problem.instance.cluster.nodes]
+        offers: dict[str, list[tuple[tuple[int, int], ...]]] = {name: [] for name in names}
         for data in jobs:
+            by_node: dict[str, list[tuple[int, int]]] = defaultdict(list)
+            for m in data.modes:
+                by_node[m.node].append((m.num_gpus, m.duration))
             for name, offered in offers.items():
-                offered.append(tuple(sorted((m.num_gpus, m.duration) for m in data.modes
-                                            if m.node == name)))
+                offered.append(tuple(sorted(by_node.get(name, ()))))
         groups: dict[tuple[str, int, tuple[tuple[tuple[int, int], ...], ...]], list[str]] = \
             defaultdict(list)
         for cluster_node in self.problem.instance.cluster.nodes:
@@ -151,7 +175,7 @@ class DeadlineCpSat:
         for nodes in groups.values():
             if len(nodes) < 2:
                 continue
-            # identical nodes must offer identical modes to every job for the swap to be valid
+            self.symmetric_groups.append(nodes)
             on: dict[tuple[int, str], cp_model.LinearExpr] = {}
             for position, data in enumerate(jobs):
                 for node in nodes:
@@ -159,18 +183,21 @@ class DeadlineCpSat:
                         (self.use[data.job.id, i] for i, m in enumerate(data.modes)
                          if m.node == node), cp_model.LinearExpr.constant(0))
             for previous, node in itertools.pairwise(nodes):
+                seen: cp_model.LinearExpr = cp_model.LinearExpr.constant(0)
                 for position in range(len(jobs)):
-                    earlier = sum((on[i, previous] for i in range(position)),
-                                  cp_model.LinearExpr.constant(0))
-                    self.model.add(on[position, node] <= earlier)
+                    self.model.add(on[position, node] <= seen)
+                    if position + 1 < len(jobs):
+                        flag = self.model.new_bool_var(f"seen_{previous}_{position}")
+                        self.model.add(flag <= seen + on[position, previous])
+                        seen = cp_model.LinearExpr.sum([flag])
 
-    def add_completion_cuts(self, time_limit_s: float = 5.0) -> int:
+    def add_completion_cuts(self, budget: Budget | None = None) -> int:
         """e_jm = end_j if use_jm else 0, e_jm >= (r_j + p_jm) use_jm, end_j = sum_m e_jm, and
         the cuts sum a_jm e_jm >= sum b_jm use_jm - g of :func:`cuts.separate` (integer
         coefficients rounded so that each cut stays valid). Returns the number of cuts."""
         from formulations.deadline.cuts import separate
 
-        found, self.lp_bound = separate(self.problem, time_limit_s=time_limit_s)
+        found, self.lp_bound = separate(self.problem, budget)
         if not found:
             return 0
         horizon = self.problem.horizon
@@ -212,41 +239,70 @@ class DeadlineCpSat:
         terms = []
         for d in self.problem.jobs:
             jid = d.job.id
-            wait = self.model.new_int_var(0, self.problem.horizon, f"wait_{jid}")
-            self.model.add(wait == self.start[jid] - d.release)
-            terms.append(d.weight * wait)
+            terms.append(d.weight * self.wait[jid])
             terms += [d.weight * m.duration * self.use[jid, i] for i, m in enumerate(d.modes)]
         constant = sum(d.weight * d.release for d in self.problem.jobs)
         return sum(terms, cp_model.LinearExpr.constant(constant))
 
     # -- solving ---------------------------------------------------------------------------
+    def canonical(self, plan: Mapping[str, tuple[int, int]]) -> Plan:
+        """The same plan with interchangeable nodes relabelled so that it satisfies the
+        symmetry breaking (:meth:`_identical_nodes`): in each group, the k-th node to be
+        used (in job order) becomes the group's k-th node. Same objective; a hint that
+        broke the symmetry constraints was infeasible, and CP-SAT stopped early could then
+        hold a plan worse than its hint."""
+        relabel: dict[str, str] = {}
+        for nodes in self.symmetric_groups:
+            members = set(nodes)
+            taken = 0
+            for data in self.problem.jobs:
+                if data.job.id not in plan:
+                    continue
+                node = data.modes[plan[data.job.id][0]].node
+                if node in members and node not in relabel:
+                    relabel[node] = nodes[taken]
+                    taken += 1
+            for node in nodes:  # unused nodes: any one-to-one completion
+                if node not in relabel:
+                    relabel[node] = next(n for n in nodes if n not in relabel.values())
+        out: Plan = {}
+        for data in self.problem.jobs:
+            if data.job.id not in plan:
+                continue
+            index, start = plan[data.job.id]
+            mode = data.modes[index]
+            target = relabel.get(mode.node, mode.node)
+            if target != mode.node:
+                index = next(i for i, m in enumerate(data.modes) if m.node == target and
+                             (m.num_gpus, m.duration) == (mode.num_gpus, mode.duration))
+            out[data.job.id] = (index, start)
+        return out
+
     def add_hint(self, plan: Mapping[str, tuple[int, int]]) -> None:
-        """Hint a (possibly partial) plan: its modes and start ticks."""
+        """Hint a (possibly partial) plan, relabelled to satisfy the symmetry breaking:
+        every variable it determines (start, end, wait, modes, ends per mode, lateness,
+        tardiness), so that CP-SAT takes a complete, feasible plan as its first solution
+        instead of trying to repair it."""
         self.model.clear_hints()  # type: ignore[no-untyped-call]
+        plan = self.canonical(plan)
         for data in self.problem.jobs:
             jid = data.job.id
             if jid not in plan:
                 continue
             mode_index, start = plan[jid]
+            end = start + data.modes[mode_index].duration
             self.model.add_hint(self.start[jid], start)
+            self.model.add_hint(self.end[jid], end)
+            self.model.add_hint(self.wait[jid], start - data.release)
             for index in range(len(data.modes)):
                 self.model.add_hint(self.use[jid, index], int(index == mode_index))
                 if (jid, index) in self.end_in_mode:
-                    self.model.add_hint(self.end_in_mode[jid, index], 0 if index != mode_index
-                                        else start + data.modes[index].duration)
-
-    def _run(self, settings: CpSatSettings, time_left: float | None) -> tuple[
-            cp_model.CpSolver, Any]:
-        solver = cp_model.CpSolver()
-        params = solver.parameters
-        params.num_workers = max(1, settings.threads)
-        params.random_seed = settings.seed
-        params.relative_gap_limit = settings.gap
-        params.linearization_level = 2
-        if time_left is not None:
-            params.max_time_in_seconds = max(0.01, time_left)
-        status = solver.solve(self.model)
-        return solver, status
+                    self.model.add_hint(self.end_in_mode[jid, index],
+                                        end if index == mode_index else 0)
+            if jid in self.late:
+                assert data.deadline is not None
+                self.model.add_hint(self.late[jid], int(end > data.deadline))
+                self.model.add_hint(self.tardiness[jid], max(0, end - data.deadline))
 
     def _plan(self, solver: cp_model.CpSolver) -> Plan:
         plan: Plan = {}
@@ -256,45 +312,40 @@ class DeadlineCpSat:
             plan[jid] = (mode_index, solver.value(self.start[jid]))
         return plan
 
-    def solve(self, settings: CpSatSettings, warm_start: Plan | None = None) -> tuple[
-            Plan | None, SolveStats, SolveStats | None]:
-        """Two stages: minimise the deadline term, then, with it fixed at its best value,
-        the weighted completion time. Returns the plan and each stage's statistics
-        (objective and bound in model units; ``None`` for a skipped first stage)."""
-        began = time.perf_counter()
-        deadline_stats: SolveStats | None = None
+    def solve(self, settings: CpSatSettings, warm_start: Plan | None = None) -> StagePlans:
+        """Two stages: minimise the deadline term (a share of the budget), then, with it
+        fixed at its best value, the weighted completion time (the rest). Each stage is
+        hinted with the best complete plan known (the start, then the better of it and the
+        first stage's plan). Building the cuts and each stage check the budget."""
+        budget = self.budget
         if settings.completion_cuts:
-            budget = 5.0 if settings.time_limit_s is None else min(5.0, settings.time_limit_s / 10)
-            self.add_completion_cuts(budget)
+            self.add_completion_cuts(budget.part(CUTS_SHARE, CUTS_MAX))
+        complete = warm_start is not None and len(warm_start) == len(self.problem.jobs)
         if warm_start:
             self.add_hint(warm_start)
+        plans = StagePlans(SolveStats(Outcome.NO_SOLUTION))
         if self.problem.has_deadlines:
+            budget.check("the deadline stage")
             self.model.minimize(self.deadline_term())
-            time_left = None
-            if settings.time_limit_s is not None:
-                time_left = settings.time_limit_s - (time.perf_counter() - began)
-            solver, status = self._run(settings, time_left)
-            deadline_stats = _stats(solver, status, settings, began)
-            log.info("cpsat deadline stage: %s %s (bound %s)", deadline_stats.outcome,
-                     deadline_stats.objective, deadline_stats.bound)
-            if deadline_stats.outcome is not Outcome.OPTIMAL and deadline_stats.outcome is not \
-                    Outcome.FEASIBLE:
-                return None, deadline_stats, deadline_stats
-            assert deadline_stats.objective is not None
+            solver, status = self._run(settings, budget.part(DEADLINE_STAGE_SHARE))
+            plans.deadline = _stats(solver, status, settings)
+            log.info("cpsat deadline stage: %s %s (bound %s)", plans.deadline.outcome,
+                     plans.deadline.objective, plans.deadline.bound)
+            if plans.deadline.outcome not in (Outcome.OPTIMAL, Outcome.FEASIBLE):
+                plans.completion = plans.deadline
+                return plans
+            assert plans.deadline.objective is not None
+            plans.deadline_plan = first = self._plan(solver)
             # Hint the better (lexicographically) of the first stage's plan and the start.
-            first = self._plan(solver)
-            if warm_start is not None and len(warm_start) == len(self.problem.jobs) and \
+            if complete and warm_start is not None and \
                     self.problem.evaluate(warm_start) < self.problem.evaluate(first):
                 first = dict(warm_start)
             self.add_hint(first)
-            self.model.add(self.deadline_term() <= round(deadline_stats.objective))
+            self.model.add(self.deadline_term() <= round(plans.deadline.objective))
+        budget.check("the completion stage")
         self.model.minimize(self.completion_term())
-        time_left = None
-        if settings.time_limit_s is not None:
-            time_left = settings.time_limit_s - (time.perf_counter() - began)
-        second_began = time.perf_counter()
-        solver, status = self._run(settings, time_left)
-        stats = _stats(solver, status, settings, second_began)
+        solver, status = self._run(settings, budget)
+        stats = _stats(solver, status, settings)
         if self.lp_bound is not None:
             # The cuts' LP bound holds for every schedule, so also for this stage; it can be
             # the only bound when CP-SAT stops early (floored against LP round-off).
@@ -303,14 +354,26 @@ class DeadlineCpSat:
                 stats = dataclasses.replace(stats, bound=float(lp_bound))
         log.info("cpsat completion stage: %s %s (bound %s)", stats.outcome, stats.objective,
                  stats.bound)
-        plan = self._plan(solver) if stats.outcome in (Outcome.OPTIMAL, Outcome.FEASIBLE) \
-            else None
-        return plan, stats, deadline_stats
+        plans.completion = stats
+        if stats.outcome in (Outcome.OPTIMAL, Outcome.FEASIBLE):
+            plans.completion_plan = self._plan(solver)
+        return plans
+
+    def _run(self, settings: CpSatSettings, budget: Budget) -> tuple[cp_model.CpSolver, Any]:
+        began = time.perf_counter()
+
+        def configure(params: Any) -> None:
+            params.linearization_level = 2
+
+        solver, status = run_cpsat(self.model, budget, threads=settings.threads,
+                                   seed=settings.seed, gap=settings.gap, configure=configure)
+        log.debug("cpsat: %s in %.3f s", solver.status_name(status),
+                  time.perf_counter() - began)
+        return solver, status
 
 
-def _stats(solver: cp_model.CpSolver, status: Any, settings: CpSatSettings,
-           began: float) -> SolveStats:
-    wall = time.perf_counter() - began
+def _stats(solver: cp_model.CpSolver, status: Any, settings: CpSatSettings) -> SolveStats:
+    wall = solver.wall_time
     if status == cp_model.OPTIMAL:
         # OPTIMAL in CP-SAT means proven within relative_gap_limit, which may be > 0.
         proven = settings.gap == 0 or solver.objective_value == solver.best_objective_bound

@@ -21,9 +21,11 @@ tangent point is the LP's area; the cuts found are added to the CP-SAT model.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 
+import numpy as np
+
+from formulations.budget import Budget
 from formulations.deadline.problem import DeadlineProblem, Mode
 
 log = logging.getLogger(__name__)
@@ -88,34 +90,57 @@ def resources(problem: DeadlineProblem) -> list[Resource]:
     return out
 
 
-def separate(problem: DeadlineProblem, max_rounds: int = 30, time_limit_s: float = 5.0,
+#: Deterministic work units of one separation round, per (job, mode) pair and release
+#: threshold (each pair sits on three resources: the cluster, its type, its node).
+CUT_UNITS_PER_ITEM = 3e-7
+
+
+def separate(problem: DeadlineProblem, budget: Budget | None = None, max_rounds: int = 30,
              max_thresholds: int = 12) -> tuple[list[MeanBusyCut], float]:
     """Cuts found on the LP relaxation (u in [0,1], e_jm >= (r_j + p_jm) u_jm, e_jm <= H u_jm)
-    and the LP bound on sum_j w_j C_j (ticks x integer weights) after the last round."""
+    and the LP bound on sum_j w_j C_j (ticks x integer weights) after the last round.
+
+    Rounds stop when none finds a cut, after ``max_rounds``, or when ``budget`` is spent
+    (wall-clock: checked between resources; deterministic: each round is charged
+    :data:`CUT_UNITS_PER_ITEM` per (job, mode, threshold)). The LP is built from arrays."""
     import highspy
 
-    began = time.perf_counter()
+    budget = budget or Budget.unlimited()
     highs = highspy.Highs()
     highs.setOptionValue("output_flag", False)
     jobs = problem.jobs
-    column: dict[tuple[int, int], tuple[int, int]] = {}  # (job, mode) -> (u column, e column)
-    inf = highspy.kHighsInf
     unit = _LP_UNIT
     horizon = problem.horizon * unit
+    column: dict[tuple[int, int], tuple[int, int]] = {}  # (job, mode) -> (u column, e column)
+    weights: list[float] = []
+    earliest: list[float] = []
     for j, data in enumerate(jobs):
-        for i, _ in enumerate(data.modes):
-            u_col = highs.getNumCol()
-            highs.addCol(0.0, 0.0, 1.0, 0, [], [])
-            highs.addCol(float(data.weight), 0.0, inf, 0, [], [])
-            column[j, i] = (u_col, u_col + 1)
-    for j, data in enumerate(jobs):
-        u_cols = [column[j, i][0] for i in range(len(data.modes))]
-        highs.addRow(1.0, 1.0, len(u_cols), u_cols, [1.0] * len(u_cols))
         for i, mode in enumerate(data.modes):
-            u_col, e_col = column[j, i]
-            earliest = (data.release + mode.duration) * unit
-            highs.addRow(0.0, inf, 2, [e_col, u_col], [1.0, -earliest])
-            highs.addRow(-inf, 0.0, 2, [e_col, u_col], [1.0, -horizon])
+            base = 2 * len(column)
+            column[j, i] = (base, base + 1)
+            weights.append(float(data.weight))
+            earliest.append((data.release + mode.duration) * unit)
+    pairs = len(column)
+    inf = highspy.kHighsInf
+    cost = np.zeros(2 * pairs)
+    cost[1::2] = weights
+    upper = np.full(2 * pairs, inf)
+    upper[0::2] = 1.0
+    highs.addCols(2 * pairs, cost, np.zeros(2 * pairs), upper, 0, np.zeros(0, dtype=np.int32),
+                  np.zeros(0, dtype=np.int32), np.zeros(0))
+    # sum_m u_jm = 1 per job; e_jm - earliest u_jm >= 0; e_jm - H u_jm <= 0 per pair.
+    u_cols = np.arange(0, 2 * pairs, 2, dtype=np.int32)
+    e_cols = u_cols + 1
+    counts = np.array([len(d.modes) for d in jobs], dtype=np.int32)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int32)
+    highs.addRows(len(jobs), np.ones(len(jobs)), np.ones(len(jobs)), pairs, starts, u_cols,
+                  np.ones(pairs))
+    pair_starts = np.arange(0, 2 * pairs, 2, dtype=np.int32)
+    pair_index = np.column_stack([e_cols, u_cols]).ravel().astype(np.int32)
+    highs.addRows(pairs, np.zeros(pairs), np.full(pairs, inf), 2 * pairs, pair_starts,
+                  pair_index, np.column_stack([np.ones(pairs), -np.array(earliest)]).ravel())
+    highs.addRows(pairs, np.full(pairs, -inf), np.zeros(pairs), 2 * pairs, pair_starts,
+                  pair_index, np.column_stack([np.ones(pairs), np.full(pairs, -horizon)]).ravel())
     thresholds = sorted({data.release for data in jobs})
     if len(thresholds) > max_thresholds:
         step = len(thresholds) / max_thresholds
@@ -123,12 +148,23 @@ def separate(problem: DeadlineProblem, max_rounds: int = 30, time_limit_s: float
     cuts: list[MeanBusyCut] = []
     all_resources = resources(problem)
     bound = 0.0
+    round_work = pairs * len(thresholds) * CUT_UNITS_PER_ITEM
     for round_number in range(max_rounds):
+        left = None if budget.deterministic else budget.remaining()
+        if left is not None:
+            highs.setOptionValue("time_limit", max(0.01, left))
         highs.run()
+        if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            # Stopped early: the LP's value is no bound, and its solution no guide.
+            log.info("mean-busy-time cuts: LP %s after %d rounds",
+                     highs.modelStatusToString(highs.getModelStatus()), round_number)
+            break
         values = list(highs.getSolution().col_value)
         bound = highs.getInfo().objective_function_value / unit
-        if time.perf_counter() - began > time_limit_s:
+        if budget.expired() or (budget.deterministic and budget.limited
+                                and (budget.remaining() or 0.0) < round_work):
             break
+        budget.charge(round_work)
         completion = [sum(values[column[j, i][1]] for i in range(len(d.modes)))
                       for j, d in enumerate(jobs)]
         order = sorted(range(len(jobs)), key=lambda j: completion[j])
@@ -136,6 +172,8 @@ def separate(problem: DeadlineProblem, max_rounds: int = 30, time_limit_s: float
         for resource in all_resources:
             capacity = float(resource.capacity)
             for release in thresholds:
+                if not budget.deterministic and budget.expired():
+                    break
                 members: list[tuple[int, int]] = []
                 area = lhs = linear = 0.0
                 best: tuple[float, int, float] | None = None  # (violation, size, area)
@@ -166,8 +204,7 @@ def separate(problem: DeadlineProblem, max_rounds: int = 30, time_limit_s: float
                   found)
         if not found:
             break
-    log.info("mean-busy-time cuts: %d, LP bound %.0f (%.2f s)", len(cuts), bound,
-             time.perf_counter() - began)
+    log.info("mean-busy-time cuts: %d, LP bound %.0f (%s)", len(cuts), bound, budget)
     # HiGHS keeps one thread pool per process, sized by the first run: free it, or a later
     # HiGHS solve with another thread count (the MILP back-end) fails to start.
     del highs

@@ -1,272 +1,413 @@
-"""The ``deadline`` model as a MILP in PuLP (solved by CBC or HiGHS).
+"""The ``deadline`` model as a MILP built from arrays (solved by HiGHS, CBC or SCIP).
 
-A per-GPU disjunctive model in continuous time (seconds, on the same rounded data
-as CP-SAT): ``mode[j, m]`` chooses a node and a gang size, ``gpu[j, g]`` the
-concrete GPUs of that node, ``before[i, j]`` orders two jobs, and big-M
-disjunctions keep two jobs that share a GPU apart. Holding concrete GPUs for the
-whole run is no restriction: any schedule that respects node capacities can be
-given such GPUs (see solver.placement), so this model and the per-node cumulative
-of CP-SAT have the same optimum.
+A per-GPU disjunctive model in continuous time (seconds, on the same rounded data as
+CP-SAT): ``mode[j, m]`` chooses a node and a gang size, ``gpu[j, g]`` the concrete GPUs
+of that node, ``before[i, j]`` orders two jobs that may share a GPU, and big-M
+disjunctions keep two jobs on one GPU apart. Holding concrete GPUs for the whole run is
+no restriction: any schedule that respects node capacities can be given such GPUs (see
+solver.placement), so this model and the per-node cumulative of CP-SAT have the same
+optimum. ``end[j]`` is a variable defined by one row, so each disjunction has five
+coefficients, not one per mode.
+
+The model is assembled with :class:`~formulations.mip.MatrixBuilder`, one call per
+constraint family, from numpy index arrays; its size is estimated before it is built,
+and a model the budget cannot even hand to a solver is not built (the caller keeps its
+start plan).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from collections.abc import Mapping
+from collections import defaultdict
+from dataclasses import dataclass
 
-import pulp
+import numpy as np
 
+from formulations.budget import Budget, BudgetExhaustedError
 from formulations.common import TICK_S, Outcome, SolveStats, seconds
+from formulations.deadline.heuristics import left_justify
 from formulations.deadline.problem import (
+    DEADLINE_STAGE_SHARE,
     DeadlineObjective,
     DeadlineProblem,
     Plan,
-    left_justify,
+    StagePlans,
 )
-from formulations.pulp_backend import MipSettings, run
+from formulations.mip import MatrixBuilder, MatrixModel, MipResult, MipSettings, solve_mip
+from formulations.mip.model import Vector
 
 log = logging.getLogger(__name__)
 
+#: The largest model (nonzeros) handed to a MILP engine per second (or work unit) of
+#: budget: beyond it the engine could not even finish its presolve in time.
+NONZEROS_PER_SECOND = 400_000
+#: The mean-busy-time cuts get this share of the budget, at most ``CUTS_MAX`` (only with a
+#: budget of at least ``CUTS_MIN_BUDGET``).
+CUTS_SHARE = 0.1
+CUTS_MAX = 5.0
+CUTS_MIN_BUDGET = 1.0
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """Job pairs (first < second) that can share a GPU, and the GPUs they can share."""
+
+    first: np.ndarray
+    second: np.ndarray
+    #: per (pair, shared GPU) entry: the pair's index and the GPU's global index
+    entry_pair: np.ndarray
+    entry_gpu: np.ndarray
+
 
 class DeadlineMilp:
-    """Builds the PuLP model of a :class:`DeadlineProblem` and solves it in two stages."""
+    """Builds the array model of a :class:`DeadlineProblem` and solves it in two stages."""
 
-    def __init__(self, problem: DeadlineProblem) -> None:
+    def __init__(self, problem: DeadlineProblem, budget: Budget | None = None,
+                 cuts: bool = True) -> None:
         self.problem = problem
-        self.lp = pulp.LpProblem("deadline", pulp.LpMinimize)
+        self.budget = budget or Budget.unlimited()
         self.big_m = seconds(problem.horizon)
-        self.gpus_of_node = {n.name: n.gpu_ids() for n in problem.instance.cluster.nodes}
-        self.start: dict[str, pulp.LpVariable] = {}
-        self.end: dict[str, pulp.LpAffineExpression] = {}
-        self.mode: dict[tuple[str, int], pulp.LpVariable] = {}
-        self.gpu: dict[tuple[str, str], pulp.LpVariable] = {}
-        self.before: dict[tuple[str, str], pulp.LpVariable] = {}
-        self.late: dict[str, pulp.LpVariable] = {}
-        self.tardiness: dict[str, pulp.LpVariable] = {}
-        self.end_in_mode: dict[tuple[str, int], pulp.LpVariable] = {}
+        jobs = problem.jobs
+        self.gpu_names = [g for node in problem.instance.cluster.nodes for g in node.gpu_ids()]
+        first_gpu: dict[str, int] = {}
+        position = 0
+        for node in problem.instance.cluster.nodes:
+            first_gpu[node.name] = position
+            position += node.num_gpus
+        self.first_gpu = first_gpu
+        self.nodes_of_job = [sorted({m.node for m in data.modes}) for data in jobs]
+        estimate = self.estimated_nonzeros()
+        allowed = self.budget.remaining()
+        if allowed is not None and estimate > NONZEROS_PER_SECOND * allowed:
+            raise BudgetExhaustedError(
+                f"the MILP would have about {estimate:,} nonzeros, more than the budget "
+                f"({self.budget.describe()}) allows a solver to read "
+                f"({NONZEROS_PER_SECOND:,} per second)")
+        self.pairs = self._pairs()
+        self.builder = MatrixBuilder()
         self.lp_bound: float | None = None
+        self.cut_rows = 0
         self._variables()
-        self._one_mode_per_job()
-        self._gpus_match_mode()
-        self._no_overlap_per_gpu()
-        self._horizon()
-        self._deadlines()
+        for family in (self._end_definition, self._one_mode_per_job, self._gpus_match_mode,
+                       self._no_overlap_per_gpu, self._deadlines):
+            self.budget.check("building the MILP")
+            family()
+        if cuts and (self.budget.remaining() is None or
+                     (self.budget.remaining() or 0.0) >= CUTS_MIN_BUDGET):
+            self.add_completion_cuts(self.budget.part(CUTS_SHARE, CUTS_MAX))
+        self.model = self.builder.build()
 
-    def _name(self, *parts: object) -> str:
-        return "_".join(str(p) for p in parts).replace("/", "-").replace("-", "_")
+    # -- sizes -----------------------------------------------------------------------------
+    def _pairs(self) -> _Pairs:
+        """Pairs of jobs that both have modes on some node, with every GPU they share."""
+        jobs_on: dict[str, list[int]] = defaultdict(list)
+        for j, nodes in enumerate(self.nodes_of_job):
+            for node in nodes:
+                jobs_on[node].append(j)
+        n = len(self.problem.jobs)
+        entries_pair_key: list[np.ndarray] = []
+        entries_gpu: list[np.ndarray] = []
+        for cluster_node in self.problem.instance.cluster.nodes:
+            members = np.array(jobs_on.get(cluster_node.name, []), dtype=np.int64)
+            if len(members) < 2:
+                continue
+            a, b = np.triu_indices(len(members), k=1)
+            keys = members[a] * n + members[b]
+            size = cluster_node.num_gpus
+            gpus = self.first_gpu[cluster_node.name] + np.arange(size, dtype=np.int64)
+            entries_pair_key.append(np.repeat(keys, size))
+            entries_gpu.append(np.tile(gpus, len(keys)))
+        if not entries_pair_key:
+            empty = np.zeros(0, dtype=np.int64)
+            return _Pairs(empty, empty, empty, empty)
+        pair_keys = np.concatenate(entries_pair_key)
+        unique, inverse = np.unique(pair_keys, return_inverse=True)
+        return _Pairs(unique // n, unique % n, inverse.astype(np.int64),
+                      np.concatenate(entries_gpu))
+
+    def estimated_nonzeros(self) -> int:
+        """Nonzeros of the model without cuts, counted before anything is built: the
+        disjunctions (10 per pair of jobs and GPU they may share) dominate."""
+        cluster = self.problem.instance.cluster
+        jobs_on: dict[str, int] = defaultdict(int)
+        for nodes in self.nodes_of_job:
+            for node in nodes:
+                jobs_on[node] += 1
+        shared = sum(cluster.node_by_name[node].num_gpus * count * (count - 1) // 2
+                     for node, count in jobs_on.items())
+        modes = sum(len(d.modes) for d in self.problem.jobs)
+        gpus = sum(cluster.node_by_name[node].num_gpus * count
+                   for node, count in jobs_on.items())
+        return 10 * shared + 3 * modes + 2 * gpus
 
     # -- variables -------------------------------------------------------------------------
     def _variables(self) -> None:
-        """s_j >= r_j (s); mode_jm, gpu_jg, before_ij binary; end_j = s_j + sum_m p_jm mode_jm."""
-        for data in self.problem.jobs:
-            jid = data.job.id
-            self.start[jid] = self.lp.add_variable(self._name("s", jid),
-                                                   lowBound=seconds(data.release))
-            for index in range(len(data.modes)):
-                self.mode[jid, index] = self.lp.add_variable(self._name("x", jid, index),
-                                                             cat="Binary")
-            for node in sorted({m.node for m in data.modes}):
-                for g in self.gpus_of_node[node]:
-                    self.gpu[jid, g] = self.lp.add_variable(self._name("y", jid, g), cat="Binary")
-            self.end[jid] = self.start[jid] + pulp.lpSum(
-                seconds(m.duration) * self.mode[jid, i] for i, m in enumerate(data.modes))
+        """s_j in [r_j, H], end_j in [r_j, H] (s); mode_jm, gpu_jg, before_ij, late_j binary;
+        tardiness_j >= 0."""
+        b = self.builder
         jobs = self.problem.jobs
-        for a, first in enumerate(jobs):
-            for second in jobs[a + 1:]:
-                if self._shared_gpus(first.job.id, second.job.id):
-                    self.before[first.job.id, second.job.id] = self.lp.add_variable(
-                        self._name("o", first.job.id, second.job.id), cat="Binary")
-
-    def _shared_gpus(self, first: str, second: str) -> list[str]:
-        return sorted({g for (j, g) in self.gpu if j == first} &
-                      {g for (j, g) in self.gpu if j == second})
+        releases = np.array([seconds(d.release) for d in jobs])
+        self.start = b.add_columns(len(jobs), releases, self.big_m)
+        self.end = b.add_columns(len(jobs), releases, self.big_m)
+        counts = [len(d.modes) for d in jobs]
+        modes = b.add_binaries(sum(counts))
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        self.mode = [modes[bounds[j]:bounds[j + 1]] for j in range(len(jobs))]
+        # gpu[j] maps global GPU index -> column, for the GPUs of the job's nodes
+        self.gpu: list[dict[int, int]] = []
+        for nodes in self.nodes_of_job:
+            indices = [self.first_gpu[node] + k for node in nodes
+                       for k in range(self.problem.instance.cluster.node_by_name[node].num_gpus)]
+            columns = b.add_binaries(len(indices))
+            self.gpu.append(dict(zip(indices, columns.tolist(), strict=True)))
+        self.before = b.add_binaries(len(self.pairs.first))
+        with_deadline = [j for j, d in enumerate(jobs) if d.deadline is not None]
+        self.deadline_jobs = np.array(with_deadline, dtype=np.int64)
+        self.late = b.add_binaries(len(with_deadline))
+        self.tardiness = b.add_columns(len(with_deadline), 0.0)
+        self.end_in_mode: list[np.ndarray] = []
 
     # -- constraint families ---------------------------------------------------------------
+    def _end_definition(self) -> None:
+        """end_j - s_j - sum_m p_jm mode_jm = 0 for every job j."""
+        rows, cols, values = [], [], []
+        for j, data in enumerate(self.problem.jobs):
+            rows += [j] * (2 + len(data.modes))
+            cols += [int(self.end[j]), int(self.start[j]), *self.mode[j].tolist()]
+            values += [1.0, -1.0, *(-seconds(m.duration) for m in data.modes)]
+        self.builder.add_rows(np.array(rows), np.array(cols), np.array(values), 0.0, 0.0,
+                              count=len(self.problem.jobs))
+
     def _one_mode_per_job(self) -> None:
         """sum_m mode_jm = 1 for every job j."""
-        for data in self.problem.jobs:
-            jid = data.job.id
-            self.lp += (pulp.lpSum(self.mode[jid, i] for i in range(len(data.modes))) == 1,
-                        self._name("one_mode", jid))
+        cols = np.concatenate(self.mode) if self.mode else np.zeros(0, dtype=np.int64)
+        rows = np.repeat(np.arange(len(self.mode)), [len(m) for m in self.mode])
+        self.builder.add_rows(rows, cols, np.ones(len(cols)), 1.0, 1.0, count=len(self.mode))
 
     def _gpus_match_mode(self) -> None:
         """sum_{g in n} gpu_jg = sum_{m on n} c_m mode_jm for every job j and node n."""
-        for data in self.problem.jobs:
-            jid = data.job.id
-            for node in sorted({m.node for m in data.modes}):
-                self.lp += (
-                    pulp.lpSum(self.gpu[jid, g] for g in self.gpus_of_node[node])
-                    == pulp.lpSum(m.num_gpus * self.mode[jid, i]
-                                  for i, m in enumerate(data.modes) if m.node == node),
-                    self._name("gpus", jid, node))
+        rows, cols, values = [], [], []
+        row = 0
+        cluster = self.problem.instance.cluster
+        for j, data in enumerate(self.problem.jobs):
+            for node in self.nodes_of_job[j]:
+                first = self.first_gpu[node]
+                for k in range(cluster.node_by_name[node].num_gpus):
+                    rows.append(row)
+                    cols.append(self.gpu[j][first + k])
+                    values.append(1.0)
+                for i, mode in enumerate(data.modes):
+                    if mode.node == node:
+                        rows.append(row)
+                        cols.append(int(self.mode[j][i]))
+                        values.append(-float(mode.num_gpus))
+                row += 1
+        self.builder.add_rows(np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64),
+                              np.array(values), 0.0, 0.0, count=row)
 
     def _no_overlap_per_gpu(self) -> None:
-        """start_j >= end_i - M (3 - before_ij - gpu_ig - gpu_jg) and
-        start_i >= end_j - M (2 + before_ij - gpu_ig - gpu_jg) for every pair and shared GPU g."""
+        """For every pair (i, j) and GPU g they may share:
+        s_j - end_i - M before_ij - M gpu_ig - M gpu_jg >= -3M and
+        s_i - end_j + M before_ij - M gpu_ig - M gpu_jg >= -2M."""
+        pairs = self.pairs
+        count = len(pairs.entry_pair)
+        if count == 0:
+            return
+        first = pairs.first[pairs.entry_pair]
+        second = pairs.second[pairs.entry_pair]
+        gpu_first = np.array([self.gpu[i][g] for i, g in zip(first.tolist(),
+                                                              pairs.entry_gpu.tolist(),
+                                                              strict=True)], dtype=np.int64)
+        gpu_second = np.array([self.gpu[j][g] for j, g in zip(second.tolist(),
+                                                               pairs.entry_gpu.tolist(),
+                                                               strict=True)], dtype=np.int64)
+        before = self.before[pairs.entry_pair]
         big_m = self.big_m
-        for (first, second), before in self.before.items():
-            for g in self._shared_gpus(first, second):
-                both = self.gpu[first, g] + self.gpu[second, g]
-                self.lp += (self.start[second] >= self.end[first] - big_m * (3 - before - both),
-                            self._name("after", first, second, g))
-                self.lp += (self.start[first] >= self.end[second] - big_m * (2 + before - both),
-                            self._name("before", first, second, g))
-
-    def _horizon(self) -> None:
-        """end_j <= H: every active schedule ends by the horizon."""
-        for data in self.problem.jobs:
-            self.lp += self.end[data.job.id] <= self.big_m, self._name("horizon", data.job.id)
+        rows = np.repeat(np.arange(count), 5)
+        after_cols = np.column_stack([self.start[second], self.end[first], before, gpu_first,
+                                      gpu_second]).ravel()
+        after_values = np.tile([1.0, -1.0, -big_m, -big_m, -big_m], count)
+        self.builder.add_rows(rows, after_cols, after_values, -3 * big_m, np.inf, count=count)
+        before_cols = np.column_stack([self.start[first], self.end[second], before, gpu_first,
+                                       gpu_second]).ravel()
+        before_values = np.tile([1.0, -1.0, big_m, -big_m, -big_m], count)
+        self.builder.add_rows(rows, before_cols, before_values, -2 * big_m, np.inf, count=count)
 
     def _deadlines(self) -> None:
-        """end_j <= d_j + M late_j; tardiness_j >= end_j - d_j, tardiness_j >= 0."""
-        for data in self.problem.jobs:
-            if data.deadline is None:
-                continue
-            jid = data.job.id
-            deadline = seconds(data.deadline)
-            self.late[jid] = self.lp.add_variable(self._name("late", jid), cat="Binary")
-            self.lp += (self.end[jid] <= deadline + self.big_m * self.late[jid],
-                        self._name("deadline", jid))
-            self.tardiness[jid] = self.lp.add_variable(self._name("tard", jid), lowBound=0)
-            self.lp += (self.tardiness[jid] >= self.end[jid] - deadline,
-                        self._name("tardiness", jid))
+        """end_j - M late_j <= d_j; tardiness_j - end_j >= -d_j."""
+        count = len(self.deadline_jobs)
+        if count == 0:
+            return
+        deadlines = np.array([seconds(self.problem.jobs[j].deadline or 0)
+                              for j in self.deadline_jobs])
+        rows = np.repeat(np.arange(count), 2)
+        ends = self.end[self.deadline_jobs]
+        self.builder.add_rows(rows, np.column_stack([ends, self.late]).ravel(),
+                              np.tile([1.0, -self.big_m], count), -np.inf, deadlines, count=count)
+        self.builder.add_rows(rows, np.column_stack([self.tardiness, ends]).ravel(),
+                              np.tile([1.0, -1.0], count), -deadlines, np.inf, count=count)
 
-    def add_completion_cuts(self, time_limit_s: float = 5.0) -> int:
+    def add_completion_cuts(self, budget: Budget) -> int:
         """e_jm = end_j if mode_jm else 0 (e_jm >= (r_j + p_jm) mode_jm, e_jm <= H mode_jm,
-        end_j = sum_m e_jm) and the mean-busy-time cuts of :func:`cuts.separate`, the same
-        rows as in the CP-SAT model (in the LP's units: mega-ticks). Returns the number of
-        cuts; ``lp_bound`` is the LP bound on sum_j w_j C_j (ticks x integer weights)."""
+        end_j = sum_m e_jm) and the mean-busy-time cuts of :func:`cuts.separate` (in the
+        LP's units: mega-ticks). Returns the number of cuts; ``lp_bound`` is the LP bound
+        on sum_j w_j C_j (ticks x integer weights)."""
         from formulations.deadline.cuts import _LP_UNIT, separate
 
-        found, self.lp_bound = separate(self.problem, time_limit_s=time_limit_s)
+        found, self.lp_bound = separate(self.problem, budget)
         if not found:
             return 0
-        for data in self.problem.jobs:
-            jid = data.job.id
-            for index, mode in enumerate(data.modes):
-                end = self.lp.add_variable(self._name("e", jid, index), lowBound=0)
-                self.lp += (end >= seconds(data.release + mode.duration) * self.mode[jid, index],
-                            self._name("e_low", jid, index))
-                self.lp += (end <= self.big_m * self.mode[jid, index],
-                            self._name("e_up", jid, index))
-                self.end_in_mode[jid, index] = end
-            self.lp += (self.end[jid] == pulp.lpSum(
-                self.end_in_mode[jid, i] for i in range(len(data.modes))),
-                self._name("e_sum", jid))
+        b = self.builder
+        for j, data in enumerate(self.problem.jobs):
+            ends = b.add_columns(len(data.modes), 0.0)
+            self.end_in_mode.append(ends)
+            count = len(data.modes)
+            earliest = np.array([seconds(data.release + m.duration) for m in data.modes])
+            rows = np.repeat(np.arange(count), 2)
+            b.add_rows(rows, np.column_stack([ends, self.mode[j]]).ravel(),
+                       np.column_stack([np.ones(count), -earliest]).ravel(), 0.0, np.inf,
+                       count=count)
+            b.add_rows(rows, np.column_stack([ends, self.mode[j]]).ravel(),
+                       np.column_stack([np.ones(count), np.full(count, -self.big_m)]).ravel(),
+                       -np.inf, 0.0, count=count)
+            b.add_rows(np.zeros(count + 1, dtype=np.int64),
+                       np.concatenate([[self.end[j]], ends]),
+                       np.concatenate([[1.0], -np.ones(count)]), 0.0, 0.0, count=1)
         unit = _LP_UNIT
         per_second = unit / TICK_S  # mega-ticks per second
-        for number, cut in enumerate(found):
-            row = pulp.lpSum(
-                on_end * unit * per_second * self.end_in_mode[self.problem.jobs[j].job.id, i]
-                - on_use * unit * unit * self.mode[self.problem.jobs[j].job.id, i]
-                for j, i, on_end, on_use in cut.coefficients(self.problem))
-            self.lp += row >= -cut.constant() * unit * unit, f"mean_busy_{number}"
+        for cut in found:
+            cols, values = [], []
+            for j, i, on_end, on_use in cut.coefficients(self.problem):
+                cols += [int(self.end_in_mode[j][i]), int(self.mode[j][i])]
+                values += [on_end * unit * per_second, -on_use * unit * unit]
+            b.add_rows(np.zeros(len(cols), dtype=np.int64), np.array(cols), np.array(values),
+                       -cut.constant() * unit * unit, np.inf, count=1)
+        self.cut_rows = len(found)
         return len(found)
 
     # -- objective -------------------------------------------------------------------------
-    def deadline_term(self) -> pulp.LpAffineExpression:
+    def deadline_cost(self) -> Vector:
         """Missed: sum_j late_j. Tardiness: sum_j w_j tardiness_j (s)."""
+        cost = np.zeros(self.model.num_cols)
         if self.problem.objective is DeadlineObjective.MISSED:
-            return pulp.lpSum(self.late.values())
-        weights = {d.job.id: d.weight / self.problem.weight_scale for d in self.problem.jobs}
-        return pulp.lpSum(weights[j] * t for j, t in self.tardiness.items())
+            cost[self.late] = 1.0
+        else:
+            scale = self.problem.weight_scale
+            cost[self.tardiness] = [self.problem.jobs[j].weight / scale
+                                    for j in self.deadline_jobs]
+        return cost
 
-    def completion_term(self) -> pulp.LpAffineExpression:
-        """sum_j w_j (end_j - a_j) (s): total weighted job completion time."""
+    def completion_cost(self) -> tuple[Vector, float]:
+        """sum_j w_j (end_j - a_j) (s): total weighted job completion time, as (cost,
+        offset)."""
+        cost = np.zeros(self.model.num_cols)
         scale = self.problem.weight_scale
-        return pulp.lpSum(d.weight / scale * (self.end[d.job.id] - d.job.arrival)
-                          for d in self.problem.jobs)
+        weights = np.array([d.weight / scale for d in self.problem.jobs])
+        cost[self.end] = weights
+        offset = -float(sum(w * d.job.arrival for w, d in zip(weights, self.problem.jobs,
+                                                              strict=True)))
+        return cost, offset
 
-    # -- solving ---------------------------------------------------------------------------
-    def set_start(self, plan: Mapping[str, tuple[int, int]]) -> bool:
-        """Give every variable the value of a complete ``plan`` (a MIP start)."""
+    # -- starts and plans ------------------------------------------------------------------
+    def start_values(self, plan: Plan) -> Vector | None:
+        """Every variable's value for a complete ``plan`` (a MIP start), or ``None``."""
         if any(d.job.id not in plan for d in self.problem.jobs):
-            return False
+            return None
+        values = np.zeros(self.model.num_cols)
         schedule = self.problem.realise(plan)
-        gpus = {a.job: set(a.gpus) for a in schedule}
-        for data in self.problem.jobs:
-            jid = data.job.id
-            mode_index, start = plan[jid]
-            self.start[jid].setInitialValue(seconds(start))
-            for index in range(len(data.modes)):
-                self.mode[jid, index].setInitialValue(int(index == mode_index))
-                if (jid, index) in self.end_in_mode:
-                    self.end_in_mode[jid, index].setInitialValue(
-                        seconds(start + data.modes[index].duration) if index == mode_index
-                        else 0.0)
-            for (j, g), var in self.gpu.items():
-                if j == jid:
-                    var.setInitialValue(int(g in gpus[jid]))
+        gpu_index = {name: k for k, name in enumerate(self.gpu_names)}
+        gpus = {a.job: {gpu_index[g] for g in a.gpus} for a in schedule}
+        starts = np.zeros(len(self.problem.jobs))
+        for j, data in enumerate(self.problem.jobs):
+            mode_index, start = plan[data.job.id]
             end = start + data.modes[mode_index].duration
-            if jid in self.late:
-                assert data.deadline is not None
-                self.late[jid].setInitialValue(int(end > data.deadline))
-                self.tardiness[jid].setInitialValue(max(0.0, seconds(end - data.deadline)))
-        for (first, second), var in self.before.items():
-            var.setInitialValue(int(plan[first][1] <= plan[second][1]))
-        return True
+            starts[j] = start
+            values[self.start[j]] = seconds(start)
+            values[self.end[j]] = seconds(end)
+            values[self.mode[j][mode_index]] = 1.0
+            for g in gpus[data.job.id]:
+                values[self.gpu[j][g]] = 1.0
+            if self.end_in_mode:
+                values[self.end_in_mode[j][mode_index]] = seconds(end)
+        values[self.before] = (starts[self.pairs.first] <= starts[self.pairs.second])
+        for k, j in enumerate(self.deadline_jobs.tolist()):
+            data = self.problem.jobs[j]
+            end = plan[data.job.id][1] + data.modes[plan[data.job.id][0]].duration
+            assert data.deadline is not None
+            values[self.late[k]] = float(end > data.deadline)
+            values[self.tardiness[k]] = max(0.0, seconds(end - data.deadline))
+        return values
 
-    def _plan(self) -> Plan:
-        """The solution, left-justified on the grid in the order of the MILP's starts."""
+    def plan_of(self, values: Vector) -> Plan:
+        """A solution's modes and GPUs, left-justified on the grid in the order of its
+        starts."""
         modes: dict[str, int] = {}
         gpus: dict[str, tuple[str, ...]] = {}
         starts: dict[str, float] = {}
-        for data in self.problem.jobs:
+        for j, data in enumerate(self.problem.jobs):
             jid = data.job.id
-            modes[jid] = max(range(len(data.modes)),
-                             key=lambda i: self.mode[jid, i].varValue or 0.0)
-            gpus[jid] = tuple(g for (j, g), var in self.gpu.items()
-                              if j == jid and (var.varValue or 0.0) > 0.5)
-            starts[jid] = self.start[jid].varValue or 0.0
-        order = sorted(starts, key=lambda j: (starts[j], j))
+            modes[jid] = int(np.argmax(values[self.mode[j]]))
+            gpus[jid] = tuple(self.gpu_names[g] for g, col in self.gpu[j].items()
+                              if values[col] > 0.5)
+            starts[jid] = float(values[self.start[j]])
+        order = sorted(starts, key=lambda job: (starts[job], job))
         return left_justify(self.problem, modes, gpus, order)
 
-    def solve(self, backend: str, settings: MipSettings, warm_start: Plan | None = None
-              ) -> tuple[Plan | None, SolveStats, SolveStats | None]:
-        """Two stages, like the CP-SAT model; objective and bound of the completion stage
-        in seconds of weighted JCT, of the deadline stage in its own unit."""
-        if settings.time_limit_s is None or settings.time_limit_s >= 1.0:
-            budget = 5.0 if settings.time_limit_s is None else min(5.0, settings.time_limit_s / 10)
-            self.add_completion_cuts(budget)
-        warm = bool(warm_start) and warm_start is not None and self.set_start(warm_start)
-        deadline_stats: SolveStats | None = None
-        time_left = settings.time_limit_s
+    # -- solving ---------------------------------------------------------------------------
+    def solve(self, engine: str, settings: MipSettings, warm_start: Plan | None = None
+              ) -> StagePlans:
+        """Two stages, like the CP-SAT model: the deadline term on a share of the budget,
+        then the weighted completion (s) with the first term held at its best value. Each
+        stage starts from the best complete plan known. Objective and bound of the
+        completion stage in seconds of weighted JCT, of the deadline stage in its unit."""
+        budget = self.budget
+        start = None if warm_start is None else self.start_values(warm_start)
+        plans = StagePlans(SolveStats(Outcome.NO_SOLUTION))
+        model = self.model
         if self.problem.has_deadlines:
-            self.lp.setObjective(self.deadline_term())
-            deadline_stats = run(self.lp, backend, _with(settings, time_left, warm))
-            if deadline_stats.outcome not in (Outcome.OPTIMAL, Outcome.FEASIBLE):
-                return None, deadline_stats, deadline_stats
-            if time_left is not None:
-                time_left = max(0.1, time_left - deadline_stats.wall_s)
-            best = self.problem.evaluate(self._plan())[0]
-            if self.problem.objective is DeadlineObjective.MISSED:
-                self.lp += self.deadline_term() <= best, "stage1"
-            else:
-                self.lp += self.deadline_term() <= self.problem.deadline_seconds(best) + TICK_S,\
-                    "stage1"
-            # Start the second stage from the better (lexicographically) of the first stage's
-            # plan and the caller's start.
-            first = self._plan()
-            if warm_start is not None and len(warm_start) == len(self.problem.jobs) and \
+            budget.check("the deadline stage")
+            result = solve_mip(model.with_objective(self.deadline_cost()), engine,
+                               budget.part(DEADLINE_STAGE_SHARE), settings, start)
+            plans.deadline = _stats(result)
+            if result.values is None:
+                plans.completion = plans.deadline
+                return plans
+            first = plans.deadline_plan = self.plan_of(result.values)
+            best = self.problem.evaluate(first)[0]
+            if warm_start is not None and start is not None and \
                     self.problem.evaluate(warm_start) < self.problem.evaluate(first):
                 first = dict(warm_start)
-            warm = self.set_start(first)
-        self.lp.setObjective(self.completion_term())
-        stats = run(self.lp, backend, _with(settings, time_left, warm))
+            if self.problem.objective is DeadlineObjective.MISSED:
+                limit = float(best)
+            else:
+                limit = self.problem.deadline_seconds(best) + TICK_S
+            model = model.with_row(self.deadline_cost(), -np.inf, limit, "stage1")
+            start = self.start_values(first)
+        budget.check("the completion stage")
+        cost, offset = self.completion_cost()
+        result = solve_mip(model.with_objective(cost, offset), engine, budget, settings, start)
+        stats = _stats(result)
         if self.lp_bound is not None:
             # The cuts' LP bound holds for every schedule (floored against LP round-off).
             lp_bound = self.problem.completion_seconds(self.lp_bound * (1 - 1e-9))
             if stats.bound is None or stats.bound < lp_bound:
-                stats = dataclasses.replace(stats, bound=lp_bound)
-        plan = self._plan() if stats.outcome in (Outcome.OPTIMAL, Outcome.FEASIBLE) else None
-        return plan, stats, deadline_stats
+                stats.bound = lp_bound
+        plans.completion = stats
+        if result.values is not None:
+            plans.completion_plan = self.plan_of(result.values)
+        return plans
 
     def size(self) -> dict[str, int]:
-        """Variables and constraints of the model."""
-        return {"variables": len(self.lp.variables()), "constraints": len(self.lp.constraints())}
+        """Variables, constraints and nonzeros of the model."""
+        return {"variables": self.model.num_cols, "constraints": self.model.num_rows,
+                "nonzeros": int(self.model.matrix.nnz)}
 
 
-def _with(settings: MipSettings, time_left: float | None, warm: bool) -> MipSettings:
-    return MipSettings(time_left, settings.gap, settings.threads, settings.seed, warm)
+def _stats(result: MipResult) -> SolveStats:
+    return SolveStats(result.outcome, result.objective, result.bound, result.wall_s,
+                      hit_time_limit=result.hit_limit, detail=dict(result.detail))
 
+
+def size_summary(model: MatrixModel) -> str:
+    """``"V variables, R rows, N nonzeros"``."""
+    return f"{model.num_cols:,} variables, {model.num_rows:,} rows, {model.matrix.nnz:,} nonzeros"

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from formulations.common import TICK_S, integer_weights, seconds, ticks_down, ticks_up
+from formulations.common import (
+    TICK_S,
+    SolveStats,
+    integer_weights,
+    seconds,
+    ticks_down,
+    ticks_up,
+)
 from solver.data import Instance, Job
 from solver.placement import NodeBooking, place_on_nodes
 from solver.result import Assignment, Schedule
@@ -26,6 +32,9 @@ log = logging.getLogger(__name__)
 
 #: job id -> (mode index, start tick)
 Plan = dict[str, tuple[int, int]]
+#: The first (deadline) stage of a solve gets this share of what is left of the budget;
+#: the second stage the rest.
+DEADLINE_STAGE_SHARE = 0.5
 
 
 class DeadlineObjective(str, Enum):
@@ -173,6 +182,18 @@ class DeadlineProblem:
         return plan
 
 
+@dataclass
+class StagePlans:
+    """What the two stages found: each stage's plan (``None`` if it found none) and
+    statistics (objective and bound in model units; ``deadline`` is ``None`` when the
+    first stage is skipped)."""
+
+    completion: SolveStats
+    deadline: SolveStats | None = None
+    completion_plan: Plan | None = None
+    deadline_plan: Plan | None = None
+
+
 def build_problem(
     instance: Instance, objective: DeadlineObjective | str = DeadlineObjective.MISSED,
     pinned_nodes: Mapping[str, str] | None = None,
@@ -185,9 +206,11 @@ def build_problem(
     jobs = []
     unplaceable = []
     unmeetable = []
+    speeds: dict[tuple[str, str, int], float] = {}  # (job type, GPU type, count) -> steps/s
     for job, weight in zip(instance.jobs, weights, strict=True):
         release_s = max(job.arrival, instance.now)
         modes = []
+        durations: dict[tuple[str, int], int] = {}
         for node in instance.cluster.nodes:
             if not job.may_use(node.gpu_type) or pinned_nodes.get(job.id, node.name) != \
                     node.name:
@@ -195,11 +218,17 @@ def build_problem(
             for count in job.gpu_counts:
                 if count > node.num_gpus:
                     continue
-                speed = instance.throughput.throughput(job.job_type, node.gpu_type, count,
-                                                       Placement.PACKED)
+                key = (job.job_type, node.gpu_type, count)
+                speed = speeds.get(key)
+                if speed is None:
+                    speed = speeds[key] = instance.throughput.throughput(
+                        job.job_type, node.gpu_type, count, Placement.PACKED)
                 if speed > 0:
-                    modes.append(Mode(node.name, node.gpu_type, count, speed,
-                                      max(1, ticks_up(job.work / speed))))
+                    duration = durations.get((node.gpu_type, count))
+                    if duration is None:
+                        duration = durations[node.gpu_type, count] = max(
+                            1, ticks_up(job.work / speed))
+                    modes.append(Mode(node.name, node.gpu_type, count, speed, duration))
         if not modes:
             unplaceable.append(job.id)
         fastest = max((c.throughput for c in instance.configurations(job)), default=0.0)
@@ -214,151 +243,6 @@ def build_problem(
     )
     return DeadlineProblem(instance, tuple(jobs), objective, scale, exact, horizon,
                            tuple(unplaceable), tuple(unmeetable))
-
-
-def left_justify(problem: DeadlineProblem, modes: Mapping[str, int],
-                 gpus: Mapping[str, tuple[str, ...]], order: list[str]) -> Plan:
-    """Start ticks for jobs with fixed modes and GPU sets, taken in ``order``: each as
-    early as its release and the GPUs it shares with earlier jobs allow."""
-    free: dict[str, int] = defaultdict(int)
-    by_id = {data.job.id: data for data in problem.jobs}
-    plan: Plan = {}
-    for job_id in order:
-        data = by_id[job_id]
-        mode = data.modes[modes[job_id]]
-        start = max([data.release, *(free[g] for g in gpus[job_id])])
-        for g in gpus[job_id]:
-            free[g] = start + mode.duration
-        plan[job_id] = (modes[job_id], start)
-    return plan
-
-
-def earliest_start(release: int, duration: int, need: int, capacity: int,
-                   booked: list[tuple[int, int, int]]) -> int:
-    """Earliest tick >= ``release`` at which ``need`` of ``capacity`` GPUs are free for
-    ``duration`` ticks, given ``booked`` (start, end, GPUs) intervals; gaps may be used."""
-    candidates = sorted({release, *(end for _, end, _ in booked if end > release)})
-    for start in candidates:
-        finish = start + duration
-        # Peak use in [start, finish): check at start and at every booking start inside.
-        points = [start, *(s for s, _, _ in booked if start < s < finish)]
-        if all(sum(c for s, e, c in booked if s <= t < e) + need <= capacity for t in points):
-            return start
-    raise AssertionError("unreachable: after the last end the node is empty")
-
-
-def greedy_plan(problem: DeadlineProblem) -> Plan:
-    """A quick complete plan (a MIP start / hint): jobs by release, then earliest
-    deadline; each in the mode that finishes first, in the earliest gap of its node."""
-    order = sorted(range(len(problem.jobs)), key=lambda j: (
-        problem.jobs[j].release, problem.jobs[j].deadline is None,
-        problem.jobs[j].deadline or 0, problem.jobs[j].job.id))
-    return decode(problem, order, dict.fromkeys(order))
-
-
-def decode(problem: DeadlineProblem, order: list[int],
-           modes: Mapping[int, int | None]) -> Plan:
-    """Serial schedule generation: jobs (indices into ``problem.jobs``) in ``order``, each
-    at the earliest start (gaps allowed) that the jobs before it leave. A job's mode in
-    ``modes`` fixes its GPU type and gang size, and the node among those offering that
-    (type, size) where it ends first is taken; ``None`` lets it take any mode, the one
-    that ends first."""
-    capacity = problem.node_capacity()
-    booked: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-    plan: Plan = {}
-    for j in order:
-        data = problem.jobs[j]
-        fixed = modes.get(j)
-        if fixed is None:
-            candidates = list(range(len(data.modes)))
-        else:
-            kind = (data.modes[fixed].gpu_type, data.modes[fixed].num_gpus)
-            candidates = [i for i, m in enumerate(data.modes) if (m.gpu_type, m.num_gpus) == kind]
-        best: tuple[int, int, int] | None = None  # (end, mode index, start)
-        for index in candidates:
-            mode = data.modes[index]
-            start = earliest_start(data.release, mode.duration, mode.num_gpus,
-                                   capacity[mode.node], booked[mode.node])
-            if best is None or start + mode.duration < best[0]:
-                best = (start + mode.duration, index, start)
-        assert best is not None
-        end, index, start = best
-        mode = data.modes[index]
-        booked[mode.node].append((start, end, mode.num_gpus))
-        plan[data.job.id] = (index, start)
-    return plan
-
-
-def improve_plan(problem: DeadlineProblem, plan: Plan, time_limit_s: float = 1.0) -> Plan:
-    """Local search from ``plan`` (a primal heuristic for the warm start of every back-end).
-
-    A solution is a priority order and a mode per job, decoded by :func:`decode`. Moves,
-    first improvement, until none improves or the time is up: give one job another mode;
-    move one job to another place in the order. Starting points: ``plan``'s own order
-    (by start) and modes, and the weighted-shortest-processing-time order with each job in
-    the mode that ends first. The lexicographic objective (deadline term, then weighted completion)
-    decides; the result is never worse than ``plan``."""
-    began = time.perf_counter()
-    jobs = problem.jobs
-    index = {data.job.id: j for j, data in enumerate(jobs)}
-
-    def value(candidate: Plan) -> tuple[int, int]:
-        return problem.evaluate(candidate)
-
-    def out_of_time() -> bool:
-        return time.perf_counter() - began > time_limit_s
-
-    starts: list[tuple[list[int], dict[int, int | None]]] = []
-    own_modes: dict[int, int | None] = {index[jid]: mode for jid, (mode, _) in plan.items()}
-    starts.append((sorted(own_modes, key=lambda j: (plan[jobs[j].job.id][1], j)), own_modes))
-    shortest = {j: min(m.duration for m in d.modes) for j, d in enumerate(jobs)}
-    starts.append((sorted(range(len(jobs)), key=lambda j: (
-        jobs[j].release + shortest[j] / max(jobs[j].weight, 1),
-        jobs[j].deadline is None, jobs[j].deadline or 0, j)), dict.fromkeys(range(len(jobs)))))
-    best_plan, best_value = plan, value(plan)
-    decoded = []
-    for order, start_modes in starts:
-        current = decode(problem, order, start_modes)
-        chosen: dict[int, int | None] = {index[jid]: m for jid, (m, _) in current.items()}
-        decoded.append((value(current), list(order), chosen, current))
-    # Search from the better starting point first.
-    for current_value, order, modes, current in sorted(decoded, key=lambda d: d[0]):
-        improved = True
-        while improved and not out_of_time():
-            improved = False
-            for j in list(order):
-                for mode in range(len(jobs[j].modes)):
-                    if mode == modes[j]:
-                        continue
-                    trial_modes = {**modes, j: mode}
-                    trial = decode(problem, order, trial_modes)
-                    trial_value = value(trial)
-                    if trial_value < current_value:
-                        modes, current, current_value, improved = (trial_modes, trial,
-                                                                   trial_value, True)
-                if out_of_time():
-                    break
-            for position in range(1, len(order)):
-                if out_of_time():
-                    break
-                for target in range(len(order)):
-                    if target == position:
-                        continue
-                    rest = order[:position] + order[position + 1:]
-                    trial_order = [*rest[:target], order[position], *rest[target:]]
-                    trial = decode(problem, trial_order, modes)
-                    trial_value = value(trial)
-                    if trial_value < current_value:
-                        order, current, current_value, improved = (trial_order, trial,
-                                                                   trial_value, True)
-                        break
-        if current_value < best_value:
-            best_plan, best_value = current, current_value
-        if out_of_time():
-            break
-    log.debug("local search: %s -> %s in %.2f s", value(plan), best_value,
-              time.perf_counter() - began)
-    return best_plan
 
 
 def is_finite(value: float | None) -> bool:

@@ -23,9 +23,10 @@ import time
 import numpy as np
 import pulp
 
+from formulations.budget import Budget
 from formulations.common import Outcome
 from formulations.gavel.problem import Allocation, AllocationProblem, Array, Objective
-from formulations.pulp_backend import MipSettings, run
+from formulations.pulp_backend import run
 
 log = logging.getLogger(__name__)
 
@@ -87,14 +88,17 @@ class GavelLp:
         for j, rho in enumerate(self.rho):
             self.lp += self.floor <= rho, f"floor_{j}"
 
-    def solve(self, backend: str = "highs", time_limit_s: float | None = None) -> Allocation:
-        """Solve (both stages for max-min); fractions clipped to [0, 1]."""
+    def solve(self, backend: str = "highs", budget: Budget | None = None) -> Allocation:
+        """Solve within ``budget`` (both stages for max-min; an LP solved to optimality is
+        deterministic, so deterministic budgets set no limit); fractions clipped to [0, 1].
+        A stage that does not finish leaves no allocation: ``Allocation.ok`` is then
+        false, never a half-solved vertex."""
         began = time.perf_counter()
         problem = self.problem
         if not problem.job_ids:
             return Allocation(problem, np.zeros((0, len(problem.gpu_types))), 0.0, True)
-        settings = MipSettings(time_limit_s=time_limit_s)
-        stats = run(self.lp, backend, settings)
+        budget = budget or Budget.unlimited()
+        stats = run(self.lp, backend, budget)
         optimal = stats.outcome is Outcome.OPTIMAL
         if stats.objective is None:
             log.warning("gavel LP: %s", stats.outcome.value)
@@ -105,9 +109,12 @@ class GavelLp:
             self.lp += self.floor >= best_floor * (1 - MAX_MIN_RELAXATION), "floor_held"
             self.lp.setObjective(pulp.LpAffineExpression(
                 [(var, -coefficient) for rho in self.rho for var, coefficient in rho.items()]))
-            second = run(self.lp, backend, settings)
+            first = self._values()
+            second = run(self.lp, backend, budget)
             if second.objective is None:  # keep the first stage's vertex
                 log.warning("gavel LP second stage: %s", second.outcome.value)
+                for (j, k), var in self.fraction.items():
+                    var.varValue = float(first[j, k])
             optimal = optimal and second.outcome is Outcome.OPTIMAL
         fractions = self._values()
         rho = problem.normalised(fractions)
@@ -123,6 +130,7 @@ class GavelLp:
 
 
 def solve_allocation(problem: AllocationProblem, objective: Objective | str = Objective.MAX_MIN,
-                     *, backend: str = "highs", time_limit_s: float | None = None) -> Allocation:
-    """Gavel's optimal time fractions for ``problem`` (back-end ``highs`` or ``cbc``)."""
-    return GavelLp(problem, objective).solve(backend, time_limit_s)
+                     *, backend: str = "highs", budget: Budget | None = None) -> Allocation:
+    """Gavel's optimal time fractions for ``problem`` (back-end ``highs``, ``cbc`` or
+    ``scip``) within ``budget``."""
+    return GavelLp(problem, objective).solve(backend, budget)

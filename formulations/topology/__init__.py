@@ -6,24 +6,42 @@ from __future__ import annotations
 import logging
 import time
 
-from formulations.topology.problem import Gang, PlacementModel, build, fragmentation
+from formulations.budget import Budget
+from formulations.topology.problem import (
+    Gang,
+    PlacementModel,
+    build,
+    fragmentation,
+    placement_cost,
+)
 from formulations.topology.solution import PlacementOutcome, from_placement
 from solver.data import Cluster
 from solver.result import Status
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("cpsat", "cbc", "highs")
+BACKENDS = ("cpsat", "highs", "cbc", "scip")
+#: The least wall time (s) worth handing a back-end: below it, building the model and
+#: starting the solver would cost more than the placement could gain, and the hint is
+#: returned. CBC runs as a child process (about 0.1 s to start and read its model).
+MIN_SOLVE_S = {"cpsat": 0.02, "highs": 0.02, "scip": 0.05, "cbc": 0.3}
 
 
 def place(cluster: Cluster, busy: set[str] | frozenset[str], gangs: tuple[Gang, ...], *,
-          backend: str = "cpsat", time_limit_s: float | None = None, threads: int = 1,
+          backend: str = "cpsat", budget: Budget | None = None, threads: int = 1,
           seed: int = 0, hint: dict[str, tuple[str, ...]] | None = None) -> PlacementOutcome:
-    """Place every gang on free GPUs (not in ``busy``): least communication cost, then
-    fewest partly free nodes. With a ``hint`` (a feasible placement, e.g. first fit) the
-    solver starts from it, and it is returned (status FEASIBLE) if the solver finds
-    nothing in time, so a caller always gets a placement when one was known."""
+    """Place every gang on free GPUs (not in ``busy``) within ``budget``: least
+    communication cost, then fewest partly free nodes. With a ``hint`` (a feasible
+    placement, e.g. first fit) the solver starts from it, and it is returned (status
+    FEASIBLE) if the solver finds nothing in time or something worse, so a caller always
+    gets a placement when one was known."""
     started = time.perf_counter()
+    budget = budget or Budget.unlimited()
+    left = budget.for_solver()
+    if hint and not budget.deterministic and left is not None and \
+            left < MIN_SOLVE_S.get(backend, 0.02):
+        return _hint_outcome(cluster, busy, gangs, hint, backend, started,
+                             f"no budget left for {backend} ({left:.3f} s): first fit kept")
     model = build(cluster, frozenset(busy), gangs)
     outcome: PlacementOutcome
     if backend == "cpsat":
@@ -32,14 +50,14 @@ def place(cluster: Cluster, busy: set[str] | frozenset[str], gangs: tuple[Gang, 
         cp = PlacementCpSat(model)
         if hint:
             cp.hint(hint)
-        outcome = cp.solve(time_limit_s, threads, seed)
+        outcome = cp.solve(budget, threads, seed)
     else:
         from formulations.topology.milp import PlacementMilp
 
         milp = PlacementMilp(model)
         if hint:
             milp.hint(hint)
-        outcome = milp.solve(backend, time_limit_s, threads)
+        outcome = milp.solve(backend, budget, threads, seed)
     if hint and outcome.status is not Status.INFEASIBLE:
         fallback = from_placement(model, hint, time.perf_counter() - started, backend, "")
         if not outcome.placement:
@@ -54,6 +72,16 @@ def place(cluster: Cluster, busy: set[str] | frozenset[str], gangs: tuple[Gang, 
             fallback.message = f"{backend} stopped on a placement worse than the hint"
             return fallback
     return outcome
+
+
+def _hint_outcome(cluster: Cluster, busy: set[str] | frozenset[str], gangs: tuple[Gang, ...],
+                  hint: dict[str, tuple[str, ...]], backend: str, started: float,
+                  message: str) -> PlacementOutcome:
+    """The hint as an outcome (status TIME_LIMIT: no solver ran), without the model."""
+    taken = set(busy) | {g for gpus in hint.values() for g in gpus}
+    return PlacementOutcome(Status.TIME_LIMIT, dict(hint), placement_cost(cluster, gangs, hint),
+                            None, fragmentation(cluster, taken),
+                            time.perf_counter() - started, backend, message=message)
 
 
 __all__ = ["BACKENDS", "Gang", "PlacementModel", "PlacementOutcome", "build", "fragmentation",

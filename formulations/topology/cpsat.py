@@ -9,6 +9,8 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from formulations.budget import Budget
+from formulations.cpsat_run import run_cpsat
 from formulations.topology.problem import COST_SCALE, PlacementModel
 from formulations.topology.solution import PlacementOutcome, decode
 from solver.result import Status
@@ -128,27 +130,29 @@ class PlacementCpSat:
                 self.model.add_hint(empty, int(is_empty))
             self.model.add_hint(partial, int(not (is_full or is_empty)))
 
-    def solve(self, time_limit_s: float | None, threads: int, seed: int) -> PlacementOutcome:
-        """Solve and decode; ``bound`` is a proven lower bound on the communication cost."""
-        solver = cp_model.CpSolver()
-        if time_limit_s is not None:
-            solver.parameters.max_time_in_seconds = time_limit_s
-        solver.parameters.num_workers = max(1, threads)
-        solver.parameters.random_seed = seed
-        if len(self.take) > LARGE_MODEL_COLUMNS:
-            # Measured on 64 gangs over 32 DGX-1s (benchmarks/placement.py): probing and
-            # symmetry detection spend 7 s in presolve before any solution; without them
-            # the optimum of the communication cost is found in under 2 s.
-            solver.parameters.cp_model_probing_level = 0
-            solver.parameters.symmetry_level = 0
+    def solve(self, budget: Budget | None = None, threads: int = 1,
+              seed: int = 0) -> PlacementOutcome:
+        """Solve within ``budget`` and decode; ``bound`` is a proven lower bound on the
+        communication cost."""
+        budget = budget or Budget.unlimited()
+        large = len(self.take) > LARGE_MODEL_COLUMNS
+
+        def configure(params: Any) -> None:
+            if large:
+                # Measured on 64 gangs over 32 DGX-1s (benchmarks/placement.py): probing and
+                # symmetry detection spend 7 s in presolve before any solution; without
+                # them the optimum of the communication cost is found in under 2 s.
+                params.cp_model_probing_level = 0
+                params.symmetry_level = 0
+
         started = time.perf_counter()
-        code = solver.solve(self.model)
+        solver, code = run_cpsat(self.model, budget, threads=threads, seed=seed,
+                                 configure=configure)
         wall = time.perf_counter() - started
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             chosen = [i for i, var in enumerate(self.take) if solver.value(var)]
-            status = Status.OPTIMAL if code == cp_model.OPTIMAL else (
-                Status.TIME_LIMIT if time_limit_s is not None and wall >= 0.95 * time_limit_s
-                else Status.FEASIBLE)
+            # FEASIBLE: CP-SAT stopped on its limit (there is no gap limit here).
+            status = Status.OPTIMAL if code == cp_model.OPTIMAL else Status.TIME_LIMIT
             try:
                 outcome = decode(self.data, chosen, status, wall, backend="cpsat")
             except ValueError as exc:
@@ -161,6 +165,6 @@ class PlacementCpSat:
                                                                               outcome.cost)
             return outcome
         status = Status.INFEASIBLE if code == cp_model.INFEASIBLE else (
-            Status.TIME_LIMIT if time_limit_s is not None else Status.UNKNOWN)
+            Status.TIME_LIMIT if budget.limited else Status.UNKNOWN)
         return PlacementOutcome(status, {}, math.inf, None, 0, wall, "cpsat",
                                 message=solver.status_name(code))

@@ -14,8 +14,10 @@ from typing import Any
 
 import pulp
 
+from formulations.budget import Budget
 from formulations.common import Outcome
-from formulations.pulp_backend import MipSettings, run
+from formulations.mip import MipSettings
+from formulations.pulp_backend import run
 from formulations.topology.problem import PlacementModel
 from formulations.topology.solution import PlacementOutcome, decode
 from solver.result import Status
@@ -102,15 +104,18 @@ class PlacementMilp:
             if index is not None:
                 self.take[index].setInitialValue(1)
 
-    def solve(self, backend: str, time_limit_s: float | None, threads: int) -> PlacementOutcome:
-        """Two solves: cost, then fragmentation at that cost. The outcome and bound of each
-        come from :func:`formulations.pulp_backend.run`, which reads them off the solver
-        (a solve stopped by its time limit is never taken as a proof)."""
+    def solve(self, backend: str, budget: Budget | None = None, threads: int = 1,
+              seed: int = 0) -> PlacementOutcome:
+        """Two solves within ``budget`` (the first on 70% of it): cost, then fragmentation
+        at that cost. The outcome and bound of each come from
+        :func:`formulations.pulp_backend.run`, which reads them off the engine (a solve
+        stopped by its limit is never taken as a proof)."""
         started = time.perf_counter()
+        budget = budget or Budget.unlimited()
+        settings = MipSettings(threads=threads, seed=seed)
         self.problem.setObjective(self.cost)
-        first_limit = None if time_limit_s is None else max(0.1, 0.7 * time_limit_s)
-        first_stats = run(self.problem, backend, MipSettings(
-            time_limit_s=first_limit, threads=threads, warm_start=self.warm))
+        first_stats = run(self.problem, backend, budget.part(0.7), settings,
+                          warm_start=self.warm)
         if first_stats.outcome not in (Outcome.OPTIMAL, Outcome.FEASIBLE):
             wall = time.perf_counter() - started
             if first_stats.outcome is Outcome.INFEASIBLE:
@@ -126,10 +131,7 @@ class PlacementMilp:
         slack = 1e-9 * max(1.0, abs(best)) + 1e-12
         self.problem += self.cost <= best + slack, "cost_at_optimum"
         self.problem.setObjective(pulp.lpSum(self.partial.values()))
-        remaining = None if time_limit_s is None else max(
-            0.1, time_limit_s - (time.perf_counter() - started))
-        second_stats = run(self.problem, backend, MipSettings(
-            time_limit_s=remaining, threads=threads, warm_start=True))
+        second_stats = run(self.problem, backend, budget, settings, warm_start=True)
         second_ok = second_stats.outcome in (Outcome.OPTIMAL, Outcome.FEASIBLE)
         chosen = [i for i, var in enumerate(self.take) if (var.value() or 0) > 0.5] \
             if second_ok else first

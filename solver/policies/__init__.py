@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
+from formulations.budget import Budget
 from solver.data import Instance
 from solver.errors import InputError
 from solver.result import Result, Schedule
@@ -22,12 +23,17 @@ from solver.result import Result, Schedule
 class SolveOptions:
     """Settings every policy accepts; a heuristic ignores what it has no use for.
 
-    ``time_limit_s`` bounds the solver's wall time, ``gap`` is the relative gap at
-    which a solver may stop, ``warm_start`` a schedule to start from.
+    ``budget`` is the one budget of the whole solve (made by :func:`solver.solve` from
+    ``time_limit_s`` and ``deterministic``; every phase of a policy consults it), ``gap``
+    is the relative gap at which a solver may stop, ``warm_start`` a schedule to start
+    from.
     """
 
     backend: str | None = None
     time_limit_s: float | None = None
+    #: the time limit counts deterministic work units instead of wall seconds
+    deterministic: bool = False
+    budget: Budget | None = None
     gap: float = 0.0
     threads: int = 1
     seed: int = 0
@@ -50,6 +56,8 @@ class Policy(Protocol):
     name: ClassVar[str]
     #: Back-ends it can run on, the default first; empty for a pure heuristic.
     backends: ClassVar[tuple[str, ...]]
+    #: The time limit (s) used when the caller gives none (``None``: no limit).
+    default_time_limit_s: ClassVar[float | None]
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Schedule every job of ``instance``; ``runtime_s`` and metrics are filled in by

@@ -19,7 +19,8 @@ class AlloxPolicy:
     """The AlloX matching on an assignment algorithm or a MILP back-end."""
 
     name: ClassVar[str] = "allox"
-    backends: ClassVar[tuple[str, ...]] = ("matching", "cbc", "highs")
+    backends: ClassVar[tuple[str, ...]] = ("matching", "highs", "cbc", "scip")
+    default_time_limit_s: ClassVar[float | None] = 60.0
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Schedule every job; objective = total weighted JCT (s) of the realised schedule."""

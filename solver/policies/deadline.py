@@ -25,7 +25,8 @@ class DeadlinePolicy:
     """The ``deadline`` model on CP-SAT or a MILP back-end."""
 
     name: ClassVar[str] = "deadline"
-    backends: ClassVar[tuple[str, ...]] = ("cpsat", "cbc", "highs")
+    backends: ClassVar[tuple[str, ...]] = ("cpsat", "highs", "cbc", "scip")
+    default_time_limit_s: ClassVar[float | None] = 60.0
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Schedule every job; objective = total weighted JCT (s) once the deadline term

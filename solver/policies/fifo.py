@@ -23,6 +23,7 @@ class FifoPolicy:
 
     name: ClassVar[str] = "fifo"
     backends: ClassVar[tuple[str, ...]] = ()
+    default_time_limit_s: ClassVar[float | None] = None
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Schedule every job in arrival order; the objective is total weighted completion

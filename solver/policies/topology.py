@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from formulations.budget import Budget
 from formulations.topology import Gang, PlacementOutcome, place
 from solver.data import Cluster, Instance, Job
 from solver.policies import SolveOptions
@@ -95,13 +96,16 @@ class TopologyPolicy:
     """FIFO admission, exact topology-aware placement per batch."""
 
     name: ClassVar[str] = "topology"
-    backends: ClassVar[tuple[str, ...]] = ("cpsat", "cbc", "highs")
+    backends: ClassVar[tuple[str, ...]] = ("cpsat", "highs", "cbc", "scip")
+    default_time_limit_s: ClassVar[float | None] = 60.0
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Schedule every job; the objective is the total communication cost (seconds per
         GB, weighted by sensitivity) of the placements, the bound the sum of the batches'
         proven bounds."""
         backend = options.backend or self.backends[0]
+        budget = options.budget or Budget(options.time_limit_s,
+                                          deterministic=options.deterministic)
         cluster = instance.cluster
         queue = sorted(instance.jobs, key=lambda j: (j.arrival, j.id))
         events: list[float] = sorted({max(j.arrival, instance.now) for j in queue})
@@ -132,9 +136,10 @@ class TopologyPolicy:
                 position += 1
             if batch:
                 gangs = tuple(g for _, g in batch)
-                outcome = place(cluster, busy, gangs, backend=backend,
-                                time_limit_s=options.time_limit_s, threads=options.threads,
-                                seed=options.seed, hint=hint)
+                # This batch's part of the budget: its share of the jobs still to place.
+                part = budget.part(len(batch) / (len(queue) - position + len(batch)))
+                outcome = place(cluster, busy, gangs, backend=backend, budget=part,
+                                threads=options.threads, seed=options.seed, hint=hint)
                 if not outcome.placement:
                     log.warning("placement failed (%s): using first fit", outcome.message)
                     outcome.placement = hint
@@ -196,9 +201,12 @@ class TopologyPolicy:
         proven = all(o.status is Status.OPTIMAL for o in outcomes)
         # One batch placed optimally is a proven optimum of the placement problem; with
         # several batches each is optimal given the ones before, not jointly.
-        status = Status.OPTIMAL if proven and len(outcomes) == 1 else Status.FEASIBLE
+        stopped = sum(o.status is Status.TIME_LIMIT for o in outcomes)
+        status = Status.OPTIMAL if proven and len(outcomes) == 1 else \
+            Status.TIME_LIMIT if stopped else Status.FEASIBLE
         extra: dict[str, Any] = {
             "batches": len(outcomes),
+            "batches_stopped_by_the_budget": stopped,
             "all_batches_optimal": proven,
             "fragmentation_last_batch": outcomes[-1].fragmentation if outcomes else 0,
             "predicted_throughput_total": optimal_total,
@@ -215,7 +223,7 @@ class TopologyPolicy:
 
 
 def topology_replacement(instance: Instance, schedule: Schedule, *, backend: str = "cpsat",
-                         time_limit_s: float | None = None, threads: int = 1,
+                         budget: Budget | None = None, threads: int = 1,
                          seed: int = 0) -> tuple[Schedule, dict[str, Any]]:
     """The same schedule (jobs, GPU types, nodes, start and finish times) with the GPUs
     inside each node chosen by the exact placement model: the jobs that start together on
@@ -224,8 +232,11 @@ def topology_replacement(instance: Instance, schedule: Schedule, *, backend: str
     Packed gangs stay on their node, so their throughput and finish times do not change
     and the schedule stays valid; spread gangs keep their GPUs, and a node that holds
     part of a spread gang keeps its original GPU choice. Returns the schedule and the
-    predicted-throughput comparison with the original placement.
+    predicted-throughput comparison with the original placement. Each batch gets a share
+    of what is left of ``budget`` (the one budget of the solve); a batch that gets nothing
+    keeps its first-fit GPUs.
     """
+    budget = budget or Budget.unlimited()
     cluster = instance.cluster
     jobs = instance.job_by_id
     spread_nodes = {cluster.gpu_by_id[g].node for a in schedule if len(a.gpus) > 1
@@ -239,6 +250,7 @@ def topology_replacement(instance: Instance, schedule: Schedule, *, backend: str
         else:
             movable.setdefault(node, []).append(a)
     placed: list[Assignment] = list(fixed)
+    left = sum(len(members) for members in movable.values())  # jobs still to place
     batches = 0
     all_optimal = True
     for node, assignments in movable.items():
@@ -257,8 +269,9 @@ def topology_replacement(instance: Instance, schedule: Schedule, *, backend: str
                 for a in batch)
             hint = first_fit(cluster, busy, list(gangs))
             if any(len(a.gpus) > 1 for a in batch):
-                outcome = place(cluster, busy, gangs, backend=backend, time_limit_s=time_limit_s,
-                                threads=threads, seed=seed, hint=hint)
+                outcome = place(cluster, busy, gangs, backend=backend,
+                                budget=budget.part(len(batch) / max(1, left)), threads=threads,
+                                seed=seed, hint=hint)
                 chosen = outcome.placement or hint
                 batches += 1
                 all_optimal &= outcome.status is Status.OPTIMAL
@@ -268,6 +281,7 @@ def topology_replacement(instance: Instance, schedule: Schedule, *, backend: str
                 gpus = chosen[a.job]
                 placed.append(Assignment(a.job, a.gpu_type, gpus, a.start, a.finish))
                 running.append((a.finish, gpus))
+            left -= len(batch)
     new = Schedule(tuple(placed))
     before = sum(predicted_throughput(instance, jobs[a.job], a.gpu_type, a.gpus)
                  for a in schedule)

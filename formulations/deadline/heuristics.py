@@ -1,0 +1,211 @@
+"""Plans for the ``deadline`` model without a solver: serial schedule generation, the
+greedy start plan, and a local search that improves it under a budget.
+
+Every back-end starts from the plan these give (a CP-SAT hint, a MIP start), and a
+solve never returns anything worse than it (see :func:`formulations.deadline.solve_deadline`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+
+from formulations.budget import LOCAL_SEARCH_UNITS_PER_ITEM, Budget
+from formulations.deadline.problem import DeadlineProblem, Plan
+
+log = logging.getLogger(__name__)
+
+
+def left_justify(problem: DeadlineProblem, modes: Mapping[str, int],
+                 gpus: Mapping[str, tuple[str, ...]], order: list[str]) -> Plan:
+    """Start ticks for jobs with fixed modes and GPU sets, taken in ``order``: each as
+    early as its release and the GPUs it shares with earlier jobs allow."""
+    free: dict[str, int] = defaultdict(int)
+    by_id = {data.job.id: data for data in problem.jobs}
+    plan: Plan = {}
+    for job_id in order:
+        data = by_id[job_id]
+        mode = data.modes[modes[job_id]]
+        start = max([data.release, *(free[g] for g in gpus[job_id])])
+        for g in gpus[job_id]:
+            free[g] = start + mode.duration
+        plan[job_id] = (modes[job_id], start)
+    return plan
+
+
+def earliest_start(release: int, duration: int, need: int, capacity: int,
+                   booked: list[tuple[int, int, int]]) -> int:
+    """Earliest tick >= ``release`` at which ``need`` of ``capacity`` GPUs are free for
+    ``duration`` ticks, given ``booked`` (start, end, GPUs) intervals; gaps may be used."""
+    candidates = sorted({release, *(end for _, end, _ in booked if end > release)})
+    for start in candidates:
+        finish = start + duration
+        # Peak use in [start, finish): check at start and at every booking start inside.
+        points = [start, *(s for s, _, _ in booked if start < s < finish)]
+        if all(sum(c for s, e, c in booked if s <= t < e) + need <= capacity for t in points):
+            return start
+    raise AssertionError("unreachable: after the last end the node is empty")
+
+
+def greedy_plan(problem: DeadlineProblem, budget: Budget | None = None) -> Plan:
+    """A quick complete plan (a MIP start / hint): jobs by release, then earliest
+    deadline; each in the mode that finishes first, in the earliest gap of its node. With
+    a wall-clock ``budget`` that runs out, the rest of the jobs are appended (see
+    :func:`decode`): a plan always comes back."""
+    order = sorted(range(len(problem.jobs)), key=lambda j: (
+        problem.jobs[j].release, problem.jobs[j].deadline is None,
+        problem.jobs[j].deadline or 0, problem.jobs[j].job.id))
+    return decode(problem, order, dict.fromkeys(order), budget)
+
+
+#: :func:`decode` reads its budget every this many jobs.
+_BUDGET_EVERY = 32
+
+
+def decode(problem: DeadlineProblem, order: list[int],
+           modes: Mapping[int, int | None], budget: Budget | None = None) -> Plan:
+    """Serial schedule generation: jobs (indices into ``problem.jobs``) in ``order``, each
+    at the earliest start (gaps allowed) that the jobs before it leave. A job's mode in
+    ``modes`` fixes its GPU type and gang size, and the node among those offering that
+    (type, size) where it ends first is taken; ``None`` lets it take any mode, the one
+    that ends first.
+
+    Filling gaps costs time in the bookings of a node; if a wall-clock ``budget`` runs out,
+    the remaining jobs are *appended* instead: each starts once its node is empty of the
+    jobs before it (time in its modes only), which is always feasible."""
+    capacity = problem.node_capacity()
+    booked: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    last_end: dict[str, int] = defaultdict(int)
+    plan: Plan = {}
+    appending = False
+    for position, j in enumerate(order):
+        if budget is not None and not appending and position % _BUDGET_EVERY == 0 and \
+                not budget.deterministic and budget.expired():
+            appending = True
+            log.info("decode: budget spent after %d of %d jobs: appending the rest",
+                     position, len(order))
+        data = problem.jobs[j]
+        best: tuple[int, int, int] | None = None  # (end, mode index, start)
+        for index in candidate_modes(problem, j, modes.get(j)):
+            mode = data.modes[index]
+            if appending:
+                start = max(data.release, last_end[mode.node])
+            else:
+                start = earliest_start(data.release, mode.duration, mode.num_gpus,
+                                       capacity[mode.node], booked[mode.node])
+            if best is None or start + mode.duration < best[0]:
+                best = (start + mode.duration, index, start)
+        assert best is not None
+        end, index, start = best
+        mode = data.modes[index]
+        booked[mode.node].append((start, end, mode.num_gpus))
+        last_end[mode.node] = max(last_end[mode.node], end)
+        plan[data.job.id] = (index, start)
+    return plan
+
+
+def candidate_modes(problem: DeadlineProblem, job: int, fixed: int | None) -> list[int]:
+    """The modes :func:`decode` tries for ``job``: all, or those of the fixed mode's
+    (GPU type, gang size) on any node."""
+    data = problem.jobs[job]
+    if fixed is None:
+        return list(range(len(data.modes)))
+    kind = (data.modes[fixed].gpu_type, data.modes[fixed].num_gpus)
+    return [i for i, m in enumerate(data.modes) if (m.gpu_type, m.num_gpus) == kind]
+
+
+class DecodeWork:
+    """Deterministic work units of one :func:`decode` call: the (job, mode) pairs it tries,
+    times :data:`~formulations.budget.LOCAL_SEARCH_UNITS_PER_ITEM` (counts per job and mode
+    kept, so that pricing a call costs time in the jobs, not in their modes)."""
+
+    def __init__(self, problem: DeadlineProblem) -> None:
+        self.every = [len(data.modes) for data in problem.jobs]
+        self.same_kind = []
+        for data in problem.jobs:
+            kinds = [(m.gpu_type, m.num_gpus) for m in data.modes]
+            self.same_kind.append([kinds.count(kind) for kind in kinds])
+
+    def __call__(self, modes: Mapping[int, int | None]) -> float:
+        """The units of decoding with ``modes`` fixed (job index -> mode or ``None``)."""
+        items = 0
+        for j, every in enumerate(self.every):
+            fixed = modes.get(j)
+            items += every if fixed is None else self.same_kind[j][fixed]
+        return items * LOCAL_SEARCH_UNITS_PER_ITEM
+
+
+def improve_plan(problem: DeadlineProblem, plan: Plan, budget: Budget | None = None) -> Plan:
+    """Local search from ``plan`` (a primal heuristic for the warm start of every back-end),
+    within ``budget`` (a wall-clock or deterministic one; ``None``: until no move improves).
+
+    A solution is a priority order and a mode per job, decoded by :func:`decode`. Moves,
+    first improvement, until none improves or the budget is spent: give one job another
+    mode; move one job to another place in the order. Starting points: ``plan``'s own order
+    (by start) and modes, and the weighted-shortest-processing-time order with each job in
+    the mode that ends first. The lexicographic objective (deadline term, then weighted
+    completion) decides; the result is never worse than ``plan``. In deterministic mode
+    every decode is charged :class:`DecodeWork` units, so the moves tried, and the result,
+    depend only on the input and the budget."""
+    budget = budget or Budget.unlimited()
+    jobs = problem.jobs
+    index = {data.job.id: j for j, data in enumerate(jobs)}
+    work = DecodeWork(problem) if budget.deterministic else None
+
+    def run(order: list[int], chosen: Mapping[int, int | None]) -> tuple[Plan, tuple[int, int]]:
+        if work is not None:
+            budget.charge(work(chosen))
+        candidate = decode(problem, order, chosen)
+        return candidate, problem.evaluate(candidate)
+
+    starts: list[tuple[list[int], dict[int, int | None]]] = []
+    own_modes: dict[int, int | None] = {index[jid]: mode for jid, (mode, _) in plan.items()}
+    starts.append((sorted(own_modes, key=lambda j: (plan[jobs[j].job.id][1], j)), own_modes))
+    shortest = {j: min(m.duration for m in d.modes) for j, d in enumerate(jobs)}
+    starts.append((sorted(range(len(jobs)), key=lambda j: (
+        jobs[j].release + shortest[j] / max(jobs[j].weight, 1),
+        jobs[j].deadline is None, jobs[j].deadline or 0, j)), dict.fromkeys(range(len(jobs)))))
+    best_plan, best_value = plan, problem.evaluate(plan)
+    decoded = []
+    for order, start_modes in starts:
+        if budget.expired():
+            break
+        current, current_value = run(order, start_modes)
+        chosen: dict[int, int | None] = {index[jid]: m for jid, (m, _) in current.items()}
+        decoded.append((current_value, list(order), chosen, current))
+    # Search from the better starting point first.
+    for current_value, order, modes, current in sorted(decoded, key=lambda d: d[0]):
+        improved = True
+        while improved and not budget.expired():
+            improved = False
+            for j in list(order):
+                for mode in range(len(jobs[j].modes)):
+                    if mode == modes[j] or budget.expired():
+                        continue
+                    trial_modes = {**modes, j: mode}
+                    trial, trial_value = run(order, trial_modes)
+                    if trial_value < current_value:
+                        modes, current, current_value, improved = (trial_modes, trial,
+                                                                   trial_value, True)
+                if budget.expired():
+                    break
+            for position in range(1, len(order)):
+                if budget.expired():
+                    break
+                for target in range(len(order)):
+                    if target == position or budget.expired():
+                        continue
+                    rest = order[:position] + order[position + 1:]
+                    trial_order = [*rest[:target], order[position], *rest[target:]]
+                    trial, trial_value = run(trial_order, modes)
+                    if trial_value < current_value:
+                        order, current, current_value, improved = (trial_order, trial,
+                                                                   trial_value, True)
+                        break
+        if current_value < best_value:
+            best_plan, best_value = current, current_value
+        if budget.expired():
+            break
+    log.debug("local search: %s -> %s (%s)", problem.evaluate(plan), best_value, budget)
+    return best_plan
