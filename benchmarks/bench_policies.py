@@ -91,7 +91,9 @@ def figures(trace: str, rows: list[dict[str, str]]) -> list[str]:
             if agnostic in jct:
                 lines.append(f"{trace} load {load}: {agnostic} / {policy} avg JCT = "
                              f"{jct[agnostic] / jct[policy]:.2f}x")
-        wall = sum(float(r["wall_time_s"]) for r in group)
+        # results.csv carries each run's timing.json figures (wall_time_s) beside its
+        # summary.json ones; a run without them counts 0.
+        wall = sum(float(r.get("wall_time_s") or 0.0) for r in group)
         lines.append(f"{trace} load {load}: replay wall time {wall / 60:.1f} min in total")
     return lines
 

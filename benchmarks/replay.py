@@ -86,7 +86,9 @@ def cases(deadline_jobs: int | None) -> list[Case]:
 
 
 def run_case(case: Case, out: Path, timeout_s: float) -> dict[str, object]:
-    """Run one case in a child process; its figures as a CSV row."""
+    """Run one case in a child process (its stdout and stderr kept in ``out``, the replay's
+    files in ``out/replay``); its figures as a CSV row: the replay's from summary.json,
+    the wall-clock ones from timing.json."""
     row: dict[str, object] = {
         "case": case.name, "trace": case.trace.name, "format": case.trace_format,
         "cluster": case.cluster, "policy": case.policy, "target": case.target,
@@ -94,7 +96,8 @@ def run_case(case: Case, out: Path, timeout_s: float) -> dict[str, object]:
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "stdout.txt", "w") as stdout, open(out / "stderr.txt", "w") as stderr:
         began = time.perf_counter()
-        child = subprocess.Popen(case.command(out), stdout=stdout, stderr=stderr, cwd=ROOT)
+        child = subprocess.Popen(case.command(out / "replay"), stdout=stdout, stderr=stderr,
+                                 cwd=ROOT)
         status, usage = _wait(child, timeout_s)
         row["end_to_end_s"] = round(time.perf_counter() - began, 2)
     row["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1) if usage else None  # KiB on Linux
@@ -105,11 +108,13 @@ def run_case(case: Case, out: Path, timeout_s: float) -> dict[str, object]:
         last = (out / "stderr.txt").read_text().strip().splitlines()[-1:]
         row["status"] = f"exit {status}: {' '.join(last)}"
         return row
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "replay" / "summary.json").read_text())
+    timing = json.loads((out / "replay" / "timing.json").read_text())
     row["status"] = "ok"
-    row["simulation_s"] = round(summary["wall_time_s"], 2)
-    for key in ("gpus", "jobs", "completed", "decisions", "decision_time_p50_s",
-                "decision_time_p95_s", "decision_time_max_s", "fallbacks", "avg_jct_s",
+    row["simulation_s"] = round(timing["wall_time_s"], 2)
+    for key in ("decision_time_p50_s", "decision_time_p95_s", "decision_time_max_s"):
+        row[key] = timing.get(key)
+    for key in ("gpus", "jobs", "completed", "decisions", "fallbacks", "avg_jct_s",
                 "avg_queue_s", "utilization"):
         row[key] = summary.get(key)
     row["meets_target"] = _meets(case, row)

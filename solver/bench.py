@@ -7,8 +7,8 @@ processes. The bench writes into its output folder:
   replay's ``summary.json``, the lower bounds of :mod:`solver.bounds` and the ratios to
   them), appended and flushed as each run finishes, so an interrupted bench keeps its
   finished rows and a rerun skips them;
-* ``runs/<policy>-s<seed>-l<load>/``: each run's ``summary.json``, ``jobs.csv`` and
-  ``decisions.csv``;
+* ``runs/<policy>-s<seed>-l<load>/``: each run's ``summary.json``, ``jobs.csv``,
+  ``decisions.csv`` and ``timing.json`` (wall clock; its figures are in results.csv too);
 * ``bench.json``: the settings that shape the results (a rerun with other settings into
   the same folder is refused);
 * ``report.md`` and the plots (PNG): see docs/bench.md.
@@ -46,7 +46,7 @@ EXACT_MODELS = frozenset({"deadline", "allox", "topology"})
 KEY_COLUMNS = ("policy", "seed", "load")
 #: The settings recorded in ``bench.json``; a rerun into the same folder must match them.
 SETTING_FIELDS = ("trace", "trace_format", "cluster", "limit_jobs", "time_limit_s",
-                  "throughput", "backend", "interval_s", "deadline_fraction",
+                  "deterministic", "throughput", "backend", "interval_s", "deadline_fraction",
                   "restart_penalty_s", "on_bad_row")
 
 
@@ -130,8 +130,9 @@ class BenchSettings:
 
     ``seeds`` seed the trace reader (drawn job types, synthetic deadlines) and the
     policies; ``loads`` multiply the arrival rate (2 halves the inter-arrival times);
-    ``time_limit_s`` is the solver time limit per decision; the other fields are
-    :func:`solver.replay.run_replay`'s.
+    ``time_limit_s`` is the solver limit per decision, in deterministic work units with
+    ``deterministic`` (the default: every run repeats exactly) or in wall seconds; the
+    other fields are :func:`solver.replay.run_replay`'s.
     """
 
     trace: Path
@@ -143,6 +144,7 @@ class BenchSettings:
     workers: int = field(default_factory=default_workers)
     limit_jobs: int | None = None
     time_limit_s: float = 1.0
+    deterministic: bool = True
     throughput: Path | None = None
     backend: str | None = None
     interval_s: float | None = None
@@ -224,7 +226,8 @@ def _replay(task: _Task) -> dict[str, object]:
         interval_s=settings.interval_s, time_limit_s=settings.time_limit_s, seed=spec.seed,
         limit_jobs=settings.limit_jobs, on_bad_row=settings.on_bad_row,
         deadline_fraction=settings.deadline_fraction,
-        restart_penalty_s=settings.restart_penalty_s, show_progress=False, load=spec.load)
+        restart_penalty_s=settings.restart_penalty_s, show_progress=False, load=spec.load,
+        deterministic=settings.deterministic)
 
 
 # --- results.csv ------------------------------------------------------------------------
@@ -414,7 +417,10 @@ def _check_folder(settings: BenchSettings, out: Path) -> None:
                              file=str(recorded), path=name, value=identity[name],
                              expected=f"{before.get(name)!r} as before (rerunning resumes a "
                              "bench), or another --out")
-    recorded.write_text(json.dumps(identity, indent=1) + "\n", encoding="utf-8")
+    from formulations.versions import solver_versions
+
+    recorded.write_text(json.dumps({**identity, "solver_versions": solver_versions()},
+                                   indent=1) + "\n", encoding="utf-8")
 
 
 def run_bench(settings: BenchSettings, out: Path, *, stream: TextIO | None = None,
@@ -751,6 +757,22 @@ def _read_csv_columns(path: Path, columns: Sequence[str]) -> dict[str, list[floa
     return values
 
 
+def decision_times(run: Path) -> list[float]:
+    """The policy's wall-clock time at each decision point of one run (s): the
+    ``decision_time_s`` list of its ``timing.json`` (or, for runs written before it
+    existed, the ``decision_time_s`` column of decisions.csv); empty if neither is there."""
+    timing = run / "timing.json"
+    if timing.is_file():
+        try:
+            values = json.loads(timing.read_text(encoding="utf-8")).get("decision_time_s")
+        except (ValueError, AttributeError):
+            values = None
+        if isinstance(values, list):
+            return [float(v) if isinstance(v, int | float) else math.nan for v in values]
+    columns = _read_csv_columns(run / "decisions.csv", ("decision_time_s",))
+    return columns["decision_time_s"] if columns else []
+
+
 def busy_gpus_over_time(run: Path) -> tuple[np.ndarray, np.ndarray] | None:
     """``(times, busy GPUs)`` of one run, a step function (each value holds from its time
     on), times in s from the first arrival.
@@ -883,10 +905,8 @@ def _plots(out: Path, groups: dict[str, list[dict[str, str]]]) -> dict[str, list
             spent: list[float] = []
             for row in group:
                 if row.get("policy") == policy:
-                    log_rows = _read_csv_columns(run_dir(row) / "decisions.csv",
-                                                 ("decision_time_s",))
-                    spent += [max(v, 1e-7) for v in (log_rows or {"decision_time_s": []})[
-                        "decision_time_s"] if math.isfinite(v)]
+                    spent += [max(v, 1e-7) for v in decision_times(run_dir(row))
+                              if math.isfinite(v)]
             if spent:
                 data.append(spent)
                 names.append(policy)

@@ -72,9 +72,20 @@ class Decision:
 
 
 class RollingPolicy(Protocol):
-    """A scheduler driven by the simulator."""
+    """A scheduler driven by the simulator.
+
+    ``round_s`` declares the policy's round (s), or ``None``: a round-based policy is
+    called at every round boundary (the first decision time plus a multiple of
+    ``round_s``) while any job runs or waits, besides arrivals and completions while jobs
+    wait; a policy without rounds only at those events. A boundary where nothing changes
+    should return an empty :class:`Decision` quickly."""
 
     name: str
+
+    @property
+    def round_s(self) -> float | None:
+        """The round length (s), or ``None`` for a policy driven by events only."""
+        ...
 
     def decide(self, state: ClusterState) -> Decision:
         """What to start and preempt at ``state.now``."""
@@ -221,6 +232,7 @@ class RollingFifo:
     changed and the nodes scanned, not in every GPU of the cluster."""
 
     name = "fifo"
+    round_s: float | None = None  # events only
 
     def __init__(self) -> None:
         self._cluster: Cluster | None = None
@@ -281,6 +293,8 @@ class ModelPolicy:
     and the decision is marked as a fallback.
     """
 
+    #: No rounds: decisions at arrivals and completions while jobs wait.
+    round_s: float | None = None
     #: Waiting this many times its best isolated duration puts a job first (starvation guard).
     STARVATION_FACTOR = 10.0
     #: ... but only after waiting at least this long (s).

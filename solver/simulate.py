@@ -2,32 +2,34 @@
 
 Time jumps from event to event: arrivals, completions (at their exact times: a job
 finishes when its remaining work is done at the *measured* throughput of the GPUs it
-holds, never at the end of a round) and, optionally, a fixed re-solve interval. At every
-event time the policy decides (see :mod:`solver.rolling`); it sees the *fitted*
-throughput model. A preempted job keeps its progress; when it starts again (or
-migrates) it makes no progress for ``restart_penalty_s`` (checkpoint restore). GPU time
-is accounted exactly, the restore included.
+holds, never at the end of a round), the boundaries of the policy's declared round
+(``round_s``) and, optionally, a fixed decision interval. At every decision point the
+policy decides (see :mod:`solver.rolling`); it sees the *fitted* throughput model. A
+preempted job keeps its progress; when it starts again (or migrates) it makes no
+progress for ``restart_penalty_s`` (checkpoint restore). GPU time is accounted exactly,
+the restore included. The outcome and its files: :mod:`solver.outcome`.
 """
 
 from __future__ import annotations
 
-import csv
 import heapq
-import io
-import json
 import logging
 import math
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
-
-import numpy as np
 
 from solver.data import Cluster, Job
 from solver.errors import InputError
+from solver.outcome import (
+    OUTPUT_FILES,
+    DecisionLog,
+    JobRecord,
+    Replay,
+    check_out_folder,
+    write_folder,
+)
 from solver.rolling import (
     ClusterState,
     Decision,
@@ -39,145 +41,13 @@ from solver.rolling import (
 )
 from solver.throughput import ThroughputModel
 
+__all__ = ["EPS", "OUTPUT_FILES", "DecisionLog", "JobRecord", "Replay", "Simulator",
+           "check_out_folder", "write_folder"]
+
 log = logging.getLogger(__name__)
 
 #: Times closer than this (s) are one event.
 EPS = 1e-9
-
-
-@dataclass
-class JobRecord:
-    """What happened to one job."""
-
-    job: Job
-    first_start: float | None = None
-    finish: float | None = None
-    gpu_types: list[str] = field(default_factory=list)
-    gpus: tuple[str, ...] = ()
-    preemptions: int = 0
-    gpu_seconds: float = 0.0
-
-    @property
-    def met(self) -> bool | None:
-        """Deadline met (``None`` without a deadline or before it finishes)."""
-        if self.job.deadline is None or self.finish is None:
-            return None
-        return self.finish <= self.job.deadline + 1e-6
-
-
-@dataclass(frozen=True)
-class DecisionLog:
-    """One decision point: the time (s), the pending and running jobs and the busy GPUs
-    right after the decision, the jobs it started and preempted, how long the policy took
-    (s), whether a fallback decided, and the policy's note."""
-
-    time: float
-    pending: int
-    running: int
-    busy_gpus: int
-    started: int
-    preempted: int
-    decision_time_s: float
-    fallback: bool
-    note: str
-
-
-@dataclass
-class Replay:
-    """The outcome of a replay: per-job records and the decision log."""
-
-    records: dict[str, JobRecord]
-    decisions: list[DecisionLog]
-    cluster: Cluster
-    wall_time_s: float
-    start_time: float
-    interrupted: bool = False
-
-    def summary(self) -> dict[str, float | int | bool]:
-        """The replay's metrics (seconds unless stated)."""
-        done = [r for r in self.records.values() if r.finish is not None]
-        jct = np.array([r.finish - r.job.arrival for r in done if r.finish is not None])
-        queue = np.array([(r.first_start or 0.0) - r.job.arrival for r in done])
-        with_deadline = [r for r in self.records.values() if r.job.deadline is not None]
-        tardiness = sum(max(0.0, (r.finish or math.inf) - (r.job.deadline or 0.0))
-                        for r in with_deadline if r.finish is not None)
-        end = max((r.finish for r in done if r.finish is not None), default=self.start_time)
-        makespan = end - self.start_time
-        busy = sum(r.gpu_seconds for r in self.records.values())
-        capacity = len(self.cluster.gpus) * makespan
-        times = np.array([d.decision_time_s for d in self.decisions]) if self.decisions \
-            else np.zeros(1)
-
-        def pct(values: np.ndarray, q: float) -> float:
-            return float(np.percentile(values, q)) if len(values) else math.nan
-
-        return {
-            "jobs": len(self.records),
-            "completed": len(done),
-            "avg_jct_s": float(jct.mean()) if len(jct) else math.nan,
-            "p50_jct_s": pct(jct, 50),
-            "p95_jct_s": pct(jct, 95),
-            "p99_jct_s": pct(jct, 99),
-            "makespan_s": makespan,
-            "avg_queue_s": float(queue.mean()) if len(queue) else math.nan,
-            "deadline_jobs": len(with_deadline),
-            "deadline_met": sum(1 for r in with_deadline if r.met),
-            "total_tardiness_s": tardiness,
-            "utilization": busy / capacity if capacity > 0 else 0.0,
-            "preemptions": sum(r.preemptions for r in self.records.values()),
-            "decisions": len(self.decisions),
-            "decision_time_p50_s": float(np.percentile(times, 50)),
-            "decision_time_p95_s": float(np.percentile(times, 95)),
-            "decision_time_max_s": float(times.max()),
-            "fallbacks": sum(1 for d in self.decisions if d.fallback),
-            "wall_time_s": self.wall_time_s,
-            "interrupted": self.interrupted,
-        }
-
-
-    def write(self, out_dir: str | Path, extra: dict[str, object] | None = None) -> None:
-        """Write ``summary.json``, ``jobs.csv`` (one row per job) and ``decisions.csv`` (one
-        row per decision point) into ``out_dir``, each atomically (a reader never sees half
-        a file). Everything but the wall-clock fields is the same for the same input."""
-        folder = Path(out_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        summary = {**self.summary(), **(extra or {})}
-        _atomic(folder / "summary.json", json.dumps(
-            {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-             for k, v in summary.items()}, indent=1) + "\n")
-        rows = io.StringIO()
-        writer = csv.writer(rows, lineterminator="\n")
-        writer.writerow(["job", "arrival", "start", "finish", "jct", "gpu_types", "num_gpus",
-                         "gpus", "preemptions", "gpu_seconds", "deadline", "met"])
-        for record in sorted(self.records.values(), key=lambda r: (r.job.arrival, r.job.id)):
-            job = record.job
-            writer.writerow([
-                job.id, _num(job.arrival), _num(record.first_start), _num(record.finish),
-                _num(None if record.finish is None else record.finish - job.arrival),
-                "|".join(dict.fromkeys(record.gpu_types)), len(record.gpus),
-                " ".join(record.gpus), record.preemptions, _num(record.gpu_seconds),
-                _num(job.deadline), "" if record.met is None else int(record.met)])
-        _atomic(folder / "jobs.csv", rows.getvalue())
-        rows = io.StringIO()
-        writer = csv.writer(rows, lineterminator="\n")
-        names = [f.name for f in fields(DecisionLog)]
-        writer.writerow(names)
-        for decision in self.decisions:
-            values = (getattr(decision, name) for name in names)
-            writer.writerow([_num(v) if isinstance(v, float) else v for v in values])
-        _atomic(folder / "decisions.csv", rows.getvalue())
-
-
-def _num(value: float | None) -> str:
-    """A float for CSV: repr-exact, empty for None."""
-    return "" if value is None else repr(float(value))
-
-
-def _atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
 
 
 @dataclass(frozen=True)
@@ -290,8 +160,12 @@ class Simulator:
     """Replays ``jobs`` on ``cluster`` under ``policy``.
 
     ``truth`` advances the jobs (measured throughput); ``model`` is what the policy sees
-    (fitted). ``interval_s`` adds a decision point every so many seconds while jobs are
-    pending; ``restart_penalty_s`` is the time without progress after a restart.
+    (fitted). The policy is called at every arrival and completion while jobs wait, and,
+    while any job runs or waits, at every boundary of its declared round
+    (``policy.round_s``: the first arrival plus a multiple of it) and every ``interval_s``
+    (extra decision points, on the same grid); ``restart_penalty_s`` is the time without
+    progress after a restart. Through time where nothing runs or waits no boundary is
+    visited: the next one is computed, not reached by stepping.
 
     Speed: nothing is done per running job or per GPU at every event. A run's progress is
     a function of time (``_Run``), not accounted at each event; a policy gets the free
@@ -313,7 +187,8 @@ class Simulator:
         self.policy = policy
         self.truth = truth
         self.model = model or truth
-        self.interval_s = interval_s
+        self.interval_s = _period(interval_s, "--interval")
+        self.round_s = _period(policy.round_s, f"{policy.name}'s round_s")
         self.restart_penalty_s = restart_penalty_s
         self.progress = progress
         ids = [j.id for j in self.jobs]
@@ -344,8 +219,10 @@ class Simulator:
         now = start_time
         done = 0
         version = 0
-        next_tick = None if self.interval_s is None else start_time + self.interval_s
+        periods = tuple(p for p in (self.round_s, self.interval_s) if p is not None)
+        next_tick = _next_boundary(start_time, start_time, periods)
         interrupted = False
+        warned = False
         try:
             while done < len(arrivals):
                 # 1. the next event time
@@ -358,7 +235,7 @@ class Simulator:
                     heapq.heappop(completions)
                 if completions:
                     candidates.append(completions[0][0])
-                if next_tick is not None and pending:
+                if next_tick is not None and (pending or running):
                     candidates.append(next_tick)
                 if not candidates:
                     raise RuntimeError(f"replay stalled at {now:g} s with {len(pending)} pending "
@@ -385,10 +262,12 @@ class Simulator:
                     job = arrivals[next_arrival]
                     pending[job.id] = job
                     next_arrival += 1
-                if next_tick is not None:
-                    while next_tick <= now + EPS:
-                        next_tick += self.interval_s or math.inf
-                if not pending:
+                # A boundary is a decision point while anything runs or waits; then the
+                # next boundary after ``now`` (computed: no stepping through idle time).
+                tick = next_tick is not None and next_tick <= now + EPS
+                if tick:
+                    next_tick = _next_boundary(now, start_time, periods)
+                if not pending and not (tick and running):
                     continue
                 # 4. decide
                 state: _LiveState | None = None
@@ -404,8 +283,8 @@ class Simulator:
                                             tuple(running.values()), records, left)
                     decision = self.policy.decide(state)
                 spent = time.perf_counter() - clock
-                if not decision.start and not running and not decision.preempt and \
-                        next_arrival >= len(arrivals):
+                if pending and not decision.start and not running and not decision.preempt \
+                        and next_arrival >= len(arrivals):
                     # Nothing runs and nothing will arrive: the policy would stall for ever.
                     if state is None:
                         state = _LiveState.make(now, self.cluster, self.model,
@@ -417,6 +296,10 @@ class Simulator:
                     log.warning("t=%g: %s", now, decision.note)
                 if state is not None:
                     state.close()
+                if decision.fallback and not warned:
+                    warned = True
+                    log.warning("t=%g: %s fell back: %s (later fallbacks are counted in "
+                                "summary.json)", now, self.policy.name, decision.note)
                 for job_id in decision.preempt:
                     run = running.pop(job_id, None)
                     if run is None:
@@ -460,8 +343,12 @@ class Simulator:
             log.warning("replay interrupted at %g s: %d of %d jobs done", now, done,
                         len(arrivals))
             interrupted = True
+        fallbacks = sum(1 for d in decisions if d.fallback)
+        if fallbacks > 1:
+            log.warning("%s fell back at %d of %d decisions (summary.json: warnings)",
+                        self.policy.name, fallbacks, len(decisions))
         return Replay(records, decisions, self.cluster, time.perf_counter() - began, start_time,
-                      interrupted)
+                      interrupted, self.round_s, self.interval_s, self.restart_penalty_s)
 
     def _check_start(self, start: Start, pending: dict[str, Job], free: set[str]) -> None:
         """A policy's start must name a pending job, free GPUs of one allowed type, an
@@ -484,3 +371,28 @@ class Simulator:
                                  self.cluster.placement_of(start.gpus)) <= 0:
             raise RuntimeError(f"{name} put {job.id} where its measured throughput is 0")
 
+
+
+def _period(value: float | None, what: str) -> float | None:
+    """A round or interval (s): ``None``, or finite and > 0."""
+    if value is None:
+        return None
+    if not (math.isfinite(value) and value > 0):
+        raise InputError("bad decision interval", path=what, value=value,
+                         expected="seconds > 0, finite")
+    return float(value)
+
+
+def _next_boundary(now: float, origin: float, periods: Sequence[float]) -> float | None:
+    """The first point of ``origin + k * period`` (k >= 1, any of ``periods``) later than
+    ``now`` (by more than :data:`EPS`); ``None`` without periods. Computed in O(1) per
+    period, so a long idle gap costs nothing."""
+    best: float | None = None
+    for period in periods:
+        k = max(1, math.floor((now - origin) / period) + 1)
+        point = origin + k * period
+        while point <= now + EPS:
+            k += 1
+            point = origin + k * period
+        best = point if best is None else min(best, point)
+    return best

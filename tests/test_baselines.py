@@ -31,7 +31,8 @@ from tests.conftest import INSTANCES, ROOT, SHARED_DATA
 SAMPLES = ROOT / "tests" / "data" / "traces"
 ALL = [*sorted(BASELINES), "sjf-agnostic", "srtf-agnostic", "gavel-agnostic",
        "optimus-agnostic"]
-PREEMPTIVE = {"srtf", "tiresias", "gandiva", "gavel", "gavel-max-sum"}
+#: Policies that preempt (optimus only to migrate a running job to faster free GPUs).
+PREEMPTIVE = {"srtf", "tiresias", "gandiva", "gavel", "gavel-max-sum", "optimus"}
 
 
 def one_gpu(speed: float = 10.0) -> tuple[Cluster, ThroughputTable]:
@@ -48,9 +49,8 @@ def two_types() -> Cluster:
 
 def replay(policy: RollingPolicy, cluster: Cluster, table: ThroughputModel,
            jobs: list[Job]) -> Replay:
-    """Run the simulator with the policy's own decision interval."""
-    return Simulator(cluster, jobs, policy, truth=table,
-                     interval_s=getattr(policy, "interval_s", None)).run()
+    """Run the simulator (it calls the policy at every boundary of its own round)."""
+    return Simulator(cluster, jobs, policy, truth=table).run()
 
 
 def job(job_id: str, arrival: float, work: float, job_type: str = "cnn",
@@ -132,7 +132,7 @@ def test_tiresias_demotes_after_its_threshold_and_promotes_a_starving_job() -> N
     # and preempts B; it restores until 530 and needs 900 s more: done at 1430. B (400 s
     # done) restarts at 1430, restores until 1460, and ends at 1460 + 600 = 2060.
     cluster, table = one_gpu(speed=1.0)
-    policy = Tiresias(thresholds_gpu_s=(100.0,), promote_knob=4.0, interval_s=10.0)
+    policy = Tiresias(thresholds_gpu_s=(100.0,), promote_knob=4.0, round_s=10.0)
     records = replay(policy, cluster, table, [job("A", 0, 1000), job("B", 50, 1000)]).records
     assert records["B"].first_start == 100
     assert records["A"].finish == pytest.approx(1430)
@@ -402,13 +402,15 @@ def test_every_policy_replays_the_gavel_samples(name: str, gavel_model: Path,
         assert summary["jobs"] == (3 if trace == "gavel7.trace" else 2)
 
 
-def test_replay_uses_the_policy_interval_and_lists_baselines(tmp_path: Path) -> None:
+def test_replay_uses_the_policy_round_and_lists_baselines(tmp_path: Path) -> None:
+    # The policy's round is its own; --interval adds decision points beside it.
     summary = run_replay(SAMPLES / "philly_small.csv", "philly", "v100=4,k80=4", "gavel",
                          out=tmp_path / "g", show_progress=False)
-    assert summary["interval_s"] == 360.0
+    assert (summary["round_s"], summary["interval_s"]) == (360.0, None)
     summary = run_replay(SAMPLES / "philly_small.csv", "philly", "v100=4,k80=4", "gavel",
                          out=tmp_path / "h", interval_s=50.0, show_progress=False)
-    assert summary["interval_s"] == 50.0
+    assert (summary["round_s"], summary["interval_s"]) == (360.0, 50.0)
+    assert summary["restart_penalty_s"] == 30.0
     with pytest.raises(InputError) as error:
         rolling_policy("magic")
     assert "srtf" in str(error.value)
@@ -416,8 +418,11 @@ def test_replay_uses_the_policy_interval_and_lists_baselines(tmp_path: Path) -> 
     wrapped = rolling_policy("deadline-agnostic")
     assert isinstance(wrapped, HeterogeneityAgnostic)
     assert isinstance(wrapped.policy, ModelPolicy)
-    assert wrapped.interval_s is None
-    assert rolling_policy("tiresias-agnostic").interval_s == 360.0  # type: ignore[attr-defined]
+    assert wrapped.round_s is None
+    assert rolling_policy("tiresias-agnostic").round_s == 360.0
+    assert {name: rolling_policy(name).round_s for name in ALL if "agnostic" not in name} == {
+        "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0, "gandiva": 600.0,
+        "gavel": 360.0, "gavel-max-sum": 360.0, "optimus": 600.0}
 
 
 def test_cli_replays_with_a_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -265,3 +265,24 @@ def test_busy_gpus_from_decisions_and_completions(tmp_path: Path) -> None:
     times, busy = busy_gpus_over_time(tmp_path) or (None, None)
     assert list(times) == [0, 8, 10, 12]
     assert list(busy) == [1, 3, 1, 0]
+
+
+def test_decision_times_come_from_timing_json(tmp_path: Path, trace: Path) -> None:
+    # A run writes its per-decision wall-clock times into timing.json (one per row of
+    # decisions.csv), not into decisions.csv; a run written before timing.json existed
+    # still gives its decisions.csv column.
+    out = tmp_path / "b"
+    run_bench(settings(trace, policies=("fifo",)), out, report=False)
+    run = out / "runs" / "fifo-s0-l1"
+    rows = (run / "decisions.csv").read_text().splitlines()
+    assert "decision_time_s" not in rows[0]
+    times = bench.decision_times(run)
+    assert len(times) == len(rows) - 1
+    assert all(t >= 0 for t in times)
+    row = read_results(out / "results.csv")[0]
+    assert float(row["wall_time_s"]) > 0  # results.csv keeps timing.json's figures
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "decisions.csv").write_text("time,decision_time_s\n0,0.5\n3,0.25\n")
+    assert bench.decision_times(old) == [0.5, 0.25]
+    assert bench.decision_times(tmp_path / "missing") == []

@@ -64,3 +64,70 @@ def test_replay_bad_input_exits_2(tmp_path: Path, args: list[str], piece: str,
     err = capsys.readouterr().err
     assert piece in err
     assert "Traceback" not in err
+
+
+def test_replays_into_one_folder_are_identical_sets(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # The same replay twice into one folder, then into another: summary.json, jobs.csv and
+    # decisions.csv are byte-identical; the wall clock is only in timing.json; each write
+    # replaces the folder as a whole and leaves nothing beside it.
+    args = ["replay", str(SAMPLES / "philly_small.csv"), "--format", "philly", "--cluster",
+            "v100=4,k80=4", "--policy", "gavel"]
+    main([*args, "--out", str(tmp_path / "a")])
+    printed = capsys.readouterr().out
+    assert "round_s: 360" in printed
+    assert "restart_penalty_s: 30" in printed
+    assert "timing.json" in printed
+    first = {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir()}
+    (tmp_path / "a" / "jobs.csv.tmp").write_text("left by an older version")
+    main([*args, "--out", str(tmp_path / "a")])
+    main([*args, "--out", str(tmp_path / "b")])
+    for folder in ("a", "b"):
+        files = {p.name: p.read_bytes() for p in (tmp_path / folder).iterdir()}
+        assert sorted(files) == ["decisions.csv", "jobs.csv", "summary.json", "timing.json"]
+        for name in ("summary.json", "jobs.csv", "decisions.csv"):
+            assert files[name] == first[name], (folder, name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+    summary = json.loads(first["summary.json"])
+    timing = json.loads(first["timing.json"])
+    assert "wall_time_s" not in summary
+    assert timing["wall_time_s"] > 0
+    assert len(timing["decision_time_s"]) == summary["decisions"]
+    assert (summary["round_s"], summary["restart_penalty_s"]) == (360.0, 30.0)
+
+
+def test_replay_refuses_a_folder_holding_other_files(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]
+                                                     ) -> None:
+    # The output folder is replaced as a whole, so one holding anything else is refused
+    # before the replay runs, and left as it was.
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit) as exited:
+        main(["replay", str(SAMPLES / "philly_small.csv"), "--format", "philly",
+              "--cluster", "v100=4", "--out", str(tmp_path)])
+    assert exited.value.code == 2
+    assert "notes.txt" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_an_interrupted_replay_writes_what_finished(tmp_path: Path) -> None:
+    # Ctrl-C after two of five jobs: the outputs are written, as one set, and say so.
+    from solver.data import Cluster, GpuType, Job, Node
+    from solver.rolling import RollingFifo
+    from solver.simulate import Simulator
+    from solver.throughput import ThroughputTable
+
+    cluster = Cluster((GpuType("v100"),), (Node("n", "v100", 1),))
+    table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 10.0)])
+    jobs = [Job(f"j{i}", float(i), "cnn", 1, 100.0) for i in range(5)]
+
+    def stop_after_two(done: int, total: int, now: float, decisions: int) -> None:
+        if done >= 2:
+            raise KeyboardInterrupt
+
+    Simulator(cluster, jobs, RollingFifo(), truth=table, progress=stop_after_two).run() \
+        .write(tmp_path / "r")
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert (summary["interrupted"], summary["completed"], summary["jobs"]) == (True, 2, 5)
+    assert (tmp_path / "r" / "jobs.csv").read_text().count("\n") == 6
+    assert (tmp_path / "r" / "timing.json").is_file()

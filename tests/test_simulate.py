@@ -3,13 +3,17 @@ measured truth against the fitted view, the stall guard, and policies through it
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import pytest
 
+from solver.baselines import make_baseline
 from solver.check import check
 from solver.data import Cluster, GpuType, Instance, Job, Node
 from solver.instance_file import load_instance
+from solver.outcome import OUTPUT_FILES, TIMING_FIELDS
 from solver.policies.fifo import fifo_schedule
 from solver.result import Assignment, Schedule
 from solver.rolling import (
@@ -77,6 +81,7 @@ class PreemptOnce:
     """Starts a at 0; at b's arrival (40 s) preempts a for b; restarts a when b ends."""
 
     name = "preempt-once"
+    round_s = None
 
     def decide(self, state: ClusterState) -> Decision:
         pending = {j.id for j in state.pending}
@@ -110,6 +115,7 @@ def test_jobs_advance_at_the_measured_speed_not_the_fitted_one() -> None:
 
 class NeverStarts:
     name = "lazy"
+    round_s = None
 
     def decide(self, state: ClusterState) -> Decision:
         return Decision()
@@ -125,6 +131,7 @@ def test_a_policy_that_starts_nothing_cannot_stall_the_replay() -> None:
 
 class Cheater:
     name = "cheater"
+    round_s = None
 
     def decide(self, state: ClusterState) -> Decision:
         return Decision(tuple(Start(j.id, "v100", ("n/0",)) for j in state.pending))
@@ -160,34 +167,38 @@ def test_model_policy_only_sees_free_gpus() -> None:
     assert decision.start == (Start("x", "v100", ("b/0",)),)
 
 
-def test_outputs_are_written_and_reproducible(tmp_path: object) -> None:
-    import json
-    from pathlib import Path
-
-    folder = Path(str(tmp_path))
+def test_outputs_are_written_and_reproducible(tmp_path: Path) -> None:
+    # Two replays of the same input: summary.json, jobs.csv and decisions.csv are equal
+    # byte for byte; the wall-clock figures are only in timing.json.
+    folder = tmp_path
     instance = load_instance(INSTANCES / "medium.json")
     for run in ("a", "b"):
-        Simulator(instance.cluster, instance.jobs, RollingFifo(),
+        Simulator(instance.cluster, instance.jobs, make_baseline("tiresias"),
                   truth=instance.throughput).run().write(folder / run)
-    for name in ("jobs.csv",):
-        assert (folder / "a" / name).read_bytes() == (folder / "b" / name).read_bytes()
+    for name in ("summary.json", "jobs.csv", "decisions.csv"):
+        assert (folder / "a" / name).read_bytes() == (folder / "b" / name).read_bytes(), name
+    assert sorted(p.name for p in (folder / "a").iterdir()) == sorted(OUTPUT_FILES)
     summary = json.loads((folder / "a" / "summary.json").read_text())
     keys = {"jobs", "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "makespan_s",
             "avg_queue_s", "deadline_jobs", "deadline_met", "total_tardiness_s", "utilization",
-            "preemptions", "decisions", "decision_time_p50_s", "decision_time_p95_s",
-            "decision_time_max_s", "fallbacks", "wall_time_s"}
+            "preemptions", "decisions", "fallbacks", "warnings", "round_s", "interval_s",
+            "restart_penalty_s"}
     assert keys <= set(summary)
-    timing = {"decision_time_p50_s", "decision_time_p95_s", "decision_time_max_s",
-              "wall_time_s"}
-    other = json.loads((folder / "b" / "summary.json").read_text())
-    assert {k: v for k, v in summary.items() if k not in timing} == {
-        k: v for k, v in other.items() if k not in timing}
+    assert (summary["round_s"], summary["interval_s"], summary["restart_penalty_s"]) == \
+        (360.0, None, 30.0)  # tiresias' round, no extra interval, the default penalty
+    timing = json.loads((folder / "a" / "timing.json").read_text())
+    assert set(TIMING_FIELDS) <= set(timing)
+    assert not set(TIMING_FIELDS) & set(summary)
     lines = (folder / "a" / "jobs.csv").read_text().splitlines()
     assert len(lines) == 201
     assert lines[0].startswith("job,arrival,start,finish,jct")
     decisions = (folder / "a" / "decisions.csv").read_text().splitlines()
     assert len(decisions) == summary["decisions"] + 1
+    assert "decision_time_s" not in decisions[0]
+    # One wall-clock time per decision point, in the order of decisions.csv's rows.
+    assert len(timing["decision_time_s"]) == summary["decisions"]
     assert not list(folder.glob("**/*.tmp"))
+    assert not list(folder.glob(".*"))
 
 
 def test_an_interrupted_replay_keeps_what_finished() -> None:
@@ -261,6 +272,7 @@ class NaiveFifo:
     """Strict FIFO with :func:`naive_first_fit`."""
 
     name = "naive-fifo"
+    round_s = None
 
     def decide(self, state: ClusterState) -> Decision:
         free = set(state.free)
@@ -278,6 +290,7 @@ class FifoThroughState:
     """RollingFifo behind a wrapper, so the simulator builds a ClusterState for it."""
 
     name = "fifo-via-state"
+    round_s = None
 
     def __init__(self) -> None:
         self.fifo = RollingFifo()
@@ -461,6 +474,7 @@ class RandomPreempter:
     ids, so two simulators that agree give it the same observations)."""
 
     name = "random-preempter"
+    round_s = None
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
@@ -523,6 +537,7 @@ def test_state_fields_must_be_read_while_deciding() -> None:
 
     class Keeper:
         name = "keeper"
+        round_s = None
 
         def decide(self, state: ClusterState) -> Decision:
             kept.append(state)

@@ -32,16 +32,20 @@ __all__ = ["AGNOSTIC_SUFFIX", "BASELINES", "AgnosticView", "HeterogeneityAgnosti
 
 
 def make_baseline(name: str, *, backend: str | None = None,
-                  time_limit_s: float | None = None, **options: Any) -> RollingPolicy:
-    """A fresh baseline policy called ``name`` (a key of :data:`BASELINES`); ``backend``
-    and ``time_limit_s`` reach the policies that solve a model (``gavel``: ``highs`` or
-    ``cbc``), ``options`` override the policy's parameters."""
+                  time_limit_s: float | None = None, deterministic: bool = False,
+                  **options: Any) -> RollingPolicy:
+    """A fresh baseline policy called ``name`` (a key of :data:`BASELINES`); ``backend``,
+    ``time_limit_s`` and ``deterministic`` (the limit counts work units) reach the
+    policies that solve a model (``gavel``: ``highs``, ``cbc`` or ``scip``), ``options``
+    override the policy's parameters."""
     target, preset = BASELINES[name]
     module_name, _, class_name = target.partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     kwargs = {**preset, **options}
     if class_name == "Gavel":
-        kwargs.setdefault("backend", backend if backend in ("highs", "cbc") else "highs")
+        kwargs.setdefault("backend", backend if backend in ("highs", "cbc", "scip")
+                          else "highs")
         kwargs.setdefault("time_limit_s", time_limit_s)
+        kwargs.setdefault("deterministic", deterministic)
     policy: RollingPolicy = cls(**kwargs)
     return policy

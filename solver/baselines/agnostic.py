@@ -57,10 +57,9 @@ class HeterogeneityAgnostic:
             = {}
 
     @property
-    def interval_s(self) -> float | None:
-        """The wrapped policy's decision interval."""
-        value = getattr(self.policy, "interval_s", None)
-        return None if value is None else float(value)
+    def round_s(self) -> float | None:
+        """The wrapped policy's round (s), or ``None``."""
+        return self.policy.round_s
 
     def view(self, state: ClusterState) -> AgnosticView:
         """The agnostic view of ``state.throughput`` (one per model, so caches persist)."""

@@ -8,6 +8,7 @@ imply, so no baseline ever puts a job where it cannot run.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import weakref
@@ -21,6 +22,33 @@ from solver.throughput import Placement, ThroughputModel
 
 #: The simulator's default restart penalty (s); policies that weigh a preemption use it.
 RESTART_PENALTY_S = 30.0
+#: A decision this close (s) before a round boundary is on it (floating-point error).
+BOUNDARY_TOLERANCE_S = 1e-3
+
+
+class RoundClock:
+    """A policy's round boundaries: its first decision plus multiples of ``round_s`` (s),
+    where the simulator calls it (see ``RollingPolicy.round_s``). :meth:`boundary` says
+    whether a decision is the first one at or after a boundary not seen yet, so a round
+    is realised once even if events fall on its boundary, and a boundary the policy was
+    not called at (nothing ran) is simply skipped."""
+
+    def __init__(self, round_s: float) -> None:
+        if not (math.isfinite(round_s) and round_s > 0):
+            raise ValueError(f"a round must be finite and > 0 s, got {round_s}")
+        self.round_s = round_s
+        self.origin: float | None = None
+        self.last = -1  # the last boundary index seen
+
+    def boundary(self, now: float) -> bool:
+        """Whether the decision at ``now`` (s) realises a round (the first call does)."""
+        if self.origin is None:
+            self.origin = now
+        index = math.floor((now - self.origin + BOUNDARY_TOLERANCE_S) / self.round_s)
+        if index > self.last:
+            self.last = index
+            return True
+        return False
 
 
 class SpeedBook:
@@ -75,18 +103,36 @@ class SpeedBook:
 
 class ReleaseTimes:
     """When each GPU is predicted to be free, per type: now for a free GPU, now plus the
-    predicted remaining time of the job holding it otherwise (from the policy's model)."""
+    predicted remaining time of the job holding it otherwise (from the policy's model).
+    :meth:`hold` books GPUs a decision hands out, so the jobs after it in the same
+    decision see them busy."""
 
     def __init__(self, state: ClusterState, speeds: SpeedBook) -> None:
         times: dict[str, list[float]] = {t: [] for t in state.cluster.type_names}
         gpus = state.cluster.gpu_by_id
+        self.at: dict[str, float] = {}  # GPU id -> predicted release (s)
         for g in state.free:
             times[gpus[g].gpu_type].append(state.now)
+            self.at[g] = state.now
         for run in state.running:
             speed = speeds.running_speed(state, run)
             end = state.now + run.remaining / speed if speed > 0 else math.inf
             times[run.gpu_type].extend([end] * len(run.gpus))
+            self.at.update(dict.fromkeys(run.gpus, end))
         self.times = {t: sorted(v) for t, v in times.items()}
+        self._gpus = gpus
+
+    def hold(self, gpus: Iterable[str], until: float) -> None:
+        """``gpus`` are taken now and predicted free again at ``until`` (s)."""
+        for g in gpus:
+            times = self.times[self._gpus[g].gpu_type]
+            old = self.at.get(g)
+            if old is not None:
+                index = bisect.bisect_left(times, old)
+                if index < len(times) and times[index] == old:
+                    del times[index]
+            bisect.insort(times, until)
+            self.at[g] = until
 
     def earliest(self, gpu_type: str, count: int) -> float:
         """The earliest time ``count`` GPUs of ``gpu_type`` are predicted free."""
@@ -108,19 +154,38 @@ def worth_starting(state: ClusterState, job: Job, speeds: Mapping[str, float],
             if state.now + steps / s <= best + 1e-9 * max(1.0, abs(best))]
 
 
-def types_worth_starting(state: ClusterState, book: SpeedBook,
-                         promoted: AbstractSet[str] = frozenset()) -> Callable[[Job], list[str]]:
+class TypeChoice:
     """For each job, the GPU types to try now, fastest first: those
     :func:`worth_starting` says; every usable type for a promoted job (the starvation
-    guard takes any GPU)."""
-    releases = ReleaseTimes(state, book)
+    guard takes any GPU). :meth:`started` books a start of the same decision (its GPUs
+    are busy until its predicted end), so a later job does not wait for a GPU an
+    earlier one just took: it weighs a slower free type against that GPU's real release."""
 
-    def types(job: Job) -> list[str]:
-        speeds = book.speeds(state, job)
-        return list(speeds) if job.id in promoted else \
-            worth_starting(state, job, speeds, releases)
+    def __init__(self, state: ClusterState, book: SpeedBook,
+                 promoted: AbstractSet[str] = frozenset()) -> None:
+        self.state = state
+        self.book = book
+        self.promoted = promoted
+        self.releases = ReleaseTimes(state, book)
 
-    return types
+    def __call__(self, job: Job) -> list[str]:
+        """The types to try for ``job``, fastest first."""
+        speeds = self.book.speeds(self.state, job)
+        return list(speeds) if job.id in self.promoted else \
+            worth_starting(self.state, job, speeds, self.releases)
+
+    def started(self, job: Job, start: Start) -> None:
+        """``job`` starts now as ``start`` says: its GPUs are busy until its predicted end."""
+        speed = self.book.speeds(self.state, job, len(start.gpus)).get(start.gpu_type, 0.0)
+        steps = self.state.remaining.get(job.id, job.work)
+        self.releases.hold(start.gpus, self.state.now + steps / speed if speed > 0
+                           else math.inf)
+
+
+def types_worth_starting(state: ClusterState, book: SpeedBook,
+                         promoted: AbstractSet[str] = frozenset()) -> TypeChoice:
+    """The :class:`TypeChoice` of a decision (call it with a job: its types to try)."""
+    return TypeChoice(state, book, promoted)
 
 
 def cluster_order(state: ClusterState, job: Job) -> list[str]:
@@ -310,6 +375,8 @@ def start_in_order(state: ClusterState, order: Sequence[Job], types_for: TypesFo
         chosen = place(state, job, types, job.num_gpus, pool)
         if chosen is not None:
             starts.append(chosen)
+            if isinstance(types_for, TypeChoice):
+                types_for.started(job, chosen)
         elif reserves is not None and reserves(job) and types:
             reserved.add(types[0])
     return Decision(tuple(starts))
@@ -346,6 +413,8 @@ def preempt_in_order(state: ClusterState, order: Sequence[Job], types_for: Types
         if chosen is not None:
             starts.append(chosen)
             taken.update(chosen.gpus)
+            if isinstance(types_for, TypeChoice):
+                types_for.started(job, chosen)
     return Decision(tuple(starts), tuple(preempt))
 
 
@@ -399,6 +468,8 @@ class GuardedOrder:
     nowhere reserves its fastest type. Subclasses give ``name`` and :meth:`rank`."""
 
     name = "guarded-order"
+    #: Events only: a non-preemptive order has nothing to do while nobody waits.
+    round_s: float | None = None
 
     def __init__(self, *, starvation_factor: float = 8.0) -> None:
         self.speeds = SpeedBook()

@@ -46,19 +46,20 @@ class ShortestRemainingTimeFirst:
     job displaces a running one only if it is shorter by the margin and the restart
     penalty the victim will pay; a job's key only shrinks while it runs, so the job that
     took the GPUs is never displaced back by the one it preempted (no thrashing). Decisions
-    at every arrival and completion, and every ``interval_s`` for the guard. Starvation
+    at every arrival and completion, and every ``round_s`` for the guard (a boundary
+    where nobody waits changes nothing: SRTF does not migrate a running job). Starvation
     guard as in :class:`ShortestJobFirst`; promoted running jobs are never preempted.
     """
 
     name = "srtf"
 
     def __init__(self, *, margin: float = 0.2, restart_penalty_s: float = RESTART_PENALTY_S,
-                 starvation_factor: float = 8.0, interval_s: float = 600.0) -> None:
-        if margin < 0 or restart_penalty_s < 0 or interval_s <= 0:
-            raise ValueError("margin and restart penalty must be >= 0, interval > 0")
+                 starvation_factor: float = 8.0, round_s: float = 600.0) -> None:
+        if margin < 0 or restart_penalty_s < 0 or not round_s > 0:
+            raise ValueError("margin and restart penalty must be >= 0, round > 0")
         self.margin = margin
         self.restart_penalty_s = restart_penalty_s
-        self.interval_s = interval_s
+        self.round_s = round_s
         self.speeds = SpeedBook()
         self.guard = StarvationGuard(starvation_factor)
 

@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from solver.baselines.common import GpuPool, SpeedBook, place
+from formulations.budget import Budget
+from solver.baselines.common import GpuPool, RoundClock, SpeedBook, place
 from solver.data import Job
 from solver.rolling import ClusterState, Decision, Start
 
+if TYPE_CHECKING:
+    from formulations.gavel.problem import AllocationProblem, Array
+
 log = logging.getLogger(__name__)
 
-#: A decision this close to a round boundary is on it (floating-point error of ticks).
-BOUNDARY_TOLERANCE_S = 1e-3
+#: An LP answer may exceed a constraint by this much (GPUs, or time fractions) and be used.
+FEASIBILITY_TOLERANCE = 1e-6
 
 
 class Gavel:
@@ -26,15 +31,23 @@ class Gavel:
     changed (an arrival or a completion), as Gavel's scheduler does. Each job's priority
     on each type is ``X_jk`` divided by the fraction of the time since that solve it has
     run on type k (infinite if it has not run there yet; 0 where ``X_jk = 0``, and for
-    jobs that arrived after the solve). At every round boundary (the decision interval)
+    jobs that arrived after the solve). At every round boundary (every ``round_s``, the
+    policy's declared round: the simulator calls it there while any job runs or waits)
     the (job, type) pairs are taken by decreasing priority, ties by larger ``X``, then
     arrival, and a job is scheduled if its type still has ``num_gpus`` GPUs unclaimed
     this round (Gavel's greedy). Jobs scheduled on the type they run on keep their GPUs;
     the other running jobs are preempted; scheduled jobs start, largest gangs first,
-    packed on the fullest node that holds them, else spread. A preempted job whose GPUs
-    end up unused keeps running. GPUs left over, and GPUs freed between boundaries, go to
-    waiting jobs by priority (Gavel's rounds are not work conserving; ours are, without
-    preempting anybody).
+    packed on the fullest node that holds them, else spread. So jobs time-share the types
+    as their allocation says, and migrate: a job alone after the others left gets its
+    best type at the next round. A preempted job whose GPUs end up unused keeps running.
+    GPUs left over, and GPUs freed between boundaries, go to waiting jobs by priority
+    (Gavel's rounds are not work conserving; ours are, without preempting anybody).
+
+    Only a feasible LP answer is used. If the LP gives none (no solution in its time
+    limit, or one that over-fills a GPU type), every job gets an equal time share of each
+    type it can run on (:func:`equal_shares`, feasible by construction); the decisions
+    until the next solve are marked as fallbacks (counted in ``summary.json``'s
+    ``fallbacks`` and ``warnings``), and the first failure is logged as a warning.
 
     Starvation guard: max-min fairness gives every job ``X > 0``; on top of it (and for
     max-sum throughput, which can give ``X = 0``), a job waiting ``starvation_rounds``
@@ -43,18 +56,21 @@ class Gavel:
 
     def __init__(self, *, objective: str = "max-min", round_s: float = 360.0,
                  backend: str = "highs", time_limit_s: float | None = None,
+                 deterministic: bool = False,
                  starvation_rounds: float = 20.0) -> None:
         from formulations.gavel import Objective
 
         if not round_s > 0 or not starvation_rounds > 0:
             raise ValueError("round_s and starvation_rounds must be > 0")
-        if backend not in ("highs", "cbc"):
-            raise ValueError(f"gavel's LP runs on highs or cbc, not {backend}")
+        if backend not in ("highs", "cbc", "scip"):
+            raise ValueError(f"gavel's LP runs on highs, cbc or scip, not {backend}")
         self.objective = Objective(objective)
         self.name = "gavel" if self.objective is Objective.MAX_MIN else "gavel-max-sum"
         self.round_s = round_s
         self.backend = backend
         self.time_limit_s = time_limit_s
+        #: the time limit counts deterministic work (an LP then runs to its optimum)
+        self.deterministic = deterministic
         self.starvation_rounds = starvation_rounds
         self.speeds = SpeedBook()
         self.allocation: dict[str, dict[str, float]] = {}
@@ -65,12 +81,8 @@ class Gavel:
         self._time_on: dict[tuple[str, str], float] = {}
         self._last_ran: dict[str, float] = {}
         self._last_now: float | None = None
-        self._next_round: float | None = None
-
-    @property
-    def interval_s(self) -> float:
-        """Decisions every round."""
-        return self.round_s
+        self.clock = RoundClock(round_s)
+        self._warned = False
 
     def decide(self, state: ClusterState) -> Decision:
         """Recompute the allocation if the jobs changed; realise the round."""
@@ -85,19 +97,18 @@ class Gavel:
         active = frozenset(job.id for job in jobs)
         for job_id in [j for j in self._last_ran if j not in active]:
             del self._last_ran[job_id]
-        if not state.pending:
+        # Rounds go on while anything runs (the simulator calls at every boundary): a
+        # round can move running jobs between types even when nobody waits.
+        boundary = self.clock.boundary(now)
+        if not boundary and not state.pending:
             return Decision()
-        if self._next_round is None:
-            self._next_round = now
-        boundary = now >= self._next_round - BOUNDARY_TOLERANCE_S
-        if boundary:
-            skipped = math.floor((now - self._next_round) / self.round_s + 1e-9)
-            self._next_round += (max(skipped, 0) + 1) * self.round_s
-            if active != self._solved_for:
-                # As Gavel: the allocation is recomputed at the first round after jobs
-                # arrived or left.
-                self._solve(state, jobs)
-                self._solved_for = active
+        if boundary and not state.pending and len(state.cluster.type_names) == 1:
+            return Decision()  # one type, nobody waiting: every running job keeps its GPUs
+        if boundary and active != self._solved_for:
+            # As Gavel: the allocation is recomputed at the first round after jobs arrived
+            # or left.
+            self._solve(state, jobs)
+            self._solved_for = active
         priority = self._priorities(state, jobs)
         pairs = {job.id: self._pairs(state, job, priority) for job in jobs}
         if boundary:
@@ -122,20 +133,35 @@ class Gavel:
             np.array([float(state.cluster.num_gpus(t)) for t in types]),
             np.array([job.weight for job in jobs]))
         result = solve_allocation(problem, self.objective, backend=self.backend,
-                                  time_limit_s=self.time_limit_s)
+                                  budget=Budget(self.time_limit_s,
+                                                deterministic=self.deterministic))
         self.solves += 1
-        if result.ok:
-            # Rounded: solver noise must not decide ties between equal shares.
-            self.allocation = {job: {t: round(x, 6) for t, x in shares.items()}
-                               for job, shares in result.by_job().items()}
+        # Only a feasible allocation is used: one that over-fills a GPU type (or gives a
+        # job more than all of its time, or time where it cannot run) never is.
+        feasible = result.ok and problem.is_feasible(result.fractions, FEASIBILITY_TOLERANCE)
+        if feasible:
+            fractions = result.fractions
             self._lp_failed = ""
+            if not result.optimal:
+                log.info("t=%g: gavel LP not solved to optimality (%d jobs): its feasible "
+                         "allocation is used", state.now, len(jobs))
         else:
-            # Without an allocation every pair is equally wanted: arrival order decides.
-            self.allocation = {job.id: {t: 1.0 for k, t in enumerate(types)
-                                        if throughput[i, k] > 0}
-                               for i, job in enumerate(jobs)}
-            self._lp_failed = "gavel LP failed: every job equally wanted (arrival order)"
-            log.warning("t=%g: %s", state.now, self._lp_failed)
+            fractions = equal_shares(problem)
+            over = bool(np.any(problem.scale_factors @ result.fractions
+                               > problem.capacity + FEASIBILITY_TOLERANCE))
+            why = "no solution" if not math.isfinite(result.value) else \
+                "an allocation that over-fills a GPU type" if over else "an infeasible allocation"
+            self._lp_failed = f"gavel LP failed ({why}): equal time shares instead"
+            if not self._warned:
+                self._warned = True
+                log.warning("t=%g: %s, %d active jobs (later failures are counted in "
+                            "summary.json)", state.now, self._lp_failed, len(jobs))
+            else:
+                log.info("t=%g: %s, %d active jobs", state.now, self._lp_failed, len(jobs))
+        # Rounded: solver noise must not decide ties between equal shares.
+        self.allocation = {job_id: {t: round(float(fractions[j, k]), 6)
+                                    for k, t in enumerate(types)}
+                           for j, job_id in enumerate(problem.job_ids)}
         self._reset_at = state.now
         self._time_on = {}
 
@@ -233,3 +259,15 @@ class Gavel:
             if start is not None:
                 starts.append(start)
         return Decision(tuple(starts))
+
+
+def equal_shares(problem: AllocationProblem) -> Array:
+    """A feasible allocation without an LP (the fallback when the LP fails): every job gets
+    the same time share ``C_k / max(sum_j s_j, sum_k C_k)`` of each GPU type k it can run
+    on (Gavel's equal share, scaled so that no type is over-filled: ``sum_j s_j X_jk <=
+    C_k`` and ``sum_k X_jk <= 1``)."""
+    scale = max(float(problem.scale_factors.sum()), float(problem.capacity.sum()), 1.0)
+    fractions = np.where(problem.throughput > 0, problem.capacity[np.newaxis, :] / scale, 0.0)
+    if not problem.is_feasible(fractions):
+        raise RuntimeError("equal shares over-fill a GPU type")  # cannot happen (above)
+    return np.asarray(fractions, dtype=np.float64)

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import heapq
+import math
 
-from solver.baselines.common import GpuPool, SpeedBook, StarvationGuard, place
+from solver.baselines.common import (
+    RESTART_PENALTY_S,
+    GpuPool,
+    RoundClock,
+    SpeedBook,
+    StarvationGuard,
+    place,
+)
 from solver.data import Job
-from solver.rolling import ClusterState, Decision, Start
+from solver.rolling import ClusterState, Decision, RunningJob, Start
 
 
 class Optimus:
-    """Greedy marginal gain with the fitted speed model, non-preemptive.
+    """Greedy marginal gain with the fitted speed model; running jobs migrate to faster
+    free GPUs at interval boundaries.
 
     At each decision the free GPUs are handed out one allocation step at a time: every
     pending job may get, on one GPU type, any of its allowed gang sizes, and an allocated
@@ -22,31 +31,63 @@ class Optimus:
     fits. Then the gangs are placed, largest first (packed on the fullest node that holds
     them, else spread; a gang that does not fit is tried at its smaller sizes).
 
-    Simplified: Optimus re-allocates every running job every interval; here running
-    gangs are kept (changing one costs a restart), and only the GPUs free at a decision
-    are allocated. Optimus allocates parameter servers and workers; here GPUs only.
+    Re-allocation (Optimus re-allocates every job every interval, ``round_s``, 10 min):
+    at each interval boundary, GPUs still free after the pending jobs had them go to
+    running jobs that finish sooner there than where they run, the restart penalty
+    included, by the same gain per GPU (``1/T_move - 1/T_stay``, same gang size); the
+    GPUs a moved job leaves go to the jobs still waiting. A move is never undone (it only
+    goes to a faster configuration), so jobs do not thrash.
+
+    Simplified: a running gang keeps its size (Optimus also resizes it), and is only moved
+    to GPUs that are free; Optimus allocates parameter servers and workers, here GPUs
+    only.
 
     Starvation guard: a job that has waited ``starvation_factor`` times its predicted
     duration is promoted; promoted jobs are served first in arrival order at their
     smallest size on their fastest type with room, and one that fits nowhere reserves its
-    fastest type (nothing else starts there) until it fits.
+    fastest type (nothing else starts or moves there) until it fits.
     """
 
     name = "optimus"
 
-    def __init__(self, *, starvation_factor: float = 8.0) -> None:
+    def __init__(self, *, starvation_factor: float = 8.0, round_s: float = 600.0,
+                 restart_penalty_s: float = RESTART_PENALTY_S) -> None:
+        if not restart_penalty_s >= 0:
+            raise ValueError(f"restart penalty must be >= 0 s, got {restart_penalty_s}")
         self.speeds = SpeedBook()
         self.guard = StarvationGuard(starvation_factor)
+        self.round_s = round_s
+        self.clock = RoundClock(round_s)
+        self.restart_penalty_s = restart_penalty_s
 
     def decide(self, state: ClusterState) -> Decision:
-        """Allocate the free GPUs by marginal gain."""
+        """Allocate the free GPUs by marginal gain; at a boundary, move running jobs."""
         promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job))
-        if not state.pending or not state.free:
+        boundary = self.clock.boundary(state.now)
+        if not state.free or not (state.pending or (boundary and state.running)):
             return Decision()
         pool = GpuPool(state.cluster, state.free)
-        starts: list[Start] = []
         reserved: set[str] = set()
-        for job in sorted((j for j in state.pending if j.id in promoted),
+        starts = self._start(state, list(state.pending), promoted, pool, reserved)
+        if not boundary or not pool.free or not state.running:
+            return Decision(tuple(starts))
+        moves = self._moves(state, pool, reserved)
+        if not moves:
+            return Decision(tuple(starts))
+        for run, _ in moves:
+            pool.release(run.gpus)
+        started = {s.job for s in starts}
+        waiting = [job for job in state.pending if job.id not in started]
+        more = self._start(state, waiting, promoted, pool, reserved)
+        return Decision((*starts, *(start for _, start in moves), *more),
+                        tuple(run.job.id for run, _ in moves))
+
+    def _start(self, state: ClusterState, jobs: list[Job], promoted: set[str], pool: GpuPool,
+               reserved: set[str]) -> list[Start]:
+        """Starts for pending ``jobs`` on the pool's free GPUs: promoted jobs first, then the
+        greedy. Promoted jobs that fit nowhere add their fastest type to ``reserved``."""
+        starts: list[Start] = []
+        for job in sorted((j for j in jobs if j.id in promoted),
                           key=lambda j: (j.arrival, j.id)):
             start = None
             for count in job.gpu_counts:
@@ -60,7 +101,7 @@ class Optimus:
             preferred = [t for t in self.speeds.speeds(state, job) if t not in reserved]
             if preferred:
                 reserved.add(preferred[0])
-        others = [j for j in state.pending if j.id not in promoted]
+        others = [j for j in jobs if j.id not in promoted]
         plan = self._allocate(state, others, pool, reserved)
         for job, gpu_type, count in sorted(plan, key=lambda p: (-p[2], p[0].arrival, p[0].id)):
             for size in sorted((c for c in job.gpu_counts if c <= count), reverse=True):
@@ -70,7 +111,36 @@ class Optimus:
                 if start is not None:
                     starts.append(start)
                     break
-        return Decision(tuple(starts))
+        return starts
+
+    def _moves(self, state: ClusterState, pool: GpuPool,
+               reserved: set[str]) -> list[tuple[RunningJob, Start]]:
+        """Running jobs to move onto free GPUs of another type, where they finish sooner
+        than by staying (predicted, the restart penalty included), best gain per GPU
+        first; the new GPUs are taken from ``pool``."""
+        candidates: list[tuple[float, float, str, str, RunningJob]] = []
+        for run in state.running:
+            count = len(run.gpus)
+            current = self.speeds.running_speed(state, run)
+            stay = run.remaining / current if current > 0 else math.inf
+            for gpu_type, speed in self.speeds.speeds(state, run.job, count).items():
+                if gpu_type == run.gpu_type or gpu_type in reserved or \
+                        pool.available(gpu_type, with_victims=False) < count:
+                    continue
+                move = self.restart_penalty_s + run.remaining / speed
+                if move < stay:
+                    gain = (1.0 / max(move, 1e-9) - 1.0 / stay) / count
+                    candidates.append((-gain, run.job.arrival, run.job.id, gpu_type, run))
+        moves: list[tuple[RunningJob, Start]] = []
+        moved: set[str] = set()
+        for _, _, job_id, gpu_type, run in sorted(candidates, key=lambda c: c[:4]):
+            if job_id in moved:
+                continue
+            start = place(state, run.job, [gpu_type], len(run.gpus), pool)
+            if start is not None:
+                moves.append((run, start))
+                moved.add(job_id)
+        return moves
 
     def _allocate(self, state: ClusterState, jobs: list[Job],
                   pool: GpuPool, reserved: set[str]) -> list[tuple[Job, str, int]]:

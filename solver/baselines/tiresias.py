@@ -27,23 +27,24 @@ class Tiresias:
     waiting since it last ran reaches ``promote_knob`` times its run time since its last
     promotion goes back to queue 0 with its attained service reset.
 
-    Decisions at arrivals, completions and every ``interval_s`` (queue changes between
-    events are seen at the next decision).
+    Decisions at arrivals, completions and every ``round_s`` while any job runs or waits
+    (queue changes between them are seen at the next one; a boundary where nobody waits
+    only updates the queues: Tiresias does not migrate).
     """
 
     name = "tiresias"
 
     def __init__(self, *, thresholds_gpu_s: Sequence[float] = (3600.0, 36000.0),
-                 promote_knob: float = 4.0, interval_s: float = 360.0) -> None:
+                 promote_knob: float = 4.0, round_s: float = 360.0) -> None:
         limits = list(thresholds_gpu_s)
         if any(b <= a for a, b in itertools.pairwise(limits)) or \
                 any(t <= 0 for t in limits):
             raise ValueError(f"thresholds must be positive and increasing, got {limits}")
-        if promote_knob <= 0 or interval_s <= 0:
-            raise ValueError("promote_knob and interval_s must be > 0")
+        if not promote_knob > 0 or not round_s > 0:
+            raise ValueError("promote_knob and round_s must be > 0")
         self.thresholds_gpu_s = tuple(limits)
         self.promote_knob = promote_knob
-        self.interval_s = interval_s
+        self.round_s = round_s
         self._base: dict[str, float] = {}  # attained at the last promotion
         self._queue: dict[str, tuple[int, float]] = {}  # queue, time it entered it
         self._last_ran: dict[str, float] = {}

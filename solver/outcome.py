@@ -1,0 +1,262 @@
+"""The outcome of a replay and its output files.
+
+:class:`Replay` holds what happened to every job (:class:`JobRecord`) and every decision
+point (:class:`DecisionLog`); :meth:`Replay.write` writes them as one set of files into a
+folder of their own: ``summary.json``, ``jobs.csv`` and ``decisions.csv``, which are the
+same for the same input, and ``timing.json``, the wall-clock figures (docs/traces.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import shutil
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+
+from solver.data import Cluster, Job
+from solver.errors import InputError
+
+
+@dataclass
+class JobRecord:
+    """What happened to one job."""
+
+    job: Job
+    first_start: float | None = None
+    finish: float | None = None
+    gpu_types: list[str] = field(default_factory=list)
+    gpus: tuple[str, ...] = ()
+    preemptions: int = 0
+    gpu_seconds: float = 0.0
+
+    @property
+    def met(self) -> bool | None:
+        """Deadline met (``None`` without a deadline or before it finishes)."""
+        if self.job.deadline is None or self.finish is None:
+            return None
+        return self.finish <= self.job.deadline + 1e-6
+
+
+@dataclass(frozen=True)
+class DecisionLog:
+    """One decision point: the time (s), the pending and running jobs and the busy GPUs
+    right after the decision, the jobs it started and preempted, how long the policy took
+    (s), whether a fallback decided, and the policy's note."""
+
+    time: float
+    pending: int
+    running: int
+    busy_gpus: int
+    started: int
+    preempted: int
+    decision_time_s: float
+    fallback: bool
+    note: str
+
+
+#: The files of one replay's output folder (:meth:`Replay.write`): nothing else may be in
+#: it, since the folder is replaced as a whole.
+OUTPUT_FILES = ("summary.json", "jobs.csv", "decisions.csv", "timing.json")
+#: ``summary.json`` lists at most this many distinct fallback notes.
+MAX_WARNINGS = 10
+#: The wall-clock fields, kept out of ``summary.json`` (they go to ``timing.json``).
+TIMING_FIELDS = ("wall_time_s", "decision_time_p50_s", "decision_time_p95_s",
+                 "decision_time_max_s")
+
+
+@dataclass
+class Replay:
+    """The outcome of a replay: per-job records and the decision log, and the settings
+    that shaped it (the policy's round, the extra decision interval, the restart
+    penalty, all in s)."""
+
+    records: dict[str, JobRecord]
+    decisions: list[DecisionLog]
+    cluster: Cluster
+    wall_time_s: float
+    start_time: float
+    interrupted: bool = False
+    round_s: float | None = None
+    interval_s: float | None = None
+    restart_penalty_s: float = 30.0
+
+    def summary(self) -> dict[str, object]:
+        """The replay's metrics (seconds unless stated): a function of the input alone,
+        no wall-clock field (those are :meth:`timing`'s)."""
+        done = [r for r in self.records.values() if r.finish is not None]
+        jct = np.array([r.finish - r.job.arrival for r in done if r.finish is not None])
+        queue = np.array([(r.first_start or 0.0) - r.job.arrival for r in done])
+        with_deadline = [r for r in self.records.values() if r.job.deadline is not None]
+        tardiness = sum(max(0.0, (r.finish or math.inf) - (r.job.deadline or 0.0))
+                        for r in with_deadline if r.finish is not None)
+        end = max((r.finish for r in done if r.finish is not None), default=self.start_time)
+        makespan = end - self.start_time
+        busy = sum(r.gpu_seconds for r in self.records.values())
+        capacity = len(self.cluster.gpus) * makespan
+
+        def pct(values: np.ndarray, q: float) -> float:
+            return float(np.percentile(values, q)) if len(values) else math.nan
+
+        return {
+            "jobs": len(self.records),
+            "completed": len(done),
+            "avg_jct_s": float(jct.mean()) if len(jct) else math.nan,
+            "p50_jct_s": pct(jct, 50),
+            "p95_jct_s": pct(jct, 95),
+            "p99_jct_s": pct(jct, 99),
+            "makespan_s": makespan,
+            "avg_queue_s": float(queue.mean()) if len(queue) else math.nan,
+            "deadline_jobs": len(with_deadline),
+            "deadline_met": sum(1 for r in with_deadline if r.met),
+            "total_tardiness_s": tardiness,
+            "utilization": busy / capacity if capacity > 0 else 0.0,
+            "preemptions": sum(r.preemptions for r in self.records.values()),
+            "decisions": len(self.decisions),
+            "fallbacks": sum(1 for d in self.decisions if d.fallback),
+            "warnings": self.warnings(),
+            "round_s": self.round_s,
+            "interval_s": self.interval_s,
+            "restart_penalty_s": self.restart_penalty_s,
+            "interrupted": self.interrupted,
+        }
+
+    def warnings(self) -> list[str]:
+        """One line per distinct fallback note (the first :data:`MAX_WARNINGS`, in order of
+        first use): how many decisions fell back with it and from when (s)."""
+        seen: dict[str, list[float]] = {}  # note -> [count, first time]
+        for decision in self.decisions:
+            if decision.fallback:
+                entry = seen.setdefault(decision.note or "(no note)", [0, decision.time])
+                entry[0] += 1
+        lines = [f"{count:.0f} fallback decision{'s' if count != 1 else ''} from t = "
+                 f"{first:.0f} s: {note}"
+                 for note, (count, first) in list(seen.items())[:MAX_WARNINGS]]
+        if len(seen) > MAX_WARNINGS:
+            lines.append(f"... and {len(seen) - MAX_WARNINGS} other fallback notes")
+        return lines
+
+    def timing(self) -> dict[str, float]:
+        """The wall-clock figures (s): the replay's wall time and the policy's decision
+        time (p50, p95, max over the decision points). They differ from run to run."""
+        times = np.array([d.decision_time_s for d in self.decisions]) if self.decisions \
+            else np.zeros(1)
+        return {"wall_time_s": self.wall_time_s,
+                "decision_time_p50_s": float(np.percentile(times, 50)),
+                "decision_time_p95_s": float(np.percentile(times, 95)),
+                "decision_time_max_s": float(times.max())}
+
+    def write(self, out_dir: str | Path, extra: dict[str, object] | None = None) -> None:
+        """Write the outputs into ``out_dir`` as one set (see :func:`write_folder`):
+        ``summary.json`` (:meth:`summary` and ``extra``), ``jobs.csv`` (one row per job),
+        ``decisions.csv`` (one row per decision point), all three the same for the same
+        input, and ``timing.json`` (:meth:`timing` and ``decision_time_s``, the policy's
+        wall-clock time at each decision point, in the order of decisions.csv's rows)."""
+        summary = {**self.summary(), **(extra or {})}
+        rows = io.StringIO()
+        writer = csv.writer(rows, lineterminator="\n")
+        writer.writerow(["job", "arrival", "start", "finish", "jct", "gpu_types", "num_gpus",
+                         "gpus", "preemptions", "gpu_seconds", "deadline", "met"])
+        for record in sorted(self.records.values(), key=lambda r: (r.job.arrival, r.job.id)):
+            job = record.job
+            writer.writerow([
+                job.id, _num(job.arrival), _num(record.first_start), _num(record.finish),
+                _num(None if record.finish is None else record.finish - job.arrival),
+                "|".join(dict.fromkeys(record.gpu_types)), len(record.gpus),
+                " ".join(record.gpus), record.preemptions, _num(record.gpu_seconds),
+                _num(job.deadline), "" if record.met is None else int(record.met)])
+        decisions = io.StringIO()
+        writer = csv.writer(decisions, lineterminator="\n")
+        writer.writerow(DECISION_COLUMNS)
+        for decision in self.decisions:
+            values = (getattr(decision, name) for name in DECISION_COLUMNS)
+            writer.writerow([_num(v) if isinstance(v, float) else v for v in values])
+        timing = {**self.timing(),
+                  "decision_time_s": [d.decision_time_s for d in self.decisions]}
+        write_folder(out_dir, {"summary.json": _json(summary), "jobs.csv": rows.getvalue(),
+                               "decisions.csv": decisions.getvalue(),
+                               "timing.json": _json(timing)})
+
+
+#: The columns of decisions.csv: every field of :class:`DecisionLog` but the wall clock.
+DECISION_COLUMNS = tuple(f.name for f in fields(DecisionLog) if f.name != "decision_time_s")
+
+
+def _json(values: dict[str, object]) -> str:
+    """JSON with non-finite floats as null."""
+    def clean(value: object) -> object:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    return json.dumps({k: clean(v) for k, v in values.items()}, indent=1) + "\n"
+
+
+def _num(value: float | None) -> str:
+    """A float for CSV: repr-exact, empty for None."""
+    return "" if value is None else repr(float(value))
+
+
+def check_out_folder(out_dir: str | Path) -> None:
+    """Refuse an output folder that is a file or holds anything but a replay's outputs
+    (:data:`OUTPUT_FILES`): :func:`write_folder` replaces the folder as a whole."""
+    folder = Path(out_dir)
+    if folder.exists() and not folder.is_dir():
+        raise InputError("the output folder is a file", file=str(folder), path="--out",
+                         expected="a new folder, or one a replay wrote")
+    if folder.is_dir():
+        foreign = sorted(p.name for p in folder.iterdir() if p.name not in OUTPUT_FILES
+                         and not p.name.endswith(".tmp"))
+        if foreign:
+            raise InputError("the output folder holds files that are not a replay's",
+                             file=str(folder), path="--out", value=", ".join(foreign[:5]),
+                             expected="a new folder, or one holding only "
+                             + ", ".join(OUTPUT_FILES) + " (it is replaced as a whole)")
+
+
+def write_folder(out_dir: str | Path, files: Mapping[str, str]) -> None:
+    """Write ``files`` (name -> text) as the whole content of the folder ``out_dir``: into
+    a temporary folder beside it, then renamed into place (a folder already there, which
+    may only hold a replay's outputs, is moved aside first and removed). A reader, or a
+    second replay into the same folder, never sees a mix of two replays' files; an
+    interrupted write leaves the folder as it was."""
+    folder = Path(out_dir).absolute()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    temporary = folder.with_name(f".{folder.name}.tmp-{token}")
+    try:
+        temporary.mkdir()
+        for name, text in files.items():
+            (temporary / name).write_text(text, encoding="utf-8")
+        for attempt in range(20):
+            try:
+                os.rename(temporary, folder)  # absent, or (POSIX) an empty folder
+                return
+            except OSError:
+                if not folder.exists():
+                    continue
+            check_out_folder(folder)
+            aside = folder.with_name(f".{folder.name}.old-{token}-{attempt}")
+            try:
+                os.rename(folder, aside)
+            except FileNotFoundError:  # another replay moved it first
+                continue
+            try:
+                os.rename(temporary, folder)
+                return
+            except OSError:  # another replay's folder landed in between: try again
+                continue
+            finally:
+                shutil.rmtree(aside, ignore_errors=True)
+        raise RuntimeError(f"could not write {folder}: other replays keep replacing it")
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)

@@ -1,0 +1,342 @@
+"""Round-based policies act at every boundary of their declared round while any job runs
+or waits (issue 12, defect 5): the simulator's decision points, Gavel's time sharing and
+migration, Optimus' migration, the two-job case of every baseline on Gavel's measured
+throughputs, and an honest fallback when Gavel's LP gives no feasible allocation
+(defect 6)."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from solver.baselines import BASELINES, HeterogeneityAgnostic, make_baseline
+from solver.baselines.optimus import Optimus
+from solver.data import Cluster, GpuType, Job, Node
+from solver.replay import run_replay, throughput_pair
+from solver.rolling import ClusterState, Decision, RollingFifo, RunningJob, Start
+from solver.simulate import Simulator
+from solver.throughput import Placement, ThroughputTable
+
+
+class Recorder:
+    """FIFO that declares ``round_s`` and records when it is called: (time, pending,
+    running)."""
+
+    name = "recorder"
+
+    def __init__(self, round_s: float | None) -> None:
+        self.round_s = round_s
+        self.calls: list[tuple[float, int, int]] = []
+        self.fifo = RollingFifo()
+
+    def decide(self, state: ClusterState) -> Decision:
+        self.calls.append((state.now, len(state.pending), len(state.running)))
+        return self.fifo.decide(state)
+
+
+def one_gpu() -> tuple[Cluster, ThroughputTable]:
+    """One V100; job type ``cnn`` at 10 steps/s."""
+    cluster = Cluster((GpuType("v100"),), (Node("n", "v100", 1),))
+    return cluster, ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 10.0)])
+
+
+def two_types() -> Cluster:
+    """One V100 node and one K80 node, one GPU each."""
+    return Cluster((GpuType("v100"), GpuType("k80")),
+                   (Node("v", "v100", 1), Node("k", "k80", 1)))
+
+
+# --- the simulator's decision points --------------------------------------------------
+
+
+def test_a_declared_round_is_a_decision_point_while_a_job_runs() -> None:
+    # a: 1000 steps at 10/s runs 0..100 s alone, nobody waits. Round 30 s: the policy is
+    # called at the arrival (0) and at the boundaries 30, 60, 90; at 100 the job ends and
+    # nothing runs or waits: no call. (Before: only at 0, since nobody waited.)
+    cluster, table = one_gpu()
+    policy = Recorder(30.0)
+    replay = Simulator(cluster, [Job("a", 0.0, "cnn", 1, 1000.0)], policy, truth=table).run()
+    assert [c[0] for c in policy.calls] == [0.0, 30.0, 60.0, 90.0]
+    assert [c[1:] for c in policy.calls] == [(1, 0), (0, 1), (0, 1), (0, 1)]
+    assert [d.time for d in replay.decisions] == [0.0, 30.0, 60.0, 90.0]
+    assert replay.records["a"].finish == pytest.approx(100.0)
+    # A policy without a round is called at events only.
+    events = Recorder(None)
+    Simulator(cluster, [Job("a", 0.0, "cnn", 1, 1000.0)], events, truth=table).run()
+    assert [c[0] for c in events.calls] == [0.0]
+
+
+def test_an_interval_adds_decision_points_on_the_same_grid() -> None:
+    # The same job with --interval 30 and a 40 s round: both grids from the first arrival
+    # while the job runs (0..100 s): 0, 30, 40, 60, 80, 90. An interval alone (FIFO, no
+    # round) gives 0, 30, 60, 90, where before it gave 0 only (nobody waited).
+    cluster, table = one_gpu()
+    job = [Job("a", 0.0, "cnn", 1, 1000.0)]
+    both = Recorder(40.0)
+    replay = Simulator(cluster, job, both, truth=table, interval_s=30.0).run()
+    assert [c[0] for c in both.calls] == [0.0, 30.0, 40.0, 60.0, 80.0, 90.0]
+    assert (replay.summary()["round_s"], replay.summary()["interval_s"]) == (40.0, 30.0)
+    fifo = Simulator(cluster, job, RollingFifo(), truth=table, interval_s=30.0).run()
+    assert [d.time for d in fifo.decisions] == [0.0, 30.0, 60.0, 90.0]
+    assert fifo.summary()["round_s"] is None
+
+
+def test_no_boundary_is_visited_through_idle_time() -> None:
+    # a: 10 steps, 0..1 s; b arrives 1e9 + 0.5 s later and runs 2.5 s. Round 1 s. At 1 s
+    # a ends on a boundary: nothing runs or waits, no call. The next call is b's arrival;
+    # then the boundaries 1e9 + 1 and 1e9 + 2 while b runs; b ends at 1e9 + 3. Stepping
+    # through the gap one round at a time would take a billion iterations: the next
+    # boundary is computed instead.
+    cluster, table = one_gpu()
+    policy = Recorder(1.0)
+    late = 1e9 + 0.5
+    replay = Simulator(cluster, [Job("a", 0.0, "cnn", 1, 10.0), Job("b", late, "cnn", 1, 25.0)],
+                       policy, truth=table).run()
+    assert [c[0] for c in policy.calls] == [0.0, late, 1e9 + 1.0, 1e9 + 2.0]
+    assert replay.records["b"].finish == pytest.approx(1e9 + 3.0)
+
+
+def test_a_bad_round_is_refused() -> None:
+    cluster, table = one_gpu()
+    from solver.errors import InputError
+
+    with pytest.raises(InputError, match="interval"):
+        Simulator(cluster, [Job("a", 0.0, "cnn", 1, 10.0)], Recorder(0.0), truth=table)
+    with pytest.raises(InputError, match="interval"):
+        Simulator(cluster, [Job("a", 0.0, "cnn", 1, 10.0)], Recorder(None), truth=table,
+                  interval_s=math.inf)
+
+
+# --- Gavel and Optimus on hand-made tables ---------------------------------------------
+
+
+def test_gavel_max_min_time_shares_and_migrates_with_nobody_waiting() -> None:
+    # V100 2 steps/s, K80 1 (both jobs), no restart penalty, 100 s rounds. The max-min LP
+    # gives each job half of each type (rho = (2 x_v + x_k) / 1.5 is equal only there).
+    # Round 0: both have priority inf everywhere; ties by id: A takes the V100, B the
+    # K80. At 100 each has run on one type: the other type's priority is inf, so they
+    # swap, with nobody waiting. B (300 steps): 100 on the K80, then 200 on the V100 in
+    # 100 s: done at 200. A (1000 steps): 200 + 100 by 200; at the boundary of 200 the LP
+    # is re-solved for A alone (all of the V100) and A moves from the K80: 700 steps at
+    # 2/s, done at 550. (Before the fix: no decision without a waiting job, A stayed on
+    # the V100 to 500 and B on the K80 to 300.)
+    table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 2.0),
+                                       ("cnn", "k80", 1, "packed", 1.0)])
+    jobs = [Job("A", 0.0, "cnn", 1, 1000.0), Job("B", 0.0, "cnn", 1, 300.0)]
+    policy = make_baseline("gavel", round_s=100.0)
+    replay = Simulator(two_types(), jobs, policy, truth=table, restart_penalty_s=0.0).run()
+    records = replay.records
+    assert records["B"].finish == pytest.approx(200.0)
+    assert records["A"].finish == pytest.approx(550.0)
+    assert records["A"].gpu_types == ["v100", "k80", "v100"]
+    assert records["B"].gpu_types == ["k80", "v100"]
+    assert [d.time for d in replay.decisions] == [0.0, 100.0, 200.0, 300.0, 400.0, 500.0]
+    assert replay.summary()["fallbacks"] == 0
+
+
+def test_gavel_max_sum_moves_the_long_job_once_the_fast_type_frees() -> None:
+    # A: 2 and 1 steps/s on V100 and K80 (equal share E = 1.5); B: 4 and 1 (E = 2.5).
+    # Max-sum values a unit of time at T/E: A 1.33 (V100) and 0.67 (K80), B 1.6 and 0.4,
+    # so B gets the V100 and A the K80 (2.27 > 1.73). B (400 steps) ends at 100, a round
+    # boundary; A alone gets all of the V100 and moves there: 100 steps done on the K80,
+    # 900 left at 2/s: done at 550 (no restart penalty). Before: A stayed on the K80 to
+    # 1000 s.
+    table = ThroughputTable.from_rows([("a", "v100", 1, "packed", 2.0),
+                                       ("a", "k80", 1, "packed", 1.0),
+                                       ("b", "v100", 1, "packed", 4.0),
+                                       ("b", "k80", 1, "packed", 1.0)])
+    jobs = [Job("A", 0.0, "a", 1, 1000.0), Job("B", 0.0, "b", 1, 400.0)]
+    policy = make_baseline("gavel-max-sum", round_s=100.0)
+    records = Simulator(two_types(), jobs, policy, truth=table,
+                        restart_penalty_s=0.0).run().records
+    assert records["B"].finish == pytest.approx(100.0)
+    assert records["A"].gpu_types == ["k80", "v100"]
+    assert records["A"].finish == pytest.approx(550.0)
+
+
+def optimus_state(remaining: float, now: float = 0.0) -> ClusterState:
+    """L runs on the K80 (1 step/s) with ``remaining`` steps left; the V100 (10 steps/s) is
+    free; nobody waits."""
+    table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 10.0),
+                                       ("cnn", "k80", 1, "packed", 1.0)])
+    job = Job("L", 0.0, "cnn", 1, 1e6)
+    return ClusterState(now=now, cluster=two_types(), throughput=table, pending=(),
+                        remaining={}, running=(RunningJob(job, "k80", ("k/0",), 0.0,
+                                                          remaining),),
+                        free=frozenset({"v/0"}))
+
+
+@pytest.mark.parametrize(("remaining", "moves"), [(10000.0, True), (200.0, True),
+                                                  (30.0, False)])
+def test_optimus_moves_a_running_job_when_it_ends_sooner(remaining: float,
+                                                         moves: bool) -> None:
+    # Staying takes remaining / 1 s; moving takes the 30 s restart plus remaining / 10:
+    # 10000 s vs 1030 s and 200 vs 50: move; 30 vs 33: stay.
+    decision = Optimus().decide(optimus_state(remaining))
+    if moves:
+        assert decision.preempt == ("L",)
+        assert decision.start == (Start("L", "v100", ("v/0",)),)
+    else:
+        assert decision == Decision()
+
+
+def test_optimus_moves_only_at_its_interval_and_not_when_agnostic() -> None:
+    policy = Optimus(round_s=600.0)
+    assert policy.decide(optimus_state(10000.0, now=0.0)).preempt == ("L",)
+    # 100 s later is no boundary (the next is at 600): nothing to do.
+    assert policy.decide(optimus_state(10000.0, now=100.0)) == Decision()
+    assert policy.decide(optimus_state(10000.0, now=600.0)).preempt == ("L",)
+    # Seen agnostically both types run at 1 step/s: moving only costs the restart.
+    agnostic = HeterogeneityAgnostic(Optimus())
+    assert agnostic.round_s == 600.0
+    assert agnostic.decide(optimus_state(10000.0)) == Decision()
+
+
+# --- Gavel's LP fallback ---------------------------------------------------------------
+
+
+def test_equal_shares_fill_no_type_beyond_its_gpus() -> None:
+    # Gangs 1, 1, 2 (4 GPUs asked) on 2 V100 + 2 K80 (4 GPUs): each job gets
+    # 2 / max(4, 4) = 0.5 of each type it can run on. V100: 1 x .5 + 1 x .5 + 2 x .5 = 2
+    # GPUs, within 2; job 3 cannot use the K80 (throughput 0): 0 there, so the K80 holds
+    # 1 x .5 + 1 x .5 = 1 GPU. Each job's time: at most 0.5 + 0.5 = 1.
+    from formulations.gavel import AllocationProblem
+    from solver.baselines.gavel import equal_shares
+
+    problem = AllocationProblem(("a", "b", "c"), ("v100", "k80"),
+                                np.array([[2.0, 1.0], [2.0, 1.0], [3.0, 0.0]]),
+                                np.array([1.0, 1.0, 2.0]), np.array([2.0, 2.0]), np.ones(3))
+    shares = equal_shares(problem)
+    np.testing.assert_allclose(shares, [[0.5, 0.5], [0.5, 0.5], [0.5, 0.0]])
+    assert problem.is_feasible(shares)
+
+
+def test_an_over_filling_lp_answer_is_never_used_and_the_fallback_is_visible(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        tmp_path: Path) -> None:
+    # The LP "answers" X = 2 for every job on the one V100: more GPUs than the type has
+    # (and more than all of a job's time). The policy must not use it: both jobs get the
+    # equal share 1 / max(2, 2) = 0.5 of each type, every decision is a fallback (the
+    # fake fails again for A alone), the first failure is logged as a warning, and
+    # summary.json lists it.
+    import formulations.gavel
+    from formulations.gavel import Allocation, AllocationProblem
+
+    def over_filled(problem: AllocationProblem, *args: object, **kwargs: object) -> Allocation:
+        fractions = np.zeros(problem.throughput.shape)
+        fractions[:, 0] = 2.0
+        return Allocation(problem, fractions, 1.0, True)
+
+    monkeypatch.setattr(formulations.gavel, "solve_allocation", over_filled)
+    table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 2.0),
+                                       ("cnn", "k80", 1, "packed", 1.0)])
+    jobs = [Job("A", 0.0, "cnn", 1, 1000.0), Job("B", 0.0, "cnn", 1, 300.0)]
+    policy = make_baseline("gavel", round_s=100.0)
+    with caplog.at_level(logging.WARNING):
+        replay = Simulator(two_types(), jobs, policy, truth=table,
+                           restart_penalty_s=0.0).run()
+    assert policy.allocation["A"] == {"v100": 0.5, "k80": 0.5}  # type: ignore[attr-defined]
+    summary = replay.summary()
+    assert summary["completed"] == 2
+    assert summary["fallbacks"] == summary["decisions"] > 0
+    warnings = summary["warnings"]
+    assert isinstance(warnings, list)
+    assert len(warnings) == 1
+    assert "over-fills a GPU type" in warnings[0]
+    assert "equal time shares" in warnings[0]
+    assert any(r.levelno == logging.WARNING and "over-fills" in r.getMessage()
+               for r in caplog.records)
+    replay.write(tmp_path / "r")
+    assert "over-fills" in (tmp_path / "r" / "summary.json").read_text()
+
+
+# --- the issue's two-job case on Gavel's measured throughputs --------------------------
+
+#: ResNet-50 (batch size 64) on 1 GPU in Gavel's simulation_throughputs.json (steps/s).
+V100 = 4.394774823323071
+K80 = 0.6190282202246573
+#: (short job, long job) JCT in s, each derived below from V100, K80, the 30 s restart
+#: penalty and the policy's round. Jobs "long" (44,000 steps) and "short" (4,400) both
+#: arrive at 0 on one V100 and one K80; ties go to "long" (arrival, then id). Alone:
+#: short 4400 / V100 = 1,001.19 s on the V100, 4400 / K80 = 7,107.92 s on the K80;
+#: long 44000 / V100 = 10,011.89 s on the V100, 71,079.15 s on the K80.
+FIFO_LIKE = (4400 / K80, 44000 / V100)  # long first on the V100 (cluster order), short
+#: on the K80: 7,107.92 and 10,011.89. fifo (first fit), tiresias and gandiva (agnostic,
+#: cluster order: V100 first; nobody ever waits, so no queue change, time slice or
+#: promotion matters; neither migrates), edf (no deadlines: arrival order; short on the
+#: K80 ends at 7,108 s, before the V100 frees at 10,012 + 1,001 s: worth starting).
+SHORT_FIRST = (4400 / V100, 4400 / V100 + 44000 / V100)  # sjf, srtf: short first on the
+#: V100 (1,001.19 s); long would take 71,079 s on the K80 against 1,001 + 10,012 by
+#: waiting, so it waits and runs on the V100 to 11,013.08 s. Neither migrates (sjf is
+#: non-preemptive; srtf's 600 s rounds only serve its guard).
+GAVEL = (1800 + 30 + (4400 - 360 * K80 - 2 * 330 * V100 - 2 * 330 * K80) / V100,
+         2160 + 30 + (44000 - 360 * V100 - 2 * 330 * V100 - 3 * 330 * K80) / V100)
+#: gavel (max-min, 360 s rounds): the LP gives each job half of each type (its fluid
+#: rate (V100 + K80) / 2 would end short at 4400 / 2.5069 = 1,755 s). Round 0: long on
+#: the V100 (ties by id), short on the K80; at every boundary the type a job has not run
+#: on since the solve has priority inf, so they swap every round, each restart costing
+#: 30 s. Short: 360 K80 + 330 V100 + 330 K80 + 330 V100 + 330 K80 = 3,531.96 steps by
+#: 1,800, then on the V100 after the restore: 1,830 + 868.04 / V100 = 2,027.52 s. Long
+#: runs V100, K80, V100, K80, V100, K80 (5,095.51 steps by 2,160); at the boundary of
+#: 2,160 the LP is re-solved for long alone (all of the V100) and it moves: 2,190 +
+#: 38,904.49 / V100 = 11,042.44 s.
+GAVEL_MAX_SUM = (4400 / V100, 1080 + 30 + (44000 - 1080 * K80) / V100)
+#: gavel-max-sum: both jobs are worth the same per unit of time on each type, so any
+#: split filling both types is optimal; the LP's vertex gives short the V100 and long
+#: the K80 (or the reverse, below). Short ends at 1,001.19 s; at the next boundary, 1,080,
+#: long (668.55 steps done on the K80) is alone, gets all of the V100 and moves: 1,110 +
+#: 43,331.45 / V100 = 10,969.77 s. The other vertex is FIFO_LIKE (neither moves: X = 0
+#: on the other type).
+OPTIMUS = (4400 / V100, 1200 + 30 + (44000 - 1200 * K80) / V100)
+#: optimus: short has the larger gain per GPU on the V100 (1/T = V100 / 4400), long gets
+#: the K80 (any gain > 0). Short ends at 1,001.19 s; at the next 600 s boundary, 1,200,
+#: long (742.83 steps done) ends sooner on the free V100 even after the 30 s restart
+#: (1,230 + 43,257.17 / V100 = 11,072.86 s, against 1,200 + 69,879 s by staying): it moves.
+EXPECTED: dict[str, list[tuple[float, float]]] = {
+    "fifo": [FIFO_LIKE], "edf": [FIFO_LIKE], "tiresias": [FIFO_LIKE],
+    "gandiva": [FIFO_LIKE], "sjf": [SHORT_FIRST], "srtf": [SHORT_FIRST], "gavel": [GAVEL],
+    "gavel-max-sum": [GAVEL_MAX_SUM, FIFO_LIKE], "optimus": [OPTIMUS]}
+ROUNDS = {"fifo": None, "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0,
+          "gandiva": 600.0, "gavel": 360.0, "gavel-max-sum": 360.0, "optimus": 600.0}
+
+
+def test_the_hand_computed_values() -> None:
+    # The figures quoted in the comments above.
+    assert pytest.approx((7107.915, 10011.890), abs=1e-3) == FIFO_LIKE
+    assert pytest.approx((1001.189, 11013.078), abs=1e-3) == SHORT_FIRST
+    assert pytest.approx((2027.516, 11042.443), abs=1e-3) == GAVEL
+    assert pytest.approx((1001.189, 10969.766), abs=1e-3) == GAVEL_MAX_SUM
+    assert pytest.approx((1001.189, 11072.863), abs=1e-3) == OPTIMUS
+    assert set(EXPECTED) == {"fifo", *BASELINES}
+
+
+@pytest.mark.parametrize("policy", sorted(EXPECTED))
+def test_two_resnet_jobs_on_a_v100_and_a_k80(policy: str, shared_data: Path,
+                                             tmp_path: Path) -> None:
+    table = shared_data / "gavel" / "simulation_throughputs.json"
+    measured, fitted = throughput_pair(table)
+    for model in (measured, fitted):  # what the derivations above assume
+        assert model.throughput("ResNet-50 (batch size 64)", "v100", 1,
+                                Placement.PACKED) == pytest.approx(V100, rel=1e-9)
+        assert model.throughput("ResNet-50 (batch size 64)", "k80", 1,
+                                Placement.PACKED) == pytest.approx(K80, rel=1e-9)
+    trace = tmp_path / "two.csv"
+    trace.write_text("id,arrival,job_type,num_gpus,work,deadline,weight,user,"
+                     "allowed_gpu_counts,allowed_gpu_types\n"
+                     "long,0,ResNet-50 (batch size 64),1,44000,,,,,\n"
+                     "short,0,ResNet-50 (batch size 64),1,4400,,,,,\n")
+    summary = run_replay(trace, "native", "v100=1,k80=1", policy, out=tmp_path / "out",
+                         throughput_path=table, show_progress=False)
+    with (tmp_path / "out" / "jobs.csv").open(newline="") as handle:
+        jct = {row["job"]: float(row["jct"]) for row in csv.DictReader(handle)}
+    got = (jct["short"], jct["long"])
+    assert any(got == pytest.approx(expected, rel=1e-6) for expected in EXPECTED[policy]), \
+        (policy, got, EXPECTED[policy])
+    assert summary["round_s"] == ROUNDS[policy]
+    assert summary["restart_penalty_s"] == 30.0
+    assert summary["fallbacks"] == 0
