@@ -19,10 +19,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from solver.data import Cluster, GpuType, Node
+from solver.data import MAX_CLUSTER_GPUS, MAX_GPUS_PER_NODE, Cluster, GpuType, Node
 from solver.errors import InputError
 from solver.generate import GPU_TYPES
-from solver.instance_file import _build, _topology_graph, read_json
+from solver.instance_file import _build, _topology_graph, check_schema, read_json, schema
 from solver.traces.openb import openb_cluster
 
 #: GPUs per server when the spec does not say. Gavel's simulator scripts default to
@@ -47,9 +47,17 @@ def parse_cluster(spec: str, *, base_dir: Path | None = None) -> Cluster:
             raise InputError("no node list after 'openb:'", path="--cluster", value=spec,
                              expected="openb:NODE_LIST.csv")
         return openb_cluster(base / relative)
-    if text.endswith(".json") or (base / text).is_file():
+    if text.endswith(".json") or _is_file(base / text):
         return _cluster_file(base / text)
     return _gpu_counts(text)
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; False for a name the system cannot even look up."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _gpu_counts(text: str) -> Cluster:
@@ -61,11 +69,20 @@ def _gpu_counts(text: str) -> Cluster:
             raise InputError("bad cluster spec item", path="--cluster", value=part,
                              expected="TYPE=GPUS or TYPE=GPUSxPER_SERVER, e.g. v100=36 or "
                              "v100=36x8 (or a JSON file, or openb:NODES.csv)")
-        name, total, size = match.group(1), int(match.group(2)), int(match.group(3) or
-                                                                       GPUS_PER_SERVER)
+        digits = [match.group(2), match.group(3) or str(GPUS_PER_SERVER)]
+        if any(len(text) > 9 for text in digits):
+            raise InputError("GPU count too large", path="--cluster", value=part,
+                             expected=f"at most {MAX_CLUSTER_GPUS} GPUs, {MAX_GPUS_PER_NODE} "
+                             "per server")
+        name, total, size = match.group(1), int(digits[0]), int(digits[1])
         if total < 1 or size < 1:
             raise InputError("GPU counts must be >= 1", path="--cluster", value=part,
                              expected="TYPE=GPUS with GPUS >= 1 (and PER_SERVER >= 1)")
+        if size > MAX_GPUS_PER_NODE or total + sum(n.num_gpus for n in nodes) > \
+                MAX_CLUSTER_GPUS:
+            raise InputError("GPU count too large", path="--cluster", value=part,
+                             expected=f"at most {MAX_CLUSTER_GPUS} GPUs in all, "
+                             f"{MAX_GPUS_PER_NODE} per server")
         if any(t.name == name for t in gpu_types):
             raise InputError("GPU type given twice", path="--cluster", value=name,
                              expected="each type once")
@@ -82,17 +99,15 @@ def _cluster_file(path: Path) -> Cluster:
         raise InputError("not a cluster file", path="$", file=file, value=type(doc).__name__,
                          expected="an object with gpu_types and nodes")
     for key in ("gpu_types", "nodes"):
-        items = doc.get(key)
-        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        if not isinstance(doc.get(key), list):
             raise InputError(f"missing or bad {key}", path=f"$.{key}", file=file,
-                             value=items if key in doc else None,
-                             expected="a list of objects (docs/instance-format.md)")
-    try:
-        gpu_types = _build(GpuType, doc["gpu_types"], "$.gpu_types", file)
-        nodes = _build(Node, doc["nodes"], "$.nodes", file)
-    except TypeError as exc:
-        raise InputError(f"bad field ({exc})", path="$", file=file,
-                         expected="the fields of docs/instance-format.md") from None
+                             value=doc.get(key), expected="a list of objects "
+                             "(docs/instance-format.md)")
+    fields = schema()["properties"]
+    check_schema(doc, {"type": "object", "required": ["gpu_types", "nodes"], "properties": {
+        key: fields[key] for key in ("gpu_types", "nodes", "topologies", "network_gbps")}}, file)
+    gpu_types = _build(GpuType, doc["gpu_types"], "$.gpu_types", file)
+    nodes = _build(Node, doc["nodes"], "$.nodes", file)
     topology = _topology_graph(doc, nodes, file, path.parent)
     try:
         return Cluster(tuple(gpu_types), tuple(nodes), topology)

@@ -29,6 +29,34 @@ DEFAULT_LINKS = {"node-local": 32.0, "network": 5.0}
 SWITCH = "switch"
 
 
+#: The sane range of every number of an instance (docs/instance-format.md, "Ranges").
+#: Times (arrival, deadline, now) in s: 1e10 s is 317 years, so Unix-epoch seconds fit
+#: and epoch milliseconds or nanoseconds (a unit mistake) do not.
+MAX_TIME_S = 1e10
+#: Work of one job, in training steps.
+MAX_WORK = 1e12
+#: A positive throughput, steps/s (0 means "cannot run"): from one step in 31 years
+#: to one step per nanosecond.
+MIN_THROUGHPUT = 1e-9
+MAX_THROUGHPUT = 1e9
+#: work / throughput of every configuration a job can use, in s (as MAX_TIME_S).
+MAX_DURATION_S = 1e10
+#: Job weights: a ratio of 1e6 between the heaviest and lightest job at most, beyond
+#: which the lightest jobs vanish below the solvers' tolerances.
+MIN_WEIGHT = 1e-3
+MAX_WEIGHT = 1e3
+#: GPUs of one node, of one job's gang, and of a whole cluster.
+MAX_GPUS_PER_NODE = 1024
+MAX_GPUS_PER_JOB = 100_000
+MAX_CLUSTER_GPUS = 100_000
+#: GPU pairs inside nodes that the default topology links (it links every pair).
+MAX_NODE_LOCAL_LINKS = 1_000_000
+#: CPUs of a node; memory (GB) of a GPU type or a node; price per GPU-hour.
+MAX_CPUS = 1_000_000
+MAX_MEMORY_GB = 1e7
+MAX_PRICE_PER_HOUR = 1e6
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -37,22 +65,31 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def in_range(value: Any, low: float, high: float, *, strict_low: bool = False,
+             integer: bool = False) -> bool:
+    """Whether ``value`` is a finite number (an int if ``integer``) in ``[low, high]``
+    (``(low, high]`` if ``strict_low``). Integers of any size compare exactly."""
+    if not (_is_int(value) if integer else _is_number(value)):
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return bool((value > low if strict_low else value >= low) and value <= high)
+
+
 def _name(value: Any, field_name: str, what: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InputError(f"{what} must be a non-empty string", path=field_name, value=value)
 
 
-def _finite(value: Any, field_name: str, expected: str, *, low: float, strict: bool) -> None:
-    ok = _is_number(value) and math.isfinite(value)
-    if ok:
-        ok = value > low if strict else value >= low
-    if not ok:
+def _check(value: Any, field_name: str, expected: str, low: float, high: float, *,
+           strict_low: bool = False, integer: bool = False) -> None:
+    if not in_range(value, low, high, strict_low=strict_low, integer=integer):
         raise InputError(f"bad {field_name}", path=field_name, value=value, expected=expected)
 
 
-def _optional_finite(value: Any, field_name: str, expected: str) -> None:
+def _optional(value: Any, field_name: str, expected: str, high: float) -> None:
     if value is not None:
-        _finite(value, field_name, expected, low=0.0, strict=False)
+        _check(value, field_name, expected, 0.0, high)
 
 
 @dataclass(frozen=True)
@@ -65,8 +102,9 @@ class GpuType:
 
     def __post_init__(self) -> None:
         _name(self.name, "name", "GPU type name")
-        _optional_finite(self.memory_gb, "memory_gb", "a finite number of GB >= 0")
-        _optional_finite(self.price_per_hour, "price_per_hour", "a finite price >= 0")
+        _optional(self.memory_gb, "memory_gb", f"GB from 0 to {MAX_MEMORY_GB:g}", MAX_MEMORY_GB)
+        _optional(self.price_per_hour, "price_per_hour",
+                  f"a price from 0 to {MAX_PRICE_PER_HOUR:g}", MAX_PRICE_PER_HOUR)
 
 
 @dataclass(frozen=True)
@@ -82,13 +120,12 @@ class Node:
     def __post_init__(self) -> None:
         _name(self.name, "name", "node name")
         _name(self.gpu_type, "gpu_type", "GPU type")
-        if not _is_int(self.num_gpus) or self.num_gpus < 1:
-            raise InputError(
-                "bad num_gpus", path="num_gpus", value=self.num_gpus, expected="an integer >= 1"
-            )
-        if self.cpus is not None and (not _is_int(self.cpus) or self.cpus < 0):
-            raise InputError("bad cpus", path="cpus", value=self.cpus, expected="an integer >= 0")
-        _optional_finite(self.memory_gb, "memory_gb", "a finite number of GB >= 0")
+        _check(self.num_gpus, "num_gpus", f"an integer from 1 to {MAX_GPUS_PER_NODE}", 1,
+               MAX_GPUS_PER_NODE, integer=True)
+        if self.cpus is not None:
+            _check(self.cpus, "cpus", f"an integer from 0 to {MAX_CPUS}", 0, MAX_CPUS,
+                   integer=True)
+        _optional(self.memory_gb, "memory_gb", f"GB from 0 to {MAX_MEMORY_GB:g}", MAX_MEMORY_GB)
 
     def gpu_ids(self) -> list[str]:
         """The ids of this node's GPUs, ``"<node>/<index>"``."""
@@ -131,6 +168,16 @@ def default_topology(nodes: Sequence[Node]) -> nx.Graph:
     return graph
 
 
+def check_node_links(nodes: Sequence[Node]) -> None:
+    """Raise an InputError when a topology that links every pair of GPUs inside each node
+    would have more than :data:`MAX_NODE_LOCAL_LINKS` such links (it is built in memory)."""
+    links = sum(node.num_gpus * (node.num_gpus - 1) // 2 for node in nodes)
+    if links > MAX_NODE_LOCAL_LINKS:
+        raise InputError("the topology would link too many GPU pairs inside nodes",
+                         path="nodes", value=links,
+                         expected=f"at most {MAX_NODE_LOCAL_LINKS:,} pairs (smaller nodes)")
+
+
 @dataclass(frozen=True, eq=False)
 class Cluster:
     """GPU types, the nodes that hold them, and a networkx graph linking the GPUs."""
@@ -154,6 +201,12 @@ class Cluster:
                 raise InputError("duplicate GPU type name", path=f"gpu_types[{index}].name",
                                  value=gpu_type.name, expected="unique names")
             seen.add(gpu_type.name)
+        total = sum(node.num_gpus for node in self.nodes)
+        if total > MAX_CLUSTER_GPUS:
+            raise InputError("too many GPUs in the cluster", path="nodes", value=total,
+                             expected=f"at most {MAX_CLUSTER_GPUS} GPUs")
+        if self.topology is None:
+            check_node_links(self.nodes)
         names: set[str] = set()
         for index, node in enumerate(self.nodes):
             if node.name in names:
@@ -245,18 +298,18 @@ class Job:
 
     def __post_init__(self) -> None:
         _name(self.id, "id", "job id")
-        _finite(self.arrival, "arrival", "a finite time in s >= 0", low=0.0, strict=False)
+        _check(self.arrival, "arrival", f"a time in s from 0 to {MAX_TIME_S:g}", 0.0,
+               MAX_TIME_S)
         _name(self.job_type, "job_type", "job type")
-        if not _is_int(self.num_gpus) or self.num_gpus < 1:
-            raise InputError(
-                "bad num_gpus", path="num_gpus", value=self.num_gpus, expected="an integer >= 1"
-            )
-        _finite(self.work, "work", "a finite number of steps > 0", low=0.0, strict=True)
-        _finite(self.weight, "weight", "a finite weight > 0", low=0.0, strict=True)
+        gang = f"an integer from 1 to {MAX_GPUS_PER_JOB}"
+        _check(self.num_gpus, "num_gpus", gang, 1, MAX_GPUS_PER_JOB, integer=True)
+        _check(self.work, "work", f"a number of steps > 0 and <= {MAX_WORK:g}", 0.0, MAX_WORK,
+               strict_low=True)
+        _check(self.weight, "weight", f"a weight from {MIN_WEIGHT:g} to {MAX_WEIGHT:g}",
+               MIN_WEIGHT, MAX_WEIGHT)
         if self.deadline is not None:
-            if not _is_number(self.deadline) or not math.isfinite(self.deadline):
-                raise InputError("bad deadline", path="deadline", value=self.deadline,
-                                 expected="a finite time in s")
+            _check(self.deadline, "deadline", f"a time in s up to {MAX_TIME_S:g}", -math.inf,
+                   MAX_TIME_S)
             if self.deadline <= self.arrival:
                 raise InputError(
                     "deadline is not after the arrival", path="deadline", value=self.deadline,
@@ -267,9 +320,9 @@ class Job:
         if self.allowed_gpu_counts is not None:
             counts = tuple(self.allowed_gpu_counts)
             for index, count in enumerate(counts):
-                if not _is_int(count) or count < 1:
+                if not in_range(count, 1, MAX_GPUS_PER_JOB, integer=True):
                     raise InputError("bad GPU count", path=f"allowed_gpu_counts[{index}]",
-                                     value=count, expected="an integer >= 1")
+                                     value=count, expected=gang)
             if self.num_gpus not in counts:
                 raise InputError(
                     "allowed_gpu_counts does not include num_gpus", path="allowed_gpu_counts",
@@ -321,7 +374,7 @@ class Instance:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "jobs", tuple(self.jobs))
-        _finite(self.now, "now", "a finite time in s >= 0", low=0.0, strict=False)
+        _check(self.now, "now", f"a time in s from 0 to {MAX_TIME_S:g}", 0.0, MAX_TIME_S)
         seen: set[str] = set()
         for index, job in enumerate(self.jobs):
             if job.id in seen:
@@ -331,9 +384,12 @@ class Instance:
             self._check_runnable(job, index)
 
     def _check_runnable(self, job: Job, index: int) -> None:
-        if self.configurations(job):
-            return
+        configs = self.configurations(job)
         path = f"jobs[{index}]"
+        for config in configs:
+            self._check_configuration(job, path, config)
+        if configs:
+            return
         if not any(job.may_use(t) for t in self.cluster.type_names):
             raise InputError("none of the job's allowed GPU types is in the cluster",
                              path=f"{path}.allowed_gpu_types", value=list(job.allowed_gpu_types
@@ -365,6 +421,22 @@ class Instance:
             expected=f"a gang that fits a node (largest {largest_node} GPUs) or a spread "
             "placement with throughput > 0",
         )
+
+    @staticmethod
+    def _check_configuration(job: Job, path: str, config: Configuration) -> None:
+        """Throughput in [MIN_THROUGHPUT, MAX_THROUGHPUT] and duration <= MAX_DURATION_S."""
+        where = f"{config.gpu_type} x {config.num_gpus} {config.placement}"
+        if not in_range(config.throughput, MIN_THROUGHPUT, MAX_THROUGHPUT):
+            raise InputError(
+                f"job {job.id}: throughput of {job.job_type} on {where} out of range",
+                path=f"{path}.job_type", value=config.throughput,
+                expected=f"0 (cannot run) or {MIN_THROUGHPUT:g} to {MAX_THROUGHPUT:g} steps/s")
+        if job.work / config.throughput > MAX_DURATION_S:
+            raise InputError(
+                f"job {job.id} would run {job.work / config.throughput:.3g} s on {where} "
+                f"({config.throughput:g} steps/s)", path=f"{path}.work", value=job.work,
+                expected=f"work / throughput <= {MAX_DURATION_S:g} s on every configuration "
+                "the job can use")
 
     @cached_property
     def job_by_id(self) -> dict[str, Job]:

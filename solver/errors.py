@@ -8,12 +8,17 @@ and exit code 2.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 _MISSING: Any = object()
 
 
 def _show(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        # repr() of an integer of more than 4,300 digits raises, and 60 digits say enough.
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        return f"an integer of about {digits:,} digits"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 

@@ -16,7 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from solver.data import Cluster, GpuType, Instance, Job, Node
+from solver.data import (
+    MAX_CLUSTER_GPUS,
+    MAX_DURATION_S,
+    MAX_GPUS_PER_NODE,
+    Cluster,
+    GpuType,
+    Instance,
+    Job,
+    Node,
+    in_range,
+)
 from solver.errors import InputError
 from solver.throughput import Placement, ThroughputTable
 
@@ -109,9 +119,12 @@ def parse_gpu_counts(text: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     for part in text.split(","):
         name, sep, number = part.strip().partition("=")
-        if not sep or not name or not number.strip().isdigit() or int(number) < 1:
+        digits = number.strip()
+        if not sep or not name or not digits.isdigit() or len(digits) > 9 \
+                or not 1 <= int(digits) <= MAX_CLUSTER_GPUS:
             raise InputError("bad GPU count", path="--gpus", value=part,
-                             expected="TYPE=COUNT with COUNT an integer >= 1, e.g. v100=8")
+                             expected=f"TYPE=COUNT with COUNT an integer from 1 to "
+                             f"{MAX_CLUSTER_GPUS}, e.g. v100=8")
         if name not in GPU_TYPES:
             raise InputError("unknown GPU type", path="--gpus", value=name,
                              expected="one of " + ", ".join(GPU_TYPES))
@@ -136,19 +149,49 @@ def _nodes(settings: GeneratorSettings) -> list[Node]:
     return nodes
 
 
+#: The most jobs, and the longest mean gap between arrivals (s), ``generate`` accepts:
+#: together they keep arrivals below solver.data.MAX_TIME_S.
+MAX_JOBS = 100_000
+MAX_MEAN_INTERARRIVAL_S = 1e5
+
+
+def _check_settings(settings: GeneratorSettings) -> None:
+    """Every setting in its documented range, else an InputError naming the option."""
+    total = sum(settings.gpus.values())
+    checks = [
+        ("--jobs", settings.jobs, in_range(settings.jobs, 1, MAX_JOBS, integer=True),
+         f"an integer from 1 to {MAX_JOBS:,}"),
+        ("--gpus", total, in_range(total, 1, MAX_CLUSTER_GPUS, integer=True),
+         f"from 1 to {MAX_CLUSTER_GPUS:,} GPUs in all"),
+        ("--seed", settings.seed, in_range(settings.seed, 0, 2**64 - 1, integer=True),
+         "an integer from 0 to 2^64 - 1"),
+        ("--gpus-per-node", settings.gpus_per_node,
+         in_range(settings.gpus_per_node, 1, MAX_GPUS_PER_NODE, integer=True),
+         f"an integer from 1 to {MAX_GPUS_PER_NODE}"),
+        ("--mean-interarrival", settings.mean_interarrival_s,
+         in_range(settings.mean_interarrival_s, 0, MAX_MEAN_INTERARRIVAL_S, strict_low=True),
+         f"seconds > 0 and <= {MAX_MEAN_INTERARRIVAL_S:g}"),
+        ("--median-duration", settings.median_duration_s,
+         in_range(settings.median_duration_s, 0, MAX_DURATION_S, strict_low=True),
+         f"seconds > 0 and <= {MAX_DURATION_S:g}"),
+        ("duration_sigma", settings.duration_sigma, in_range(settings.duration_sigma, 0, 10),
+         "a number from 0 to 10"),
+        ("--deadline-fraction", settings.deadline_fraction,
+         in_range(settings.deadline_fraction, 0, 1), "a fraction in [0, 1]"),
+        ("--elastic-fraction", settings.elastic_fraction,
+         in_range(settings.elastic_fraction, 0, 1), "a fraction in [0, 1]"),
+        ("users", settings.users, in_range(settings.users, 1, 10**6, integer=True),
+         "an integer from 1 to 1,000,000"),
+    ]
+    for option, value, ok, expected in checks:
+        if not ok:
+            raise InputError(f"bad {option.lstrip('-').replace('-', ' ')}", path=option,
+                             value=value, expected=expected)
+
+
 def generate(settings: GeneratorSettings) -> Instance:
     """A random instance drawn with ``settings`` (same seed, same instance)."""
-    if settings.jobs < 1:
-        raise InputError("bad job count", path="--jobs", value=settings.jobs,
-                         expected="an integer >= 1")
-    if settings.gpus_per_node < 1:
-        raise InputError("bad node size", path="--gpus-per-node", value=settings.gpus_per_node,
-                         expected="an integer >= 1")
-    for name, value in (("deadline_fraction", settings.deadline_fraction),
-                        ("elastic_fraction", settings.elastic_fraction)):
-        if not 0.0 <= value <= 1.0:
-            raise InputError(f"bad {name}", path=f"--{name.replace('_', '-')}", value=value,
-                             expected="a fraction in [0, 1]")
+    _check_settings(settings)
     rng = np.random.default_rng(settings.seed)
     cluster = Cluster(tuple(GPU_TYPES[t] for t in settings.gpus), tuple(_nodes(settings)))
     largest_node = max(node.num_gpus for node in cluster.nodes)

@@ -19,7 +19,18 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError
 
-from solver.data import Cluster, GpuType, Instance, Job, Node
+from solver.data import (
+    MAX_GPUS_PER_JOB,
+    MAX_THROUGHPUT,
+    MIN_THROUGHPUT,
+    Cluster,
+    GpuType,
+    Instance,
+    Job,
+    Node,
+    check_node_links,
+    in_range,
+)
 from solver.errors import InputError
 from solver.throughput import Placement, ThroughputModel, ThroughputTable
 
@@ -44,11 +55,32 @@ def json_path(parts: Any) -> str:
     return path
 
 
+#: Lists and objects nested deeper than this are rejected (instance, profile, model and
+#: cluster files need 5 levels).
+MAX_DEPTH = 64
+#: Integers with more digits are rejected while parsing: no field takes more than 13
+#: digits, and Python refuses to parse more than 4,300.
+MAX_INT_DIGITS = 30
+
+
+class _LongInteger(str):
+    """The text of an integer too long to parse (:data:`MAX_INT_DIGITS`), kept so that
+    the error can name its JSON path."""
+
+
+def _parse_int(text: str) -> int | _LongInteger:
+    return _LongInteger(text) if len(text.lstrip("-")) > MAX_INT_DIGITS else int(text)
+
+
 def read_json(path: Path) -> Any:
-    """Parse a JSON file; clear errors for a missing, unreadable or malformed file."""
+    """Parse a JSON file; clear errors for a missing, unreadable or malformed file, NaN or
+    infinite numbers, integers of more than :data:`MAX_INT_DIGITS` digits and nesting
+    deeper than :data:`MAX_DEPTH` levels. A UTF-8 byte order mark is skipped."""
     file = str(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise InputError("not a regular file (a device, pipe or socket)", file=file)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise InputError("no such file", file=file) from None
     except IsADirectoryError:
@@ -61,33 +93,52 @@ def read_json(path: Path) -> Any:
     if not text.strip():
         raise InputError("the file is empty", file=file, expected="a JSON object")
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
         hint = " (the file looks truncated)" if exc.pos >= len(text.rstrip()) else ""
         raise InputError(
             f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{hint}", file=file
         ) from None
-    for where, value in _walk(doc, ()):
+    except RecursionError:
+        raise InputError("JSON nested too deeply", file=file,
+                         expected=f"at most {MAX_DEPTH} levels of lists and objects") from None
+    for where, value in _walk(doc):
+        if len(where) > MAX_DEPTH:
+            raise InputError("JSON nested too deeply", path=json_path(where[:MAX_DEPTH]),
+                             file=file,
+                             expected=f"at most {MAX_DEPTH} levels of lists and objects")
         if isinstance(value, float) and not math.isfinite(value):
             raise InputError("not a finite number", path=json_path(where), value=value,
                              expected="a finite number (JSON has no NaN or Infinity)", file=file)
+        if isinstance(value, _LongInteger):
+            raise InputError("number too long", path=json_path(where),
+                             value=f"{value[:12]}... ({len(value.lstrip('-'))} digits)",
+                             expected=f"a number of at most {MAX_INT_DIGITS} digits", file=file)
     return doc
 
 
-def _walk(value: Any, where: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    yield where, value
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _walk(item, (*where, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _walk(item, (*where, index))
+def _walk(doc: Any) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """``(JSON path parts, value)`` of every value in ``doc``, depth first, in file order;
+    a list or object deeper than :data:`MAX_DEPTH` is not entered."""
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), doc)]
+    while stack:
+        where, value = stack.pop()
+        yield where, value
+        if len(where) > MAX_DEPTH:
+            continue
+        if isinstance(value, dict):
+            stack.extend(((*where, key), item) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend(((*where, index), value[index])
+                         for index in reversed(range(len(value))))
 
 
 _TYPE_WORDS = {
     "object": "an object", "array": "a list", "string": "a string", "number": "a number",
     "integer": "an integer", "boolean": "true or false", "null": "null",
 }
+
+_RELATIONS = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<="}
 
 
 def _schema_error(error: ValidationError, file: str) -> InputError:
@@ -112,10 +163,18 @@ def _schema_error(error: ValidationError, file: str) -> InputError:
         words = [_TYPE_WORDS.get(str(w), str(w)) for w in wanted]
         return InputError("wrong type", path=path, value=found, file=file,
                           expected=" or ".join(words))
-    if kind in ("minimum", "exclusiveMinimum"):
-        relation = ">=" if kind == "minimum" else ">"
-        return InputError("value too small", path=path, value=found, file=file,
-                          expected=f"a number {relation} {rule}")
+    if kind in _RELATIONS:  # the lower bound broken (or the first one) and the upper one
+        low = kind if kind != "maximum" else next(
+            (key for key in ("minimum", "exclusiveMinimum") if key in schema_part), None)
+        bounds = [f"{_RELATIONS[key]} {schema_part[key]:g}" for key in (low, "maximum")
+                  if key is not None and key in schema_part]
+        return InputError("value too large" if kind == "maximum" else "value too small",
+                          path=path, value=found, file=file,
+                          expected="a number " + " and ".join(bounds))
+    if kind == "anyOf" and path.endswith(".throughput"):
+        return InputError("throughput out of range", path=path, value=found, file=file,
+                          expected=f"0 (cannot run) or a number of steps/s from "
+                          f"{MIN_THROUGHPUT:g} to {MAX_THROUGHPUT:g}")
     if kind == "minItems":
         return InputError("list is empty", path=path, value=found, file=file,
                           expected=f"at least {rule} item(s)")
@@ -158,7 +217,13 @@ def validate_document(doc: Any, file: str) -> None:
         raise InputError("the top level must be a JSON object", path="$", file=file,
                          value=type(doc).__name__, expected="an object with gpu_types, nodes, "
                          "jobs and throughput")
-    validator = jsonschema.Draft202012Validator(schema())
+    check_schema(doc, schema(), file)
+
+
+def check_schema(doc: Any, part: dict[str, Any], file: str) -> None:
+    """Check ``doc`` against ``part`` (the instance schema or a piece of it); the first
+    error, in document order, becomes one readable :class:`InputError`."""
+    validator = jsonschema.Draft202012Validator(part)
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         raise _schema_error(_deepest(errors[0]), file)
@@ -176,33 +241,53 @@ def read_throughput_table(path: Path) -> ThroughputTable:
         if not isinstance(rows, list):
             raise InputError("wrong type", path="$", file=file, value=type(rows).__name__,
                              expected="a list of throughput rows")
-        return _table_from_rows(rows, file, "$")
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        header = reader.fieldnames or []
-        missing = [c for c in THROUGHPUT_COLUMNS if c not in header]
-        if missing:
-            raise InputError(f"missing column '{missing[0]}'", path="line 1", file=file,
-                             value=header, expected="columns " + ", ".join(THROUGHPUT_COLUMNS))
-        entries: dict[tuple[str, str, int, Placement], float] = {}
-        for line, row in enumerate(reader, start=2):
-            where = f"line {line}"
-            try:
-                count = int(row["num_gpus"])
-                speed = float(row["throughput"])
-                placement = Placement(row["placement"])
-            except (TypeError, ValueError):
-                raise InputError("bad row", path=where, file=file, value=row,
-                                 expected="an integer num_gpus, a numeric throughput and "
-                                 "placement packed or spread") from None
-            if not math.isfinite(speed) or speed < 0:
-                raise InputError("bad throughput", path=f"{where}.throughput", file=file,
-                                 value=speed, expected="a finite number of steps/s >= 0")
-            entries[(row["job_type"], row["gpu_type"], count, placement)] = speed
+        table_schema = schema()["properties"]["throughput"]["oneOf"][1]
+        if isinstance(doc, dict):
+            table_schema = {"type": "object", "properties": {"throughput": table_schema}}
+        check_schema(doc, table_schema, file)
+        return _table_from_rows(rows, file, "$.throughput" if isinstance(doc, dict) else "$")
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            entries = _csv_entries(csv.DictReader(handle), file)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"not a readable CSV table ({exc})", file=file) from None
     try:
         return ThroughputTable(entries)
     except InputError as exc:
         raise exc.in_file(file) from None
+
+
+def _csv_entries(reader: csv.DictReader[str], file: str
+                 ) -> dict[tuple[str, str, int, Placement], float]:
+    """The rows of a CSV throughput table, each checked, by (job, GPU type, count,
+    placement)."""
+    header = reader.fieldnames or []
+    missing = [c for c in THROUGHPUT_COLUMNS if c not in header]
+    if missing:
+        raise InputError(f"missing column '{missing[0]}'", path="line 1", file=file,
+                         value=header, expected="columns " + ", ".join(THROUGHPUT_COLUMNS))
+    entries: dict[tuple[str, str, int, Placement], float] = {}
+    for line, row in enumerate(reader, start=2):
+        where = f"line {line}"
+        try:
+            count = int(row["num_gpus"])
+            speed = float(row["throughput"])
+            placement = Placement(row["placement"])
+        except (TypeError, ValueError):
+            raise InputError("bad row", path=where, file=file, value=row,
+                             expected="an integer num_gpus, a numeric throughput and "
+                             "placement packed or spread") from None
+        if not (speed == 0 or in_range(speed, MIN_THROUGHPUT, MAX_THROUGHPUT)):
+            raise InputError("throughput out of range", path=f"{where}.throughput",
+                             file=file, value=row["throughput"],
+                             expected=f"0 (cannot run) or a number of steps/s from "
+                             f"{MIN_THROUGHPUT:g} to {MAX_THROUGHPUT:g}")
+        if not in_range(count, 1, MAX_GPUS_PER_JOB):
+            raise InputError("bad num_gpus", path=f"{where}.num_gpus", file=file,
+                             value=count, expected=f"an integer from 1 to "
+                             f"{MAX_GPUS_PER_JOB}")
+        entries[(row["job_type"], row["gpu_type"], count, placement)] = speed
+    return entries
 
 
 def write_throughput_csv(table: ThroughputTable, path: Path) -> None:
@@ -311,6 +396,10 @@ def _topology_graph(doc: dict[str, Any], nodes: list[Node], file: str,
     file) and ``network_gbps``; ``None`` (the default topology) when neither is given."""
     if "topologies" not in doc and "network_gbps" not in doc:
         return None
+    try:
+        check_node_links(nodes)
+    except InputError as exc:
+        raise exc.at("$").in_file(file) from None
     from solver.topology import NetworkSpec, ServerTopology, cluster_graph, read_topology
 
     types = {node.gpu_type for node in nodes}
@@ -347,6 +436,37 @@ def load_instance(path: str | Path) -> Instance:
     if not instance.name:
         instance = instance.replace(name=path.stem)
     return instance
+
+
+def model_warnings(instance: Instance, model: str) -> list[str]:
+    """One line per job of ``instance`` that the policy ``model`` cannot run, naming the job
+    and why (``deadline`` runs every gang packed on one node; ``allox`` every job on one
+    GPU or, when some job cannot, packed on one whole node); empty if it runs them all."""
+    from solver.policies import available
+
+    if model not in available():
+        raise InputError("unknown model", path="--model", value=model,
+                         expected="one of " + ", ".join(available()))
+    if model == "deadline":
+        from formulations.deadline.problem import build_problem
+
+        stuck = set(build_problem(instance).unplaceable)
+        why = ("no packed configuration (all its GPUs on one node) has throughput > 0; the "
+               "deadline model runs gangs packed")
+    elif model == "allox":
+        from formulations.allox.problem import best_run, machines_for
+
+        whole_nodes = not all(any(c.num_gpus == 1 for c in instance.configurations(job))
+                              for job in instance.jobs)
+        shapes = {(m.gpu_type, len(m.gpus)) for m in machines_for(instance, whole_nodes)}
+        stuck = {job.id for job in instance.jobs if not any(
+            best_run(instance, job, gpu_type, size, whole_nodes) for gpu_type, size in shapes)}
+        why = "it cannot run packed on " + ("one whole node" if whole_nodes else "one GPU") + \
+            " of any type (allox matches jobs to single GPUs, or whole nodes)"
+    else:
+        return []
+    return [f"$.jobs[{index}]: the {model} model cannot run job {job.id}: {why}"
+            for index, job in enumerate(instance.jobs) if job.id in stuck]
 
 
 def instance_to_dict(instance: Instance, *, comment: str = "",

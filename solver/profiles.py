@@ -22,7 +22,6 @@ import ast
 import csv
 import hashlib
 import logging
-import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from solver.data import MAX_GPUS_PER_JOB, MAX_THROUGHPUT, MIN_THROUGHPUT, in_range
 from solver.errors import InputError
 from solver.instance_file import read_json
 from solver.throughput import Placement, ThroughputTable
@@ -45,8 +45,19 @@ _BATCH_SUFFIX = re.compile(r"\s*\(batch size (\d+)\)\s*$")
 PointKey = tuple[str, str, int, Placement]
 
 
+#: A measured throughput: 0 (cannot run) or within the instance format's range.
+THROUGHPUT_RANGE = (f"a number of steps/s >= 0: 0 (cannot run) or from {MIN_THROUGHPUT:g} to "
+                    f"{MAX_THROUGHPUT:g}")
+#: The largest batch size a profile row may name.
+MAX_BATCH_SIZE = 10**9
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _throughput_ok(value: Any) -> bool:
+    return in_range(value, 0, 0) or in_range(value, MIN_THROUGHPUT, MAX_THROUGHPUT)
 
 
 def family_of(job_type: str) -> str:
@@ -86,25 +97,23 @@ class ProfilePoint:
             if not isinstance(value, str) or not value.strip():
                 raise InputError(f"empty {name}", path=name, value=value,
                                  expected="a non-empty string")
-        if not _is_int(self.num_gpus) or self.num_gpus < 1:
+        if not in_range(self.num_gpus, 1, MAX_GPUS_PER_JOB, integer=True):
             raise InputError("bad GPU count", path="num_gpus", value=self.num_gpus,
-                             expected="an integer >= 1")
+                             expected=f"an integer from 1 to {MAX_GPUS_PER_JOB}")
         try:
             object.__setattr__(self, "placement", Placement(self.placement))
         except ValueError:
             raise InputError("bad placement", path="placement", value=self.placement,
                              expected="packed or spread") from None
-        value = self.throughput
-        if isinstance(value, bool) or not isinstance(value, int | float) \
-                or not math.isfinite(value) or value < 0:
-            raise InputError("bad throughput", path="throughput", value=value,
-                             expected="a finite number of steps/s >= 0")
-        object.__setattr__(self, "throughput", float(value))
+        if not _throughput_ok(self.throughput):
+            raise InputError("bad throughput", path="throughput", value=self.throughput,
+                             expected=THROUGHPUT_RANGE)
+        object.__setattr__(self, "throughput", float(self.throughput))
         if self.batch_size is None:
             object.__setattr__(self, "batch_size", batch_size_of(self.job_type))
-        elif not _is_int(self.batch_size) or self.batch_size < 1:
+        elif not in_range(self.batch_size, 1, MAX_BATCH_SIZE, integer=True):
             raise InputError("bad batch size", path="batch_size", value=self.batch_size,
-                             expected="an integer >= 1")
+                             expected=f"an integer from 1 to {MAX_BATCH_SIZE:,}")
         if not isinstance(self.family, str):
             raise InputError("bad family", path="family", value=self.family,
                              expected="a string")
@@ -259,10 +268,9 @@ def _gavel_key(text: str, cache: dict[str, tuple[str, int]], path: str,
 
 
 def _number(value: Any, path: str, file: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not math.isfinite(value) or value < 0:
+    if not _throughput_ok(value):
         raise InputError("bad throughput", path=path, value=value, file=file,
-                         expected="a finite number of steps/s >= 0")
+                         expected=THROUGHPUT_RANGE)
     return float(value)
 
 

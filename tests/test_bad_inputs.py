@@ -40,6 +40,23 @@ EXPECTED = {
     "duplicate_node_names.json": ["$.nodes[1].name", "duplicate node name"],
     "negative_arrival.json": ["$.jobs[0].arrival", "-3.0", ">= 0"],
     "wrong_type_jobs.json": ["$.jobs", "wrong type", "a list"],
+    # Numbers out of their documented range (docs/instance-format.md, "Ranges").
+    "tiny_throughput.json": ["$.throughput[3].throughput", "got 5e-324",
+                             "0 (cannot run) or a number of steps/s from 1e-09 to 1e+09"],
+    "huge_throughput.json": ["$.throughput[3].throughput", "1000000000000.0", "<= 1e+09"],
+    "huge_work.json": ["$.jobs[1].work", "got 1e+308", "> 0 and <= 1e+12"],
+    "huge_arrival.json": ["$.jobs[0].arrival", "got 1e+308", "<= 1e+10"],
+    "huge_deadline.json": ["$.jobs[0].deadline", "got 1.7e+18", "<= 1e+10"],
+    "huge_now.json": ["$.now", "got 1e+308", "<= 1e+10"],
+    "huge_weight.json": ["$.jobs[2].weight", "got 1e+308", ">= 0.001 and <= 1000"],
+    "tiny_weight.json": ["$.jobs[2].weight", "got 1e-09", ">= 0.001 and <= 1000"],
+    "huge_gang.json": ["$.jobs[1].num_gpus", "got 100000000", "<= 100000"],
+    "huge_node.json": ["$.nodes[1].num_gpus", "got 100000", "<= 1024"],
+    "job_too_slow.json": ["$.jobs[0].work", "job j0 would run 1e+18 s on k80 x 1 packed",
+                          "1e-09 steps/s", "work / throughput <= 1e+10 s"],
+    "long_integer.json": ["$.jobs[1].work", "number too long", "(5000 digits)",
+                          "at most 30 digits"],
+    "deep_nesting.json": ["JSON nested too deeply", "at most 64 levels"],
 }
 
 
@@ -92,6 +109,23 @@ def test_validate_many_files_reports_each_and_exits_2() -> None:
         (["generate", "--jobs", "0", "--gpus", "v100=2", "-o", "/dev/null"], ["--jobs"]),
         (["generate", "--jobs", "3", "--gpus", "v100=2", "--deadline-fraction", "2",
           "-o", "/dev/null"], ["--deadline-fraction", "[0, 1]"]),
+        (["generate", "--jobs", "3", "--gpus", "v100=2", "--seed", "-1", "-o", "/dev/null"],
+         ["--seed", "got -1", "0 to 2^64 - 1"]),
+        (["generate", "--jobs", "3", "--gpus", "v100=2", "--mean-interarrival", "nan",
+          "-o", "/dev/null"], ["--mean-interarrival", "nan", "> 0"]),
+        (["generate", "--jobs", "3", "--gpus", "v100=2", "--median-duration", "inf",
+          "-o", "/dev/null"], ["--median-duration", "inf"]),
+        (["generate", "--jobs", "3", "--gpus", "v100=100000000", "-o", "/dev/null"],
+         ["--gpus", "from 1 to 100000"]),
+        (["generate", "--jobs", "3", "--gpus", "v100=" + "9" * 5000, "-o", "/dev/null"],
+         ["--gpus", "from 1 to 100000"]),
+        (["generate", "--jobs", "10000000", "--gpus", "v100=2", "-o", "/dev/null"],
+         ["--jobs", "from 1 to 100,000"]),
+        (["validate", "instances/tiny.json", "--model", "magic"],
+         ["--model", "'magic'", "deadline"]),
+        (["solve", "instances/tiny.json", "--gap", "nan"], ["--gap", "nan", "finite"]),
+        (["solve", "instances/tiny.json", "--model", "allox", "--alpha", "nan"],
+         ["--alpha", "nan", "finite"]),
     ],
 )
 def test_bad_command_line_values_exit_2(
@@ -113,3 +147,62 @@ def test_click_usage_errors_also_exit_2(capsys: pytest.CaptureFixture[str]) -> N
         main(["solve", "instances/tiny.json", "--time-limit", "soon"])
     assert exited.value.code == 2
     assert "'soon' is not a valid float" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # CP-SAT takes a 32-bit seed
+        main(["solve", "instances/tiny.json", "--seed", "99999999999"])
+    assert exited.value.code == 2
+    assert "'--seed': 99999999999 is not in the range 0<=x<=2147483647" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("spec", "pieces"), [
+    ("v100=100000000", ["'v100=100000000'", "at most 100000 GPUs in all, 1024 per server"]),
+    ("v100=" + "9" * 5000, ["GPU count too large"]),
+    ("v100=64x2048", ["1024 per server"]),
+    ("v100=60000,k80=60000", ["'k80=60000'", "at most 100000 GPUs"]),
+])
+def test_cluster_specs_with_absurd_gpu_counts_fail_at_once(spec: str,
+                                                           pieces: list[str]) -> None:
+    from solver.cluster_spec import parse_cluster
+    from solver.errors import InputError
+
+    # v100=100000000 used to build 25 million nodes and every pair of their GPUs.
+    with pytest.raises(InputError) as error:
+        parse_cluster(spec)
+    assert error.value.path == "--cluster"
+    for piece in pieces:
+        assert piece in str(error.value)
+
+
+def test_cluster_file_errors_name_the_field(tmp_path: Path) -> None:
+    from solver.cluster_spec import parse_cluster
+    from solver.errors import InputError
+
+    path = tmp_path / "c.json"
+    path.write_text('{"gpu_types": [{"name": "v100"}], "nodes": [{"name": "a", '
+                    '"gpu_type": "v100"}]}')
+    with pytest.raises(InputError, match=r"c.json: \$.nodes\[0\]: missing field 'num_gpus'"):
+        parse_cluster(str(path))
+    path.write_text('{"gpu_types": [{"name": "v100"}], "nodes": [{"name": "a", '
+                    '"gpu_type": "v100", "num_gpus": 30000}]}')
+    with pytest.raises(InputError, match=r"c.json: \$.nodes\[0\].num_gpus: value too large"):
+        parse_cluster(str(path))
+    path.write_text('{"gpu_types": [{"name": "v100"}], "nodes": ' + "[" * 3000 + "]" * 3000
+                    + "}")
+    with pytest.raises(InputError, match=r"c.json: JSON nested too deeply"):
+        parse_cluster(str(path))
+
+
+def test_profile_json_nesting_and_long_numbers(tmp_path: Path) -> None:
+    from solver.errors import InputError
+    from solver.profiles import read_profile
+
+    path = tmp_path / "p.json"
+    path.write_text('{"v100": ' + "[" * 3000 + "]" * 3000 + "}")
+    with pytest.raises(InputError, match=r"p.json: JSON nested too deeply"):
+        read_profile(path)
+    path.write_text('{"v100": {"(\'cnn\', 1)": {"null": ' + "1" * 5000 + "}}}")
+    with pytest.raises(InputError, match=r"p.json: \$.v100.\('cnn', 1\).null: number too long"):
+        read_profile(path)
+    path.write_text('{"v100": {"(\'cnn\', 1)": {"null": 5e-324}}}')
+    with pytest.raises(InputError, match=r"bad throughput \(got 5e-324"):
+        read_profile(path)

@@ -7,11 +7,13 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from solver.cli import format_gpus, main
 from tests.conftest import INSTANCES, ROOT
+from tests.test_instance_file import SPREAD_ONLY
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -78,3 +80,115 @@ def test_format_gpus() -> None:
 def test_instances_folder_is_what_the_readme_uses() -> None:
     assert (INSTANCES / "small.json").is_file()
     assert "hetsched solve instances/small.json" in (ROOT / "README.md").read_text()
+
+
+def _write(tmp_path: Path, name: str, doc: dict[str, Any]) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("model", ["deadline", "allox"])
+def test_solve_without_a_schedule_exits_3_and_draws_no_chart(
+        model: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, "spread.json", SPREAD_ONLY)
+    chart = tmp_path / "gantt.png"
+    with pytest.raises(SystemExit) as exited:
+        main(["solve", str(path), "--model", model, "--plot", str(chart)])
+    assert exited.value.code == 3
+    out, err = capsys.readouterr()
+    assert "status: INFEASIBLE" in out
+    assert "checker: no schedule to check" in out
+    lines = err.strip().splitlines()
+    assert lines[0] == f"no schedule to draw: {chart} not written"
+    assert lines[1].startswith(f"no schedule: {model} returned INFEASIBLE: ")
+    assert "wide" in lines[1]
+    assert not chart.exists()
+    with pytest.raises(SystemExit) as exited:
+        main(["solve", str(path), "--model", model, "--json"])
+    assert exited.value.code == 3
+    document = json.loads(capsys.readouterr().out)
+    assert (document["status"], document["schedule"], document["violations"]) == \
+        ("INFEASIBLE", [], [])
+    main(["solve", str(path), "--model", "fifo"])  # fifo runs "wide" spread: exit 0
+    assert "checker: OK" in capsys.readouterr().out
+
+
+def test_validate_model_warns_about_jobs_the_model_cannot_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, "spread.json", SPREAD_ONLY)
+    tiny = str(INSTANCES / "tiny.json")
+    with pytest.raises(SystemExit) as exited:
+        main(["validate", tiny, str(path), "--model", "deadline"])
+    assert exited.value.code == 3
+    out, err = capsys.readouterr()
+    assert out.splitlines()[1] == f"{path}: OK (2 jobs, 2 GPUs, 2 nodes, types v100)"
+    assert err.splitlines() == [
+        f"warning: {path}: $.jobs[1]: the deadline model cannot run job wide: no packed "
+        "configuration (all its GPUs on one node) has throughput > 0; the deadline model "
+        "runs gangs packed"]
+    main(["validate", tiny, str(path), "--model", "fifo"])  # fifo runs both: exit 0
+    assert capsys.readouterr().err == ""
+    main(["validate", tiny, "--model", "allox"])
+    with pytest.raises(SystemExit) as exited:  # a bad file wins: exit 2
+        main(["validate", str(path), str(ROOT / "tests/data/bad/huge_now.json"), "--model",
+              "allox"])
+    assert exited.value.code == 2
+
+
+#: The largest accepted values (docs/instance-format.md, "Ranges"): now and arrivals at
+#: 1e10 s, deadlines at 1e10 s, work 1e12 steps at 1e9 steps/s, 10 steps at 1e-9 steps/s
+#: (1e10 s), weights 1e-3 and 1e3, a node of 1,024 GPUs, memory 1e7 GB, price 1e6.
+EDGES: dict[str, Any] = {
+    "now": 1e10,
+    "gpu_types": [{"name": "fast", "memory_gb": 1e7, "price_per_hour": 1e6}, {"name": "slow"}],
+    "nodes": [{"name": "big", "gpu_type": "fast", "num_gpus": 1024, "cpus": 1000000,
+               "memory_gb": 1e7},
+              {"name": "s0", "gpu_type": "slow", "num_gpus": 1},
+              {"name": "s1", "gpu_type": "slow", "num_gpus": 1}],
+    "jobs": [
+        {"id": "early", "arrival": 0, "job_type": "quick", "num_gpus": 1, "work": 1e12,
+         "deadline": 1e10, "weight": 1e3},
+        {"id": "late", "arrival": 1e10, "job_type": "quick", "num_gpus": 1, "work": 1e12,
+         "weight": 1e-3},
+        {"id": "crawl", "arrival": 1e10, "job_type": "crawl", "num_gpus": 1, "work": 10,
+         "weight": 1e3},
+        {"id": "gang", "arrival": 5e9, "job_type": "quick", "num_gpus": 2, "work": 1e12,
+         "deadline": 1e10, "allowed_gpu_counts": [1, 2]},
+    ],
+    "throughput": [
+        {"job_type": j, "gpu_type": g, "num_gpus": n, "placement": p, "throughput": v}
+        for j, g, n, p, v in [("quick", "fast", 1, "packed", 1e9),
+                              ("quick", "fast", 2, "packed", 1e9),
+                              ("quick", "slow", 1, "packed", 1e3),
+                              ("quick", "slow", 2, "spread", 1e3),
+                              ("crawl", "slow", 1, "packed", 1e-9),
+                              ("crawl", "fast", 1, "packed", 2e-9)]],
+}
+
+
+@pytest.mark.parametrize("model", [["fifo"], ["deadline", "--backend", "cpsat"], ["allox"]])
+def test_the_largest_accepted_values_solve_or_end_cleanly(
+        model: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, "edges.json", EDGES)
+    code = 0
+    try:
+        main(["solve", str(path), "--model", *model, "--time-limit", "2", "--json"])
+    except SystemExit as exited:
+        code = int(exited.code or 0)
+    out, err = capsys.readouterr()
+    assert code in (0, 3), err
+    assert "internal error" not in err
+    document = json.loads(out)
+    if code == 0:
+        assert document["violations"] == []
+        assert len(document["schedule"]) == 4
+        # The crawling job takes 1e10 s on the slow GPUs, 5e9 s on the fast one.
+        crawl = next(a for a in document["schedule"] if a["job"] == "crawl")
+        assert crawl["finish"] - crawl["start"] == pytest.approx(
+            5e9 if crawl["gpu_type"] == "fast" else 1e10)
+    else:
+        assert document["schedule"] == []
+        assert err.startswith("no schedule: ")
+    if model == ["fifo"]:
+        assert code == 0

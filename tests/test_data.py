@@ -154,3 +154,107 @@ def test_allowed_gpu_types_restrict_configurations_and_the_checker() -> None:
         Instance(two_type_cluster(), (Job("j", 0.0, "cnn", 1, 3.0, allowed_gpu_types=("a100",)),),
                  table)
     assert error.value.path == "jobs[0].allowed_gpu_types"
+
+
+# --- ranges (docs/instance-format.md, "Ranges") ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "path", "piece"),
+    [
+        ({"work": 1e308}, "work", "<= 1e+12"),
+        ({"work": 10**5000}, "work", "an integer of about 5,001 digits"),
+        ({"work": 10**400}, "work", "<= 1e+12"),
+        ({"arrival": 1e11}, "arrival", "from 0 to 1e+10"),
+        ({"arrival": 1.7e18}, "arrival", "from 0 to 1e+10"),
+        ({"deadline": 1.7e18}, "deadline", "up to 1e+10"),
+        ({"deadline": float("inf")}, "deadline", "up to 1e+10"),
+        ({"weight": 1e308}, "weight", "from 0.001 to 1000"),
+        ({"weight": 10**400}, "weight", "from 0.001 to 1000"),
+        ({"weight": 1e-9}, "weight", "from 0.001 to 1000"),
+        ({"num_gpus": 10**8}, "num_gpus", "from 1 to 100000"),
+        ({"num_gpus": 10**5000}, "num_gpus", "from 1 to 100000"),
+        ({"allowed_gpu_counts": (1, 10**8)}, "allowed_gpu_counts[1]", "from 1 to 100000"),
+    ],
+)
+def test_job_rejects_numbers_out_of_range(fields: dict[str, object], path: str,
+                                          piece: str) -> None:
+    base: dict[str, object] = {"id": "j", "arrival": 0.0, "job_type": "cnn", "num_gpus": 1,
+                               "work": 100.0}
+    with pytest.raises(InputError) as error:
+        Job(**{**base, **fields})  # type: ignore[arg-type]
+    assert error.value.path == path
+    assert piece in str(error.value)
+
+
+def test_job_accepts_the_edges_of_every_range() -> None:
+    job = Job("j", 1e10 - 1, "cnn", 100_000, 1e12, deadline=1e10, weight=1e3,
+              allowed_gpu_counts=(1, 100_000))
+    assert (job.arrival, job.work, job.deadline, job.weight) == (1e10 - 1, 1e12, 1e10, 1e3)
+    assert Job("k", 0, "cnn", 1, 5e-324, weight=1e-3).work == 5e-324  # any work > 0
+
+
+@pytest.mark.parametrize(
+    ("make", "path", "piece"),
+    [
+        (lambda: Node("a", "v100", 1025), "num_gpus", "from 1 to 1024"),
+        (lambda: Node("a", "v100", 4, cpus=10**7), "cpus", "from 0 to 1000000"),
+        (lambda: Node("a", "v100", 4, memory_gb=1e300), "memory_gb", "from 0 to 1e+07"),
+        (lambda: GpuType("v100", memory_gb=1e8), "memory_gb", "from 0 to 1e+07"),
+        (lambda: GpuType("v100", price_per_hour=float("nan")), "price_per_hour",
+         "from 0 to 1e+06"),
+    ],
+)
+def test_cluster_records_reject_numbers_out_of_range(make: object, path: str,
+                                                     piece: str) -> None:
+    with pytest.raises(InputError) as error:
+        make()  # type: ignore[operator]
+    assert error.value.path == path
+    assert piece in str(error.value)
+
+
+def test_cluster_size_is_bounded_before_any_topology_is_built() -> None:
+    # 98 nodes of 1,024 GPUs: 100,352 GPUs, more than 100,000 (and 51 million GPU pairs
+    # that the default topology would link: this must fail at once, not build them).
+    big = tuple(Node(f"n{i}", "v100", 1024) for i in range(98))
+    with pytest.raises(InputError, match="too many GPUs") as error:
+        Cluster((GpuType("v100"),), big)
+    assert error.value.value == 100_352
+    # 1,000 nodes of 64: 64,000 GPUs, but 2,016,000 pairs inside nodes for the default
+    # topology; a topology of one's own is accepted.
+    wide = tuple(Node(f"n{i}", "v100", 64) for i in range(1000))
+    with pytest.raises(InputError, match="too many GPU pairs") as error:
+        Cluster((GpuType("v100"),), wide)
+    assert error.value.value == 2_016_000
+    import networkx as nx
+
+    assert Cluster((GpuType("v100"),), wide, topology=nx.Graph()).num_gpus() == 64_000
+
+
+def _one_job(throughput: float, work: float, **changes: object) -> Instance:
+    table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", throughput)])
+    return Instance(two_type_cluster(), (Job("j7", 0.0, "cnn", 1, work),), table,
+                    **changes)  # type: ignore[arg-type]
+
+
+def test_instance_rejects_throughputs_and_durations_out_of_range() -> None:
+    with pytest.raises(InputError, match=r"job j7: throughput of cnn on v100 x 1 packed out "
+                       r"of range \(got 5e-324; expected 0 \(cannot run\) or 1e-09 to 1e\+09 "
+                       r"steps/s\)") as error:
+        _one_job(5e-324, 10.0)
+    assert error.value.path == "jobs[0].job_type"
+    with pytest.raises(InputError, match="out of range"):
+        _one_job(2e9, 10.0)
+    # 1e12 steps at 1e-9 steps/s: 1e21 s, beyond the 1e10 s any configuration may take.
+    with pytest.raises(InputError, match=r"job j7 would run 1e\+21 s on v100 x 1 packed "
+                       r"\(1e-09 steps/s\)") as error:
+        _one_job(1e-9, 1e12)
+    assert error.value.path == "jobs[0].work"
+    assert "work / throughput <= 1e+10 s" in str(error.value)
+    # The edges themselves are accepted: 10 steps at 1e-9 steps/s take exactly 1e10 s.
+    assert _one_job(1e-9, 10.0).configurations(Job("j7", 0.0, "cnn", 1, 10.0))[0].duration(
+        10.0) == 1e10
+    assert _one_job(1e9, 1e12, now=1e10).now == 1e10
+    with pytest.raises(InputError, match="bad now") as error:
+        _one_job(1.0, 1.0, now=1e308)
+    assert error.value.path == "now"

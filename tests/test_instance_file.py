@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -12,8 +13,10 @@ import pytest
 from solver.cli import main
 from solver.errors import InputError
 from solver.instance_file import (
+    instance_from_dict,
     instance_to_dict,
     load_instance,
+    model_warnings,
     read_throughput_table,
     save_instance,
     schema,
@@ -113,3 +116,154 @@ def test_saved_files_are_strict_json(tmp_path: Path) -> None:
     assert "NaN" not in text
     assert "Infinity" not in text
     assert json.loads(text)["comment"] == "hello"
+
+
+def test_schema_ranges_are_the_records_ranges() -> None:
+    # One set of documented ranges: the JSON Schema and the records must agree.
+    from solver import data
+
+    fields = schema()["properties"]
+    job = fields["jobs"]["items"]["properties"]
+    node = fields["nodes"]["items"]["properties"]
+    gpu_type = fields["gpu_types"]["items"]["properties"]
+    row = fields["throughput"]["oneOf"][1]["items"]["properties"]
+    assert fields["now"]["maximum"] == job["arrival"]["maximum"] == data.MAX_TIME_S
+    assert job["deadline"]["maximum"] == data.MAX_TIME_S
+    assert job["work"]["maximum"] == data.MAX_WORK
+    assert (job["weight"]["minimum"], job["weight"]["maximum"]) == (data.MIN_WEIGHT,
+                                                                    data.MAX_WEIGHT)
+    assert job["num_gpus"]["maximum"] == job["allowed_gpu_counts"]["items"]["maximum"] == \
+        row["num_gpus"]["maximum"] == data.MAX_GPUS_PER_JOB
+    assert node["num_gpus"]["maximum"] == data.MAX_GPUS_PER_NODE
+    assert node["cpus"]["maximum"] == data.MAX_CPUS
+    assert node["memory_gb"]["maximum"] == gpu_type["memory_gb"]["maximum"] == \
+        data.MAX_MEMORY_GB
+    assert gpu_type["price_per_hour"]["maximum"] == data.MAX_PRICE_PER_HOUR
+    assert row["throughput"]["maximum"] == data.MAX_THROUGHPUT
+    assert row["throughput"]["anyOf"] == [{"const": 0}, {"minimum": data.MIN_THROUGHPUT}]
+
+
+def _tiny_doc() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((INSTANCES / "tiny.json").read_text())
+    return doc
+
+
+@pytest.mark.parametrize(("value", "accepted"), [
+    (0, True), (0.0, True), (1e-9, True), (1e9, True), (5e-324, False), (1e-10, False),
+    (1.0000001e9, False)])
+def test_throughput_rows_are_zero_or_in_range(tmp_path: Path, value: float,
+                                              accepted: bool) -> None:
+    doc = _tiny_doc()
+    doc["throughput"].append({"job_type": "x", "gpu_type": "k80", "num_gpus": 1,
+                              "placement": "packed", "throughput": value})
+    (tmp_path / "i.json").write_text(json.dumps(doc))
+    if accepted:
+        assert len(load_instance(tmp_path / "i.json").jobs) == 3
+        return
+    with pytest.raises(InputError) as error:
+        load_instance(tmp_path / "i.json")
+    assert error.value.path == "$.throughput[6].throughput"
+
+
+def test_deep_nesting_within_the_parser_limit_names_the_path(tmp_path: Path) -> None:
+    doc = _tiny_doc()
+    doc["generator"] = {"x": json.loads("[" * 70 + "]" * 70)}
+    (tmp_path / "deep.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="JSON nested too deeply") as error:
+        load_instance(tmp_path / "deep.json")
+    assert error.value.path == "$.generator.x" + "[0]" * 62
+    assert error.value.file == str(tmp_path / "deep.json")
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + (INSTANCES / "tiny.json").read_bytes())
+    assert len(load_instance(path).jobs) == 3
+
+
+def test_json_table_file_rows_are_checked_like_inline_rows(tmp_path: Path) -> None:
+    doc = _tiny_doc()
+    rows = doc["throughput"]
+    doc["throughput"] = "speeds.json"
+    (tmp_path / "inst.json").write_text(json.dumps(doc))
+    for table, path, piece in [
+        ([{**rows[0], "throughput": 1e-300}, *rows[1:]], "$[0].throughput", "1e-09"),
+        ([rows[0], {k: v for k, v in rows[1].items() if k != "placement"}], "$[1]",
+         "missing field 'placement'"),
+        ({"throughput": [rows[0], {**rows[1], "num_gpus": 10**6}]}, "$.throughput[1].num_gpus",
+         "<= 100000"),
+    ]:
+        (tmp_path / "speeds.json").write_text(json.dumps(table))
+        with pytest.raises(InputError) as error:
+            load_instance(tmp_path / "inst.json")
+        assert error.value.file == str(tmp_path / "speeds.json")
+        assert error.value.path == path
+        assert piece in str(error.value)
+    (tmp_path / "speeds.json").write_text('[{"job_type": "a", "throughput": ' + "7" * 5000
+                                          + "}]")
+    with pytest.raises(InputError, match=r"\$\[0\].throughput: number too long"):
+        load_instance(tmp_path / "inst.json")
+
+
+def test_csv_table_rows_out_of_range(tmp_path: Path) -> None:
+    table = tmp_path / "t.csv"
+    header = "job_type,gpu_type,num_gpus,placement,throughput\n"
+    for body, where, piece in [("cnn,v100,1,packed,5e-324\n", "line 2.throughput", "1e-09"),
+                               ("cnn,v100,1,packed,1e300\n", "line 2.throughput", "1e+09"),
+                               ("cnn,v100,1000000,packed,3\n", "line 2.num_gpus", "100000"),
+                               ("cnn,v100," + "9" * 5000 + ",packed,3\n", "line 2", "bad row")]:
+        table.write_text(header + body)
+        with pytest.raises(InputError) as error:
+            read_throughput_table(table)
+        assert error.value.path == where
+        assert piece in str(error.value)
+
+
+#: Two single-GPU nodes: the 2-GPU job "wide" runs only spread, which fifo can do and the
+#: deadline and allox models cannot (they run gangs packed on one node).
+SPREAD_ONLY = {
+    "gpu_types": [{"name": "v100"}],
+    "nodes": [{"name": "a", "gpu_type": "v100", "num_gpus": 1},
+              {"name": "b", "gpu_type": "v100", "num_gpus": 1}],
+    "jobs": [{"id": "small", "arrival": 0, "job_type": "cnn", "num_gpus": 1, "work": 100},
+             {"id": "wide", "arrival": 0, "job_type": "cnn", "num_gpus": 2, "work": 150}],
+    "throughput": [
+        {"job_type": "cnn", "gpu_type": "v100", "num_gpus": 1, "placement": "packed",
+         "throughput": 10},
+        {"job_type": "cnn", "gpu_type": "v100", "num_gpus": 2, "placement": "spread",
+         "throughput": 15}],
+}
+
+
+def test_model_warnings_name_the_jobs_a_model_cannot_run() -> None:
+    instance = instance_from_dict(SPREAD_ONLY)
+    assert model_warnings(instance, "fifo") == []
+    assert model_warnings(instance, "deadline") == [
+        "$.jobs[1]: the deadline model cannot run job wide: no packed configuration (all its "
+        "GPUs on one node) has throughput > 0; the deadline model runs gangs packed"]
+    assert model_warnings(instance, "allox") == [
+        "$.jobs[1]: the allox model cannot run job wide: it cannot run packed on one whole "
+        "node of any type (allox matches jobs to single GPUs, or whole nodes)"]
+    tiny = load_instance(INSTANCES / "tiny.json")
+    assert [model_warnings(tiny, m) for m in ("deadline", "allox", "topology")] == [[], [], []]
+    with pytest.raises(InputError, match="unknown model"):
+        model_warnings(tiny, "magic")
+
+
+def test_devices_and_pipes_are_refused_without_reading(tmp_path: Path) -> None:
+    import os
+
+    pipe = tmp_path / "pipe.json"
+    os.mkfifo(pipe)  # reading it would wait for a writer forever
+    for path in (pipe, Path("/dev/zero")):
+        with pytest.raises(InputError, match="not a regular file") as error:
+            load_instance(path)
+        assert error.value.file == str(path)
+
+
+def test_csv_table_that_is_not_text(tmp_path: Path) -> None:
+    table = tmp_path / "t.csv"
+    table.write_bytes(b"job_type,gpu_type,num_gpus,placement,throughput\n\xff\xfe,\x00\n")
+    with pytest.raises(InputError, match="not a readable CSV table") as error:
+        read_throughput_table(table)
+    assert error.value.file == str(table)

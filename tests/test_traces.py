@@ -95,7 +95,7 @@ def test_gavel_bad_total_steps_is_reported_with_its_column(tmp_path: Path) -> No
     path = tmp_path / "t.trace"
     path.write_text("\n".join([lines[0], "", "", lines[3]]) + "\n")  # blank lines count
     with pytest.raises(InputError, match=r"t.trace: line 4\.total_steps: bad total_steps "
-                       r"\(got 'many'; expected an integer >= 1\)"):
+                       r"\(got 'many'; expected an integer from 1 to 1e\+12\)"):
         read_trace(path, "gavel")
 
 
@@ -286,3 +286,96 @@ def test_real_philly_trace(shared_data: Path) -> None:
     assert [j.arrival for j in trace.jobs] == sorted(j.arrival for j in trace.jobs)
     assert sum(j.num_gpus == 1 for j in trace.jobs) == 76627
     assert 0.25 < sum(j.deadline is not None for j in trace.jobs) / 82247 < 0.35
+
+
+# --- absurd values (docs/traces.md; ranges in docs/instance-format.md) --------------------
+
+
+def _gavel_with(tmp_path: Path, row: str) -> Path:
+    path = tmp_path / "t.trace"
+    path.write_text((DATA / "gavel7.trace").read_text() + row + "\n")
+    return path
+
+
+def test_gavel_row_with_an_absurd_gpu_count_is_rejected_or_skipped_at_once(
+        tmp_path: Path) -> None:
+    # 1e8 GPUs: counting down one by one to a count the model runs took minutes and
+    # gigabytes; the count is now out of range as soon as the row is read.
+    path = _gavel_with(tmp_path, f"{RESNET}\tcmd\t-n\t1\t1000\t300.0\t100000000")
+    with pytest.raises(InputError, match=r"t.trace: line 4.scale_factor: bad scale_factor "
+                       r"\(got '100000000'; expected an integer from 1 to 100000\)"):
+        read_trace(path, "gavel", throughput=TABLE)
+    trace = read_trace(path, "gavel", throughput=TABLE, on_bad_row="skip")
+    assert (trace.skipped_rows, len(trace.jobs)) == (1, 3)
+
+
+def test_a_large_accepted_count_is_capped_without_counting_down(tmp_path: Path) -> None:
+    # 99,999 GPUs is within range: capped at the table's largest count that runs (2).
+    path = _gavel_with(tmp_path, f"{RESNET}\tcmd\t-n\t1\t1000\t300.0\t99999")
+    trace = read_trace(path, "gavel", throughput=TABLE)
+    assert trace.jobs[-1].num_gpus == 2
+    philly = tmp_path / "p.csv"
+    philly.write_text((DATA / "philly_small.csv").read_text()
+                      + "2017-10-09 09:00:00,10.0,99999,40.0,c2\n"
+                      + "2017-10-09 09:00:00,10.0,1e8,40.0,c2\n")
+    trace = read_trace(philly, "philly", throughput=TABLE, on_bad_row="skip")
+    assert (trace.skipped_rows, [j.num_gpus for j in trace.jobs][-1]) == (1, 2)
+
+
+def test_known_counts_bound_the_search() -> None:
+    from solver.data import MAX_GPUS_PER_JOB
+    from solver.throughput import PolicyView
+    from solver.traces.base import Speeds, known_counts
+
+    assert known_counts(TABLE) == (2, 1)
+    assert known_counts(PolicyView(TABLE, TABLE)) == (2, 1)
+
+    class Anything:
+        def throughput(self, job_type: str, gpu_type: str, num_gpus: int,
+                       placement: Placement) -> float:
+            return 1.0 if num_gpus == 3 else 0.0
+
+    assert known_counts(Anything()) == MAX_GPUS_PER_JOB
+    speeds = Speeds(Anything(), ("v100",))
+    assert speeds.largest_count("x", 10, None) == 3
+    assert list(Speeds(TABLE, ("v100",)).counts_down_from(50_000)) == [2, 1]
+
+
+@pytest.mark.parametrize(("row", "where", "piece"), [
+    ("a,1e11,A3C,1,10.0,,1.0,,,", "line 3.arrival", "from 0 to 1e+10"),
+    ("a,0,A3C,1,1e300,,1.0,,,", "line 3.work", "<= 1e+12"),
+    ("a,0,A3C,1,10.0,,1e9,,,", "line 3.weight", "from 0.001 to 1000"),
+    ("a,0,A3C,1,10.0,1.7e18,1.0,,,", "line 3.deadline", "up to 1e+10"),
+    ("a,0,A3C,1,10.0,,1.0,,1|1e8,", "line 3.allowed_gpu_counts", "from 1 to 100000"),
+])
+def test_native_values_out_of_range(tmp_path: Path, row: str, where: str, piece: str) -> None:
+    path = tmp_path / "t.csv"
+    write_native([Job("b", 0.0, "A3C", 1, 10.0)], path)
+    path.write_text(path.read_text() + row + "\n")
+    with pytest.raises(InputError) as error:
+        read_trace(path, "native")
+    assert error.value.path == where
+    assert piece in str(error.value)
+    assert len(read_trace(path, "native", on_bad_row="skip").jobs) == 1
+
+
+def test_native_deadline_before_arrival_names_the_times_of_the_file(tmp_path: Path) -> None:
+    # The first arrival (1000 s) becomes 0 s in the trace; the error shows the file's times.
+    path = tmp_path / "t.csv"
+    write_native([Job("a", 1000.0, "A3C", 1, 10.0)], path)
+    path.write_text(path.read_text() + "b,5000.0,A3C,1,10.0,4000.0,1.0,,,\n")
+    with pytest.raises(InputError, match=r"t.csv: line 3.deadline: deadline is not after the "
+                       r"arrival \(got '4000.0'; expected a time after the arrival 5000 s\)"):
+        read_trace(path, "native")
+
+
+def test_byte_order_mark_and_pipes(tmp_path: Path) -> None:
+    import os
+
+    path = tmp_path / "bom.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + (DATA / "philly_small.csv").read_bytes())
+    assert len(read_trace(path, "philly", throughput=TABLE).jobs) == 3
+    pipe = tmp_path / "pipe.trace"
+    os.mkfifo(pipe)  # opening it for reading would wait for a writer forever
+    with pytest.raises(InputError, match="not a regular file"):
+        read_trace(pipe, "gavel")

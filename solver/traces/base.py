@@ -22,10 +22,10 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from solver.data import Job
+from solver.data import MAX_GPUS_PER_JOB, Job
 from solver.errors import InputError
 from solver.generate import GPU_TYPES, JOB_CLASSES
-from solver.throughput import Placement, ThroughputModel, ThroughputTable
+from solver.throughput import Placement, PolicyView, ThroughputModel, ThroughputTable
 
 log = logging.getLogger(__name__)
 
@@ -146,9 +146,12 @@ class Reading:
 
 
 def open_text(path: Path) -> TextIO:
-    """Open a trace file for reading, with clear errors for a missing or unreadable one."""
+    """Open a trace file for reading (a UTF-8 byte order mark is skipped), with clear
+    errors for a missing or unreadable one, or one that is not a regular file."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise InputError("not a regular file (a device, pipe or socket)", file=str(path))
     try:
-        return path.open(newline="", encoding="utf-8")
+        return path.open(newline="", encoding="utf-8-sig")
     except FileNotFoundError:
         raise InputError("no such trace file", file=str(path)) from None
     except IsADirectoryError:
@@ -202,13 +205,14 @@ def check_width(row: dict[str, str]) -> None:
 
 
 def number(text: str, column: str, *, low: float | None = None, strict: bool = False,
-           what: str = "a finite number") -> float:
-    """A finite float from a cell, optionally ``> low`` (strict) or ``>= low``."""
+           high: float = math.inf, what: str = "a finite number") -> float:
+    """A finite float from a cell, optionally ``> low`` (strict) or ``>= low``, and
+    ``<= high``."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    ok = math.isfinite(value)
+    ok = math.isfinite(value) and value <= high
     if ok and low is not None:
         ok = value > low if strict else value >= low
     if not ok:
@@ -216,14 +220,16 @@ def number(text: str, column: str, *, low: float | None = None, strict: bool = F
     return value
 
 
-def integer(text: str, column: str, *, low: int = 0) -> int:
-    """An integer from a cell (``"4"`` or ``"4.0"``), ``>= low``."""
+def integer(text: str, column: str, *, low: int = 0, high: float = math.inf) -> int:
+    """An integer from a cell (``"4"`` or ``"4.0"``) from ``low`` to ``high``."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value != int(value) or value < low:
-        raise BadRowError(f"bad {column}", text, f"an integer >= {low}", column)
+    if not math.isfinite(value) or value != int(value) or not low <= value <= high:
+        expected = f"an integer >= {low}" if high == math.inf else \
+            f"an integer from {low} to {high:g}"
+        raise BadRowError(f"bad {column}", text, expected, column)
     return int(value)
 
 
@@ -257,6 +263,7 @@ class Speeds:
         self.best = cache(self._best)
         self.one = cache(self._one)
         self.candidates = cache(self._candidates)
+        self.counts = known_counts(model)
 
     def _one(self, job_type: str, gpu_type: str, num_gpus: int, placement: Placement) -> float:
         try:
@@ -278,13 +285,34 @@ class Speeds:
         return tuple(job_type for job_type in self.model_job_types
                      if self.one(job_type, reference_gpu, num_gpus, Placement.PACKED) > 0)
 
+    def counts_down_from(self, num_gpus: int) -> Iterator[int]:
+        """The GPU counts <= ``num_gpus`` the model may run, largest first: those of its
+        table, or every count up to the largest it answers (at most MAX_GPUS_PER_JOB)."""
+        if isinstance(self.counts, tuple):
+            return (count for count in self.counts if count <= num_gpus)
+        return iter(range(min(num_gpus, self.counts), 0, -1))
+
     def largest_count(self, job_type: str, num_gpus: int,
                       allowed: tuple[str, ...] | None) -> int | None:
         """The largest count <= ``num_gpus`` with positive throughput, or None."""
-        for count in range(num_gpus, 0, -1):
+        for count in self.counts_down_from(num_gpus):
             if self.best(job_type, count, allowed) > 0:
                 return count
         return None
+
+
+def known_counts(model: ThroughputModel) -> tuple[int, ...] | int:
+    """The GPU counts at which ``model`` can give throughput > 0, largest first, when it
+    lists them (a table, or a replay's view of one); else the largest count it answers
+    (a fitted model's ``max_gpus``, or :data:`solver.data.MAX_GPUS_PER_JOB`)."""
+    if isinstance(model, PolicyView):
+        return known_counts(model.measured)
+    if isinstance(model, ThroughputTable):
+        return tuple(sorted({key[2] for key in model.entries}, reverse=True))
+    largest = getattr(getattr(model, "settings", None), "max_gpus", None)
+    if isinstance(largest, int) and not isinstance(largest, bool) and largest >= 1:
+        return min(largest, MAX_GPUS_PER_JOB)
+    return MAX_GPUS_PER_JOB
 
 
 # --- the shared rules ---------------------------------------------------------------------
@@ -371,9 +399,8 @@ def _draw_job_type(reading: Reading, speeds: Speeds, num_gpus: int,
         raise InputError("reference GPU type unknown to the throughput model",
                          path="reference_gpu", value=reference,
                          expected="one of " + ", ".join(speeds.model_gpu_types))
-    count = num_gpus
-    while count >= 1 and not speeds.candidates(reference, count):
-        count -= 1
+    count = next((count for count in speeds.counts_down_from(num_gpus)
+                  if speeds.candidates(reference, count)), 0)
     if count < 1:
         raise InputError("no job type of the throughput model runs on the reference GPU",
                          path="reference_gpu", value=reference,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from solver.data import MAX_GPUS_PER_JOB, MAX_TIME_S, MAX_WEIGHT, MAX_WORK, MIN_WEIGHT
 from solver.errors import InputError
 from solver.traces.base import (
     BadRowError,
@@ -42,8 +43,8 @@ def _row(line: int, fields: list[str]) -> Row:
     elif len(fields) == len(LONG):
         cells = dict(zip(LONG, fields, strict=True))
         arrival_column = "arrival_time"
-        weight = number(cells["priority_weight"], "priority_weight", low=0.0, strict=True,
-                        what="a finite weight > 0")
+        weight = number(cells["priority_weight"], "priority_weight", low=MIN_WEIGHT,
+                        high=MAX_WEIGHT, what=f"a weight from {MIN_WEIGHT:g} to {MAX_WEIGHT:g}")
         slo = number(cells["SLO"], "SLO", what="-1 (none) or a multiple > 0 of the isolated "
                      "duration")
         if slo == -1:
@@ -57,10 +58,10 @@ def _row(line: int, fields: list[str]) -> Row:
     job_type = cells["job_type"].strip()
     if not job_type:
         raise BadRowError("empty job type", cells["job_type"], "a job type name", "job_type")
-    total_steps = integer(cells["total_steps"], "total_steps", low=1)
-    arrival = number(cells[arrival_column], arrival_column, low=0.0,
-                     what="a finite time in s >= 0")
-    scale_factor = integer(cells["scale_factor"], "scale_factor", low=1)
+    total_steps = integer(cells["total_steps"], "total_steps", low=1, high=MAX_WORK)
+    arrival = number(cells[arrival_column], arrival_column, low=0.0, high=MAX_TIME_S,
+                     what=f"a time in s from 0 to {MAX_TIME_S:g}")
+    scale_factor = integer(cells["scale_factor"], "scale_factor", low=1, high=MAX_GPUS_PER_JOB)
     return Row(line, arrival, scale_factor, job_type=job_type, work=float(total_steps),
                slo=slo, weight=weight)
 

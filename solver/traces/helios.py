@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from solver.data import MAX_DURATION_S, MAX_GPUS_PER_JOB
 from solver.traces.base import (
     BadRowError,
     Options,
@@ -38,10 +39,10 @@ def read_helios(path: Path, options: Options) -> Trace:
             check_width(cells)
             if not cells["job_id"]:
                 raise BadRowError("empty job_id", cells["job_id"], "a job id", "job_id")
-            num_gpus = integer(cells["gpu_num"], "gpu_num")
+            num_gpus = integer(cells["gpu_num"], "gpu_num", high=MAX_GPUS_PER_JOB)
             arrival = wall_clock(cells["submit_time"], "submit_time")
-            duration = number(cells["duration"], "duration", low=0.0,
-                              what="a finite time in s >= 0")
+            duration = number(cells["duration"], "duration", low=0.0, high=MAX_DURATION_S,
+                              what=f"a time in s from 0 to {MAX_DURATION_S:g}")
         except BadRowError as error:
             reading.bad_row(line, error)
             continue

@@ -14,7 +14,7 @@ import csv
 from collections.abc import Iterable
 from pathlib import Path
 
-from solver.data import Job
+from solver.data import MAX_GPUS_PER_JOB, MAX_TIME_S, MAX_WEIGHT, MAX_WORK, MIN_WEIGHT, Job
 from solver.errors import InputError
 from solver.traces.base import (
     BadRowError,
@@ -41,20 +41,27 @@ def _row(line: int, cells: dict[str, str]) -> Row:
         raise BadRowError("empty job_type", cells["job_type"], "a job type", "job_type")
     counts = None
     if cells["allowed_gpu_counts"]:
-        counts = tuple(integer(text, "allowed_gpu_counts", low=1)
+        counts = tuple(integer(text, "allowed_gpu_counts", low=1, high=MAX_GPUS_PER_JOB)
                        for text in cells["allowed_gpu_counts"].split("|"))
+    arrival = number(cells["arrival"], "arrival", low=0.0, high=MAX_TIME_S,
+                     what=f"a time in s from 0 to {MAX_TIME_S:g}")
+    deadline = number(cells["deadline"], "deadline", high=MAX_TIME_S,
+                      what=f"a time in s up to {MAX_TIME_S:g}, or empty") \
+        if cells["deadline"] else None
+    if deadline is not None and deadline <= arrival:  # checked here, before times shift
+        raise BadRowError("deadline is not after the arrival", cells["deadline"],
+                          f"a time after the arrival {arrival:g} s", "deadline")
     types = None
     if cells["allowed_gpu_types"]:
         types = tuple(name.strip() for name in cells["allowed_gpu_types"].split("|"))
     return Row(
-        line, number(cells["arrival"], "arrival", low=0.0, what="a finite time in s >= 0"),
-        integer(cells["num_gpus"], "num_gpus", low=1), job_type=cells["job_type"],
-        work=number(cells["work"], "work", low=0.0, strict=True,
-                    what="a finite number of steps > 0"),
-        deadline=number(cells["deadline"], "deadline", what="a finite time in s, or empty")
-        if cells["deadline"] else None,
-        weight=number(cells["weight"] or "1", "weight", low=0.0, strict=True,
-                      what="a finite weight > 0"),
+        line, arrival, integer(cells["num_gpus"], "num_gpus", low=1, high=MAX_GPUS_PER_JOB),
+        job_type=cells["job_type"],
+        work=number(cells["work"], "work", low=0.0, strict=True, high=MAX_WORK,
+                    what=f"a number of steps > 0 and <= {MAX_WORK:g}"),
+        deadline=deadline,
+        weight=number(cells["weight"] or "1", "weight", low=MIN_WEIGHT, high=MAX_WEIGHT,
+                      what=f"a weight from {MIN_WEIGHT:g} to {MAX_WEIGHT:g}"),
         user=cells["user"] or None, id=cells["id"], allowed_gpu_counts=counts,
         allowed_gpu_types=types)
 

@@ -13,7 +13,16 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from solver.data import Cluster, GpuType, Node
+from solver.data import (
+    MAX_CPUS,
+    MAX_GPUS_PER_JOB,
+    MAX_GPUS_PER_NODE,
+    MAX_MEMORY_GB,
+    MAX_TIME_S,
+    Cluster,
+    GpuType,
+    Node,
+)
 from solver.errors import InputError
 from solver.traces.base import (
     BadRowError,
@@ -45,7 +54,8 @@ def _time(cells: dict[str, str], column: str) -> float | None:
     """A time in s, or None when the cell is empty (or 0, openb's "never")."""
     if not cells[column]:
         return None
-    value = number(cells[column], column, low=0.0, what="a finite time in s >= 0, or empty")
+    value = number(cells[column], column, low=0.0, high=MAX_TIME_S,
+                   what=f"a time in s from 0 to {MAX_TIME_S:g}, or empty")
     return value or None
 
 
@@ -58,7 +68,7 @@ def read_openb(path: Path, options: Options) -> Trace:
             check_width(cells)
             if not cells["name"]:
                 raise BadRowError("empty name", cells["name"], "a pod name", "name")
-            num_gpu = integer(cells["num_gpu"], "num_gpu")
+            num_gpu = integer(cells["num_gpu"], "num_gpu", high=MAX_GPUS_PER_JOB)
             gpu_milli = integer(cells["gpu_milli"] or "0", "gpu_milli")
             created = _time(cells, "creation_time")
             if created is None:
@@ -101,9 +111,10 @@ def openb_cluster(path: str | Path) -> Cluster:
     for line, cells in csv_rows(path, NODE_COLUMNS):
         try:
             check_width(cells)
-            gpus = integer(cells["gpu"] or "0", "gpu")
-            cpus = integer(cells["cpu_milli"], "cpu_milli") // 1000
-            memory = number(cells["memory_mib"], "memory_mib", low=0.0) / 1024
+            gpus = integer(cells["gpu"] or "0", "gpu", high=MAX_GPUS_PER_NODE)
+            cpus = integer(cells["cpu_milli"], "cpu_milli", high=1000 * MAX_CPUS) // 1000
+            memory = number(cells["memory_mib"], "memory_mib", low=0.0,
+                            high=1024 * MAX_MEMORY_GB) / 1024
             if gpus > 0 and not cells["model"]:
                 raise BadRowError("empty model for a machine with GPUs", cells["model"],
                              "a GPU model name", "model")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from solver.data import MAX_DURATION_S, MAX_GPUS_PER_JOB
 from solver.traces.base import (
     BadRowError,
     Options,
@@ -53,9 +54,9 @@ def read_philly(path: Path, options: Options) -> Trace:
     for line, cells in csv_rows(path, COLUMNS):
         try:
             check_width(cells)
-            num_gpus = integer(cells["num_gpus"], "num_gpus")
-            duration = number(cells["duration"], "duration", low=0.0,
-                              what="a finite time in s >= 0")
+            num_gpus = integer(cells["num_gpus"], "num_gpus", high=MAX_GPUS_PER_JOB)
+            duration = number(cells["duration"], "duration", low=0.0, high=MAX_DURATION_S,
+                              what=f"a time in s from 0 to {MAX_DURATION_S:g}")
             arrival = wall_clock(cells["timestamp"], "timestamp")
         except BadRowError as error:
             reading.bad_row(line, error)
