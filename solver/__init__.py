@@ -1,13 +1,19 @@
 """hetsched: optimization-based scheduling of deep-learning training jobs on
 heterogeneous GPU clusters."""
 
-from solver.check import Violation, check
-from solver.data import Cluster, Configuration, Gpu, GpuType, Instance, Job, Node
-from solver.errors import InputError
-from solver.instance_file import load_instance, save_instance
-from solver.result import Assignment, Metrics, Result, Schedule, Status, compute_metrics
-from solver.solve import solve
-from solver.throughput import Placement, ThroughputModel, ThroughputTable
+import time
+
+#: When this package was first imported (``time.monotonic``): the start of a ``hetsched``
+#: command, from which ``hetsched solve --time-limit`` counts.
+STARTED_AT = time.monotonic()
+
+from solver.check import Violation, check  # noqa: E402 (after STARTED_AT)
+from solver.data import Cluster, Configuration, Gpu, GpuType, Instance, Job, Node  # noqa: E402
+from solver.errors import InputError  # noqa: E402
+from solver.instance_file import load_instance, save_instance  # noqa: E402
+from solver.result import Assignment, Metrics, Result, Schedule, Status, compute_metrics  # noqa: E402
+from solver.solve import solve  # noqa: E402
+from solver.throughput import Placement, ThroughputModel, ThroughputTable  # noqa: E402
 
 __version__ = "0.1.0"
 

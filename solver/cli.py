@@ -10,6 +10,7 @@ import json
 import logging
 import math
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,14 +21,14 @@ from solver.check import check
 from solver.data import Instance
 from solver.errors import InputError
 from solver.generate import GeneratorSettings, generate, parse_gpu_counts
-from solver.instance_file import load_instance, save_instance
+from solver.instance_file import load_instance, model_warnings, save_instance
 from solver.policies import available
 from solver.result import Result, Schedule
 from solver.solve import solve
 
 log = logging.getLogger("solver")
 
-BACKENDS = ("cbc", "highs", "cpsat", "matching")
+BACKENDS = ("cpsat", "highs", "cbc", "scip", "matching")
 
 
 def format_gpus(ids: Sequence[str]) -> str:
@@ -113,6 +114,21 @@ def summary_lines(result: Result) -> list[str]:
     return lines
 
 
+#: A command reached more than this long (s) after the package was imported runs in a
+#: long-lived process (tests, a notebook): its budget counts from the command, not the
+#: import.
+_FRESH_PROCESS_S = 5.0
+
+
+def _command_start() -> float:
+    """When this command started (``time.monotonic``): the package's import in a fresh
+    ``hetsched`` process (so start-up counts against ``--time-limit``), else now."""
+    from solver import STARTED_AT
+
+    now = time.monotonic()
+    return STARTED_AT if now - STARTED_AT < _FRESH_PROCESS_S else now
+
+
 def _solver_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """The solver options of ``hetsched solve`` as SolveOptions fields (reads --warm-start)."""
     options = dict(settings)
@@ -145,12 +161,16 @@ def cli(ctx: click.Context, verbose: int, debug: bool) -> None:
               help="Policy: " + ", ".join(available()) + ".")
 @click.option("--backend", type=click.Choice(BACKENDS), default=None,
               help="Solver back-end (default: the model's first).")
-@click.option("--time-limit", type=float, default=None, help="Solver time limit in seconds.")
+@click.option("--time-limit", type=float, default=None,
+              help="Budget of the whole command in seconds, counted from its start (loading, "
+              "model building, every solver stage); default: the model's own (60 s for "
+              "deadline, allox and topology; none for fifo).")
 @click.option("--gap", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
               help="Relative gap at which the solver may stop.")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="Solver threads.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Solver random seed.")
+@click.option("--seed", type=click.IntRange(min=0, max=2**31 - 1), default=0,
+              show_default=True, help="Solver random seed.")
 @click.option("--deadline-objective", type=click.Choice(("missed", "tardiness")),
               default="missed", show_default=True,
               help="deadline model: first objective term.")
@@ -168,16 +188,26 @@ def cli(ctx: click.Context, verbose: int, debug: bool) -> None:
               help="Also draw the schedule as a Gantt chart per GPU (PNG/SVG/PDF).")
 def solve_command(instance: Path, model: str, backend: str | None, time_limit: float | None,
                   as_json: bool, out: Path | None, plot: Path | None, **settings: Any) -> None:
-    """Solve one INSTANCE file and print the plan and its metrics."""
+    """Solve one INSTANCE file and print the plan and its metrics.
+
+    Exit codes: 0 a schedule that passes the checker; 1 checker violations; 2 bad input;
+    3 no schedule (the model cannot run the instance, or found nothing in time).
+    """
+    for option in ("gap", "alpha"):  # click's ranges let NaN through
+        if not math.isfinite(settings[option]):
+            raise InputError(f"bad {option}", path=f"--{option}", value=settings[option],
+                             expected="a finite number")
     data = load_instance(instance)
     result = solve(data, model=model, backend=backend, time_limit=time_limit,
-                   **_solver_settings(settings))
+                   started=_command_start(), **_solver_settings(settings))
     violations = check(data, result.schedule, complete=result.is_feasible())
     document: dict[str, Any] = {"instance": str(instance), **result.to_dict(),
                                 "violations": [str(v) for v in violations]}
     if out is not None:
         out.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
-    if plot is not None:
+    if plot is not None and not len(result.schedule):
+        click.echo(f"no schedule to draw: {plot} not written", err=True)
+    elif plot is not None:
         from solver import plot as plots  # matplotlib is slow to import: only when asked
 
         plots.save(plots.gantt(data, result.schedule), plot)
@@ -190,30 +220,52 @@ def solve_command(instance: Path, model: str, backend: str | None, time_limit: f
             click.echo(plan_table(data, result))
             click.echo()
         click.echo("\n".join(summary_lines(result)))
-        click.echo("checker: " + ("OK" if not violations else f"{len(violations)} violations"))
+        verdict = f"{len(violations)} violations" if violations else "OK"
+        if not result.is_feasible() and not len(result.schedule):
+            verdict = "no schedule to check"
+        click.echo(f"checker: {verdict}")
     if violations:
         for violation in violations[:20]:
             click.echo(f"violation: {violation}", err=True)
         sys.exit(1)
+    if not result.is_feasible():
+        click.echo(f"no schedule: {model} returned {result.status.value}"
+                   + (f": {result.message}" if result.message else ""), err=True)
+        sys.exit(3)
 
 
 @cli.command("validate")
 @click.argument("instances", nargs=-1, required=True,
                 type=click.Path(dir_okay=False, path_type=Path))
-def validate_command(instances: tuple[Path, ...]) -> None:
-    """Check INSTANCES against the schema and the semantics; exit 2 if any is bad."""
-    bad = 0
+@click.option("--model", default=None,
+              help="Also warn about jobs this model cannot run: " + ", ".join(available()) + ".")
+def validate_command(instances: tuple[Path, ...], model: str | None) -> None:
+    """Check INSTANCES against the schema and the semantics.
+
+    Exit codes: 0 all valid; 2 some file is bad; 3 all valid, but --model cannot run a job
+    of some file (one warning per job on stderr).
+    """
+    if model is not None and model not in available():
+        raise InputError("unknown model", path="--model", value=model,
+                         expected="one of " + ", ".join(available()))
+    bad = unrunnable = 0
     for path in instances:
         try:
             data = load_instance(path)
+            warnings = [] if model is None else model_warnings(data, model)
         except InputError as exc:
             bad += 1
             click.echo(f"error: {exc}", err=True)
             continue
         click.echo(f"{path}: OK ({len(data.jobs)} jobs, {data.cluster.num_gpus()} GPUs, "
                    f"{len(data.cluster.nodes)} nodes, types {', '.join(data.cluster.type_names)})")
+        for warning in warnings:
+            click.echo(f"warning: {path}: {warning}", err=True)
+        unrunnable += bool(warnings)
     if bad:
         sys.exit(2)
+    if unrunnable:
+        sys.exit(3)
 
 
 @cli.group("topology")
@@ -248,9 +300,15 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
 @click.option("--policy", default="fifo", show_default=True, help="Rolling policy or model.")
 @click.option("--backend", type=click.Choice(BACKENDS), default=None)
 @click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Also decide every S seconds while jobs wait.")
+              help="Also decide every S seconds while jobs run or wait (besides the "
+              "policy's own rounds).")
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=0.1,
-              show_default=True, help="Solver time limit per decision (s).")
+              show_default=True,
+              help="Solver limit per decision: deterministic work units (about seconds of one "
+              "core; the same replay on any machine), or wall seconds with --wall-clock.")
+@click.option("--wall-clock", is_flag=True,
+              help="Limit solvers by wall time instead of deterministic work (faster machines "
+              "find more; results are no longer byte-identical from run to run).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--limit-jobs", type=click.IntRange(min=1), default=None,
               help="Only the N earliest jobs.")
@@ -266,29 +324,39 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
               help="Give this fraction of jobs a synthetic deadline (docs/traces.md).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: str,
-                   backend: str | None, interval: float | None, time_limit: float, seed: int,
+                   backend: str | None, interval: float | None, time_limit: float,
+                   wall_clock: bool, seed: int,
                    limit_jobs: int | None, throughput_path: Path | None,
                    restart_penalty: float, on_bad_row: str, deadline_fraction: float | None,
                    out: Path) -> None:
-    """Replay TRACE on a cluster under a policy; write summary.json, jobs.csv and
-    decisions.csv into --out."""
+    """Replay TRACE on a cluster under a policy; write summary.json, jobs.csv,
+    decisions.csv (the same for the same input) and timing.json (wall clock) into --out,
+    a new folder or one a replay wrote (replaced as a whole)."""
     from solver.replay import run_replay
 
     summary = run_replay(trace, trace_format, cluster_spec, policy, out=out,
                          throughput_path=throughput_path, backend=backend, interval_s=interval,
-                         time_limit_s=time_limit, seed=seed, limit_jobs=limit_jobs,
+                         time_limit_s=time_limit, deterministic=not wall_clock, seed=seed,
+                         limit_jobs=limit_jobs,
                          on_bad_row=on_bad_row, deadline_fraction=deadline_fraction,
                          restart_penalty_s=restart_penalty)
     for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
-                "deadline_met", "utilization", "preemptions", "decisions",
-                "decision_time_p95_s", "fallbacks", "wall_time_s"):
-        value = summary[key]
+                "deadline_met", "utilization", "preemptions", "decisions", "round_s",
+                "restart_penalty_s", "fallbacks", "decision_time_p95_s", "wall_time_s"):
+        value = summary.get(key)
         click.echo(f"{key}: {value:,.6g}" if isinstance(value, float) else f"{key}: {value}")
-    notes = summary.get("notes")
-    if isinstance(notes, list) and notes:
-        click.echo(f"note: {notes[0]}" + (f" ({len(notes) - 1} more in summary.json)"
-                                          if len(notes) > 1 else ""))
-    click.echo(f"wrote {out}/summary.json, jobs.csv, decisions.csv")
+    for name in ("warnings", "notes"):
+        items = summary.get(name)
+        if isinstance(items, list) and items:
+            click.echo(f"{name.removesuffix('s')}: {items[0]}" + (
+                f" ({len(items) - 1} more in summary.json)" if len(items) > 1 else ""))
+    click.echo(f"wrote {out}/summary.json, jobs.csv, decisions.csv, timing.json")
+    if summary.get("interrupted"):
+        from solver.interrupts import exit_code
+
+        click.echo(f"interrupted: {summary.get('completed')} of {summary.get('jobs')} jobs "
+                   "finished; the metrics cover those only", err=True)
+        sys.exit(exit_code())
 
 
 @cli.command("bench")
@@ -307,7 +375,11 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
 @click.option("--limit-jobs", type=click.IntRange(min=1), default=None,
               help="Only the N earliest jobs.")
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=0.1,
-              show_default=True, help="Solver time limit per decision (s).")
+              show_default=True,
+              help="Solver limit per decision: deterministic work units, or wall seconds with "
+              "--wall-clock.")
+@click.option("--wall-clock", is_flag=True,
+              help="Limit solvers by wall time instead of deterministic work.")
 @click.option("--throughput", "throughput_path", type=click.Path(dir_okay=False,
               path_type=Path), default=None,
               help="Profile or fitted model; default as for replay.")
@@ -323,8 +395,8 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: str,
                   seeds: str, loads: str, workers: int | None, limit_jobs: int | None,
-                  time_limit: float, throughput_path: Path | None, backend: str | None,
-                  interval: float | None, deadline_fraction: float | None,
+                  time_limit: float, wall_clock: bool, throughput_path: Path | None,
+                  backend: str | None, interval: float | None, deadline_fraction: float | None,
                   restart_penalty: float, on_bad_row: str, out: Path) -> None:
     """Replay TRACE under every policy x seed x load; write results.csv, report.md and plots
     into --out (docs/bench.md). Rerunning the same command resumes."""
@@ -343,8 +415,9 @@ def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: s
         trace=trace, trace_format=trace_format, cluster=cluster_spec,
         policies=parse_policies(policies), seeds=parse_seeds(seeds), loads=parse_loads(loads),
         workers=workers or default_workers(), limit_jobs=limit_jobs, time_limit_s=time_limit,
-        throughput=throughput_path, backend=backend, interval_s=interval,
-        deadline_fraction=deadline_fraction, restart_penalty_s=restart_penalty,
+        deterministic=not wall_clock, throughput=throughput_path, backend=backend,
+        interval_s=interval, deadline_fraction=deadline_fraction,
+        restart_penalty_s=restart_penalty,
         on_bad_row=on_bad_row)
     outcome = run_bench(settings, out)
     click.echo(f"{outcome.ran} runs done, {outcome.skipped} already in results.csv, "
@@ -353,7 +426,9 @@ def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: s
     if outcome.report is not None:
         click.echo(f"wrote {out}/results.csv, {outcome.report.name}, plots (PNG)")
     if outcome.interrupted:
-        sys.exit(130)
+        from solver.interrupts import exit_code
+
+        sys.exit(exit_code())
     if outcome.failed:
         sys.exit(1)
 
@@ -430,15 +505,21 @@ def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) ->
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run the CLI, turning bad input into exit code 2 without a traceback."""
+    from solver.interrupts import exit_code, terminate_as_interrupt
+
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        cli.main(args=argv, prog_name="hetsched", standalone_mode=False)
+        with terminate_as_interrupt():  # SIGTERM saves work as Ctrl-C does
+            cli.main(args=argv, prog_name="hetsched", standalone_mode=False)
+    except KeyboardInterrupt as exc:
+        click.echo("aborted", err=True)
+        sys.exit(exit_code(exc))
     except InputError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:  # click's wrapping of KeyboardInterrupt
         click.echo("aborted", err=True)
-        sys.exit(130)
+        sys.exit(exit_code(exc.__cause__))
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)

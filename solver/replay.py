@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from solver.data import Job
+from solver.data import Cluster, Job
 from solver.errors import InputError
 from solver.generate import catalogue_table
+from solver.outcome import Replay
 from solver.rolling import ModelPolicy, RollingFifo, RollingPolicy
 from solver.throughput import PolicyView, ThroughputModel
 
@@ -21,20 +22,23 @@ NATIVE = {"fifo": RollingFifo}
 
 
 def rolling_policy(name: str, *, backend: str | None = None, time_limit_s: float | None = 5.0,
-                   seed: int = 0) -> RollingPolicy:
+                   seed: int = 0, deterministic: bool = False) -> RollingPolicy:
     """The rolling policy called ``name``: a native one, a baseline
     (``solver.baselines``), or a static model (``solver.policies``) solved at every
-    decision point; ``NAME-agnostic`` is any of them seeing every GPU type alike."""
+    decision point; ``NAME-agnostic`` is any of them seeing every GPU type alike. With
+    ``deterministic``, ``time_limit_s`` counts deterministic work units per decision (see
+    :mod:`formulations.budget`): the same replay on any machine."""
     from solver.baselines import AGNOSTIC_SUFFIX, BASELINES, HeterogeneityAgnostic, make_baseline
 
     if name.endswith(AGNOSTIC_SUFFIX) and len(name) > len(AGNOSTIC_SUFFIX):
         return HeterogeneityAgnostic(rolling_policy(
             name[: -len(AGNOSTIC_SUFFIX)], backend=backend, time_limit_s=time_limit_s,
-            seed=seed))
+            seed=seed, deterministic=deterministic))
     if name in NATIVE:
         return NATIVE[name]()
     if name in BASELINES:
-        return make_baseline(name, backend=backend, time_limit_s=time_limit_s)
+        return make_baseline(name, backend=backend, time_limit_s=time_limit_s,
+                             deterministic=deterministic)
     from solver.policies import available
 
     if name not in available():
@@ -42,7 +46,8 @@ def rolling_policy(name: str, *, backend: str | None = None, time_limit_s: float
                          expected="one of " + ", ".join(sorted({*NATIVE, *BASELINES,
                                                                  *available()}))
                          + f" (any of them with {AGNOSTIC_SUFFIX})")
-    return ModelPolicy(name, backend=backend, time_limit_s=time_limit_s, seed=seed)
+    return ModelPolicy(name, backend=backend, time_limit_s=time_limit_s, seed=seed,
+                       deterministic=deterministic)
 
 
 def throughput_pair(path: Path) -> tuple[ThroughputModel, ThroughputModel]:
@@ -128,18 +133,25 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                interval_s: float | None = None, time_limit_s: float | None = 5.0,
                seed: int = 0, limit_jobs: int | None = None, on_bad_row: str = "fatal",
                deadline_fraction: float | None = None, restart_penalty_s: float = 30.0,
-               show_progress: bool = True, load: float = 1.0) -> dict[str, object]:
-    """Read the trace, replay it under the policy, write the outputs into ``out``; returns
-    the summary. ``load`` scales the arrival rate (:func:`scale_arrivals`); the summary
+               show_progress: bool = True, load: float = 1.0,
+               deterministic: bool = True) -> dict[str, object]:
+    """Read the trace, replay it under the policy, write the outputs into the folder
+    ``out`` (new, or one a replay wrote: it is replaced as a whole); returns the summary
+    and the wall-clock figures of ``timing.json``. The policy is called at every boundary
+    of its own round (``round_s``), and every ``interval_s`` if given, while any job runs
+    or waits. ``load`` scales the arrival rate (:func:`scale_arrivals`); the summary
     carries the lower bounds of :func:`solver.bounds.lower_bounds` (``bound_*``, measured
-    throughput)."""
-    from solver.bounds import lower_bounds
+    throughput). ``deterministic`` (the default) makes every solver limit a deterministic
+    work limit, so the same command gives byte-identical ``summary.json``, ``jobs.csv``
+    and ``decisions.csv``; ``False`` uses wall-clock limits (``--wall-clock``)."""
+    from formulations.versions import solver_versions
     from solver.cluster_spec import parse_cluster
     from solver.data import configurations
-    from solver.simulate import Simulator
+    from solver.simulate import Simulator, check_out_folder
     from solver.traces import read_trace
 
     cluster = parse_cluster(cluster_spec)
+    check_out_folder(out)
     source = throughput_path or default_throughput(trace_path, trace_format)
     if source is None:
         truth: ThroughputModel = catalogue_table(list(cluster.type_names))
@@ -156,24 +168,34 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                              path=f"job {job.id}", value=f"{job.num_gpus} x {job.job_type}",
                              expected="a GPU type of the cluster with measured throughput")
     jobs = scale_arrivals(trace.jobs, load)
-    policy = rolling_policy(policy_name, backend=backend, time_limit_s=time_limit_s, seed=seed)
+    policy = rolling_policy(policy_name, backend=backend, time_limit_s=time_limit_s, seed=seed,
+                            deterministic=deterministic)
     progress = Progress(len(jobs)) if show_progress else None
-    if interval_s is None:  # the policy's own decision interval, if it has one
-        interval_s = getattr(policy, "interval_s", None)
     simulator = Simulator(cluster, jobs, policy, truth=truth, model=model,
                           interval_s=interval_s, restart_penalty_s=restart_penalty_s,
                           progress=progress)
     replay = simulator.run()
     if progress is not None:
         progress.close()
-    extra: dict[str, object] = {
-        "trace": str(trace_path), "format": trace_format, "cluster": cluster_spec,
-        "gpus": len(cluster.gpus), "policy": policy_name, "seed": seed,
-        "interval_s": interval_s,
-        "throughput": str(source) if source else "built-in catalogue",
-        "skipped_rows": trace.skipped_rows, "excluded": dict(trace.excluded),
-        "notes": list(trace.notes), "load": load,
-        **(lower_bounds(jobs, cluster, truth).as_dict() if jobs else {}),
-    }
+    from solver.interrupts import deferred_interrupts
+
+    with deferred_interrupts():  # a Ctrl-C from here on stops after the files are written
+        return _write(replay, out, jobs, cluster, truth, {
+            "trace": str(trace_path), "format": trace_format, "cluster": cluster_spec,
+            "gpus": len(cluster.gpus), "policy": policy_name, "seed": seed,
+            "throughput": str(source) if source else "built-in catalogue",
+            "skipped_rows": trace.skipped_rows, "excluded": dict(trace.excluded),
+            "notes": list(trace.notes), "load": load,
+            "solver_limit": {"per_decision": time_limit_s,
+                             "unit": "work units" if deterministic else "s wall"},
+            "solver_versions": solver_versions()})
+
+
+def _write(replay: Replay, out: Path, jobs: Sequence[Job], cluster: Cluster,
+           truth: ThroughputModel, extra: dict[str, object]) -> dict[str, object]:
+    """Add the lower bounds to ``extra``, write the replay's files; the summary."""
+    from solver.bounds import lower_bounds
+
+    extra = {**extra, **(lower_bounds(jobs, cluster, truth).as_dict() if jobs else {})}
     replay.write(out, extra)
-    return {**replay.summary(), **extra}
+    return {**replay.summary(), **extra, **replay.timing()}

@@ -1,0 +1,82 @@
+"""Ctrl-C and SIGTERM: one path for both, and blocks that finish before they stop.
+
+``timeout``, batch schedulers and container runtimes stop a process with SIGTERM; Python
+ends at once on it, writing nothing. :func:`terminate_as_interrupt` turns SIGTERM into
+:class:`Terminated`, a ``KeyboardInterrupt``, so that everything that saves its work on
+Ctrl-C (the simulator, the bench, every solver call: :mod:`formulations.cpsat_run`,
+:mod:`formulations.mip`) does the same on SIGTERM. :func:`deferred_interrupts` lets a
+block that writes results finish first and raises the interrupt after it.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+#: Exit codes of a process stopped by SIGINT and by SIGTERM (128 + signal number).
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be."""
+
+
+_received: list[int] = []
+
+
+def last_signal() -> int | None:
+    """The last SIGINT or SIGTERM seen by the handlers of this module, if any."""
+    return _received[-1] if _received else None
+
+
+def exit_code(interrupt: BaseException | None = None) -> int:
+    """130 for Ctrl-C, 143 for SIGTERM (from ``interrupt`` or the last signal seen)."""
+    if isinstance(interrupt, Terminated) or last_signal() == signal.SIGTERM:
+        return EXIT_TERMINATED
+    return EXIT_INTERRUPTED
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
+    raise Terminated(f"signal {signum}")
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` (outside the main thread,
+    where handlers cannot be set, nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Run the block to its end even if SIGINT or SIGTERM arrives; the interrupt is raised
+    when the block is done (KeyboardInterrupt or :class:`Terminated`)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def remember(signum: int, frame: FrameType | None) -> None:
+        pending.append(signum)
+        _received.append(signum)
+
+    previous = {sig: signal.signal(sig, remember) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if pending:
+        raise Terminated("signal 15") if pending[0] == signal.SIGTERM else KeyboardInterrupt
