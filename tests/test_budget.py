@@ -167,7 +167,7 @@ def test_a_model_that_cannot_be_built_in_time_gives_the_start_plan(backend: str)
     assert len(result.schedule) == 40
     assert result.status is Status.TIME_LIMIT
     assert result.extra["plan_source"] == "start plan"
-    assert "budget (4 s wall)" in result.message
+    assert "4 s wall" in result.message
     assert "start plan is returned" in result.message
 
 

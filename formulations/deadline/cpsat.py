@@ -24,7 +24,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from formulations.budget import Budget
+from formulations.budget import Budget, BudgetExhaustedError
 from formulations.common import Outcome, SolveStats
 from formulations.cpsat_run import run_cpsat
 from formulations.deadline.problem import (
@@ -41,6 +41,16 @@ log = logging.getLogger(__name__)
 #: The mean-busy-time cuts get this share of the budget, at most ``CUTS_MAX``.
 CUTS_SHARE = 0.1
 CUTS_MAX = 5.0
+#: Seconds to build (and later free) the CP-SAT model per (job, mode) pair, measured on
+#: 2,000 jobs x 116 modes (5.5 s to build, 2 s to free): a model that would take longer
+#: than what is left of a wall-clock budget is not built (the start plan is returned).
+BUILD_S_PER_MODE = 3.5e-5
+#: Node symmetry breaking costs two rows per (job, pair of identical nodes): beyond this
+#: many, building them costs more than CP-SAT's own symmetry detection would gain
+#: (2,000 jobs on 3 x 32 identical nodes: 186,000 rows, 6 s in Python).
+SYMMETRY_MAX_ROWS = 50_000
+
+
 @dataclass(frozen=True)
 class CpSatSettings:
     """Search settings: gap, threads, seed (the budget is passed on its own)."""
@@ -62,6 +72,13 @@ class DeadlineCpSat:
     def __init__(self, problem: DeadlineProblem, budget: Budget | None = None) -> None:
         self.problem = problem
         self.budget = budget or Budget.unlimited()
+        modes = sum(len(data.modes) for data in problem.jobs)
+        left = None if self.budget.deterministic else self.budget.remaining()
+        if left is not None and modes * BUILD_S_PER_MODE > left:
+            raise BudgetExhaustedError(
+                f"the CP-SAT model ({modes:,} job-modes, about {modes * BUILD_S_PER_MODE:.1f} s "
+                f"to build) does not fit what is left of the budget ({self.budget.describe()}:"
+                f" {left:.1f} s left)")
         self.model = cp_model.CpModel()
         self.start: dict[str, cp_model.IntVar] = {}
         self.end: dict[str, cp_model.IntVar] = {}
@@ -155,40 +172,46 @@ class DeadlineCpSat:
         """Symmetry: of nodes n_1, n_2, ... with the same type and size, job j may use n_k
         (k >= 2) only if a job i < j uses n_(k-1): on_(j,k) <= seen_(j,k-1), with
         seen_(j,k-1) <= seen_(j-1,k-1) + on_(j-1,k-1) (seen: some earlier job uses n_(k-1);
-        linear in the jobs, where summing every earlier job per row was quadratic)."""
+        linear in the jobs, where summing every earlier job per row was quadratic). Jobs
+        with no mode on a group leave its chain as it is."""
         # Nodes are interchangeable only if they offer every job the same modes (a job
         # pinned to one node breaks the symmetry).
         jobs = self.problem.jobs
         names = [n.name for n in self.problem.instance.cluster.nodes]
         offers: dict[str, list[tuple[tuple[int, int], ...]]] = {name: [] for name in names}
+        uses: list[dict[str, list[cp_model.IntVar]]] = []  # per job: node -> its mode uses
         for data in jobs:
             by_node: dict[str, list[tuple[int, int]]] = defaultdict(list)
-            for m in data.modes:
+            on_node: dict[str, list[cp_model.IntVar]] = defaultdict(list)
+            for i, m in enumerate(data.modes):
                 by_node[m.node].append((m.num_gpus, m.duration))
+                on_node[m.node].append(self.use[data.job.id, i])
+            uses.append(on_node)
             for name, offered in offers.items():
-                offered.append(tuple(sorted(by_node.get(name, ()))))
+                offered.append(tuple(sorted(by_node[name])) if name in by_node else ())
         groups: dict[tuple[str, int, tuple[tuple[tuple[int, int], ...], ...]], list[str]] = \
             defaultdict(list)
         for cluster_node in self.problem.instance.cluster.nodes:
             groups[cluster_node.gpu_type, cluster_node.num_gpus,
                    tuple(offers[cluster_node.name])].append(cluster_node.name)
-        for nodes in groups.values():
-            if len(nodes) < 2:
-                continue
+        chains = [(nodes, [position for position in range(len(jobs))
+                           if nodes[0] in uses[position]])
+                  for nodes in groups.values() if len(nodes) >= 2]
+        rows = sum(len(members) * (len(nodes) - 1) for nodes, members in chains)
+        if rows > SYMMETRY_MAX_ROWS:
+            log.info("cpsat: no node symmetry breaking (%d rows > %d)", rows, SYMMETRY_MAX_ROWS)
+            return
+        for nodes, members in chains:
             self.symmetric_groups.append(nodes)
-            on: dict[tuple[int, str], cp_model.LinearExpr] = {}
-            for position, data in enumerate(jobs):
-                for node in nodes:
-                    on[position, node] = sum(
-                        (self.use[data.job.id, i] for i, m in enumerate(data.modes)
-                         if m.node == node), cp_model.LinearExpr.constant(0))
             for previous, node in itertools.pairwise(nodes):
+                self.budget.check("building the CP-SAT model")
                 seen: cp_model.LinearExpr = cp_model.LinearExpr.constant(0)
-                for position in range(len(jobs)):
-                    self.model.add(on[position, node] <= seen)
-                    if position + 1 < len(jobs):
+                for count, position in enumerate(members):
+                    self.model.add(cp_model.LinearExpr.sum(uses[position][node]) <= seen)
+                    if count + 1 < len(members):
                         flag = self.model.new_bool_var(f"seen_{previous}_{position}")
-                        self.model.add(flag <= seen + on[position, previous])
+                        self.model.add(flag <= seen + cp_model.LinearExpr.sum(
+                            uses[position][previous]))
                         seen = cp_model.LinearExpr.sum([flag])
 
     def add_completion_cuts(self, budget: Budget | None = None) -> int:
@@ -318,6 +341,7 @@ class DeadlineCpSat:
         hinted with the best complete plan known (the start, then the better of it and the
         first stage's plan). Building the cuts and each stage check the budget."""
         budget = self.budget
+        budget.check("the mean-busy-time cuts")
         if settings.completion_cuts:
             self.add_completion_cuts(budget.part(CUTS_SHARE, CUTS_MAX))
         complete = warm_start is not None and len(warm_start) == len(self.problem.jobs)

@@ -106,6 +106,8 @@ def separate(problem: DeadlineProblem, budget: Budget | None = None, max_rounds:
     import highspy
 
     budget = budget or Budget.unlimited()
+    if budget.expired():
+        return [], 0.0
     highs = highspy.Highs()
     highs.setOptionValue("output_flag", False)
     jobs = problem.jobs

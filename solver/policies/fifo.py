@@ -11,11 +11,13 @@ faster: the heterogeneity-agnostic baseline.
 
 from __future__ import annotations
 
+import bisect
 from typing import ClassVar
 
 from solver.data import Instance, Job
 from solver.policies import SolveOptions
 from solver.result import Assignment, Result, Schedule, Status
+from solver.throughput import Placement
 
 
 class FifoPolicy:
@@ -34,49 +36,69 @@ class FifoPolicy:
         return Result(Status.FEASIBLE, objective, None, 0.0, schedule, self.name)
 
 
-def _candidates(
-    instance: Instance, job: Job, free: dict[str, float]
-) -> list[tuple[str, list[str]]]:
-    """(GPU type, GPU ids) sets that could take ``job``'s gang, in first-fit order."""
-    cluster = instance.cluster
-    count = job.num_gpus
-    found: list[tuple[str, list[str]]] = []
-    for node in cluster.nodes:
-        if node.num_gpus >= count and job.may_use(node.gpu_type):
-            ids = sorted(node.gpu_ids(), key=lambda g: free[g])[:count]
-            found.append((node.gpu_type, ids))
-    for gpu_type in cluster.type_names:
-        if not job.may_use(gpu_type):
-            continue
-        ids = sorted((g.id for g in cluster.gpus if g.gpu_type == gpu_type), key=lambda g: free[g])
-        if len(ids) >= count:
-            found.append((gpu_type, ids[:count]))
-    return found
-
-
 def fifo_schedule(instance: Instance) -> Schedule:
-    """The FIFO schedule of every job of ``instance``."""
+    """The FIFO schedule of every job of ``instance``.
+
+    Candidates, in first-fit order: the ``count`` GPUs of each node (of an allowed type
+    and big enough) that are free first, then the ``count`` GPUs of each allowed type that
+    are free first (spread, or packed if they happen to share a node); the one that starts
+    first wins, ties to the earlier candidate. Each node and each type keeps its GPUs
+    sorted by (free time, position), updated only for the GPUs a job takes, and
+    throughputs are cached, so a job costs time in the nodes, not in the GPUs."""
     cluster = instance.cluster
-    free = {gpu.id: instance.now for gpu in cluster.gpus}
-    last_start = instance.now
+    now = instance.now
+    node_free = [(node, [(now, k, gid) for k, gid in enumerate(node.gpu_ids())])
+                 for node in cluster.nodes]
+    type_free = {t: [(now, k, g.id) for k, g in enumerate(
+        g for g in cluster.gpus if g.gpu_type == t)] for t in cluster.type_names}
+    where: dict[str, list[tuple[list[tuple[float, int, str]], tuple[float, int, str]]]] = {}
+    for _, entries in node_free:
+        for entry in entries:
+            where[entry[2]] = [(entries, entry)]
+    for entries in type_free.values():
+        for entry in entries:
+            where[entry[2]].append((entries, entry))
+    speeds: dict[tuple[str, str, int, Placement], float] = {}
+
+    def speed(job: Job, gpu_type: str, count: int, placement: Placement) -> float:
+        key = (job.job_type, gpu_type, count, placement)
+        value = speeds.get(key)
+        if value is None:
+            value = speeds[key] = instance.throughput.throughput(*key)
+        return value
+
+    last_start = now
     assignments = []
     for job in sorted(instance.jobs, key=lambda j: (j.arrival, j.id)):
-        release = max(job.arrival, instance.now, last_start)
-        best: tuple[float, int, Assignment] | None = None
-        for rank, (gpu_type, ids) in enumerate(_candidates(instance, job, free)):
-            placement = cluster.placement_of(ids)
-            speed = instance.throughput.throughput(job.job_type, gpu_type, len(ids), placement)
-            if speed <= 0:
+        release = max(job.arrival, now, last_start)
+        count = job.num_gpus
+        best: tuple[float, str, list[tuple[float, int, str]], float] | None = None
+        candidates: list[tuple[str, list[tuple[float, int, str]], Placement | None]] = [
+            (node.gpu_type, entries, Placement.PACKED) for node, entries in node_free
+            if node.num_gpus >= count and job.may_use(node.gpu_type)]
+        candidates += [(gpu_type, entries, None) for gpu_type, entries in type_free.items()
+                       if job.may_use(gpu_type) and len(entries) >= count]
+        for gpu_type, entries, placement in candidates:  # in rank order: ties keep the first
+            start = max(release, entries[count - 1][0])
+            if best is not None and start >= best[0]:
                 continue
-            start = max([release, *(free[g] for g in ids)])
-            candidate = Assignment(job.id, gpu_type, tuple(ids), start, start + job.work / speed)
-            if best is None or (start, rank) < best[:2]:
-                best = (start, rank, candidate)
+            if placement is None:
+                placement = cluster.placement_of(entry[2] for entry in entries[:count])
+            throughput = speed(job, gpu_type, count, placement)
+            if throughput > 0:
+                best = (start, gpu_type, entries, throughput)
         if best is None:  # Instance validation guarantees some configuration exists.
             raise RuntimeError(f"no GPU set can run job {job.id}")
-        chosen = best[2]
-        for g in chosen.gpus:
-            free[g] = chosen.finish
-        last_start = chosen.start
-        assignments.append(chosen)
+        start, gpu_type, entries, throughput = best
+        chosen = [entry[2] for entry in entries[:count]]
+        assignment = Assignment(job.id, gpu_type, tuple(chosen), start,
+                                start + job.work / throughput)
+        for gid in chosen:
+            for index, (entries, entry) in enumerate(where[gid]):
+                entries.remove(entry)
+                moved = (assignment.finish, entry[1], gid)
+                bisect.insort(entries, moved)
+                where[gid][index] = (entries, moved)
+        last_start = start
+        assignments.append(assignment)
     return Schedule(tuple(assignments))
