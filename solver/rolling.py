@@ -303,7 +303,7 @@ class ModelPolicy:
     def __init__(self, model: str, *, backend: str | None = None,
                  time_limit_s: float | None = 5.0, window: int = 48,
                  preemptive: bool | None = None, preempt_after_s: float = 600.0,
-                 **options: object) -> None:
+                 deterministic: bool = True, **options: object) -> None:
         self.model = model
         self.window = window
         self.name = model
@@ -311,7 +311,9 @@ class ModelPolicy:
         self.time_limit_s = time_limit_s
         self.preemptive = model == "deadline" if preemptive is None else preemptive
         self.preempt_after_s = preempt_after_s
-        self.options = options
+        #: solve() options; ``deterministic``: ``time_limit_s`` counts work units per
+        #: decision (the same decisions on any machine), else wall seconds
+        self.options = {"deterministic": deterministic, **options}
         self._best_speed: dict[str, float] = {}
         self._packable: dict[str, bool] = {}
 

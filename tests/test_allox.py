@@ -24,7 +24,8 @@ BACKENDS = ("matching", "cbc", "highs", "scip")
 
 def run(instance: Instance, backend: str, **options: object) -> Result:
     """Solve with allox; the checker passes and the objective is the schedule's."""
-    result = solve(instance, model="allox", backend=backend, time_limit=60.0, **options)
+    result = solve(instance, model="allox", backend=backend, time_limit=60.0,
+                   deterministic=True, **options)
     assert_valid(instance, result.schedule)
     assert result.metrics is not None
     assert result.objective == pytest.approx(result.metrics.total_weighted_completion_s,

@@ -19,7 +19,7 @@ def test_deadline_milp_equals_cpsat(seed: int, jobs: int, weights: bool, objecti
     instance = random_instance(seed, jobs=jobs, weights=weights)
     results = {
         backend: solve(instance, model="deadline", backend=backend, time_limit=60.0,
-                       deadline_objective=objective)
+                       deterministic=True, deadline_objective=objective)
         for backend in ("cpsat", "highs")
     }
     for result in results.values():

@@ -83,7 +83,7 @@ def test_link_factor_end_points() -> None:
 @pytest.mark.parametrize("name", ["small.json", "medium.json"])
 def test_topology_policy_on_examples_is_valid_and_fifo(name: str) -> None:
     instance = load_instance(INSTANCES / name)
-    result = solve(instance, model="topology", time_limit=10)
+    result = solve(instance, model="topology", time_limit=10, deterministic=True)
     assert_valid(instance, result.schedule)
     by_job = result.schedule.by_job()
     ordered = sorted(instance.jobs, key=lambda j: (j.arrival, j.id))
@@ -138,9 +138,10 @@ def test_deadline_then_topology_placement(tmp_path: Path, shared_data: Path) -> 
     # takes the lowest free GPUs (a: 0, b: 1, c: 2-5, slowest link SYS). The topology
     # step re-chooses GPUs inside the node without moving any job in time.
     instance = load_instance(dgx1_instance(tmp_path, shared_data))
-    plain = solve(instance, model="deadline", backend="cpsat", time_limit=20)
+    plain = solve(instance, model="deadline", backend="cpsat", time_limit=20,
+                  deterministic=True)
     placed = solve(instance, model="deadline", backend="cpsat", time_limit=20,
-                   placement="topology")
+                   deterministic=True, placement="topology")
     assert_valid(instance, placed.schedule)
     assert placed.objective == pytest.approx(plain.objective)
     times = {a.job: (a.start, a.finish) for a in placed.schedule}
