@@ -57,7 +57,7 @@ def main() -> None:
                 hashes.append(found)
                 rows.append({"policy": policy, "run": run + 1, "jobs": args.jobs,
                              "wall_s": round(wall, 1),
-                             **{name: value for name, value in zip(FILES, found, strict=True)}})
+                             **dict(zip(FILES, found, strict=True))})
                 print(f"{policy:9} run {run + 1}: {wall:6.1f} s  " + "  ".join(
                     f"{name} {value}" for name, value in zip(FILES, found, strict=True)),
                     flush=True)
