@@ -179,6 +179,22 @@ def test_mean_busy_time_cut_is_exact_for_two_gangs_on_one_node() -> None:
     assert weighted_end == 30_000
 
 
+def test_cut_rounds_are_charged_to_a_deterministic_budget() -> None:
+    # congested.json: unlimited separation runs many rounds and finds 182 cuts. Each round
+    # charges its LP solve and its separation, so a budget of 0.002 units stops after the
+    # first LP solve (a bound, no cuts), spends at least its limit, and the same budget
+    # gives the same cuts on every run.
+    problem = build_problem(load_instance(INSTANCES / "congested.json"))
+    cuts, unlimited_bound = separate(problem)
+    assert len(cuts) == 182
+    small = Budget.work(0.002)
+    few, first_bound = separate(problem, small)
+    assert few == [] and 0 < first_bound < unlimited_bound
+    assert small.spent() >= 0.002
+    medium_cuts = [separate(problem, Budget.work(0.02))[0] for _ in range(2)]
+    assert 0 < len(medium_cuts[0]) < len(cuts) and medium_cuts[0] == medium_cuts[1]
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_mean_busy_time_cuts_are_valid(seed: int) -> None:
     # Every cut holds for the brute-force optimum and the greedy plan, and the LP bound

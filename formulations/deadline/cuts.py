@@ -90,9 +90,15 @@ def resources(problem: DeadlineProblem) -> list[Resource]:
     return out
 
 
-#: Deterministic work units of one separation round, per (job, mode) pair and release
-#: threshold (each pair sits on three resources: the cluster, its type, its node).
+#: Deterministic work units of one separation round, per (job, mode) pair, resource that
+#: holds it (the cluster, its type, its node) and release threshold.
 CUT_UNITS_PER_ITEM = 3e-7
+#: Deterministic work units of one LP solve: a constant, per nonzero of the LP and per
+#: simplex iteration (HiGHS's count, the same on every machine), fitted on 77 solves of
+#: small to 200-job instances (1 unit is about a second here; 0.6 to 1.5 x for most).
+LP_UNITS_PER_SOLVE = 5e-4
+LP_UNITS_PER_NONZERO = 1.3e-7
+LP_UNITS_PER_ITERATION = 3e-5
 
 
 def separate(problem: DeadlineProblem, budget: Budget | None = None, max_rounds: int = 30,
@@ -102,7 +108,8 @@ def separate(problem: DeadlineProblem, budget: Budget | None = None, max_rounds:
 
     Rounds stop when none finds a cut, after ``max_rounds``, or when ``budget`` is spent
     (wall-clock: checked between resources; deterministic: each round is charged
-    :data:`CUT_UNITS_PER_ITEM` per (job, mode, threshold)). The LP is built from arrays."""
+    :data:`CUT_UNITS_PER_ITEM` per (job, mode, resource, threshold) and each LP solve by its
+    size and simplex iterations). The LP is built from arrays."""
     import highspy
 
     budget = budget or Budget.unlimited()
@@ -148,60 +155,36 @@ def separate(problem: DeadlineProblem, budget: Budget | None = None, max_rounds:
         step = len(thresholds) / max_thresholds
         thresholds = sorted({thresholds[int(k * step)] for k in range(max_thresholds)})
     cuts: list[MeanBusyCut] = []
-    all_resources = resources(problem)
+    separation = _Separation(problem, column, thresholds)
     bound = 0.0
-    round_work = pairs * len(thresholds) * CUT_UNITS_PER_ITEM
+    separation_work = separation.work() * CUT_UNITS_PER_ITEM
+    lp_work = 0.0  # units of the last LP solve: the next one's estimate
     for round_number in range(max_rounds):
         left = None if budget.deterministic else budget.remaining()
         if left is not None:
             highs.setOptionValue("time_limit", max(0.01, left))
+        elif budget.limited and round_number and (budget.remaining() or 0.0) < lp_work:
+            break
         highs.run()
+        lp_work = (LP_UNITS_PER_SOLVE + LP_UNITS_PER_NONZERO * highs.getNumNz()
+                   + LP_UNITS_PER_ITERATION * highs.getInfo().simplex_iteration_count)
+        budget.charge(lp_work)
         if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             # Stopped early: the LP's value is no bound, and its solution no guide.
             log.info("mean-busy-time cuts: LP %s after %d rounds",
                      highs.modelStatusToString(highs.getModelStatus()), round_number)
             break
-        values = list(highs.getSolution().col_value)
+        values = np.asarray(highs.getSolution().col_value)
         bound = highs.getInfo().objective_function_value / unit
         if budget.expired() or (budget.deterministic and budget.limited
-                                and (budget.remaining() or 0.0) < round_work):
+                                and (budget.remaining() or 0.0) < separation_work):
             break
-        budget.charge(round_work)
-        completion = [sum(values[column[j, i][1]] for i in range(len(d.modes)))
-                      for j, d in enumerate(jobs)]
-        order = sorted(range(len(jobs)), key=lambda j: completion[j])
+        budget.charge(separation_work)
         found = 0
-        for resource in all_resources:
-            capacity = float(resource.capacity)
-            for release in thresholds:
-                if not budget.deterministic and budget.expired():
-                    break
-                members: list[tuple[int, int]] = []
-                area = lhs = linear = 0.0
-                best: tuple[float, int, float] | None = None  # (violation, size, area)
-                for j in order:
-                    data = jobs[j]
-                    if data.release < release:
-                        continue
-                    for i, mode in enumerate(data.modes):
-                        if not resource.holds(mode):
-                            continue
-                        members.append((j, i))
-                        u_value = values[column[j, i][0]]
-                        e_value = values[column[j, i][1]]
-                        a = mode.num_gpus * mode.duration * unit
-                        area += a * u_value
-                        lhs += a * e_value
-                        linear += (a * mode.duration * unit / 2 + release * unit * a) * u_value
-                    violation = linear + area * area / (2 * capacity) - lhs
-                    if violation > 1e-6 * max(1.0, lhs) and (best is None or violation > best[0]):
-                        best = (violation, len(members), area)
-                if best is not None:
-                    _, size, tangent = best
-                    cut = MeanBusyCut(resource, release, tangent / unit, tuple(members[:size]))
-                    _add_row(highs, problem, cut, column)
-                    cuts.append(cut)
-                    found += 1
+        for cut in separation.most_violated(values, budget):
+            _add_row(highs, problem, cut, column)
+            cuts.append(cut)
+            found += 1
         log.debug("mean-busy-time cuts: round %d, LP bound %.0f, %d new", round_number, bound,
                   found)
         if not found:
@@ -228,3 +211,85 @@ def _add_row(highs: object, problem: DeadlineProblem, cut: MeanBusyCut,
 
     highs.addRow(-cut.constant() * unit * unit, highspy.kHighsInf,  # type: ignore[attr-defined]
                  len(indices), indices, values)
+
+
+class _Separation:
+    """The most violated prefix cut of every (resource, release threshold) on an LP
+    solution, with the pairs of each resource held as arrays (built once per problem)."""
+
+    def __init__(self, problem: DeadlineProblem, column: dict[tuple[int, int], tuple[int, int]],
+                 thresholds: list[int]) -> None:
+        self.thresholds = thresholds
+        self.resources = resources(problem)
+        jobs = problem.jobs
+        self.job_count = len(jobs)
+        self.release = np.array([data.release for data in jobs], dtype=np.int64)
+        # Per resource: its pairs (job, mode) with u and e columns, area a_jm (LP units)
+        # and half of a_jm p_jm; pairs of a job are listed in mode order.
+        self.members: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                 np.ndarray]] = []
+        for resource in self.resources:
+            job_index, mode_index, u_col, e_col, area, half = [], [], [], [], [], []
+            for (j, i), (u, e) in column.items():
+                mode = jobs[j].modes[i]
+                if resource.holds(mode):
+                    a = mode.num_gpus * mode.duration * _LP_UNIT
+                    job_index.append(j)
+                    mode_index.append(i)
+                    u_col.append(u)
+                    e_col.append(e)
+                    area.append(a)
+                    half.append(a * mode.duration * _LP_UNIT / 2)
+            self.members.append((np.array(job_index, dtype=np.int64),
+                                 np.array(mode_index, dtype=np.int64),
+                                 np.array(u_col, dtype=np.int64), np.array(e_col, dtype=np.int64),
+                                 np.array(area), np.array(half)))
+        self.job_e_cols = [[column[j, i][1] for i in range(len(d.modes))]
+                           for j, d in enumerate(jobs)]
+
+    def work(self) -> int:
+        """Items of one round: (pair, resource, threshold)."""
+        return sum(len(m[0]) for m in self.members) * len(self.thresholds)
+
+    def most_violated(self, values: np.ndarray, budget: Budget) -> list[MeanBusyCut]:
+        """For each resource and threshold r, the prefix S (jobs released at r or later, in
+        order of LP completion time) whose cut is most violated, if any is."""
+        completion = [sum(values[c] for c in cols) for cols in self.job_e_cols]
+        order = sorted(range(self.job_count), key=lambda j: completion[j])
+        rank = np.empty(self.job_count, dtype=np.int64)
+        rank[np.array(order, dtype=np.int64)] = np.arange(self.job_count)
+        found: list[MeanBusyCut] = []
+        for resource, (job_index, mode_index, u_col, e_col, area, half) in zip(
+                self.resources, self.members, strict=True):
+            if not len(job_index):
+                continue
+            # pairs in order of their job's rank, modes in order within a job
+            sequence = np.lexsort((mode_index, rank[job_index]))
+            job_index, mode_index = job_index[sequence], mode_index[sequence]
+            u_value, e_value = values[u_col[sequence]], values[e_col[sequence]]
+            area, half = area[sequence], half[sequence]
+            capacity = float(resource.capacity)
+            for release in self.thresholds:
+                if not budget.deterministic and budget.expired():
+                    return found
+                keep = self.release[job_index] >= release
+                if not keep.any():
+                    continue
+                jobs_kept = job_index[keep]
+                a = area[keep]
+                area_sum = np.cumsum(a * u_value[keep])
+                lhs = np.cumsum(a * e_value[keep])
+                linear = np.cumsum((half[keep] + release * _LP_UNIT * a) * u_value[keep])
+                # a prefix ends where its last job's pairs end
+                last = np.flatnonzero(np.append(jobs_kept[1:] != jobs_kept[:-1], True))
+                violation = linear[last] + area_sum[last] ** 2 / (2 * capacity) - lhs[last]
+                violated = violation > 1e-6 * np.maximum(1.0, lhs[last])
+                if not violated.any():
+                    continue
+                best = int(np.argmax(np.where(violated, violation, -np.inf)))
+                size = int(last[best]) + 1
+                terms = tuple(zip(jobs_kept[:size].tolist(), mode_index[keep][:size].tolist(),
+                                  strict=True))
+                found.append(MeanBusyCut(resource, release, float(area_sum[last[best]]) / _LP_UNIT,
+                                         terms))
+        return found
