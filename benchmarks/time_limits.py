@@ -5,9 +5,10 @@ search, model building, cuts, every stage) against the target ``1.1 x limit + 0.
     python benchmarks/time_limits.py --quick    # sizes up to 500 jobs, limits 1 and 5 s
     python benchmarks/time_limits.py            # + 2,000 jobs and a 10 s limit
 
-Prints one row per cell and writes benchmarks/results/time_limits.csv (model, backend,
+Prints one row per cell and writes benchmarks/results/time_limits.csv (--quick:
+time_limits_quick.csv, so that the full table is kept) with columns model, backend,
 instance, jobs, limit_s, solve_wall_s, process_wall_s, overrun, ok, status, objective,
-plan_source, message). Run it on a quiet machine: it measures wall time.
+plan_source, message. Run it on a quiet machine: it measures wall time.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "time_limits.csv"
+QUICK_RESULTS = ROOT / "benchmarks" / "results" / "time_limits_quick.csv"
 
 #: model -> back-ends ("" for a heuristic without back-end)
 MODELS = {"fifo": [""], "deadline": ["cpsat", "highs", "cbc", "scip"],
@@ -96,8 +98,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="up to 500 jobs, 1 and 5 s")
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="CSV (default: time_limits.csv; --quick: time_limits_quick.csv)")
     args = parser.parse_args()
+    if args.out is None:
+        args.out = QUICK_RESULTS if args.quick else RESULTS
     limits = (1.0, 5.0) if args.quick else (1.0, 5.0, 10.0)
     rows = []
     with tempfile.TemporaryDirectory() as folder:

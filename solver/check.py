@@ -7,6 +7,7 @@ schedule's assignments, and lists everything that is wrong.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -14,9 +15,13 @@ from solver.data import Instance
 from solver.result import Schedule
 from solver.throughput import Placement
 
-#: Times are compared with this tolerance: absolute seconds plus relative part.
+#: Times are compared with this tolerance: absolute seconds, plus a part relative to the
+#: *durations* involved (never to the clock value: at Unix-epoch times, 1e-6 of the clock
+#: is half an hour), plus a few units in the last place of the times compared (their
+#: float resolution: 2.4e-7 s at 1.7e9 s; validation keeps times below 1e10 s).
 ABS_TOL_S = 1e-6
 REL_TOL = 1e-6
+ULPS = 4
 
 
 @dataclass(frozen=True)
@@ -31,8 +36,9 @@ class Violation:
         return f"{self.job}: {self.kind}: {self.message}"
 
 
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= ABS_TOL_S + REL_TOL * max(abs(a), abs(b))
+def _slack(duration: float, *times: float) -> float:
+    """How far two times may differ: absolute, relative to ``duration``, float resolution."""
+    return ABS_TOL_S + REL_TOL * abs(duration) + ULPS * max(math.ulp(t) for t in times)
 
 
 def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> list[Violation]:
@@ -82,9 +88,9 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
         if len(a.gpus) not in job.gpu_counts:
             bad("gang-size", f"{len(a.gpus)} GPUs given, the job allows {list(job.gpu_counts)}")
             continue
-        if a.start < job.arrival - ABS_TOL_S:
+        if a.start < job.arrival - _slack(0.0, a.start, job.arrival):
             bad("before-arrival", f"starts at {a.start:g} s, arrives at {job.arrival:g} s")
-        if a.start < instance.now - ABS_TOL_S:
+        if a.start < instance.now - _slack(0.0, a.start, instance.now):
             bad("before-now", f"starts at {a.start:g} s, before the current time "
                 f"{instance.now:g} s")
 
@@ -97,8 +103,9 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
             bad("zero-throughput", f"job type {job.job_type} cannot run on {len(a.gpus)} x "
                 f"{a.gpu_type} {placement} (throughput {speed:g})")
             continue
-        expected = a.start + job.work / speed
-        if not _close(a.finish, expected):
+        duration = job.work / speed
+        expected = a.start + duration
+        if abs(a.finish - expected) > _slack(duration, a.finish, expected):
             bad("finish", f"finish {a.finish:.6f} s, but start + work / throughput = "
                 f"{a.start:g} + {job.work:g} / {speed:g} = {expected:.6f} s ({placement})")
         for g in a.gpus:
@@ -114,7 +121,7 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
         # Sweep in start order, remembering the interval that reaches furthest so far.
         s1, f1, j1 = intervals[0]
         for s2, f2, j2 in intervals[1:]:
-            if s2 < f1 - ABS_TOL_S - REL_TOL * abs(f1):
+            if s2 < f1 - _slack(min(f1 - s1, f2 - s2), s2, f1):
                 violations.append(Violation(
                     j2, "overlap",
                     f"GPU {gid} is used by {j1} during [{s1:g}, {f1:g}) and by {j2} from {s2:g}",

@@ -92,3 +92,51 @@ def test_missing_duplicate_and_unknown_jobs() -> None:
 @pytest.mark.parametrize("gpus", [("v100-0/0", "v100-0/0")])
 def test_repeated_gpu_in_a_gang(gpus: tuple[str, ...]) -> None:
     assert kinds(with_changed("j2", gpus=gpus, gpu_type="v100")) == ["repeated-gpu"]
+
+
+# Unix-epoch clock values (late 2023): the old tolerance, 1e-6 of the clock value, was
+# 1,700 s there, so these two defects passed.
+EPOCH = 1.7e9
+
+
+def shifted(schedule: Schedule, by: float) -> Schedule:
+    return Schedule(tuple(dataclasses.replace(a, start=a.start + by, finish=a.finish + by)
+                          for a in schedule))
+
+
+EPOCH_TINY = TINY.replace(jobs=tuple(
+    dataclasses.replace(j, arrival=j.arrival + EPOCH,
+                        deadline=None if j.deadline is None else j.deadline + EPOCH)
+    for j in TINY.jobs))
+
+
+def test_epoch_times_valid_schedule_passes() -> None:
+    assert check(EPOCH_TINY, shifted(GOOD, EPOCH)) == []
+
+
+def test_epoch_times_overlap_of_606_s_is_found() -> None:
+    # j0 starts 606 s before j1 leaves the V100 (and still takes 21875 / 8 s).
+    j1_end = EPOCH + 12.3 + 45119 / 20
+    start = j1_end - 606
+    schedule = shifted(with_changed("j0", start=start - EPOCH, finish=start - EPOCH + 21875 / 8),
+                       EPOCH)
+    assert [v.kind for v in check(EPOCH_TINY, schedule)] == ["overlap"]
+
+
+def test_epoch_times_job_ending_1000_s_early_is_found() -> None:
+    good = shifted(GOOD, EPOCH)
+    early = Schedule(tuple(dataclasses.replace(a, finish=a.finish - 1000) if a.job == "j2"
+                           else a for a in good))
+    assert [v.kind for v in check(EPOCH_TINY, early)] == ["finish"]
+
+
+def test_tolerance_is_relative_to_durations_not_clock() -> None:
+    # A finish off by 10 ms on a 2,026 s job is wrong at any clock value (the tolerance is
+    # 1e-6 s + 1e-6 of the duration, 2 ms, + 4 ulps: 1e-6 s at 1.7e9); 1e-7 s is noise.
+    for by in (0.0, EPOCH):
+        good = shifted(GOOD, by)
+        instance = EPOCH_TINY if by else TINY
+        for error, kinds_found in ((1e-2, ["finish"]), (1e-7, [])):
+            wrong = Schedule(tuple(dataclasses.replace(a, finish=a.finish + error)
+                                   if a.job == "j2" else a for a in good))
+            assert [v.kind for v in check(instance, wrong)] == kinds_found

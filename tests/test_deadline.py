@@ -189,10 +189,12 @@ def test_cut_rounds_are_charged_to_a_deterministic_budget() -> None:
     assert len(cuts) == 182
     small = Budget.work(0.002)
     few, first_bound = separate(problem, small)
-    assert few == [] and 0 < first_bound < unlimited_bound
+    assert few == []
+    assert 0 < first_bound < unlimited_bound
     assert small.spent() >= 0.002
     medium_cuts = [separate(problem, Budget.work(0.02))[0] for _ in range(2)]
-    assert 0 < len(medium_cuts[0]) < len(cuts) and medium_cuts[0] == medium_cuts[1]
+    assert 0 < len(medium_cuts[0]) < len(cuts)
+    assert medium_cuts[0] == medium_cuts[1]
 
 
 @pytest.mark.parametrize("seed", range(8))
