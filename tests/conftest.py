@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,14 @@ ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ROOT / "instances"
 #: Real data measured by others lives beside the project (never copied into it).
 SHARED_DATA = ROOT.parent / "shared" / "data"
+
+# A non-interactive shell starts background commands (`pytest &`, CI runners) with SIGINT
+# ignored, and child processes inherit an ignored signal: the interrupt tests' children
+# would then never see Ctrl-C (Python installs its KeyboardInterrupt handler only when
+# SIGINT is not ignored at startup). Catching it here gives children the default action,
+# as a terminal does.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def assert_valid(instance: Instance, schedule: Schedule, *, complete: bool = True) -> None:
