@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import io
 import json
 import logging
 import math
 import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -35,15 +36,18 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from solver.bench_results import KEY_COLUMNS, append_result, read_results, resume_rows
 from solver.errors import InputError
+from solver.interrupts import deferred_interrupts
+from solver.outputs import check_output_folder, locked_folder, write_text, writing
 
 log = logging.getLogger(__name__)
 
 #: Policies that solve an exact model at each decision; every other policy (and so its
 #: ``-agnostic`` variant) is a heuristic, the reference of the "vs best heuristic" ratio.
 EXACT_MODELS = frozenset({"deadline", "allox", "topology"})
-#: The columns that identify a run in ``results.csv``.
-KEY_COLUMNS = ("policy", "seed", "load")
+__all__ = ["KEY_COLUMNS", "append_result", "read_results"]  # their home: solver.bench_results
+
 #: The settings recorded in ``bench.json``; a rerun into the same folder must match them.
 SETTING_FIELDS = ("trace", "trace_format", "cluster", "limit_jobs", "time_limit_s",
                   "deterministic", "throughput", "backend", "interval_s", "deadline_fraction",
@@ -171,6 +175,10 @@ class BenchSettings:
         if not (math.isfinite(self.time_limit_s) and self.time_limit_s > 0):
             raise InputError("bad time limit", path="--time-limit", value=self.time_limit_s,
                              expected="seconds > 0")
+        from solver.simulate import check_interval, check_restart_penalty
+
+        check_interval(self.interval_s)
+        check_restart_penalty(self.restart_penalty_s)
         if not self.trace.is_file():
             raise InputError("no such trace file", file=str(self.trace), path="--trace")
         if self.throughput is not None and not self.throughput.is_file():
@@ -258,41 +266,6 @@ def result_row(spec: RunSpec, summary: dict[str, object]) -> dict[str, str]:
             ratio = value / bound
         row[f"{metric.removesuffix('_s')}_over_bound"] = ratio
     return {key: _cell(value) for key, value in row.items()}
-
-
-def read_results(path: Path) -> list[dict[str, str]]:
-    """The rows of a results.csv (none if the file is absent)."""
-    if not path.is_file():
-        return []
-    with path.open(newline="", encoding="utf-8") as handle:
-        return [dict(row) for row in csv.DictReader(handle)]
-
-
-def append_result(path: Path, row: dict[str, str]) -> None:
-    """Append ``row`` to results.csv and flush it to disk; a row with columns the header
-    lacks rewrites the file (atomically) with the union of the columns."""
-    header: list[str] = []
-    if path.is_file():
-        with path.open(newline="", encoding="utf-8") as handle:
-            header = next(csv.reader(handle), [])
-    if header and set(row) <= set(header):
-        with path.open("a", newline="", encoding="utf-8") as handle:
-            csv.DictWriter(handle, header, restval="", lineterminator="\n").writerow(row)
-            handle.flush()
-            os.fsync(handle.fileno())
-        return
-    rows = [*read_results(path), row]
-    columns = list(dict.fromkeys([*header, *row]))
-    text = io.StringIO()
-    writer = csv.DictWriter(text, columns, restval="", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("w", encoding="utf-8") as handle:
-        handle.write(text.getvalue())
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
 
 
 # --- progress ---------------------------------------------------------------------------
@@ -399,7 +372,6 @@ def plan(settings: BenchSettings) -> list[RunSpec]:
 
 def _check_folder(settings: BenchSettings, out: Path) -> None:
     """Refuse an output folder that holds a bench of other settings; else record ours."""
-    out.mkdir(parents=True, exist_ok=True)
     recorded = out / "bench.json"
     identity = settings.identity()
     if recorded.is_file():
@@ -419,8 +391,8 @@ def _check_folder(settings: BenchSettings, out: Path) -> None:
                              "bench), or another --out")
     from formulations.versions import solver_versions
 
-    recorded.write_text(json.dumps({**identity, "solver_versions": solver_versions()},
-                                   indent=1) + "\n", encoding="utf-8")
+    write_text(recorded, json.dumps({**identity, "solver_versions": solver_versions()},
+                                    indent=1) + "\n", "--out", "bench.json")
 
 
 def run_bench(settings: BenchSettings, out: Path, *, stream: TextIO | None = None,
@@ -431,15 +403,29 @@ def run_bench(settings: BenchSettings, out: Path, *, stream: TextIO | None = Non
     Runs go to ``settings.workers`` processes (in this process with one worker). Bad
     input raises :class:`InputError` (before any run, or from the first run that meets
     it); a run that fails otherwise is reported and left out of results.csv (a rerun
-    retries it); Ctrl-C stops the bench, keeping the finished rows.
+    retries it); Ctrl-C stops the bench, keeping the finished rows. The folder is checked
+    first (writable) and locked for the bench (a second bench into it is refused); a torn
+    last row of results.csv is dropped and its run done again
+    (:func:`solver.bench_results.resume_rows`).
     """
+    check_output_folder(out)
+    with writing(out, "--out", "the output folder"):
+        out.mkdir(parents=True, exist_ok=True)
+    with locked_folder(out):
+        return _run_locked(settings, out, stream, report)
+
+
+def _run_locked(settings: BenchSettings, out: Path, stream: TextIO | None,
+                report: bool) -> BenchOutcome:
     _check_folder(settings, out)
     results = out / "results.csv"
-    done = {(r.get("policy", ""), r.get("seed", ""), r.get("load", ""))
-            for r in read_results(results)}
+    warnings: list[str] = []
+    done = {tuple(r[k] for k in KEY_COLUMNS) for r in resume_rows(results, warnings.append)}
     todo = [spec for spec in plan(settings) if spec.key not in done]
     skipped = len(plan(settings)) - len(todo)
     progress = BenchProgress(len(todo), stream)
+    for warning in warnings:
+        progress.line(f"warning: {warning}")
     if skipped:
         progress.line(f"{skipped} runs already in {results}: skipped")
     failed: list[str] = []
@@ -453,9 +439,10 @@ def run_bench(settings: BenchSettings, out: Path, *, stream: TextIO | None = Non
             progress.line(f"{spec.name}: interrupted, not recorded")
             return
         row = result_row(spec, summary)
-        append_result(results, row)
-        ran += 1
-        progress.finished(spec, row, seconds)
+        with deferred_interrupts():  # a Ctrl-C or SIGTERM neither tears nor drops the row
+            append_result(results, row)
+            ran += 1
+            progress.finished(spec, row, seconds)
 
     tasks = [_Task(settings, spec, out / "runs" / spec.name) for spec in todo]
     try:
@@ -501,12 +488,15 @@ def _run_parallel(tasks: Sequence[_Task], workers: int, progress: BenchProgress,
     else:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["solver.bench", "solver.replay", "solver.simulate",
-                                        "solver.traces", "solver.bounds"])
+                                        "solver.traces", "solver.bounds", "solver.workers"])
     started: dict[Future[dict[str, object]], tuple[_Task, float]] = {}
     queue = list(tasks)
     interrupted = False
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
-                             mp_context=context) as pool:
+    from solver.workers import guard_worker
+
+    # Workers die with this process, even when it is killed (solver/workers.py).
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context,
+                             initializer=guard_worker, initargs=(os.getpid(),)) as pool:
         try:
             while queue or started:
                 # Keep exactly ``workers`` runs submitted, so "running" is true.
@@ -679,11 +669,25 @@ def load_table(rows: Sequence[dict[str, str]]) -> list[str]:
 
 def write_report(out: Path) -> Path:
     """Write ``report.md`` and the plots from ``out/results.csv`` and ``out/runs/``;
-    returns the report's path."""
+    returns the report's path. They are drawn into a temporary folder in ``out`` and moved
+    into place when all are done, the report last: a failure (a full disk: one clear
+    error) or an interrupt leaves the previous report and plots."""
     rows = read_results(out / "results.csv")
     if not rows:
         raise InputError("no results to report", file=str(out / "results.csv"),
                          expected="a results.csv with at least one row")
+    with writing(out, "--out", "the report"):
+        staging = Path(tempfile.mkdtemp(prefix=".report-", dir=out))
+        try:
+            _write_report(out, staging, rows)
+            for name in sorted(os.listdir(staging), key=lambda n: n == "report.md"):
+                os.replace(staging / name, out / name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return out / "report.md"
+
+
+def _write_report(out: Path, staging: Path, rows: list[dict[str, str]]) -> None:
     first = rows[0]
     seeds = sorted({r.get("seed", "") for r in rows}, key=_float)
     groups = _by_load(rows)
@@ -707,7 +711,7 @@ def write_report(out: Path) -> Path:
         "- */ bound*: the policy's average JCT (makespan) over the lower bound of "
         "docs/bench.md; 1.00x would be optimal, no policy can go below.",
     ]
-    figures = _plots(out, groups)
+    figures = _plots(out, groups, staging)
     for label, group in groups.items():
         lines += ["", f"## Load {label}", ""]
         lines += load_table(group)
@@ -732,11 +736,7 @@ def write_report(out: Path) -> Path:
     lines += ["", *(f"![{name}]({name})" for name in figures.get("", []))]
     lines += ["", f"Raw figures: results.csv ({len(rows)} runs); each run's outputs: "
               "runs/<policy>-s<seed>-l<load>/."]
-    report = out / "report.md"
-    temporary = report.with_name("report.md.tmp")
-    temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(temporary, report)
-    return report
+    (staging / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 # --- plots ------------------------------------------------------------------------------
@@ -813,8 +813,10 @@ def busy_gpus_over_time(run: Path) -> tuple[np.ndarray, np.ndarray] | None:
     return ordered, np.cumsum([changes[t] for t in ordered])
 
 
-def _plots(out: Path, groups: dict[str, list[dict[str, str]]]) -> dict[str, list[str]]:
-    """Draw the plots; returns the file names by load label ("" for all-load figures)."""
+def _plots(out: Path, groups: dict[str, list[dict[str, str]]],
+           target: Path) -> dict[str, list[str]]:
+    """Draw the plots of the runs in ``out`` into ``target``; returns the file names by
+    load label ("" for all-load figures)."""
     from matplotlib.figure import Figure
 
     figures: dict[str, list[str]] = {}
@@ -825,7 +827,7 @@ def _plots(out: Path, groups: dict[str, list[dict[str, str]]]) -> dict[str, list
 
     def save(figure: Figure, name: str, label: str) -> None:
         figure.tight_layout()
-        figure.savefig(out / name, dpi=110)
+        figure.savefig(target / name, dpi=110)
         figures.setdefault(label, []).append(name)
 
     for label, group in groups.items():

@@ -22,6 +22,7 @@ from solver.data import Instance
 from solver.errors import InputError
 from solver.generate import GeneratorSettings, generate, parse_gpu_counts
 from solver.instance_file import load_instance, model_warnings, save_instance
+from solver.outputs import check_output_file, check_plot_file, write_text, writing
 from solver.policies import available
 from solver.result import Result, Schedule
 from solver.solve import solve
@@ -197,6 +198,10 @@ def solve_command(instance: Path, model: str, backend: str | None, time_limit: f
         if not math.isfinite(settings[option]):
             raise InputError(f"bad {option}", path=f"--{option}", value=settings[option],
                              expected="a finite number")
+    if out is not None:  # before the work, so that a long solve cannot end in an error
+        check_output_file(out, "--out")
+    if plot is not None:
+        check_plot_file(plot)
     data = load_instance(instance)
     result = solve(data, model=model, backend=backend, time_limit=time_limit,
                    started=_command_start(), **_solver_settings(settings))
@@ -204,13 +209,14 @@ def solve_command(instance: Path, model: str, backend: str | None, time_limit: f
     document: dict[str, Any] = {"instance": str(instance), **result.to_dict(),
                                 "violations": [str(v) for v in violations]}
     if out is not None:
-        out.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+        write_text(out, json.dumps(document, indent=1) + "\n", "--out")
     if plot is not None and not len(result.schedule):
         click.echo(f"no schedule to draw: {plot} not written", err=True)
     elif plot is not None:
         from solver import plot as plots  # matplotlib is slow to import: only when asked
 
-        plots.save(plots.gantt(data, result.schedule), plot)
+        with writing(plot, "--plot", "the plot"):
+            plots.save(plots.gantt(data, result.schedule), plot)
     if as_json:
         click.echo(json.dumps(document))
     else:
@@ -281,13 +287,16 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
     """Parse TOPO_FILE (the text nvidia-smi topo -m prints) and show its links."""
     from solver.topology import read_topology
 
+    if plot is not None:
+        check_plot_file(plot)
     server = read_topology(topo_file)
     click.echo(f"{topo_file}")
     click.echo(server.summary())
     if plot is not None:
         from solver import plot as plots
 
-        plots.save(plots.topology_graph(server), plot)
+        with writing(plot, "--plot", "the plot"):
+            plots.save(plots.topology_graph(server), plot)
 
 
 @cli.command("replay")
@@ -299,9 +308,9 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
               "a cluster JSON, or openb:NODE_LIST.csv.")
 @click.option("--policy", default="fifo", show_default=True, help="Rolling policy or model.")
 @click.option("--backend", type=click.Choice(BACKENDS), default=None)
-@click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Also decide every S seconds while jobs run or wait (besides the "
-              "policy's own rounds).")
+@click.option("--interval", type=click.FloatRange(min=1.0), default=None,
+              help="Also decide every S seconds (S >= 1) while jobs run or wait (besides "
+              "the policy's own rounds).")
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=0.1,
               show_default=True,
               help="Solver limit per decision: deterministic work units (about seconds of one "
@@ -316,8 +325,9 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
               path_type=Path), default=None,
               help="Profile (Gavel JSON, tidy CSV) or fitted model; default: Gavel's beside a "
               "Gavel trace, else the built-in catalogue.")
-@click.option("--restart-penalty", type=click.FloatRange(min=0), default=30.0,
-              show_default=True, help="Seconds without progress after a preemption.")
+@click.option("--restart-penalty", type=click.FloatRange(min=0, max=86_400), default=30.0,
+              show_default=True,
+              help="Seconds without progress after a preemption (0 to 86,400).")
 @click.option("--on-bad-row", type=click.Choice(("fatal", "skip")), default="fatal",
               show_default=True)
 @click.option("--deadline-fraction", type=click.FloatRange(min=0, max=1), default=None,
@@ -384,12 +394,13 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
               path_type=Path), default=None,
               help="Profile or fitted model; default as for replay.")
 @click.option("--backend", type=click.Choice(BACKENDS), default=None)
-@click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Also decide every S seconds while jobs wait.")
+@click.option("--interval", type=click.FloatRange(min=1.0), default=None,
+              help="Also decide every S seconds (S >= 1) while jobs run or wait.")
 @click.option("--deadline-fraction", type=click.FloatRange(min=0, max=1), default=None,
               help="Give this fraction of jobs a synthetic deadline (docs/traces.md).")
-@click.option("--restart-penalty", type=click.FloatRange(min=0), default=30.0,
-              show_default=True, help="Seconds without progress after a preemption.")
+@click.option("--restart-penalty", type=click.FloatRange(min=0, max=86_400), default=30.0,
+              show_default=True,
+              help="Seconds without progress after a preemption (0 to 86,400).")
 @click.option("--on-bad-row", type=click.Choice(("fatal", "skip")), default="fatal",
               show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
@@ -451,6 +462,7 @@ def generate_command(num_jobs: int, gpus: str, seed: int, gpus_per_node: int,
                      mean_interarrival: float, median_duration: float, deadline_fraction: float,
                      elastic_fraction: float, name: str | None, output: Path) -> None:
     """Write a synthetic instance drawn from the built-in catalogue."""
+    check_output_file(output, "--output")
     settings = GeneratorSettings(
         jobs=num_jobs, gpus=parse_gpu_counts(gpus), seed=seed, gpus_per_node=gpus_per_node,
         mean_interarrival_s=mean_interarrival, median_duration_s=median_duration,
@@ -461,8 +473,9 @@ def generate_command(num_jobs: int, gpus: str, seed: int, gpus_per_node: int,
                f"--gpus-per-node {gpus_per_node} --mean-interarrival {mean_interarrival:g} "
                f"--median-duration {median_duration:g} --deadline-fraction "
                f"{deadline_fraction:g} --elastic-fraction {elastic_fraction:g} -o {output}")
-    save_instance(instance, output, comment=f"made by: {command}",
-                  generator=settings.as_dict())
+    with writing(output, "--output"):
+        save_instance(instance, output, comment=f"made by: {command}",
+                      generator=settings.as_dict())
     click.echo(f"wrote {output}: {len(instance.jobs)} jobs, {instance.cluster.num_gpus()} GPUs "
                f"in {len(instance.cluster.nodes)} nodes (seed {seed})")
 
@@ -486,9 +499,13 @@ def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) ->
         save_model,
     )
 
+    check_output_file(output, "--output")
+    if plot is not None:
+        check_plot_file(plot)
     data = read_profile(profile)
     model = fit_throughput_model(data)
-    save_model(model, output)
+    with writing(output, "--output"):
+        save_model(model, output)
     kinds = ", ".join(f"{count} {kind}" for kind, count in model.summary().items())
     assert model.diagnostics is not None
     click.echo(f"wrote {output}: {len(model.job_types)} job types x {len(model.gpu_types)} "
@@ -499,7 +516,8 @@ def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) ->
         if report:
             click.echo("\n".join(report_lines(loo)))
         if plot is not None:
-            plot_residuals(loo, plot)
+            with writing(plot, "--plot", "the plot"):
+                plot_residuals(loo, plot)
             click.echo(f"wrote {plot}")
 
 
@@ -525,6 +543,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except OSError as exc:  # a write the commands did not name (a full disk): one line
+        if debug:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"error: {where}{exc.strerror or exc}", err=True)
+        sys.exit(2)
     except Exception as exc:
         if debug:
             raise

@@ -210,12 +210,18 @@ def check_out_folder(out_dir: str | Path) -> None:
     """Refuse an output folder that is a file or holds anything but a replay's outputs
     (:data:`OUTPUT_FILES`): :func:`write_folder` replaces the folder as a whole."""
     folder = Path(out_dir)
-    if folder.exists() and not folder.is_dir():
-        raise InputError("the output folder is a file", file=str(folder), path="--out",
-                         expected="a new folder, or one a replay wrote")
-    if folder.is_dir():
-        foreign = sorted(p.name for p in folder.iterdir() if p.name not in OUTPUT_FILES
-                         and not p.name.endswith(".tmp"))
+    try:  # one look at a time: another replay into it may move the folder away meanwhile
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return  # absent, or just moved aside by another replay into it
+    except NotADirectoryError:
+        if folder.exists():
+            raise InputError("the output folder is a file", file=str(folder), path="--out",
+                             expected="a new folder, or one a replay wrote") from None
+        return  # a parent is a file: solver.outputs.check_output_folder says so
+    else:
+        foreign = sorted(name for name in names if name not in OUTPUT_FILES
+                         and not name.endswith(".tmp"))
         if foreign:
             raise InputError("the output folder holds files that are not a replay's",
                              file=str(folder), path="--out", value=", ".join(foreign[:5]),

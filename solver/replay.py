@@ -14,6 +14,7 @@ from solver.data import Cluster, Job
 from solver.errors import InputError
 from solver.generate import catalogue_table
 from solver.outcome import Replay
+from solver.outputs import check_output_folder, writing
 from solver.rolling import ModelPolicy, RollingFifo, RollingPolicy
 from solver.throughput import PolicyView, ThroughputModel
 
@@ -152,6 +153,7 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
 
     cluster = parse_cluster(cluster_spec)
     check_out_folder(out)
+    check_output_folder(out)  # before the work: a run must not end in a write error
     source = throughput_path or default_throughput(trace_path, trace_format)
     if source is None:
         truth: ThroughputModel = catalogue_table(list(cluster.type_names))
@@ -179,7 +181,9 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
         progress.close()
     from solver.interrupts import deferred_interrupts
 
-    with deferred_interrupts():  # a Ctrl-C from here on stops after the files are written
+    # A Ctrl-C from here on stops after the files are written; a write that fails (a full
+    # disk) leaves the folder as it was and ends in one line naming it.
+    with deferred_interrupts(), writing(out, "--out", "the output folder"):
         return _write(replay, out, jobs, cluster, truth, {
             "trace": str(trace_path), "format": trace_format, "cluster": cluster_spec,
             "gpus": len(cluster.gpus), "policy": policy_name, "seed": seed,

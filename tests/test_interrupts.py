@@ -62,3 +62,63 @@ def test_deferred_interrupts_finish_the_block_then_raise(
     with pytest.raises(raised):
         write_after(signum, done)
     assert done == ["written"]
+
+
+SAMPLE = ROOT / "tests" / "data" / "traces" / "philly_small.csv"
+
+
+@pytest.mark.parametrize("where", ["solver.bounds.lower_bounds", "solver.outcome.write_folder"])
+@pytest.mark.parametrize(("signum", "raised"), [(signal.SIGTERM, Terminated),
+                                                (signal.SIGINT, KeyboardInterrupt)])
+def test_a_signal_during_the_bounds_or_the_write_lets_the_whole_set_land(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, signum: int,
+        raised: type[BaseException]) -> None:
+    # The replay has finished: a Ctrl-C or SIGTERM while its bounds are computed or its
+    # folder is written (a temporary folder renamed into place) stops only after the set
+    # is in place; the interrupt is raised then.
+    import importlib
+
+    from solver.replay import run_replay
+
+    module_name, name = where.rsplit(".", 1)
+    module = importlib.import_module(module_name)
+    real = getattr(module, name)
+
+    def signalled(*args: object, **kwargs: object) -> object:
+        signal.raise_signal(signum)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, signalled)
+    out = tmp_path / "r"
+    with pytest.raises(raised):
+        run_replay(SAMPLE, "philly", "v100=4,k80=4", "fifo", out=out, show_progress=False)
+    assert sorted(p.name for p in out.iterdir()) == ["decisions.csv", "jobs.csv",
+                                                     "summary.json", "timing.json"]
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert (summary["interrupted"], summary["completed"], summary["jobs"]) == (False, 3, 3)
+    assert summary["bound_avg_jct_s"] > 0
+    assert [p.name for p in tmp_path.iterdir()] == ["r"]  # no temporary folder left
+
+
+def test_a_signal_while_a_bench_appends_keeps_the_row_and_counts_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from solver import bench
+    from solver.bench import BenchSettings, read_results, run_bench
+
+    real = bench.append_result
+
+    def signalled(path: Path, row: dict[str, str]) -> None:
+        signal.raise_signal(signal.SIGINT)
+        real(path, row)
+
+    monkeypatch.setattr(bench, "append_result", signalled)
+    settings = BenchSettings(trace=SAMPLE, trace_format="philly", cluster="v100=4,k80=4",
+                             policies=("fifo",), seeds=(0, 1), workers=1)
+    outcome = run_bench(settings, tmp_path / "b", report=False)
+    # The first run's row is whole and counted; the bench stopped after it.
+    assert (outcome.ran, outcome.interrupted) == (1, True)
+    assert [(r["policy"], r["seed"]) for r in read_results(tmp_path / "b" / "results.csv")] \
+        == [("fifo", "0")]
+    monkeypatch.setattr(bench, "append_result", real)
+    again = run_bench(settings, tmp_path / "b", report=False)
+    assert (again.ran, again.skipped, again.interrupted) == (1, 1, False)

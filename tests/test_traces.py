@@ -5,6 +5,7 @@ traces when the shared data folder is present."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,49 @@ def test_philly_bad_rows_fatal_and_skipped() -> None:
     trace = read_trace(DATA / "philly_bad.csv", "philly", on_bad_row="skip", throughput=TABLE)
     assert trace.skipped_rows == 3  # bad timestamp, num_gpus -1, a row with 4 fields
     assert len(trace.jobs) == 2
+
+
+def _philly_rows(count: int) -> list[str]:
+    return [f"2017-10-09 07:{i // 60:02d}:{i % 60:02d},{100 + i}.0,1,{100 + i}.0,c1"
+            for i in range(count)]
+
+
+@pytest.mark.parametrize(("spoil", "problem"), [
+    (lambda row: '"' + row, r"not valid CSV \(unexpected end of data\)"),  # never closed
+    (lambda row: '"2017"-10' + row[7:], "not valid CSV"),  # text after a closing quote
+    (lambda row: row.replace(",1,", ',1",', 1), "bad num_gpus"),  # inside a field
+], ids=["unclosed", "after-closing-quote", "inside-a-field"])
+def test_a_stray_double_quote_spoils_only_its_own_row(
+        tmp_path: Path, spoil: Callable[[str], str], problem: str) -> None:
+    # Before, an unclosed quote on line 3 made the csv module read the other 49 rows into
+    # one field: skip reported 1 bad row and 1 job of 51, exit 0.
+    rows = _philly_rows(51)
+    rows[1] = spoil(rows[1])
+    path = tmp_path / "q.csv"
+    path.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n" + "\n".join(rows) + "\n")
+    trace = read_trace(path, "philly", on_bad_row="skip", throughput=TABLE)
+    assert (trace.skipped_rows, len(trace.jobs)) == (1, 50)
+    # Every other row is a job: arrivals 0 s, 2 s, 3 s, ... 50 s (row i at 07:00:00 + i s).
+    assert sorted(job.arrival for job in trace.jobs) == [float(i) for i in range(51) if i != 1]
+    with pytest.raises(InputError, match=rf"q.csv: line 3(.num_gpus)?: {problem}"):
+        read_trace(path, "philly", throughput=TABLE)
+
+
+def test_a_stray_quote_in_the_header_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "h.csv"
+    path.write_text('"timestamp,duration,num_gpus,gpu_time,cluster\n' +
+                    "\n".join(_philly_rows(3)) + "\n")
+    with pytest.raises(InputError, match=r"h.csv: line 1: not valid CSV"):
+        read_trace(path, "philly", on_bad_row="skip")
+
+
+def test_native_quoted_commas_still_read_and_line_breaks_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "n.csv"
+    write_native([Job("a,1", 0.0, "A3C", 1, 10.0, user='x "y"')], path)
+    job = read_trace(path, "native").jobs[0]
+    assert (job.id, job.user) == ("a,1", 'x "y"')
+    with pytest.raises(InputError, match=r"job 'a\\nb'.id: a line break in a field"):
+        write_native([Job("a\nb", 0.0, "A3C", 1, 10.0)], path)
 
 
 def test_same_seed_same_trace_and_another_seed_differs() -> None:
@@ -365,7 +409,14 @@ def test_native_deadline_before_arrival_names_the_times_of_the_file(tmp_path: Pa
     write_native([Job("a", 1000.0, "A3C", 1, 10.0)], path)
     path.write_text(path.read_text() + "b,5000.0,A3C,1,10.0,4000.0,1.0,,,\n")
     with pytest.raises(InputError, match=r"t.csv: line 3.deadline: deadline is not after the "
-                       r"arrival \(got '4000.0'; expected a time after the arrival 5000 s\)"):
+                       r"arrival \(got '4000.0'; expected a time after the arrival 5000.0 s\)"):
+        read_trace(path, "native")
+    # Unix-epoch times: the file's digits, not 1.7e+09 (issue 19).
+    write_native([Job("a", 1_700_000_000.0, "A3C", 1, 10.0)], path)
+    path.write_text(path.read_text() + "b,1700000500,A3C,1,10.0,1700000400,1.0,,,\n")
+    with pytest.raises(InputError, match=r"t.csv: line 3.deadline: deadline is not after the "
+                       r"arrival \(got '1700000400'; expected a time after the arrival "
+                       r"1700000500 s\)"):
         read_trace(path, "native")
 
 

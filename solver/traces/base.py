@@ -163,16 +163,28 @@ def open_text(path: Path) -> TextIO:
 
 def csv_rows(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
     """``(line, row)`` for each data row of a CSV file with a header that has ``columns``
-    (other columns are ignored). Blank lines are passed over."""
+    (other columns are ignored). Blank lines are passed over.
+
+    Each physical line is parsed on its own (no trace format has fields that span
+    lines): a stray double quote spoils only its own row, which comes out as a bad row
+    (:func:`check_width` raises it), instead of swallowing the rows after it."""
     handle = open_text(path)
     with handle:
+        line = 1
         try:
-            reader = csv.reader(handle)
-            header = next(reader, None)
-            if header is None:
-                raise InputError("the file is empty", file=str(path), path="line 1",
+            lines = enumerate(handle, start=1)
+            first = next(lines, None)
+            if first is None or not first[1].strip():
+                raise InputError("the file is empty" if first is None else "blank header line",
+                                 file=str(path), path="line 1",
                                  expected="a header with columns " + ", ".join(columns))
-            header = [name.strip() for name in header]
+            try:
+                header = [name.strip() for name in _cells(first[1])]
+            except csv.Error as exc:
+                raise InputError(f"not valid CSV ({exc})", file=str(path), path="line 1",
+                                 value=first[1].rstrip("\r\n"),
+                                 expected="a header with columns " + ", ".join(columns)
+                                 ) from None
             missing = [name for name in columns if name not in header]
             if missing:
                 raise InputError(f"missing column '{missing[0]}'", file=str(path),
@@ -180,28 +192,45 @@ def csv_rows(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, dict[str
                                  expected="columns " + ", ".join(columns))
             index = {name: header.index(name) for name in columns}
             width = len(header)
-            line = reader.line_num
-            for cells in reader:
-                start, line = line + 1, reader.line_num
-                if not cells or (len(cells) == 1 and not cells[0].strip()):
+            for line, text in lines:
+                if not text.strip():
+                    continue
+                try:
+                    cells = _cells(text)
+                except csv.Error as exc:
+                    yield line, {_PROBLEM: f"not valid CSV ({exc})",
+                                 _VALUE: text.rstrip("\r\n"),
+                                 _EXPECTED: "fields separated by commas, a double quote only "
+                                 "around a whole field (doubled inside it), on one line"}
                     continue
                 if len(cells) != width:
-                    yield start, {"__width__": str(len(cells)), "__expected__": str(width)}
+                    yield line, {_PROBLEM: "wrong number of fields", _VALUE: str(len(cells)),
+                                 _EXPECTED: f"{width} fields as in the header"}
                     continue
-                yield start, {name: cells[i].strip() for name, i in index.items()}
+                yield line, {name: cells[i].strip() for name, i in index.items()}
         except UnicodeDecodeError as exc:
             raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})",
-                             file=str(path)) from None
-        except csv.Error as exc:
-            raise InputError(f"not valid CSV ({exc})", file=str(path),
-                             path=f"line {reader.line_num}") from None
+                             file=str(path), path=f"after line {line}") from None
+
+
+#: Keys of the row :func:`csv_rows` yields for a line it cannot split into fields.
+_PROBLEM, _VALUE, _EXPECTED = "__problem__", "__value__", "__expected__"
+
+
+def _cells(text: str) -> list[str]:
+    """The fields of one physical line of CSV (``csv.Error`` for an unclosed or misplaced
+    double quote, or a NUL byte)."""
+    return next(csv.reader([text.rstrip("\r\n")], strict=True), [])
 
 
 def check_width(row: dict[str, str]) -> None:
-    """Raise :class:`BadRowError` for a row that :func:`csv_rows` found to have the wrong width."""
-    if "__width__" in row:
-        raise BadRowError("wrong number of fields", int(row["__width__"]),
-                     f"{row['__expected__']} fields as in the header")
+    """Raise :class:`BadRowError` for a line that :func:`csv_rows` could not split into
+    the header's fields (wrong number of fields, a stray double quote)."""
+    if _PROBLEM in row:
+        value: object = row[_VALUE]
+        if row[_PROBLEM] == "wrong number of fields":
+            value = int(row[_VALUE])
+        raise BadRowError(row[_PROBLEM], value, row[_EXPECTED])
 
 
 def number(text: str, column: str, *, low: float | None = None, strict: bool = False,

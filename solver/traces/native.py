@@ -50,7 +50,7 @@ def _row(line: int, cells: dict[str, str]) -> Row:
         if cells["deadline"] else None
     if deadline is not None and deadline <= arrival:  # checked here, before times shift
         raise BadRowError("deadline is not after the arrival", cells["deadline"],
-                          f"a time after the arrival {arrival:g} s", "deadline")
+                          f"a time after the arrival {cells['arrival'].strip()} s", "deadline")
     types = None
     if cells["allowed_gpu_types"]:
         types = tuple(name.strip() for name in cells["allowed_gpu_types"].split("|"))
@@ -82,6 +82,13 @@ def write_native(trace_or_jobs: Trace | Iterable[Job], path: str | Path) -> None
     """Write jobs (a Trace's, or any) as a native trace CSV, in the order given."""
     jobs = trace_or_jobs.jobs if isinstance(trace_or_jobs, Trace) else tuple(trace_or_jobs)
     path = Path(path)
+    for job in jobs:  # the readers take one physical line per row
+        for name, text in (("id", job.id), ("job_type", job.job_type), ("user", job.user),
+                           *(("allowed_gpu_types", t) for t in job.allowed_gpu_types or ())):
+            if text is not None and ("\n" in text or "\r" in text):
+                raise InputError("a line break in a field", file=str(path),
+                                 path=f"job {job.id!r}.{name}", value=text,
+                                 expected="text on one line (a trace row is one line)")
     try:
         handle = path.open("w", newline="", encoding="utf-8")
     except OSError as exc:
