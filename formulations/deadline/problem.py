@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from formulations.common import (
     TICK_S,
@@ -47,9 +48,9 @@ class DeadlineObjective(str, Enum):
         return self.value
 
 
-@dataclass(frozen=True)
-class Mode:
-    """Run on ``num_gpus`` GPUs of ``node`` (packed) for ``duration`` ticks."""
+class Mode(NamedTuple):
+    """Run on ``num_gpus`` GPUs of ``node`` (packed) for ``duration`` ticks (a named tuple:
+    a 5,000-job problem on 192 nodes has a million of them)."""
 
     node: str
     gpu_type: str
@@ -207,28 +208,24 @@ def build_problem(
     unplaceable = []
     unmeetable = []
     speeds: dict[tuple[str, str, int], float] = {}  # (job type, GPU type, count) -> steps/s
+    nodes = instance.cluster.nodes
     for job, weight in zip(instance.jobs, weights, strict=True):
         release_s = max(job.arrival, instance.now)
-        modes = []
-        durations: dict[tuple[str, int], int] = {}
-        for node in instance.cluster.nodes:
-            if not job.may_use(node.gpu_type) or pinned_nodes.get(job.id, node.name) != \
-                    node.name:
+        modes: list[Mode] = []
+        # (GPU type, node size) -> the job's (count, speed, duration) there: computed once
+        # per kind of node, then one mode per node (in node order, counts in job order).
+        offers: dict[tuple[str, int], list[tuple[int, float, int]]] = {}
+        pinned = pinned_nodes.get(job.id)
+        for node in nodes:
+            if pinned is not None and pinned != node.name:
                 continue
-            for count in job.gpu_counts:
-                if count > node.num_gpus:
-                    continue
-                key = (job.job_type, node.gpu_type, count)
-                speed = speeds.get(key)
-                if speed is None:
-                    speed = speeds[key] = instance.throughput.throughput(
-                        job.job_type, node.gpu_type, count, Placement.PACKED)
-                if speed > 0:
-                    duration = durations.get((node.gpu_type, count))
-                    if duration is None:
-                        duration = durations[node.gpu_type, count] = max(
-                            1, ticks_up(job.work / speed))
-                    modes.append(Mode(node.name, node.gpu_type, count, speed, duration))
+            kind = (node.gpu_type, node.num_gpus)
+            offer = offers.get(kind)
+            if offer is None:
+                offer = offers[kind] = _offer(instance, job, node.gpu_type, node.num_gpus,
+                                              speeds)
+            modes += [Mode(node.name, node.gpu_type, count, speed, duration)
+                      for count, speed, duration in offer]
         if not modes:
             unplaceable.append(job.id)
         fastest = max((c.throughput for c in instance.configurations(job)), default=0.0)
@@ -243,6 +240,26 @@ def build_problem(
     )
     return DeadlineProblem(instance, tuple(jobs), objective, scale, exact, horizon,
                            tuple(unplaceable), tuple(unmeetable))
+
+
+def _offer(instance: Instance, job: Job, gpu_type: str, node_gpus: int,
+           speeds: dict[tuple[str, str, int], float]) -> list[tuple[int, float, int]]:
+    """``(count, steps/s, ticks)`` of every gang size ``job`` can run packed on a node of
+    ``node_gpus`` GPUs of ``gpu_type`` (``speeds`` caches the throughput model)."""
+    if not job.may_use(gpu_type):
+        return []
+    out = []
+    for count in job.gpu_counts:
+        if count > node_gpus:
+            continue
+        key = (job.job_type, gpu_type, count)
+        speed = speeds.get(key)
+        if speed is None:
+            speed = speeds[key] = instance.throughput.throughput(
+                job.job_type, gpu_type, count, Placement.PACKED)
+        if speed > 0:
+            out.append((count, speed, max(1, ticks_up(job.work / speed))))
+    return out
 
 
 def is_finite(value: float | None) -> bool:
