@@ -40,6 +40,7 @@ from solver.bench_results import KEY_COLUMNS, append_result, read_results, resum
 from solver.errors import InputError
 from solver.interrupts import deferred_interrupts
 from solver.outputs import check_output_folder, locked_folder, write_text, writing
+from solver.replay import MAX_LOAD, MAX_SEED, MIN_LOAD, check_seed
 
 log = logging.getLogger(__name__)
 
@@ -105,10 +106,10 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     """``0,1,2`` -> ``(0, 1, 2)``; integers >= 0, duplicates dropped."""
     seeds = []
     for item in _split(text, "--seeds"):
-        if not item.isdigit():
+        if not (item.isascii() and item.isdigit()):  # ("²".isdigit() is True)
             raise InputError("bad seed", path="--seeds", value=item,
-                             expected="integers >= 0, e.g. 0,1,2")
-        seeds.append(int(item))
+                             expected=f"integers from 0 to {MAX_SEED:,}, e.g. 0,1,2")
+        seeds.append(check_seed(int(item), "--seeds"))
     return tuple(dict.fromkeys(seeds))
 
 
@@ -121,9 +122,10 @@ def parse_loads(text: str) -> tuple[float, ...]:
             value = float(item)
         except ValueError:
             value = math.nan
-        if not (math.isfinite(value) and value > 0):
+        if not (MIN_LOAD <= value <= MAX_LOAD):  # (NaN too)
             raise InputError("bad load", path="--load", value=item,
-                             expected="numbers > 0 (arrival-rate multipliers), e.g. 0.5,1,2")
+                             expected=f"numbers from {MIN_LOAD:g} to {MAX_LOAD:g} "
+                             "(arrival-rate multipliers), e.g. 0.5,1,2")
         loads.setdefault(load_label(value), value)
     return tuple(loads.values())
 
@@ -160,14 +162,15 @@ class BenchSettings:
         if not self.policies:
             raise InputError("no policies", path="--policies", value="",
                              expected="at least one policy name")
-        if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
-                                 for s in self.seeds):
+        if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int)
+                                 or not 0 <= s <= MAX_SEED for s in self.seeds):
             raise InputError("bad seeds", path="--seeds", value=self.seeds,
-                             expected="one or more integers >= 0")
-        if not self.loads or any(not (isinstance(v, int | float) and math.isfinite(v)
-                                      and v > 0) for v in self.loads):
+                             expected=f"one or more integers from 0 to {MAX_SEED:,}")
+        if not self.loads or any(isinstance(v, bool) or not isinstance(v, int | float)
+                                 or not MIN_LOAD <= v <= MAX_LOAD for v in self.loads):
             raise InputError("bad load", path="--load", value=self.loads,
-                             expected="one or more numbers > 0")
+                             expected=f"one or more numbers from {MIN_LOAD:g} to "
+                             f"{MAX_LOAD:g}")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or \
                 self.workers < 1:
             raise InputError("bad worker count", path="--workers", value=self.workers,

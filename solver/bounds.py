@@ -12,7 +12,7 @@ speed, so only measured speeds bound what happens.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from solver.data import Cluster, Job, configurations
@@ -35,25 +35,28 @@ class Bounds:
     makespan_s: float
     #: max over jobs of (arrival - first arrival + isolated duration)
     makespan_longest_job_s: float
-    #: least GPU-seconds of all jobs over the number of GPUs
+    #: least GPU-seconds of all jobs over the number of usable GPUs
     makespan_capacity_s: float
     #: max over arrival times t of (t - first arrival + least GPU-seconds of the jobs
-    #: arriving at t or later over the number of GPUs)
+    #: arriving at t or later over the number of usable GPUs)
     makespan_tail_capacity_s: float
     #: least GPU-seconds of all jobs (each at its best throughput per GPU)
     total_gpu_seconds: float
+    #: every GPU of the cluster
     gpus: int
     #: last arrival - first arrival
     arrival_span_s: float = 0.0
+    #: GPUs of a type some job can run on (:func:`usable_gpus`); 0 means ``gpus``
+    usable_gpus: int = 0
 
     @property
     def offered_load(self) -> float:
-        """Least GPU-seconds over the GPU-seconds the cluster has while jobs arrive
-        (``total_gpu_seconds / (gpus x arrival_span_s)``): above 1, no policy keeps up
-        and queues grow whatever it does; ``inf`` when every job arrives at once."""
+        """Least GPU-seconds over the GPU-seconds the usable GPUs have while jobs arrive
+        (``total_gpu_seconds / (usable_gpus x arrival_span_s)``): above 1, no policy keeps
+        up and queues grow whatever it does; ``inf`` when every job arrives at once."""
         if self.arrival_span_s <= 0:
             return math.inf
-        return self.total_gpu_seconds / (self.gpus * self.arrival_span_s)
+        return self.total_gpu_seconds / (self.usable_gpus * self.arrival_span_s)
 
     def __post_init__(self) -> None:
         for name in ("avg_jct_s", "makespan_s", "makespan_longest_job_s",
@@ -66,6 +69,11 @@ class Bounds:
         if self.jobs < 1 or self.gpus < 1:
             raise InputError("bounds need jobs and GPUs", path="jobs",
                              value=(self.jobs, self.gpus), expected=">= 1 of each")
+        if self.usable_gpus == 0:
+            object.__setattr__(self, "usable_gpus", self.gpus)
+        if not 1 <= self.usable_gpus <= self.gpus:
+            raise InputError("bad number of usable GPUs", path="usable_gpus",
+                             value=self.usable_gpus, expected=f"1 to {self.gpus}")
         if self.makespan_s + 1e-9 < max(self.makespan_longest_job_s, self.makespan_capacity_s,
                                         self.makespan_tail_capacity_s):
             raise InputError("makespan bound below one of its components", path="makespan_s",
@@ -113,6 +121,30 @@ def least_gpu_seconds(job: Job, cluster: Cluster, throughput: ThroughputModel) -
     return job.work / max(per_gpu)
 
 
+def usable_gpu_types(jobs: Iterable[Job], cluster: Cluster,
+                     throughput: ThroughputModel) -> tuple[str, ...]:
+    """The GPU types (cluster order) on which some job of ``jobs`` has a configuration with
+    throughput > 0 (:func:`solver.data.configurations`; jobs alike are looked at once)."""
+    usable: set[str] = set()
+    seen: set[tuple[str, tuple[int, ...], tuple[str, ...] | None]] = set()
+    for job in jobs:
+        key = (job.job_type, job.gpu_counts, job.allowed_gpu_types)
+        if key in seen:
+            continue
+        seen.add(key)
+        usable.update(c.gpu_type for c in configurations(cluster, throughput, job))
+        if len(usable) == len(cluster.type_names):
+            break
+    return tuple(t for t in cluster.type_names if t in usable)
+
+
+def usable_gpus(jobs: Iterable[Job], cluster: Cluster, throughput: ThroughputModel) -> int:
+    """How many GPUs of the cluster some job of ``jobs`` can use (:func:`usable_gpu_types`):
+    a GPU of another type never runs a job, so it counts neither in the capacity bounds
+    nor in utilisation."""
+    return sum(cluster.num_gpus(t) for t in usable_gpu_types(jobs, cluster, throughput))
+
+
 def lower_bounds(jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputModel) -> Bounds:
     """Lower bounds on the average JCT and the makespan of ``jobs`` on ``cluster``.
 
@@ -121,8 +153,9 @@ def lower_bounds(jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputMo
     * **Makespan, longest job**: job ``j`` cannot finish before
       ``arrival_j + isolated_j``, so the last finish, counted from the first arrival, is
       at least ``max_j(arrival_j - first arrival + isolated_j)``.
-    * **Makespan, capacity**: the cluster gives at most ``G`` GPU-seconds per second
-      (``G`` GPUs) and the jobs need at least ``sum_j least_gpu_seconds_j``
+    * **Makespan, capacity**: the cluster gives the jobs at most ``G`` GPU-seconds per
+      second (``G`` usable GPUs, :func:`usable_gpus`: a GPU of a type no job can run on
+      never runs one) and the jobs need at least ``sum_j least_gpu_seconds_j``
       (:func:`least_gpu_seconds`), so the makespan is at least their quotient.
     * **Makespan, tail capacity**: the same argument for the jobs arriving at ``t`` or
       later, which can use GPUs only after ``t``: the makespan is at least
@@ -133,11 +166,11 @@ def lower_bounds(jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputMo
     """
     if not jobs:
         raise InputError("no jobs to bound", path="jobs", value=0, expected=">= 1 job")
-    gpus = len(cluster.gpus)
     ordered = sorted(jobs, key=lambda j: (j.arrival, j.id))
     first = ordered[0].arrival
     isolated = [isolated_duration(job, cluster, throughput) for job in ordered]
     gpu_seconds = [least_gpu_seconds(job, cluster, throughput) for job in ordered]
+    gpus = usable_gpus(ordered, cluster, throughput)  # >= 1: every job can run somewhere
     longest = max(job.arrival - first + d for job, d in zip(ordered, isolated, strict=True))
     total = math.fsum(gpu_seconds)
     # Tail sums over arrival times, latest first; equal arrivals share one tail.
@@ -156,6 +189,7 @@ def lower_bounds(jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputMo
         makespan_capacity_s=capacity,
         makespan_tail_capacity_s=tail_bound,
         total_gpu_seconds=total,
-        gpus=gpus,
+        gpus=len(cluster.gpus),
         arrival_span_s=ordered[-1].arrival - first,
+        usable_gpus=gpus,
     )

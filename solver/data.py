@@ -313,7 +313,7 @@ class Job:
             if self.deadline <= self.arrival:
                 raise InputError(
                     "deadline is not after the arrival", path="deadline", value=self.deadline,
-                    expected=f"a time after the arrival {self.arrival:g} s",
+                    expected=f"a time after the arrival {self.arrival!r} s",
                 )
         if self.user is not None:
             _name(self.user, "user", "user")

@@ -87,6 +87,9 @@ class Replay:
     round_s: float | None = None
     interval_s: float | None = None
     restart_penalty_s: float = 30.0
+    #: GPUs of a type some job can run on (:func:`solver.bounds.usable_gpus`); ``None``:
+    #: every GPU of the cluster
+    usable_gpus: int | None = None
 
     def summary(self) -> dict[str, object]:
         """The replay's metrics (seconds unless stated): a function of the input alone,
@@ -100,7 +103,11 @@ class Replay:
         end = max((r.finish for r in done if r.finish is not None), default=self.start_time)
         makespan = end - self.start_time
         busy = sum(r.gpu_seconds for r in self.records.values())
-        capacity = len(self.cluster.gpus) * makespan
+        # Utilisation counts the GPUs some job can use: a type no job runs on is idle
+        # whatever the policy does (``utilization_all_gpus`` counts every GPU).
+        usable = self.usable_gpus or len(self.cluster.gpus)
+        capacity = usable * makespan
+        capacity_all = len(self.cluster.gpus) * makespan
 
         def pct(values: np.ndarray, q: float) -> float:
             return float(np.percentile(values, q)) if len(values) else math.nan
@@ -118,6 +125,8 @@ class Replay:
             "deadline_met": sum(1 for r in with_deadline if r.met),
             "total_tardiness_s": tardiness,
             "utilization": busy / capacity if capacity > 0 else 0.0,
+            "utilization_all_gpus": busy / capacity_all if capacity_all > 0 else 0.0,
+            "usable_gpus": usable,
             "preemptions": sum(r.preemptions for r in self.records.values()),
             "decisions": len(self.decisions),
             "fallbacks": sum(1 for d in self.decisions if d.fallback),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
 import time
 from collections.abc import Sequence
@@ -110,14 +109,44 @@ def default_throughput(trace: Path, trace_format: str) -> Path | None:
     return None
 
 
+#: The range of ``--load`` (arrival-rate multipliers): 1/1000 stretches a year of
+#: arrivals to a millennium; beyond, times leave the range the validation allows
+#: (``solver.data.MAX_TIME_S``) and the clock's resolution eats the job durations.
+MIN_LOAD = 1e-3
+MAX_LOAD = 1e3
+
+
+def check_load(load: float) -> float:
+    """A ``--load`` value: a number from :data:`MIN_LOAD` to :data:`MAX_LOAD`."""
+    if isinstance(load, bool) or not isinstance(load, int | float) or not (
+            MIN_LOAD <= load <= MAX_LOAD):
+        raise InputError("bad load", path="--load", value=load,
+                         expected=f"a number from {MIN_LOAD:g} to {MAX_LOAD:g} (2 = arrivals "
+                         "twice as fast)")
+    return float(load)
+
+
+#: The largest seed: the solvers' random seeds are 32-bit (CP-SAT refuses more).
+MAX_SEED = 2**31 - 1
+
+
+def check_seed(seed: int, path: str = "--seed") -> int:
+    """A seed: an integer from 0 to :data:`MAX_SEED`."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise InputError("bad seed", path=path, value=seed,
+                         expected=f"an integer from 0 to {MAX_SEED:,}")
+    return seed
+
+
 def scale_arrivals(jobs: Sequence[Job], load: float) -> tuple[Job, ...]:
     """The jobs with the arrival rate multiplied by ``load``: every arrival's offset from
     the first arrival divided by ``load`` (2 halves every inter-arrival time); a deadline
-    keeps its distance from its job's arrival. Work, sizes and types are unchanged."""
-    if isinstance(load, bool) or not isinstance(load, int | float) or not (
-            math.isfinite(load) and load > 0):
-        raise InputError("bad load", path="--load", value=load,
-                         expected="a finite number > 0 (2 = arrivals twice as fast)")
+    keeps its distance from its job's arrival. Work, sizes and types are unchanged.
+    ``load`` is from :data:`MIN_LOAD` to :data:`MAX_LOAD`, and the scaled times must stay
+    within ``solver.data.MAX_TIME_S``."""
+    from solver.data import MAX_TIME_S
+
+    check_load(load)
     if load == 1 or not jobs:
         return tuple(jobs)
     first = min(job.arrival for job in jobs)
@@ -125,6 +154,11 @@ def scale_arrivals(jobs: Sequence[Job], load: float) -> tuple[Job, ...]:
     for job in jobs:
         arrival = first + (job.arrival - first) / load
         deadline = None if job.deadline is None else arrival + (job.deadline - job.arrival)
+        if max(arrival, deadline or 0.0) > MAX_TIME_S:
+            raise InputError("load too small for this trace", path="--load", value=load,
+                             expected=f"a load that keeps every scaled time <= "
+                             f"{MAX_TIME_S:g} s (job {job.id} arrives at "
+                             f"{arrival:.4g} s at this load)")
         scaled.append(dataclasses.replace(job, arrival=arrival, deadline=deadline))
     return tuple(scaled)
 
@@ -148,9 +182,21 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     from formulations.versions import solver_versions
     from solver.cluster_spec import parse_cluster
     from solver.data import configurations
-    from solver.simulate import Simulator, check_out_folder
+    from solver.simulate import (
+        Simulator,
+        check_interval,
+        check_out_folder,
+        check_restart_penalty,
+    )
     from solver.traces import read_trace
 
+    # Options first, so that a typo is reported before a trace of 80,000 rows is read.
+    policy = rolling_policy(policy_name, backend=backend, time_limit_s=time_limit_s, seed=seed,
+                            deterministic=deterministic)
+    check_interval(interval_s)
+    check_restart_penalty(restart_penalty_s)
+    check_load(load)
+    check_seed(seed)
     cluster = parse_cluster(cluster_spec)
     check_out_folder(out)
     check_output_folder(out)  # before the work: a run must not end in a write error
@@ -170,8 +216,6 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                              path=f"job {job.id}", value=f"{job.num_gpus} x {job.job_type}",
                              expected="a GPU type of the cluster with measured throughput")
     jobs = scale_arrivals(trace.jobs, load)
-    policy = rolling_policy(policy_name, backend=backend, time_limit_s=time_limit_s, seed=seed,
-                            deterministic=deterministic)
     progress = Progress(len(jobs)) if show_progress else None
     simulator = Simulator(cluster, jobs, policy, truth=truth, model=model,
                           interval_s=interval_s, restart_penalty_s=restart_penalty_s,
@@ -197,9 +241,19 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
 
 def _write(replay: Replay, out: Path, jobs: Sequence[Job], cluster: Cluster,
            truth: ThroughputModel, extra: dict[str, object]) -> dict[str, object]:
-    """Add the lower bounds to ``extra``, write the replay's files; the summary."""
+    """Add the lower bounds to ``extra``, write the replay's files; the summary.
+
+    The bounds are of the jobs the metrics cover: every job, or, in an interrupted replay
+    (whose metrics cover the finished jobs only), the finished jobs (``bounds_cover``).
+    Bounds of every job would not bound a partial average JCT: the short jobs finish
+    first, and their mean is below the mean over all jobs."""
     from solver.bounds import lower_bounds
 
-    extra = {**extra, **(lower_bounds(jobs, cluster, truth).as_dict() if jobs else {})}
+    covered = jobs
+    if replay.interrupted:
+        finished = {r.job.id for r in replay.records.values() if r.finish is not None}
+        covered = [job for job in jobs if job.id in finished]
+    extra = {**extra, **(lower_bounds(covered, cluster, truth).as_dict() if covered else {}),
+             "bounds_cover": "finished jobs" if replay.interrupted else "all jobs"}
     replay.write(out, extra)
     return {**replay.summary(), **extra, **replay.timing()}

@@ -103,7 +103,7 @@ class Metrics:
     deadline_jobs: int
     deadline_met: int
     total_tardiness_s: float  # sum of max(0, finish - deadline)
-    utilization: float  # busy GPU-seconds / (cluster GPUs x makespan)
+    utilization: float  # busy GPU-seconds / (GPUs some job can use x makespan)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -129,7 +129,11 @@ def compute_metrics(instance: Instance, schedule: Schedule) -> Metrics:
     )
     makespan = max((a.finish for a in placed), default=instance.now) - instance.now
     busy = sum((a.finish - a.start) * len(a.gpus) for a in placed)
-    capacity = instance.cluster.num_gpus() * makespan
+    # Only GPUs of a type some job can run on: the others are idle whatever the schedule.
+    from solver.bounds import usable_gpus
+
+    usable = usable_gpus(instance.jobs, instance.cluster, instance.throughput)
+    capacity = (usable or instance.cluster.num_gpus()) * makespan
     return Metrics(
         jobs=len(instance.jobs),
         scheduled=len(placed),

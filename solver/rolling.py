@@ -78,7 +78,14 @@ class RollingPolicy(Protocol):
     called at every round boundary (the first decision time plus a multiple of
     ``round_s``) while any job runs or waits, besides arrivals and completions while jobs
     wait; a policy without rounds only at those events. A boundary where nothing changes
-    should return an empty :class:`Decision` quickly."""
+    should return an empty :class:`Decision` quickly.
+
+    Optional hook, ``quiet_until(state) -> float``: asked right after ``decide(state)``
+    returned an empty decision at a boundary, the time (s; ``inf``: until the next
+    event, ``-inf``: no promise) before which calls at later boundaries, with no arrival
+    or completion in between, would return empty decisions and change nothing that
+    matters to its later decisions, provided it is still called at the last boundary
+    before the next event. The simulator then skips the others (:mod:`solver.simulate`)."""
 
     name: str
 
@@ -245,6 +252,11 @@ class RollingFifo:
         self._index.sync(state.free)
         return Decision(self.start_prefix(state.pending, self._index, state.throughput))
 
+    def quiet_until(self, state: ClusterState) -> float:
+        """Until the next event: FIFO keeps no state, and a queue that does not fit now
+        does not fit until a job arrives or ends."""
+        return math.inf
+
     @staticmethod
     def start_prefix(queue: Iterable[Job], free: FreeGpuIndex,
                      model: ThroughputModel) -> tuple[Start, ...]:
@@ -347,6 +359,10 @@ class ModelPolicy:
                       key=lambda j: (best_time(j) / j.weight, j.arrival, j.id))
         chosen += rest[: max(0, self.window - len(chosen))]
         return chosen
+
+    def quiet_until(self, state: ClusterState) -> float:
+        """Until the next event when nobody waits (:meth:`decide` returns at once)."""
+        return -math.inf if state.pending else math.inf
 
     def decide(self, state: ClusterState) -> Decision:
         """Solve; commit what starts now (and, preemptive, what stops)."""

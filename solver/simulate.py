@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from solver.bounds import usable_gpus
 from solver.data import Cluster, Job
 from solver.errors import InputError
 from solver.outcome import (
@@ -41,13 +42,19 @@ from solver.rolling import (
 )
 from solver.throughput import ThroughputModel
 
-__all__ = ["EPS", "OUTPUT_FILES", "DecisionLog", "JobRecord", "Replay", "Simulator",
-           "check_out_folder", "write_folder"]
+__all__ = ["EPS", "MAX_RESTART_PENALTY_S", "MIN_PERIOD_S", "OUTPUT_FILES", "DecisionLog",
+           "JobRecord", "Replay", "Simulator", "check_interval", "check_out_folder",
+           "check_restart_penalty", "write_folder"]
 
 log = logging.getLogger(__name__)
 
 #: Times closer than this (s) are one event.
 EPS = 1e-9
+#: The shortest decision interval (``--interval``) and policy round (s): shorter ones
+#: make a replay of jobs that run for days take millions of decisions.
+MIN_PERIOD_S = 1.0
+#: The longest restart penalty (s): one day (``--restart-penalty``).
+MAX_RESTART_PENALTY_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -167,6 +174,16 @@ class Simulator:
     progress after a restart. Through time where nothing runs or waits no boundary is
     visited: the next one is computed, not reached by stepping.
 
+    Quiet rounds (``skip_quiet_rounds``, on by default): after a boundary decision that
+    changed nothing, the simulator asks the policy's optional ``quiet_until(state)``
+    (:class:`~solver.rolling.RollingPolicy`) until when its boundary calls would change
+    nothing either, and skips the boundaries before the next event (arrival, completion,
+    or that time) but the last one, where it calls the policy as usual. Every job's
+    record is the same as with a call at every boundary; only the skipped boundaries'
+    rows (nothing started or preempted, no fallback) are missing from decisions.csv
+    and from ``decisions``. So one job running for 1e10 s under a 360 s round costs a
+    few calls, not 3e7. Policies without the hook are called at every boundary.
+
     Speed: nothing is done per running job or per GPU at every event. A run's progress is
     a function of time (``_Run``), not accounted at each event; a policy gets the free
     GPUs as one frozenset, rebuilt only when they change, and the pending and running
@@ -181,7 +198,8 @@ class Simulator:
     def __init__(self, cluster: Cluster, jobs: Sequence[Job], policy: RollingPolicy, *,
                  truth: ThroughputModel, model: ThroughputModel | None = None,
                  interval_s: float | None = None, restart_penalty_s: float = 30.0,
-                 progress: Callable[[int, int, float, int], None] | None = None) -> None:
+                 progress: Callable[[int, int, float, int], None] | None = None,
+                 skip_quiet_rounds: bool = True) -> None:
         self.cluster = cluster
         self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.id))
         self.policy = policy
@@ -189,8 +207,9 @@ class Simulator:
         self.model = model or truth
         self.interval_s = _period(interval_s, "--interval")
         self.round_s = _period(policy.round_s, f"{policy.name}'s round_s")
-        self.restart_penalty_s = restart_penalty_s
+        self.restart_penalty_s = check_restart_penalty(restart_penalty_s)
         self.progress = progress
+        self.skip_quiet_rounds = skip_quiet_rounds
         ids = [j.id for j in self.jobs]
         if len(set(ids)) != len(ids):
             raise InputError("duplicate job ids in the trace", value=len(ids) - len(set(ids)),
@@ -294,6 +313,12 @@ class Simulator:
                     decision = Decision(decision.start, (), True,
                                         "the policy started nothing on an idle cluster: FIFO")
                     log.warning("t=%g: %s", now, decision.note)
+                # Until when the policy's boundary calls would change nothing (see the
+                # class docstring); asked while it may still read the state.
+                quiet = -math.inf
+                if tick and self.skip_quiet_rounds and not (
+                        decision.start or decision.preempt or decision.fallback):
+                    quiet = math.inf if native_fifo is not None else self._quiet_until(state)
                 if state is not None:
                     state.close()
                 if decision.fallback and not warned:
@@ -337,6 +362,17 @@ class Simulator:
                                              total_gpus - len(free), len(decision.start),
                                              len(decision.preempt), spent, decision.fallback,
                                              decision.note))
+                if quiet > now and next_tick is not None:
+                    # Skip to the last boundary before the next event (or ``quiet``): the
+                    # boundaries before it would be calls that change nothing.
+                    while completions and not _current(completions[0], running):
+                        heapq.heappop(completions)
+                    end = min(quiet, completions[0][0] if completions else math.inf,
+                              arrivals[next_arrival].arrival if next_arrival < len(arrivals)
+                              else math.inf)
+                    last = _last_boundary_before(end, start_time, periods)
+                    if last is not None and last > next_tick:
+                        next_tick = last
                 if self.progress is not None:
                     self.progress(done, len(arrivals), now, len(decisions))
         except KeyboardInterrupt:
@@ -347,8 +383,18 @@ class Simulator:
         if fallbacks > 1:
             log.warning("%s fell back at %d of %d decisions (summary.json: warnings)",
                         self.policy.name, fallbacks, len(decisions))
+        usable = usable_gpus(self.jobs, self.cluster, self.truth) if self.jobs else None
         return Replay(records, decisions, self.cluster, time.perf_counter() - began, start_time,
-                      interrupted, self.round_s, self.interval_s, self.restart_penalty_s)
+                      interrupted, self.round_s, self.interval_s, self.restart_penalty_s,
+                      usable or None)
+
+    def _quiet_until(self, state: _LiveState | None) -> float:
+        """The policy's ``quiet_until(state)`` (s), or ``-inf`` without the hook."""
+        hook = getattr(self.policy, "quiet_until", None)
+        if hook is None or state is None:
+            return -math.inf
+        value = float(hook(state))
+        return value if not math.isnan(value) else -math.inf
 
     def _check_start(self, start: Start, pending: dict[str, Job], free: set[str]) -> None:
         """A policy's start must name a pending job, free GPUs of one allowed type, an
@@ -374,13 +420,48 @@ class Simulator:
 
 
 def _period(value: float | None, what: str) -> float | None:
-    """A round or interval (s): ``None``, or finite and > 0."""
+    """A round or interval (s): ``None``, or finite and at least :data:`MIN_PERIOD_S`."""
     if value is None:
         return None
-    if not (math.isfinite(value) and value > 0):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            math.isfinite(value) and value >= MIN_PERIOD_S):
         raise InputError("bad decision interval", path=what, value=value,
-                         expected="seconds > 0, finite")
+                         expected=f"seconds >= {MIN_PERIOD_S:g}, finite")
     return float(value)
+
+
+def check_interval(value: float | None) -> float | None:
+    """``--interval`` (s): ``None``, or finite and at least :data:`MIN_PERIOD_S`."""
+    return _period(value, "--interval")
+
+
+def check_restart_penalty(value: float) -> float:
+    """The restart penalty (s): finite, from 0 to :data:`MAX_RESTART_PENALTY_S`."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            0 <= value <= MAX_RESTART_PENALTY_S):
+        raise InputError("bad restart penalty", path="--restart-penalty", value=value,
+                         expected=f"seconds from 0 to {MAX_RESTART_PENALTY_S:,.0f} (one day)")
+    return float(value)
+
+
+def _last_boundary_before(end: float, origin: float, periods: Sequence[float]
+                          ) -> float | None:
+    """The last point of ``origin + k * period`` (k >= 1, any of ``periods``) earlier than
+    ``end`` by more than :data:`EPS` (a boundary that close to ``end`` is one event with
+    it), computed as :func:`_next_boundary` computes them; ``None`` if there is none."""
+    if not math.isfinite(end):
+        return None
+    best: float | None = None
+    for period in periods:
+        k = max(0, math.ceil((end - EPS - origin) / period) - 1)
+        while k >= 1 and origin + k * period >= end - EPS:
+            k -= 1
+        while origin + (k + 1) * period < end - EPS:
+            k += 1
+        if k >= 1:
+            point = origin + k * period
+            best = point if best is None else max(best, point)
+    return best
 
 
 def _next_boundary(now: float, origin: float, periods: Sequence[float]) -> float | None:

@@ -177,3 +177,25 @@ def test_medium_instance_runs_fast_and_clean() -> None:
     result = run(instance, "matching")
     assert result.status is Status.FEASIBLE
     assert len(result.schedule) == len(instance.jobs)
+
+
+def test_no_bound_that_an_elastic_job_beats() -> None:
+    # One V100 node of 2 GPUs; job "e" (100 steps) may run on 1 GPU (1 step/s) or 2
+    # (1.8 steps/s packed). The matching puts every job on one GPU: JCT 100 s, and it
+    # used to report 100 s as a bound (status OPTIMAL). But on both GPUs the job ends at
+    # 100 / 1.8 = 55.6 s, a schedule the checker accepts: 100 s bounds nothing.
+    from solver.data import Cluster, GpuType, Job, Node
+    from solver.result import Assignment, Schedule
+    from solver.throughput import ThroughputTable
+
+    table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 1.0),
+                                       ("cnn", "v100", 2, "packed", 1.8)])
+    instance = Instance(Cluster((GpuType("v100"),), (Node("n", "v100", 2),)),
+                        (Job("e", 0.0, "cnn", 1, 100.0, allowed_gpu_counts=(1, 2)),), table)
+    faster = Schedule((Assignment("e", "v100", ("n/0", "n/1"), 0.0, 100.0 / 1.8),))
+    assert_valid(instance, faster)
+    for backend in BACKENDS:
+        result = run(instance, backend)
+        assert result.objective == pytest.approx(100.0)  # the one-GPU run
+        assert result.bound is None or result.bound <= 100.0 / 1.8 + 1e-9, backend
+        assert result.status is not Status.OPTIMAL, backend

@@ -131,3 +131,40 @@ def test_an_interrupted_replay_writes_what_finished(tmp_path: Path) -> None:
     assert (summary["interrupted"], summary["completed"], summary["jobs"]) == (True, 2, 5)
     assert (tmp_path / "r" / "jobs.csv").read_text().count("\n") == 6
     assert (tmp_path / "r" / "timing.json").is_file()
+
+
+def test_an_interrupted_replay_bounds_only_the_jobs_it_finished(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "long" (1e6 s on a V100) and two jobs of 100 s start at 0 on 4 V100s; Ctrl-C at the
+    # 1,000 s decision point: the two short jobs are done, avg JCT 100 s. The bound of
+    # all three jobs, (1e6 + 100 + 100) / 3 = 333,400 s, would make the partial 100 s
+    # look 3,334 times better than any schedule can be; the bounds are those of the
+    # finished jobs (100 s each: avg JCT >= 100, makespan >= 100).
+    from solver.data import Job
+    from solver.replay import run_replay
+    from solver.rolling import ClusterState, Decision, RollingFifo
+    from solver.traces.native import write_native
+
+    class StopAt:
+        name = "stop"
+        round_s = None
+
+        def decide(self, state: ClusterState) -> Decision:
+            if state.now >= 1000.0:
+                raise KeyboardInterrupt
+            return RollingFifo().decide(state)
+
+    monkeypatch.setattr("solver.replay.rolling_policy", lambda *a, **k: StopAt())
+    trace = tmp_path / "t.csv"
+    write_native([Job("long", 0.0, "rnn-lm", 1, 2e7), Job("s1", 0.0, "rnn-lm", 1, 2000.0),
+                  Job("s2", 0.0, "rnn-lm", 1, 2000.0)], trace)
+    summary = run_replay(trace, "native", "v100=4", "fifo", out=tmp_path / "r",
+                         interval_s=1000.0, show_progress=False)
+    written = json.loads((tmp_path / "r" / "summary.json").read_text())
+    for got in (summary, written):
+        assert (got["interrupted"], got["completed"], got["jobs"]) == (True, 2, 3)
+        assert got["bounds_cover"] == "finished jobs"
+        assert got["avg_jct_s"] == pytest.approx(100.0)
+        assert got["bound_avg_jct_s"] == pytest.approx(100.0)
+        assert got["bound_avg_jct_s"] <= got["avg_jct_s"] * (1 + 1e-12)
+        assert got["bound_makespan_s"] <= got["makespan_s"] * (1 + 1e-12)

@@ -74,16 +74,22 @@ def test_a_declared_round_is_a_decision_point_while_a_job_runs() -> None:
 def test_an_interval_adds_decision_points_on_the_same_grid() -> None:
     # The same job with --interval 30 and a 40 s round: both grids from the first arrival
     # while the job runs (0..100 s): 0, 30, 40, 60, 80, 90. An interval alone (FIFO, no
-    # round) gives 0, 30, 60, 90, where before it gave 0 only (nobody waited).
+    # round) gives 0, 30, 60, 90, where before it gave 0 only (nobody waited); FIFO's
+    # empty decision at 30 promises nothing changes until the job ends (quiet_until), so
+    # by default 60 is skipped and only the last boundary before the end, 90, is called.
     cluster, table = one_gpu()
     job = [Job("a", 0.0, "cnn", 1, 1000.0)]
     both = Recorder(40.0)
     replay = Simulator(cluster, job, both, truth=table, interval_s=30.0).run()
     assert [c[0] for c in both.calls] == [0.0, 30.0, 40.0, 60.0, 80.0, 90.0]
     assert (replay.summary()["round_s"], replay.summary()["interval_s"]) == (40.0, 30.0)
-    fifo = Simulator(cluster, job, RollingFifo(), truth=table, interval_s=30.0).run()
+    fifo = Simulator(cluster, job, RollingFifo(), truth=table, interval_s=30.0,
+                     skip_quiet_rounds=False).run()
     assert [d.time for d in fifo.decisions] == [0.0, 30.0, 60.0, 90.0]
     assert fifo.summary()["round_s"] is None
+    skipping = Simulator(cluster, job, RollingFifo(), truth=table, interval_s=30.0).run()
+    assert [d.time for d in skipping.decisions] == [0.0, 30.0, 90.0]
+    assert skipping.records["a"].finish == fifo.records["a"].finish == pytest.approx(100.0)
 
 
 def test_no_boundary_is_visited_through_idle_time() -> None:
@@ -135,8 +141,16 @@ def test_gavel_max_min_time_shares_and_migrates_with_nobody_waiting() -> None:
     assert records["A"].finish == pytest.approx(550.0)
     assert records["A"].gpu_types == ["v100", "k80", "v100"]
     assert records["B"].gpu_types == ["k80", "v100"]
-    assert [d.time for d in replay.decisions] == [0.0, 100.0, 200.0, 300.0, 400.0, 500.0]
+    # At 300 A runs alone on its only share's type and the round changes nothing: the
+    # boundary at 400 is skipped, 500 (the last before A ends) is called. With a call at
+    # every boundary the same jobs, and one more (empty) decision at 400.
+    assert [d.time for d in replay.decisions] == [0.0, 100.0, 200.0, 300.0, 500.0]
     assert replay.summary()["fallbacks"] == 0
+    every = Simulator(two_types(), jobs, make_baseline("gavel", round_s=100.0), truth=table,
+                      restart_penalty_s=0.0, skip_quiet_rounds=False).run()
+    assert [d.time for d in every.decisions] == [0.0, 100.0, 200.0, 300.0, 400.0, 500.0]
+    assert {k: (r.finish, r.gpu_types) for k, r in every.records.items()} == \
+        {k: (r.finish, r.gpu_types) for k, r in records.items()}
 
 
 def test_gavel_max_sum_moves_the_long_job_once_the_fast_type_frees() -> None:

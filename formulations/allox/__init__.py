@@ -186,9 +186,15 @@ def solve_allox(instance: Instance, options: SolveOptions) -> AlloxOutcome:
     weights = {job.weight for job in instance.jobs}
     # The matching cost is a lower bound on the total JCT of every one-GPU-per-job
     # schedule when it is exact (one round on single GPUs): arrivals and weights
-    # are then the only things it relaxes, and equal weights only scale it.
+    # are then the only things it relaxes, and equal weights only scale it. A job that
+    # may also run on more GPUs (allowed_gpu_counts [1, 2]) can end sooner than on one,
+    # so the matching bounds nothing then: no bound.
+    one_gpu_only = all(c.num_gpus == 1 for job in instance.jobs
+                       for c in instance.configurations(job))
+    if not one_gpu_only and not whole_nodes:
+        extra["bound"] = "none: some job may run on more than one GPU"
     bound_s: float | None = None
-    if not whole_nodes and rounds == 1 and len(weights) <= 1 and bound_cost is not None:
+    if one_gpu_only and rounds == 1 and len(weights) <= 1 and bound_cost is not None:
         weight = weights.pop() if weights else 1.0
         bound_s = min(objective, weight * (bound_cost - arrivals))
     status = Status.TIME_LIMIT if notes_budget else Status.FEASIBLE

@@ -5,6 +5,7 @@ cannot."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 
 from solver.rolling import ClusterState, Decision, RollingPolicy
@@ -73,3 +74,10 @@ class HeterogeneityAgnostic:
     def decide(self, state: ClusterState) -> Decision:
         """The wrapped policy's decision on the agnostic state."""
         return self.policy.decide(dataclasses.replace(state, throughput=self.view(state)))
+
+    def quiet_until(self, state: ClusterState) -> float:
+        """The wrapped policy's ``quiet_until`` on the agnostic state (``-inf``: none)."""
+        hook = getattr(self.policy, "quiet_until", None)
+        if hook is None:
+            return -math.inf
+        return float(hook(dataclasses.replace(state, throughput=self.view(state))))

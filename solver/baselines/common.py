@@ -479,6 +479,11 @@ class GuardedOrder:
         """The order among jobs that are not promoted (smallest first)."""
         raise NotImplementedError
 
+    def quiet_until(self, state: ClusterState) -> float:
+        """Until the next event when nobody waits (only the guard's clock moves, and the
+        call at the last boundary moves it as far)."""
+        return -math.inf if state.pending else math.inf
+
     def decide(self, state: ClusterState) -> Decision:
         """Start the pending jobs that fit, in order."""
         promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job))

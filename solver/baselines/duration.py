@@ -4,6 +4,8 @@ throughput model the policy sees (the fitted one in a replay)."""
 
 from __future__ import annotations
 
+import math
+
 from solver.baselines.common import (
     RESTART_PENALTY_S,
     GuardedOrder,
@@ -62,6 +64,11 @@ class ShortestRemainingTimeFirst:
         self.round_s = round_s
         self.speeds = SpeedBook()
         self.guard = StarvationGuard(starvation_factor)
+
+    def quiet_until(self, state: ClusterState) -> float:
+        """Until the next event when nobody waits (only the guard's clock moves, and the
+        call at the last boundary moves it as far)."""
+        return -math.inf if state.pending else math.inf
 
     def decide(self, state: ClusterState) -> Decision:
         """Keep or start the jobs of shortest remaining time; preempt the rest."""

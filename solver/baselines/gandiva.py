@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from solver.baselines.common import (
     BOUNDARY_TOLERANCE_S,
     RoundClock,
@@ -41,6 +43,11 @@ class Gandiva:
     def round_s(self) -> float:
         """The quantum (s): the simulator calls at every quantum boundary."""
         return self.quantum_s
+
+    def quiet_until(self, state: ClusterState) -> float:
+        """Until the next event when nobody waits (only the clock moves, and the call at
+        the last boundary moves it as far)."""
+        return -math.inf if state.pending else math.inf
 
     def decide(self, state: ClusterState) -> Decision:
         """Fill free GPUs; at a quantum boundary, rotate jobs that had their quantum."""

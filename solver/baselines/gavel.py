@@ -120,6 +120,30 @@ class Gavel:
             return Decision(decision.start, decision.preempt, True, self._lp_failed)
         return decision
 
+    def quiet_until(self, state: ClusterState) -> float:
+        """Until the next event (``inf``) when nobody waits and either the cluster has one
+        GPU type or the allocation, solved for the running jobs, gives every one of them
+        a share of its own type only and the LP did not fail; else no promise.
+
+        Then every boundary until a job arrives or ends is an empty decision: each job's
+        only (job, type) pair is the type it holds, and its GPUs are there. What skipped
+        calls would change is the time on each type (``_time_on``, only in float rounding:
+        one sum instead of several) and ``_last_ran``/``_last_now``/the clock, which the
+        call at the last boundary sets as they would be. ``_time_on`` is read for running
+        jobs' priorities only, which cannot change a round with one pair per job, and it
+        is reset by the solve at the first boundary after the jobs change."""
+        if state.pending or self._lp_failed:
+            return -math.inf
+        if len(state.cluster.type_names) == 1:
+            return math.inf
+        if frozenset(r.job.id for r in state.running) != self._solved_for:
+            return -math.inf
+        for run in state.running:
+            shares = [t for t, x in self.allocation.get(run.job.id, {}).items() if x > 1e-9]
+            if shares != [run.gpu_type]:
+                return -math.inf
+        return math.inf
+
     def _solve(self, state: ClusterState, jobs: list[Job]) -> None:
         """Gavel's LP on the active jobs; resets the time each job has run."""
         from formulations.gavel import AllocationProblem, solve_allocation

@@ -82,6 +82,36 @@ class Optimus:
         return Decision((*starts, *(start for _, start in moves), *more),
                         tuple(run.job.id for run, _ in moves))
 
+    def quiet_until(self, state: ClusterState) -> float:
+        """Until the next event (``inf``) when nobody waits and no running job would move
+        at a later boundary before it; else no promise.
+
+        With nobody waiting and the free GPUs unchanged, a boundary only considers moves
+        (the guard and the clock are set by the call at the last boundary as by every
+        call). A job moves to a type it predicts ``s`` steps/s on, from ``c``, when
+        ``penalty + r / s < r / c`` (``r``: steps left, which only shrink). For ``s <= c``
+        never; for ``s > c`` the gap ``r / c - r / s - penalty`` shrinks with ``r``, so if
+        it is below 0 now by more than float rounding (1e-12 relative) it stays so."""
+        if state.pending:
+            return -math.inf
+        if not state.free:
+            return math.inf
+        pool = GpuPool(state.cluster, state.free)
+        for run in state.running:
+            count = len(run.gpus)
+            current = self.speeds.running_speed(state, run)
+            if current <= 0:
+                return -math.inf
+            for gpu_type, speed in self.speeds.speeds(state, run.job, count).items():
+                if gpu_type == run.gpu_type or speed <= current or \
+                        pool.available(gpu_type, with_victims=False) < count:
+                    continue
+                stay = run.remaining / current
+                move = self.restart_penalty_s + run.remaining / speed
+                if stay - move >= -1e-12 * max(stay, move):
+                    return -math.inf
+        return math.inf
+
     def _start(self, state: ClusterState, jobs: list[Job], promoted: set[str], pool: GpuPool,
                reserved: set[str]) -> list[Start]:
         """Starts for pending ``jobs`` on the pool's free GPUs: promoted jobs first, then the

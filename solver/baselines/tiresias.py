@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from collections.abc import Sequence
 
 from solver.baselines.common import cluster_order, preempt_in_order
@@ -53,6 +54,23 @@ class Tiresias:
     def queue_of(self, job_id: str) -> int:
         """The queue a job is in now (0 is the highest priority)."""
         return self._queue.get(job_id, (0, 0.0))[0]
+
+    def quiet_until(self, state: ClusterState) -> float:
+        """When nobody waits: 1 s before the first running job's attained service reaches
+        its next threshold (it grows by its GPUs per second, the restore included), so
+        its queue, and the time it entered it, change at the same call as with a call at
+        every boundary. Before that a call only sets ``_last_ran`` to now, which the
+        call at the last boundary sets too. With jobs waiting: no promise."""
+        if state.pending:
+            return -math.inf
+        until = math.inf
+        for run in state.running:
+            service = state.attained.get(run.job.id, 0.0) - self._base.get(run.job.id, 0.0)
+            queue = bisect.bisect_right(self.thresholds_gpu_s, service)
+            if queue < len(self.thresholds_gpu_s):
+                reach = state.now + (self.thresholds_gpu_s[queue] - service) / len(run.gpus)
+                until = min(until, reach - 1.0)
+        return until
 
     def decide(self, state: ClusterState) -> Decision:
         """Serve the queues in order, preempting lower queues."""

@@ -1,0 +1,126 @@
+"""Issue 19, item 5: inputs that once ended in "internal error" (exit 1) or in a message
+that did not name the value in the file are clean input errors (exit 2, one line naming
+where, the value and what was expected)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from solver.cli import main
+from solver.data import Job
+from solver.errors import InputError
+from tests.conftest import INSTANCES, ROOT
+
+PHILLY = ROOT / "tests" / "data" / "traces" / "philly_small.csv"
+
+
+def exits_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run the CLI; it must exit 2 without a traceback; its stderr."""
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2, err
+    assert "Traceback" not in err
+    assert "internal error" not in err
+    return err
+
+
+def tiny(change: Any) -> dict[str, Any]:
+    """instances/tiny.json with ``change(document)`` applied."""
+    document = json.loads((INSTANCES / "tiny.json").read_text(encoding="utf-8"))
+    changed = copy.deepcopy(document)
+    change(changed)
+    return changed  # type: ignore[no-any-return]
+
+
+def set_now(d: dict[str, Any]) -> None:
+    d["now"] = 1e18
+
+
+def set_work(d: dict[str, Any]) -> None:
+    d["jobs"][0]["work"] = 1e20
+
+
+def epoch_nanoseconds(d: dict[str, Any]) -> None:
+    base = 1_700_000_000_000_000_000
+    d["now"] = base
+    for job in d["jobs"]:
+        job["arrival"] = base + int(job["arrival"] * 1e9)
+        job["deadline"] = base + int(job["deadline"] * 1e9)
+
+
+@pytest.mark.parametrize(("change", "piece"), [
+    (set_now, "$.now: value too large (got 1e+18"),
+    (set_work, "$.jobs[0].work: value too large (got 1e+20"),
+    (epoch_nanoseconds, "$.jobs[0].arrival: value too large (got 1700000000000000000"),
+])
+@pytest.mark.parametrize("model", [["--model", "deadline", "--backend", "highs"],
+                                   ["--model", "deadline"], ["--model", "allox"]])
+def test_absurd_times_and_work_are_input_errors(change: Any, piece: str, model: list[str],
+                                                tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: PlacementError (now 1e18, highs), IndexError (work 1e20), CP-SAT's int64
+    # Domain TypeError (Unix-epoch nanoseconds): "internal error", exit 1.
+    path = tmp_path / "i.json"
+    path.write_text(json.dumps(tiny(change)), encoding="utf-8")
+    err = exits_2(["solve", str(path), *model, "--time-limit", "5"], capsys)
+    assert piece in err
+
+
+@pytest.mark.parametrize("seeds", ["²", "0,¹", "٣", "2147483648", "99999999999999999999999"])
+def test_bench_seeds_must_be_ascii_integers_solvers_take(
+        seeds: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # "²".isdigit() is True and int("²") raises ValueError: "internal error", exit 1. A
+    # seed beyond 2**31 - 1 crashed CP-SAT (the deadline policy) in one run of the bench.
+    err = exits_2(["bench", "--trace", str(PHILLY), "--format", "philly", "--cluster",
+                   "v100=4", "--policies", "fifo", "--seeds", seeds,
+                   "--out", str(tmp_path / "b")], capsys)
+    assert "--seeds: bad seed" in err
+    assert not (tmp_path / "b").exists()
+
+
+def test_replay_seed_beyond_32_bits_is_an_input_error(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    err = exits_2(["replay", str(PHILLY), "--format", "philly", "--cluster", "v100=4",
+                   "--policy", "deadline", "--seed", "99999999999999999999999",
+                   "--out", str(tmp_path / "r")], capsys)
+    assert "--seed: bad seed" in err
+
+
+def test_a_policy_typo_is_reported_before_the_trace_is_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import solver.traces
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the trace was read before the policy name was checked")
+
+    monkeypatch.setattr(solver.traces, "read_trace", never)
+    err = exits_2(["replay", str(PHILLY), "--format", "philly", "--cluster", "v100=4",
+                   "--policy", "fifoo", "--out", str(tmp_path / "r")], capsys)
+    assert "--policy: unknown policy (got 'fifoo'" in err
+
+
+def test_a_cluster_node_without_num_gpus_names_the_node_and_field(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = tmp_path / "c.json"
+    cluster.write_text('{"gpu_types": [{"name": "v100"}], "nodes": [{"name": "a", '
+                       '"gpu_type": "v100", "num_gpus": 4}, {"name": "b", '
+                       '"gpu_type": "v100"}]}', encoding="utf-8")
+    err = exits_2(["replay", str(PHILLY), "--format", "philly", "--cluster", str(cluster),
+                   "--out", str(tmp_path / "r")], capsys)
+    assert "c.json: $.nodes[1]: missing field 'num_gpus'" in err
+    assert "__init__" not in err
+
+
+def test_a_deadline_error_shows_the_arrival_as_given() -> None:
+    # Unix-epoch seconds: "1.7e+09" said nothing about which arrival it was.
+    with pytest.raises(InputError, match=r"deadline: deadline is not after the arrival "
+                       r"\(got 1700000400.0; expected a time after the arrival "
+                       r"1700000500.0 s\)"):
+        Job("b", 1_700_000_500.0, "cnn", 1, 10.0, deadline=1_700_000_400.0)
