@@ -168,8 +168,8 @@ def cli(ctx: click.Context, verbose: int, debug: bool) -> None:
               "deadline, allox and topology; none for fifo).")
 @click.option("--gap", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
               help="Relative gap at which the solver may stop.")
-@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Solver threads.")
+@click.option("--threads", type=click.IntRange(min=1, max=256), default=1,
+              show_default=True, help="Solver threads (1 to 256).")
 @click.option("--seed", type=click.IntRange(min=0, max=2**31 - 1), default=0,
               show_default=True, help="Solver random seed.")
 @click.option("--deadline-objective", type=click.Choice(("missed", "tardiness")),

@@ -124,3 +124,40 @@ def test_a_deadline_error_shows_the_arrival_as_given() -> None:
                        r"\(got 1700000400.0; expected a time after the arrival "
                        r"1700000500.0 s\)"):
         Job("b", 1_700_000_500.0, "cnn", 1, 10.0, deadline=1_700_000_400.0)
+
+
+@pytest.mark.parametrize(("option", "value"), [("--threads", "100000"), ("--threads", "0"),
+                                               ("--gap", "nan"), ("--gap", "-1")])
+def test_solver_settings_out_of_range_are_refused(option: str, value: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: --threads 100000 gave HiGHS 100,000 OS threads (it did not stop within its
+    # limit: "EngineStuckError", the thread abandoned) and CP-SAT an error, status ERROR
+    # with an empty schedule and "checker: OK", exit 0; --gap nan was passed on.
+    exits_2(["solve", str(INSTANCES / "small.json"), "--model", "deadline", option, value],
+            capsys)
+
+
+@pytest.mark.parametrize(("field", "value"), [("threads", 100_000), ("threads", True),
+                                              ("seed", 2**31), ("seed", -1),
+                                              ("gap", float("nan"))])
+def test_solve_options_out_of_range_are_input_errors(field: str, value: object) -> None:
+    from solver.instance_file import load_instance
+    from solver.solve import solve
+
+    with pytest.raises(InputError, match=f"{field}: bad"):
+        solve(load_instance(INSTANCES / "tiny.json"), model="deadline",
+              **{field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("limit", ["0.1", "0.01"])
+def test_a_tiny_cbc_limit_returns_the_start_plan(limit: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: status INFEASIBLE, 0 of 20 jobs, "checker: OK", exit 0. Whatever a machine
+    # reaches in 0.1 s, a complete schedule that the checker accepts comes back (the start
+    # plan at least) and the status never claims infeasibility.
+    main(["solve", str(INSTANCES / "small.json"), "--model", "deadline", "--backend", "cbc",
+          "--time-limit", limit, "--json"])  # returns: exit 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["status"] in ("OPTIMAL", "FEASIBLE", "TIME_LIMIT")
+    assert len(document["schedule"]) == 20
+    assert document["violations"] == []

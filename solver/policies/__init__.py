@@ -9,6 +9,7 @@ used is never imported.
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
@@ -17,6 +18,12 @@ from formulations.budget import Budget
 from solver.data import Instance
 from solver.errors import InputError
 from solver.result import Result, Schedule
+
+#: Most solver threads a solve may ask for: HiGHS starts one OS thread per thread asked
+#: for (100,000 did not stop within its limit) and CP-SAT takes at most 10,000 workers.
+MAX_THREADS = 256
+#: Solver seeds are 32-bit signed integers in CP-SAT, HiGHS and SCIP.
+MAX_SEED = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,20 @@ class SolveOptions:
     #: deadline model: job id -> the only node it may run on (the rolling policy pins the
     #: running jobs to where they run)
     pinned_nodes: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not (
+                1 <= self.threads <= MAX_THREADS):
+            raise InputError("bad thread count", path="threads", value=self.threads,
+                             expected=f"an integer from 1 to {MAX_THREADS}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not (
+                0 <= self.seed <= MAX_SEED):
+            raise InputError("bad seed", path="seed", value=self.seed,
+                             expected="an integer from 0 to 2^31 - 1")
+        if not isinstance(self.gap, int | float) or not (
+                math.isfinite(self.gap) and self.gap >= 0):
+            raise InputError("bad gap", path="gap", value=self.gap,
+                             expected="a finite number >= 0")
 
 
 class Policy(Protocol):
