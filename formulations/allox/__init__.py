@@ -23,8 +23,8 @@ from formulations.allox.problem import (
 )
 from formulations.budget import Budget, BudgetExhaustedError
 from formulations.common import Outcome
+from formulations.options import SolveOptions
 from solver.data import Instance, Job
-from solver.policies import SolveOptions
 from solver.result import Assignment, Schedule, Status
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ from formulations.deadline.problem import (
     StagePlans,
     build_problem,
 )
+from formulations.options import SolveOptions
 from solver.data import Instance
-from solver.policies import SolveOptions
 from solver.result import Schedule, Status
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,63 @@
+"""The settings every model accepts (:class:`SolveOptions`): defined in the formulations'
+layer, which the models read them in, and re-exported by :mod:`solver.policies`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from formulations.budget import Budget
+from solver.errors import InputError
+from solver.result import Schedule
+
+#: Most solver threads a solve may ask for: HiGHS starts one OS thread per thread asked
+#: for (100,000 did not stop within its limit) and CP-SAT takes at most 10,000 workers.
+MAX_THREADS = 256
+#: Solver seeds are 32-bit signed integers in CP-SAT, HiGHS and SCIP.
+MAX_SEED = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """Settings every policy accepts; a heuristic ignores what it has no use for.
+
+    ``budget`` is the one budget of the whole solve (made by :func:`solver.solve` from
+    ``time_limit_s`` and ``deterministic``; every phase of a policy consults it), ``gap``
+    is the relative gap at which a solver may stop, ``warm_start`` a schedule to start
+    from.
+    """
+
+    backend: str | None = None
+    time_limit_s: float | None = None
+    #: the time limit counts deterministic work units instead of wall seconds
+    deterministic: bool = False
+    budget: Budget | None = None
+    gap: float = 0.0
+    threads: int = 1
+    seed: int = 0
+    warm_start: Schedule | None = None
+    #: deadline model: first objective term, "missed" (count) or "tardiness" (weighted, s)
+    deadline_objective: str = "missed"
+    #: allox: fraction of users (least attained service first) whose jobs enter a matching
+    alpha: float = 1.0
+    #: how GPUs inside a node are chosen after the model: "first-fit" (lowest free index)
+    #: or "topology" (the exact placement model, see docs/topology.md)
+    placement: str = "first-fit"
+    #: deadline model: job id -> the only node it may run on (the rolling policy pins the
+    #: running jobs to where they run)
+    pinned_nodes: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not (
+                1 <= self.threads <= MAX_THREADS):
+            raise InputError("bad thread count", path="threads", value=self.threads,
+                             expected=f"an integer from 1 to {MAX_THREADS}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not (
+                0 <= self.seed <= MAX_SEED):
+            raise InputError("bad seed", path="seed", value=self.seed,
+                             expected="an integer from 0 to 2^31 - 1")
+        if not isinstance(self.gap, int | float) or not (
+                math.isfinite(self.gap) and self.gap >= 0):
+            raise InputError("bad gap", path="gap", value=self.gap,
+                             expected="a finite number >= 0")
