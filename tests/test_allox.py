@@ -67,14 +67,14 @@ def present_instance(seed: int, jobs: int = 4) -> Instance:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_equals_brute_force(seed: int) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_equals_brute_force(backend: str, seed: int) -> None:
     instance = present_instance(seed, jobs=4 if seed % 2 else 5)
     expected = brute_force_total_completion(instance)
-    for backend in BACKENDS:
-        result = run(instance, backend)
-        assert result.status is Status.OPTIMAL, backend
-        assert result.objective == pytest.approx(expected, rel=1e-9), backend
-        assert result.gap == pytest.approx(0.0, abs=1e-9)
+    result = run(instance, backend)
+    assert result.status is Status.OPTIMAL, backend
+    assert result.objective == pytest.approx(expected, rel=1e-9), backend
+    assert result.gap == pytest.approx(0.0, abs=1e-9)
 
 
 def matching_problem(instance: Instance) -> MatchingProblem:
@@ -82,7 +82,8 @@ def matching_problem(instance: Instance) -> MatchingProblem:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_assignment_flow_lp_and_milp_agree(seed: int) -> None:
+@pytest.mark.parametrize("backend", ["cbc", "highs"])
+def test_assignment_flow_lp_and_milp_agree(backend: str, seed: int) -> None:
     instance = present_instance(seed, jobs=8)
     problem = matching_problem(instance)
     value = problem.matching_value(solve_assignment(problem))
@@ -92,10 +93,9 @@ def test_assignment_flow_lp_and_milp_agree(seed: int) -> None:
     # Totally unimodular constraints: the LP optimum is integral and equals the matching.
     assert stats.objective == pytest.approx(value, rel=1e-9)
     assert relaxation.fractional() == []
-    for backend in ("cbc", "highs"):
-        matching, stats = AlloxMilp(problem).solve(backend, MipSettings())
-        assert matching is not None
-        assert problem.matching_value(matching) == pytest.approx(value, rel=1e-9)
+    matching, stats = AlloxMilp(problem).solve(backend, MipSettings())
+    assert matching is not None
+    assert problem.matching_value(matching) == pytest.approx(value, rel=1e-9)
 
 
 def test_level_bound_does_not_cut_off_the_optimum() -> None:
@@ -131,17 +131,17 @@ def test_constraint_matrix_is_totally_unimodular() -> None:
                 assert det in (-1, 0, 1)
 
 
-def test_tiny_matching_bound_and_schedule() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tiny_matching_bound_and_schedule(backend: str) -> None:
     # The matching puts j1 then j0 on the v100 and j2 on the k80; it ignores arrivals:
     # cost 2 x 2255.95 + 2734.375 + 2025.714 = 9271.989 s from time 0, minus the arrivals
     # (86.5 s) = 9185.489 s, a lower bound on any one-GPU-per-job schedule. Realised with
     # arrivals, j1 waits until 12.3 s: total JCT 9284.289 s (the deadline model's optimum).
     instance = load_instance(INSTANCES / "tiny.json")
-    for backend in BACKENDS:
-        result = run(instance, backend)
-        assert result.status is Status.FEASIBLE
-        assert result.bound == pytest.approx(9185.489, abs=1e-3)
-        assert result.objective == pytest.approx(9284.289, abs=1e-3)
+    result = run(instance, backend)
+    assert result.status is Status.FEASIBLE
+    assert result.bound == pytest.approx(9185.489, abs=1e-3)
+    assert result.objective == pytest.approx(9284.289, abs=1e-3)
 
 
 def test_alpha_runs_users_in_rounds() -> None:
@@ -163,13 +163,13 @@ def test_alpha_runs_users_in_rounds() -> None:
     assert full.objective <= result.objective + 1e-9  # fairness costs completion time
 
 
-def test_gang_jobs_use_whole_node_machines() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gang_jobs_use_whole_node_machines(backend: str) -> None:
     instance = random_instance(6, jobs=5, gangs=True, elastic=False)
     assert any(job.num_gpus == 2 for job in instance.jobs)
-    for backend in BACKENDS:
-        result = run(instance, backend)
-        assert result.status is Status.FEASIBLE
-        assert result.extra["machines"] == "whole nodes"
+    result = run(instance, backend)
+    assert result.status is Status.FEASIBLE
+    assert result.extra["machines"] == "whole nodes"
 
 
 def test_medium_instance_runs_fast_and_clean() -> None:
@@ -179,7 +179,8 @@ def test_medium_instance_runs_fast_and_clean() -> None:
     assert len(result.schedule) == len(instance.jobs)
 
 
-def test_no_bound_that_an_elastic_job_beats() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_bound_that_an_elastic_job_beats(backend: str) -> None:
     # One V100 node of 2 GPUs; job "e" (100 steps) may run on 1 GPU (1 step/s) or 2
     # (1.8 steps/s packed). The matching puts every job on one GPU: JCT 100 s, and it
     # used to report 100 s as a bound (status OPTIMAL). But on both GPUs the job ends at
@@ -194,8 +195,7 @@ def test_no_bound_that_an_elastic_job_beats() -> None:
                         (Job("e", 0.0, "cnn", 1, 100.0, allowed_gpu_counts=(1, 2)),), table)
     faster = Schedule((Assignment("e", "v100", ("n/0", "n/1"), 0.0, 100.0 / 1.8),))
     assert_valid(instance, faster)
-    for backend in BACKENDS:
-        result = run(instance, backend)
-        assert result.objective == pytest.approx(100.0)  # the one-GPU run
-        assert result.bound is None or result.bound <= 100.0 / 1.8 + 1e-9, backend
-        assert result.status is not Status.OPTIMAL, backend
+    result = run(instance, backend)
+    assert result.objective == pytest.approx(100.0)  # the one-GPU run
+    assert result.bound is None or result.bound <= 100.0 / 1.8 + 1e-9, backend
+    assert result.status is not Status.OPTIMAL, backend

@@ -74,7 +74,8 @@ def test_tiny_optimum(backend: str) -> None:
     assert problem.completion_seconds(weighted_end) == pytest.approx(result.objective)
 
 
-def test_lexicographic_deadline_before_completion_time() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lexicographic_deadline_before_completion_time(backend: str) -> None:
     # One GPU; a (400 s, no deadline) and b (600 s, deadline 600) both arrive at 0.
     # Shortest first gives 400 + 1000 = 1400 s but b misses its deadline; the model must
     # meet it first: b then a, 600 + 1000 = 1600 s.
@@ -82,38 +83,37 @@ def test_lexicographic_deadline_before_completion_time() -> None:
     table = ThroughputTable.from_rows([("t", "g", 1, Placement.PACKED, 1.0)])
     instance = Instance(cluster, (Job("a", 0.0, "t", 1, 400.0),
                                   Job("b", 0.0, "t", 1, 600.0, deadline=600.0)), table)
-    for backend in BACKENDS:
-        result = run(instance, backend)
-        assert result.status is Status.OPTIMAL
-        assert result.objective == pytest.approx(1600.0)
-        assert result.extra["deadline_term"] == 0
+    result = run(instance, backend)
+    assert result.status is Status.OPTIMAL
+    assert result.objective == pytest.approx(1600.0)
+    assert result.extra["deadline_term"] == 0
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_equals_brute_force_on_random_instances(seed: int) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_equals_brute_force_on_random_instances(backend: str, seed: int) -> None:
     instance = random_instance(seed, jobs=4 if seed % 2 else 5)
     problem = build_problem(instance)
     (missed, weighted_end), _ = solve_by_enumeration(problem)
     expected = problem.completion_seconds(weighted_end)
-    for backend in BACKENDS:
-        result = run(instance, backend)
-        assert result.status is Status.OPTIMAL, backend
-        assert result.extra["deadline_term"] == missed, backend
-        assert result.objective == pytest.approx(expected, rel=1e-9, abs=1e-6), backend
+    result = run(instance, backend)
+    assert result.status is Status.OPTIMAL, backend
+    assert result.extra["deadline_term"] == missed, backend
+    assert result.objective == pytest.approx(expected, rel=1e-9, abs=1e-6), backend
 
 
 @pytest.mark.parametrize("seed", [2, 7])
-def test_tardiness_objective_equals_brute_force(seed: int) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tardiness_objective_equals_brute_force(backend: str, seed: int) -> None:
     instance = random_instance(seed, jobs=4, weights=True)
     problem = build_problem(instance, "tardiness")
     (tardiness, weighted_end), _ = solve_by_enumeration(problem)
-    for backend in BACKENDS:
-        result = run(instance, backend, deadline_objective="tardiness")
-        assert result.status is Status.OPTIMAL
-        assert result.extra["deadline_term"] == pytest.approx(
-            problem.deadline_seconds(tardiness), abs=1e-6)
-        assert result.objective == pytest.approx(problem.completion_seconds(weighted_end),
-                                                 rel=1e-9)
+    result = run(instance, backend, deadline_objective="tardiness")
+    assert result.status is Status.OPTIMAL
+    assert result.extra["deadline_term"] == pytest.approx(
+        problem.deadline_seconds(tardiness), abs=1e-6)
+    assert result.objective == pytest.approx(problem.completion_seconds(weighted_end),
+                                             rel=1e-9)
 
 
 def test_unmeetable_deadline_is_reported_and_the_job_still_runs() -> None:
