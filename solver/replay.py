@@ -14,7 +14,8 @@ from solver.errors import InputError
 from solver.generate import catalogue_table
 from solver.outcome import Replay
 from solver.outputs import check_output_folder, writing
-from solver.rolling import ModelPolicy, RollingFifo, RollingPolicy
+from solver.replanning import ModelPolicy
+from solver.rolling import RollingFifo, RollingPolicy
 from solver.throughput import PolicyView, ThroughputModel
 
 #: Rolling policies implemented natively; every other name goes to a static model.

@@ -21,9 +21,10 @@ from solver.check import check
 from solver.data import Cluster, GpuType, Job, Node
 from solver.errors import InputError
 from solver.instance_file import load_instance
+from solver.replanning import ModelPolicy
 from solver.replay import rolling_policy, run_replay
 from solver.result import Assignment, Schedule
-from solver.rolling import ClusterState, ModelPolicy, RollingPolicy, RunningJob
+from solver.rolling import ClusterState, RollingPolicy, RunningJob
 from solver.simulate import Replay, Simulator
 from solver.throughput import Placement, ThroughputModel, ThroughputTable
 from tests.conftest import INSTANCES, ROOT, SHARED_DATA

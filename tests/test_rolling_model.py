@@ -1,4 +1,4 @@
-"""The exact models as rolling policies (``solver.rolling.ModelPolicy``): node pinning,
+"""The exact models as rolling policies (``solver.replanning.ModelPolicy``): node pinning,
 preemption with hysteresis, the priority window and the work-conserving backfill."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from solver.data import Cluster, GpuType, Instance, Job, Node
-from solver.rolling import ClusterState, ModelPolicy, RunningJob
+from solver.replanning import ModelPolicy
+from solver.rolling import ClusterState, RunningJob
 from solver.simulate import Simulator
 from solver.solve import solve
 from solver.throughput import Placement, ThroughputTable

@@ -15,12 +15,12 @@ from solver.data import Cluster, GpuType, Instance, Job, Node
 from solver.instance_file import load_instance
 from solver.outcome import OUTPUT_FILES, TIMING_FIELDS
 from solver.policies.fifo import fifo_schedule
+from solver.replanning import ModelPolicy
 from solver.result import Assignment, Schedule
 from solver.rolling import (
     ClusterState,
     Decision,
     FreeGpuIndex,
-    ModelPolicy,
     RollingFifo,
     RollingPolicy,
     RunningJob,
