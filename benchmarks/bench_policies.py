@@ -26,15 +26,8 @@ import math
 import time
 from pathlib import Path
 
-from solver.bench import (
-    BenchSettings,
-    is_heuristic,
-    parse_loads,
-    parse_policies,
-    parse_seeds,
-    read_results,
-    run_bench,
-)
+from solver.bench import BenchSettings, parse_loads, parse_policies, parse_seeds, run_bench
+from solver.bench_results import is_heuristic, read_results
 from solver.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -188,3 +188,37 @@ def _number(text: str) -> float:
         return float(text) if text else math.nan
     except ValueError:
         return math.nan
+
+
+#: Policies that solve an exact model at each decision; every other policy (and so its
+#: ``-agnostic`` variant) is a heuristic, the reference of the "vs best heuristic" ratio.
+EXACT_MODELS = frozenset({"deadline", "allox", "topology"})
+def is_heuristic(policy: str) -> bool:
+    """True unless ``policy`` (or the model it is the ``-agnostic`` variant of) is one of
+    :data:`EXACT_MODELS`."""
+    return policy.removesuffix("-agnostic") not in EXACT_MODELS
+
+
+def duration_text(seconds: float) -> str:
+    """``"12.5 s"``, ``"3.2 min"`` or ``"11.0 h"``; ``"-"`` if not finite."""
+    if not math.isfinite(seconds):
+        return "-"
+    if seconds >= 36_000:
+        return f"{seconds / 3600:,.1f} h"
+    if seconds >= 600:
+        return f"{seconds / 60:,.1f} min"
+    return f"{seconds:,.1f} s"
+
+
+def cell_float(text: str | None) -> float:
+    """A results.csv cell as a number; NaN if empty or not a number."""
+    try:
+        return float(text) if text not in (None, "") else math.nan
+    except ValueError:
+        return math.nan
+
+
+def cell_int(text: str | None) -> int:
+    """A results.csv cell as an integer; 0 if empty or not a number."""
+    value = cell_float(text)
+    return int(value) if math.isfinite(value) else 0

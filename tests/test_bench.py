@@ -11,16 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from solver import bench
-from solver.bench import (
-    BenchSettings,
-    append_result,
-    busy_gpus_over_time,
-    is_heuristic,
-    read_results,
-    run_bench,
-    write_report,
-)
+from solver import bench, bench_report
+from solver.bench import BenchSettings, run_bench
+from solver.bench_report import busy_gpus_over_time, write_report
+from solver.bench_results import append_result, is_heuristic, read_results
 from solver.cli import main
 from solver.data import Job
 from solver.errors import InputError
@@ -276,7 +270,7 @@ def test_decision_times_come_from_timing_json(tmp_path: Path, trace: Path) -> No
     run = out / "runs" / "fifo-s0-l1"
     rows = (run / "decisions.csv").read_text().splitlines()
     assert "decision_time_s" not in rows[0]
-    times = bench.decision_times(run)
+    times = bench_report.decision_times(run)
     assert len(times) == len(rows) - 1
     assert all(t >= 0 for t in times)
     row = read_results(out / "results.csv")[0]
@@ -284,5 +278,5 @@ def test_decision_times_come_from_timing_json(tmp_path: Path, trace: Path) -> No
     old = tmp_path / "old"
     old.mkdir()
     (old / "decisions.csv").write_text("time,decision_time_s\n0,0.5\n3,0.25\n")
-    assert bench.decision_times(old) == [0.5, 0.25]
-    assert bench.decision_times(tmp_path / "missing") == []
+    assert bench_report.decision_times(old) == [0.5, 0.25]
+    assert bench_report.decision_times(tmp_path / "missing") == []

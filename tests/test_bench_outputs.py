@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from solver import bench
-from solver.bench import BenchSettings, append_result, read_results, run_bench, write_report
+from solver.bench import BenchSettings, run_bench
+from solver.bench_report import write_report
+from solver.bench_results import append_result, read_results
 from solver.cli import main
 from solver.data import Job
 from solver.errors import InputError

@@ -103,7 +103,8 @@ def test_a_signal_during_the_bounds_or_the_write_lets_the_whole_set_land(
 def test_a_signal_while_a_bench_appends_keeps_the_row_and_counts_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from solver import bench
-    from solver.bench import BenchSettings, read_results, run_bench
+    from solver.bench import BenchSettings, run_bench
+    from solver.bench_results import read_results
 
     real = bench.append_result
 
