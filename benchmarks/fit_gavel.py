@@ -25,7 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from solver.profiles import Profile, read_gavel_throughputs
-from solver.speed_model import FitSettings, Pooling, fit_throughput_model, leave_one_out
+from solver.speed_fit import fit_throughput_model
+from solver.speed_loo import leave_one_out
+from solver.speed_model import FitSettings, Pooling
 from solver.throughput import Placement
 
 ROOT = Path(__file__).resolve().parent.parent

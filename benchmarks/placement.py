@@ -66,7 +66,7 @@ def busy_gpus(cluster: Cluster, fraction: float, sizes: dict[int, float],
 
 def gavel_speeds() -> ThroughputModel:
     from solver.profiles import read_gavel_throughputs
-    from solver.speed_model import throughput_model
+    from solver.speed_fit import throughput_model
 
     profile = read_gavel_throughputs(DATA / "gavel" / "simulation_throughputs.json")
     return throughput_model(profile, mode="measured")

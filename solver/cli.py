@@ -491,13 +491,9 @@ def generate_command(num_jobs: int, gpus: str, seed: int, gpus_per_node: int,
 def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) -> None:
     """Fit the throughput model to a measured PROFILE (Gavel's JSON or a tidy CSV)."""
     from solver.profiles import read_profile
-    from solver.speed_model import (
-        fit_throughput_model,
-        leave_one_out,
-        plot_residuals,
-        report_lines,
-        save_model,
-    )
+    from solver.speed_fit import fit_throughput_model
+    from solver.speed_io import save_model
+    from solver.speed_loo import leave_one_out, plot_residuals, report_lines
 
     check_output_file(output, "--output")
     if plot is not None:

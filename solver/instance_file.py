@@ -316,7 +316,9 @@ def _throughput_from_model_file(reference: Any, file: str, base_dir: Path | None
     """The throughput of an instance that names a fitted model file (``throughput_model``:
     a path, or ``{file, mode}``; docs/throughput-model.md). In fitted mode every job type
     and GPU type of the instance must be known to the model."""
-    from solver.speed_model import FittedThroughputModel, load_model, throughput_model
+    from solver.speed_fit import throughput_model
+    from solver.speed_io import load_model
+    from solver.speed_model import FittedThroughputModel
 
     if isinstance(reference, str):
         reference = {"file": reference}

@@ -55,7 +55,9 @@ def throughput_pair(path: Path) -> tuple[ThroughputModel, ThroughputModel]:
     """``(measured, fitted)`` from a profile (Gavel JSON or tidy CSV) or a fitted model
     file: the simulator's ground truth and the policies' view."""
     from solver.profiles import read_profile
-    from solver.speed_model import FORMAT, load_model, throughput_model
+    from solver.speed_fit import throughput_model
+    from solver.speed_io import load_model
+    from solver.speed_model import FORMAT
 
     if not path.is_file():
         raise InputError("no such throughput file", file=str(path), path="--throughput")

@@ -382,7 +382,8 @@ def test_every_policy_replays_the_sample_traces(name: str, tmp_path: Path) -> No
 def gavel_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Gavel's measurements fitted once (0.6 s) and saved: replays load it in 10 ms."""
     from solver.profiles import read_profile
-    from solver.speed_model import save_model, throughput_model
+    from solver.speed_fit import throughput_model
+    from solver.speed_io import save_model
 
     source = SHARED_DATA / "gavel" / "simulation_throughputs.json"
     if not source.is_file():

@@ -11,7 +11,9 @@ import pytest
 from solver.cli import main
 from solver.instance_file import load_instance
 from solver.profiles import Profile, write_profile_csv
-from solver.speed_model import FittedThroughputModel, fit_throughput_model, load_model, save_model
+from solver.speed_fit import fit_throughput_model
+from solver.speed_io import load_model, save_model
+from solver.speed_model import FittedThroughputModel
 from solver.throughput import Placement, ThroughputTable
 from tests.test_throughput_model import synthetic_profile
 

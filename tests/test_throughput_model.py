@@ -12,17 +12,10 @@ import pytest
 
 from solver.errors import InputError
 from solver.profiles import Profile, ProfilePoint, read_gavel_throughputs
-from solver.speed_model import (
-    Basis,
-    CountRange,
-    FitSettings,
-    FittedThroughputModel,
-    fit_throughput_model,
-    leave_one_out,
-    load_model,
-    save_model,
-    throughput_model,
-)
+from solver.speed_fit import fit_throughput_model, throughput_model
+from solver.speed_io import load_model, save_model
+from solver.speed_loo import leave_one_out
+from solver.speed_model import Basis, CountRange, FitSettings, FittedThroughputModel
 from solver.throughput import Placement, ThroughputTable, throughput_matrix
 
 PACKED, SPREAD = Placement.PACKED, Placement.SPREAD

@@ -13,7 +13,7 @@ import pytest
 from solver.data import Job
 from solver.errors import InputError
 from solver.profiles import read_gavel_throughputs
-from solver.speed_model import throughput_model
+from solver.speed_fit import throughput_model
 from solver.throughput import Placement, ThroughputTable
 from solver.traces import Trace, openb_cluster, read_trace, write_native
 from solver.traces.base import CAPPED
