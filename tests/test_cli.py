@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from solver.cli import format_gpus, main
+from solver.cli import main
+from solver.cli_format import format_gpus
 from tests.conftest import INSTANCES, ROOT
 from tests.test_instance_file import SPREAD_ONLY
 
