@@ -53,11 +53,17 @@ class SolveOptions:
                 1 <= self.threads <= MAX_THREADS):
             raise InputError("bad thread count", path="threads", value=self.threads,
                              expected=f"an integer from 1 to {MAX_THREADS}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not (
-                0 <= self.seed <= MAX_SEED):
-            raise InputError("bad seed", path="seed", value=self.seed,
-                             expected="an integer from 0 to 2^31 - 1")
+        check_seed(self.seed, "seed")
         if not isinstance(self.gap, int | float) or not (
                 math.isfinite(self.gap) and self.gap >= 0):
             raise InputError("bad gap", path="gap", value=self.gap,
                              expected="a finite number >= 0")
+
+
+def check_seed(seed: int, path: str = "--seed") -> int:
+    """A solver seed: an integer from 0 to :data:`MAX_SEED` (``path`` names it in the
+    error)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise InputError("bad seed", path=path, value=seed,
+                         expected=f"an integer from 0 to {MAX_SEED:,}")
+    return seed

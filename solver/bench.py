@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from formulations.options import MAX_SEED, check_seed
 from solver.bench_report import write_report
 from solver.bench_results import (
     KEY_COLUMNS,
@@ -44,7 +45,7 @@ from solver.bench_results import (
 from solver.errors import InputError
 from solver.interrupts import deferred_interrupts
 from solver.outputs import check_output_folder, locked_folder, write_text, writing
-from solver.replay import MAX_LOAD, MAX_SEED, MIN_LOAD, check_seed
+from solver.replay import MAX_LOAD, MIN_LOAD
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from solver.errors import InputError
 from solver.generate import GeneratorSettings, generate, parse_gpu_counts
 from solver.instance_file import load_instance, model_warnings, save_instance
 from solver.outputs import check_output_file, check_plot_file, write_text, writing
-from solver.policies import available
+from solver.policies import MAX_SEED, MAX_THREADS, available
 from solver.result import Schedule
 from solver.solve import solve
 
@@ -85,9 +85,9 @@ def cli(ctx: click.Context, verbose: int, debug: bool) -> None:
               "deadline, allox and topology; none for fifo).")
 @click.option("--gap", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
               help="Relative gap at which the solver may stop.")
-@click.option("--threads", type=click.IntRange(min=1, max=256), default=1,
-              show_default=True, help="Solver threads (1 to 256).")
-@click.option("--seed", type=click.IntRange(min=0, max=2**31 - 1), default=0,
+@click.option("--threads", type=click.IntRange(min=1, max=MAX_THREADS), default=1,
+              show_default=True, help=f"Solver threads (1 to {MAX_THREADS}).")
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0,
               show_default=True, help="Solver random seed.")
 @click.option("--deadline-objective", type=click.Choice(("missed", "tardiness")),
               default="missed", show_default=True,

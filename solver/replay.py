@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from formulations.options import check_seed
 from solver.data import Cluster, Job
 from solver.errors import InputError
 from solver.generate import catalogue_table
@@ -127,18 +128,6 @@ def check_load(load: float) -> float:
                          expected=f"a number from {MIN_LOAD:g} to {MAX_LOAD:g} (2 = arrivals "
                          "twice as fast)")
     return float(load)
-
-
-#: The largest seed: the solvers' random seeds are 32-bit (CP-SAT refuses more).
-MAX_SEED = 2**31 - 1
-
-
-def check_seed(seed: int, path: str = "--seed") -> int:
-    """A seed: an integer from 0 to :data:`MAX_SEED`."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise InputError("bad seed", path=path, value=seed,
-                         expected=f"an integer from 0 to {MAX_SEED:,}")
-    return seed
 
 
 def scale_arrivals(jobs: Sequence[Job], load: float) -> tuple[Job, ...]:

@@ -15,13 +15,10 @@ import weakref
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from solver.data import Cluster, Job
 from solver.throughput import Placement, ThroughputModel
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)
@@ -96,6 +93,17 @@ class RollingPolicy(Protocol):
     def decide(self, state: ClusterState) -> Decision:
         """What to start and preempt at ``state.now``."""
         ...
+
+
+def quiet_until(policy: RollingPolicy, state: ClusterState) -> float:
+    """``policy``'s optional ``quiet_until(state)`` hook (see :class:`RollingPolicy`):
+    the time (s) before which its boundary calls would change nothing; ``-inf`` (no
+    promise) for a policy without the hook or an answer that is not a number."""
+    hook = getattr(policy, "quiet_until", None)
+    if hook is None:
+        return -math.inf
+    value = float(hook(state))
+    return -math.inf if math.isnan(value) else value
 
 
 class _Layout:

@@ -39,6 +39,7 @@ from solver.rolling import (
     RollingPolicy,
     RunningJob,
     Start,
+    quiet_until,
 )
 from solver.throughput import ThroughputModel
 
@@ -390,11 +391,7 @@ class Simulator:
 
     def _quiet_until(self, state: _LiveState | None) -> float:
         """The policy's ``quiet_until(state)`` (s), or ``-inf`` without the hook."""
-        hook = getattr(self.policy, "quiet_until", None)
-        if hook is None or state is None:
-            return -math.inf
-        value = float(hook(state))
-        return value if not math.isnan(value) else -math.inf
+        return -math.inf if state is None else quiet_until(self.policy, state)
 
     def _check_start(self, start: Start, pending: dict[str, Job], free: set[str]) -> None:
         """A policy's start must name a pending job, free GPUs of one allowed type, an

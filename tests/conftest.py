@@ -31,6 +31,19 @@ def assert_valid(instance: Instance, schedule: Schedule, *, complete: bool = Tru
     assert not violations, "\n".join(map(str, violations))
 
 
+def exits_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run the CLI with ``args``; it must exit 2 without a traceback; its stderr."""
+    from solver.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2, err
+    assert "Traceback" not in err
+    assert "internal error" not in err
+    return err
+
+
 @pytest.fixture
 def shared_data() -> Path:
     """The shared data folder; skips the test with a reason when it is absent."""

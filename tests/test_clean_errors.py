@@ -14,20 +14,9 @@ import pytest
 from solver.cli import main
 from solver.data import Job
 from solver.errors import InputError
-from tests.conftest import INSTANCES, ROOT
+from tests.conftest import INSTANCES, ROOT, exits_2
 
 PHILLY = ROOT / "tests" / "data" / "traces" / "philly_small.csv"
-
-
-def exits_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """Run the CLI; it must exit 2 without a traceback; its stderr."""
-    with pytest.raises(SystemExit) as exited:
-        main(args)
-    err = capsys.readouterr().err
-    assert exited.value.code == 2, err
-    assert "Traceback" not in err
-    assert "internal error" not in err
-    return err
 
 
 def tiny(change: Any) -> dict[str, Any]:

@@ -5,10 +5,9 @@ cannot."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 
-from solver.rolling import ClusterState, Decision, RollingPolicy
+from solver.rolling import ClusterState, Decision, RollingPolicy, quiet_until
 from solver.throughput import Placement, ThroughputModel
 
 #: The suffix that makes any policy name heterogeneity-agnostic.
@@ -77,7 +76,4 @@ class HeterogeneityAgnostic:
 
     def quiet_until(self, state: ClusterState) -> float:
         """The wrapped policy's ``quiet_until`` on the agnostic state (``-inf``: none)."""
-        hook = getattr(self.policy, "quiet_until", None)
-        if hook is None:
-            return -math.inf
-        return float(hook(dataclasses.replace(state, throughput=self.view(state))))
+        return quiet_until(self.policy, dataclasses.replace(state, throughput=self.view(state)))
