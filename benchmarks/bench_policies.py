@@ -1,7 +1,7 @@
 """Issue #7's target: every policy on Gavel's ee9e8c and 6214e9 traces (first 1,000 jobs
 each) on 36 V100 + 36 P100 + 36 K80 at two loads, through ``hetsched bench``.
 
-For each trace it runs :func:`solver.bench.run_bench` into ``OUT/<trace>/`` (results.csv,
+For each trace it runs :func:`hetsched.bench.run_bench` into ``OUT/<trace>/`` (results.csv,
 report.md, plots; rerunning resumes), then prints the issue's figures: the policy with
 the lowest average JCT and the highest deadline-met ratio per load, where ``deadline``
 ranks, each heterogeneity-aware policy against its ``-agnostic`` variant, and the wall
@@ -26,9 +26,9 @@ import math
 import time
 from pathlib import Path
 
-from solver.bench import BenchSettings, parse_loads, parse_policies, parse_seeds, run_bench
-from solver.bench_results import is_heuristic, read_results
-from solver.errors import InputError
+from hetsched.bench import BenchSettings, parse_loads, parse_policies, parse_seeds, run_bench
+from hetsched.bench_results import is_heuristic, read_results
+from hetsched.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "gavel" / "traces"

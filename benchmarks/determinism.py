@@ -48,7 +48,7 @@ def main() -> None:
             for run in range(args.runs):
                 out = Path(folder) / f"{policy}-{run}"
                 began = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "solver", "replay", str(TRACE), "--format",
+                subprocess.run([sys.executable, "-m", "hetsched", "replay", str(TRACE), "--format",
                                 "gavel", "--cluster", "v100=36,p100=36,k80=36", "--policy",
                                 policy, "--limit-jobs", str(args.jobs), "--out", str(out)],
                                cwd=ROOT, check=True, capture_output=True)

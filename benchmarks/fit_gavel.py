@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from solver.profiles import Profile, read_gavel_throughputs
-from solver.speed_fit import fit_throughput_model
-from solver.speed_loo import leave_one_out
-from solver.speed_model import FitSettings, Pooling
-from solver.throughput import Placement
+from hetsched.profiles import Profile, read_gavel_throughputs
+from hetsched.speed_fit import fit_throughput_model
+from hetsched.speed_loo import leave_one_out
+from hetsched.speed_model import FitSettings, Pooling
+from hetsched.throughput import Placement
 
 ROOT = Path(__file__).resolve().parent.parent
 GAVEL = ROOT.parent / "shared" / "data" / "gavel" / "simulation_throughputs.json"

@@ -13,7 +13,7 @@ Models
   DGX-1 (``dgx1``) and 200 gangs on the PAI inventory (``pai``), 30 % busy; the start is
   first fit, completed by fixing its columns and solving the rest.
 
-Every solve is one :func:`formulations.mip.solve_mip` call with ``Budget.wall(limit)``
+Every solve is one :func:`hetsched.formulations.mip.solve_mip` call with ``Budget.wall(limit)``
 (files, engine and reading back are inside the measured wall time; building the model
 is not). Prints a table and writes benchmarks/results/mip_engines.csv. Figures depend on
 the machine and its load: run it on a quiet machine.
@@ -35,9 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from formulations.budget import Budget
-from formulations.common import Outcome
-from formulations.mip import (
+from hetsched.data import Instance
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.common import Outcome
+from hetsched.formulations.mip import (
     MatrixModel,
     MipSettings,
     available_engines,
@@ -45,9 +46,8 @@ from formulations.mip import (
     from_pulp,
     solve_mip,
 )
-from solver.data import Instance
-from solver.generate import GeneratorSettings, generate
-from solver.instance_file import load_instance
+from hetsched.generate import GeneratorSettings, generate
+from hetsched.instance_file import load_instance
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -83,9 +83,9 @@ def deadline_instances(quick: bool) -> Iterator[tuple[str, Instance]]:
 def deadline_cases(name: str, instance: Instance) -> list[Case]:
     """The deadline MILP's stages (formulations/deadline/milp.py, arrays) from the greedy
     plan."""
-    from formulations.deadline.heuristics import greedy_plan
-    from formulations.deadline.milp import DeadlineMilp
-    from formulations.deadline.problem import build_problem
+    from hetsched.formulations.deadline.heuristics import greedy_plan
+    from hetsched.formulations.deadline.milp import DeadlineMilp
+    from hetsched.formulations.deadline.problem import build_problem
 
     began = time.perf_counter()
     problem = build_problem(instance, "missed")
@@ -116,9 +116,9 @@ def placement_cases(quick: bool, seed: int) -> list[Case]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import placement as cases_of  # benchmarks/placement.py
 
-    from solver.generate import catalogue_table
-    from solver.policies.topology import first_fit
-    from solver.topology import pai_cluster, read_topology, server_cluster
+    from hetsched.generate import catalogue_table
+    from hetsched.policies.topology import first_fit
+    from hetsched.topology import pai_cluster, read_topology, server_cluster
 
     rng = np.random.default_rng(seed)
     dgx1 = read_topology(DATA / "topology" / "dgx1-v100.nvidia-smi-topo.txt")
@@ -151,8 +151,8 @@ def placement_model(cluster: Any, busy: set[str], gangs: list[Any],
                     hint: dict[str, tuple[str, ...]]) -> tuple[MatrixModel, np.ndarray | None]:
     """The cost stage as arrays, and the hint as a full start: its placement columns are
     fixed and the other columns (spread and fragmentation flags) solved for."""
-    from formulations.topology.milp import PlacementMilp
-    from formulations.topology.problem import build
+    from hetsched.formulations.topology.milp import PlacementMilp
+    from hetsched.formulations.topology.problem import build
 
     milp = PlacementMilp(build(cluster, frozenset(busy), tuple(gangs)))
     milp.problem.setObjective(milp.cost)

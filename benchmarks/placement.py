@@ -26,12 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from formulations.topology import Gang, place
-from solver.data import Cluster, Instance, Job
-from solver.generate import catalogue_table
-from solver.policies.topology import first_fit, random_placement
-from solver.throughput import Placement, ThroughputModel, ThroughputTable
-from solver.topology import (
+from hetsched.data import Cluster, Instance, Job
+from hetsched.formulations.topology import Gang, place
+from hetsched.generate import catalogue_table
+from hetsched.policies.topology import first_fit, random_placement
+from hetsched.throughput import Placement, ThroughputModel, ThroughputTable
+from hetsched.topology import (
     communication_sensitivity,
     pai_cluster,
     predicted_throughput,
@@ -65,8 +65,8 @@ def busy_gpus(cluster: Cluster, fraction: float, sizes: dict[int, float],
 
 
 def gavel_speeds() -> ThroughputModel:
-    from solver.profiles import read_gavel_throughputs
-    from solver.speed_fit import throughput_model
+    from hetsched.profiles import read_gavel_throughputs
+    from hetsched.speed_fit import throughput_model
 
     profile = read_gavel_throughputs(DATA / "gavel" / "simulation_throughputs.json")
     return throughput_model(profile, mode="measured")

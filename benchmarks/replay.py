@@ -1,6 +1,6 @@
 """Issue #6's replay targets: how long ``hetsched replay`` takes on the real traces.
 
-Cases (each one ``python -m solver replay ...`` in a fresh process, timed from start to
+Cases (each one ``python -m hetsched replay ...`` in a fresh process, timed from start to
 exit, so interpreter start, reading the trace, the lower bounds and writing the outputs
 all count; its peak memory is the child's maximum resident set size):
 
@@ -63,8 +63,8 @@ class Case:
     limit_jobs: int | None = None
 
     def command(self, out: Path) -> list[str]:
-        """The ``hetsched replay`` command line (run as ``python -m solver``)."""
-        command = [sys.executable, "-m", "solver", "replay", str(self.trace), "--format",
+        """The ``hetsched replay`` command line (run as ``python -m hetsched``)."""
+        command = [sys.executable, "-m", "hetsched", "replay", str(self.trace), "--format",
                    self.trace_format, "--cluster", self.cluster, "--policy", self.policy,
                    "--out", str(out)]
         if self.limit_jobs is not None:

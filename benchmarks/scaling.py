@@ -19,14 +19,14 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from solver.check import check
-from solver.data import Instance
-from solver.generate import GeneratorSettings, generate
-from solver.instance_file import load_instance
-from solver.placement import left_shift
-from solver.result import Result, compute_metrics
-from solver.solve import solve
-from solver.throughput import Placement
+from hetsched.check import check
+from hetsched.data import Instance
+from hetsched.generate import GeneratorSettings, generate
+from hetsched.instance_file import load_instance
+from hetsched.placement import left_shift
+from hetsched.result import Result, compute_metrics
+from hetsched.solve import solve
+from hetsched.throughput import Placement
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"

@@ -1,6 +1,6 @@
 """One budget per solve: a deadline on the monotonic clock, or a deterministic work limit.
 
-A :class:`Budget` is created once by the caller (``solver.solve``, a rolling policy at
+A :class:`Budget` is created once by the caller (``hetsched.solve``, a rolling policy at
 each decision) and handed to every phase of a solve: model building, cut separation,
 local search, each lexicographic stage of the solver. Each phase asks how much is left
 (:meth:`Budget.remaining`, :meth:`Budget.share`) and, in deterministic mode, charges

@@ -52,7 +52,7 @@ def integer_weights(weights: Iterable[float]) -> tuple[int, list[int], bool]:
 
 
 class Outcome(str, Enum):
-    """How one solver call ended, before it is mapped onto :class:`solver.result.Status`."""
+    """How one solver call ended, before it is mapped onto :class:`hetsched.result.Status`."""
 
     OPTIMAL = "optimal"  # proven optimal (within the requested gap, which may be 0)
     FEASIBLE = "feasible"  # a solution, stopped by the time limit or a gap limit

@@ -1,10 +1,10 @@
-"""Running a CP-SAT model under a :class:`~formulations.budget.Budget`, interruptibly.
+"""Running a CP-SAT model under a :class:`~hetsched.formulations.budget.Budget`, interruptibly.
 
 Every CP-SAT solve of the project goes through :func:`run_cpsat`:
 
 - *Budget*: a wall-clock budget becomes ``max_time_in_seconds`` (what is left of it); a
   deterministic one becomes ``max_deterministic_time`` (x
-  :data:`~formulations.budget.CPSAT_DETERMINISTIC_PER_UNIT`) and is charged with the
+  :data:`~hetsched.formulations.budget.CPSAT_DETERMINISTIC_PER_UNIT`) and is charged with the
   deterministic time CP-SAT reports, so the same model, seed and budget give the same
   answer on any machine. Deterministic mode with several workers also sets
   ``interleave_search`` (CP-SAT's reproducible parallel mode).
@@ -24,7 +24,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from formulations.budget import CPSAT_DETERMINISTIC_PER_UNIT, Budget
+from hetsched.formulations.budget import CPSAT_DETERMINISTIC_PER_UNIT, Budget
 
 #: How often (s) the waiting thread wakes up to let Python run its signal handlers.
 _POLL_S = 0.05

@@ -1,5 +1,5 @@
 """The settings every model accepts (:class:`SolveOptions`): defined in the formulations'
-layer, which the models read them in, and re-exported by :mod:`solver.policies`."""
+layer, which the models read them in, and re-exported by :mod:`hetsched.policies`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from formulations.budget import Budget
-from solver.errors import InputError
-from solver.result import Schedule
+from hetsched.errors import InputError
+from hetsched.formulations.budget import Budget
+from hetsched.result import Schedule
 
 #: Most solver threads a solve may ask for: HiGHS starts one OS thread per thread asked
 #: for (100,000 did not stop within its limit) and CP-SAT takes at most 10,000 workers.
@@ -22,7 +22,7 @@ MAX_SEED = 2**31 - 1
 class SolveOptions:
     """Settings every policy accepts; a heuristic ignores what it has no use for.
 
-    ``budget`` is the one budget of the whole solve (made by :func:`solver.solve` from
+    ``budget`` is the one budget of the whole solve (made by :func:`hetsched.solve` from
     ``time_limit_s`` and ``deterministic``; every phase of a policy consults it), ``gap``
     is the relative gap at which a solver may stop, ``warm_start`` a schedule to start
     from.

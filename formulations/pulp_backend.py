@@ -1,7 +1,7 @@
 """Running a readable PuLP model (placement, AlloX, Gavel's LP) on an engine of
-:mod:`formulations.mip` (HiGHS through highspy, CBC from cbcbox, SCIP), under a budget.
+:mod:`hetsched.formulations.mip` (HiGHS through highspy, CBC from cbcbox, SCIP), under a budget.
 
-The model is read into arrays once (:func:`formulations.mip.from_pulp`), solved, and the
+The model is read into arrays once (:func:`hetsched.formulations.mip.from_pulp`), solved, and the
 values are written back into the PuLP variables, so the caller reads ``varValue`` as with
 PuLP's own solvers. Outcome and bound come from the engine's API, never from a log; a
 solver that fails is reported as such, never solved a second time.
@@ -13,10 +13,10 @@ import logging
 
 import pulp
 
-from formulations.budget import Budget
-from formulations.common import SolveStats
-from formulations.mip import ENGINES, MipSettings
-from formulations.mip.pulp_io import solve_pulp
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.common import SolveStats
+from hetsched.formulations.mip import ENGINES, MipSettings
+from hetsched.formulations.mip.pulp_io import solve_pulp
 
 log = logging.getLogger(__name__)
 

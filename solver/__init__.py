@@ -7,13 +7,13 @@ import time
 #: command, from which ``hetsched solve --time-limit`` counts.
 STARTED_AT = time.monotonic()
 
-from solver.check import Violation, check  # noqa: E402 (after STARTED_AT)
-from solver.data import Cluster, Configuration, Gpu, GpuType, Instance, Job, Node  # noqa: E402
-from solver.errors import InputError  # noqa: E402
-from solver.instance_file import load_instance, save_instance  # noqa: E402
-from solver.result import Assignment, Metrics, Result, Schedule, Status, compute_metrics  # noqa: E402
-from solver.solve import solve  # noqa: E402
-from solver.throughput import Placement, ThroughputModel, ThroughputTable  # noqa: E402
+from hetsched.check import Violation, check  # noqa: E402 (after STARTED_AT)
+from hetsched.data import Cluster, Configuration, Gpu, GpuType, Instance, Job, Node  # noqa: E402
+from hetsched.errors import InputError  # noqa: E402
+from hetsched.instance_file import load_instance, save_instance  # noqa: E402
+from hetsched.result import Assignment, Metrics, Result, Schedule, Status, compute_metrics  # noqa: E402
+from hetsched.solve import solve  # noqa: E402
+from hetsched.throughput import Placement, ThroughputModel, ThroughputTable  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -1,6 +1,6 @@
-"""``python -m solver`` works like ``hetsched``."""
+"""``python -m hetsched`` works like ``hetsched``."""
 
-from solver.cli import main
+from hetsched.cli import main
 
 if __name__ == "__main__":
     main()

@@ -1,10 +1,10 @@
 """The benchmark harness: every policy x seed x load of one trace, side by side.
 
-Each combination is one replay (:func:`solver.replay.run_replay`), run in worker
+Each combination is one replay (:func:`hetsched.replay.run_replay`), run in worker
 processes. The bench writes into its output folder:
 
 * ``results.csv``: one row per finished run (policy, seed, load, every key of the
-  replay's ``summary.json``, the lower bounds of :mod:`solver.bounds` and the ratios to
+  replay's ``summary.json``, the lower bounds of :mod:`hetsched.bounds` and the ratios to
   them), appended and flushed as each run finishes, so an interrupted bench keeps its
   finished rows and a rerun skips them;
 * ``runs/<policy>-s<seed>-l<load>/``: each run's ``summary.json``, ``jobs.csv``,
@@ -31,9 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from formulations.options import MAX_SEED, check_seed
-from solver.bench_report import write_report
-from solver.bench_results import (
+from hetsched.bench_report import write_report
+from hetsched.bench_results import (
     KEY_COLUMNS,
     append_result,
     cell_float,
@@ -42,10 +41,11 @@ from solver.bench_results import (
     read_results,
     resume_rows,
 )
-from solver.errors import InputError
-from solver.interrupts import deferred_interrupts
-from solver.outputs import check_output_folder, locked_folder, write_text, writing
-from solver.replay import MAX_LOAD, MIN_LOAD
+from hetsched.errors import InputError
+from hetsched.formulations.options import MAX_SEED, check_seed
+from hetsched.interrupts import deferred_interrupts
+from hetsched.outputs import check_output_folder, locked_folder, write_text, writing
+from hetsched.replay import MAX_LOAD, MIN_LOAD
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def _split(text: str, option: str) -> list[str]:
 def parse_policies(text: str) -> tuple[str, ...]:
     """``fifo,deadline`` -> ``("fifo", "deadline")``; every name must be a known rolling
     policy (an :class:`InputError` lists the unknown ones and the known ones)."""
-    from solver.replay import rolling_policy
+    from hetsched.replay import rolling_policy
 
     names = _split(text, "--policies")
     unknown: list[str] = []
@@ -133,7 +133,7 @@ class BenchSettings:
     policies; ``loads`` multiply the arrival rate (2 halves the inter-arrival times);
     ``time_limit_s`` is the solver limit per decision, in deterministic work units with
     ``deterministic`` (the default: every run repeats exactly) or in wall seconds; the
-    other fields are :func:`solver.replay.run_replay`'s.
+    other fields are :func:`hetsched.replay.run_replay`'s.
     """
 
     trace: Path
@@ -173,7 +173,7 @@ class BenchSettings:
         if not (math.isfinite(self.time_limit_s) and self.time_limit_s > 0):
             raise InputError("bad time limit", path="--time-limit", value=self.time_limit_s,
                              expected="seconds > 0")
-        from solver.simulate import check_interval, check_restart_penalty
+        from hetsched.simulate import check_interval, check_restart_penalty
 
         check_interval(self.interval_s)
         check_restart_penalty(self.restart_penalty_s)
@@ -223,7 +223,7 @@ class _Task:
 
 def _replay(task: _Task) -> dict[str, object]:
     """Run one replay (in a worker process) and return its summary."""
-    from solver.replay import run_replay
+    from hetsched.replay import run_replay
 
     settings, spec = task.settings, task.spec
     return run_replay(
@@ -365,7 +365,7 @@ def _check_folder(settings: BenchSettings, out: Path) -> None:
                              file=str(recorded), path=name, value=identity[name],
                              expected=f"{before.get(name)!r} as before (rerunning resumes a "
                              "bench), or another --out")
-    from formulations.versions import solver_versions
+    from hetsched.formulations.versions import solver_versions
 
     write_text(recorded, json.dumps({**identity, "solver_versions": solver_versions()},
                                     indent=1) + "\n", "--out", "bench.json")
@@ -382,7 +382,7 @@ def run_bench(settings: BenchSettings, out: Path, *, stream: TextIO | None = Non
     retries it); Ctrl-C stops the bench, keeping the finished rows. The folder is checked
     first (writable) and locked for the bench (a second bench into it is refused); a torn
     last row of results.csv is dropped and its run done again
-    (:func:`solver.bench_results.resume_rows`).
+    (:func:`hetsched.bench_results.resume_rows`).
     """
     check_output_folder(out)
     with writing(out, "--out", "the output folder"):
@@ -463,12 +463,12 @@ def _run_parallel(tasks: Sequence[_Task], workers: int, progress: BenchProgress,
         context = multiprocessing.get_context("spawn")
     else:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["solver.bench", "solver.replay", "solver.simulate",
-                                        "solver.traces", "solver.bounds", "solver.workers"])
+        context.set_forkserver_preload(["hetsched.bench", "hetsched.replay", "hetsched.simulate",
+                                        "hetsched.traces", "hetsched.bounds", "hetsched.workers"])
     started: dict[Future[dict[str, object]], tuple[_Task, float]] = {}
     queue = list(tasks)
     interrupted = False
-    from solver.workers import guard_worker
+    from hetsched.workers import guard_worker
 
     # Workers die with this process, even when it is killed (solver/workers.py).
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context,

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
-from solver.bench_results import (
+from hetsched.bench_results import (
     EXACT_MODELS,
     cell_float,
     duration_text,
     is_heuristic,
     read_results,
 )
-from solver.errors import InputError
-from solver.outputs import writing
+from hetsched.errors import InputError
+from hetsched.outputs import writing
 
 log = logging.getLogger(__name__)
 

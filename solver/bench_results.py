@@ -21,8 +21,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from solver.errors import InputError
-from solver.outputs import write_text, writing
+from hetsched.errors import InputError
+from hetsched.outputs import write_text, writing
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from solver.data import Cluster, Job, configurations
-from solver.errors import InputError
-from solver.throughput import ThroughputModel
+from hetsched.data import Cluster, Job, configurations
+from hetsched.errors import InputError
+from hetsched.throughput import ThroughputModel
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def least_gpu_seconds(job: Job, cluster: Cluster, throughput: ThroughputModel) -
 def usable_gpu_types(jobs: Iterable[Job], cluster: Cluster,
                      throughput: ThroughputModel) -> tuple[str, ...]:
     """The GPU types (cluster order) on which some job of ``jobs`` has a configuration with
-    throughput > 0 (:func:`solver.data.configurations`; jobs alike are looked at once)."""
+    throughput > 0 (:func:`hetsched.data.configurations`; jobs alike are looked at once)."""
     usable: set[str] = set()
     seen: set[tuple[str, tuple[int, ...], tuple[str, ...] | None]] = set()
     for job in jobs:

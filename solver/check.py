@@ -11,9 +11,9 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from solver.data import Instance
-from solver.result import Schedule
-from solver.throughput import Placement
+from hetsched.data import Instance
+from hetsched.result import Schedule
+from hetsched.throughput import Placement
 
 #: Times are compared with this tolerance: absolute seconds, plus a part relative to the
 #: *durations* involved (never to the clock value: at Unix-epoch times, 1e-6 of the clock

@@ -17,17 +17,17 @@ from typing import Any
 
 import click
 
-from solver.check import check
-from solver.cli_format import plan_table, summary_lines
-from solver.errors import InputError
-from solver.generate import GeneratorSettings, generate, parse_gpu_counts
-from solver.instance_file import load_instance, model_warnings, save_instance
-from solver.outputs import check_output_file, check_plot_file, write_text, writing
-from solver.policies import MAX_SEED, MAX_THREADS, available
-from solver.result import Schedule
-from solver.solve import solve
+from hetsched.check import check
+from hetsched.cli_format import plan_table, summary_lines
+from hetsched.errors import InputError
+from hetsched.generate import GeneratorSettings, generate, parse_gpu_counts
+from hetsched.instance_file import load_instance, model_warnings, save_instance
+from hetsched.outputs import check_output_file, check_plot_file, write_text, writing
+from hetsched.policies import MAX_SEED, MAX_THREADS, available
+from hetsched.result import Schedule
+from hetsched.solve import solve
 
-log = logging.getLogger("solver")
+log = logging.getLogger("hetsched")
 
 BACKENDS = ("cpsat", "highs", "cbc", "scip", "matching")
 
@@ -41,7 +41,7 @@ _FRESH_PROCESS_S = 5.0
 def _command_start() -> float:
     """When this command started (``time.monotonic``): the package's import in a fresh
     ``hetsched`` process (so start-up counts against ``--time-limit``), else now."""
-    from solver import STARTED_AT
+    from hetsched import STARTED_AT
 
     now = time.monotonic()
     return STARTED_AT if now - STARTED_AT < _FRESH_PROCESS_S else now
@@ -130,7 +130,7 @@ def solve_command(instance: Path, model: str, backend: str | None, time_limit: f
     if plot is not None and not len(result.schedule):
         click.echo(f"no schedule to draw: {plot} not written", err=True)
     elif plot is not None:
-        from solver import plot as plots  # matplotlib is slow to import: only when asked
+        from hetsched import plot as plots  # matplotlib is slow to import: only when asked
 
         with writing(plot, "--plot", "the plot"):
             plots.save(plots.gantt(data, result.schedule), plot)
@@ -202,7 +202,7 @@ def topology_group() -> None:
               help="Also draw the GPU graph, links by bandwidth (PNG/SVG/PDF).")
 def topology_show_command(topo_file: Path, plot: Path | None) -> None:
     """Parse TOPO_FILE (the text nvidia-smi topo -m prints) and show its links."""
-    from solver.topology import read_topology
+    from hetsched.topology import read_topology
 
     if plot is not None:
         check_plot_file(plot)
@@ -210,7 +210,7 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
     click.echo(f"{topo_file}")
     click.echo(server.summary())
     if plot is not None:
-        from solver import plot as plots
+        from hetsched import plot as plots
 
         with writing(plot, "--plot", "the plot"):
             plots.save(plots.topology_graph(server), plot)
@@ -259,7 +259,7 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
     """Replay TRACE on a cluster under a policy; write summary.json, jobs.csv,
     decisions.csv (the same for the same input) and timing.json (wall clock) into --out,
     a new folder or one a replay wrote (replaced as a whole)."""
-    from solver.replay import run_replay
+    from hetsched.replay import run_replay
 
     summary = run_replay(trace, trace_format, cluster_spec, policy, out=out,
                          throughput_path=throughput_path, backend=backend, interval_s=interval,
@@ -279,7 +279,7 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
                 f" ({len(items) - 1} more in summary.json)" if len(items) > 1 else ""))
     click.echo(f"wrote {out}/summary.json, jobs.csv, decisions.csv, timing.json")
     if summary.get("interrupted"):
-        from solver.interrupts import exit_code
+        from hetsched.interrupts import exit_code
 
         click.echo(f"interrupted: {summary.get('completed')} of {summary.get('jobs')} jobs "
                    "finished; the metrics cover those only", err=True)
@@ -328,7 +328,7 @@ def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: s
                   restart_penalty: float, on_bad_row: str, out: Path) -> None:
     """Replay TRACE under every policy x seed x load; write results.csv, report.md and plots
     into --out (docs/bench.md). Rerunning the same command resumes."""
-    from solver.bench import (
+    from hetsched.bench import (
         BenchSettings,
         default_workers,
         parse_loads,
@@ -336,7 +336,7 @@ def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: s
         parse_seeds,
         run_bench,
     )
-    from solver.cluster_spec import parse_cluster
+    from hetsched.cluster_spec import parse_cluster
 
     parse_cluster(cluster_spec)
     settings = BenchSettings(
@@ -354,7 +354,7 @@ def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: s
     if outcome.report is not None:
         click.echo(f"wrote {out}/results.csv, {outcome.report.name}, plots (PNG)")
     if outcome.interrupted:
-        from solver.interrupts import exit_code
+        from hetsched.interrupts import exit_code
 
         sys.exit(exit_code())
     if outcome.failed:
@@ -407,10 +407,10 @@ def generate_command(num_jobs: int, gpus: str, seed: int, gpus_per_node: int,
               help="Write a residual plot (PNG) of the leave-one-out predictions.")
 def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) -> None:
     """Fit the throughput model to a measured PROFILE (Gavel's JSON or a tidy CSV)."""
-    from solver.profiles import read_profile
-    from solver.speed_fit import fit_throughput_model
-    from solver.speed_io import save_model
-    from solver.speed_loo import leave_one_out, plot_residuals, report_lines
+    from hetsched.profiles import read_profile
+    from hetsched.speed_fit import fit_throughput_model
+    from hetsched.speed_io import save_model
+    from hetsched.speed_loo import leave_one_out, plot_residuals, report_lines
 
     check_output_file(output, "--output")
     if plot is not None:
@@ -436,7 +436,7 @@ def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) ->
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run the CLI, turning bad input into exit code 2 without a traceback."""
-    from solver.interrupts import exit_code, terminate_as_interrupt
+    from hetsched.interrupts import exit_code, terminate_as_interrupt
 
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:

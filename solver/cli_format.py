@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from solver.data import Instance
-from solver.result import Result
+from hetsched.data import Instance
+from hetsched.result import Result
 
 
 def format_gpus(ids: Sequence[str]) -> str:

@@ -4,12 +4,12 @@ Three forms (docs/traces.md, "Cluster spec"):
 
 * ``v100=36,p100=36,k80=36``: that many GPUs of each type, in servers of
   :data:`GPUS_PER_SERVER` GPUs (the last server of a type holds the remainder);
-  ``v100=36x8`` sets the server size of one type. Known types (solver.generate's
+  ``v100=36x8`` sets the server size of one type. Known types (hetsched.generate's
   catalogue) carry its memory and price.
 * ``cluster.json``: a cluster or instance file; its ``gpu_types``, ``nodes`` and
   optional ``topologies`` / ``network_gbps`` are read as in the instance format (jobs
   and throughput, if present, are ignored).
-* ``openb:NODE_LIST.csv``: Alibaba's openb node list (:func:`solver.traces.openb_cluster`).
+* ``openb:NODE_LIST.csv``: Alibaba's openb node list (:func:`hetsched.traces.openb_cluster`).
 
 Relative paths are taken from ``base_dir``.
 """
@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from solver.data import MAX_CLUSTER_GPUS, MAX_GPUS_PER_NODE, Cluster, GpuType, Node
-from solver.errors import InputError
-from solver.generate import GPU_TYPES
-from solver.instance_file import _build, _topology_graph, check_schema, read_json, schema
-from solver.traces.openb import openb_cluster
+from hetsched.data import MAX_CLUSTER_GPUS, MAX_GPUS_PER_NODE, Cluster, GpuType, Node
+from hetsched.errors import InputError
+from hetsched.generate import GPU_TYPES
+from hetsched.instance_file import _build, _topology_graph, check_schema, read_json, schema
+from hetsched.traces.openb import openb_cluster
 
 #: GPUs per server when the spec does not say. Gavel's simulator scripts default to
 #: ``--num_gpus_per_server 1:1:1``, which makes every multi-GPU job spread; 4 lets the

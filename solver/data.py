@@ -1,7 +1,7 @@
 """The data model: GPU types, nodes, cluster, jobs and instance.
 
 All records are frozen and validate themselves on construction, raising
-:class:`~solver.errors.InputError` with the field's path. Units: seconds for
+:class:`~hetsched.errors.InputError` with the field's path. Units: seconds for
 times, steps for work, steps/s for throughput, GB for memory.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import networkx as nx
 
-from solver.errors import InputError
-from solver.throughput import Placement, ThroughputModel
+from hetsched.errors import InputError
+from hetsched.throughput import Placement, ThroughputModel
 
 #: Link kinds of the default topology and their effective GPU-to-GPU bandwidth in GB/s
 #: (docs/instance-format.md): GPUs of one node talk over a PCIe 4.0 x16-class fabric;

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from solver.data import (
+from hetsched.data import (
     MAX_CLUSTER_GPUS,
     MAX_DURATION_S,
     MAX_GPUS_PER_NODE,
@@ -27,8 +27,8 @@ from solver.data import (
     Node,
     in_range,
 )
-from solver.errors import InputError
-from solver.throughput import Placement, ThroughputTable
+from hetsched.errors import InputError
+from hetsched.throughput import Placement, ThroughputTable
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def _nodes(settings: GeneratorSettings) -> list[Node]:
 
 
 #: The most jobs, and the longest mean gap between arrivals (s), ``generate`` accepts:
-#: together they keep arrivals below solver.data.MAX_TIME_S.
+#: together they keep arrivals below hetsched.data.MAX_TIME_S.
 MAX_JOBS = 100_000
 MAX_MEAN_INTERARRIVAL_S = 1e5
 

@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError
 
-from solver.data import (
+from hetsched.data import (
     MAX_GPUS_PER_JOB,
     MAX_THROUGHPUT,
     MIN_THROUGHPUT,
@@ -31,8 +31,8 @@ from solver.data import (
     check_node_links,
     in_range,
 )
-from solver.errors import InputError
-from solver.throughput import Placement, ThroughputModel, ThroughputTable
+from hetsched.errors import InputError
+from hetsched.throughput import Placement, ThroughputModel, ThroughputTable
 
 FORMAT = "hetsched-instance"
 VERSION = 1
@@ -42,7 +42,7 @@ THROUGHPUT_COLUMNS = ("job_type", "gpu_type", "num_gpus", "placement", "throughp
 @cache
 def schema() -> dict[str, Any]:
     """The JSON Schema of instance files, shipped inside the package."""
-    text = resources.files("solver").joinpath("schema/instance.schema.json").read_text()
+    text = resources.files("hetsched").joinpath("schema/instance.schema.json").read_text()
     loaded: dict[str, Any] = json.loads(text)
     return loaded
 
@@ -316,9 +316,9 @@ def _throughput_from_model_file(reference: Any, file: str, base_dir: Path | None
     """The throughput of an instance that names a fitted model file (``throughput_model``:
     a path, or ``{file, mode}``; docs/throughput-model.md). In fitted mode every job type
     and GPU type of the instance must be known to the model."""
-    from solver.speed_fit import throughput_model
-    from solver.speed_io import load_model
-    from solver.speed_model import FittedThroughputModel
+    from hetsched.speed_fit import throughput_model
+    from hetsched.speed_io import load_model
+    from hetsched.speed_model import FittedThroughputModel
 
     if isinstance(reference, str):
         reference = {"file": reference}
@@ -402,7 +402,7 @@ def _topology_graph(doc: dict[str, Any], nodes: list[Node], file: str,
         check_node_links(nodes)
     except InputError as exc:
         raise exc.at("$").in_file(file) from None
-    from solver.topology import NetworkSpec, ServerTopology, cluster_graph, read_topology
+    from hetsched.topology import NetworkSpec, ServerTopology, cluster_graph, read_topology
 
     types = {node.gpu_type for node in nodes}
     servers: dict[str, ServerTopology] = {}
@@ -444,19 +444,19 @@ def model_warnings(instance: Instance, model: str) -> list[str]:
     """One line per job of ``instance`` that the policy ``model`` cannot run, naming the job
     and why (``deadline`` runs every gang packed on one node; ``allox`` every job on one
     GPU or, when some job cannot, packed on one whole node); empty if it runs them all."""
-    from solver.policies import available
+    from hetsched.policies import available
 
     if model not in available():
         raise InputError("unknown model", path="--model", value=model,
                          expected="one of " + ", ".join(available()))
     if model == "deadline":
-        from formulations.deadline.problem import build_problem
+        from hetsched.formulations.deadline.problem import build_problem
 
         stuck = set(build_problem(instance).unplaceable)
         why = ("no packed configuration (all its GPUs on one node) has throughput > 0; the "
                "deadline model runs gangs packed")
     elif model == "allox":
-        from formulations.allox.problem import best_run, machines_for
+        from hetsched.formulations.allox.problem import best_run, machines_for
 
         whole_nodes = not all(any(c.num_gpus == 1 for c in instance.configurations(job))
                               for job in instance.jobs)

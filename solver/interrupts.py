@@ -3,8 +3,8 @@
 ``timeout``, batch schedulers and container runtimes stop a process with SIGTERM; Python
 ends at once on it, writing nothing. :func:`terminate_as_interrupt` turns SIGTERM into
 :class:`Terminated`, a ``KeyboardInterrupt``, so that everything that saves its work on
-Ctrl-C (the simulator, the bench, every solver call: :mod:`formulations.cpsat_run`,
-:mod:`formulations.mip`) does the same on SIGTERM. :func:`deferred_interrupts` lets a
+Ctrl-C (the simulator, the bench, every solver call: :mod:`hetsched.formulations.cpsat_run`,
+:mod:`hetsched.formulations.mip`) does the same on SIGTERM. :func:`deferred_interrupts` lets a
 block that writes results finish first and raises the interrupt after it.
 """
 

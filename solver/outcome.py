@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from solver.data import Cluster, Job
-from solver.errors import InputError
+from hetsched.data import Cluster, Job
+from hetsched.errors import InputError
 
 
 @dataclass
@@ -87,7 +87,7 @@ class Replay:
     round_s: float | None = None
     interval_s: float | None = None
     restart_penalty_s: float = 30.0
-    #: GPUs of a type some job can run on (:func:`solver.bounds.usable_gpus`); ``None``:
+    #: GPUs of a type some job can run on (:func:`hetsched.bounds.usable_gpus`); ``None``:
     #: every GPU of the cluster
     usable_gpus: int | None = None
 
@@ -227,7 +227,7 @@ def check_out_folder(out_dir: str | Path) -> None:
         if folder.exists():
             raise InputError("the output folder is a file", file=str(folder), path="--out",
                              expected="a new folder, or one a replay wrote") from None
-        return  # a parent is a file: solver.outputs.check_output_folder says so
+        return  # a parent is a file: hetsched.outputs.check_output_folder says so
     else:
         foreign = sorted(name for name in names if name not in OUTPUT_FILES
                          and not name.endswith(".tmp"))

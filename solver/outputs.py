@@ -6,7 +6,7 @@ written, so every command checks its output paths first (:func:`check_output_fol
 and removing a probe beside the target, and a plot's extension is one matplotlib
 writes). Files are then written whole (:func:`write_text`: a temporary file beside the
 target, renamed over it), and an ``OSError`` met while writing (a full disk, a folder
-made read-only meanwhile) becomes an :class:`~solver.errors.InputError` naming the path
+made read-only meanwhile) becomes an :class:`~hetsched.errors.InputError` naming the path
 and the option (:func:`writing`), which the CLI prints as one line with exit code 2.
 :func:`locked_folder` keeps two benches out of one output folder.
 """
@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from solver.errors import InputError
+from hetsched.errors import InputError
 
 #: What to fix, by the errno of a failed write.
 _REMEDY = {

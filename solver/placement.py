@@ -21,8 +21,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from solver.data import Instance
-from solver.result import Assignment, Schedule
+from hetsched.data import Instance
+from hetsched.result import Assignment, Schedule
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from solver.data import Instance
-from solver.result import Schedule
-from solver.topology import ServerTopology, link_bandwidth
+from hetsched.data import Instance
+from hetsched.result import Schedule
+from hetsched.topology import ServerTopology, link_bandwidth
 
 
 def gantt(instance: Instance, schedule: Schedule, ax: Axes | None = None,

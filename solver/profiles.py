@@ -29,10 +29,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from solver.data import MAX_GPUS_PER_JOB, MAX_THROUGHPUT, MIN_THROUGHPUT, in_range
-from solver.errors import InputError
-from solver.instance_file import read_json
-from solver.throughput import Placement, ThroughputTable
+from hetsched.data import MAX_GPUS_PER_JOB, MAX_THROUGHPUT, MIN_THROUGHPUT, in_range
+from hetsched.errors import InputError
+from hetsched.instance_file import read_json
+from hetsched.throughput import Placement, ThroughputTable
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Replanning: a static model (``solver.solve``'s ``deadline``, ``allox``, ``topology``,
+"""Replanning: a static model (``hetsched.solve``'s ``deadline``, ``allox``, ``topology``,
 ``fifo``) used as a rolling policy, re-solved at every decision point
 (:class:`ModelPolicy`)."""
 
@@ -8,18 +8,18 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING
 
-from solver.data import Cluster, Instance, Job
-from solver.rolling import (
+from hetsched.data import Cluster, Instance, Job
+from hetsched.rolling import (
     ClusterState,
     Decision,
     RollingFifo,
     Start,
     first_fit_gpus,
 )
-from solver.throughput import Placement
+from hetsched.throughput import Placement
 
 if TYPE_CHECKING:
-    from solver.result import Result
+    from hetsched.result import Result
 
 
 #: A plan's start this close to ``now`` counts as now: the exact models work on a time grid
@@ -28,7 +28,7 @@ START_TOLERANCE_S = 0.01
 
 
 class ModelPolicy:
-    """A static policy (``solver.solve``'s models: ``deadline``, ``allox``, ``topology``,
+    """A static policy (``hetsched.solve``'s models: ``deadline``, ``allox``, ``topology``,
     ``fifo``) driven at every decision point.
 
     *Which jobs the model sees.* At most ``window`` pending jobs, by priority: first those
@@ -79,7 +79,7 @@ class ModelPolicy:
 
     def _speed(self, state: ClusterState, job: Job) -> float:
         """The job's best throughput anywhere on the cluster (cached: it never changes)."""
-        from solver.data import configurations
+        from hetsched.data import configurations
 
         if job.id not in self._best_speed:
             configs = configurations(state.cluster, state.throughput, job)
@@ -127,7 +127,7 @@ class ModelPolicy:
         if spread:
             # ... on a GPU type where it ends no later than by waiting for a faster type to
             # free a gang (the baselines' rule; a spread gang on K80s can run for weeks).
-            from solver.baselines.common import ReleaseTimes, SpeedBook, worth_starting
+            from hetsched.baselines.common import ReleaseTimes, SpeedBook, worth_starting
 
             book = SpeedBook()
             releases = ReleaseTimes(state, book)
@@ -148,7 +148,7 @@ class ModelPolicy:
         return self._decide_free(state, early, free, candidates)
 
     def _solve(self, instance: Instance, **extra: object) -> Result:
-        from solver.solve import solve
+        from hetsched.solve import solve
 
         return solve(instance, model=self.model, backend=self.backend,
                      time_limit=self.time_limit_s, **self.options, **extra)
@@ -156,8 +156,8 @@ class ModelPolicy:
     def _decide_free(self, state: ClusterState, early: list[Start], free: set[str],
                      candidates: list[Job]) -> Decision:
         """The model on the free GPUs only; commit the jobs it starts now."""
-        from solver.data import Node, configurations
-        from solver.errors import InputError
+        from hetsched.data import Node, configurations
+        from hetsched.errors import InputError
 
         free_ids: dict[str, list[str]] = {}
         for node in state.cluster.nodes:
@@ -193,8 +193,8 @@ class ModelPolicy:
     def _decide_whole(self, state: ClusterState, early: list[Start], free: set[str],
                       candidates: list[Job]) -> Decision:
         """The model on the whole cluster with the running jobs in it."""
-        from solver.data import Node
-        from solver.errors import InputError
+        from hetsched.data import Node
+        from hetsched.errors import InputError
 
         early_ids = {g for s in early for g in s.gpus}
         # Running jobs packed on one node enter the model with their remaining work, pinned
@@ -285,7 +285,7 @@ class ModelPolicy:
         order += self._window(state, [j for j in candidates if j.id not in in_window])[
             : 4 * self.window]
         model = state.throughput
-        from solver.baselines.common import ReleaseTimes, SpeedBook
+        from hetsched.baselines.common import ReleaseTimes, SpeedBook
 
         book = SpeedBook()
         releases = ReleaseTimes(state, book)

@@ -9,15 +9,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from formulations.options import check_seed
-from solver.data import Cluster, Job
-from solver.errors import InputError
-from solver.generate import catalogue_table
-from solver.outcome import Replay
-from solver.outputs import check_output_folder, writing
-from solver.replanning import ModelPolicy
-from solver.rolling import RollingFifo, RollingPolicy
-from solver.throughput import PolicyView, ThroughputModel
+from hetsched.data import Cluster, Job
+from hetsched.errors import InputError
+from hetsched.formulations.options import check_seed
+from hetsched.generate import catalogue_table
+from hetsched.outcome import Replay
+from hetsched.outputs import check_output_folder, writing
+from hetsched.replanning import ModelPolicy
+from hetsched.rolling import RollingFifo, RollingPolicy
+from hetsched.throughput import PolicyView, ThroughputModel
 
 #: Rolling policies implemented natively; every other name goes to a static model.
 NATIVE = {"fifo": RollingFifo}
@@ -26,11 +26,11 @@ NATIVE = {"fifo": RollingFifo}
 def rolling_policy(name: str, *, backend: str | None = None, time_limit_s: float | None = 5.0,
                    seed: int = 0, deterministic: bool = False) -> RollingPolicy:
     """The rolling policy called ``name``: a native one, a baseline
-    (``solver.baselines``), or a static model (``solver.policies``) solved at every
+    (``hetsched.baselines``), or a static model (``hetsched.policies``) solved at every
     decision point; ``NAME-agnostic`` is any of them seeing every GPU type alike. With
     ``deterministic``, ``time_limit_s`` counts deterministic work units per decision (see
-    :mod:`formulations.budget`): the same replay on any machine."""
-    from solver.baselines import AGNOSTIC_SUFFIX, BASELINES, HeterogeneityAgnostic, make_baseline
+    :mod:`hetsched.formulations.budget`): the same replay on any machine."""
+    from hetsched.baselines import AGNOSTIC_SUFFIX, BASELINES, HeterogeneityAgnostic, make_baseline
 
     if name.endswith(AGNOSTIC_SUFFIX) and len(name) > len(AGNOSTIC_SUFFIX):
         return HeterogeneityAgnostic(rolling_policy(
@@ -41,7 +41,7 @@ def rolling_policy(name: str, *, backend: str | None = None, time_limit_s: float
     if name in BASELINES:
         return make_baseline(name, backend=backend, time_limit_s=time_limit_s,
                              deterministic=deterministic)
-    from solver.policies import available
+    from hetsched.policies import available
 
     if name not in available():
         raise InputError("unknown policy", path="--policy", value=name,
@@ -55,10 +55,10 @@ def rolling_policy(name: str, *, backend: str | None = None, time_limit_s: float
 def throughput_pair(path: Path) -> tuple[ThroughputModel, ThroughputModel]:
     """``(measured, fitted)`` from a profile (Gavel JSON or tidy CSV) or a fitted model
     file: the simulator's ground truth and the policies' view."""
-    from solver.profiles import read_profile
-    from solver.speed_fit import throughput_model
-    from solver.speed_io import load_model
-    from solver.speed_model import FORMAT
+    from hetsched.profiles import read_profile
+    from hetsched.speed_fit import throughput_model
+    from hetsched.speed_io import load_model
+    from hetsched.speed_model import FORMAT
 
     if not path.is_file():
         raise InputError("no such throughput file", file=str(path), path="--throughput")
@@ -115,7 +115,7 @@ def default_throughput(trace: Path, trace_format: str) -> Path | None:
 
 #: The range of ``--load`` (arrival-rate multipliers): 1/1000 stretches a year of
 #: arrivals to a millennium; beyond, times leave the range the validation allows
-#: (``solver.data.MAX_TIME_S``) and the clock's resolution eats the job durations.
+#: (``hetsched.data.MAX_TIME_S``) and the clock's resolution eats the job durations.
 MIN_LOAD = 1e-3
 MAX_LOAD = 1e3
 
@@ -135,8 +135,8 @@ def scale_arrivals(jobs: Sequence[Job], load: float) -> tuple[Job, ...]:
     the first arrival divided by ``load`` (2 halves every inter-arrival time); a deadline
     keeps its distance from its job's arrival. Work, sizes and types are unchanged.
     ``load`` is from :data:`MIN_LOAD` to :data:`MAX_LOAD`, and the scaled times must stay
-    within ``solver.data.MAX_TIME_S``."""
-    from solver.data import MAX_TIME_S
+    within ``hetsched.data.MAX_TIME_S``."""
+    from hetsched.data import MAX_TIME_S
 
     check_load(load)
     if load == 1 or not jobs:
@@ -167,20 +167,20 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     and the wall-clock figures of ``timing.json``. The policy is called at every boundary
     of its own round (``round_s``), and every ``interval_s`` if given, while any job runs
     or waits. ``load`` scales the arrival rate (:func:`scale_arrivals`); the summary
-    carries the lower bounds of :func:`solver.bounds.lower_bounds` (``bound_*``, measured
+    carries the lower bounds of :func:`hetsched.bounds.lower_bounds` (``bound_*``, measured
     throughput). ``deterministic`` (the default) makes every solver limit a deterministic
     work limit, so the same command gives byte-identical ``summary.json``, ``jobs.csv``
     and ``decisions.csv``; ``False`` uses wall-clock limits (``--wall-clock``)."""
-    from formulations.versions import solver_versions
-    from solver.cluster_spec import parse_cluster
-    from solver.data import configurations
-    from solver.simulate import (
+    from hetsched.cluster_spec import parse_cluster
+    from hetsched.data import configurations
+    from hetsched.formulations.versions import solver_versions
+    from hetsched.simulate import (
         Simulator,
         check_interval,
         check_out_folder,
         check_restart_penalty,
     )
-    from solver.traces import read_trace
+    from hetsched.traces import read_trace
 
     # Options first, so that a typo is reported before a trace of 80,000 rows is read.
     policy = rolling_policy(policy_name, backend=backend, time_limit_s=time_limit_s, seed=seed,
@@ -215,7 +215,7 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     replay = simulator.run()
     if progress is not None:
         progress.close()
-    from solver.interrupts import deferred_interrupts
+    from hetsched.interrupts import deferred_interrupts
 
     # A Ctrl-C from here on stops after the files are written; a write that fails (a full
     # disk) leaves the folder as it was and ends in one line naming it.
@@ -239,7 +239,7 @@ def _write(replay: Replay, out: Path, jobs: Sequence[Job], cluster: Cluster,
     (whose metrics cover the finished jobs only), the finished jobs (``bounds_cover``).
     Bounds of every job would not bound a partial average JCT: the short jobs finish
     first, and their mean is below the mean over all jobs."""
-    from solver.bounds import lower_bounds
+    from hetsched.bounds import lower_bounds
 
     covered = jobs
     if replay.interrupted:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from solver.data import Instance
+from hetsched.data import Instance
 
 
 class Status(str, Enum):
@@ -130,7 +130,7 @@ def compute_metrics(instance: Instance, schedule: Schedule) -> Metrics:
     makespan = max((a.finish for a in placed), default=instance.now) - instance.now
     busy = sum((a.finish - a.start) * len(a.gpus) for a in placed)
     # Only GPUs of a type some job can run on: the others are idle whatever the schedule.
-    from solver.bounds import usable_gpus
+    from hetsched.bounds import usable_gpus
 
     usable = usable_gpus(instance.jobs, instance.cluster, instance.throughput)
     capacity = (usable or instance.cluster.num_gpus()) * makespan
@@ -150,7 +150,7 @@ def compute_metrics(instance: Instance, schedule: Schedule) -> Metrics:
 
 @dataclass(frozen=True)
 class Result:
-    """What :func:`solver.solve` returns.
+    """What :func:`hetsched.solve` returns.
 
     ``objective`` is ``inf`` when there is no schedule; ``bound`` is the best
     proven bound on the objective (``None`` for heuristics); ``gap`` is

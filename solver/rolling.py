@@ -1,6 +1,6 @@
 """Rolling policies: what a scheduler sees at a decision point and what it returns.
 
-At every decision point the simulator (:mod:`solver.simulate`) hands a policy a
+At every decision point the simulator (:mod:`hetsched.simulate`) hands a policy a
 :class:`ClusterState`: the time, the free GPUs, the running jobs (placement,
 remaining work) and the pending jobs (arrived, not running, with their remaining work),
 and the throughput model the policy may use (the *fitted* one; the simulator advances
@@ -17,8 +17,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from solver.data import Cluster, Job
-from solver.throughput import Placement, ThroughputModel
+from hetsched.data import Cluster, Job
+from hetsched.throughput import Placement, ThroughputModel
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class RollingPolicy(Protocol):
     event, ``-inf``: no promise) before which calls at later boundaries, with no arrival
     or completion in between, would return empty decisions and change nothing that
     matters to its later decisions, provided it is still called at the last boundary
-    before the next event. The simulator then skips the others (:mod:`solver.simulate`)."""
+    before the next event. The simulator then skips the others (:mod:`hetsched.simulate`)."""
 
     name: str
 

@@ -4,10 +4,10 @@ Time jumps from event to event: arrivals, completions (at their exact times: a j
 finishes when its remaining work is done at the *measured* throughput of the GPUs it
 holds, never at the end of a round), the boundaries of the policy's declared round
 (``round_s``) and, optionally, a fixed decision interval. At every decision point the
-policy decides (see :mod:`solver.rolling`); it sees the *fitted* throughput model. A
+policy decides (see :mod:`hetsched.rolling`); it sees the *fitted* throughput model. A
 preempted job keeps its progress; when it starts again (or migrates) it makes no
 progress for ``restart_penalty_s`` (checkpoint restore). GPU time is accounted exactly,
-the restore included. The outcome and its files: :mod:`solver.outcome`.
+the restore included. The outcome and its files: :mod:`hetsched.outcome`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from solver.bounds import usable_gpus
-from solver.data import Cluster, Job
-from solver.errors import InputError
-from solver.outcome import (
+from hetsched.bounds import usable_gpus
+from hetsched.data import Cluster, Job
+from hetsched.errors import InputError
+from hetsched.outcome import (
     OUTPUT_FILES,
     DecisionLog,
     JobRecord,
@@ -31,7 +31,7 @@ from solver.outcome import (
     check_out_folder,
     write_folder,
 )
-from solver.rolling import (
+from hetsched.rolling import (
     ClusterState,
     Decision,
     FreeGpuIndex,
@@ -41,7 +41,7 @@ from solver.rolling import (
     Start,
     quiet_until,
 )
-from solver.throughput import ThroughputModel
+from hetsched.throughput import ThroughputModel
 
 __all__ = ["EPS", "MAX_RESTART_PENALTY_S", "MIN_PERIOD_S", "OUTPUT_FILES", "DecisionLog",
            "JobRecord", "Replay", "Simulator", "check_interval", "check_out_folder",
@@ -177,7 +177,7 @@ class Simulator:
 
     Quiet rounds (``skip_quiet_rounds``, on by default): after a boundary decision that
     changed nothing, the simulator asks the policy's optional ``quiet_until(state)``
-    (:class:`~solver.rolling.RollingPolicy`) until when its boundary calls would change
+    (:class:`~hetsched.rolling.RollingPolicy`) until when its boundary calls would change
     nothing either, and skips the boundaries before the next event (arrival, completion,
     or that time) but the last one, where it calls the policy as usual. Every job's
     record is the same as with a call at every boundary; only the skipped boundaries'
@@ -189,8 +189,8 @@ class Simulator:
     a function of time (``_Run``), not accounted at each event; a policy gets the free
     GPUs as one frozenset, rebuilt only when they change, and the pending and running
     jobs as tuples, with the per-job fields built only when it reads them
-    (``_LiveState``). The native FIFO (:class:`~solver.rolling.RollingFifo`) gets no
-    state at all: the simulator keeps a :class:`~solver.rolling.FreeGpuIndex` up to date
+    (``_LiveState``). The native FIFO (:class:`~hetsched.rolling.RollingFifo`) gets no
+    state at all: the simulator keeps a :class:`~hetsched.rolling.FreeGpuIndex` up to date
     and hands it the queue (``RollingFifo.start_prefix``), so an event costs time in the
     jobs it starts and the nodes first fit scans, not in the queue or the cluster
     (philly.csv, 82,247 jobs on 2,496 GPUs: seconds; benchmarks/replay.py).

@@ -7,11 +7,11 @@ import logging
 import math
 import time
 
-from formulations.budget import Budget
-from solver.data import Instance
-from solver.errors import InputError
-from solver.policies import SolveOptions, get_policy
-from solver.result import Result, compute_metrics
+from hetsched.data import Instance
+from hetsched.errors import InputError
+from hetsched.formulations.budget import Budget
+from hetsched.policies import SolveOptions, get_policy
+from hetsched.result import Result, compute_metrics
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +27,9 @@ def solve(
 
     ``time_limit`` is the budget of the whole solve, in seconds (the policy's default when
     ``None``), or in deterministic work units with ``deterministic=True`` (the same answer
-    on any machine; see :mod:`formulations.budget`); further keyword arguments are fields
-    of :class:`~solver.policies.SolveOptions` (``gap``, ``threads``, ``seed``,
-    ``warm_start``, ...). One :class:`~formulations.budget.Budget` is made here (or given
+    on any machine; see :mod:`hetsched.formulations.budget`); further keyword arguments are fields
+    of :class:`~hetsched.policies.SolveOptions` (``gap``, ``threads``, ``seed``,
+    ``warm_start``, ...). One :class:`~hetsched.formulations.budget.Budget` is made here (or given
     as ``budget=``; ``started=`` a ``time.monotonic()`` reading from which a wall-clock
     budget counts, e.g. the start of a command), and every phase of the solve consults
     it. The result's runtime is wall time of the whole solve and its metrics are computed
@@ -64,7 +64,7 @@ def solve(
              len(instance.jobs), model, settings.backend or "-", budget.describe())
     result = policy.solve(instance, settings)
     if settings.placement == "topology" and model != "topology" and len(result.schedule):
-        from solver.policies.topology import topology_replacement
+        from hetsched.policies.topology import topology_replacement
 
         schedule, extra = topology_replacement(
             instance, result.schedule, backend=settings.backend if settings.backend in (

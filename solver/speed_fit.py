@@ -12,9 +12,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy.optimize import nnls
 
-from solver.errors import InputError
-from solver.profiles import Profile
-from solver.speed_model import (
+from hetsched.errors import InputError
+from hetsched.profiles import Profile
+from hetsched.speed_model import (
     Array,
     BlockFit,
     FitDiagnostics,
@@ -25,7 +25,7 @@ from solver.speed_model import (
     SeriesFit,
     SeriesKey,
 )
-from solver.throughput import Placement, ThroughputTable
+from hetsched.throughput import Placement, ThroughputTable
 
 log = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from solver.errors import InputError
-from solver.instance_file import read_json
-from solver.speed_model import FORMAT, VERSION, FitSettings, FittedThroughputModel, SeriesFit
-from solver.throughput import Placement, ThroughputTable
+from hetsched.errors import InputError
+from hetsched.instance_file import read_json
+from hetsched.speed_model import FORMAT, VERSION, FitSettings, FittedThroughputModel, SeriesFit
+from hetsched.throughput import Placement, ThroughputTable
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from solver.errors import InputError
-from solver.profiles import PointKey, Profile
-from solver.speed_fit import fit_throughput_model
-from solver.speed_model import Array, FitSettings
-from solver.throughput import Placement
+from hetsched.errors import InputError
+from hetsched.profiles import PointKey, Profile
+from hetsched.speed_fit import fit_throughput_model
+from hetsched.speed_model import Array, FitSettings
+from hetsched.throughput import Placement
 
 log = logging.getLogger(__name__)
 

@@ -49,8 +49,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from solver.errors import InputError
-from solver.throughput import Placement, ThroughputTable
+from hetsched.errors import InputError
+from hetsched.throughput import Placement, ThroughputTable
 
 log = logging.getLogger(__name__)
 
@@ -345,7 +345,7 @@ class FittedThroughputModel:
 
     Unlike a measured table it answers every GPU count from 1 to
     ``settings.max_gpus`` of a job type and GPU type it has seen, and raises
-    :class:`~solver.errors.InputError` for a job type or GPU type it has not.
+    :class:`~hetsched.errors.InputError` for a job type or GPU type it has not.
     ``data`` holds the measurements it was fitted on (its measured mode).
     """
 

@@ -4,7 +4,7 @@ Every throughput coefficient a formulation, baseline or checker uses comes from
 an object that satisfies :class:`ThroughputModel`. :class:`ThroughputTable` is the
 measured form: a lookup table in steps per second where a missing entry or 0
 means "cannot run there". The fitted form is
-:class:`solver.speed_model.FittedThroughputModel` (docs/throughput-model.md).
+:class:`hetsched.speed_model.FittedThroughputModel` (docs/throughput-model.md).
 Both also give a whole array at once (:class:`ThroughputMatrixModel`); use
 :func:`throughput_matrix` to get one from any model.
 """
@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from solver.errors import InputError
+from hetsched.errors import InputError
 
 
 class Placement(str, Enum):

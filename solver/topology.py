@@ -18,9 +18,9 @@ from pathlib import Path
 
 import networkx as nx
 
-from solver.data import SWITCH, Cluster, GpuType, Instance, Job, Node, gpu_id
-from solver.errors import InputError
-from solver.throughput import Placement
+from hetsched.data import SWITCH, Cluster, GpuType, Instance, Job, Node, gpu_id
+from hetsched.errors import InputError
+from hetsched.throughput import Placement
 
 #: GB/s per direction between two GPUs joined by each link kind of ``nvidia-smi topo``.
 #: NV# is # bonded NVLinks at 25 GB/s each (NVLink 2 and 3); the PCIe kinds are what a

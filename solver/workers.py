@@ -17,7 +17,7 @@ caller's stdout and stderr (a CI step that reads them waits for ever).
 * write its standard output to /dev/null (it never prints; warnings still go to stderr).
 
 CBC, run by a worker as a child process, gets SIGKILL when that worker dies
-(:mod:`formulations.mip.cbc`).
+(:mod:`hetsched.formulations.mip.cbc`).
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from solver.check import check
-from solver.data import Instance
-from solver.result import Schedule
+from hetsched.check import check
+from hetsched.data import Instance
+from hetsched.result import Schedule
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ROOT / "instances"
@@ -33,7 +33,7 @@ def assert_valid(instance: Instance, schedule: Schedule, *, complete: bool = Tru
 
 def exits_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     """Run the CLI with ``args``; it must exit 2 without a traceback; its stderr."""
-    from solver.cli import main
+    from hetsched.cli import main
 
     with pytest.raises(SystemExit) as exited:
         main(args)

@@ -7,15 +7,15 @@ import itertools
 import numpy as np
 import pytest
 
-from formulations.allox.matching import solve_assignment, solve_flow
-from formulations.allox.milp import AlloxMilp
-from formulations.allox.problem import MatchingProblem, build_matching, machines_for
-from formulations.pulp_backend import MipSettings
-from solver.data import Instance
-from solver.instance_file import load_instance
-from solver.result import Result, Status
-from solver.solve import solve
-from solver.throughput import Placement
+from hetsched.data import Instance
+from hetsched.formulations.allox.matching import solve_assignment, solve_flow
+from hetsched.formulations.allox.milp import AlloxMilp
+from hetsched.formulations.allox.problem import MatchingProblem, build_matching, machines_for
+from hetsched.formulations.pulp_backend import MipSettings
+from hetsched.instance_file import load_instance
+from hetsched.result import Result, Status
+from hetsched.solve import solve
+from hetsched.throughput import Placement
 from tests.conftest import INSTANCES, assert_valid
 from tests.test_formulations_common import random_instance
 
@@ -185,9 +185,9 @@ def test_no_bound_that_an_elastic_job_beats(backend: str) -> None:
     # (1.8 steps/s packed). The matching puts every job on one GPU: JCT 100 s, and it
     # used to report 100 s as a bound (status OPTIMAL). But on both GPUs the job ends at
     # 100 / 1.8 = 55.6 s, a schedule the checker accepts: 100 s bounds nothing.
-    from solver.data import Cluster, GpuType, Job, Node
-    from solver.result import Assignment, Schedule
-    from solver.throughput import ThroughputTable
+    from hetsched.data import Cluster, GpuType, Job, Node
+    from hetsched.result import Assignment, Schedule
+    from hetsched.throughput import ThroughputTable
 
     table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 1.0),
                                        ("cnn", "v100", 2, "packed", 1.8)])

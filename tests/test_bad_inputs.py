@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.cli import main
+from hetsched.cli import main
 
 BAD = Path(__file__).parent / "data" / "bad"
 
@@ -86,7 +86,7 @@ def test_bad_file_exits_2_with_one_clear_line(
 def test_validate_many_files_reports_each_and_exits_2() -> None:
     files = sorted(str(p) for p in BAD.glob("*.json"))
     good = str(Path(__file__).parent.parent / "instances" / "tiny.json")
-    done = subprocess.run([sys.executable, "-m", "solver", "validate", good, *files],
+    done = subprocess.run([sys.executable, "-m", "hetsched", "validate", good, *files],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
@@ -162,8 +162,8 @@ def test_click_usage_errors_also_exit_2(capsys: pytest.CaptureFixture[str]) -> N
 ])
 def test_cluster_specs_with_absurd_gpu_counts_fail_at_once(spec: str,
                                                            pieces: list[str]) -> None:
-    from solver.cluster_spec import parse_cluster
-    from solver.errors import InputError
+    from hetsched.cluster_spec import parse_cluster
+    from hetsched.errors import InputError
 
     # v100=100000000 used to build 25 million nodes and every pair of their GPUs.
     with pytest.raises(InputError) as error:
@@ -174,8 +174,8 @@ def test_cluster_specs_with_absurd_gpu_counts_fail_at_once(spec: str,
 
 
 def test_cluster_file_errors_name_the_field(tmp_path: Path) -> None:
-    from solver.cluster_spec import parse_cluster
-    from solver.errors import InputError
+    from hetsched.cluster_spec import parse_cluster
+    from hetsched.errors import InputError
 
     path = tmp_path / "c.json"
     path.write_text('{"gpu_types": [{"name": "v100"}], "nodes": [{"name": "a", '
@@ -193,8 +193,8 @@ def test_cluster_file_errors_name_the_field(tmp_path: Path) -> None:
 
 
 def test_profile_json_nesting_and_long_numbers(tmp_path: Path) -> None:
-    from solver.errors import InputError
-    from solver.profiles import read_profile
+    from hetsched.errors import InputError
+    from hetsched.profiles import read_profile
 
     path = tmp_path / "p.json"
     path.write_text('{"v100": ' + "[" * 3000 + "]" * 3000 + "}")

@@ -1,5 +1,5 @@
-"""The baseline policies (solver.baselines) and Gavel's LP (formulations.gavel): hand-built
-cases whose outcome is derived in the comments, a brute-force check of the LP, the
+"""The baseline policies (hetsched.baselines) and Gavel's LP (hetsched.formulations.gavel):
+hand-built cases whose outcome is derived in the comments, a brute-force check of the LP, the
 heterogeneity-agnostic view, and replays of every policy through the simulator."""
 
 from __future__ import annotations
@@ -10,23 +10,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from formulations.gavel import AllocationProblem, solve_allocation
-from solver.baselines import BASELINES, AgnosticView, HeterogeneityAgnostic, make_baseline
-from solver.baselines.duration import ShortestJobFirst, ShortestRemainingTimeFirst
-from solver.baselines.gandiva import Gandiva
-from solver.baselines.gavel import Gavel
-from solver.baselines.optimus import Optimus
-from solver.baselines.tiresias import Tiresias
-from solver.check import check
-from solver.data import Cluster, GpuType, Job, Node
-from solver.errors import InputError
-from solver.instance_file import load_instance
-from solver.replanning import ModelPolicy
-from solver.replay import rolling_policy, run_replay
-from solver.result import Assignment, Schedule
-from solver.rolling import ClusterState, RollingPolicy, RunningJob
-from solver.simulate import Replay, Simulator
-from solver.throughput import Placement, ThroughputModel, ThroughputTable
+from hetsched.baselines import BASELINES, AgnosticView, HeterogeneityAgnostic, make_baseline
+from hetsched.baselines.duration import ShortestJobFirst, ShortestRemainingTimeFirst
+from hetsched.baselines.gandiva import Gandiva
+from hetsched.baselines.gavel import Gavel
+from hetsched.baselines.optimus import Optimus
+from hetsched.baselines.tiresias import Tiresias
+from hetsched.check import check
+from hetsched.data import Cluster, GpuType, Job, Node
+from hetsched.errors import InputError
+from hetsched.formulations.gavel import AllocationProblem, solve_allocation
+from hetsched.instance_file import load_instance
+from hetsched.replanning import ModelPolicy
+from hetsched.replay import rolling_policy, run_replay
+from hetsched.result import Assignment, Schedule
+from hetsched.rolling import ClusterState, RollingPolicy, RunningJob
+from hetsched.simulate import Replay, Simulator
+from hetsched.throughput import Placement, ThroughputModel, ThroughputTable
 from tests.conftest import INSTANCES, ROOT, SHARED_DATA
 
 SAMPLES = ROOT / "tests" / "data" / "traces"
@@ -381,9 +381,9 @@ def test_every_policy_replays_the_sample_traces(name: str, tmp_path: Path) -> No
 @pytest.fixture(scope="module")
 def gavel_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Gavel's measurements fitted once (0.6 s) and saved: replays load it in 10 ms."""
-    from solver.profiles import read_profile
-    from solver.speed_fit import throughput_model
-    from solver.speed_io import save_model
+    from hetsched.profiles import read_profile
+    from hetsched.speed_fit import throughput_model
+    from hetsched.speed_io import save_model
 
     source = SHARED_DATA / "gavel" / "simulation_throughputs.json"
     if not source.is_file():
@@ -428,7 +428,7 @@ def test_replay_uses_the_policy_round_and_lists_baselines(tmp_path: Path) -> Non
 
 
 def test_cli_replays_with_a_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from solver.cli import main
+    from hetsched.cli import main
 
     main(["replay", str(SAMPLES / "philly_small.csv"), "--format", "philly", "--cluster",
           "v100=4,k80=4", "--policy", "srtf-agnostic", "--out", str(tmp_path / "r")])

@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from solver import bench, bench_report
-from solver.bench import BenchSettings, run_bench
-from solver.bench_report import busy_gpus_over_time, write_report
-from solver.bench_results import append_result, is_heuristic, read_results
-from solver.cli import main
-from solver.data import Job
-from solver.errors import InputError
-from solver.replay import scale_arrivals
-from solver.traces import write_native
+from hetsched import bench, bench_report
+from hetsched.bench import BenchSettings, run_bench
+from hetsched.bench_report import busy_gpus_over_time, write_report
+from hetsched.bench_results import append_result, is_heuristic, read_results
+from hetsched.cli import main
+from hetsched.data import Job
+from hetsched.errors import InputError
+from hetsched.replay import scale_arrivals
+from hetsched.traces import write_native
 
 CLUSTER = "v100=2,k80=2"
 

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from solver import bench
-from solver.bench import BenchSettings, run_bench
-from solver.bench_report import write_report
-from solver.bench_results import append_result, read_results
-from solver.cli import main
-from solver.data import Job
-from solver.errors import InputError
-from solver.outputs import locked_folder
-from solver.traces import write_native
+from hetsched import bench
+from hetsched.bench import BenchSettings, run_bench
+from hetsched.bench_report import write_report
+from hetsched.bench_results import append_result, read_results
+from hetsched.cli import main
+from hetsched.data import Job
+from hetsched.errors import InputError
+from hetsched.outputs import locked_folder
+from hetsched.traces import write_native
 
 CLUSTER = "v100=2,k80=2"
 
@@ -180,7 +180,7 @@ def test_a_full_disk_while_appending_is_one_clear_error(tmp_path: Path,
     def full_disk(fd: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("solver.bench_results.os.fsync", full_disk)
+    monkeypatch.setattr("hetsched.bench_results.os.fsync", full_disk)
     with pytest.raises(InputError, match=rf"{results}: --out: cannot write results.csv: "
                        "No space left on device"):
         append_result(results, {"policy": "fifo", "seed": "1", "load": "1"})

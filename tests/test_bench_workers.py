@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from solver.generate import GeneratorSettings, generate
-from solver.traces import write_native
+from hetsched.generate import GeneratorSettings, generate
+from hetsched.traces import write_native
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -58,7 +58,7 @@ def test_a_killed_bench_takes_its_workers_with_it(tmp_path: Path) -> None:
     instance = generate(GeneratorSettings(jobs=80, gpus={"v100": 4, "k80": 4}, seed=0))
     trace = tmp_path / "trace.csv"
     write_native(instance.jobs, trace)
-    command = [sys.executable, "-m", "solver", "bench", "--trace", str(trace), "--format",
+    command = [sys.executable, "-m", "hetsched", "bench", "--trace", str(trace), "--format",
                "native", "--cluster", "v100=4,k80=4", "--policies", "deadline,allox",
                "--seeds", "0,1", "--workers", "2", "--out", str(tmp_path / "b")]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,

@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from solver.bounds import Bounds, isolated_duration, least_gpu_seconds, lower_bounds
-from solver.data import Cluster, GpuType, Job, Node
-from solver.errors import InputError
-from solver.rolling import RollingFifo
-from solver.simulate import Simulator
-from solver.throughput import Placement, ThroughputTable
+from hetsched.bounds import Bounds, isolated_duration, least_gpu_seconds, lower_bounds
+from hetsched.data import Cluster, GpuType, Job, Node
+from hetsched.errors import InputError
+from hetsched.rolling import RollingFifo
+from hetsched.simulate import Simulator
+from hetsched.throughput import Placement, ThroughputTable
 
 PACKED, SPREAD = Placement.PACKED, Placement.SPREAD
 

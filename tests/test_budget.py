@@ -12,14 +12,14 @@ import textwrap
 import numpy as np
 import pytest
 
-from formulations.budget import Budget, BudgetExhaustedError
-from formulations.deadline import build_problem
-from formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
-from formulations.deadline.heuristics import greedy_plan, improve_plan
-from solver.data import Cluster, GpuType, Instance, Job, Node
-from solver.result import Status
-from solver.solve import solve
-from solver.throughput import Placement, ThroughputTable
+from hetsched.data import Cluster, GpuType, Instance, Job, Node
+from hetsched.formulations.budget import Budget, BudgetExhaustedError
+from hetsched.formulations.deadline import build_problem
+from hetsched.formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
+from hetsched.formulations.deadline.heuristics import greedy_plan, improve_plan
+from hetsched.result import Status
+from hetsched.solve import solve
+from hetsched.throughput import Placement, ThroughputTable
 from tests.conftest import ROOT, assert_valid
 
 
@@ -174,8 +174,8 @@ def test_a_model_that_cannot_be_built_in_time_gives_the_start_plan(backend: str)
 SIGINT_AFTER_SOLVE = textwrap.dedent("""
     import os, signal, sys
     from ortools.sat.python import cp_model
-    from formulations.budget import Budget
-    from formulations.cpsat_run import run_cpsat
+    from hetsched.formulations.budget import Budget
+    from hetsched.formulations.cpsat_run import run_cpsat
     model = cp_model.CpModel()
     x = model.new_int_var(0, 10, "x")
     model.maximize(x)
@@ -192,8 +192,8 @@ SIGINT_AFTER_SOLVE = textwrap.dedent("""
 SIGINT_DURING_SOLVE = textwrap.dedent("""
     import sys, time
     from ortools.sat.python import cp_model
-    from formulations.budget import Budget
-    from formulations.cpsat_run import run_cpsat
+    from hetsched.formulations.budget import Budget
+    from hetsched.formulations.cpsat_run import run_cpsat
     model = cp_model.CpModel()
     xs = [model.new_int_var(0, 200, f"x{i}") for i in range(120)]
     model.add_all_different(xs)

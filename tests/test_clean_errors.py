@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from solver.cli import main
-from solver.data import Job
-from solver.errors import InputError
+from hetsched.cli import main
+from hetsched.data import Job
+from hetsched.errors import InputError
 from tests.conftest import INSTANCES, ROOT, exits_2
 
 PHILLY = ROOT / "tests" / "data" / "traces" / "philly_small.csv"
@@ -84,12 +84,12 @@ def test_replay_seed_beyond_32_bits_is_an_input_error(tmp_path: Path,
 def test_a_policy_typo_is_reported_before_the_trace_is_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    import solver.traces
+    import hetsched.traces
 
     def never(*args: object, **kwargs: object) -> None:
         raise AssertionError("the trace was read before the policy name was checked")
 
-    monkeypatch.setattr(solver.traces, "read_trace", never)
+    monkeypatch.setattr(hetsched.traces, "read_trace", never)
     err = exits_2(["replay", str(PHILLY), "--format", "philly", "--cluster", "v100=4",
                    "--policy", "fifoo", "--out", str(tmp_path / "r")], capsys)
     assert "--policy: unknown policy (got 'fifoo'" in err
@@ -130,8 +130,8 @@ def test_solver_settings_out_of_range_are_refused(option: str, value: str,
                                               ("seed", 2**31), ("seed", -1),
                                               ("gap", float("nan"))])
 def test_solve_options_out_of_range_are_input_errors(field: str, value: object) -> None:
-    from solver.instance_file import load_instance
-    from solver.solve import solve
+    from hetsched.instance_file import load_instance
+    from hetsched.solve import solve
 
     with pytest.raises(InputError, match=f"{field}: bad"):
         solve(load_instance(INSTANCES / "tiny.json"), model="deadline",

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from solver.cli import main
-from solver.cli_format import format_gpus
+from hetsched.cli import main
+from hetsched.cli_format import format_gpus
 from tests.conftest import INSTANCES, ROOT
 from tests.test_instance_file import SPREAD_ONLY
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "solver", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "hetsched", *args], capture_output=True,
                           text=True, timeout=300, cwd=ROOT)
 
 

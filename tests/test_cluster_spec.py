@@ -1,4 +1,4 @@
-"""The --cluster spec (solver.cluster_spec.parse_cluster): GPU counts, JSON files, openb."""
+"""The --cluster spec (hetsched.cluster_spec.parse_cluster): GPU counts, JSON files, openb."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from solver.cluster_spec import GPUS_PER_SERVER, parse_cluster
-from solver.errors import InputError
+from hetsched.cluster_spec import GPUS_PER_SERVER, parse_cluster
+from hetsched.errors import InputError
 
 DATA = Path(__file__).parent / "data" / "traces"
 

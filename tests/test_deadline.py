@@ -7,20 +7,20 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from formulations.budget import Budget
-from formulations.common import TICK_S, Outcome
-from formulations.deadline import build_problem
-from formulations.deadline.bruteforce import solve_by_enumeration
-from formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
-from formulations.deadline.cuts import separate
-from formulations.deadline.heuristics import decode, greedy_plan, improve_plan
-from solver.cli import cli
-from solver.data import Cluster, GpuType, Instance, Job, Node
-from solver.instance_file import load_instance
-from solver.policies.fifo import fifo_schedule
-from solver.result import Result, Status
-from solver.solve import solve
-from solver.throughput import Placement, ThroughputTable
+from hetsched.cli import cli
+from hetsched.data import Cluster, GpuType, Instance, Job, Node
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.common import TICK_S, Outcome
+from hetsched.formulations.deadline import build_problem
+from hetsched.formulations.deadline.bruteforce import solve_by_enumeration
+from hetsched.formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
+from hetsched.formulations.deadline.cuts import separate
+from hetsched.formulations.deadline.heuristics import decode, greedy_plan, improve_plan
+from hetsched.instance_file import load_instance
+from hetsched.policies.fifo import fifo_schedule
+from hetsched.result import Result, Status
+from hetsched.solve import solve
+from hetsched.throughput import Placement, ThroughputTable
 from tests.conftest import INSTANCES, assert_valid
 from tests.test_formulations_common import random_instance
 

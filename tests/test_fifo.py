@@ -6,12 +6,12 @@ import itertools
 
 import pytest
 
-from solver import solve
-from solver.data import Instance
-from solver.instance_file import load_instance
-from solver.policies.fifo import fifo_schedule
-from solver.result import Status
-from solver.throughput import Placement
+from hetsched import solve
+from hetsched.data import Instance
+from hetsched.instance_file import load_instance
+from hetsched.policies.fifo import fifo_schedule
+from hetsched.result import Status
+from hetsched.throughput import Placement
 from tests.conftest import INSTANCES, assert_valid
 
 TINY = load_instance(INSTANCES / "tiny.json")

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from solver.cli import main
-from solver.instance_file import load_instance
-from solver.profiles import Profile, write_profile_csv
-from solver.speed_fit import fit_throughput_model
-from solver.speed_io import load_model, save_model
-from solver.speed_model import FittedThroughputModel
-from solver.throughput import Placement, ThroughputTable
+from hetsched.cli import main
+from hetsched.instance_file import load_instance
+from hetsched.profiles import Profile, write_profile_csv
+from hetsched.speed_fit import fit_throughput_model
+from hetsched.speed_io import load_model, save_model
+from hetsched.speed_model import FittedThroughputModel
+from hetsched.throughput import Placement, ThroughputTable
 from tests.test_throughput_model import synthetic_profile
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from formulations.common import integer_weights, ticks_down, ticks_up
-from solver.data import Cluster, GpuType, Instance, Job, Node
-from solver.placement import NodeBooking, PlacementError, left_shift, place_on_nodes
-from solver.throughput import Placement, ThroughputTable
+from hetsched.data import Cluster, GpuType, Instance, Job, Node
+from hetsched.formulations.common import integer_weights, ticks_down, ticks_up
+from hetsched.placement import NodeBooking, PlacementError, left_shift, place_on_nodes
+from hetsched.throughput import Placement, ThroughputTable
 from tests.conftest import assert_valid
 
 JOB_TYPES = ("cnn", "lm", "rl")

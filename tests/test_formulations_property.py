@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from solver.result import Status
-from solver.solve import solve
+from hetsched.result import Status
+from hetsched.solve import solve
 from tests.conftest import assert_valid
 from tests.test_formulations_common import random_instance
 

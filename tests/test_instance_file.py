@@ -10,9 +10,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from solver.cli import main
-from solver.errors import InputError
-from solver.instance_file import (
+from hetsched.cli import main
+from hetsched.errors import InputError
+from hetsched.instance_file import (
     instance_from_dict,
     instance_to_dict,
     load_instance,
@@ -22,7 +22,7 @@ from solver.instance_file import (
     schema,
     write_throughput_csv,
 )
-from solver.throughput import Placement
+from hetsched.throughput import Placement
 from tests.conftest import INSTANCES
 
 EXAMPLES = ["tiny.json", "small.json", "medium.json"]
@@ -120,7 +120,7 @@ def test_saved_files_are_strict_json(tmp_path: Path) -> None:
 
 def test_schema_ranges_are_the_records_ranges() -> None:
     # One set of documented ranges: the JSON Schema and the records must agree.
-    from solver import data
+    from hetsched import data
 
     fields = schema()["properties"]
     job = fields["jobs"]["items"]["properties"]

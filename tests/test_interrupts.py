@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.interrupts import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, deferred_interrupts
+from hetsched.interrupts import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, deferred_interrupts
 from tests.conftest import ROOT
 
 
@@ -22,7 +22,7 @@ def test_an_interrupted_deadline_replay_writes_what_finished(
     # its default action after the first solve, so Ctrl-C killed the process with nothing
     # written, and SIGTERM (what timeout and batch schedulers send) wrote nothing either.
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "solver", "-v", "replay",
+    command = [sys.executable, "-m", "hetsched", "-v", "replay",
                str(shared_data / "gavel" / "traces" / "ee9e8c.trace"), "--format", "gavel",
                "--cluster", "v100=36,p100=36,k80=36", "--policy", "deadline",
                "--limit-jobs", "300", "--out", str(out)]
@@ -67,7 +67,7 @@ def test_deferred_interrupts_finish_the_block_then_raise(
 SAMPLE = ROOT / "tests" / "data" / "traces" / "philly_small.csv"
 
 
-@pytest.mark.parametrize("where", ["solver.bounds.lower_bounds", "solver.outcome.write_folder"])
+@pytest.mark.parametrize("where", ["hetsched.bounds.lower_bounds", "hetsched.outcome.write_folder"])
 @pytest.mark.parametrize(("signum", "raised"), [(signal.SIGTERM, Terminated),
                                                 (signal.SIGINT, KeyboardInterrupt)])
 def test_a_signal_during_the_bounds_or_the_write_lets_the_whole_set_land(
@@ -78,7 +78,7 @@ def test_a_signal_during_the_bounds_or_the_write_lets_the_whole_set_land(
     # is in place; the interrupt is raised then.
     import importlib
 
-    from solver.replay import run_replay
+    from hetsched.replay import run_replay
 
     module_name, name = where.rsplit(".", 1)
     module = importlib.import_module(module_name)
@@ -102,9 +102,9 @@ def test_a_signal_during_the_bounds_or_the_write_lets_the_whole_set_land(
 
 def test_a_signal_while_a_bench_appends_keeps_the_row_and_counts_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from solver import bench
-    from solver.bench import BenchSettings, run_bench
-    from solver.bench_results import read_results
+    from hetsched import bench
+    from hetsched.bench import BenchSettings, run_bench
+    from hetsched.bench_results import read_results
 
     real = bench.append_result
 

@@ -1,4 +1,4 @@
-"""formulations.mip: HiGHS, CBC and SCIP on array models, against hand-derived optima,
+"""hetsched.formulations.mip: HiGHS, CBC and SCIP on array models, against hand-derived optima,
 brute force and each other; starts, deterministic limits, crashes and Ctrl-C."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
 
-from formulations.budget import HIGHS_NODES_PER_UNIT, Budget
-from formulations.common import Outcome
-from formulations.mip import (
+from hetsched.formulations.budget import HIGHS_NODES_PER_UNIT, Budget
+from hetsched.formulations.common import Outcome
+from hetsched.formulations.mip import (
     ENGINES,
     MatrixBuilder,
     MatrixModel,
@@ -279,7 +279,7 @@ def fake_cbc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> li
     path = tmp_path / "fake-cbc"
     path.write_text("#!/bin/sh\n" + script + "\n")
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    import formulations.mip.cbc as cbc
+    import hetsched.formulations.mip.cbc as cbc
 
     monkeypatch.setattr(cbc, "binary", lambda: str(path))
     launches: list[int] = []
@@ -316,7 +316,7 @@ def test_cbc_crash_or_overrun_ends_one_solve(script: str, outcome: Outcome, key:
 
 @pytest.mark.skipif("cbc" not in available_engines(), reason="cbcbox is not installed")
 def test_cbc_bound_is_rounded_down() -> None:
-    from formulations.mip.cbc import _last_digit
+    from hetsched.formulations.mip.cbc import _last_digit
 
     assert _last_digit("-13085.3") == pytest.approx(0.1)
     assert _last_digit("45594.3") == pytest.approx(0.1)
@@ -330,7 +330,7 @@ def test_watchdog_stops_an_engine_and_gives_up_on_a_stuck_one(
     import threading
     import time
 
-    from formulations.mip import engine
+    from hetsched.formulations.mip import engine
 
     monkeypatch.setattr(engine, "STOP_WAIT_S", 0.2)
     obeys, stopper = threading.Event(), engine.Stopper()
@@ -353,8 +353,8 @@ def test_watchdog_stops_an_engine_and_gives_up_on_a_stuck_one(
 CHILD = textwrap.dedent("""
     import os, signal, sys, time
     import numpy as np, scipy.sparse as sp
-    from formulations.budget import Budget
-    from formulations.mip import MatrixModel, solve_mip
+    from hetsched.formulations.budget import Budget
+    from hetsched.formulations.mip import MatrixModel, solve_mip
     engine, how = sys.argv[1], sys.argv[2]
     if how == "SIGTERM":
         def stop(number, frame):
@@ -446,9 +446,9 @@ def test_pulp_maximisation_round_trip(engine: str) -> None:
 
 @pytest.mark.parametrize("engine", ENGINE)
 def test_placement_milp_round_trip(engine: str) -> None:
-    from formulations.topology.milp import PlacementMilp
-    from formulations.topology.problem import Gang, build
-    from solver.data import Cluster, GpuType, Node
+    from hetsched.data import Cluster, GpuType, Node
+    from hetsched.formulations.topology.milp import PlacementMilp
+    from hetsched.formulations.topology.problem import Gang, build
 
     # tests/test_topology.py: a 6-GPU gang spread (3, 3) over n1 and n2 costs 6/32 + 9/5.
     cluster = Cluster((GpuType("t4"),), tuple(Node(f"n{i}", "t4", 4) for i in range(3)))
@@ -470,11 +470,11 @@ def test_placement_milp_round_trip(engine: str) -> None:
 
 @pytest.mark.parametrize("engine", ENGINE)
 def test_allox_and_gavel_round_trip(engine: str) -> None:
-    from formulations.allox.matching import solve_assignment
-    from formulations.allox.milp import AlloxMilp
-    from formulations.allox.problem import build_matching, machines_for
-    from formulations.gavel.lp import GavelLp
-    from formulations.gavel.problem import AllocationProblem
+    from hetsched.formulations.allox.matching import solve_assignment
+    from hetsched.formulations.allox.milp import AlloxMilp
+    from hetsched.formulations.allox.problem import build_matching, machines_for
+    from hetsched.formulations.gavel.lp import GavelLp
+    from hetsched.formulations.gavel.problem import AllocationProblem
     from tests.test_formulations_common import random_instance
 
     # tests/test_allox.py: 8 one-GPU jobs present at 0; the assignment's value is optimal.
@@ -503,7 +503,7 @@ def test_allox_and_gavel_round_trip(engine: str) -> None:
 def test_mps_file_holds_the_arrays(tmp_path: Path) -> None:
     import highspy
 
-    from formulations.mip.mps import write_mps
+    from hetsched.formulations.mip.mps import write_mps
 
     # Every kind of row (<=, >=, =, ranged, free: left out) and column bound (free, fixed,
     # integer without upper bound, negative lower, default [0, inf)).

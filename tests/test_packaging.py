@@ -1,12 +1,14 @@
-"""Packaging: the ortools/highspy import-order trap, ``python -m solver``, shipped schema."""
+"""Packaging: the ortools/highspy import-order trap, ``python -m hetsched``, shipped schema."""
 
 from __future__ import annotations
 
+import configparser
 import itertools
 import json
 import subprocess
 import sys
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -75,7 +77,7 @@ def test_cbcbox_binary_runs() -> None:
 def test_mip_engines_are_imported_only_when_asked_for() -> None:
     code = (
         "import sys\n"
-        "from formulations.mip import MatrixModel, solve_mip, available_engines\n"
+        "from hetsched.formulations.mip import MatrixModel, solve_mip, available_engines\n"
         "print(sorted(m for m in ('highspy', 'pyscipopt', 'cbcbox', 'pulp')"
         " if m in sys.modules), available_engines())\n"
     )
@@ -96,7 +98,7 @@ def test_pulp_sees_cbc_and_highs() -> None:
 
 
 def test_python_dash_m_solver_works_like_hetsched() -> None:
-    done = subprocess.run([sys.executable, "-m", "solver", "--help"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "hetsched", "--help"], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0
     for command in ("solve", "validate", "generate"):
@@ -104,7 +106,7 @@ def test_python_dash_m_solver_works_like_hetsched() -> None:
 
 
 def test_schema_is_shipped_inside_the_package() -> None:
-    text = resources.files("solver").joinpath("schema/instance.schema.json").read_text()
+    text = resources.files("hetsched").joinpath("schema/instance.schema.json").read_text()
     schema = json.loads(text)
     assert set(schema["required"]) == {"gpu_types", "nodes", "jobs"}
     # Throughput comes inline/as a table, or from a fitted model file.
@@ -115,9 +117,45 @@ def test_solver_package_does_not_import_pulp_or_ortools() -> None:
     # Only formulations/ may import the solver libraries; importing the core package and
     # running the FIFO policy must not load them.
     code = (
-        "import sys, solver; from solver.cli import main; "
+        "import sys, hetsched; from hetsched.cli import main; "
         "print(any(m.split('.')[0] in ('pulp', 'ortools') for m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert done.stdout.strip() == "False", done.stdout + done.stderr
+
+
+def test_only_hetsched_is_importable_outside_the_checkout(tmp_path: Path) -> None:
+    # The distribution installs one import name; solver/ and formulations/ are its source
+    # folders (setup.cfg package_dir), not packages of their own. Run from an empty
+    # directory so the checkout is not on sys.path.
+    code = (
+        "import importlib.util, hetsched, hetsched.formulations.deadline as d\n"
+        "print(hetsched.__version__, d.__name__)\n"
+        "print([importlib.util.find_spec(n) is None for n in ('solver', 'formulations')])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["0.1.0 hetsched.formulations.deadline",
+                                           "[True, True]"]
+
+
+def test_setup_cfg_lists_every_source_package() -> None:
+    # setup.cfg names the packages one by one (package_dir maps hetsched onto solver/ and
+    # hetsched.formulations onto formulations/, which find: cannot follow); a new folder
+    # with an __init__.py must be added there or it would be missing from the wheel.
+    root = Path(__file__).resolve().parents[1]
+    on_disk = {"hetsched" + ("." + ".".join(p.parent.relative_to(root / "solver").parts)
+                             if p.parent != root / "solver" else "")
+               for p in (root / "solver").glob("*/__init__.py")
+               if p.parent.name != "formulations"} | {"hetsched"}
+    on_disk |= {"hetsched.formulations" + "".join("." + part for part in
+                                                p.parent.relative_to(root / "formulations").parts)
+                for p in (root / "formulations").rglob("__init__.py")}
+    config = configparser.ConfigParser()
+    config.read(root / "setup.cfg")
+    listed = set(config["options"]["packages"].split())
+    assert listed == on_disk
+    assert config["options"]["package_dir"].split() == [
+        "hetsched", "=", "solver", "hetsched.formulations", "=", "formulations"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from solver.instance_file import load_instance
-from solver.plot import gantt, save
-from solver.policies.fifo import fifo_schedule
+from hetsched.instance_file import load_instance
+from hetsched.plot import gantt, save
+from hetsched.policies.fifo import fifo_schedule
 from tests.conftest import INSTANCES
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from solver.errors import InputError
-from solver.profiles import (
+from hetsched.errors import InputError
+from hetsched.profiles import (
     Profile,
     ProfilePoint,
     batch_size_of,
@@ -19,7 +19,7 @@ from solver.profiles import (
     read_profile_csv,
     write_profile_csv,
 )
-from solver.throughput import Placement
+from hetsched.throughput import Placement
 
 PACKED, SPREAD = Placement.PACKED, Placement.SPREAD
 

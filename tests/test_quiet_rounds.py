@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from solver.baselines import make_baseline
-from solver.baselines.gavel import Gavel
-from solver.baselines.tiresias import Tiresias
-from solver.data import Cluster, GpuType, Job, Node
-from solver.errors import InputError
-from solver.outcome import Replay
-from solver.replay import rolling_policy
-from solver.rolling import ClusterState, Decision, RollingFifo
-from solver.simulate import MAX_RESTART_PENALTY_S, MIN_PERIOD_S, Simulator
-from solver.throughput import ThroughputTable
+from hetsched.baselines import make_baseline
+from hetsched.baselines.gavel import Gavel
+from hetsched.baselines.tiresias import Tiresias
+from hetsched.data import Cluster, GpuType, Job, Node
+from hetsched.errors import InputError
+from hetsched.outcome import Replay
+from hetsched.replay import rolling_policy
+from hetsched.rolling import ClusterState, Decision, RollingFifo
+from hetsched.simulate import MAX_RESTART_PENALTY_S, MIN_PERIOD_S, Simulator
+from hetsched.throughput import ThroughputTable
 from tests.conftest import ROOT, exits_2
 
 TABLE = ThroughputTable.from_rows([

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.cli import main
+from hetsched.cli import main
 from tests.conftest import ROOT
 
 SAMPLES = ROOT / "tests" / "data" / "traces"
@@ -19,7 +19,7 @@ SAMPLES = ROOT / "tests" / "data" / "traces"
 def test_replay_gavel_trace_with_fifo(shared_data: Path, tmp_path: Path) -> None:
     trace = shared_data / "gavel" / "traces" / "ee9e8c.trace"
     done = subprocess.run(
-        [sys.executable, "-m", "solver", "replay", str(trace), "--format", "gavel",
+        [sys.executable, "-m", "hetsched", "replay", str(trace), "--format", "gavel",
          "--cluster", "v100=36,p100=36,k80=36", "--policy", "fifo", "--limit-jobs", "400",
          "--out", str(tmp_path / "r")],
         capture_output=True, text=True, timeout=600, cwd=ROOT)
@@ -112,10 +112,10 @@ def test_replay_refuses_a_folder_holding_other_files(tmp_path: Path,
 
 def test_an_interrupted_replay_writes_what_finished(tmp_path: Path) -> None:
     # Ctrl-C after two of five jobs: the outputs are written, as one set, and say so.
-    from solver.data import Cluster, GpuType, Job, Node
-    from solver.rolling import RollingFifo
-    from solver.simulate import Simulator
-    from solver.throughput import ThroughputTable
+    from hetsched.data import Cluster, GpuType, Job, Node
+    from hetsched.rolling import RollingFifo
+    from hetsched.simulate import Simulator
+    from hetsched.throughput import ThroughputTable
 
     cluster = Cluster((GpuType("v100"),), (Node("n", "v100", 1),))
     table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 10.0)])
@@ -140,10 +140,10 @@ def test_an_interrupted_replay_bounds_only_the_jobs_it_finished(
     # all three jobs, (1e6 + 100 + 100) / 3 = 333,400 s, would make the partial 100 s
     # look 3,334 times better than any schedule can be; the bounds are those of the
     # finished jobs (100 s each: avg JCT >= 100, makespan >= 100).
-    from solver.data import Job
-    from solver.replay import run_replay
-    from solver.rolling import ClusterState, Decision, RollingFifo
-    from solver.traces.native import write_native
+    from hetsched.data import Job
+    from hetsched.replay import run_replay
+    from hetsched.rolling import ClusterState, Decision, RollingFifo
+    from hetsched.traces.native import write_native
 
     class StopAt:
         name = "stop"
@@ -154,7 +154,7 @@ def test_an_interrupted_replay_bounds_only_the_jobs_it_finished(
                 raise KeyboardInterrupt
             return RollingFifo().decide(state)
 
-    monkeypatch.setattr("solver.replay.rolling_policy", lambda *a, **k: StopAt())
+    monkeypatch.setattr("hetsched.replay.rolling_policy", lambda *a, **k: StopAt())
     trace = tmp_path / "t.csv"
     write_native([Job("long", 0.0, "rnn-lm", 1, 2e7), Job("s1", 0.0, "rnn-lm", 1, 2000.0),
                   Job("s2", 0.0, "rnn-lm", 1, 2000.0)], trace)

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from solver.instance_file import load_instance
-from solver.result import Assignment, Result, Schedule, Status, compute_metrics, relative_gap
+from hetsched.instance_file import load_instance
+from hetsched.result import Assignment, Result, Schedule, Status, compute_metrics, relative_gap
 from tests.conftest import INSTANCES
 
 TINY = load_instance(INSTANCES / "tiny.json")

@@ -1,16 +1,16 @@
-"""The exact models as rolling policies (``solver.replanning.ModelPolicy``): node pinning,
+"""The exact models as rolling policies (``hetsched.replanning.ModelPolicy``): node pinning,
 preemption with hysteresis, the priority window and the work-conserving backfill."""
 
 from __future__ import annotations
 
 import pytest
 
-from solver.data import Cluster, GpuType, Instance, Job, Node
-from solver.replanning import ModelPolicy
-from solver.rolling import ClusterState, RunningJob
-from solver.simulate import Simulator
-from solver.solve import solve
-from solver.throughput import Placement, ThroughputTable
+from hetsched.data import Cluster, GpuType, Instance, Job, Node
+from hetsched.replanning import ModelPolicy
+from hetsched.rolling import ClusterState, RunningJob
+from hetsched.simulate import Simulator
+from hetsched.solve import solve
+from hetsched.throughput import Placement, ThroughputTable
 from tests.conftest import assert_valid
 
 # One job type, 1 step/s on "fast" and 0.25 step/s on "slow", one GPU each.

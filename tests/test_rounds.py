@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from solver.baselines import BASELINES, HeterogeneityAgnostic, make_baseline
-from solver.baselines.optimus import Optimus
-from solver.data import Cluster, GpuType, Job, Node
-from solver.replay import run_replay, throughput_pair
-from solver.rolling import ClusterState, Decision, RollingFifo, RunningJob, Start
-from solver.simulate import Simulator
-from solver.throughput import Placement, ThroughputTable
+from hetsched.baselines import BASELINES, HeterogeneityAgnostic, make_baseline
+from hetsched.baselines.optimus import Optimus
+from hetsched.data import Cluster, GpuType, Job, Node
+from hetsched.replay import run_replay, throughput_pair
+from hetsched.rolling import ClusterState, Decision, RollingFifo, RunningJob, Start
+from hetsched.simulate import Simulator
+from hetsched.throughput import Placement, ThroughputTable
 
 
 class Recorder:
@@ -109,7 +109,7 @@ def test_no_boundary_is_visited_through_idle_time() -> None:
 
 def test_a_bad_round_is_refused() -> None:
     cluster, table = one_gpu()
-    from solver.errors import InputError
+    from hetsched.errors import InputError
 
     with pytest.raises(InputError, match="interval"):
         Simulator(cluster, [Job("a", 0.0, "cnn", 1, 10.0)], Recorder(0.0), truth=table)
@@ -219,8 +219,8 @@ def test_equal_shares_fill_no_type_beyond_its_gpus() -> None:
     # 2 / max(4, 4) = 0.5 of each type it can run on. V100: 1 x .5 + 1 x .5 + 2 x .5 = 2
     # GPUs, within 2; job 3 cannot use the K80 (throughput 0): 0 there, so the K80 holds
     # 1 x .5 + 1 x .5 = 1 GPU. Each job's time: at most 0.5 + 0.5 = 1.
-    from formulations.gavel import AllocationProblem
-    from solver.baselines.gavel import equal_shares
+    from hetsched.baselines.gavel import equal_shares
+    from hetsched.formulations.gavel import AllocationProblem
 
     problem = AllocationProblem(("a", "b", "c"), ("v100", "k80"),
                                 np.array([[2.0, 1.0], [2.0, 1.0], [3.0, 0.0]]),
@@ -238,15 +238,15 @@ def test_an_over_filling_lp_answer_is_never_used_and_the_fallback_is_visible(
     # equal share 1 / max(2, 2) = 0.5 of each type, every decision is a fallback (the
     # fake fails again for A alone), the first failure is logged as a warning, and
     # summary.json lists it.
-    import formulations.gavel
-    from formulations.gavel import Allocation, AllocationProblem
+    import hetsched.formulations.gavel
+    from hetsched.formulations.gavel import Allocation, AllocationProblem
 
     def over_filled(problem: AllocationProblem, *args: object, **kwargs: object) -> Allocation:
         fractions = np.zeros(problem.throughput.shape)
         fractions[:, 0] = 2.0
         return Allocation(problem, fractions, 1.0, True)
 
-    monkeypatch.setattr(formulations.gavel, "solve_allocation", over_filled)
+    monkeypatch.setattr(hetsched.formulations.gavel, "solve_allocation", over_filled)
     table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 2.0),
                                        ("cnn", "k80", 1, "packed", 1.0)])
     jobs = [Job("A", 0.0, "cnn", 1, 1000.0), Job("B", 0.0, "cnn", 1, 300.0)]

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from solver.baselines import make_baseline
-from solver.check import check
-from solver.data import Cluster, GpuType, Instance, Job, Node
-from solver.instance_file import load_instance
-from solver.outcome import OUTPUT_FILES, TIMING_FIELDS
-from solver.policies.fifo import fifo_schedule
-from solver.replanning import ModelPolicy
-from solver.result import Assignment, Schedule
-from solver.rolling import (
+from hetsched.baselines import make_baseline
+from hetsched.check import check
+from hetsched.data import Cluster, GpuType, Instance, Job, Node
+from hetsched.instance_file import load_instance
+from hetsched.outcome import OUTPUT_FILES, TIMING_FIELDS
+from hetsched.policies.fifo import fifo_schedule
+from hetsched.replanning import ModelPolicy
+from hetsched.result import Assignment, Schedule
+from hetsched.rolling import (
     ClusterState,
     Decision,
     FreeGpuIndex,
@@ -27,8 +27,8 @@ from solver.rolling import (
     Start,
     first_fit_gpus,
 )
-from solver.simulate import Replay, Simulator
-from solver.throughput import Placement, ThroughputTable
+from hetsched.simulate import Replay, Simulator
+from hetsched.throughput import Placement, ThroughputTable
 from tests.conftest import INSTANCES, assert_valid
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from solver.errors import InputError
-from solver.profiles import Profile, ProfilePoint, read_gavel_throughputs
-from solver.speed_fit import fit_throughput_model, throughput_model
-from solver.speed_io import load_model, save_model
-from solver.speed_loo import leave_one_out
-from solver.speed_model import Basis, CountRange, FitSettings, FittedThroughputModel
-from solver.throughput import Placement, ThroughputTable, throughput_matrix
+from hetsched.errors import InputError
+from hetsched.profiles import Profile, ProfilePoint, read_gavel_throughputs
+from hetsched.speed_fit import fit_throughput_model, throughput_model
+from hetsched.speed_io import load_model, save_model
+from hetsched.speed_loo import leave_one_out
+from hetsched.speed_model import Basis, CountRange, FitSettings, FittedThroughputModel
+from hetsched.throughput import Placement, ThroughputTable, throughput_matrix
 
 PACKED, SPREAD = Placement.PACKED, Placement.SPREAD
 COUNTS = (1, 2, 4, 8, 16)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from formulations.topology import Gang, place
-from formulations.topology.problem import fragmentation
-from solver.data import Cluster, GpuType, Node
-from solver.errors import InputError
-from solver.topology import (
+from hetsched.data import Cluster, GpuType, Node
+from hetsched.errors import InputError
+from hetsched.formulations.topology import Gang, place
+from hetsched.formulations.topology.problem import fragmentation
+from hetsched.topology import (
     NetworkSpec,
     ServerTopology,
     link_bandwidth,

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from solver import solve
-from solver.cli import main
-from solver.errors import InputError
-from solver.instance_file import load_instance
-from solver.result import Status
-from solver.topology import link_factor
+from hetsched import solve
+from hetsched.cli import main
+from hetsched.errors import InputError
+from hetsched.instance_file import load_instance
+from hetsched.result import Status
+from hetsched.topology import link_factor
 from tests.conftest import INSTANCES, assert_valid
 
 ROWS = [

@@ -1,4 +1,4 @@
-"""Trace readers (solver.traces): every format's mapping on small files, bad rows, the
+"""Trace readers (hetsched.traces): every format's mapping on small files, bad rows, the
 shared rules (capped counts, drawn job types, deadlines), and the real Gavel and Philly
 traces when the shared data folder is present."""
 
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from solver.data import Job
-from solver.errors import InputError
-from solver.profiles import read_gavel_throughputs
-from solver.speed_fit import throughput_model
-from solver.throughput import Placement, ThroughputTable
-from solver.traces import Trace, openb_cluster, read_trace, write_native
-from solver.traces.base import CAPPED
+from hetsched.data import Job
+from hetsched.errors import InputError
+from hetsched.profiles import read_gavel_throughputs
+from hetsched.speed_fit import throughput_model
+from hetsched.throughput import Placement, ThroughputTable
+from hetsched.traces import Trace, openb_cluster, read_trace, write_native
+from hetsched.traces.base import CAPPED
 
 DATA = Path(__file__).parent / "data" / "traces"
 RESNET = "ResNet-50 (batch size 64)"
@@ -367,9 +367,9 @@ def test_a_large_accepted_count_is_capped_without_counting_down(tmp_path: Path) 
 
 
 def test_known_counts_bound_the_search() -> None:
-    from solver.data import MAX_GPUS_PER_JOB
-    from solver.throughput import PolicyView
-    from solver.traces.base import Speeds, known_counts
+    from hetsched.data import MAX_GPUS_PER_JOB
+    from hetsched.throughput import PolicyView
+    from hetsched.traces.base import Speeds, known_counts
 
     assert known_counts(TABLE) == (2, 1)
     assert known_counts(PolicyView(TABLE, TABLE)) == (2, 1)

@@ -9,13 +9,13 @@ import random
 
 import pytest
 
-from solver.bounds import lower_bounds, usable_gpus
-from solver.data import Cluster, GpuType, Instance, Job, Node
-from solver.errors import InputError
-from solver.replay import MAX_LOAD, MIN_LOAD, rolling_policy, scale_arrivals
-from solver.result import Assignment, Schedule, compute_metrics
-from solver.simulate import Simulator
-from solver.throughput import ThroughputTable
+from hetsched.bounds import lower_bounds, usable_gpus
+from hetsched.data import Cluster, GpuType, Instance, Job, Node
+from hetsched.errors import InputError
+from hetsched.replay import MAX_LOAD, MIN_LOAD, rolling_policy, scale_arrivals
+from hetsched.result import Assignment, Schedule, compute_metrics
+from hetsched.simulate import Simulator
+from hetsched.throughput import ThroughputTable
 
 #: Jobs run on V100s only: the 8 K80s are idle whatever a policy does.
 TABLE = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 2.0),

@@ -15,17 +15,17 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from formulations.allox.problem import (
+from hetsched.data import Instance, Job
+from hetsched.formulations.allox.problem import (
     MatchingProblem,
     build_matching,
     machines_for,
     sequences,
 )
-from formulations.budget import Budget, BudgetExhaustedError
-from formulations.common import Outcome
-from formulations.options import SolveOptions
-from solver.data import Instance, Job
-from solver.result import Assignment, Schedule, Status
+from hetsched.formulations.budget import Budget, BudgetExhaustedError
+from hetsched.formulations.common import Outcome
+from hetsched.formulations.options import SolveOptions
+from hetsched.result import Assignment, Schedule, Status
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def exact_matching(problem: MatchingProblem, budget: Budget | None
     stopped, so when a wall-clock ``budget`` is too small for the flow's estimated time
     (:data:`FLOW_S_PER_ARC` per job-slot arc) the greedy matching is returned instead
     (FEASIBLE, no bound)."""
-    from formulations.allox.matching import greedy_matching, solve_assignment, solve_flow
+    from hetsched.formulations.allox.matching import greedy_matching, solve_assignment, solve_flow
 
     arcs = sum(problem.classes[c].levels for (_, c) in problem.runs)
     left = None if budget is None or budget.deterministic else budget.remaining()
@@ -87,8 +87,8 @@ def _match(problem: MatchingProblem, backend: str, options: SolveOptions
     """A matching, whether it is proven optimal, and the solver's bound on its cost (s)."""
     if backend == "matching":
         return exact_matching(problem, options.budget)
-    from formulations.allox.milp import AlloxMilp
-    from formulations.mip import MipSettings
+    from hetsched.formulations.allox.milp import AlloxMilp
+    from hetsched.formulations.mip import MipSettings
 
     budget = options.budget
     if budget is not None and not budget.deterministic:
@@ -99,7 +99,7 @@ def _match(problem: MatchingProblem, backend: str, options: SolveOptions
             raise BudgetExhaustedError(
                 f"the {backend} model would have {size:,} variables, more than the budget "
                 f"({budget.describe()}) can build ({PULP_VARIABLES_PER_SECOND:,} per second)")
-    from formulations.allox.matching import greedy_matching
+    from hetsched.formulations.allox.matching import greedy_matching
 
     start = greedy_matching(problem)
     model = AlloxMilp(problem)

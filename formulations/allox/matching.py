@@ -14,7 +14,7 @@ import logging
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from formulations.allox.problem import MatchingProblem
+from hetsched.formulations.allox.problem import MatchingProblem
 
 log = logging.getLogger(__name__)
 

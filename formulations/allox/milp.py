@@ -12,11 +12,11 @@ from collections import defaultdict
 
 import pulp
 
-from formulations.allox.problem import MatchingProblem
-from formulations.budget import Budget
-from formulations.common import SolveStats
-from formulations.mip import MipSettings
-from formulations.pulp_backend import run
+from hetsched.formulations.allox.problem import MatchingProblem
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.common import SolveStats
+from hetsched.formulations.mip import MipSettings
+from hetsched.formulations.pulp_backend import run
 
 
 class AlloxMilp:

@@ -2,7 +2,7 @@
 
 :func:`solve_deadline` builds the model's data, runs the chosen back-end (CP-SAT,
 or the MILP on CBC/HiGHS), turns the plan into concrete GPUs and maps the
-solver's outcome onto :class:`solver.result.Status`.
+solver's outcome onto :class:`hetsched.result.Status`.
 """
 
 from __future__ import annotations
@@ -11,19 +11,19 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from formulations.budget import Budget, BudgetExhaustedError
-from formulations.common import TICK_S, Outcome, SolveStats
-from formulations.deadline.heuristics import greedy_plan, improve_plan
-from formulations.deadline.problem import (
+from hetsched.data import Instance
+from hetsched.formulations.budget import Budget, BudgetExhaustedError
+from hetsched.formulations.common import TICK_S, Outcome, SolveStats
+from hetsched.formulations.deadline.heuristics import greedy_plan, improve_plan
+from hetsched.formulations.deadline.problem import (
     DeadlineObjective,
     DeadlineProblem,
     Plan,
     StagePlans,
     build_problem,
 )
-from formulations.options import SolveOptions
-from solver.data import Instance
-from solver.result import Schedule, Status
+from hetsched.formulations.options import SolveOptions
+from hetsched.result import Schedule, Status
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def solve_deadline(instance: Instance, options: SolveOptions) -> DeadlineOutcome
     """Solve the ``deadline`` model of ``instance`` with ``options`` (back-end, budget,
     gap, threads, seed, warm start, deadline objective).
 
-    One budget (``options.budget``, made by :func:`solver.solve`) covers everything: the
+    One budget (``options.budget``, made by :func:`hetsched.solve`) covers everything: the
     model's data, the start plan, the local search, building the solver's model, the cuts
     and both stages. The result is the best (lexicographically) of the start plan and the
     plans the stages found, so it is never worse than the start; ``extra["plan_source"]``
@@ -175,12 +175,12 @@ def _status_and_bound(problem: DeadlineProblem, backend: str, plans: StagePlans 
 def _run(problem: DeadlineProblem, backend: str, options: SolveOptions, budget: Budget,
          warm: Plan) -> StagePlans:
     if backend == "cpsat":
-        from formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
+        from hetsched.formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
 
         settings = CpSatSettings(options.gap, options.threads, options.seed)
         return DeadlineCpSat(problem, budget).solve(settings, warm)
-    from formulations.deadline.milp import DeadlineMilp
-    from formulations.mip import MipSettings
+    from hetsched.formulations.deadline.milp import DeadlineMilp
+    from hetsched.formulations.mip import MipSettings
 
     milp_settings = MipSettings(options.gap, options.threads, options.seed)
     return DeadlineMilp(problem, budget).solve(backend, milp_settings, warm)

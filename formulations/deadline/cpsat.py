@@ -6,7 +6,7 @@ deadline. Constraints: one mode per job; a cumulative per node (capacity = its
 GPUs; a no-overlap when the node has one GPU); a redundant cumulative per GPU
 type; deadline indicators; mean-busy-time cuts on ``e_jm`` (= end_j if j runs in
 mode m, else 0) that bound the weighted completion time from below
-(:mod:`formulations.deadline.cuts`). The objective is lexicographic and solved in
+(:mod:`hetsched.formulations.deadline.cuts`). The objective is lexicographic and solved in
 two stages (see docs/formulations.md).
 """
 
@@ -24,10 +24,10 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from formulations.budget import Budget, BudgetExhaustedError
-from formulations.common import Outcome, SolveStats
-from formulations.cpsat_run import run_cpsat
-from formulations.deadline.problem import (
+from hetsched.formulations.budget import Budget, BudgetExhaustedError
+from hetsched.formulations.common import Outcome, SolveStats
+from hetsched.formulations.cpsat_run import run_cpsat
+from hetsched.formulations.deadline.problem import (
     DEADLINE_STAGE_SHARE,
     DeadlineObjective,
     DeadlineProblem,
@@ -72,7 +72,8 @@ class DeadlineCpSat:
 
     Building checks ``budget`` between constraint families (and every few hundred jobs):
     a model that cannot be built in time raises
-    :class:`~formulations.budget.BudgetExhaustedError`, and the caller keeps its start plan."""
+    :class:`~hetsched.formulations.budget.BudgetExhaustedError`, and the caller keeps its
+    start plan."""
 
     def __init__(self, problem: DeadlineProblem, budget: Budget | None = None) -> None:
         self.problem = problem
@@ -229,7 +230,7 @@ class DeadlineCpSat:
         """e_jm = end_j if use_jm else 0, e_jm >= (r_j + p_jm) use_jm, end_j = sum_m e_jm, and
         the cuts sum a_jm e_jm >= sum b_jm use_jm - g of :func:`cuts.separate` (integer
         coefficients rounded so that each cut stays valid). Returns the number of cuts."""
-        from formulations.deadline.cuts import separate
+        from hetsched.formulations.deadline.cuts import separate
 
         found, self.lp_bound = separate(self.problem, budget)
         if not found:

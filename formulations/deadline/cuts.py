@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from formulations.budget import Budget
-from formulations.deadline.problem import DeadlineProblem, Mode
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.deadline.problem import DeadlineProblem, Mode
 
 log = logging.getLogger(__name__)
 

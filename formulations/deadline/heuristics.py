@@ -2,7 +2,8 @@
 greedy start plan, and a local search that improves it under a budget.
 
 Every back-end starts from the plan these give (a CP-SAT hint, a MIP start), and a
-solve never returns anything worse than it (see :func:`formulations.deadline.solve_deadline`).
+solve never returns anything worse than it (see
+:func:`hetsched.formulations.deadline.solve_deadline`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import logging
 from collections import defaultdict
 from collections.abc import Mapping
 
-from formulations.budget import LOCAL_SEARCH_UNITS_PER_ITEM, Budget
-from formulations.deadline.problem import DeadlineProblem, Plan
+from hetsched.formulations.budget import LOCAL_SEARCH_UNITS_PER_ITEM, Budget
+from hetsched.formulations.deadline.problem import DeadlineProblem, Plan
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ def candidate_modes(problem: DeadlineProblem, job: int, fixed: int | None) -> li
 
 class DecodeWork:
     """Deterministic work units of one :func:`decode` call: the (job, mode) pairs it tries,
-    times :data:`~formulations.budget.LOCAL_SEARCH_UNITS_PER_ITEM` (counts per job and mode
+    times :data:`~hetsched.formulations.budget.LOCAL_SEARCH_UNITS_PER_ITEM` (counts per job and mode
     kept, so that pricing a call costs time in the jobs, not in their modes)."""
 
     def __init__(self, problem: DeadlineProblem) -> None:

@@ -5,11 +5,11 @@ CP-SAT): ``mode[j, m]`` chooses a node and a gang size, ``gpu[j, g]`` the concre
 of that node, ``before[i, j]`` orders two jobs that may share a GPU, and big-M
 disjunctions keep two jobs on one GPU apart. Holding concrete GPUs for the whole run is
 no restriction: any schedule that respects node capacities can be given such GPUs (see
-solver.placement), so this model and the per-node cumulative of CP-SAT have the same
+hetsched.placement), so this model and the per-node cumulative of CP-SAT have the same
 optimum. ``end[j]`` is a variable defined by one row, so each disjunction has five
 coefficients, not one per mode.
 
-The model is assembled with :class:`~formulations.mip.MatrixBuilder`, one call per
+The model is assembled with :class:`~hetsched.formulations.mip.MatrixBuilder`, one call per
 constraint family, from numpy index arrays; its size is estimated before it is built,
 and a model the budget cannot even hand to a solver is not built (the caller keeps its
 start plan).
@@ -23,18 +23,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from formulations.budget import Budget, BudgetExhaustedError
-from formulations.common import TICK_S, Outcome, SolveStats, seconds
-from formulations.deadline.heuristics import left_justify
-from formulations.deadline.problem import (
+from hetsched.formulations.budget import Budget, BudgetExhaustedError
+from hetsched.formulations.common import TICK_S, Outcome, SolveStats, seconds
+from hetsched.formulations.deadline.heuristics import left_justify
+from hetsched.formulations.deadline.problem import (
     DEADLINE_STAGE_SHARE,
     DeadlineObjective,
     DeadlineProblem,
     Plan,
     StagePlans,
 )
-from formulations.mip import MatrixBuilder, MatrixModel, MipResult, MipSettings, solve_mip
-from formulations.mip.model import Vector
+from hetsched.formulations.mip import MatrixBuilder, MatrixModel, MipResult, MipSettings, solve_mip
+from hetsched.formulations.mip.model import Vector
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +252,7 @@ class DeadlineMilp:
         end_j = sum_m e_jm) and the mean-busy-time cuts of :func:`cuts.separate` (in the
         LP's units: mega-ticks). Returns the number of cuts; ``lp_bound`` is the LP bound
         on sum_j w_j C_j (ticks x integer weights)."""
-        from formulations.deadline.cuts import _LP_UNIT, separate
+        from hetsched.formulations.deadline.cuts import _LP_UNIT, separate
 
         found, self.lp_bound = separate(self.problem, budget)
         if not found:

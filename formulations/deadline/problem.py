@@ -3,7 +3,7 @@
 A *mode* is one way to run a job: ``num_gpus`` GPUs packed on one node, with the
 throughput the throughput model gives that (job type, GPU type, count, packed)
 configuration. A *plan* gives each job a mode and a start tick. Everything is on
-the time grid of :mod:`formulations.common`.
+the time grid of :mod:`hetsched.formulations.common`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
-from formulations.common import (
+from hetsched.data import Instance, Job
+from hetsched.formulations.common import (
     TICK_S,
     SolveStats,
     integer_weights,
@@ -24,10 +25,9 @@ from formulations.common import (
     ticks_down,
     ticks_up,
 )
-from solver.data import Instance, Job
-from solver.placement import NodeBooking, place_on_nodes
-from solver.result import Assignment, Schedule
-from solver.throughput import Placement
+from hetsched.placement import NodeBooking, place_on_nodes
+from hetsched.result import Assignment, Schedule
+from hetsched.throughput import Placement
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ class DeadlineProblem:
         return problems
 
     def realise(self, plan: Mapping[str, tuple[int, int]]) -> Schedule:
-        """Concrete GPUs for ``plan`` (greedy in start order, see :mod:`solver.placement`);
+        """Concrete GPUs for ``plan`` (greedy in start order, see :mod:`hetsched.placement`);
         each job starts at its start tick and runs for its exact duration."""
         bookings = []
         for data in self.jobs:

@@ -23,10 +23,10 @@ import time
 import numpy as np
 import pulp
 
-from formulations.budget import Budget
-from formulations.common import Outcome
-from formulations.gavel.problem import Allocation, AllocationProblem, Array, Objective
-from formulations.pulp_backend import run
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.common import Outcome
+from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array, Objective
+from hetsched.formulations.pulp_backend import run
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ the outcome.
 - ``"scip"``: ``pyscipopt`` in-process (an MPS file, ``createSol``/``addSol``).
 
 Each engine module is imported only when that engine is asked for. The limits come from
-the :class:`~formulations.budget.Budget`: in wall mode the engine's time limit is
+the :class:`~hetsched.formulations.budget.Budget`: in wall mode the engine's time limit is
 ``budget.for_solver()``; in deterministic mode only node limits are used
-(``for_solver()`` x :data:`~formulations.budget.HIGHS_NODES_PER_UNIT` nodes; an LP has no
+(``for_solver()`` x :data:`~hetsched.formulations.budget.HIGHS_NODES_PER_UNIT` nodes; an LP has no
 limit) and the budget is charged ``nodes / HIGHS_NODES_PER_UNIT`` units. Every engine is
 called once per solve: a start that the engine rejects, a crash or a limit never leads to
 a second solve.
@@ -28,22 +28,22 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from formulations.budget import Budget
-from formulations.common import Outcome
-from formulations.mip.engine import EngineRun, Limits, RunKind, finish
-from formulations.mip.model import MatrixBuilder, MatrixModel, Vector
-from formulations.mip.result import MipResult, MipSettings
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.common import Outcome
+from hetsched.formulations.mip.engine import EngineRun, Limits, RunKind, finish
+from hetsched.formulations.mip.model import MatrixBuilder, MatrixModel, Vector
+from hetsched.formulations.mip.result import MipResult, MipSettings
 
 if TYPE_CHECKING:
-    from formulations.mip.pulp_io import from_pulp, pulp_start, set_pulp_values, solve_pulp
+    from hetsched.formulations.mip.pulp_io import from_pulp, pulp_start, set_pulp_values, solve_pulp
 
 log = logging.getLogger(__name__)
 
 #: The engines, in the order they are preferred.
 ENGINES = ("highs", "cbc", "scip")
 #: The module and the distribution (for its version) behind each engine.
-_MODULES = {"highs": "formulations.mip.highs", "cbc": "formulations.mip.cbc",
-            "scip": "formulations.mip.scip"}
+_MODULES = {"highs": "hetsched.formulations.mip.highs", "cbc": "hetsched.formulations.mip.cbc",
+            "scip": "hetsched.formulations.mip.scip"}
 _IMPORTS = {"highs": "highspy", "cbc": "cbcbox", "scip": "pyscipopt"}
 _DISTRIBUTIONS = {"highs": "highspy", "cbc": "cbcbox", "scip": "PySCIPOpt"}
 #: Exact optimum, one thread, seed 0.
@@ -147,7 +147,7 @@ __all__ = ["DEFAULT_SETTINGS", "ENGINES", "EngineUnavailableError", "MatrixBuild
 def __getattr__(name: str) -> object:
     # The PuLP bridge is imported on first use: the array engines do not need PuLP.
     if name in ("from_pulp", "set_pulp_values", "pulp_start", "solve_pulp"):
-        from formulations.mip import pulp_io
+        from hetsched.formulations.mip import pulp_io
 
         return getattr(pulp_io, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,7 +28,7 @@ process killed by a signal (CBC 2.10's segfault while reading a start) is an ERR
 the solve is not repeated.
 
 Limits: ``-seconds`` with ``-timeMode elapsed`` (wall clock) and a watchdog that kills
-the process :data:`~formulations.mip.engine.KILL_GRACE_S` (+5 %) after the limit, or
+the process :data:`~hetsched.formulations.mip.engine.KILL_GRACE_S` (+5 %) after the limit, or
 ``-maxNodes`` (deterministic mode). The child runs in its own session (a Ctrl-C at the
 terminal reaches only Python), is killed when the waiting thread gets any exception
 (KeyboardInterrupt), and on Linux gets SIGKILL if this process dies
@@ -51,10 +51,10 @@ from typing import Any
 
 import numpy as np
 
-from formulations.mip.engine import POLL_S, EngineRun, Limits, RunKind
-from formulations.mip.model import MatrixModel, Vector
-from formulations.mip.mps import column_index, write_cbc_start, write_mps
-from formulations.mip.result import MipSettings
+from hetsched.formulations.mip.engine import POLL_S, EngineRun, Limits, RunKind
+from hetsched.formulations.mip.model import MatrixModel, Vector
+from hetsched.formulations.mip.mps import column_index, write_cbc_start, write_mps
+from hetsched.formulations.mip.result import MipSettings
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What the engines share: limits from a budget, the raw report of a run, a solve in a
 worker thread that Ctrl-C can stop, and the one mapping from a report to a
-:class:`~formulations.mip.result.MipResult`.
+:class:`~hetsched.formulations.mip.result.MipResult`.
 
 Interrupts. HiGHS and SCIP run in a worker thread (both release the GIL) while the
 calling thread waits on an event, so a signal handler (Python's SIGINT handler raising
@@ -25,10 +25,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from formulations.budget import HIGHS_NODES_PER_UNIT, Budget
-from formulations.common import Outcome
-from formulations.mip.model import MatrixModel, Vector
-from formulations.mip.result import MipResult, MipSettings
+from hetsched.formulations.budget import HIGHS_NODES_PER_UNIT, Budget
+from hetsched.formulations.common import Outcome
+from hetsched.formulations.mip.model import MatrixModel, Vector
+from hetsched.formulations.mip.result import MipResult, MipSettings
 
 log = logging.getLogger(__name__)
 

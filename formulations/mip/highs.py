@@ -10,7 +10,7 @@ Interrupts: ``Highs.run`` releases the GIL but does not return before the solve 
 Python's SIGINT handler could only run after it. ``highspy``'s ``Highs.solve`` (with
 ``HandleKeyboardInterrupt``) runs in a thread but swallows the KeyboardInterrupt, prints,
 and calls ``exit(1)`` after five. Here ``run`` goes in a worker thread
-(:func:`~formulations.mip.engine.run_in_thread`) and the three interrupt callbacks
+(:func:`~hetsched.formulations.mip.engine.run_in_thread`) and the three interrupt callbacks
 (simplex, IPM, MIP) stop it when asked; the KeyboardInterrupt then propagates.
 """
 
@@ -22,9 +22,9 @@ from typing import Any
 import highspy
 import numpy as np
 
-from formulations.mip.engine import EngineRun, Limits, RunKind, Stopper, run_in_thread
-from formulations.mip.model import MatrixModel, Vector
-from formulations.mip.result import MipSettings
+from hetsched.formulations.mip.engine import EngineRun, Limits, RunKind, Stopper, run_in_thread
+from hetsched.formulations.mip.model import MatrixModel, Vector
+from hetsched.formulations.mip.result import MipSettings
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
 ``col_lower <= x <= col_upper``, with ``x[j]`` integer where ``integer[j]``. Models are
 built in blocks of rows with :class:`MatrixBuilder` (numpy index arrays, one call per
 constraint family, never one Python object per variable), then frozen into a
-:class:`MatrixModel` that an engine solves (:func:`formulations.mip.solve_mip`).
+:class:`MatrixModel` that an engine solves (:func:`hetsched.formulations.mip.solve_mip`).
 """
 
 from __future__ import annotations

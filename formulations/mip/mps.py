@@ -1,4 +1,4 @@
-"""A :class:`~formulations.mip.model.MatrixModel` as a free-format MPS file, and MIP starts
+"""A :class:`~hetsched.formulations.mip.model.MatrixModel` as a free-format MPS file, and MIP starts
 as solution files: what the engines that read files (CBC, SCIP) are given.
 
 Columns are named ``C<j>`` and rows ``R<i>`` (``j``, ``i``: indices into the model), so a
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from formulations.mip.model import MatrixModel, Vector
+from hetsched.formulations.mip.model import MatrixModel, Vector
 
 #: Values whose magnitude reaches this are infinite for the MPS readers (CBC: 1e30).
 MPS_INFINITY = 1e30

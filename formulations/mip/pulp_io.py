@@ -1,5 +1,5 @@
 """PuLP models in and out of the array form, so that the readable PuLP models (placement,
-AlloX, Gavel's LP) run on the engines of :mod:`formulations.mip`.
+AlloX, Gavel's LP) run on the engines of :mod:`hetsched.formulations.mip`.
 
 :func:`from_pulp` reads a :class:`pulp.LpProblem` once (one pass over its terms: PuLP
 holds one Python object per term anyway) into a :class:`MatrixModel`; a maximisation
@@ -17,10 +17,10 @@ import numpy as np
 import pulp
 import scipy.sparse as sp
 
-from formulations.budget import Budget
-from formulations.common import Outcome
-from formulations.mip.model import INF, MatrixModel, Vector
-from formulations.mip.result import MipResult, MipSettings
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.common import Outcome
+from hetsched.formulations.mip.model import INF, MatrixModel, Vector
+from hetsched.formulations.mip.result import MipResult, MipSettings
 
 
 def from_pulp(problem: pulp.LpProblem) -> tuple[MatrixModel, list[pulp.LpVariable]]:
@@ -105,13 +105,13 @@ def set_pulp_values(variables: Sequence[pulp.LpVariable], values: Vector | None,
 
 def solve_pulp(problem: pulp.LpProblem, engine: str, budget: Budget,
                settings: MipSettings | None = None, *, warm_start: bool = False) -> MipResult:
-    """:func:`from_pulp`, :func:`~formulations.mip.solve_mip` and :func:`set_pulp_values`
+    """:func:`from_pulp`, :func:`~hetsched.formulations.mip.solve_mip` and :func:`set_pulp_values`
     in one call: the variables' ``varValue`` and the problem's status are set as PuLP's
     solvers set them. With ``warm_start``, the variables' initial values are the start
     (ignored unless every variable has one). The result is in the model's sense
     (a maximisation's objective and bound negated); ``pulp.value(problem.objective)`` is
     PuLP's."""
-    from formulations.mip import DEFAULT_SETTINGS, solve_mip
+    from hetsched.formulations.mip import DEFAULT_SETTINGS, solve_mip
 
     model, variables = from_pulp(problem)
     start = pulp_start(variables) if warm_start else None

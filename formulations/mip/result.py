@@ -6,13 +6,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from formulations.common import Outcome
-from formulations.mip.model import Vector
+from hetsched.formulations.common import Outcome
+from hetsched.formulations.mip.model import Vector
 
 
 @dataclass(frozen=True)
 class MipSettings:
-    """How an engine searches; the limits come from the :class:`~formulations.budget.Budget`.
+    """How an engine searches; the limits come from the
+    :class:`~hetsched.formulations.budget.Budget`.
 
     ``gap``: relative gap (``|objective - bound| / |objective|``, dimensionless) at which
     the engine may stop; 0 asks for a proof of optimality. ``threads``: engine threads (SCIP
@@ -34,7 +35,7 @@ class MipSettings:
 
 @dataclass(frozen=True, eq=False)
 class MipResult:
-    """How one :func:`~formulations.mip.solve_mip` call ended.
+    """How one :func:`~hetsched.formulations.mip.solve_mip` call ended.
 
     ``objective`` and ``bound`` are in the model's units and include its ``offset``
     (``objective = cost @ values + offset``; ``bound`` a proven lower bound on it, ``None``
@@ -42,7 +43,7 @@ class MipResult:
     without a solution. ``wall_s``: wall seconds of the whole call (files, engine, reading
     back). ``hit_limit``: stopped by a time or node limit (or the wall watchdog), not by a
     proof or the gap. ``work``: deterministic work units used (branch-and-bound nodes /
-    :data:`formulations.budget.HIGHS_NODES_PER_UNIT`), in every mode. ``detail``: the
+    :data:`hetsched.formulations.budget.HIGHS_NODES_PER_UNIT`), in every mode. ``detail``: the
     engine and its version, ``engine_status`` (the engine's own words), ``nodes``
     explored, ``limit_time_s``/``limit_nodes``, ``source`` of the values (``"engine"``, or
     ``"start"`` when the start was better than anything the engine returned),

@@ -1,6 +1,6 @@
 """The SCIP engine: ``pyscipopt`` in-process, reading the model from an MPS file.
 
-The model is written with :func:`~formulations.mip.mps.write_mps` and read with
+The model is written with :func:`~hetsched.formulations.mip.mps.write_mps` and read with
 ``readProblem`` (one Python object per variable is made by ``getVars`` to read values
 back, none per nonzero). A start is a solution created in the problem stage
 (``createSol``/``setSolVal``) and handed over with ``addSol``; SCIP checks it when the
@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import pyscipopt
 
-from formulations.mip.engine import EngineRun, Limits, RunKind, Stopper, run_in_thread
-from formulations.mip.model import MatrixModel, Vector
-from formulations.mip.mps import column_index, write_mps
-from formulations.mip.result import MipSettings
+from hetsched.formulations.mip.engine import EngineRun, Limits, RunKind, Stopper, run_in_thread
+from hetsched.formulations.mip.model import MatrixModel, Vector
+from hetsched.formulations.mip.mps import column_index, write_mps
+from hetsched.formulations.mip.result import MipSettings
 
 log = logging.getLogger(__name__)
 

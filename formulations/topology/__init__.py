@@ -6,17 +6,17 @@ from __future__ import annotations
 import logging
 import time
 
-from formulations.budget import Budget
-from formulations.topology.problem import (
+from hetsched.data import Cluster
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.topology.problem import (
     Gang,
     PlacementModel,
     build,
     fragmentation,
     placement_cost,
 )
-from formulations.topology.solution import PlacementOutcome, from_placement
-from solver.data import Cluster
-from solver.result import Status
+from hetsched.formulations.topology.solution import PlacementOutcome, from_placement
+from hetsched.result import Status
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +45,14 @@ def place(cluster: Cluster, busy: set[str] | frozenset[str], gangs: tuple[Gang, 
     model = build(cluster, frozenset(busy), gangs)
     outcome: PlacementOutcome
     if backend == "cpsat":
-        from formulations.topology.cpsat import PlacementCpSat
+        from hetsched.formulations.topology.cpsat import PlacementCpSat
 
         cp = PlacementCpSat(model)
         if hint:
             cp.hint(hint)
         outcome = cp.solve(budget, threads, seed)
     else:
-        from formulations.topology.milp import PlacementMilp
+        from hetsched.formulations.topology.milp import PlacementMilp
 
         milp = PlacementMilp(model)
         if hint:

@@ -14,13 +14,13 @@ from typing import Any
 
 import pulp
 
-from formulations.budget import Budget
-from formulations.common import Outcome
-from formulations.mip import MipSettings
-from formulations.pulp_backend import run
-from formulations.topology.problem import PlacementModel
-from formulations.topology.solution import PlacementOutcome, decode
-from solver.result import Status
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.common import Outcome
+from hetsched.formulations.mip import MipSettings
+from hetsched.formulations.pulp_backend import run
+from hetsched.formulations.topology.problem import PlacementModel
+from hetsched.formulations.topology.solution import PlacementOutcome, decode
+from hetsched.result import Status
 
 
 class PlacementMilp:
@@ -108,7 +108,7 @@ class PlacementMilp:
               seed: int = 0) -> PlacementOutcome:
         """Two solves within ``budget`` (the first on 70% of it): cost, then fragmentation
         at that cost. The outcome and bound of each come from
-        :func:`formulations.pulp_backend.run`, which reads them off the engine (a solve
+        :func:`hetsched.formulations.pulp_backend.run`, which reads them off the engine (a solve
         stopped by its limit is never taken as a proof)."""
         started = time.perf_counter()
         budget = budget or Budget.unlimited()

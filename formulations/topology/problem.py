@@ -26,9 +26,9 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from solver.data import Cluster
-from solver.errors import InputError
-from solver.topology import pair_cost
+from hetsched.data import Cluster
+from hetsched.errors import InputError
+from hetsched.topology import pair_cost
 
 #: Integer resolution of costs in CP-SAT: 1e-6 seconds per GB.
 COST_SCALE = 10**6

@@ -2,8 +2,8 @@
 
 ``sjf``, ``srtf`` (predicted durations), ``edf``, ``tiresias`` (NSDI 2019), ``gandiva``
 (OSDI 2018), ``gavel`` and ``gavel-max-sum`` (OSDI 2020; its LP is
-``formulations.gavel``), ``optimus`` (EuroSys 2018); any policy name with ``-agnostic``
-sees every GPU type as fast as the slowest (:mod:`solver.baselines.agnostic`). Each is
+``hetsched.formulations.gavel``), ``optimus`` (EuroSys 2018); any policy name with ``-agnostic``
+sees every GPU type as fast as the slowest (:mod:`hetsched.baselines.agnostic`). Each is
 described in docs/policies.md: source, simplifications, starvation guard, parameters.
 """
 
@@ -12,19 +12,19 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from solver.baselines.agnostic import AGNOSTIC_SUFFIX, AgnosticView, HeterogeneityAgnostic
-from solver.rolling import RollingPolicy
+from hetsched.baselines.agnostic import AGNOSTIC_SUFFIX, AgnosticView, HeterogeneityAgnostic
+from hetsched.rolling import RollingPolicy
 
 #: name -> ("module:Class", keyword arguments)
 BASELINES: dict[str, tuple[str, dict[str, Any]]] = {
-    "sjf": ("solver.baselines.duration:ShortestJobFirst", {}),
-    "srtf": ("solver.baselines.duration:ShortestRemainingTimeFirst", {}),
-    "edf": ("solver.baselines.deadline_first:EarliestDeadlineFirst", {}),
-    "tiresias": ("solver.baselines.tiresias:Tiresias", {}),
-    "gandiva": ("solver.baselines.gandiva:Gandiva", {}),
-    "gavel": ("solver.baselines.gavel:Gavel", {"objective": "max-min"}),
-    "gavel-max-sum": ("solver.baselines.gavel:Gavel", {"objective": "max-sum"}),
-    "optimus": ("solver.baselines.optimus:Optimus", {}),
+    "sjf": ("hetsched.baselines.duration:ShortestJobFirst", {}),
+    "srtf": ("hetsched.baselines.duration:ShortestRemainingTimeFirst", {}),
+    "edf": ("hetsched.baselines.deadline_first:EarliestDeadlineFirst", {}),
+    "tiresias": ("hetsched.baselines.tiresias:Tiresias", {}),
+    "gandiva": ("hetsched.baselines.gandiva:Gandiva", {}),
+    "gavel": ("hetsched.baselines.gavel:Gavel", {"objective": "max-min"}),
+    "gavel-max-sum": ("hetsched.baselines.gavel:Gavel", {"objective": "max-sum"}),
+    "optimus": ("hetsched.baselines.optimus:Optimus", {}),
 }
 
 __all__ = ["AGNOSTIC_SUFFIX", "BASELINES", "AgnosticView", "HeterogeneityAgnostic",

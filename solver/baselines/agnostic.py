@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from solver.rolling import ClusterState, Decision, RollingPolicy, quiet_until
-from solver.throughput import Placement, ThroughputModel
+from hetsched.rolling import ClusterState, Decision, RollingPolicy, quiet_until
+from hetsched.throughput import Placement, ThroughputModel
 
 #: The suffix that makes any policy name heterogeneity-agnostic.
 AGNOSTIC_SUFFIX = "-agnostic"

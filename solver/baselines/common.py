@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from solver.data import Cluster, Job
-from solver.rolling import ClusterState, Decision, RunningJob, Start
-from solver.throughput import Placement, ThroughputModel
+from hetsched.data import Cluster, Job
+from hetsched.rolling import ClusterState, Decision, RunningJob, Start
+from hetsched.throughput import Placement, ThroughputModel
 
 #: The simulator's default restart penalty (s); policies that weigh a preemption use it.
 RESTART_PENALTY_S = 30.0

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from solver.baselines.common import GuardedOrder
-from solver.data import Job
-from solver.rolling import ClusterState
+from hetsched.baselines.common import GuardedOrder
+from hetsched.data import Job
+from hetsched.rolling import ClusterState
 
 
 class EarliestDeadlineFirst(GuardedOrder):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from solver.baselines.common import (
+from hetsched.baselines.common import (
     RESTART_PENALTY_S,
     GuardedOrder,
     SpeedBook,
@@ -14,8 +14,8 @@ from solver.baselines.common import (
     preempt_in_order,
     types_worth_starting,
 )
-from solver.data import Job
-from solver.rolling import ClusterState, Decision
+from hetsched.data import Job
+from hetsched.rolling import ClusterState, Decision
 
 
 class ShortestJobFirst(GuardedOrder):

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import math
 
-from solver.baselines.common import (
+from hetsched.baselines.common import (
     BOUNDARY_TOLERANCE_S,
     RoundClock,
     cluster_order,
     preempt_in_order,
     start_in_order,
 )
-from solver.data import Job
-from solver.rolling import ClusterState, Decision
+from hetsched.data import Job
+from hetsched.rolling import ClusterState, Decision
 
 
 class Gandiva:

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from formulations.budget import Budget
-from solver.baselines.common import GpuPool, RoundClock, SpeedBook, place
-from solver.data import Job
-from solver.rolling import ClusterState, Decision, Start
+from hetsched.baselines.common import GpuPool, RoundClock, SpeedBook, place
+from hetsched.data import Job
+from hetsched.formulations.budget import Budget
+from hetsched.rolling import ClusterState, Decision, Start
 
 if TYPE_CHECKING:
-    from formulations.gavel.problem import AllocationProblem, Array
+    from hetsched.formulations.gavel.problem import AllocationProblem, Array
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ FEASIBILITY_TOLERANCE = 1e-6
 
 class Gavel:
     """Gavel's allocation ``X[job, gpu_type]`` (time fractions, an LP solved by PuLP on
-    HiGHS or CBC: ``formulations.gavel``), realised in rounds of ``round_s`` seconds.
+    HiGHS or CBC: ``hetsched.formulations.gavel``), realised in rounds of ``round_s`` seconds.
 
     The LP is solved again at the first round boundary after the set of active jobs
     changed (an arrival or a completion), as Gavel's scheduler does. Each job's priority
@@ -58,7 +58,7 @@ class Gavel:
                  backend: str = "highs", time_limit_s: float | None = None,
                  deterministic: bool = False,
                  starvation_rounds: float = 20.0) -> None:
-        from formulations.gavel import Objective
+        from hetsched.formulations.gavel import Objective
 
         if not round_s > 0 or not starvation_rounds > 0:
             raise ValueError("round_s and starvation_rounds must be > 0")
@@ -146,7 +146,7 @@ class Gavel:
 
     def _solve(self, state: ClusterState, jobs: list[Job]) -> None:
         """Gavel's LP on the active jobs; resets the time each job has run."""
-        from formulations.gavel import AllocationProblem, solve_allocation
+        from hetsched.formulations.gavel import AllocationProblem, solve_allocation
 
         types = state.cluster.type_names
         throughput = np.array([[self.speeds.speeds(state, job).get(t, 0.0) for t in types]

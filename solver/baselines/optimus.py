@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import math
 
-from solver.baselines.common import (
+from hetsched.baselines.common import (
     RESTART_PENALTY_S,
     GpuPool,
     RoundClock,
@@ -13,8 +13,8 @@ from solver.baselines.common import (
     StarvationGuard,
     place,
 )
-from solver.data import Job
-from solver.rolling import ClusterState, Decision, RunningJob, Start
+from hetsched.data import Job
+from hetsched.rolling import ClusterState, Decision, RunningJob, Start
 
 
 class Optimus:

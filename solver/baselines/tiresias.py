@@ -7,9 +7,9 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from solver.baselines.common import cluster_order, preempt_in_order
-from solver.data import Job
-from solver.rolling import ClusterState, Decision
+from hetsched.baselines.common import cluster_order, preempt_in_order
+from hetsched.data import Job
+from hetsched.rolling import ClusterState, Decision
 
 
 class Tiresias:

@@ -1,7 +1,7 @@
 """Policies: exact models and heuristics behind one interface.
 
-A policy turns an :class:`~solver.data.Instance` into a
-:class:`~solver.result.Result`. The registry maps a policy's name to where it is
+A policy turns an :class:`~hetsched.data.Instance` into a
+:class:`~hetsched.result.Result`. The registry maps a policy's name to where it is
 defined, and imports it only when it is asked for, so a back-end that is not
 used is never imported.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 import importlib
 from typing import ClassVar, Protocol
 
-from formulations.options import MAX_SEED, MAX_THREADS, SolveOptions
-from solver.data import Instance
-from solver.errors import InputError
-from solver.result import Result
+from hetsched.data import Instance
+from hetsched.errors import InputError
+from hetsched.formulations.options import MAX_SEED, MAX_THREADS, SolveOptions
+from hetsched.result import Result
 
 __all__ = ["MAX_SEED", "MAX_THREADS", "REGISTRY", "Policy", "SolveOptions", "available",
            "get_policy"]
@@ -30,16 +30,16 @@ class Policy(Protocol):
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Schedule every job of ``instance``; ``runtime_s`` and metrics are filled in by
-        :func:`solver.solve`."""
+        :func:`hetsched.solve`."""
         ...
 
 
 #: name -> "module:Class"
 REGISTRY: dict[str, str] = {
-    "fifo": "solver.policies.fifo:FifoPolicy",
-    "deadline": "solver.policies.deadline:DeadlinePolicy",
-    "allox": "solver.policies.allox:AlloxPolicy",
-    "topology": "solver.policies.topology:TopologyPolicy",
+    "fifo": "hetsched.policies.fifo:FifoPolicy",
+    "deadline": "hetsched.policies.deadline:DeadlinePolicy",
+    "allox": "hetsched.policies.allox:AlloxPolicy",
+    "topology": "hetsched.policies.topology:TopologyPolicy",
 }
 
 

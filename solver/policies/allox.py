@@ -3,16 +3,16 @@
 Minimises total completion time exactly when every job runs on one GPU, all jobs
 are present and weights are equal; ``SolveOptions.alpha`` < 1 is AlloX's fairness
 knob. Back-ends: ``matching`` (exact assignment algorithm), ``cbc`` and ``highs``
-(the same matching as a PuLP model). Models in :mod:`formulations.allox`.
+(the same matching as a PuLP model). Models in :mod:`hetsched.formulations.allox`.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from solver.data import Instance
-from solver.policies import SolveOptions
-from solver.result import Result, Schedule
+from hetsched.data import Instance
+from hetsched.policies import SolveOptions
+from hetsched.result import Result, Schedule
 
 
 class AlloxPolicy:
@@ -24,7 +24,7 @@ class AlloxPolicy:
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Schedule every job; objective = total weighted JCT (s) of the realised schedule."""
-        from formulations.allox import solve_allox
+        from hetsched.formulations.allox import solve_allox
 
         outcome = solve_allox(instance, options)
         schedule = outcome.schedule if outcome.schedule is not None else Schedule()

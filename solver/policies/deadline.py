@@ -5,7 +5,7 @@ the objective is lexicographic, first the deadline term (missed deadlines or
 total weighted tardiness, ``SolveOptions.deadline_objective``), then total
 weighted completion time (s). Solved in CP-SAT (``cpsat``) or as a MILP
 (``cbc``, ``highs``); the mathematics is in docs/formulations.md and the models in
-:mod:`formulations.deadline`.
+:mod:`hetsched.formulations.deadline`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import logging
 import math
 from typing import Any, ClassVar
 
-from solver.data import Instance
-from solver.policies import SolveOptions
-from solver.result import Result, Schedule
+from hetsched.data import Instance
+from hetsched.policies import SolveOptions
+from hetsched.result import Result, Schedule
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +30,8 @@ class DeadlinePolicy:
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Schedule every job; objective = total weighted JCT (s) once the deadline term
-        is at its best value (see :func:`formulations.deadline.solve_deadline`)."""
-        from formulations.deadline import solve_deadline
+        is at its best value (see :func:`hetsched.formulations.deadline.solve_deadline`)."""
+        from hetsched.formulations.deadline import solve_deadline
 
         outcome = solve_deadline(instance, options)
         extra: dict[str, Any] = dict(outcome.extra)

@@ -14,10 +14,10 @@ from __future__ import annotations
 import bisect
 from typing import ClassVar
 
-from solver.data import Instance, Job
-from solver.policies import SolveOptions
-from solver.result import Assignment, Result, Schedule, Status
-from solver.throughput import Placement
+from hetsched.data import Instance, Job
+from hetsched.policies import SolveOptions
+from hetsched.result import Assignment, Result, Schedule, Status
+from hetsched.throughput import Placement
 
 
 class FifoPolicy:

@@ -4,7 +4,7 @@ Jobs are admitted in arrival order at event times (arrivals and completions), st
 first in first out: at each event the longest prefix of the waiting queue that a
 first-fit placement can hold starts now, on the first GPU type (cluster order) where it
 fits. The GPUs of that batch are then chosen by the exact placement model
-(:mod:`formulations.topology`), warm-started from the first-fit placement, so every batch
+(:mod:`hetsched.formulations.topology`), warm-started from the first-fit placement, so every batch
 is placed at least as well as first fit. A gang may spread over several nodes only when
 no node can hold it packed at that moment and its spread throughput is positive.
 
@@ -23,14 +23,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from formulations.budget import Budget
-from formulations.topology import Gang, PlacementOutcome, place
-from solver.data import Cluster, Instance, Job
-from solver.policies import SolveOptions
-from solver.result import Assignment, Result, Schedule, Status
-from solver.throughput import Placement
-from solver.topology import communication_sensitivity as sensitivity
-from solver.topology import predicted_throughput
+from hetsched.data import Cluster, Instance, Job
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.topology import Gang, PlacementOutcome, place
+from hetsched.policies import SolveOptions
+from hetsched.result import Assignment, Result, Schedule, Status
+from hetsched.throughput import Placement
+from hetsched.topology import communication_sensitivity as sensitivity
+from hetsched.topology import predicted_throughput
 
 log = logging.getLogger(__name__)
 

@@ -12,14 +12,14 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from solver.errors import InputError
-from solver.throughput import ThroughputModel
-from solver.traces.base import ON_BAD_ROW, Options, Trace
-from solver.traces.gavel import read_gavel
-from solver.traces.helios import read_helios
-from solver.traces.native import read_native, write_native
-from solver.traces.openb import openb_cluster, read_openb
-from solver.traces.philly import read_philly
+from hetsched.errors import InputError
+from hetsched.throughput import ThroughputModel
+from hetsched.traces.base import ON_BAD_ROW, Options, Trace
+from hetsched.traces.gavel import read_gavel
+from hetsched.traces.helios import read_helios
+from hetsched.traces.native import read_native, write_native
+from hetsched.traces.openb import openb_cluster, read_openb
+from hetsched.traces.philly import read_philly
 
 __all__ = ["FORMATS", "Trace", "openb_cluster", "read_trace", "write_native"]
 
@@ -47,9 +47,9 @@ def read_trace(path: str | Path, format: str, *, throughput: ThroughputModel | N
     durations (s) into work (steps) on ``reference_gpu``, and turns SLOs and
     ``deadline_fraction`` into deadlines on the fastest of ``gpu_types`` (default: the
     model's GPU types). Without it, traces that need one use the built-in catalogue
-    (solver.generate). ``deadline_fraction`` of the jobs without a deadline of their
+    (hetsched.generate). ``deadline_fraction`` of the jobs without a deadline of their
     own get ``arrival + U(deadline_slack) x isolated duration``. A bad row raises
-    :class:`~solver.errors.InputError` naming the file and line; with
+    :class:`~hetsched.errors.InputError` naming the file and line; with
     ``on_bad_row="skip"`` it is counted in ``Trace.skipped_rows`` instead.
     ``limit_jobs`` keeps the earliest arrivals. The same arguments give the same Trace.
     """

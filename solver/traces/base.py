@@ -22,10 +22,10 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from solver.data import MAX_GPUS_PER_JOB, Job
-from solver.errors import InputError
-from solver.generate import GPU_TYPES, JOB_CLASSES
-from solver.throughput import Placement, PolicyView, ThroughputModel, ThroughputTable
+from hetsched.data import MAX_GPUS_PER_JOB, Job
+from hetsched.errors import InputError
+from hetsched.generate import GPU_TYPES, JOB_CLASSES
+from hetsched.throughput import Placement, PolicyView, ThroughputModel, ThroughputTable
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class BadRowError(Exception):
 
 @dataclass(frozen=True)
 class Options:
-    """The reader options of :func:`solver.traces.read_trace` (documented there)."""
+    """The reader options of :func:`hetsched.traces.read_trace` (documented there)."""
 
     throughput: ThroughputModel | None = None
     gpu_types: tuple[str, ...] = ()
@@ -266,7 +266,7 @@ def integer(text: str, column: str, *, low: int = 0, high: float = math.inf) -> 
 
 
 def catalogue_throughput() -> ThroughputTable:
-    """The built-in catalogue (solver.generate) as a throughput table, 1 to 8 GPUs: the
+    """The built-in catalogue (hetsched.generate) as a throughput table, 1 to 8 GPUs: the
     model used to draw job types and derive work when the caller gives none."""
     rows = [(name, gpu, count, placement, job.throughput(gpu, count, placement))
             for name, job in JOB_CLASSES.items() for gpu in GPU_TYPES
@@ -333,7 +333,7 @@ class Speeds:
 def known_counts(model: ThroughputModel) -> tuple[int, ...] | int:
     """The GPU counts at which ``model`` can give throughput > 0, largest first, when it
     lists them (a table, or a replay's view of one); else the largest count it answers
-    (a fitted model's ``max_gpus``, or :data:`solver.data.MAX_GPUS_PER_JOB`)."""
+    (a fitted model's ``max_gpus``, or :data:`hetsched.data.MAX_GPUS_PER_JOB`)."""
     if isinstance(model, PolicyView):
         return known_counts(model.measured)
     if isinstance(model, ThroughputTable):
@@ -354,7 +354,7 @@ def build_trace(reading: Reading, rows: list[Row]) -> Trace:
     model = options.throughput
     if model is None and needs_model:
         model = catalogue_throughput()
-        reading.notes["no throughput model given: the built-in catalogue (solver.generate) "
+        reading.notes["no throughput model given: the built-in catalogue (hetsched.generate) "
                       "used for job types and work"] = len(rows)
     speeds = _speeds(reading, model) if model is not None else None
     seeds = np.random.SeedSequence(options.seed).spawn(2)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from solver.data import MAX_GPUS_PER_JOB, MAX_TIME_S, MAX_WEIGHT, MAX_WORK, MIN_WEIGHT
-from solver.errors import InputError
-from solver.traces.base import (
+from hetsched.data import MAX_GPUS_PER_JOB, MAX_TIME_S, MAX_WEIGHT, MAX_WORK, MIN_WEIGHT
+from hetsched.errors import InputError
+from hetsched.traces.base import (
     BadRowError,
     Options,
     Reading,
@@ -67,7 +67,7 @@ def _row(line: int, fields: list[str]) -> Row:
 
 
 def read_gavel(path: Path, options: Options) -> Trace:
-    """Read a Gavel trace (either layout) into a :class:`~solver.traces.base.Trace`."""
+    """Read a Gavel trace (either layout) into a :class:`~hetsched.traces.base.Trace`."""
     reading = Reading(path, "gavel", options)
     rows: list[Row] = []
     with open_text(path) as handle:

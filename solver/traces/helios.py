@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from solver.data import MAX_DURATION_S, MAX_GPUS_PER_JOB
-from solver.traces.base import (
+from hetsched.data import MAX_DURATION_S, MAX_GPUS_PER_JOB
+from hetsched.traces.base import (
     BadRowError,
     Options,
     Reading,
@@ -24,14 +24,14 @@ from solver.traces.base import (
     integer,
     number,
 )
-from solver.traces.philly import wall_clock
+from hetsched.traces.philly import wall_clock
 
 COLUMNS = ("job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "state", "submit_time",
            "start_time", "end_time", "duration", "queue")
 
 
 def read_helios(path: Path, options: Options) -> Trace:
-    """Read a Helios ``cluster_log.csv`` into a :class:`~solver.traces.base.Trace`."""
+    """Read a Helios ``cluster_log.csv`` into a :class:`~hetsched.traces.base.Trace`."""
     reading = Reading(path, "helios", options)
     rows: list[Row] = []
     for line, cells in csv_rows(path, COLUMNS):

@@ -1,4 +1,4 @@
-"""hetsched's own trace CSV: one row per job with every :class:`~solver.data.Job` field.
+"""hetsched's own trace CSV: one row per job with every :class:`~hetsched.data.Job` field.
 
 Columns (header required, in any order): ``id, arrival, job_type, num_gpus, work,
 deadline, weight, user, allowed_gpu_counts, allowed_gpu_types``. Times in s, work in
@@ -14,9 +14,9 @@ import csv
 from collections.abc import Iterable
 from pathlib import Path
 
-from solver.data import MAX_GPUS_PER_JOB, MAX_TIME_S, MAX_WEIGHT, MAX_WORK, MIN_WEIGHT, Job
-from solver.errors import InputError
-from solver.traces.base import (
+from hetsched.data import MAX_GPUS_PER_JOB, MAX_TIME_S, MAX_WEIGHT, MAX_WORK, MIN_WEIGHT, Job
+from hetsched.errors import InputError
+from hetsched.traces.base import (
     BadRowError,
     Options,
     Reading,
@@ -67,7 +67,7 @@ def _row(line: int, cells: dict[str, str]) -> Row:
 
 
 def read_native(path: Path, options: Options) -> Trace:
-    """Read a native trace CSV into a :class:`~solver.traces.base.Trace`."""
+    """Read a native trace CSV into a :class:`~hetsched.traces.base.Trace`."""
     reading = Reading(path, "native", options)
     rows: list[Row] = []
     for line, cells in csv_rows(path, COLUMNS):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from solver.data import (
+from hetsched.data import (
     MAX_CPUS,
     MAX_GPUS_PER_JOB,
     MAX_GPUS_PER_NODE,
@@ -23,8 +23,8 @@ from solver.data import (
     GpuType,
     Node,
 )
-from solver.errors import InputError
-from solver.traces.base import (
+from hetsched.errors import InputError
+from hetsched.traces.base import (
     BadRowError,
     Options,
     Reading,
@@ -60,7 +60,7 @@ def _time(cells: dict[str, str], column: str) -> float | None:
 
 
 def read_openb(path: Path, options: Options) -> Trace:
-    """Read an openb pod list into a :class:`~solver.traces.base.Trace`."""
+    """Read an openb pod list into a :class:`~hetsched.traces.base.Trace`."""
     reading = Reading(path, "openb", options)
     rows: list[Row] = []
     for line, cells in csv_rows(path, POD_COLUMNS):

@@ -12,8 +12,8 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from solver.data import MAX_DURATION_S, MAX_GPUS_PER_JOB
-from solver.traces.base import (
+from hetsched.data import MAX_DURATION_S, MAX_GPUS_PER_JOB
+from hetsched.traces.base import (
     BadRowError,
     Options,
     Reading,
@@ -48,7 +48,7 @@ def wall_clock(text: str, column: str) -> float:
 
 
 def read_philly(path: Path, options: Options) -> Trace:
-    """Read ``philly.csv`` into a :class:`~solver.traces.base.Trace`."""
+    """Read ``philly.csv`` into a :class:`~hetsched.traces.base.Trace`."""
     reading = Reading(path, "philly", options)
     rows: list[Row] = []
     for line, cells in csv_rows(path, COLUMNS):
