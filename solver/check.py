@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from hetsched.data import Instance
-from hetsched.result import Schedule
+from hetsched.result import Assignment, Schedule
 from hetsched.throughput import Placement
 
 #: Times are compared with this tolerance: absolute seconds, plus a part relative to the
@@ -50,12 +50,20 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
     no job starts before it arrives or before ``instance.now``; the throughput of
     the actual placement (packed on one node, else spread) is positive and
     ``finish = start + work / throughput``; no GPU is used by two jobs at once.
+
+    A job run in segments (assignments with ``work``, :class:`~hetsched.result.Assignment`)
+    is checked segment by segment: each one as above, with its own ``work`` and, for every
+    segment but the first, the schedule's restart penalty before any progress
+    (``finish = start + penalty + work / throughput``; a segment ended within its
+    penalty did no work); its segments do not overlap in time; their work adds up to the
+    job's.
     """
     violations: list[Violation] = []
     jobs = instance.job_by_id
     gpus = instance.cluster.gpu_by_id
-    seen: set[str] = set()
     usage: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    whole: set[str] = set()  # jobs with an assignment without ``work`` (run whole)
+    segments: dict[str, list[tuple[Assignment, float]]] = defaultdict(list)
 
     for a in schedule:
         def bad(kind: str, message: str, job: str = a.job) -> None:
@@ -64,11 +72,12 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
         if a.job not in jobs:
             bad("unknown-job", "the instance has no such job")
             continue
-        if a.job in seen:
+        if a.job in whole or (a.work is None and a.job in segments):
             bad("duplicate", "the job is scheduled more than once")
             continue
-        seen.add(a.job)
         job = jobs[a.job]
+        if a.work is None:
+            whole.add(a.job)
 
         unknown = [g for g in a.gpus if g not in gpus]
         if unknown:
@@ -103,17 +112,24 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
             bad("zero-throughput", f"job type {job.job_type} cannot run on {len(a.gpus)} x "
                 f"{a.gpu_type} {placement} (throughput {speed:g})")
             continue
-        duration = job.work / speed
-        expected = a.start + duration
-        if abs(a.finish - expected) > _slack(duration, a.finish, expected):
-            bad("finish", f"finish {a.finish:.6f} s, but start + work / throughput = "
-                f"{a.start:g} + {job.work:g} / {speed:g} = {expected:.6f} s ({placement})")
+        if a.work is None:
+            duration = job.work / speed
+            expected = a.start + duration
+            if abs(a.finish - expected) > _slack(duration, a.finish, expected):
+                bad("finish", f"finish {a.finish:.6f} s, but start + work / throughput = "
+                    f"{a.start:g} + {job.work:g} / {speed:g} = {expected:.6f} s ({placement})")
+        else:
+            segments[a.job].append((a, speed))
         for g in a.gpus:
             usage[g].append((a.start, a.finish, a.job))
 
+    for job_id, runs in segments.items():
+        violations += _check_segments(jobs[job_id].work, job_id, runs,
+                                      schedule.restart_penalty_s)
+
     if complete:
         for job_id in jobs:
-            if job_id not in seen:
+            if job_id not in whole and job_id not in segments:
                 violations.append(Violation(job_id, "unscheduled", "the job has no assignment"))
 
     for gid, intervals in usage.items():
@@ -129,3 +145,41 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
             if f2 > f1:
                 s1, f1, j1 = s2, f2, j2
     return violations
+
+
+def _check_segments(total: float, job: str, runs: list[tuple[Assignment, float]],
+                    penalty: float) -> list[Violation]:
+    """The run segments of one job (each with its throughput), in order of start: each
+    segment's length from its work, no overlap, the work adding up to ``total``."""
+    found: list[Violation] = []
+    done = 0.0
+    previous: Assignment | None = None
+    for k, (a, speed) in enumerate(runs):
+        work = a.work if a.work is not None else 0.0
+        setup = penalty if k else 0.0
+        length = a.finish - a.start
+        if not math.isfinite(work) or work < 0:
+            found.append(Violation(job, "work", f"segment from {a.start:g} s does {work:g} "
+                                   "steps, expected a finite number >= 0"))
+            continue
+        busy = work / speed
+        if work > 0 and abs(length - setup - busy) > _slack(busy + setup, a.finish, a.start):
+            found.append(Violation(job, "finish", (
+                f"segment from {a.start:g} s ends at {a.finish:.6f} s, but start + penalty + "
+                f"work / throughput = {a.start:g} + {setup:g} + {work:g} / {speed:g} = "
+                f"{a.start + setup + busy:.6f} s")))
+        elif work == 0 and length > setup + _slack(setup, a.finish, a.start):
+            found.append(Violation(job, "finish", (
+                f"segment from {a.start:g} s to {a.finish:g} s does no work, but its restart "
+                f"penalty is {setup:g} s")))
+        if previous is not None and a.start < previous.finish - _slack(
+                0.0, a.start, previous.finish):
+            found.append(Violation(job, "segment-overlap", (
+                f"a segment starts at {a.start:g} s, before the one from "
+                f"{previous.start:g} s ends at {previous.finish:g} s")))
+        done += work
+        previous = a
+    if abs(done - total) > _slack(total, total):
+        found.append(Violation(job, "work-total", (
+            f"its segments do {done:.6g} steps, the job has {total:.6g}")))
+    return found

@@ -71,3 +71,15 @@ class InputError(ValueError):
         return InputError(
             self.problem, path=self.path, value=self.value, expected=self.expected, file=file
         )
+
+
+class InvalidScheduleError(RuntimeError):
+    """A schedule hetsched made fails the independent checker (:func:`hetsched.check.check`):
+    a defect of hetsched, not of the input. ``violations`` are the checker's findings."""
+
+    def __init__(self, what: str, violations: list[Any]) -> None:
+        self.violations = violations
+        shown = "; ".join(str(v) for v in violations[:3])
+        more = f" (and {len(violations) - 3} more)" if len(violations) > 3 else ""
+        super().__init__(f"{what} fails the checker: {len(violations)} violations: "
+                         f"{shown}{more}")

@@ -23,6 +23,7 @@ import numpy as np
 
 from hetsched.data import Cluster, Job
 from hetsched.errors import InputError
+from hetsched.result import Assignment, Schedule
 
 
 @dataclass
@@ -36,6 +37,8 @@ class JobRecord:
     gpus: tuple[str, ...] = ()
     preemptions: int = 0
     gpu_seconds: float = 0.0
+    #: Its run segments, in order (:class:`~hetsched.result.Assignment` with ``work``).
+    segments: list[Assignment] = field(default_factory=list)
 
     @property
     def met(self) -> bool | None:
@@ -136,6 +139,13 @@ class Replay:
             "restart_penalty_s": self.restart_penalty_s,
             "interrupted": self.interrupted,
         }
+
+    def schedule(self) -> Schedule:
+        """What ran where and when: every run segment of every job, with the work it did
+        and the replay's restart penalty, for :func:`hetsched.check.check` (against the
+        measured throughput; an interrupted replay has the segments that ended)."""
+        return Schedule(tuple(s for r in self.records.values() for s in r.segments),
+                        self.restart_penalty_s)
 
     def warnings(self) -> list[str]:
         """One line per distinct fallback note (the first :data:`MAX_WARNINGS`, in order of

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from hetsched.data import Cluster, Job
-from hetsched.errors import InputError
+from hetsched.errors import InputError, InvalidScheduleError
 from hetsched.formulations.options import check_seed
 from hetsched.generate import catalogue_table
 from hetsched.outcome import Replay
@@ -18,6 +19,11 @@ from hetsched.outputs import check_output_folder, writing
 from hetsched.replanning import ModelPolicy
 from hetsched.rolling import RollingFifo, RollingPolicy
 from hetsched.throughput import PolicyView, ThroughputModel
+
+if TYPE_CHECKING:
+    from hetsched.check import Violation
+
+log = logging.getLogger(__name__)
 
 #: Rolling policies implemented natively; every other name goes to a static model.
 NATIVE = {"fifo": RollingFifo}
@@ -247,5 +253,24 @@ def _write(replay: Replay, out: Path, jobs: Sequence[Job], cluster: Cluster,
         covered = [job for job in jobs if job.id in finished]
     extra = {**extra, **(lower_bounds(covered, cluster, truth).as_dict() if covered else {}),
              "bounds_cover": "finished jobs" if replay.interrupted else "all jobs"}
+    violations = check_replay(replay, jobs, truth)
     replay.write(out, extra)
+    if violations:
+        raise InvalidScheduleError(f"the replay written to {out}", violations)
     return {**replay.summary(), **extra, **replay.timing()}
+
+
+def check_replay(replay: Replay, jobs: Sequence[Job], truth: ThroughputModel) -> list[Violation]:
+    """The independent checker's verdict on what the replay ran (:meth:`Replay.schedule`:
+    every run segment, preemptions and restart penalties included) against the measured
+    throughput; an interrupted replay is checked for the segments that ended."""
+    from hetsched.check import check
+    from hetsched.data import Instance
+
+    schedule = replay.schedule()
+    instance = Instance(replay.cluster, tuple(jobs), truth, now=min(
+        (job.arrival for job in jobs), default=0.0))
+    violations = check(instance, schedule, complete=not replay.interrupted)
+    log.info("checker: %d run segments of %d jobs, %d violations", len(schedule),
+             len(jobs), len(violations))
+    return violations

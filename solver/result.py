@@ -33,33 +33,48 @@ class Status(str, Enum):
 
 @dataclass(frozen=True)
 class Assignment:
-    """One job's place in a schedule: GPU type, GPU ids, start and finish (s)."""
+    """A job on GPUs: GPU type, GPU ids, start and finish (s).
+
+    ``work`` is ``None`` for a job run whole, from start to finish, on these GPUs (every
+    static model's schedule). A job that is preempted and resumed (a replay, a rolling
+    policy) has one assignment per run segment, each with the ``work`` (steps) done in
+    it; a resumed segment begins with the schedule's restart penalty
+    (:attr:`Schedule.restart_penalty_s`), without progress."""
 
     job: str
     gpu_type: str
     gpus: tuple[str, ...]
     start: float
     finish: float
+    work: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpus", tuple(self.gpus))
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict with the keys ``job, gpu_type, gpus, start, finish``."""
-        return {
+        """A JSON-ready dict with the keys ``job, gpu_type, gpus, start, finish`` (and
+        ``work`` for a run segment)."""
+        row: dict[str, Any] = {
             "job": self.job,
             "gpu_type": self.gpu_type,
             "gpus": list(self.gpus),
             "start": self.start,
             "finish": self.finish,
         }
+        if self.work is not None:
+            row["work"] = self.work
+        return row
 
 
 @dataclass(frozen=True)
 class Schedule:
-    """Assignments of jobs to GPUs over time, ordered by start time then job id."""
+    """Assignments of jobs to GPUs over time, ordered by start time then job id.
+
+    ``restart_penalty_s``: the time without progress at the start of every run segment
+    of a job but its first (0 for static schedules, where each job runs once)."""
 
     assignments: tuple[Assignment, ...] = ()
+    restart_penalty_s: float = 0.0
 
     def __post_init__(self) -> None:
         ordered = sorted(self.assignments, key=lambda a: (a.start, a.job))
@@ -72,21 +87,31 @@ class Schedule:
         return len(self.assignments)
 
     def by_job(self) -> dict[str, Assignment]:
-        """Assignments keyed by job id (the last one wins if a job appears twice)."""
+        """Assignments keyed by job id (a job run in segments: its last segment)."""
         return {a.job: a for a in self.assignments}
+
+    def segments(self) -> dict[str, list[Assignment]]:
+        """Every job's assignments (run segments), in order of start."""
+        grouped: dict[str, list[Assignment]] = {}
+        for a in self.assignments:
+            grouped.setdefault(a.job, []).append(a)
+        return grouped
 
     def to_list(self) -> list[dict[str, Any]]:
         """JSON-ready list of assignments."""
         return [a.to_dict() for a in self.assignments]
 
     @classmethod
-    def from_list(cls, rows: Iterable[dict[str, Any]]) -> Schedule:
+    def from_list(cls, rows: Iterable[dict[str, Any]],
+                  restart_penalty_s: float = 0.0) -> Schedule:
         """Inverse of :meth:`to_list`."""
         return cls(
             tuple(
-                Assignment(r["job"], r["gpu_type"], tuple(r["gpus"]), r["start"], r["finish"])
+                Assignment(r["job"], r["gpu_type"], tuple(r["gpus"]), r["start"], r["finish"],
+                           r.get("work"))
                 for r in rows
-            )
+            ),
+            restart_penalty_s,
         )
 
 
@@ -111,13 +136,16 @@ class Metrics:
 
 
 def compute_metrics(instance: Instance, schedule: Schedule) -> Metrics:
-    """Metrics of ``schedule`` on ``instance``, from the schedule alone."""
+    """Metrics of ``schedule`` on ``instance``, from the schedule alone (a job run in
+    segments finishes when its last segment does; every segment keeps its GPUs busy)."""
     jobs = instance.job_by_id
     placed = [a for a in schedule if a.job in jobs]
-    jct = np.array([a.finish - jobs[a.job].arrival for a in placed], dtype=float)
-    weighted = sum(jobs[a.job].weight * (a.finish - jobs[a.job].arrival) for a in placed)
+    finish: dict[str, float] = {}
+    for a in placed:
+        finish[a.job] = max(a.finish, finish.get(a.job, -math.inf))
+    jct = np.array([end - jobs[job].arrival for job, end in finish.items()], dtype=float)
+    weighted = sum(jobs[job].weight * (end - jobs[job].arrival) for job, end in finish.items())
     with_deadline = [job for job in instance.jobs if job.deadline is not None]
-    finish = {a.job: a.finish for a in placed}
     met = sum(
         1 for job in with_deadline
         if job.id in finish and job.deadline is not None and finish[job.id] <= job.deadline + 1e-6
@@ -127,7 +155,7 @@ def compute_metrics(instance: Instance, schedule: Schedule) -> Metrics:
         for job in with_deadline
         if job.id in finish and job.deadline is not None
     )
-    makespan = max((a.finish for a in placed), default=instance.now) - instance.now
+    makespan = max(finish.values(), default=instance.now) - instance.now
     busy = sum((a.finish - a.start) * len(a.gpus) for a in placed)
     # Only GPUs of a type some job can run on: the others are idle whatever the schedule.
     from hetsched.bounds import usable_gpus
@@ -136,7 +164,7 @@ def compute_metrics(instance: Instance, schedule: Schedule) -> Metrics:
     capacity = (usable or instance.cluster.num_gpus()) * makespan
     return Metrics(
         jobs=len(instance.jobs),
-        scheduled=len(placed),
+        scheduled=len(finish),
         avg_jct_s=float(jct.mean()) if len(jct) else math.nan,
         p95_jct_s=float(np.percentile(jct, 95)) if len(jct) else math.nan,
         total_weighted_completion_s=float(weighted),

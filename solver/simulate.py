@@ -31,6 +31,7 @@ from hetsched.outcome import (
     check_out_folder,
     write_folder,
 )
+from hetsched.result import Assignment
 from hetsched.rolling import (
     ClusterState,
     Decision,
@@ -78,6 +79,10 @@ class _Run:
     def remaining_at(self, moment: float) -> float:
         """Steps left at ``moment`` (s, between ``start`` and ``finish``)."""
         return max(0.0, self.work_left - max(0.0, moment - self.resume) * self.speed)
+
+    def segment(self, end: float, work: float) -> Assignment:
+        """This run as a run segment ending at ``end`` (s) having done ``work`` steps."""
+        return Assignment(self.record.job.id, self.gpu_type, self.gpus, self.start, end, work)
 
     def gpu_seconds_at(self, moment: float) -> float:
         """GPU-seconds used on these GPUs from ``start`` to ``moment``, the restore
@@ -270,6 +275,7 @@ class Simulator:
                     record = run.record
                     record.gpu_seconds += run.gpu_seconds_at(run.finish)
                     record.finish = run.finish
+                    record.segments.append(run.segment(run.finish, run.work_left))
                     free.update(run.gpus)
                     free_view = None
                     if native_fifo is not None:
@@ -332,6 +338,8 @@ class Simulator:
                         raise RuntimeError(f"{self.policy.name} preempted {job_id}, not running")
                     left[job_id] = run.remaining_at(now)
                     records[job_id].gpu_seconds += run.gpu_seconds_at(now)
+                    records[job_id].segments.append(
+                        run.segment(now, run.work_left - left[job_id]))
                     records[job_id].preemptions += 1
                     free.update(run.gpus)
                     free_view = None

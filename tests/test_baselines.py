@@ -17,13 +17,12 @@ from hetsched.baselines.gavel import Gavel
 from hetsched.baselines.optimus import Optimus
 from hetsched.baselines.tiresias import Tiresias
 from hetsched.check import check
-from hetsched.data import Cluster, GpuType, Job, Node
+from hetsched.data import Cluster, GpuType, Instance, Job, Node
 from hetsched.errors import InputError
 from hetsched.formulations.gavel import AllocationProblem, solve_allocation
 from hetsched.instance_file import load_instance
 from hetsched.replanning import ModelPolicy
 from hetsched.replay import rolling_policy, run_replay
-from hetsched.result import Assignment, Schedule
 from hetsched.rolling import ClusterState, RollingPolicy, RunningJob
 from hetsched.simulate import Replay, Simulator
 from hetsched.throughput import Placement, ThroughputModel, ThroughputTable
@@ -82,6 +81,14 @@ def test_srtf_preempts_a_long_job_for_a_short_one() -> None:
     assert (done.records["S"].first_start, done.records["S"].finish) == (100, 150)
     assert done.records["L"].finish == pytest.approx(1080)
     assert done.records["L"].preemptions == 1
+    # The run segments (start, finish, steps): L does 100 s x 10 steps/s before S, then
+    # restores 30 s and does the other 9,000; the checker accepts them (penalty 30 s).
+    schedule = done.schedule()
+    assert [(a.job, a.start, a.finish, a.work) for a in schedule] == [
+        ("L", 0, 100, 1000), ("S", 100, 150, 500), ("L", 150, pytest.approx(1080), 9000)]
+    assert schedule.restart_penalty_s == 30
+    instance = Instance(cluster, (job("L", 0, 10000), job("S", 100, 500)), table)
+    assert check(instance, schedule) == []
 
 
 @pytest.mark.parametrize(("margin", "penalty", "m_start", "l_finish"),
@@ -156,6 +163,12 @@ def test_gandiva_time_slices_round_robin() -> None:
     assert records["B"].finish == pytest.approx(780)
     assert (records["A"].preemptions, records["B"].preemptions) == (3, 3)
     assert done.summary()["utilization"] == pytest.approx(1.0)
+    segments = done.schedule().segments()
+    assert [(a.start, a.finish, a.work) for a in segments["A"]] == [
+        (0, 100, 100), (200, 300, 70), (400, 500, 70), (600, pytest.approx(690), 60)]
+    assert [(a.start, a.finish, a.work) for a in segments["B"]] == [
+        (100, 200, 100), (300, 400, 70), (500, 600, 70), (pytest.approx(690),
+                                                          pytest.approx(780), 60)]
 
 
 # --- gavel -----------------------------------------------------------------------------
@@ -340,17 +353,11 @@ def test_no_policy_places_a_job_where_its_throughput_is_zero(name: str) -> None:
 # --- replays ----------------------------------------------------------------------------
 
 
-def as_schedule(done: Replay) -> Schedule:
-    return Schedule(tuple(
-        Assignment(r.job.id, r.gpu_types[-1], r.gpus, r.first_start or 0.0, r.finish or 0.0)
-        for r in done.records.values()))
-
-
 @pytest.mark.parametrize("name", ALL)
 def test_every_policy_replays_the_small_instance_reproducibly(name: str) -> None:
     # 20 jobs on 16 GPUs of three types, deadlines and elastic jobs. The simulator refuses
-    # any invalid start (busy GPU, wrong type, zero measured throughput): finishing is the
-    # check; a non-preemptive policy's replay is also a schedule the checker accepts.
+    # any invalid start (busy GPU, wrong type, zero measured throughput); what ran, run
+    # segments and restart penalties included, passes the independent checker.
     instance = load_instance(INSTANCES / "small.json")
     runs = [replay(rolling_policy(name), instance.cluster, instance.throughput,
                    list(instance.jobs)) for _ in range(2)]
@@ -359,7 +366,8 @@ def test_every_policy_replays_the_small_instance_reproducibly(name: str) -> None
     assert summary["fallbacks"] == 0
     if name.removesuffix("-agnostic") not in PREEMPTIVE:
         assert summary["preemptions"] == 0
-        assert check(instance, as_schedule(runs[0])) == []
+    assert check(instance, runs[0].schedule()) == []
+    assert len(runs[0].schedule()) == 20 + summary["preemptions"]
     outcome = [[(r.first_start, r.finish, r.gpus, r.preemptions)
                 for r in run.records.values()] for run in runs]
     assert outcome[0] == outcome[1]

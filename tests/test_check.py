@@ -8,7 +8,7 @@ import pytest
 
 from hetsched.check import check
 from hetsched.instance_file import load_instance
-from hetsched.result import Assignment, Schedule
+from hetsched.result import Assignment, Schedule, compute_metrics
 from tests.conftest import INSTANCES
 
 # tiny.json: v100-0/0 and k80-0/0; speeds (steps/s) v100/k80: image-cnn-large 8/1.76,
@@ -140,3 +140,71 @@ def test_tolerance_is_relative_to_durations_not_clock() -> None:
             wrong = Schedule(tuple(dataclasses.replace(a, finish=a.finish + error)
                                    if a.job == "j2" else a for a in good))
             assert [v.kind for v in check(instance, wrong)] == kinds_found
+
+
+# --- run segments (preemptions) ------------------------------------------------------
+# j1 (rnn-lm, 45119 steps, 20 steps/s on the V100) runs 12.3..112.3 (2,000 steps), is
+# preempted for j0, and resumes on the K80 (7 steps/s) at 3000: the 10 s restart penalty,
+# then 43119 / 7 s. j0 runs whole on the V100 from 112.3; j2 on the K80 from 74.2 ends at
+# 74.2 + 17016 / 8.4 = 2,099.9, before j1 resumes there.
+PENALTY = 10.0
+RESUME = 3000.0
+SEGMENTED = Schedule((
+    Assignment("j1", "v100", ("v100-0/0",), 12.3, 112.3, 2000.0),
+    Assignment("j0", "v100", ("v100-0/0",), 112.3, 112.3 + 21875 / 8),
+    Assignment("j2", "k80", ("k80-0/0",), 74.2, 74.2 + 17016 / 8.4),
+    Assignment("j1", "k80", ("k80-0/0",), RESUME, RESUME + PENALTY + 43119 / 7, 43119.0),
+), PENALTY)
+
+
+def segment_kinds(*changes: tuple[int, dict[str, object]], penalty: float = PENALTY
+                  ) -> list[str]:
+    """The violations after replacing fields of j1's segments (index 0 or 1)."""
+    ones = [a for a in SEGMENTED if a.job == "j1"]
+    for index, fields in changes:
+        ones[index] = dataclasses.replace(ones[index], **fields)  # type: ignore[arg-type]
+    others = tuple(a for a in SEGMENTED if a.job != "j1")
+    return kinds(Schedule((*others, *ones), penalty))
+
+
+def test_valid_run_segments_pass() -> None:
+    assert check(TINY, SEGMENTED) == []
+    # The metrics see j1 finish with its last segment and both segments' GPU time.
+    metrics = compute_metrics(TINY, SEGMENTED)
+    assert metrics.scheduled == 3
+    assert metrics.makespan_s == pytest.approx(RESUME + PENALTY + 43119 / 7)
+
+
+def test_run_segments_whose_work_does_not_add_up() -> None:
+    # 1,000 steps missing from the first segment (and its length matching them).
+    assert segment_kinds((0, {"work": 1000.0, "finish": 62.3})) == ["work-total"]
+
+
+def test_run_segment_without_its_restart_penalty() -> None:
+    # The resumed segment ends 10 s early, as if it had no restore.
+    assert segment_kinds((1, {"finish": RESUME + 43119 / 7})) == ["finish"]
+    # With penalty 0 the same schedule is wrong the other way.
+    assert segment_kinds(penalty=0.0) == ["finish"]
+
+
+def test_run_segments_of_one_job_overlapping() -> None:
+    # The second segment starts on the K80 while the first still runs on the V100.
+    start = 100.0
+    end = start + PENALTY + 43119 / 7
+    assert "segment-overlap" in segment_kinds((1, {"start": start, "finish": end}))
+
+
+def test_run_segment_with_negative_work_and_a_second_whole_run() -> None:
+    assert "work" in segment_kinds((0, {"work": -1.0}))
+    mixed = Schedule((*SEGMENTED, Assignment("j1", "v100", ("v100-0/0",), 9000.0,
+                                             9000.0 + 45119 / 20)), PENALTY)
+    assert "duplicate" in kinds(mixed)
+
+
+def test_segment_ended_within_its_restore_did_no_work() -> None:
+    # Preempted 4 s into its 10 s restore: no work, and valid; 11 s would be too long.
+    restore = Assignment("j1", "k80", ("k80-0/0",), 2500.0, 2504.0, 0.0)
+    schedule = Schedule((*SEGMENTED, restore), PENALTY)
+    assert check(TINY, schedule) == []
+    too_long = dataclasses.replace(restore, finish=2511.0)
+    assert kinds(Schedule((*SEGMENTED, too_long), PENALTY)) == ["finish"]
