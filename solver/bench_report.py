@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from hetsched.bench_results import (
-    EXACT_MODELS,
     cell_float,
     duration_text,
+    exact_models,
     is_heuristic,
     read_results,
 )
@@ -193,7 +193,7 @@ def _write_report(out: Path, staging: Path, rows: list[dict[str, str]]) -> None:
                                                else "") + ". Best mean in **bold**.",
         "- *vs best heuristic*: average JCT over the lowest average JCT of the heuristics ("
         + (", ".join(heuristics) if heuristics else "none in this bench") + "); exact "
-        "models: " + ", ".join(sorted(EXACT_MODELS)) + " and their -agnostic variants.",
+        "models: " + ", ".join(exact_models()) + " and their -agnostic variants.",
         "- *deadlines met*: share of the jobs with a deadline that finished by it "
         "('-' when no job has one: give --deadline-fraction).",
         "- */ bound*: the policy's average JCT (makespan) over the lower bound of "

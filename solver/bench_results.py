@@ -190,13 +190,20 @@ def _number(text: str) -> float:
         return math.nan
 
 
-#: Policies that solve an exact model at each decision; every other policy (and so its
-#: ``-agnostic`` variant) is a heuristic, the reference of the "vs best heuristic" ratio.
-EXACT_MODELS = frozenset({"deadline", "allox", "topology"})
 def is_heuristic(policy: str) -> bool:
-    """True unless ``policy`` (or the model it is the ``-agnostic`` variant of) is one of
-    :data:`EXACT_MODELS`."""
-    return policy.removesuffix("-agnostic") not in EXACT_MODELS
+    """True unless ``policy`` (or the model it is the ``-agnostic`` variant of) solves an
+    exact model at each decision (the registry's ``exact``): the heuristics are the
+    reference of the "vs best heuristic" ratio."""
+    from hetsched.registry import is_exact
+
+    return not is_exact(policy)
+
+
+def exact_models() -> list[str]:
+    """The registered names of the exact models."""
+    from hetsched.registry import is_exact, names
+
+    return [name for name in names() if is_exact(name)]
 
 
 def duration_text(seconds: float) -> str:

@@ -21,9 +21,10 @@ from hetsched.check import check
 from hetsched.cli_format import plan_table, summary_lines
 from hetsched.errors import InputError
 from hetsched.generate import GeneratorSettings, generate, parse_gpu_counts
-from hetsched.instance_file import load_instance, model_warnings, save_instance
+from hetsched.instance_file import load_instance, save_instance
 from hetsched.outputs import check_output_file, check_plot_file, write_text, writing
-from hetsched.policies import MAX_SEED, MAX_THREADS, available
+from hetsched.policies import MAX_SEED, MAX_THREADS
+from hetsched.registry import entry, model_warnings, names
 from hetsched.result import Schedule
 from hetsched.solve import solve
 
@@ -76,7 +77,8 @@ def cli(ctx: click.Context, verbose: int, debug: bool) -> None:
 @cli.command("solve")
 @click.argument("instance", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--model", default="fifo", show_default=True,
-              help="Policy: " + ", ".join(available()) + ".")
+              help="Policy: " + ", ".join(names()) + " (static models, or rolling policies run "
+              "through the simulator; any with -agnostic).")
 @click.option("--backend", type=click.Choice(BACKENDS), default=None,
               help="Solver back-end (default: the model's first).")
 @click.option("--time-limit", type=float, default=None,
@@ -161,16 +163,15 @@ def solve_command(instance: Path, model: str, backend: str | None, time_limit: f
 @click.argument("instances", nargs=-1, required=True,
                 type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--model", default=None,
-              help="Also warn about jobs this model cannot run: " + ", ".join(available()) + ".")
+              help="Also warn about jobs this model cannot run: " + ", ".join(names()) + ".")
 def validate_command(instances: tuple[Path, ...], model: str | None) -> None:
     """Check INSTANCES against the schema and the semantics.
 
     Exit codes: 0 all valid; 2 some file is bad; 3 all valid, but --model cannot run a job
     of some file (one warning per job on stderr).
     """
-    if model is not None and model not in available():
-        raise InputError("unknown model", path="--model", value=model,
-                         expected="one of " + ", ".join(available()))
+    if model is not None:
+        entry(model, "--model")
     bad = unrunnable = 0
     for path in instances:
         try:
@@ -434,6 +435,13 @@ def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) ->
             click.echo(f"wrote {plot}")
 
 
+#: The library's parameter names and the options that set them: an error about a
+#: parameter is reported with the option the user typed.
+PARAMETER_FLAGS = {"model": "--model", "policy": "--policy", "backend": "--backend",
+                   "time_limit": "--time-limit", "placement": "--placement",
+                   "seed": "--seed", "threads": "--threads", "gap": "--gap"}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run the CLI, turning bad input into exit code 2 without a traceback."""
     from hetsched.interrupts import exit_code, terminate_as_interrupt
@@ -446,6 +454,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         click.echo("aborted", err=True)
         sys.exit(exit_code(exc))
     except InputError as exc:
+        if not exc.file and exc.path in PARAMETER_FLAGS:  # the library names parameters
+            exc = InputError(exc.problem, path=PARAMETER_FLAGS[exc.path], value=exc.value,
+                             expected=exc.expected)
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except click.exceptions.Abort as exc:  # click's wrapping of KeyboardInterrupt

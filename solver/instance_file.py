@@ -440,37 +440,6 @@ def load_instance(path: str | Path) -> Instance:
     return instance
 
 
-def model_warnings(instance: Instance, model: str) -> list[str]:
-    """One line per job of ``instance`` that the policy ``model`` cannot run, naming the job
-    and why (``deadline`` runs every gang packed on one node; ``allox`` every job on one
-    GPU or, when some job cannot, packed on one whole node); empty if it runs them all."""
-    from hetsched.policies import available
-
-    if model not in available():
-        raise InputError("unknown model", path="--model", value=model,
-                         expected="one of " + ", ".join(available()))
-    if model == "deadline":
-        from hetsched.formulations.deadline.problem import build_problem
-
-        stuck = set(build_problem(instance).unplaceable)
-        why = ("no packed configuration (all its GPUs on one node) has throughput > 0; the "
-               "deadline model runs gangs packed")
-    elif model == "allox":
-        from hetsched.formulations.allox.problem import best_run, machines_for
-
-        whole_nodes = not all(any(c.num_gpus == 1 for c in instance.configurations(job))
-                              for job in instance.jobs)
-        shapes = {(m.gpu_type, len(m.gpus)) for m in machines_for(instance, whole_nodes)}
-        stuck = {job.id for job in instance.jobs if not any(
-            best_run(instance, job, gpu_type, size, whole_nodes) for gpu_type, size in shapes)}
-        why = "it cannot run packed on " + ("one whole node" if whole_nodes else "one GPU") + \
-            " of any type (allox matches jobs to single GPUs, or whole nodes)"
-    else:
-        return []
-    return [f"$.jobs[{index}]: the {model} model cannot run job {job.id}: {why}"
-            for index, job in enumerate(instance.jobs) if job.id in stuck]
-
-
 def instance_to_dict(instance: Instance, *, comment: str = "",
                      generator: dict[str, Any] | None = None) -> dict[str, Any]:
     """The instance document for ``instance`` (throughput inline; it must be a table)."""

@@ -1,6 +1,6 @@
-"""Replanning: a static model (``hetsched.solve``'s ``deadline``, ``allox``, ``topology``,
-``fifo``) used as a rolling policy, re-solved at every decision point
-(:class:`ModelPolicy`)."""
+"""Replanning: a static planner (``deadline``, ``allox``, ``topology``, ``fifo``: a
+:class:`~hetsched.policies.Planner`) used as a rolling policy, re-solved at every decision
+point (:class:`ModelPolicy`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import math
 from typing import TYPE_CHECKING
 
 from hetsched.data import Cluster, Instance, Job
+from hetsched.policies import Planner, run_planner
 from hetsched.rolling import (
     ClusterState,
     Decision,
@@ -28,8 +29,8 @@ START_TOLERANCE_S = 0.01
 
 
 class ModelPolicy:
-    """A static policy (``hetsched.solve``'s models: ``deadline``, ``allox``, ``topology``,
-    ``fifo``) driven at every decision point.
+    """A static planner (``deadline``, ``allox``, ``topology``, ``fifo``) driven at every
+    decision point.
 
     *Which jobs the model sees.* At most ``window`` pending jobs, by priority: first those
     that have waited more than ``STARVATION_FACTOR`` times their best isolated duration (and
@@ -41,7 +42,8 @@ class ModelPolicy:
     *Non-preemptive* (``preemptive=False``): the instance is the free GPUs now (each node
     shrunk to its free GPUs); the plan's jobs that start now are committed.
 
-    *Preemptive* (default for ``deadline``, the model that can pin a job to a node): the
+    *Preemptive* (the default for a planner that declares ``replan_preemptive``:
+    ``deadline``, the model that can pin a job to a node): the
     instance is the whole cluster with the running jobs in it (remaining work, pinned to
     their node and gang size; spread gangs and first-fit starts hold their GPUs outside it),
     so the model weighs waiting for a fast GPU against starting now on a slow one, and
@@ -60,20 +62,22 @@ class ModelPolicy:
     #: ... but only after waiting at least this long (s).
     STARVATION_MIN_S = 6 * 3600.0
 
-    def __init__(self, model: str, *, backend: str | None = None,
+    def __init__(self, planner: Planner, *, backend: str | None = None,
                  time_limit_s: float | None = 5.0, window: int = 48,
                  preemptive: bool | None = None, preempt_after_s: float = 600.0,
                  deterministic: bool = True, **options: object) -> None:
-        self.model = model
+        self.planner = planner
+        self.model = planner.name
         self.window = window
-        self.name = model
+        self.name = planner.name
         self.backend = backend
         self.time_limit_s = time_limit_s
-        self.preemptive = model == "deadline" if preemptive is None else preemptive
+        self.preemptive = planner.replan_preemptive if preemptive is None else preemptive
         self.preempt_after_s = preempt_after_s
-        #: solve() options; ``deterministic``: ``time_limit_s`` counts work units per
+        #: run_planner() options; ``deterministic``: ``time_limit_s`` counts work units per
         #: decision (the same decisions on any machine), else wall seconds
-        self.options = {"deterministic": deterministic, **options}
+        self.deterministic = deterministic
+        self.options = options
         self._best_speed: dict[str, float] = {}
         self._packable: dict[str, bool] = {}
 
@@ -148,10 +152,10 @@ class ModelPolicy:
         return self._decide_free(state, early, free, candidates)
 
     def _solve(self, instance: Instance, **extra: object) -> Result:
-        from hetsched.solve import solve
-
-        return solve(instance, model=self.model, backend=self.backend,
-                     time_limit=self.time_limit_s, **self.options, **extra)
+        result, _ = run_planner(self.planner, instance, backend=self.backend,
+                                time_limit=self.time_limit_s, deterministic=self.deterministic,
+                                options={**self.options, **extra})
+        return result
 
     def _decide_free(self, state: ClusterState, early: list[Start], free: set[str],
                      candidates: list[Job]) -> Decision:

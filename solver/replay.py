@@ -16,8 +16,7 @@ from hetsched.formulations.options import check_seed
 from hetsched.generate import catalogue_table
 from hetsched.outcome import Replay
 from hetsched.outputs import check_output_folder, writing
-from hetsched.replanning import ModelPolicy
-from hetsched.rolling import RollingFifo, RollingPolicy
+from hetsched.rolling import RollingPolicy
 from hetsched.throughput import PolicyView, ThroughputModel
 
 if TYPE_CHECKING:
@@ -25,37 +24,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Rolling policies implemented natively; every other name goes to a static model.
-NATIVE = {"fifo": RollingFifo}
-
-
 def rolling_policy(name: str, *, backend: str | None = None, time_limit_s: float | None = 5.0,
                    seed: int = 0, deterministic: bool = False) -> RollingPolicy:
-    """The rolling policy called ``name``: a native one, a baseline
-    (``hetsched.baselines``), or a static model (``hetsched.policies``) solved at every
-    decision point; ``NAME-agnostic`` is any of them seeing every GPU type alike. With
+    """The rolling policy called ``name`` (:func:`hetsched.registry.rolling`). With
     ``deterministic``, ``time_limit_s`` counts deterministic work units per decision (see
     :mod:`hetsched.formulations.budget`): the same replay on any machine."""
-    from hetsched.baselines import AGNOSTIC_SUFFIX, BASELINES, HeterogeneityAgnostic, make_baseline
+    from hetsched.registry import rolling
 
-    if name.endswith(AGNOSTIC_SUFFIX) and len(name) > len(AGNOSTIC_SUFFIX):
-        return HeterogeneityAgnostic(rolling_policy(
-            name[: -len(AGNOSTIC_SUFFIX)], backend=backend, time_limit_s=time_limit_s,
-            seed=seed, deterministic=deterministic))
-    if name in NATIVE:
-        return NATIVE[name]()
-    if name in BASELINES:
-        return make_baseline(name, backend=backend, time_limit_s=time_limit_s,
-                             deterministic=deterministic)
-    from hetsched.policies import available
-
-    if name not in available():
-        raise InputError("unknown policy", path="--policy", value=name,
-                         expected="one of " + ", ".join(sorted({*NATIVE, *BASELINES,
-                                                                 *available()}))
-                         + f" (any of them with {AGNOSTIC_SUFFIX})")
-    return ModelPolicy(name, backend=backend, time_limit_s=time_limit_s, seed=seed,
-                       deterministic=deterministic)
+    return rolling(name, backend=backend, time_limit_s=time_limit_s, seed=seed,
+                   deterministic=deterministic)
 
 
 def throughput_pair(path: Path) -> tuple[ThroughputModel, ThroughputModel]:

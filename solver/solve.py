@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import time
 
 from hetsched.data import Instance
-from hetsched.errors import InputError
 from hetsched.formulations.budget import Budget
-from hetsched.policies import SolveOptions, get_policy
+from hetsched.policies import run_planner
+from hetsched.registry import planner
 from hetsched.result import Result, compute_metrics
 
 log = logging.getLogger(__name__)
@@ -39,30 +38,12 @@ def solve(
     deterministic = bool(options.pop("deterministic", False))
     given = options.pop("budget", None)
     counted_from = options.pop("started", None)
-    if time_limit is not None and not (isinstance(time_limit, int | float) and
-                                       math.isfinite(time_limit) and time_limit > 0):
-        raise InputError("bad time limit", path="--time-limit", value=time_limit,
-                         expected="a finite number of seconds > 0")
-    policy = get_policy(model)
-    limit = time_limit if time_limit is not None else policy.default_time_limit_s
-    budget = given if isinstance(given, Budget) else Budget(
-        limit, deterministic=deterministic,
-        started=counted_from if isinstance(counted_from, float) else None)
-    if backend is not None and backend not in policy.backends:
-        expected = ", ".join(policy.backends) if policy.backends else "no --backend (a heuristic)"
-        raise InputError(f"model {model} has no such back-end", path="--backend", value=backend,
-                         expected=expected)
-    if options.get("placement", "first-fit") not in ("first-fit", "topology"):
-        raise InputError("unknown placement", path="--placement", value=options["placement"],
-                         expected="first-fit or topology")
-    settings = SolveOptions(
-        backend=backend or (policy.backends[0] if policy.backends else None),
-        time_limit_s=limit, deterministic=deterministic, budget=budget,
-        **options,  # type: ignore[arg-type]
-    )
-    log.info("solving %s (%d jobs) with %s/%s, budget %s", instance.name or "instance",
-             len(instance.jobs), model, settings.backend or "-", budget.describe())
-    result = policy.solve(instance, settings)
+    policy = planner(model)
+    result, settings = run_planner(
+        policy, instance, backend=backend, time_limit=time_limit, deterministic=deterministic,
+        budget=given if isinstance(given, Budget) else None,
+        started=counted_from if isinstance(counted_from, float) else None, options=options)
+    budget = settings.budget
     if settings.placement == "topology" and model != "topology" and len(result.schedule):
         from hetsched.policies.topology import topology_replacement
 

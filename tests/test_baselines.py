@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hetsched.baselines import BASELINES, AgnosticView, HeterogeneityAgnostic, make_baseline
+from hetsched.baselines import AgnosticView, HeterogeneityAgnostic
 from hetsched.baselines.duration import ShortestJobFirst, ShortestRemainingTimeFirst
 from hetsched.baselines.gandiva import Gandiva
 from hetsched.baselines.gavel import Gavel
@@ -21,6 +21,7 @@ from hetsched.data import Cluster, GpuType, Instance, Job, Node
 from hetsched.errors import InputError
 from hetsched.formulations.gavel import AllocationProblem, solve_allocation
 from hetsched.instance_file import load_instance
+from hetsched.registry import ENTRIES, rolling
 from hetsched.replanning import ModelPolicy
 from hetsched.replay import rolling_policy, run_replay
 from hetsched.rolling import ClusterState, RollingPolicy, RunningJob
@@ -29,7 +30,10 @@ from hetsched.throughput import Placement, ThroughputModel, ThroughputTable
 from tests.conftest import INSTANCES, ROOT, SHARED_DATA
 
 SAMPLES = ROOT / "tests" / "data" / "traces"
-ALL = [*sorted(BASELINES), "sjf-agnostic", "srtf-agnostic", "gavel-agnostic",
+#: Every rolling baseline (the registry's names with a rolling policy of their own, but
+#: FIFO, tested in test_fifo.py and test_rounds.py).
+BASELINES = sorted(n for n, e in ENTRIES.items() if e.policy is not None and n != "fifo")
+ALL = [*BASELINES, "sjf-agnostic", "srtf-agnostic", "gavel-agnostic",
        "optimus-agnostic"]
 #: Policies that preempt (optimus only to migrate a running job to faster free GPUs).
 PREEMPTIVE = {"srtf", "tiresias", "gandiva", "gavel", "gavel-max-sum", "optimus"}
@@ -111,7 +115,7 @@ def test_edf_orders_by_deadline_then_jobs_without_by_arrival() -> None:
     cluster, table = one_gpu()
     jobs = [job("a", 0, 1000), job("z", 5, 1000), job("x", 10, 1000, deadline=2000.0),
             job("y", 20, 1000, deadline=500.0)]
-    records = replay(make_baseline("edf"), cluster, table, jobs).records
+    records = replay(rolling("edf"), cluster, table, jobs).records
     assert [records[j].first_start for j in "yxz"] == [100, 200, 300]
     assert records["y"].met
     assert records["x"].met

@@ -16,12 +16,12 @@ from hetsched.instance_file import (
     instance_from_dict,
     instance_to_dict,
     load_instance,
-    model_warnings,
     read_throughput_table,
     save_instance,
     schema,
     write_throughput_csv,
 )
+from hetsched.registry import model_warnings
 from hetsched.throughput import Placement
 from tests.conftest import INSTANCES
 

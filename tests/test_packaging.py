@@ -159,3 +159,19 @@ def test_setup_cfg_lists_every_source_package() -> None:
     assert listed == on_disk
     assert config["options"]["package_dir"].split() == [
         "hetsched", "=", "solver", "hetsched.formulations", "=", "formulations"]
+
+
+def test_every_module_has_a_layer() -> None:
+    # .importlinter's layers contract covers the modules it names; a new top-level module
+    # must be given a layer there, or nothing would stop it importing upwards.
+    root = Path(__file__).resolve().parents[1]
+    config = configparser.ConfigParser()
+    config.read(root / ".importlinter")
+    layers = config["importlinter:contract:layers"]["layers"].split("\n")
+    named = {name.strip() for layer in layers for part in layer.split("|")
+             for name in part.split(":") if name.strip()}
+    on_disk = {"hetsched." + (p.stem if p.is_file() else p.name)
+               for p in (root / "solver").iterdir()
+               if (p.suffix == ".py" and p.stem != "__init__")
+               or (p.is_dir() and (p / "__init__.py").exists())}
+    assert named == on_disk

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.baselines import make_baseline
 from hetsched.baselines.gavel import Gavel
 from hetsched.baselines.tiresias import Tiresias
 from hetsched.data import Cluster, GpuType, Job, Node
 from hetsched.errors import InputError
 from hetsched.outcome import Replay
+from hetsched.registry import rolling
 from hetsched.replay import rolling_policy
 from hetsched.rolling import ClusterState, Decision, RollingFifo
 from hetsched.simulate import MAX_RESTART_PENALTY_S, MIN_PERIOD_S, Simulator
@@ -175,7 +175,7 @@ def test_short_intervals_and_rounds_are_refused() -> None:
     with pytest.raises(InputError, match=r"--interval: bad decision interval.*0.001"):
         Simulator(cluster(), job, RollingFifo(), truth=TABLE, interval_s=0.001)
     with pytest.raises(InputError, match=r"gavel's round_s: bad decision interval"):
-        Simulator(cluster(), job, make_baseline("gavel", round_s=0.5), truth=TABLE)
+        Simulator(cluster(), job, rolling("gavel", round_s=0.5), truth=TABLE)
     Simulator(cluster(), job, RollingFifo(), truth=TABLE, interval_s=1.0)  # the minimum
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hetsched.baselines import BASELINES, HeterogeneityAgnostic, make_baseline
+from hetsched.baselines import HeterogeneityAgnostic
 from hetsched.baselines.optimus import Optimus
 from hetsched.data import Cluster, GpuType, Job, Node
+from hetsched.registry import ENTRIES, rolling
 from hetsched.replay import run_replay, throughput_pair
 from hetsched.rolling import ClusterState, Decision, RollingFifo, RunningJob, Start
 from hetsched.simulate import Simulator
@@ -134,7 +135,7 @@ def test_gavel_max_min_time_shares_and_migrates_with_nobody_waiting() -> None:
     table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 2.0),
                                        ("cnn", "k80", 1, "packed", 1.0)])
     jobs = [Job("A", 0.0, "cnn", 1, 1000.0), Job("B", 0.0, "cnn", 1, 300.0)]
-    policy = make_baseline("gavel", round_s=100.0)
+    policy = rolling("gavel", round_s=100.0)
     replay = Simulator(two_types(), jobs, policy, truth=table, restart_penalty_s=0.0).run()
     records = replay.records
     assert records["B"].finish == pytest.approx(200.0)
@@ -146,7 +147,7 @@ def test_gavel_max_min_time_shares_and_migrates_with_nobody_waiting() -> None:
     # every boundary the same jobs, and one more (empty) decision at 400.
     assert [d.time for d in replay.decisions] == [0.0, 100.0, 200.0, 300.0, 500.0]
     assert replay.summary()["fallbacks"] == 0
-    every = Simulator(two_types(), jobs, make_baseline("gavel", round_s=100.0), truth=table,
+    every = Simulator(two_types(), jobs, rolling("gavel", round_s=100.0), truth=table,
                       restart_penalty_s=0.0, skip_quiet_rounds=False).run()
     assert [d.time for d in every.decisions] == [0.0, 100.0, 200.0, 300.0, 400.0, 500.0]
     assert {k: (r.finish, r.gpu_types) for k, r in every.records.items()} == \
@@ -165,7 +166,7 @@ def test_gavel_max_sum_moves_the_long_job_once_the_fast_type_frees() -> None:
                                        ("b", "v100", 1, "packed", 4.0),
                                        ("b", "k80", 1, "packed", 1.0)])
     jobs = [Job("A", 0.0, "a", 1, 1000.0), Job("B", 0.0, "b", 1, 400.0)]
-    policy = make_baseline("gavel-max-sum", round_s=100.0)
+    policy = rolling("gavel-max-sum", round_s=100.0)
     records = Simulator(two_types(), jobs, policy, truth=table,
                         restart_penalty_s=0.0).run().records
     assert records["B"].finish == pytest.approx(100.0)
@@ -250,7 +251,7 @@ def test_an_over_filling_lp_answer_is_never_used_and_the_fallback_is_visible(
     table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 2.0),
                                        ("cnn", "k80", 1, "packed", 1.0)])
     jobs = [Job("A", 0.0, "cnn", 1, 1000.0), Job("B", 0.0, "cnn", 1, 300.0)]
-    policy = make_baseline("gavel", round_s=100.0)
+    policy = rolling("gavel", round_s=100.0)
     with caplog.at_level(logging.WARNING):
         replay = Simulator(two_types(), jobs, policy, truth=table,
                            restart_penalty_s=0.0).run()
@@ -326,7 +327,7 @@ def test_the_hand_computed_values() -> None:
     assert pytest.approx((2027.516, 11042.443), abs=1e-3) == GAVEL
     assert pytest.approx((1001.189, 10969.766), abs=1e-3) == GAVEL_MAX_SUM
     assert pytest.approx((1001.189, 11072.863), abs=1e-3) == OPTIMUS
-    assert set(EXPECTED) == {"fifo", *BASELINES}
+    assert set(EXPECTED) == {name for name, e in ENTRIES.items() if e.policy is not None}
 
 
 @pytest.mark.parametrize("policy", sorted(EXPECTED))

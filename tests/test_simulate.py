@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.baselines import make_baseline
 from hetsched.check import check
 from hetsched.data import Cluster, GpuType, Instance, Job, Node
 from hetsched.instance_file import load_instance
 from hetsched.outcome import OUTPUT_FILES, TIMING_FIELDS
 from hetsched.policies.fifo import fifo_schedule
+from hetsched.registry import planner, rolling
 from hetsched.replanning import ModelPolicy
 from hetsched.result import Assignment, Schedule
 from hetsched.rolling import (
@@ -147,7 +147,7 @@ def test_invalid_decisions_are_refused() -> None:
 @pytest.mark.parametrize("model", ["fifo", "topology", "allox", "deadline"])
 def test_models_as_rolling_policies(model: str) -> None:
     instance = load_instance(INSTANCES / "small.json")
-    replay = Simulator(instance.cluster, instance.jobs, ModelPolicy(model, time_limit_s=2),
+    replay = Simulator(instance.cluster, instance.jobs, ModelPolicy(planner(model), time_limit_s=2),
                        truth=instance.throughput).run()
     summary = replay.summary()
     assert summary["completed"] == 20
@@ -163,7 +163,7 @@ def test_model_policy_only_sees_free_gpus() -> None:
     instance = Instance(cluster, (Job("x", 0.0, "cnn", 1, 100.0),), table)
     state = ClusterState(now=5.0, cluster=cluster, throughput=table, pending=instance.jobs,
                          remaining={"x": 100.0}, running=(), free=frozenset({"b/0"}))
-    decision = ModelPolicy("fifo").decide(state)
+    decision = ModelPolicy(planner("fifo")).decide(state)
     assert decision.start == (Start("x", "v100", ("b/0",)),)
 
 
@@ -173,7 +173,7 @@ def test_outputs_are_written_and_reproducible(tmp_path: Path) -> None:
     folder = tmp_path
     instance = load_instance(INSTANCES / "medium.json")
     for run in ("a", "b"):
-        Simulator(instance.cluster, instance.jobs, make_baseline("tiresias"),
+        Simulator(instance.cluster, instance.jobs, rolling("tiresias"),
                   truth=instance.throughput).run().write(folder / run)
     for name in ("summary.json", "jobs.csv", "decisions.csv"):
         assert (folder / "a" / name).read_bytes() == (folder / "b" / name).read_bytes(), name
@@ -225,7 +225,7 @@ def test_model_policy_commits_starts_rounded_up_to_the_grid() -> None:
     state = ClusterState(now=1601071.0004, cluster=cluster, throughput=table, pending=jobs,
                          remaining={"x": 100.0, "y": 100.0}, running=(),
                          free=frozenset({"a/0", "a/1"}))
-    decision = ModelPolicy("deadline", time_limit_s=5).decide(state)
+    decision = ModelPolicy(planner("deadline"), time_limit_s=5).decide(state)
     assert sorted(s.job for s in decision.start) == ["x", "y"]
     assert not decision.fallback
 

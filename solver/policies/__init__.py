@@ -1,58 +1,98 @@
-"""Policies: exact models and heuristics behind one interface.
+"""Static planners: an :class:`~hetsched.data.Instance` in, a :class:`~hetsched.result.Result`
+out.
 
-A policy turns an :class:`~hetsched.data.Instance` into a
-:class:`~hetsched.result.Result`. The registry maps a policy's name to where it is
-defined, and imports it only when it is asked for, so a back-end that is not
-used is never imported.
+Every planner declares its back-ends (the default first; none for a pure heuristic), the
+time limit used when the caller gives none, and whether, replanned at every decision point
+of a replay (:class:`~hetsched.replanning.ModelPolicy`), it may preempt running jobs.
+:func:`run_planner` is the one way to run one: it checks the back-end, makes the budget
+and the settings. Planners are found by name in :mod:`hetsched.registry`, which also
+turns every rolling policy into a planner (:class:`~hetsched.simulated.Simulated`).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import ClassVar, Protocol
+import logging
+import math
+from collections.abc import Mapping
+from typing import Protocol
 
 from hetsched.data import Instance
 from hetsched.errors import InputError
+from hetsched.formulations.budget import Budget
 from hetsched.formulations.options import MAX_SEED, MAX_THREADS, SolveOptions
 from hetsched.result import Result
 
-__all__ = ["MAX_SEED", "MAX_THREADS", "REGISTRY", "Policy", "SolveOptions", "available",
-           "get_policy"]
+log = logging.getLogger(__name__)
 
-class Policy(Protocol):
-    """A scheduler: exact model or heuristic."""
+__all__ = ["MAX_SEED", "MAX_THREADS", "Planner", "SolveOptions", "run_planner"]
 
-    name: ClassVar[str]
-    #: Back-ends it can run on, the default first; empty for a pure heuristic.
-    backends: ClassVar[tuple[str, ...]]
-    #: The time limit (s) used when the caller gives none (``None``: no limit).
-    default_time_limit_s: ClassVar[float | None]
+
+class Planner(Protocol):
+    """A static scheduler: an exact model, a heuristic, or a simulated rolling policy."""
+
+    @property
+    def name(self) -> str:
+        """The registry name."""
+        ...
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        """Back-ends it can run on, the default first; empty for a pure heuristic."""
+        ...
+
+    @property
+    def default_time_limit_s(self) -> float | None:
+        """The time limit (s) used when the caller gives none (``None``: no limit)."""
+        ...
+
+    @property
+    def replan_preemptive(self) -> bool:
+        """Replanned in a replay, whether it sees the running jobs and may preempt them."""
+        ...
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Schedule every job of ``instance``; ``runtime_s`` and metrics are filled in by
         :func:`hetsched.solve`."""
         ...
 
-
-#: name -> "module:Class"
-REGISTRY: dict[str, str] = {
-    "fifo": "hetsched.policies.fifo:FifoPolicy",
-    "deadline": "hetsched.policies.deadline:DeadlinePolicy",
-    "allox": "hetsched.policies.allox:AlloxPolicy",
-    "topology": "hetsched.policies.topology:TopologyPolicy",
-}
+    def unrunnable(self, instance: Instance) -> dict[str, str]:
+        """The jobs of ``instance`` it cannot run (job id -> why), e.g. a gang the model
+        can only place packed and no node holds; empty if it runs them all."""
+        ...
 
 
-def available() -> list[str]:
-    """Names of every registered policy."""
-    return sorted(REGISTRY)
+def run_planner(planner: Planner, instance: Instance, *, backend: str | None = None,
+                time_limit: float | None = None, deterministic: bool = False,
+                budget: Budget | None = None, started: float | None = None,
+                options: Mapping[str, object] | None = None) -> tuple[Result, SolveOptions]:
+    """Run ``planner`` on ``instance`` under one budget; the result and the settings used.
 
-
-def get_policy(name: str) -> Policy:
-    """A fresh policy object for ``name``; an unknown name lists the available ones."""
-    if name not in REGISTRY:
-        raise InputError("unknown model", path="--model", value=name,
-                         expected="one of " + ", ".join(available()))
-    module_name, _, class_name = REGISTRY[name].partition(":")
-    policy: Policy = getattr(importlib.import_module(module_name), class_name)()
-    return policy
+    ``time_limit`` is the budget of the whole solve, in seconds (the planner's default when
+    ``None``), or in deterministic work units with ``deterministic`` (see
+    :mod:`hetsched.formulations.budget`); ``budget`` replaces it with a given one, and
+    ``started`` (a ``time.monotonic()`` reading) is when a wall-clock budget starts to
+    count. ``options`` are further fields of :class:`SolveOptions`."""
+    options = options or {}
+    if time_limit is not None and not (isinstance(time_limit, int | float) and
+                                       math.isfinite(time_limit) and time_limit > 0):
+        raise InputError("bad time limit", path="time_limit", value=time_limit,
+                         expected="a finite number of seconds > 0")
+    limit = time_limit if time_limit is not None else planner.default_time_limit_s
+    budget = budget if budget is not None else Budget(limit, deterministic=deterministic,
+                                                      started=started)
+    if backend is not None and backend not in planner.backends:
+        expected = ", ".join(planner.backends) if planner.backends else \
+            "no back-end (a heuristic)"
+        raise InputError(f"model {planner.name} has no such back-end", path="backend",
+                         value=backend, expected=expected)
+    if options.get("placement", "first-fit") not in ("first-fit", "topology"):
+        raise InputError("unknown placement", path="placement", value=options["placement"],
+                         expected="first-fit or topology")
+    settings = SolveOptions(
+        backend=backend or (planner.backends[0] if planner.backends else None),
+        time_limit_s=limit, deterministic=deterministic, budget=budget,
+        **options,  # type: ignore[arg-type]
+    )
+    log.info("solving %s (%d jobs) with %s/%s, budget %s", instance.name or "instance",
+             len(instance.jobs), planner.name, settings.backend or "-", budget.describe())
+    return planner.solve(instance, settings), settings

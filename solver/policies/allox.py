@@ -21,6 +21,20 @@ class AlloxPolicy:
     name: ClassVar[str] = "allox"
     backends: ClassVar[tuple[str, ...]] = ("matching", "highs", "cbc", "scip")
     default_time_limit_s: ClassVar[float | None] = 60.0
+    replan_preemptive: ClassVar[bool] = False
+
+    def unrunnable(self, instance: Instance) -> dict[str, str]:
+        """The jobs that cannot run packed on one GPU (or, when some job cannot, on one
+        whole node) of any type: AlloX matches jobs to such machines."""
+        from hetsched.formulations.allox.problem import best_run, machines_for
+
+        whole_nodes = not all(any(c.num_gpus == 1 for c in instance.configurations(job))
+                              for job in instance.jobs)
+        shapes = {(m.gpu_type, len(m.gpus)) for m in machines_for(instance, whole_nodes)}
+        why = "it cannot run packed on " + ("one whole node" if whole_nodes else "one GPU") + \
+            " of any type (allox matches jobs to single GPUs, or whole nodes)"
+        return {job.id: why for job in instance.jobs if not any(
+            best_run(instance, job, gpu_type, size, whole_nodes) for gpu_type, size in shapes)}
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Schedule every job; objective = total weighted JCT (s) of the realised schedule."""

@@ -27,6 +27,17 @@ class DeadlinePolicy:
     name: ClassVar[str] = "deadline"
     backends: ClassVar[tuple[str, ...]] = ("cpsat", "highs", "cbc", "scip")
     default_time_limit_s: ClassVar[float | None] = 60.0
+    #: Replanned in a replay, it sees the running jobs (pinned to their nodes) and may
+    #: preempt them (:class:`~hetsched.replanning.ModelPolicy`).
+    replan_preemptive: ClassVar[bool] = True
+
+    def unrunnable(self, instance: Instance) -> dict[str, str]:
+        """The gangs with no packed configuration: the model runs every gang on one node."""
+        from hetsched.formulations.deadline.problem import build_problem
+
+        why = ("no packed configuration (all its GPUs on one node) has throughput > 0; the "
+               "deadline model runs gangs packed")
+        return dict.fromkeys(build_problem(instance).unplaceable, why)
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Schedule every job; objective = total weighted JCT (s) once the deadline term

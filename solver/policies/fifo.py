@@ -26,6 +26,7 @@ class FifoPolicy:
     name: ClassVar[str] = "fifo"
     backends: ClassVar[tuple[str, ...]] = ()
     default_time_limit_s: ClassVar[float | None] = None
+    replan_preemptive: ClassVar[bool] = False
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Schedule every job in arrival order; the objective is total weighted completion
@@ -34,6 +35,10 @@ class FifoPolicy:
         jobs = instance.job_by_id
         objective = sum(jobs[a.job].weight * (a.finish - jobs[a.job].arrival) for a in schedule)
         return Result(Status.FEASIBLE, objective, None, 0.0, schedule, self.name)
+
+    def unrunnable(self, instance: Instance) -> dict[str, str]:
+        """None: FIFO runs every job the instance accepts."""
+        return {}
 
 
 def fifo_schedule(instance: Instance) -> Schedule:

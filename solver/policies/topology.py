@@ -98,6 +98,11 @@ class TopologyPolicy:
     name: ClassVar[str] = "topology"
     backends: ClassVar[tuple[str, ...]] = ("cpsat", "highs", "cbc", "scip")
     default_time_limit_s: ClassVar[float | None] = 60.0
+    replan_preemptive: ClassVar[bool] = False
+
+    def unrunnable(self, instance: Instance) -> dict[str, str]:
+        """None: every job the instance accepts is placed (spread when it must)."""
+        return {}
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Schedule every job; the objective is the total communication cost (seconds per

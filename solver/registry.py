@@ -1,0 +1,169 @@
+"""Every policy by name, for ``solve``, ``replay`` and ``bench`` alike.
+
+A name is a static model (a :class:`~hetsched.policies.Planner`: instance in, result out),
+a rolling policy (a :class:`~hetsched.rolling.RollingPolicy`: cluster state in, decision
+out), or both (``fifo``). Every name works both ways: :func:`planner` runs a rolling
+policy through the simulator on a static instance
+(:class:`~hetsched.simulated.Simulated`), and :func:`rolling` re-solves a static model at
+every decision point (:class:`~hetsched.replanning.ModelPolicy`). ``NAME-agnostic`` is
+any of them shown every GPU type alike (:mod:`hetsched.baselines.agnostic`).
+
+An :class:`Entry` declares what the callers need without importing the policy: its
+back-ends and whether it is an exact model. Classes are imported when first asked for,
+so a solver that is not used is never loaded.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hetsched.baselines.agnostic import AGNOSTIC_SUFFIX, HeterogeneityAgnostic
+from hetsched.data import Instance
+from hetsched.errors import InputError
+from hetsched.policies import Planner, SolveOptions
+from hetsched.replanning import ModelPolicy
+from hetsched.rolling import RollingPolicy
+from hetsched.simulated import Simulated
+
+__all__ = ["AGNOSTIC_SUFFIX", "ENTRIES", "Entry", "entry", "is_exact", "model_warnings",
+           "names", "planner", "rolling"]
+
+#: The MILP back-ends every exact model and Gavel's LP run on.
+MIP = ("highs", "cbc", "scip")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered name: where its static model (``planner``) and its rolling policy
+    (``policy``) are defined (``"module:Class"``; at least one), the rolling policy's
+    constructor arguments, its back-ends (the default first; none for a heuristic that
+    solves nothing), and whether it is an exact model (bench reports mark it)."""
+
+    name: str
+    summary: str
+    planner: str | None = None
+    policy: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    backends: tuple[str, ...] = ()
+    exact: bool = False
+
+
+ENTRIES: dict[str, Entry] = {e.name: e for e in (
+    Entry("fifo", "first in, first out; first fit, no backfilling",
+          planner="hetsched.policies.fifo:FifoPolicy", policy="hetsched.rolling:RollingFifo"),
+    Entry("deadline", "deadline-aware heterogeneous assignment (Hydra), exact",
+          planner="hetsched.policies.deadline:DeadlinePolicy", backends=("cpsat", *MIP),
+          exact=True),
+    Entry("allox", "AlloX min-cost matching of jobs to GPU slots, exact",
+          planner="hetsched.policies.allox:AlloxPolicy", backends=("matching", *MIP),
+          exact=True),
+    Entry("topology", "FIFO admission, exact topology-aware placement",
+          planner="hetsched.policies.topology:TopologyPolicy", backends=("cpsat", *MIP),
+          exact=True),
+    Entry("sjf", "shortest (predicted) job first",
+          policy="hetsched.baselines.duration:ShortestJobFirst"),
+    Entry("srtf", "shortest remaining time first, preemptive",
+          policy="hetsched.baselines.duration:ShortestRemainingTimeFirst"),
+    Entry("edf", "earliest deadline first",
+          policy="hetsched.baselines.deadline_first:EarliestDeadlineFirst"),
+    Entry("tiresias", "Tiresias: least attained service, discretised (NSDI 2019)",
+          policy="hetsched.baselines.tiresias:Tiresias"),
+    Entry("gandiva", "Gandiva: time slicing (OSDI 2018)",
+          policy="hetsched.baselines.gandiva:Gandiva"),
+    Entry("gavel", "Gavel: max-min fairness LP in rounds (OSDI 2020)",
+          policy="hetsched.baselines.gavel:Gavel", params={"objective": "max-min"},
+          backends=MIP),
+    Entry("gavel-max-sum", "Gavel: max-sum throughput LP in rounds",
+          policy="hetsched.baselines.gavel:Gavel", params={"objective": "max-sum"},
+          backends=MIP),
+    Entry("optimus", "Optimus: marginal-gain GPU allocation (EuroSys 2018)",
+          policy="hetsched.baselines.optimus:Optimus"),
+)}
+
+
+def names() -> list[str]:
+    """Every registered name (each also works with ``-agnostic``)."""
+    return sorted(ENTRIES)
+
+
+def _split(name: str) -> tuple[str, bool]:
+    """``(base name, agnostic)``."""
+    if name.endswith(AGNOSTIC_SUFFIX) and len(name) > len(AGNOSTIC_SUFFIX):
+        return name[: -len(AGNOSTIC_SUFFIX)], True
+    return name, False
+
+
+def entry(name: str, parameter: str = "policy") -> Entry:
+    """The entry of ``name`` (``-agnostic`` stripped); an unknown name lists the known
+    ones, naming ``parameter``."""
+    base, _ = _split(name)
+    if base not in ENTRIES:
+        raise InputError(f"unknown {'model' if parameter.lstrip('-') == 'model' else 'policy'}",
+                         path=parameter, value=name,
+                         expected="one of " + ", ".join(names())
+                         + f" (any of them with {AGNOSTIC_SUFFIX})")
+    return ENTRIES[base]
+
+
+def is_exact(name: str) -> bool:
+    """Whether ``name`` (or its ``-agnostic`` variant) is an exact model; an unknown name
+    is not."""
+    base, _ = _split(name)
+    return base in ENTRIES and ENTRIES[base].exact
+
+
+def _load(target: str) -> Any:
+    module_name, _, class_name = target.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def rolling(name: str, *, backend: str | None = None, time_limit_s: float | None = 5.0,
+            seed: int = 0, deterministic: bool = False, **params: Any) -> RollingPolicy:
+    """A fresh rolling policy called ``name``: its own, or its static model re-solved at
+    every decision point. ``backend``, ``time_limit_s`` (per decision; deterministic work
+    units with ``deterministic``) and ``seed`` reach the policies that solve a model;
+    ``params`` override the policy's constructor arguments (e.g. ``round_s``)."""
+    base, agnostic = _split(name)
+    found = entry(name)
+    if agnostic:
+        return HeterogeneityAgnostic(rolling(base, backend=backend, time_limit_s=time_limit_s,
+                                             seed=seed, deterministic=deterministic,
+                                             **params))
+    if found.policy is not None:
+        kwargs = {**found.params, **params}
+        if found.backends:
+            kwargs.setdefault("backend", backend if backend in found.backends
+                              else found.backends[0])
+            kwargs.setdefault("time_limit_s", time_limit_s)
+            kwargs.setdefault("deterministic", deterministic)
+        made: RollingPolicy = _load(found.policy)(**kwargs)
+        return made
+    return ModelPolicy(planner(base), backend=backend, time_limit_s=time_limit_s, seed=seed,
+                       deterministic=deterministic, **params)
+
+
+def planner(name: str, *, restart_penalty_s: float = 30.0) -> Planner:
+    """A static planner called ``name``: its own model, or its rolling policy run by the
+    simulator on the instance (preempted jobs lose ``restart_penalty_s`` per restart)."""
+    _, agnostic = _split(name)
+    found = entry(name, "model")
+    if found.planner is not None and not agnostic:
+        made: Planner = _load(found.planner)()
+        return made
+
+    def make(options: SolveOptions) -> RollingPolicy:
+        return rolling(name, backend=options.backend, time_limit_s=None, seed=options.seed,
+                       deterministic=options.deterministic)
+
+    return Simulated(name, make, backends=found.backends, restart_penalty_s=restart_penalty_s)
+
+
+def model_warnings(instance: Instance, model: str) -> list[str]:
+    """One line per job of ``instance`` that the model ``model`` cannot run, naming the
+    job and why (the planner's ``unrunnable``); empty if it runs them all."""
+    stuck = planner(model).unrunnable(instance)
+    return [f"$.jobs[{index}]: the {model} model cannot run job {job.id}: {stuck[job.id]}"
+            for index, job in enumerate(instance.jobs) if job.id in stuck]

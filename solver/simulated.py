@@ -1,0 +1,60 @@
+"""A rolling policy as a static planner: the simulator run on one instance.
+
+``hetsched solve small.json --model srtf`` replays the instance's jobs under SRTF from
+``now`` (a job that arrived earlier is released at ``now``) and returns what ran as a
+:class:`~hetsched.result.Result`: a schedule of run segments, preemptions and restart
+penalties included, which :func:`hetsched.check.check` verifies like any other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from hetsched.data import Instance
+from hetsched.formulations.options import SolveOptions
+from hetsched.result import Result, Status
+from hetsched.rolling import RollingPolicy
+from hetsched.simulate import Simulator
+
+
+class Simulated:
+    """The static planner of the rolling policy ``make(options)`` makes, called ``name``
+    (a heuristic: status FEASIBLE, no bound; the objective is total weighted completion
+    time, s). ``restart_penalty_s``: time without progress after each restart."""
+
+    default_time_limit_s: float | None = None
+    replan_preemptive = False
+
+    def __init__(self, name: str, make: Callable[[SolveOptions], RollingPolicy], *,
+                 backends: tuple[str, ...] = (), restart_penalty_s: float = 30.0) -> None:
+        self.name = name
+        self.make = make
+        self.backends = backends
+        self.restart_penalty_s = restart_penalty_s
+
+    def solve(self, instance: Instance, options: SolveOptions) -> Result:
+        """Simulate the policy on every job of ``instance`` until all are done."""
+        now = instance.now
+        jobs = [job if job.arrival >= now else dataclasses.replace(job, arrival=now)
+                for job in instance.jobs]
+        replay = Simulator(instance.cluster, jobs, self.make(options),
+                           truth=instance.throughput,
+                           restart_penalty_s=self.restart_penalty_s).run()
+        if replay.interrupted:
+            raise KeyboardInterrupt
+        schedule = replay.schedule()
+        finish: dict[str, float] = {}
+        for a in schedule:
+            finish[a.job] = max(a.finish, finish.get(a.job, a.finish))
+        given = instance.job_by_id
+        objective = sum(given[job].weight * (end - given[job].arrival)
+                        for job, end in finish.items())
+        summary = replay.summary()
+        return Result(Status.FEASIBLE, objective, None, 0.0, schedule, self.name, extra={
+            "preemptions": summary["preemptions"], "decisions": summary["decisions"],
+            "fallbacks": summary["fallbacks"], "restart_penalty_s": self.restart_penalty_s})
+
+    def unrunnable(self, instance: Instance) -> dict[str, str]:
+        """None: the simulator runs every job the instance accepts."""
+        return {}
