@@ -11,6 +11,9 @@ from hetsched.check import Violation, check  # noqa: E402 (after STARTED_AT)
 from hetsched.data import Cluster, Configuration, Gpu, GpuType, Instance, Job, Node  # noqa: E402
 from hetsched.errors import InputError  # noqa: E402
 from hetsched.instance_file import load_instance, save_instance  # noqa: E402
+from hetsched.outcome import Replay  # noqa: E402
+from hetsched.registry import names  # noqa: E402
+from hetsched.replays import replay  # noqa: E402
 from hetsched.result import Assignment, Metrics, Result, Schedule, Status, compute_metrics  # noqa: E402
 from hetsched.solve import solve  # noqa: E402
 from hetsched.throughput import Placement, ThroughputModel, ThroughputTable  # noqa: E402
@@ -29,6 +32,7 @@ __all__ = [
     "Metrics",
     "Node",
     "Placement",
+    "Replay",
     "Result",
     "Schedule",
     "Status",
@@ -38,6 +42,8 @@ __all__ = [
     "check",
     "compute_metrics",
     "load_instance",
+    "names",
+    "replay",
     "save_instance",
     "solve",
 ]

@@ -1,6 +1,6 @@
 """The benchmark harness: every policy x seed x load of one trace, side by side.
 
-Each combination is one replay (:func:`hetsched.replay.run_replay`), run in worker
+Each combination is one replay (:func:`hetsched.replays.run_replay`), run in worker
 processes. The bench writes into its output folder:
 
 * ``results.csv``: one row per finished run (policy, seed, load, every key of the
@@ -45,7 +45,7 @@ from hetsched.errors import InputError
 from hetsched.formulations.options import MAX_SEED, check_seed
 from hetsched.interrupts import deferred_interrupts
 from hetsched.outputs import check_output_folder, locked_folder, write_text, writing
-from hetsched.replay import MAX_LOAD, MIN_LOAD
+from hetsched.replays import MAX_LOAD, MIN_LOAD
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def _split(text: str, option: str) -> list[str]:
 def parse_policies(text: str) -> tuple[str, ...]:
     """``fifo,deadline`` -> ``("fifo", "deadline")``; every name must be a known rolling
     policy (an :class:`InputError` lists the unknown ones and the known ones)."""
-    from hetsched.replay import rolling_policy
+    from hetsched.replays import rolling_policy
 
     names = _split(text, "--policies")
     unknown: list[str] = []
@@ -133,7 +133,7 @@ class BenchSettings:
     policies; ``loads`` multiply the arrival rate (2 halves the inter-arrival times);
     ``time_limit_s`` is the solver limit per decision, in deterministic work units with
     ``deterministic`` (the default: every run repeats exactly) or in wall seconds; the
-    other fields are :func:`hetsched.replay.run_replay`'s.
+    other fields are :func:`hetsched.replays.run_replay`'s.
     """
 
     trace: Path
@@ -223,7 +223,7 @@ class _Task:
 
 def _replay(task: _Task) -> dict[str, object]:
     """Run one replay (in a worker process) and return its summary."""
-    from hetsched.replay import run_replay
+    from hetsched.replays import run_replay
 
     settings, spec = task.settings, task.spec
     return run_replay(
@@ -463,7 +463,7 @@ def _run_parallel(tasks: Sequence[_Task], workers: int, progress: BenchProgress,
         context = multiprocessing.get_context("spawn")
     else:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["hetsched.bench", "hetsched.replay", "hetsched.simulate",
+        context.set_forkserver_preload(["hetsched.bench", "hetsched.replays", "hetsched.simulate",
                                         "hetsched.traces", "hetsched.bounds", "hetsched.workers"])
     started: dict[Future[dict[str, object]], tuple[_Task, float]] = {}
     queue = list(tasks)

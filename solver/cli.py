@@ -260,7 +260,7 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
     """Replay TRACE on a cluster under a policy; write summary.json, jobs.csv,
     decisions.csv (the same for the same input) and timing.json (wall clock) into --out,
     a new folder or one a replay wrote (replaced as a whole)."""
-    from hetsched.replay import run_replay
+    from hetsched.replays import run_replay
 
     summary = run_replay(trace, trace_format, cluster_spec, policy, out=out,
                          throughput_path=throughput_path, backend=backend, interval_s=interval,

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -147,6 +148,28 @@ class Replay:
         return Schedule(tuple(s for r in self.records.values() for s in r.segments),
                         self.restart_penalty_s)
 
+    def job_rows(self) -> list[tuple[object, ...]]:
+        """One row per job (the columns :data:`JOB_COLUMNS`, jobs.csv's), by arrival:
+        times in s, ``None`` where unknown (not started, not finished, no deadline)."""
+        rows: list[tuple[object, ...]] = []
+        for record in sorted(self.records.values(), key=lambda r: (r.job.arrival, r.job.id)):
+            job = record.job
+            rows.append((
+                job.id, job.arrival, record.first_start, record.finish,
+                None if record.finish is None else record.finish - job.arrival,
+                "|".join(dict.fromkeys(record.gpu_types)), len(record.gpus),
+                " ".join(record.gpus), record.preemptions, record.gpu_seconds,
+                job.deadline, "" if record.met is None else int(record.met)))
+        return rows
+
+    def jobs_frame(self) -> Any:
+        """jobs.csv as a pandas DataFrame (numbers as numbers, NaN where unknown)."""
+        import pandas as pd
+
+        frame = pd.DataFrame(self.job_rows(), columns=list(JOB_COLUMNS))
+        frame["met"] = frame["met"].replace("", None).astype("Float64")
+        return frame
+
     def warnings(self) -> list[str]:
         """One line per distinct fallback note (the first :data:`MAX_WARNINGS`, in order of
         first use): how many decisions fell back with it and from when (s)."""
@@ -181,16 +204,10 @@ class Replay:
         summary = {**self.summary(), **(extra or {})}
         rows = io.StringIO()
         writer = csv.writer(rows, lineterminator="\n")
-        writer.writerow(["job", "arrival", "start", "finish", "jct", "gpu_types", "num_gpus",
-                         "gpus", "preemptions", "gpu_seconds", "deadline", "met"])
-        for record in sorted(self.records.values(), key=lambda r: (r.job.arrival, r.job.id)):
-            job = record.job
-            writer.writerow([
-                job.id, _num(job.arrival), _num(record.first_start), _num(record.finish),
-                _num(None if record.finish is None else record.finish - job.arrival),
-                "|".join(dict.fromkeys(record.gpu_types)), len(record.gpus),
-                " ".join(record.gpus), record.preemptions, _num(record.gpu_seconds),
-                _num(job.deadline), "" if record.met is None else int(record.met)])
+        writer.writerow(JOB_COLUMNS)
+        for row in self.job_rows():
+            writer.writerow([_num(v) if name in TIME_COLUMNS else v  # type: ignore[arg-type]
+                             for name, v in zip(JOB_COLUMNS, row, strict=True)])
         decisions = io.StringIO()
         writer = csv.writer(decisions, lineterminator="\n")
         writer.writerow(DECISION_COLUMNS)
@@ -204,6 +221,11 @@ class Replay:
                                "timing.json": _json(timing)})
 
 
+#: The columns of jobs.csv (:meth:`Replay.job_rows`).
+JOB_COLUMNS = ("job", "arrival", "start", "finish", "jct", "gpu_types", "num_gpus", "gpus",
+               "preemptions", "gpu_seconds", "deadline", "met")
+#: The columns of jobs.csv written as repr-exact floats (empty when unknown).
+TIME_COLUMNS = frozenset({"arrival", "start", "finish", "jct", "gpu_seconds", "deadline"})
 #: The columns of decisions.csv: every field of :class:`DecisionLog` but the wall clock.
 DECISION_COLUMNS = tuple(f.name for f in fields(DecisionLog) if f.name != "decision_time_s")
 

@@ -222,8 +222,33 @@ class Result:
             if self.metrics
             else None,
             "schedule": self.schedule.to_list(),
+            **({"restart_penalty_s": self.schedule.restart_penalty_s}
+               if self.schedule.restart_penalty_s else {}),
             **({"extra": self.extra} if self.extra else {}),
         }
+
+    def summary(self) -> dict[str, Any]:
+        """One flat row: model, back-end, status, objective, bound, gap, runtime and every
+        metric of :class:`Metrics`, e.g. to compare solves in a DataFrame."""
+        row: dict[str, Any] = {"model": self.model, "backend": self.backend,
+                               "status": self.status.value, "objective": self.objective,
+                               "bound": self.bound, "gap": self.gap,
+                               "runtime_s": self.runtime_s}
+        if self.metrics is not None:
+            row.update(self.metrics.to_dict())
+        return row
+
+    def to_frame(self) -> Any:
+        """The schedule as a pandas DataFrame: one row per assignment (a run segment of a
+        preempted job is a row of its own), with the columns ``job, gpu_type, gpus,
+        num_gpus, start, finish, work`` (``work`` empty for a job run whole)."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            [{"job": a.job, "gpu_type": a.gpu_type, "gpus": " ".join(a.gpus),
+              "num_gpus": len(a.gpus), "start": a.start, "finish": a.finish, "work": a.work}
+             for a in self.schedule],
+            columns=["job", "gpu_type", "gpus", "num_gpus", "start", "finish", "work"])
 
 
 def relative_gap(objective: float | None, bound: float | None) -> float | None:

@@ -23,7 +23,7 @@ from hetsched.formulations.gavel import AllocationProblem, solve_allocation
 from hetsched.instance_file import load_instance
 from hetsched.registry import ENTRIES, rolling
 from hetsched.replanning import ModelPolicy
-from hetsched.replay import rolling_policy, run_replay
+from hetsched.replays import rolling_policy, run_replay
 from hetsched.rolling import ClusterState, RollingPolicy, RunningJob
 from hetsched.simulate import Replay, Simulator
 from hetsched.throughput import Placement, ThroughputModel, ThroughputTable

@@ -18,7 +18,7 @@ from hetsched.bench_results import append_result, is_heuristic, read_results
 from hetsched.cli import main
 from hetsched.data import Job
 from hetsched.errors import InputError
-from hetsched.replay import scale_arrivals
+from hetsched.replays import scale_arrivals
 from hetsched.traces import write_native
 
 CLUSTER = "v100=2,k80=2"

@@ -78,7 +78,7 @@ def test_a_signal_during_the_bounds_or_the_write_lets_the_whole_set_land(
     # is in place; the interrupt is raised then.
     import importlib
 
-    from hetsched.replay import run_replay
+    from hetsched.replays import run_replay
 
     module_name, name = where.rsplit(".", 1)
     module = importlib.import_module(module_name)

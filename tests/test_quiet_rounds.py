@@ -17,7 +17,7 @@ from hetsched.data import Cluster, GpuType, Job, Node
 from hetsched.errors import InputError
 from hetsched.outcome import Replay
 from hetsched.registry import rolling
-from hetsched.replay import rolling_policy
+from hetsched.replays import rolling_policy
 from hetsched.rolling import ClusterState, Decision, RollingFifo
 from hetsched.simulate import MAX_RESTART_PENALTY_S, MIN_PERIOD_S, Simulator
 from hetsched.throughput import ThroughputTable

@@ -141,7 +141,7 @@ def test_an_interrupted_replay_bounds_only_the_jobs_it_finished(
     # look 3,334 times better than any schedule can be; the bounds are those of the
     # finished jobs (100 s each: avg JCT >= 100, makespan >= 100).
     from hetsched.data import Job
-    from hetsched.replay import run_replay
+    from hetsched.replays import run_replay
     from hetsched.rolling import ClusterState, Decision, RollingFifo
     from hetsched.traces.native import write_native
 
@@ -154,7 +154,7 @@ def test_an_interrupted_replay_bounds_only_the_jobs_it_finished(
                 raise KeyboardInterrupt
             return RollingFifo().decide(state)
 
-    monkeypatch.setattr("hetsched.replay.rolling_policy", lambda *a, **k: StopAt())
+    monkeypatch.setattr("hetsched.replays.rolling_policy", lambda *a, **k: StopAt())
     trace = tmp_path / "t.csv"
     write_native([Job("long", 0.0, "rnn-lm", 1, 2e7), Job("s1", 0.0, "rnn-lm", 1, 2000.0),
                   Job("s2", 0.0, "rnn-lm", 1, 2000.0)], trace)

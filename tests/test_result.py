@@ -9,6 +9,7 @@ import pytest
 
 from hetsched.instance_file import load_instance
 from hetsched.result import Assignment, Result, Schedule, Status, compute_metrics, relative_gap
+from hetsched.solve import solve
 from tests.conftest import INSTANCES
 
 TINY = load_instance(INSTANCES / "tiny.json")
@@ -60,3 +61,23 @@ def test_gap() -> None:
     assert relative_gap(100.0, 100.0) == 0.0
     assert relative_gap(math.inf, 100.0) is None
     assert relative_gap(100.0, None) is None
+
+
+def test_result_summary_and_frame() -> None:
+    # SRTF through the simulator preempts on small.json: the frame has one row per run
+    # segment, ``work`` filled; the summary is one flat row with the metrics.
+    instance = load_instance(INSTANCES / "small.json")
+    result = solve(instance, model="srtf")
+    frame = result.to_frame()
+    assert list(frame.columns) == ["job", "gpu_type", "gpus", "num_gpus", "start", "finish",
+                                   "work"]
+    assert len(frame) == len(result.schedule) == 20 + result.extra["preemptions"]
+    assert frame.work.notna().all()
+    assert frame.job.nunique() == 20
+    row = result.summary()
+    assert (row["model"], row["status"], row["scheduled"]) == ("srtf", "FEASIBLE", 20)
+    assert row["avg_jct_s"] == result.metrics.avg_jct_s  # type: ignore[union-attr]
+    static = solve(instance, model="fifo").to_frame()
+    assert static.work.isna().all()
+    assert result.to_dict()["restart_penalty_s"] == 30.0
+    assert "restart_penalty_s" not in solve(instance, model="fifo").to_dict()

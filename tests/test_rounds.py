@@ -18,7 +18,7 @@ from hetsched.baselines import HeterogeneityAgnostic
 from hetsched.baselines.optimus import Optimus
 from hetsched.data import Cluster, GpuType, Job, Node
 from hetsched.registry import ENTRIES, rolling
-from hetsched.replay import run_replay, throughput_pair
+from hetsched.replays import run_replay, throughput_pair
 from hetsched.rolling import ClusterState, Decision, RollingFifo, RunningJob, Start
 from hetsched.simulate import Simulator
 from hetsched.throughput import Placement, ThroughputTable

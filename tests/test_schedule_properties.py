@@ -21,7 +21,7 @@ from hetsched.check import check
 from hetsched.data import Instance
 from hetsched.instance_file import load_instance
 from hetsched.policies.fifo import fifo_schedule
-from hetsched.replay import rolling_policy
+from hetsched.replays import rolling_policy
 from hetsched.result import Assignment, Schedule
 from hetsched.simulate import Simulator
 from tests.conftest import INSTANCES

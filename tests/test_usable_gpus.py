@@ -12,7 +12,7 @@ import pytest
 from hetsched.bounds import lower_bounds, usable_gpus
 from hetsched.data import Cluster, GpuType, Instance, Job, Node
 from hetsched.errors import InputError
-from hetsched.replay import MAX_LOAD, MIN_LOAD, rolling_policy, scale_arrivals
+from hetsched.replays import MAX_LOAD, MIN_LOAD, rolling_policy, scale_arrivals
 from hetsched.result import Assignment, Schedule, compute_metrics
 from hetsched.simulate import Simulator
 from hetsched.throughput import ThroughputTable

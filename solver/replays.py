@@ -1,4 +1,7 @@
-"""Replaying a trace: throughput sources, policies by name, progress on a terminal."""
+"""Replaying jobs under a policy: in memory (:func:`replay`, Python objects in, a
+:class:`~hetsched.outcome.Replay` out) or from a trace file into an output folder
+(:func:`run_replay`, the ``hetsched replay`` command); throughput sources, progress on a
+terminal. Every replay's run segments are verified by the independent checker."""
 
 from __future__ import annotations
 
@@ -33,6 +36,43 @@ def rolling_policy(name: str, *, backend: str | None = None, time_limit_s: float
 
     return rolling(name, backend=backend, time_limit_s=time_limit_s, seed=seed,
                    deterministic=deterministic)
+
+
+def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = "fifo", *,
+           throughput: ThroughputModel, model: ThroughputModel | None = None,
+           interval_s: float | None = None, restart_penalty_s: float = 30.0,
+           time_limit_s: float | None = 0.1, deterministic: bool = True, seed: int = 0,
+           backend: str | None = None, load: float = 1.0) -> Replay:
+    """Replay ``jobs`` on ``cluster`` under ``policy`` (a registered name or a rolling
+    policy object), in memory, the same way ``hetsched replay`` does.
+
+    ``throughput`` advances the jobs (measured); ``model`` is what the policy sees (the
+    fitted one; default ``throughput``). ``time_limit_s`` is the solver limit per
+    decision, in deterministic work units unless ``deterministic`` is false; ``load``
+    scales the arrival rate. What ran (:meth:`~hetsched.outcome.Replay.schedule`) is
+    verified by :func:`hetsched.check.check` against ``throughput``;
+    :class:`~hetsched.errors.InvalidScheduleError` if it fails."""
+    from hetsched.data import configurations
+    from hetsched.simulate import Simulator, check_interval, check_restart_penalty
+
+    made = policy if not isinstance(policy, str) else rolling_policy(
+        policy, backend=backend, time_limit_s=time_limit_s, seed=seed,
+        deterministic=deterministic)
+    check_interval(interval_s)
+    check_restart_penalty(restart_penalty_s)
+    check_seed(seed)
+    for index, job in enumerate(jobs):
+        if not configurations(cluster, throughput, job):
+            raise InputError("job cannot run on this cluster", path=f"jobs[{index}]",
+                             value=f"{job.num_gpus} x {job.job_type}",
+                             expected="a GPU type of the cluster with throughput > 0")
+    scaled = scale_arrivals(jobs, load)
+    outcome = Simulator(cluster, scaled, made, truth=throughput, model=model,
+                        interval_s=interval_s, restart_penalty_s=restart_penalty_s).run()
+    violations = check_replay(outcome, scaled, throughput)
+    if violations:
+        raise InvalidScheduleError("the replay", violations)
+    return outcome
 
 
 def throughput_pair(path: Path) -> tuple[ThroughputModel, ThroughputModel]:

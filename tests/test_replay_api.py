@@ -1,0 +1,96 @@
+"""hetsched.replay: jobs, a cluster and throughput models in, a checked Replay out."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import hetsched
+from hetsched.cli import main
+from hetsched.cluster_spec import parse_cluster
+from hetsched.errors import InputError, InvalidScheduleError
+from hetsched.generate import catalogue_table
+from hetsched.instance_file import load_instance
+from hetsched.outcome import Replay
+from hetsched.registry import rolling
+from hetsched.replays import run_replay
+from hetsched.simulate import Simulator
+from hetsched.traces import read_trace
+from tests.conftest import INSTANCES, ROOT
+
+SMALL = load_instance(INSTANCES / "small.json")
+SAMPLE = ROOT / "tests" / "data" / "traces" / "philly_small.csv"
+
+
+def test_in_memory_replay_is_the_simulators() -> None:
+    outcome = hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf", throughput=SMALL.throughput)
+    direct = Simulator(SMALL.cluster, SMALL.jobs, rolling("srtf"),
+                       truth=SMALL.throughput).run()
+    assert outcome.summary() == direct.summary()
+    assert outcome.schedule() == direct.schedule()
+    # A policy object works as well as a name.
+    again = hetsched.replay(SMALL.jobs, SMALL.cluster, rolling("srtf"),
+                            throughput=SMALL.throughput)
+    assert again.summary() == outcome.summary()
+
+
+def test_jobs_frame_is_jobs_csv(tmp_path: Path) -> None:
+    # The same replay through files (run_replay) and in memory: jobs.csv read back equals
+    # the in-memory frame, value for value.
+    run_replay(SAMPLE, "philly", "v100=4,k80=4", "srtf", out=tmp_path / "run",
+               show_progress=False)
+    cluster = parse_cluster("v100=4,k80=4")
+    table = catalogue_table(list(cluster.type_names))
+    jobs = read_trace(SAMPLE, "philly", throughput=table,
+                      gpu_types=list(cluster.type_names)).jobs
+    frame = hetsched.replay(jobs, cluster, "srtf", throughput=table).jobs_frame()
+    written = pd.read_csv(tmp_path / "run" / "jobs.csv")
+    assert list(frame.columns) == list(written.columns)
+    assert len(frame) == len(written) == 3
+    for column in frame.columns:
+        if pd.api.types.is_numeric_dtype(written[column]):  # NaN where unknown, in both
+            np.testing.assert_allclose(frame[column].astype(float),
+                                       written[column].astype(float), rtol=1e-15)
+        else:
+            assert frame[column].tolist() == written[column].tolist(), column
+
+
+def test_a_job_that_cannot_run_is_named() -> None:
+    stuck = dataclasses.replace(SMALL.jobs[3], allowed_gpu_types=("h100",))
+    jobs = (*SMALL.jobs[:3], stuck)
+    with pytest.raises(InputError) as error:
+        hetsched.replay(jobs, SMALL.cluster, "fifo", throughput=SMALL.throughput)
+    assert error.value.path == "jobs[3]"
+
+
+def corrupted(self: Replay) -> hetsched.Schedule:
+    """The replay's schedule with its first run segment 100 s too long."""
+    schedule = ORIGINAL(self)
+    first, *rest = schedule
+    return hetsched.Schedule((dataclasses.replace(first, finish=first.finish + 100), *rest),
+                             schedule.restart_penalty_s)
+
+
+ORIGINAL = Replay.schedule
+
+
+def test_a_replay_that_fails_the_checker_is_an_error(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # The simulator validates every start, so only a defect could make this happen:
+    # simulate one by corrupting what the replay reports.
+    monkeypatch.setattr(Replay, "schedule", corrupted)
+    with pytest.raises(InvalidScheduleError, match="fails the checker: 1 violations"):
+        hetsched.replay(SMALL.jobs, SMALL.cluster, "fifo", throughput=SMALL.throughput)
+    # The command writes the files (to look at), then exits 1 with one line.
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["replay", str(SAMPLE), "--format", "philly", "--cluster", "v100=4,k80=4",
+              "--out", str(out)])
+    assert exit_info.value.code == 1
+    assert (out / "jobs.csv").is_file()
+    assert "internal error: InvalidScheduleError" in capsys.readouterr().err
