@@ -20,7 +20,9 @@ MAX_SEED = 2**31 - 1
 
 @dataclass(frozen=True)
 class SolveOptions:
-    """Settings every policy accepts; a heuristic ignores what it has no use for.
+    """Settings every planner accepts; a heuristic ignores what it has no use for. A
+    model's own knobs are arguments of its planner's constructor (``DeadlinePolicy(
+    objective=...)``, ``AlloxPolicy(alpha=...)``), not settings.
 
     ``budget`` is the one budget of the whole solve (made by :func:`hetsched.solve` from
     ``time_limit_s`` and ``deterministic``; every phase of a policy consults it), ``gap``
@@ -37,15 +39,8 @@ class SolveOptions:
     threads: int = 1
     seed: int = 0
     warm_start: Schedule | None = None
-    #: deadline model: first objective term, "missed" (count) or "tardiness" (weighted, s)
-    deadline_objective: str = "missed"
-    #: allox: fraction of users (least attained service first) whose jobs enter a matching
-    alpha: float = 1.0
-    #: how GPUs inside a node are chosen after the model: "first-fit" (lowest free index)
-    #: or "topology" (the exact placement model, see docs/topology.md)
-    placement: str = "first-fit"
-    #: deadline model: job id -> the only node it may run on (the rolling policy pins the
-    #: running jobs to where they run)
+    #: job id -> the only node it may run on (the replanning policy pins running jobs to
+    #: where they run; honoured by the deadline model)
     pinned_nodes: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:

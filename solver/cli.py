@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from hetsched.check import check
 from hetsched.cli_format import plan_table, summary_lines
@@ -48,9 +49,21 @@ def _command_start() -> float:
     return STARTED_AT if now - STARTED_AT < _FRESH_PROCESS_S else now
 
 
+#: ``hetsched solve``'s options that are a model's own knobs: option -> (constructor
+#: argument, the option as typed). Passed only when given, so a model without that knob
+#: is told so (exit 2) rather than silently ignoring it.
+MODEL_KNOBS = {"deadline_objective": ("objective", "--deadline-objective"),
+               "alpha": ("alpha", "--alpha")}
+
+
 def _solver_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """The solver options of ``hetsched solve`` as SolveOptions fields (reads --warm-start)."""
-    options = dict(settings)
+    """The options of ``hetsched solve`` as :func:`hetsched.solve` arguments: the solve
+    settings, and the model knobs given on the command line (reads --warm-start)."""
+    context = click.get_current_context()
+    options = {key: value for key, value in settings.items() if key not in MODEL_KNOBS}
+    for option, (knob, _) in MODEL_KNOBS.items():
+        if context.get_parameter_source(option) is ParameterSource.COMMANDLINE:
+            options[knob] = settings[option]
     path = options.pop("warm_start", None)
     if path is not None:
         try:
@@ -439,7 +452,8 @@ def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) ->
 #: parameter is reported with the option the user typed.
 PARAMETER_FLAGS = {"model": "--model", "policy": "--policy", "backend": "--backend",
                    "time_limit": "--time-limit", "placement": "--placement",
-                   "seed": "--seed", "threads": "--threads", "gap": "--gap"}
+                   "seed": "--seed", "threads": "--threads", "gap": "--gap",
+                   **dict(MODEL_KNOBS.values())}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -16,6 +16,7 @@ so a solver that is not used is never loaded.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,20 +146,36 @@ def rolling(name: str, *, backend: str | None = None, time_limit_s: float | None
                        deterministic=deterministic, **params)
 
 
-def planner(name: str, *, restart_penalty_s: float = 30.0) -> Planner:
+def planner(name: str, *, restart_penalty_s: float = 30.0, **knobs: Any) -> Planner:
     """A static planner called ``name``: its own model, or its rolling policy run by the
-    simulator on the instance (preempted jobs lose ``restart_penalty_s`` per restart)."""
+    simulator on the instance (preempted jobs lose ``restart_penalty_s`` per restart).
+    ``knobs`` go to the model's constructor (or the rolling policy's); one it does not
+    take is an :class:`InputError` naming it."""
     _, agnostic = _split(name)
     found = entry(name, "model")
     if found.planner is not None and not agnostic:
-        made: Planner = _load(found.planner)()
+        cls = _load(found.planner)
+        _check_knobs(name, cls, knobs)
+        made: Planner = cls(**knobs)
         return made
+    if knobs and found.policy is not None:
+        _check_knobs(name, _load(found.policy), knobs)
 
     def make(options: SolveOptions) -> RollingPolicy:
         return rolling(name, backend=options.backend, time_limit_s=None, seed=options.seed,
-                       deterministic=options.deterministic)
+                       deterministic=options.deterministic, **knobs)
 
     return Simulated(name, make, backends=found.backends, restart_penalty_s=restart_penalty_s)
+
+
+def _check_knobs(name: str, cls: Any, knobs: Mapping[str, Any]) -> None:
+    """Every knob is a keyword argument of ``cls``'s constructor."""
+    accepted = {p.name for p in inspect.signature(cls).parameters.values()
+                if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    for knob in knobs:
+        if knob not in accepted:
+            raise InputError(f"model {name} has no setting {knob}", path=knob,
+                             expected="one of " + (", ".join(sorted(accepted)) or "none"))
 
 
 def model_warnings(instance: Instance, model: str) -> list[str]:

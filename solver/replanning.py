@@ -65,7 +65,7 @@ class ModelPolicy:
     def __init__(self, planner: Planner, *, backend: str | None = None,
                  time_limit_s: float | None = 5.0, window: int = 48,
                  preemptive: bool | None = None, preempt_after_s: float = 600.0,
-                 deterministic: bool = True, **options: object) -> None:
+                 deterministic: bool = True, seed: int = 0) -> None:
         self.planner = planner
         self.model = planner.name
         self.window = window
@@ -74,10 +74,10 @@ class ModelPolicy:
         self.time_limit_s = time_limit_s
         self.preemptive = planner.replan_preemptive if preemptive is None else preemptive
         self.preempt_after_s = preempt_after_s
-        #: run_planner() options; ``deterministic``: ``time_limit_s`` counts work units per
+        #: ``deterministic``: ``time_limit_s`` counts work units per
         #: decision (the same decisions on any machine), else wall seconds
         self.deterministic = deterministic
-        self.options = options
+        self.seed = seed
         self._best_speed: dict[str, float] = {}
         self._packable: dict[str, bool] = {}
 
@@ -151,10 +151,10 @@ class ModelPolicy:
             return self._decide_whole(state, early, free, candidates)
         return self._decide_free(state, early, free, candidates)
 
-    def _solve(self, instance: Instance, **extra: object) -> Result:
+    def _solve(self, instance: Instance, pinned_nodes: dict[str, str] | None = None) -> Result:
         result, _ = run_planner(self.planner, instance, backend=self.backend,
                                 time_limit=self.time_limit_s, deterministic=self.deterministic,
-                                options={**self.options, **extra})
+                                seed=self.seed, pinned_nodes=pinned_nodes)
         return result
 
     def _decide_free(self, state: ClusterState, early: list[Start], free: set[str],

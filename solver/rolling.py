@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from hetsched.data import Cluster, Job
 from hetsched.throughput import Placement, ThroughputModel
@@ -92,6 +92,20 @@ class RollingPolicy(Protocol):
 
     def decide(self, state: ClusterState) -> Decision:
         """What to start and preempt at ``state.now``."""
+        ...
+
+
+@runtime_checkable
+class QueuePolicy(Protocol):
+    """A rolling policy that decides from the queue and the free GPUs alone (FIFO): the
+    simulator drives it without a :class:`ClusterState`, keeping a :class:`FreeGpuIndex`
+    up to date and calling :meth:`start_prefix` at every event, so an event costs time
+    in what changed, not in the queue or the cluster. Its ``decide`` must start the same
+    jobs."""
+
+    def start_prefix(self, queue: Iterable[Job], free: FreeGpuIndex,
+                     model: ThroughputModel) -> tuple[Start, ...]:
+        """The starts for ``queue`` (in order) on ``free`` (their GPUs taken from it)."""
         ...
 
 

@@ -36,6 +36,7 @@ from hetsched.rolling import (
     ClusterState,
     Decision,
     FreeGpuIndex,
+    QueuePolicy,
     RollingFifo,
     RollingPolicy,
     RunningJob,
@@ -194,9 +195,9 @@ class Simulator:
     a function of time (``_Run``), not accounted at each event; a policy gets the free
     GPUs as one frozenset, rebuilt only when they change, and the pending and running
     jobs as tuples, with the per-job fields built only when it reads them
-    (``_LiveState``). The native FIFO (:class:`~hetsched.rolling.RollingFifo`) gets no
+    (``_LiveState``). A queue policy (:class:`~hetsched.rolling.QueuePolicy`: FIFO) gets no
     state at all: the simulator keeps a :class:`~hetsched.rolling.FreeGpuIndex` up to date
-    and hands it the queue (``RollingFifo.start_prefix``), so an event costs time in the
+    and hands it the queue (``start_prefix``), so an event costs time in the
     jobs it starts and the nodes first fit scans, not in the queue or the cluster
     (philly.csv, 82,247 jobs on 2,496 GPUs: seconds; benchmarks/replay.py).
     """
@@ -230,11 +231,11 @@ class Simulator:
         running: dict[str, _Run] = {}
         free = {g.id for g in self.cluster.gpus}
         free_view: frozenset[str] | None = None  # ``free`` as handed to policies
-        # The native FIFO is driven without a ClusterState: it reads only the queue (in
-        # order, up to the first job that does not fit) and the free GPUs, kept here in an
-        # index updated by what changes (RollingFifo.start_prefix).
-        native_fifo = FreeGpuIndex(self.cluster, free) if type(self.policy) is RollingFifo \
-            else None
+        # A queue policy (FIFO) is driven without a ClusterState: it reads only the queue
+        # (in order) and the free GPUs, kept here in an index updated by what changes
+        # (QueuePolicy.start_prefix).
+        queue_policy = self.policy if isinstance(self.policy, QueuePolicy) else None
+        native_fifo = FreeGpuIndex(self.cluster, free) if queue_policy is not None else None
         total_gpus = len(self.cluster.gpus)
         completions: list[tuple[float, int, str]] = []
         decisions: list[DecisionLog] = []
@@ -298,9 +299,9 @@ class Simulator:
                 # 4. decide
                 state: _LiveState | None = None
                 clock = time.perf_counter()
-                if native_fifo is not None:
-                    decision = Decision(RollingFifo.start_prefix(pending.values(), native_fifo,
-                                                                 self.model))
+                if queue_policy is not None and native_fifo is not None:
+                    decision = Decision(queue_policy.start_prefix(pending.values(), native_fifo,
+                                                                  self.model))
                 else:
                     if free_view is None:
                         free_view = frozenset(free)

@@ -1,4 +1,5 @@
-"""Shared fixtures: the project's instances, the shared data folder, and the checker."""
+"""Fixtures (the shared data folder) and options (``--backends``); shared helpers live in
+tests/helpers.py."""
 
 from __future__ import annotations
 
@@ -7,14 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.check import check
-from hetsched.data import Instance
-from hetsched.result import Schedule
-
-ROOT = Path(__file__).resolve().parent.parent
-INSTANCES = ROOT / "instances"
-#: Real data measured by others lives beside the project (never copied into it).
-SHARED_DATA = ROOT.parent / "shared" / "data"
+from tests.helpers import SHARED_DATA
 
 # A non-interactive shell starts background commands (`pytest &`, CI runners) with SIGINT
 # ignored, and child processes inherit an ignored signal: the interrupt tests' children
@@ -23,25 +17,6 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 # as a terminal does.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-def assert_valid(instance: Instance, schedule: Schedule, *, complete: bool = True) -> None:
-    """Fail with the checker's violations if ``schedule`` is not valid for ``instance``."""
-    violations = check(instance, schedule, complete=complete)
-    assert not violations, "\n".join(map(str, violations))
-
-
-def exits_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """Run the CLI with ``args``; it must exit 2 without a traceback; its stderr."""
-    from hetsched.cli import main
-
-    with pytest.raises(SystemExit) as exited:
-        main(args)
-    err = capsys.readouterr().err
-    assert exited.value.code == 2, err
-    assert "Traceback" not in err
-    assert "internal error" not in err
-    return err
 
 
 @pytest.fixture

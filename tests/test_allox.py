@@ -16,8 +16,7 @@ from hetsched.instance_file import load_instance
 from hetsched.result import Result, Status
 from hetsched.solve import solve
 from hetsched.throughput import Placement
-from tests.conftest import INSTANCES, assert_valid
-from tests.test_formulations_common import random_instance
+from tests.helpers import INSTANCES, assert_valid, random_instance
 
 BACKENDS = ("matching", "cbc", "highs", "scip")
 

@@ -27,7 +27,7 @@ from hetsched.replays import rolling_policy, run_replay
 from hetsched.rolling import ClusterState, RollingPolicy, RunningJob
 from hetsched.simulate import Replay, Simulator
 from hetsched.throughput import Placement, ThroughputModel, ThroughputTable
-from tests.conftest import INSTANCES, ROOT, SHARED_DATA
+from tests.helpers import INSTANCES, ROOT, SHARED_DATA
 
 SAMPLES = ROOT / "tests" / "data" / "traces"
 #: Every rolling baseline (the registry's names with a rolling policy of their own, but

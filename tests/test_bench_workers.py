@@ -13,7 +13,7 @@ import pytest
 
 from hetsched.generate import GeneratorSettings, generate
 from hetsched.traces import write_native
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="reads the process tree from /proc (Linux)")

@@ -20,7 +20,7 @@ from hetsched.formulations.deadline.heuristics import greedy_plan, improve_plan
 from hetsched.result import Status
 from hetsched.solve import solve
 from hetsched.throughput import Placement, ThroughputTable
-from tests.conftest import ROOT, assert_valid
+from tests.helpers import ROOT, assert_valid
 
 
 class FakeClock:

@@ -9,7 +9,7 @@ import pytest
 from hetsched.check import check
 from hetsched.instance_file import load_instance
 from hetsched.result import Assignment, Schedule, compute_metrics
-from tests.conftest import INSTANCES
+from tests.helpers import INSTANCES
 
 # tiny.json: v100-0/0 and k80-0/0; speeds (steps/s) v100/k80: image-cnn-large 8/1.76,
 # rnn-lm 20/7, rl-a3c 12/8.4; works j0 21875, j1 45119, j2 17016; arrivals 0, 12.3, 74.2.

@@ -14,7 +14,7 @@ import pytest
 from hetsched.cli import main
 from hetsched.data import Job
 from hetsched.errors import InputError
-from tests.conftest import INSTANCES, ROOT, exits_2
+from tests.helpers import INSTANCES, ROOT, exits_2
 
 PHILLY = ROOT / "tests" / "data" / "traces" / "philly_small.csv"
 

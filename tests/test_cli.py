@@ -13,8 +13,7 @@ import pytest
 
 from hetsched.cli import main
 from hetsched.cli_format import format_gpus
-from tests.conftest import INSTANCES, ROOT
-from tests.test_instance_file import SPREAD_ONLY
+from tests.helpers import INSTANCES, ROOT, SPREAD_ONLY
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -21,8 +21,7 @@ from hetsched.policies.fifo import fifo_schedule
 from hetsched.result import Result, Status
 from hetsched.solve import solve
 from hetsched.throughput import Placement, ThroughputTable
-from tests.conftest import INSTANCES, assert_valid
-from tests.test_formulations_common import random_instance
+from tests.helpers import INSTANCES, assert_valid, random_instance
 
 BACKENDS = ("cpsat", "cbc", "highs", "scip")
 #: A deterministic budget (work units, see formulations/budget.py), generous: never reached
@@ -108,7 +107,7 @@ def test_tardiness_objective_equals_brute_force(backend: str, seed: int) -> None
     instance = random_instance(seed, jobs=4, weights=True)
     problem = build_problem(instance, "tardiness")
     (tardiness, weighted_end), _ = solve_by_enumeration(problem)
-    result = run(instance, backend, deadline_objective="tardiness")
+    result = run(instance, backend, objective="tardiness")
     assert result.status is Status.OPTIMAL
     assert result.extra["deadline_term"] == pytest.approx(
         problem.deadline_seconds(tardiness), abs=1e-6)

@@ -12,7 +12,7 @@ from hetsched.instance_file import load_instance
 from hetsched.policies.fifo import fifo_schedule
 from hetsched.result import Status
 from hetsched.throughput import Placement
-from tests.conftest import INSTANCES, assert_valid
+from tests.helpers import INSTANCES, assert_valid
 
 TINY = load_instance(INSTANCES / "tiny.json")
 

@@ -15,7 +15,7 @@ from hetsched.speed_fit import fit_throughput_model
 from hetsched.speed_io import load_model, save_model
 from hetsched.speed_model import FittedThroughputModel
 from hetsched.throughput import Placement, ThroughputTable
-from tests.test_throughput_model import synthetic_profile
+from tests.helpers import synthetic_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 

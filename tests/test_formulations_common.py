@@ -3,50 +3,11 @@ and ``random_instance``, the small random instances the model tests use."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from hetsched.data import Cluster, GpuType, Instance, Job, Node
 from hetsched.formulations.common import integer_weights, ticks_down, ticks_up
 from hetsched.placement import NodeBooking, PlacementError, left_shift, place_on_nodes
-from hetsched.throughput import Placement, ThroughputTable
-from tests.conftest import assert_valid
-
-JOB_TYPES = ("cnn", "lm", "rl")
-
-
-def random_instance(seed: int, jobs: int = 4, *, deadlines: bool = True, arrivals: bool = True,
-                    elastic: bool = True, weights: bool = False, gangs: bool = True
-                    ) -> Instance:
-    """A small random instance: a 2-GPU fast node, a 1-GPU fast node and a 2-GPU slow node;
-    jobs of 1 or 2 GPUs with times of a few hundred seconds."""
-    rng = np.random.default_rng(seed)
-    cluster = Cluster((GpuType("fast"), GpuType("slow")),
-                      (Node("f0", "fast", 2), Node("f1", "fast", 1), Node("s0", "slow", 2)))
-    rows = []
-    for job_type in JOB_TYPES:
-        fast = float(rng.integers(5, 20))
-        slow = float(rng.integers(2, 15))  # for some job types "slow" is as fast
-        for gpu_type, speed in (("fast", fast), ("slow", slow)):
-            rows.append((job_type, gpu_type, 1, Placement.PACKED, speed))
-            rows.append((job_type, gpu_type, 2, Placement.PACKED, round(speed * 1.7, 2)))
-            rows.append((job_type, gpu_type, 2, Placement.SPREAD, round(speed * 1.2, 2)))
-    table = ThroughputTable.from_rows(rows)
-    job_list = []
-    for index in range(jobs):
-        arrival = float(rng.integers(0, 200)) if arrivals else 0.0
-        gang = int(rng.integers(1, 3)) if gangs else 1
-        counts = (1, 2) if elastic and rng.random() < 0.3 else None
-        if counts is not None:
-            gang = 1
-        work = float(rng.integers(1000, 6000))
-        deadline = arrival + float(rng.integers(150, 900)) if deadlines and rng.random() < 0.5 \
-            else None
-        weight = float(rng.integers(1, 4)) if weights else 1.0
-        job_list.append(Job(f"j{index}", arrival, str(rng.choice(JOB_TYPES)), gang, work,
-                            deadline=deadline, weight=weight, user=f"u{index % 2}",
-                            allowed_gpu_counts=counts))
-    return Instance(cluster, tuple(job_list), table, name=f"random-{seed}")
+from tests.helpers import assert_valid, random_instance
 
 
 def test_ticks_round_the_safe_way() -> None:

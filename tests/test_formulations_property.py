@@ -8,8 +8,7 @@ from hypothesis import strategies as st
 
 from hetsched.result import Status
 from hetsched.solve import solve
-from tests.conftest import assert_valid
-from tests.test_formulations_common import random_instance
+from tests.helpers import assert_valid, random_instance
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -19,7 +18,7 @@ def test_deadline_milp_equals_cpsat(seed: int, jobs: int, weights: bool, objecti
     instance = random_instance(seed, jobs=jobs, weights=weights)
     results = {
         backend: solve(instance, model="deadline", backend=backend, time_limit=60.0,
-                       deterministic=True, deadline_objective=objective)
+                       deterministic=True, objective=objective)
         for backend in ("cpsat", "highs")
     }
     for result in results.values():

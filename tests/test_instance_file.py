@@ -23,7 +23,7 @@ from hetsched.instance_file import (
 )
 from hetsched.registry import model_warnings
 from hetsched.throughput import Placement
-from tests.conftest import INSTANCES
+from tests.helpers import INSTANCES, SPREAD_ONLY
 
 EXAMPLES = ["tiny.json", "small.json", "medium.json"]
 #: Every instance file the project ships (congested.json: small.json's jobs arriving 5x
@@ -218,21 +218,6 @@ def test_csv_table_rows_out_of_range(tmp_path: Path) -> None:
         assert error.value.path == where
         assert piece in str(error.value)
 
-
-#: Two single-GPU nodes: the 2-GPU job "wide" runs only spread, which fifo can do and the
-#: deadline and allox models cannot (they run gangs packed on one node).
-SPREAD_ONLY = {
-    "gpu_types": [{"name": "v100"}],
-    "nodes": [{"name": "a", "gpu_type": "v100", "num_gpus": 1},
-              {"name": "b", "gpu_type": "v100", "num_gpus": 1}],
-    "jobs": [{"id": "small", "arrival": 0, "job_type": "cnn", "num_gpus": 1, "work": 100},
-             {"id": "wide", "arrival": 0, "job_type": "cnn", "num_gpus": 2, "work": 150}],
-    "throughput": [
-        {"job_type": "cnn", "gpu_type": "v100", "num_gpus": 1, "placement": "packed",
-         "throughput": 10},
-        {"job_type": "cnn", "gpu_type": "v100", "num_gpus": 2, "placement": "spread",
-         "throughput": 15}],
-}
 
 
 def test_model_warnings_name_the_jobs_a_model_cannot_run() -> None:

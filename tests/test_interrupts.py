@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hetsched.interrupts import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, deferred_interrupts
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, EXIT_INTERRUPTED),

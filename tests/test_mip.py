@@ -475,7 +475,7 @@ def test_allox_and_gavel_round_trip(engine: str) -> None:
     from hetsched.formulations.allox.problem import build_matching, machines_for
     from hetsched.formulations.gavel.lp import GavelLp
     from hetsched.formulations.gavel.problem import AllocationProblem
-    from tests.test_formulations_common import random_instance
+    from tests.helpers import random_instance
 
     # tests/test_allox.py: 8 one-GPU jobs present at 0; the assignment's value is optimal.
     instance = random_instance(1, jobs=8, arrivals=False, gangs=False, elastic=False,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 #: The four notebooks of issue #8, in reading order.

@@ -13,7 +13,7 @@ from hetsched import outcome
 from hetsched.cli import main
 from hetsched.errors import InputError
 from hetsched.outputs import check_output_folder, check_plot_file, write_text
-from tests.conftest import INSTANCES, ROOT
+from tests.helpers import INSTANCES, ROOT
 
 SAMPLE = ROOT / "tests" / "data" / "traces" / "philly_small.csv"
 REPLAY = ["replay", str(SAMPLE), "--format", "philly", "--cluster", "v100=4,k80=4",

@@ -7,7 +7,7 @@ from pathlib import Path
 from hetsched.instance_file import load_instance
 from hetsched.plot import gantt, save
 from hetsched.policies.fifo import fifo_schedule
-from tests.conftest import INSTANCES
+from tests.helpers import INSTANCES
 
 
 def test_gantt_bars_match_the_schedule(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from hetsched.replays import rolling_policy
 from hetsched.rolling import ClusterState, Decision, RollingFifo
 from hetsched.simulate import MAX_RESTART_PENALTY_S, MIN_PERIOD_S, Simulator
 from hetsched.throughput import ThroughputTable
-from tests.conftest import ROOT, exits_2
+from tests.helpers import ROOT, exits_2
 
 TABLE = ThroughputTable.from_rows([
     ("a", "v100", 1, "packed", 2.0), ("a", "k80", 1, "packed", 1.0),
@@ -157,14 +157,9 @@ def test_a_job_waiting_behind_a_long_one_under_fifo_with_an_interval() -> None:
     # at 2/s), 5e8 + 1 (empty, quiet) and 5e8 + 9, the last boundary before "next" ends.
     one = Cluster((GpuType("v100"),), (Node("v", "v100", 1),))
     work = [Job("long", 0.0, "a", 1, 1e9), Job("next", 0.5, "a", 1, 20.0)]
-    calls: list[float] = []
-
-    class Counting(RollingFifo):
-        def decide(self, state: ClusterState) -> Decision:
-            calls.append(state.now)
-            return super().decide(state)
-
-    replay = Simulator(one, work, Counting(), truth=TABLE, interval_s=1.0).run()
+    # FIFO is a queue policy, driven through start_prefix; every call is a decision row.
+    replay = Simulator(one, work, RollingFifo(), truth=TABLE, interval_s=1.0).run()
+    calls = [decision.time for decision in replay.decisions]
     assert calls == [0.0, 0.5, 1.0, 499_999_999.0, 5e8, 5e8 + 1, 5e8 + 9]
     assert replay.records["next"].finish == 5e8 + 10.0
 

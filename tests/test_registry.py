@@ -18,7 +18,7 @@ from hetsched.result import Status
 from hetsched.simulate import Simulator
 from hetsched.simulated import Simulated
 from hetsched.solve import solve
-from tests.conftest import INSTANCES, ROOT
+from tests.helpers import INSTANCES, ROOT
 
 TINY = load_instance(INSTANCES / "tiny.json")
 SMALL = load_instance(INSTANCES / "small.json")
@@ -118,3 +118,26 @@ def test_cli_solve_with_a_rolling_policy() -> None:
                           "cpsat"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert bad.returncode == 2
     assert "--backend: model srtf has no such back-end" in bad.stderr
+
+
+def test_model_knobs_are_constructor_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    from hetsched.cli import main
+
+    tardy = solve(TINY, model="deadline", objective="tardiness", time_limit=30.0,
+                  deterministic=True)
+    assert tardy.extra["deadline_objective"] == "tardiness"
+    assert planner("allox", alpha=0.5).alpha == 0.5  # type: ignore[attr-defined]
+    # A rolling policy's parameters reach it through Simulated.
+    assert check(SMALL, solve(SMALL, model="srtf", margin=0.0).schedule) == []
+    with pytest.raises(InputError, match="model fifo has no setting alpha") as error:
+        solve(TINY, model="fifo", alpha=0.5)
+    assert error.value.path == "alpha"
+    with pytest.raises(InputError, match="bad alpha"):
+        planner("allox", alpha=2.0)
+    with pytest.raises(InputError, match="unknown deadline objective"):
+        planner("deadline", objective="late")
+    # On the command line a knob is passed only when given, and named by its option.
+    with pytest.raises(SystemExit) as exit_info:
+        main(["solve", str(INSTANCES / "tiny.json"), "--model", "fifo", "--alpha", "0.5"])
+    assert exit_info.value.code == 2
+    assert "error: --alpha: model fifo has no setting alpha" in capsys.readouterr().err

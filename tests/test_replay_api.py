@@ -20,7 +20,7 @@ from hetsched.registry import rolling
 from hetsched.replays import run_replay
 from hetsched.simulate import Simulator
 from hetsched.traces import read_trace
-from tests.conftest import INSTANCES, ROOT
+from tests.helpers import INSTANCES, ROOT
 
 SMALL = load_instance(INSTANCES / "small.json")
 SAMPLE = ROOT / "tests" / "data" / "traces" / "philly_small.csv"

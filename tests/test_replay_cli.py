@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hetsched.cli import main
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 SAMPLES = ROOT / "tests" / "data" / "traces"
 

@@ -10,7 +10,7 @@ import pytest
 from hetsched.instance_file import load_instance
 from hetsched.result import Assignment, Result, Schedule, Status, compute_metrics, relative_gap
 from hetsched.solve import solve
-from tests.conftest import INSTANCES
+from tests.helpers import INSTANCES
 
 TINY = load_instance(INSTANCES / "tiny.json")
 # The optimal tiny schedule (see tests/test_fifo.py for why it is optimal).

@@ -12,7 +12,7 @@ from hetsched.rolling import ClusterState, RunningJob
 from hetsched.simulate import Simulator
 from hetsched.solve import solve
 from hetsched.throughput import Placement, ThroughputTable
-from tests.conftest import assert_valid
+from tests.helpers import assert_valid
 
 # One job type, 1 step/s on "fast" and 0.25 step/s on "slow", one GPU each.
 TABLE = ThroughputTable.from_rows([

@@ -24,8 +24,7 @@ from hetsched.policies.fifo import fifo_schedule
 from hetsched.replays import rolling_policy
 from hetsched.result import Assignment, Schedule
 from hetsched.simulate import Simulator
-from tests.conftest import INSTANCES
-from tests.test_formulations_common import random_instance
+from tests.helpers import INSTANCES, random_instance
 
 SMALL = load_instance(INSTANCES / "small.json")
 #: A static schedule: every job run whole.

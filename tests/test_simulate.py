@@ -29,7 +29,7 @@ from hetsched.rolling import (
 )
 from hetsched.simulate import Replay, Simulator
 from hetsched.throughput import Placement, ThroughputTable
-from tests.conftest import INSTANCES, assert_valid
+from tests.helpers import INSTANCES, assert_valid
 
 
 def as_schedule(replay: Replay) -> Schedule:
@@ -570,3 +570,27 @@ def test_decision_log_counts_busy_gpus() -> None:
             for d in replay.decisions] == [(0.0, 0, 2, 3, 2), (10.0, 1, 2, 3, 0),
                                            (50.0, 0, 2, 4, 1)]
     assert replay.records["c"].gpus == ("y/0", "y/1")
+
+
+def test_the_simulator_drives_any_queue_policy_without_a_state() -> None:
+    # The fast path is a declared capability (QueuePolicy.start_prefix), not a class
+    # name: a subclass of FIFO with its own name is driven the same way and never gets a
+    # ClusterState, and its replay is FIFO's.
+    from hetsched.rolling import QueuePolicy, RollingFifo
+
+    class Counted(RollingFifo):
+        name = "counted"
+        decisions = 0
+
+        def decide(self, state: ClusterState) -> Decision:
+            Counted.decisions += 1
+            return super().decide(state)
+
+    instance = load_instance(INSTANCES / "small.json")
+    assert isinstance(Counted(), QueuePolicy)
+    counted = Simulator(instance.cluster, instance.jobs, Counted(),
+                        truth=instance.throughput).run()
+    fifo = Simulator(instance.cluster, instance.jobs, RollingFifo(),
+                     truth=instance.throughput).run()
+    assert Counted.decisions == 0
+    assert counted.schedule() == fifo.schedule()

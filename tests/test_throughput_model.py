@@ -17,39 +17,7 @@ from hetsched.speed_io import load_model, save_model
 from hetsched.speed_loo import leave_one_out
 from hetsched.speed_model import Basis, CountRange, FitSettings, FittedThroughputModel
 from hetsched.throughput import Placement, ThroughputTable, throughput_matrix
-
-PACKED, SPREAD = Placement.PACKED, Placement.SPREAD
-COUNTS = (1, 2, 4, 8, 16)
-
-#: Compute time per step (s) of three batch sizes of one network on one GPU type.
-COMPUTE = {"net (batch size 16)": 0.10, "net (batch size 32)": 0.18, "net (batch size 64)": 0.35}
-#: Family overhead per placement: beta (s) and gamma (s per s of step time) for the
-#: features log2 n and (n-1)/n.
-BETA = {PACKED: (0.004, 0.010), SPREAD: (0.020, 0.050)}
-GAMMA = {PACKED: (0.030, 0.000), SPREAD: (0.100, 0.200)}
-
-
-def step_time(job: str, count: int, placement: Placement) -> float:
-    """The generating model: seconds per step of ``job`` on ``count`` GPUs of "g"."""
-    phi = (math.log2(count), (count - 1) / count)
-    a = COMPUTE[job]
-    return a + sum((b + c * a) * f for b, c, f in
-                   zip(BETA[placement], GAMMA[placement], phi, strict=True))
-
-
-def synthetic_profile(counts: tuple[int, ...] = COUNTS,
-                      drop: set[tuple[str, int, Placement]] | None = None) -> Profile:
-    """Throughputs generated exactly by the model (no noise, no count anomalies)."""
-    drop = drop or set()
-    points = []
-    for job in COMPUTE:
-        points.append(ProfilePoint(job, "g", 1, PACKED, 1 / step_time(job, 1, PACKED)))
-        for placement in Placement:
-            for n in counts:
-                if n > 1 and (job, n, placement) not in drop:
-                    points.append(ProfilePoint(job, "g", n, placement,
-                                               n / step_time(job, n, placement)))
-    return Profile(tuple(points))
+from tests.helpers import BETA, COMPUTE, COUNTS, GAMMA, PACKED, SPREAD, step_time, synthetic_profile
 
 
 def test_recovers_known_coefficients_from_synthetic_data() -> None:

@@ -23,7 +23,7 @@ from hetsched.topology import (
     server_cluster,
     set_cost,
 )
-from tests.conftest import SHARED_DATA
+from tests.helpers import SHARED_DATA
 
 TOPOLOGY = SHARED_DATA / "topology"
 DGX1 = TOPOLOGY / "dgx1-v100.nvidia-smi-topo.txt"

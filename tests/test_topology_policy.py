@@ -16,7 +16,7 @@ from hetsched.errors import InputError
 from hetsched.instance_file import load_instance
 from hetsched.result import Status
 from hetsched.topology import link_factor
-from tests.conftest import INSTANCES, assert_valid
+from tests.helpers import INSTANCES, assert_valid
 
 ROWS = [
     # job type, GPUs, placement, steps/s: the 4-GPU gang loses 40% when spread.

@@ -114,10 +114,12 @@ def _match(problem: MatchingProblem, backend: str, options: SolveOptions
     return found, stats.outcome, stats.bound
 
 
-def solve_allox(instance: Instance, options: SolveOptions) -> AlloxOutcome:
-    """Solve the ``allox`` model of ``instance`` (back-end ``matching``, ``cbc`` or ``highs``)."""
+def solve_allox(instance: Instance, options: SolveOptions, *, alpha: float = 1.0
+                ) -> AlloxOutcome:
+    """Solve the ``allox`` model of ``instance`` (back-end ``matching``, ``cbc`` or
+    ``highs``); ``alpha`` in (0, 1] is AlloX's fairness knob (the fraction of users, least
+    attained service first, whose jobs enter a matching)."""
     backend = options.backend or "matching"
-    alpha = options.alpha
     if not 0 < alpha <= 1:
         raise ValueError(f"alpha must be in (0, 1], got {alpha}")
     whole_nodes = not all(

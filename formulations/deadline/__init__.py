@@ -50,9 +50,11 @@ class DeadlineOutcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def solve_deadline(instance: Instance, options: SolveOptions) -> DeadlineOutcome:
+def solve_deadline(instance: Instance, options: SolveOptions, *,
+                   first_term: str = "missed") -> DeadlineOutcome:
     """Solve the ``deadline`` model of ``instance`` with ``options`` (back-end, budget,
-    gap, threads, seed, warm start, deadline objective).
+    gap, threads, seed, warm start); ``first_term`` is the first objective term, ``"missed"``
+    (deadlines missed) or ``"tardiness"`` (total weighted tardiness, s).
 
     One budget (``options.budget``, made by :func:`hetsched.solve`) covers everything: the
     model's data, the start plan, the local search, building the solver's model, the cuts
@@ -62,7 +64,7 @@ def solve_deadline(instance: Instance, options: SolveOptions) -> DeadlineOutcome
     start plan is returned with status TIME_LIMIT and a message saying so."""
     budget = options.budget or Budget(options.time_limit_s or DEFAULT_TIME_LIMIT_S,
                                       deterministic=options.deterministic)
-    problem = build_problem(instance, options.deadline_objective, options.pinned_nodes)
+    problem = build_problem(instance, first_term, options.pinned_nodes)
     extra: dict[str, Any] = {
         "deadline_objective": str(problem.objective),
         "time_resolution_s": TICK_S,

@@ -20,7 +20,7 @@ from hetsched.data import Instance
 from hetsched.errors import InputError
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.options import MAX_SEED, MAX_THREADS, SolveOptions
-from hetsched.result import Result
+from hetsched.result import Result, Schedule
 
 log = logging.getLogger(__name__)
 
@@ -63,16 +63,16 @@ class Planner(Protocol):
 
 def run_planner(planner: Planner, instance: Instance, *, backend: str | None = None,
                 time_limit: float | None = None, deterministic: bool = False,
-                budget: Budget | None = None, started: float | None = None,
-                options: Mapping[str, object] | None = None) -> tuple[Result, SolveOptions]:
+                budget: Budget | None = None, started: float | None = None, gap: float = 0.0,
+                threads: int = 1, seed: int = 0, warm_start: Schedule | None = None,
+                pinned_nodes: Mapping[str, str] | None = None) -> tuple[Result, SolveOptions]:
     """Run ``planner`` on ``instance`` under one budget; the result and the settings used.
 
     ``time_limit`` is the budget of the whole solve, in seconds (the planner's default when
     ``None``), or in deterministic work units with ``deterministic`` (see
     :mod:`hetsched.formulations.budget`); ``budget`` replaces it with a given one, and
     ``started`` (a ``time.monotonic()`` reading) is when a wall-clock budget starts to
-    count. ``options`` are further fields of :class:`SolveOptions`."""
-    options = options or {}
+    count. The other arguments are the fields of :class:`SolveOptions` of that name."""
     if time_limit is not None and not (isinstance(time_limit, int | float) and
                                        math.isfinite(time_limit) and time_limit > 0):
         raise InputError("bad time limit", path="time_limit", value=time_limit,
@@ -85,14 +85,10 @@ def run_planner(planner: Planner, instance: Instance, *, backend: str | None = N
             "no back-end (a heuristic)"
         raise InputError(f"model {planner.name} has no such back-end", path="backend",
                          value=backend, expected=expected)
-    if options.get("placement", "first-fit") not in ("first-fit", "topology"):
-        raise InputError("unknown placement", path="placement", value=options["placement"],
-                         expected="first-fit or topology")
     settings = SolveOptions(
         backend=backend or (planner.backends[0] if planner.backends else None),
-        time_limit_s=limit, deterministic=deterministic, budget=budget,
-        **options,  # type: ignore[arg-type]
-    )
+        time_limit_s=limit, deterministic=deterministic, budget=budget, gap=gap,
+        threads=threads, seed=seed, warm_start=warm_start, pinned_nodes=pinned_nodes)
     log.info("solving %s (%d jobs) with %s/%s, budget %s", instance.name or "instance",
              len(instance.jobs), planner.name, settings.backend or "-", budget.describe())
     return planner.solve(instance, settings), settings

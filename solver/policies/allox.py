@@ -1,7 +1,7 @@
 """``allox``: AlloX (EuroSys 2020) min-cost matching of jobs to (GPU, position) slots.
 
 Minimises total completion time exactly when every job runs on one GPU, all jobs
-are present and weights are equal; ``SolveOptions.alpha`` < 1 is AlloX's fairness
+are present and weights are equal; ``alpha`` < 1 (the constructor's) is AlloX's fairness
 knob. Back-ends: ``matching`` (exact assignment algorithm), ``cbc`` and ``highs``
 (the same matching as a PuLP model). Models in :mod:`hetsched.formulations.allox`.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from hetsched.data import Instance
+from hetsched.errors import InputError
 from hetsched.policies import SolveOptions
 from hetsched.result import Result, Schedule
 
@@ -22,6 +23,13 @@ class AlloxPolicy:
     backends: ClassVar[tuple[str, ...]] = ("matching", "highs", "cbc", "scip")
     default_time_limit_s: ClassVar[float | None] = 60.0
     replan_preemptive: ClassVar[bool] = False
+
+    def __init__(self, alpha: float = 1.0) -> None:
+        if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha <= 1:
+            raise InputError("bad alpha", path="alpha", value=alpha,
+                             expected="a number in (0, 1]")
+        #: AlloX's fairness knob: 1 is pure completion time.
+        self.alpha = float(alpha)
 
     def unrunnable(self, instance: Instance) -> dict[str, str]:
         """The jobs that cannot run packed on one GPU (or, when some job cannot, on one
@@ -40,7 +48,7 @@ class AlloxPolicy:
         """Schedule every job; objective = total weighted JCT (s) of the realised schedule."""
         from hetsched.formulations.allox import solve_allox
 
-        outcome = solve_allox(instance, options)
+        outcome = solve_allox(instance, options, alpha=self.alpha)
         schedule = outcome.schedule if outcome.schedule is not None else Schedule()
         return Result(outcome.status, outcome.objective, outcome.bound, 0.0, schedule,
                       self.name, message=outcome.message, extra=outcome.extra)

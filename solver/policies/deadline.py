@@ -2,7 +2,7 @@
 
 Each job gets a GPU type, a gang size among its allowed sizes and a start time;
 the objective is lexicographic, first the deadline term (missed deadlines or
-total weighted tardiness, ``SolveOptions.deadline_objective``), then total
+total weighted tardiness, the constructor's ``objective``), then total
 weighted completion time (s). Solved in CP-SAT (``cpsat``) or as a MILP
 (``cbc``, ``highs``); the mathematics is in docs/formulations.md and the models in
 :mod:`hetsched.formulations.deadline`.
@@ -15,6 +15,7 @@ import math
 from typing import Any, ClassVar
 
 from hetsched.data import Instance
+from hetsched.errors import InputError
 from hetsched.policies import SolveOptions
 from hetsched.result import Result, Schedule
 
@@ -31,6 +32,13 @@ class DeadlinePolicy:
     #: preempt them (:class:`~hetsched.replanning.ModelPolicy`).
     replan_preemptive: ClassVar[bool] = True
 
+    def __init__(self, objective: str = "missed") -> None:
+        if objective not in ("missed", "tardiness"):
+            raise InputError("unknown deadline objective", path="objective", value=objective,
+                             expected="missed or tardiness")
+        #: The first objective term: deadlines missed, or total weighted tardiness (s).
+        self.objective = objective
+
     def unrunnable(self, instance: Instance) -> dict[str, str]:
         """The gangs with no packed configuration: the model runs every gang on one node."""
         from hetsched.formulations.deadline.problem import build_problem
@@ -44,7 +52,7 @@ class DeadlinePolicy:
         is at its best value (see :func:`hetsched.formulations.deadline.solve_deadline`)."""
         from hetsched.formulations.deadline import solve_deadline
 
-        outcome = solve_deadline(instance, options)
+        outcome = solve_deadline(instance, options, first_term=self.objective)
         extra: dict[str, Any] = dict(outcome.extra)
         if outcome.schedule is None:
             return Result(outcome.status, math.inf, None, 0.0, Schedule(), self.name,
