@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from hetsched.cli import main
+from tests.helpers import ROOT
 
-BAD = Path(__file__).parent / "data" / "bad"
+BAD = ROOT / "tests" / "data" / "bad"
 
 #: file -> pieces the one-line message must contain (JSON path, value, expectation).
 EXPECTED = {
@@ -85,7 +86,7 @@ def test_bad_file_exits_2_with_one_clear_line(
 
 def test_validate_many_files_reports_each_and_exits_2() -> None:
     files = sorted(str(p) for p in BAD.glob("*.json"))
-    good = str(Path(__file__).parent.parent / "instances" / "tiny.json")
+    good = str(ROOT / "instances" / "tiny.json")
     done = subprocess.run([sys.executable, "-m", "hetsched", "validate", good, *files],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
@@ -132,7 +133,7 @@ def test_bad_command_line_values_exit_2(
     args: list[str], pieces: list[str], capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.chdir(Path(__file__).parent.parent)
+    monkeypatch.chdir(ROOT)
     with pytest.raises(SystemExit) as exited:
         main(args)
     assert exited.value.code == 2

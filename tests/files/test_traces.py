@@ -17,8 +17,9 @@ from hetsched.speed_fit import throughput_model
 from hetsched.throughput import Placement, ThroughputTable
 from hetsched.traces import Trace, openb_cluster, read_trace, write_native
 from hetsched.traces.base import CAPPED
+from tests.helpers import ROOT
 
-DATA = Path(__file__).parent / "data" / "traces"
+DATA = ROOT / "tests" / "data" / "traces"
 RESNET = "ResNet-50 (batch size 64)"
 P = Placement.PACKED
 

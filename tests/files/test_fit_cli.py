@@ -15,9 +15,7 @@ from hetsched.speed_fit import fit_throughput_model
 from hetsched.speed_io import load_model, save_model
 from hetsched.speed_model import FittedThroughputModel
 from hetsched.throughput import Placement, ThroughputTable
-from tests.helpers import synthetic_profile
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import ROOT, synthetic_profile
 
 
 def run(args: list[str]) -> int:

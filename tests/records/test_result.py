@@ -13,7 +13,7 @@ from hetsched.solve import solve
 from tests.helpers import INSTANCES
 
 TINY = load_instance(INSTANCES / "tiny.json")
-# The optimal tiny schedule (see tests/test_fifo.py for why it is optimal).
+# The optimal tiny schedule (see tests/policies/test_fifo.py for why it is optimal).
 OPTIMAL = Schedule((
     Assignment("j1", "v100", ("v100-0/0",), 12.3, 2268.25),
     Assignment("j0", "v100", ("v100-0/0",), 2268.25, 5002.625),

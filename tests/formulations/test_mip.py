@@ -31,8 +31,8 @@ from hetsched.formulations.mip import (
     solve_mip,
     solve_pulp,
 )
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 INF = np.inf
 ENGINE = [pytest.param(e, marks=pytest.mark.skipif(
     e not in available_engines(), reason=f"the {e} engine's package is not installed"))
@@ -450,7 +450,7 @@ def test_placement_milp_round_trip(engine: str) -> None:
     from hetsched.formulations.topology.milp import PlacementMilp
     from hetsched.formulations.topology.problem import Gang, build
 
-    # tests/test_topology.py: a 6-GPU gang spread (3, 3) over n1 and n2 costs 6/32 + 9/5.
+    # tests/files/test_topology.py: a 6-GPU gang spread (3, 3) over n1 and n2 costs 6/32 + 9/5.
     cluster = Cluster((GpuType("t4"),), tuple(Node(f"n{i}", "t4", 4) for i in range(3)))
     busy = frozenset({"n0/0", "n0/1", "n1/0", "n2/0"})
     gangs = (Gang("big", "t4", 6, allow_spread=True), Gang("one", "t4", 1, 0.5))
@@ -477,7 +477,7 @@ def test_allox_and_gavel_round_trip(engine: str) -> None:
     from hetsched.formulations.gavel.problem import AllocationProblem
     from tests.helpers import random_instance
 
-    # tests/test_allox.py: 8 one-GPU jobs present at 0; the assignment's value is optimal.
+    # tests/formulations/test_allox.py: 8 one-GPU jobs present at 0; the assignment's value is optimal.
     instance = random_instance(1, jobs=8, arrivals=False, gangs=False, elastic=False,
                                deadlines=False)
     matching = build_matching(instance, instance.jobs, machines_for(instance, False), False)
@@ -487,7 +487,7 @@ def test_allox_and_gavel_round_trip(engine: str) -> None:
     result = solve_mip(m, engine, Budget.unlimited())
     assert result.outcome is Outcome.OPTIMAL
     assert result.objective == pytest.approx(value, rel=1e-9)
-    # Gavel's max-min LP (tests/test_baselines.py): t = 1 at the optimum, so -t = -1.
+    # Gavel's max-min LP (tests/policies/test_baselines.py): t = 1 at the optimum, so -t = -1.
     allocation = AllocationProblem(("A", "B"), ("v100", "k80"),
                                    np.array([[3.0, 1.0], [1.0, 1.0]]), np.ones(2), np.ones(2),
                                    np.ones(2))

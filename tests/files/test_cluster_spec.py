@@ -8,8 +8,9 @@ import pytest
 
 from hetsched.cluster_spec import GPUS_PER_SERVER, parse_cluster
 from hetsched.errors import InputError
+from tests.helpers import ROOT
 
-DATA = Path(__file__).parent / "data" / "traces"
+DATA = ROOT / "tests" / "data" / "traces"
 
 
 def test_gpu_counts_in_servers_of_the_default_size() -> None:
