@@ -477,7 +477,7 @@ def test_allox_and_gavel_round_trip(engine: str) -> None:
     from hetsched.formulations.gavel.problem import AllocationProblem
     from tests.helpers import random_instance
 
-    # tests/formulations/test_allox.py: 8 one-GPU jobs present at 0; the assignment's value is optimal.
+    # tests/formulations/test_allox.py: 8 one-GPU jobs present at 0; the assignment is optimal.
     instance = random_instance(1, jobs=8, arrivals=False, gangs=False, elastic=False,
                                deadlines=False)
     matching = build_matching(instance, instance.jobs, machines_for(instance, False), False)
