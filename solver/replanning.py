@@ -9,14 +9,9 @@ import math
 from typing import TYPE_CHECKING
 
 from hetsched.data import Cluster, Instance, Job
+from hetsched.gpus import Start
 from hetsched.policies import Planner, run_planner
-from hetsched.rolling import (
-    ClusterState,
-    Decision,
-    RollingFifo,
-    Start,
-    first_fit_gpus,
-)
+from hetsched.rolling import ClusterState, Decision, RollingFifo, first_fit_gpus
 from hetsched.throughput import Placement
 
 if TYPE_CHECKING:

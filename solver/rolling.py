@@ -11,14 +11,13 @@ jobs start now on which GPUs, and which running jobs are preempted.
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Iterable, Mapping
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from hetsched.data import Cluster, Job
-from hetsched.throughput import Placement, ThroughputModel
+from hetsched.gpus import FreeGpuIndex, Start
+from hetsched.throughput import ThroughputModel
 
 
 @dataclass(frozen=True)
@@ -45,15 +44,6 @@ class ClusterState:
     free: frozenset[str]  # free GPU ids
     attained: Mapping[str, float] = field(default_factory=dict)  # GPU-seconds received so far
     preemptions: Mapping[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Start:
-    """Start ``job`` now on ``gpus`` (all of ``gpu_type``)."""
-
-    job: str
-    gpu_type: str
-    gpus: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -118,126 +108,6 @@ def quiet_until(policy: RollingPolicy, state: ClusterState) -> float:
         return -math.inf
     value = float(hook(state))
     return -math.inf if math.isnan(value) else value
-
-
-class _Layout:
-    """A cluster's GPUs by node, for first fit: each node's GPU ids (index order), the node
-    of every GPU, and the nodes of each type (cluster order). Holds no reference to the
-    cluster, so it can be cached per cluster in a weak dictionary."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self.node_ids = [tuple(node.gpu_ids()) for node in cluster.nodes]
-        self.node_type = [node.gpu_type for node in cluster.nodes]
-        self.node_of = {gid: pos for pos, ids in enumerate(self.node_ids) for gid in ids}
-        self.type_names = cluster.type_names
-        self.nodes_by_type: dict[str, list[int]] = {name: [] for name in self.type_names}
-        for pos, gpu_type in enumerate(self.node_type):
-            self.nodes_by_type[gpu_type].append(pos)
-
-
-_LAYOUTS: weakref.WeakKeyDictionary[Cluster, _Layout] = weakref.WeakKeyDictionary()
-
-
-def _layout(cluster: Cluster) -> _Layout:
-    layout = _LAYOUTS.get(cluster)
-    if layout is None:
-        layout = _LAYOUTS[cluster] = _Layout(cluster)
-    return layout
-
-
-class FreeGpuIndex:
-    """The free GPUs of one cluster counted per node and per type, for first fit in time
-    proportional to the nodes, not the GPUs.
-
-    :meth:`sync` brings it in step with any set of free GPU ids (by set difference, so
-    only the GPUs that changed are counted again); :meth:`take` marks GPUs busy.
-    Throughput look-ups are cached per (job type, GPU type, count, placement) for the
-    last model used (models are pure functions of these)."""
-
-    def __init__(self, cluster: Cluster, free: AbstractSet[str] = frozenset()) -> None:
-        self._layout = _layout(cluster)
-        self._free: set[str] = set()
-        self._node_free = [0] * len(self._layout.node_ids)
-        self._type_free = dict.fromkeys(self._layout.type_names, 0)
-        self._model: ThroughputModel | None = None
-        self._speeds: dict[tuple[str, str, int, Placement], float] = {}
-        self.sync(free)
-
-    def sync(self, free: AbstractSet[str]) -> None:
-        """Make the free GPUs exactly ``free`` (ids not of the cluster are ignored)."""
-        node_of = self._layout.node_of
-        added = [gid for gid in free - self._free if gid in node_of]
-        removed = self._free - free
-        self._count(added, 1)
-        self._count(removed, -1)
-        self._free.update(added)
-        self._free.difference_update(removed)
-
-    def take(self, gpus: Iterable[str]) -> None:
-        """Mark ``gpus`` busy (those already busy are left as they are)."""
-        taken = [gid for gid in gpus if gid in self._free]
-        self._count(taken, -1)
-        self._free.difference_update(taken)
-
-    def release(self, gpus: Iterable[str]) -> None:
-        """Mark ``gpus`` free (those already free, or not of the cluster, are left)."""
-        node_of = self._layout.node_of
-        freed = [gid for gid in gpus if gid not in self._free and gid in node_of]
-        self._count(freed, 1)
-        self._free.update(freed)
-
-    def _count(self, gpus: Iterable[str], step: int) -> None:
-        layout = self._layout
-        for gid in gpus:
-            pos = layout.node_of[gid]
-            self._node_free[pos] += step
-            self._type_free[layout.node_type[pos]] += step
-
-    def _speed(self, model: ThroughputModel, job_type: str, gpu_type: str, size: int,
-               placement: Placement) -> float:
-        if model is not self._model:
-            self._model, self._speeds = model, {}
-        key = (job_type, gpu_type, size, placement)
-        speed = self._speeds.get(key)
-        if speed is None:
-            speed = self._speeds[key] = model.throughput(job_type, gpu_type, size, placement)
-        return speed
-
-    def first_fit(self, job: Job, size: int, model: ThroughputModel) -> Start | None:
-        """What :func:`first_fit_gpus` returns for ``job`` at ``size`` GPUs on these free
-        GPUs (the first node in cluster order that fits packed, else the first type that
-        fits spread)."""
-        layout = self._layout
-        node_free = self._node_free
-        best: int | None = None
-        for gpu_type in layout.type_names:
-            if self._type_free[gpu_type] < size or not job.may_use(gpu_type) or \
-                    self._speed(model, job.job_type, gpu_type, size, Placement.PACKED) <= 0:
-                continue
-            for pos in layout.nodes_by_type[gpu_type]:
-                if best is not None and pos > best:
-                    break
-                if node_free[pos] >= size:  # (then the node has at least ``size`` GPUs)
-                    best = pos
-                    break
-        if best is not None:
-            packed = [gid for gid in layout.node_ids[best] if gid in self._free]
-            return Start(job.id, layout.node_type[best], tuple(packed[:size]))
-        if size < 2:
-            return None
-        for gpu_type in layout.type_names:
-            if self._type_free[gpu_type] < size or not job.may_use(gpu_type) or \
-                    self._speed(model, job.job_type, gpu_type, size, Placement.SPREAD) <= 0:
-                continue
-            ids: list[str] = []
-            for pos in layout.nodes_by_type[gpu_type]:
-                if node_free[pos]:
-                    on_node = [gid for gid in layout.node_ids[pos] if gid in self._free]
-                    # A spread gang spans two nodes at least: size - 1 from the first.
-                    ids.extend(on_node if ids else on_node[: size - 1])
-                    if len(ids) >= size:
-                        return Start(job.id, gpu_type, tuple(ids[:size]))
-        return None
 
 
 def first_fit_gpus(state: ClusterState, job: Job, free: set[str],

@@ -23,6 +23,7 @@ from functools import cached_property
 from hetsched.bounds import usable_gpus
 from hetsched.data import Cluster, Job
 from hetsched.errors import InputError
+from hetsched.gpus import FreeGpuIndex, Start
 from hetsched.outcome import (
     OUTPUT_FILES,
     DecisionLog,
@@ -35,12 +36,10 @@ from hetsched.result import Assignment
 from hetsched.rolling import (
     ClusterState,
     Decision,
-    FreeGpuIndex,
     QueuePolicy,
     RollingFifo,
     RollingPolicy,
     RunningJob,
-    Start,
     quiet_until,
 )
 from hetsched.throughput import ThroughputModel

@@ -1,23 +1,21 @@
 """What the baseline policies share: predicted speeds, GPU choice on a node (best fit),
 a priority-order realiser with or without preemption, and the starvation guard.
 
-Every placement goes through :func:`choose_gpus`, which only returns GPUs of one type
-where the job's throughput (as the policy sees it) is positive for the placement the GPUs
-imply, so no baseline ever puts a job where it cannot run.
+Every placement goes through :meth:`~hetsched.gpus.FreeGpuIndex.best_fit`, which only
+returns GPUs of one type where the job's throughput (as the policy sees it) is positive
+for the placement the GPUs imply, so no baseline ever puts a job where it cannot run.
 """
 
 from __future__ import annotations
 
 import bisect
-import functools
 import math
-import weakref
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from hetsched.data import Cluster, Job
-from hetsched.rolling import ClusterState, Decision, RunningJob, Start
+from hetsched.gpus import FreeGpuIndex, Start
+from hetsched.rolling import ClusterState, Decision, RunningJob
 from hetsched.throughput import Placement, ThroughputModel
 
 #: The simulator's default restart penalty (s); policies that weigh a preemption use it.
@@ -193,163 +191,15 @@ def cluster_order(state: ClusterState, job: Job) -> list[str]:
     return [t for t in state.cluster.type_names if job.may_use(t)]
 
 
-_SPEEDS: weakref.WeakKeyDictionary[ThroughputModel, dict[tuple[str, str, int, Placement], float]] \
-    = weakref.WeakKeyDictionary()
-
-
-def _speed(model: ThroughputModel, job_type: str, gpu_type: str, count: int,
-           placement: Placement) -> float:
-    """``model.throughput(...)``, cached per model (a model is a pure function of these)."""
-    key = (job_type, gpu_type, count, placement)
-    try:
-        cache = _SPEEDS.setdefault(model, {})
-    except TypeError:  # a model that cannot be weakly referenced: no cache
-        return model.throughput(job_type, gpu_type, count, placement)
-    found = cache.get(key)
-    if found is None:
-        found = cache[key] = model.throughput(job_type, gpu_type, count, placement)
-    return found
-
-
-@functools.lru_cache(maxsize=16)
-def _layout(cluster: Cluster) -> dict[str, tuple[list[tuple[int, list[str]]], list[str]]]:
-    """Per GPU type: its nodes as (cluster index, GPU ids) and all its GPU ids in order."""
-    out: dict[str, tuple[list[tuple[int, list[str]]], list[str]]] = {
-        t: ([], []) for t in cluster.type_names}
-    for index, node in enumerate(cluster.nodes):
-        ids = node.gpu_ids()
-        out[node.gpu_type][0].append((index, ids))
-        out[node.gpu_type][1].extend(ids)
-    return out
-
-
-class GpuPool:
-    """The GPUs a decision may still hand out: free ones, and, for preemptive policies,
-    GPUs of running jobs that may be taken ("victims", each with the rank of its job in
-    the priority order: a larger rank is a lower priority). Counts per type make a
-    hopeless request cheap to refuse."""
-
-    def __init__(self, cluster: Cluster, free: Iterable[str],
-                 victims: Mapping[str, int] | None = None) -> None:
-        self.cluster = cluster
-        self.free = set(free)
-        self.victims = dict(victims or {})
-        gpus = cluster.gpu_by_id
-        self.free_count = Counter(gpus[g].gpu_type for g in self.free)
-        self.victim_count = Counter(gpus[g].gpu_type for g in self.victims)
-
-    def available(self, gpu_type: str, with_victims: bool) -> int:
-        """GPUs of ``gpu_type`` that could be given (free, plus victims if asked)."""
-        return self.free_count[gpu_type] + (self.victim_count[gpu_type] if with_victims
-                                            else 0)
-
-    def take(self, gpus: Iterable[str]) -> None:
-        """Hand ``gpus`` out."""
-        for g in gpus:
-            gpu_type = self.cluster.gpu_by_id[g].gpu_type
-            if g in self.free:
-                self.free.discard(g)
-                self.free_count[gpu_type] -= 1
-            elif self.victims.pop(g, None) is not None:
-                self.victim_count[gpu_type] -= 1
-
-    def release(self, gpus: Iterable[str]) -> None:
-        """Make ``gpus`` free (a preempted job's)."""
-        for g in gpus:
-            if g not in self.free:
-                self.free.add(g)
-                self.free_count[self.cluster.gpu_by_id[g].gpu_type] += 1
-
-    def keep(self, gpus: Iterable[str]) -> None:
-        """``gpus`` stay with their running job: no longer victims."""
-        for g in gpus:
-            if self.victims.pop(g, None) is not None:
-                self.victim_count[self.cluster.gpu_by_id[g].gpu_type] -= 1
-
-
-def _victim_gpus(ids: Sequence[str], victims: Mapping[str, int], needed: int) -> list[str]:
-    """``needed`` GPUs among ``ids`` held by victims, taken from as few and as
-    low-priority running jobs as possible: jobs are added lowest priority first until they
-    cover the need, then any job the others cover without is dropped, highest priority
-    first (its preemption would be for nothing). Empty if they cannot cover it."""
-    if needed <= 0:
-        return []
-    by_job: dict[int, list[str]] = {}
-    for g in ids:
-        if g in victims:
-            by_job.setdefault(victims[g], []).append(g)
-    chosen: list[int] = []
-    total = 0
-    for rank in sorted(by_job, reverse=True):
-        if total >= needed:
-            break
-        chosen.append(rank)
-        total += len(by_job[rank])
-    if total < needed:
-        return []
-    for rank in sorted(chosen):
-        if total - len(by_job[rank]) >= needed:
-            chosen.remove(rank)
-            total -= len(by_job[rank])
-    return [g for rank in sorted(chosen, reverse=True) for g in by_job[rank]]
-
-
-def choose_gpus(state: ClusterState, job: Job, gpu_type: str, count: int, pool: GpuPool,
-                with_victims: bool = False) -> tuple[str, ...] | None:
-    """``count`` GPUs of ``gpu_type`` for ``job`` from ``pool``, or ``None``.
-
-    Packed first: the node of that type that can hold the gang (its free GPUs and, if
-    ``with_victims``, GPUs of running jobs that may be preempted) with the fewest GPUs of
-    the jobs it would preempt, then the fewest available GPUs (best fit, which keeps whole
-    nodes for large gangs), then in cluster order. Else spread over free GPUs in cluster
-    order, then victims' GPUs. Victims are whole running jobs, as few and as low-priority
-    as cover the need (:func:`_victim_gpus`). A placement is only returned where the
-    throughput the policy sees is positive."""
-    if not job.may_use(gpu_type) or pool.available(gpu_type, with_victims) < count:
-        return None
-    model, cluster = state.throughput, state.cluster
-    free = pool.free
-    victims = pool.victims if with_victims else {}
-    nodes, all_ids = _layout(cluster)[gpu_type]
-    packed_ok = _speed(model, job.job_type, gpu_type, count, Placement.PACKED) > 0
-    best: tuple[tuple[int, int, int], tuple[str, ...]] | None = None
-    if packed_ok:
-        for index, ids in nodes:
-            if len(ids) < count:
-                continue
-            own = [g for g in ids if g in free]
-            if len(own) < count and not victims:
-                continue
-            taken = _victim_gpus(ids, victims, count - len(own))
-            if len(own) + len(taken) < count:
-                continue
-            score = (len(taken), len(own) + len(taken), index)
-            if best is None or score < best[0]:
-                best = (score, (*own, *taken)[:count])
-                if score[:2] == (0, count):
-                    break  # an exact fit on free GPUs: nothing beats it
-    if best is not None:
-        return best[1]
-    if count < 2 or _speed(model, job.job_type, gpu_type, count, Placement.SPREAD) <= 0:
-        return None
-    own = [g for g in all_ids if g in free]
-    chosen = (own + _victim_gpus(all_ids, victims, count - len(own)))[:count]
-    if len(chosen) < count:
-        return None
-    if cluster.placement_of(chosen) is Placement.PACKED and not packed_ok:
-        return None
-    return tuple(chosen)
-
-
 def place(state: ClusterState, job: Job, gpu_types: Iterable[str], count: int,
-          pool: GpuPool, *, preempting: bool = False) -> Start | None:
-    """The first of ``gpu_types`` (in order) where :func:`choose_gpus` finds a gang, first
-    on free GPUs only, then (if ``preempting``) taking victims; the GPUs are taken from
-    ``pool``."""
+          pool: FreeGpuIndex, *, preempting: bool = False) -> Start | None:
+    """The first of ``gpu_types`` (in order) where :meth:`FreeGpuIndex.best_fit` finds a
+    gang, first on free GPUs only, then (if ``preempting``) taking victims; the GPUs are
+    taken from ``pool``."""
     types = list(gpu_types)
     for with_victims in ((False, True) if preempting else (False,)):
         for gpu_type in types:
-            gpus = choose_gpus(state, job, gpu_type, count, pool, with_victims)
+            gpus = pool.best_fit(job, gpu_type, count, state.throughput, with_victims)
             if gpus is not None:
                 pool.take(gpus)
                 return Start(job.id, gpu_type, gpus)
@@ -365,7 +215,7 @@ def start_in_order(state: ClusterState, order: Sequence[Job], types_for: TypesFo
     those that do not (backfilling), except that a job for which ``reserves(job)`` is true
     and which fits nowhere reserves its first GPU type: no later job starts on that type in
     this decision, so the type drains until the job fits."""
-    pool = GpuPool(state.cluster, state.free)
+    pool = FreeGpuIndex(state.cluster, state.free)
     reserved: set[str] = set()
     starts = []
     for job in order:
@@ -391,7 +241,7 @@ def preempt_in_order(state: ClusterState, order: Sequence[Job], types_for: Types
     ``order`` are never preempted."""
     running = {r.job.id: r for r in state.running}
     rank = {job.id: i for i, job in enumerate(order)}
-    pool = GpuPool(state.cluster, state.free,
+    pool = FreeGpuIndex(state.cluster, state.free,
                    {g: rank[job_id] for job_id, r in running.items() if job_id in rank
                     for g in r.gpus})
     taken: set[str] = set()

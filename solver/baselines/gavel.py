@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.baselines.common import GpuPool, RoundClock, SpeedBook, place
+from hetsched.baselines.common import RoundClock, SpeedBook, place
 from hetsched.data import Job
 from hetsched.formulations.budget import Budget
-from hetsched.rolling import ClusterState, Decision, Start
+from hetsched.gpus import FreeGpuIndex, Start
+from hetsched.rolling import ClusterState, Decision
 
 if TYPE_CHECKING:
     from hetsched.formulations.gavel.problem import AllocationProblem, Array
@@ -115,7 +116,7 @@ class Gavel:
             decision = self._round(state, jobs, priority, pairs)
         else:
             decision = self._fill(state, list(state.pending), pairs,
-                                  GpuPool(state.cluster, state.free), ())
+                                  FreeGpuIndex(state.cluster, state.free), ())
         if self._lp_failed:
             return Decision(decision.start, decision.preempt, True, self._lp_failed)
         return decision
@@ -243,7 +244,7 @@ class Gavel:
         running = {r.job.id: r for r in state.running}
         preempt = [job_id for job_id, run in running.items()
                    if chosen.get(job_id) != run.gpu_type]
-        pool = GpuPool(state.cluster, state.free)
+        pool = FreeGpuIndex(state.cluster, state.free)
         for job_id in preempt:
             pool.release(running[job_id].gpus)
         by_id = {job.id: job for job in jobs}
@@ -267,7 +268,7 @@ class Gavel:
         return Decision((*starts, *filled.start), preempted)
 
     def _fill(self, state: ClusterState, waiting: list[Job],
-              pairs: dict[str, list[tuple[float, float, str]]], pool: GpuPool,
+              pairs: dict[str, list[tuple[float, float, str]]], pool: FreeGpuIndex,
               preempted: tuple[str, ...]) -> Decision:
         """Free GPUs to waiting jobs, best priority first, without preempting (jobs that
         arrived since the last solve have no share yet: they come after, by arrival)."""

@@ -7,14 +7,14 @@ import math
 
 from hetsched.baselines.common import (
     RESTART_PENALTY_S,
-    GpuPool,
     RoundClock,
     SpeedBook,
     StarvationGuard,
     place,
 )
 from hetsched.data import Job
-from hetsched.rolling import ClusterState, Decision, RunningJob, Start
+from hetsched.gpus import FreeGpuIndex, Start
+from hetsched.rolling import ClusterState, Decision, RunningJob
 
 
 class Optimus:
@@ -66,7 +66,7 @@ class Optimus:
         boundary = self.clock.boundary(state.now)
         if not state.free or not (state.pending or (boundary and state.running)):
             return Decision()
-        pool = GpuPool(state.cluster, state.free)
+        pool = FreeGpuIndex(state.cluster, state.free)
         reserved: set[str] = set()
         starts = self._start(state, list(state.pending), promoted, pool, reserved)
         if not boundary or not pool.free or not state.running:
@@ -96,7 +96,7 @@ class Optimus:
             return -math.inf
         if not state.free:
             return math.inf
-        pool = GpuPool(state.cluster, state.free)
+        pool = FreeGpuIndex(state.cluster, state.free)
         for run in state.running:
             count = len(run.gpus)
             current = self.speeds.running_speed(state, run)
@@ -112,7 +112,7 @@ class Optimus:
                     return -math.inf
         return math.inf
 
-    def _start(self, state: ClusterState, jobs: list[Job], promoted: set[str], pool: GpuPool,
+    def _start(self, state: ClusterState, jobs: list[Job], promoted: set[str], pool: FreeGpuIndex,
                reserved: set[str]) -> list[Start]:
         """Starts for pending ``jobs`` on the pool's free GPUs: promoted jobs first, then the
         greedy. Promoted jobs that fit nowhere add their fastest type to ``reserved``."""
@@ -143,7 +143,7 @@ class Optimus:
                     break
         return starts
 
-    def _moves(self, state: ClusterState, pool: GpuPool,
+    def _moves(self, state: ClusterState, pool: FreeGpuIndex,
                reserved: set[str]) -> list[tuple[RunningJob, Start]]:
         """Running jobs to move onto free GPUs of another type, where they finish sooner
         than by staying (predicted, the restart penalty included), best gain per GPU
@@ -173,7 +173,7 @@ class Optimus:
         return moves
 
     def _allocate(self, state: ClusterState, jobs: list[Job],
-                  pool: GpuPool, reserved: set[str]) -> list[tuple[Job, str, int]]:
+                  pool: FreeGpuIndex, reserved: set[str]) -> list[tuple[Job, str, int]]:
         """The greedy: (job, GPU type, GPUs) for every job that got GPUs."""
         types = state.cluster.type_names
         left = {t: 0 if t in reserved else pool.available(t, with_victims=False)

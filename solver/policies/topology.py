@@ -26,6 +26,7 @@ import numpy as np
 from hetsched.data import Cluster, Instance, Job
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.topology import Gang, PlacementOutcome, place
+from hetsched.gpus import FreeGpuIndex
 from hetsched.policies import SolveOptions
 from hetsched.result import Assignment, Result, Schedule, Status
 from hetsched.throughput import Placement
@@ -38,24 +39,16 @@ log = logging.getLogger(__name__)
 def first_fit(cluster: Cluster, busy: set[str], gangs: list[Gang]) -> dict[str, tuple[str, ...]]:
     """Topology-oblivious placement: each gang on the lowest-numbered free GPUs of the first
     node that holds it, else (if it may spread) the first free GPUs in node order."""
-    taken = set(busy)
+    free = FreeGpuIndex(cluster, frozenset(cluster.gpu_by_id) - busy)
     placement: dict[str, tuple[str, ...]] = {}
     for gang in gangs:
-        nodes = cluster.nodes_of_type(gang.gpu_type)
-        chosen: list[str] = []
-        for node in nodes:
-            free = [g for g in node.gpu_ids() if g not in taken]
-            if len(free) >= gang.num_gpus:
-                chosen = free[: gang.num_gpus]
-                break
-        if not chosen and gang.allow_spread:
-            free = [g for node in nodes for g in node.gpu_ids() if g not in taken]
-            if len(free) >= gang.num_gpus:
-                chosen = free[: gang.num_gpus]
-        if not chosen:
+        chosen = free.packed(gang.gpu_type, gang.num_gpus)
+        if chosen is None and gang.allow_spread:
+            chosen = free.spread(gang.gpu_type, gang.num_gpus)
+        if chosen is None:
             raise ValueError(f"first fit cannot place {gang.job}")
-        placement[gang.job] = tuple(chosen)
-        taken.update(chosen)
+        placement[gang.job] = chosen
+        free.take(chosen)
     return placement
 
 

@@ -17,9 +17,10 @@ import pytest
 from hetsched.baselines import HeterogeneityAgnostic
 from hetsched.baselines.optimus import Optimus
 from hetsched.data import Cluster, GpuType, Job, Node
+from hetsched.gpus import Start
 from hetsched.registry import ENTRIES, rolling
 from hetsched.replays import run_replay, throughput_pair
-from hetsched.rolling import ClusterState, Decision, RollingFifo, RunningJob, Start
+from hetsched.rolling import ClusterState, Decision, RollingFifo, RunningJob
 from hetsched.simulate import Simulator
 from hetsched.throughput import Placement, ThroughputTable
 

@@ -11,6 +11,7 @@ import pytest
 
 from hetsched.check import check
 from hetsched.data import Cluster, GpuType, Instance, Job, Node
+from hetsched.gpus import FreeGpuIndex, Start
 from hetsched.instance_file import load_instance
 from hetsched.outcome import OUTPUT_FILES, TIMING_FIELDS
 from hetsched.policies.fifo import fifo_schedule
@@ -20,11 +21,9 @@ from hetsched.result import Assignment, Schedule
 from hetsched.rolling import (
     ClusterState,
     Decision,
-    FreeGpuIndex,
     RollingFifo,
     RollingPolicy,
     RunningJob,
-    Start,
     first_fit_gpus,
 )
 from hetsched.simulate import Replay, Simulator
