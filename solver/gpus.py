@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from hetsched.data import Cluster, Job
+from hetsched.data import Cluster, Configuration, Job, configurations
 from hetsched.throughput import Placement, ThroughputModel
 
-__all__ = ["FreeGpuIndex", "Layout", "Start", "layout", "throughput_of"]
+__all__ = ["FreeGpuIndex", "Layout", "SpeedView", "Start", "layout", "throughput_of"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,68 @@ def throughput_of(model: ThroughputModel, job_type: str, gpu_type: str, count: i
     if found is None:
         found = cache[key] = model.throughput(job_type, gpu_type, count, placement)
     return found
+
+
+class SpeedView:
+    """What a job can run at on one cluster under one throughput model: its
+    configurations, its best speed over all of them, its speed per GPU type at one gang
+    size. Cached per (job type, gang sizes, allowed types), so a job costs one look-up
+    per shape, however often it is asked about.
+
+    The two notions of "a job's best speed" are named apart: :meth:`best` looks at every
+    gang size the job allows (what a model may choose), :meth:`fastest` at one size (what
+    a policy that keeps the requested size can get)."""
+
+    def __init__(self, cluster: Cluster, model: ThroughputModel) -> None:
+        self.cluster = cluster
+        self.model = model
+        self._configurations: dict[tuple[str, tuple[int, ...], tuple[str, ...] | None],
+                                   list[Configuration]] = {}
+        self._by_type: dict[tuple[str, int, tuple[str, ...] | None], dict[str, float]] = {}
+
+    def configurations(self, job: Job) -> list[Configuration]:
+        """Every (GPU type, gang size, placement) the cluster can give ``job`` with
+        throughput > 0 (:func:`hetsched.data.configurations`)."""
+        key = (job.job_type, job.gpu_counts, job.allowed_gpu_types)
+        found = self._configurations.get(key)
+        if found is None:
+            found = self._configurations[key] = configurations(self.cluster, self.model, job)
+        return found
+
+    def best(self, job: Job) -> float:
+        """The largest throughput of any configuration of ``job`` (0 if it cannot run)."""
+        return max((c.throughput for c in self.configurations(job)), default=0.0)
+
+    def packable(self, job: Job) -> bool:
+        """Whether some configuration of ``job`` runs packed on one node."""
+        return any(c.placement is Placement.PACKED for c in self.configurations(job))
+
+    def by_type(self, job: Job, count: int | None = None) -> dict[str, float]:
+        """``{gpu_type: steps/s}`` at ``count`` GPUs (default: the requested size) for every
+        allowed type with positive throughput, on the best placement the cluster allows
+        there, fastest first (ties in cluster order)."""
+        size = count or job.num_gpus
+        key = (job.job_type, size, job.allowed_gpu_types)
+        found = self._by_type.get(key)
+        if found is None:
+            cluster, model = self.cluster, self.model
+            found = {}
+            for gpu_type in cluster.type_names:
+                if not job.may_use(gpu_type):
+                    continue
+                best = max((model.throughput(job.job_type, gpu_type, size, p)
+                            for p in Placement if cluster.can_place(gpu_type, size, p)),
+                           default=0.0)
+                if best > 0:
+                    found[gpu_type] = best
+            order = {t: i for i, t in enumerate(cluster.type_names)}
+            found = dict(sorted(found.items(), key=lambda item: (-item[1], order[item[0]])))
+            self._by_type[key] = found
+        return found
+
+    def fastest(self, job: Job, count: int | None = None) -> float:
+        """The best steps/s of ``job`` at ``count`` GPUs (0 if it cannot run there)."""
+        return next(iter(self.by_type(job, count).values()), 0.0)
 
 
 class FreeGpuIndex:

@@ -9,7 +9,7 @@ import math
 from typing import TYPE_CHECKING
 
 from hetsched.data import Cluster, Instance, Job
-from hetsched.gpus import Start
+from hetsched.gpus import SpeedView, Start
 from hetsched.policies import Planner, run_planner
 from hetsched.rolling import ClusterState, Decision, RollingFifo, first_fit_gpus
 from hetsched.throughput import Placement
@@ -73,18 +73,20 @@ class ModelPolicy:
         #: decision (the same decisions on any machine), else wall seconds
         self.deterministic = deterministic
         self.seed = seed
-        self._best_speed: dict[str, float] = {}
-        self._packable: dict[str, bool] = {}
+        self._speeds: SpeedView | None = None
 
     def _speed(self, state: ClusterState, job: Job) -> float:
-        """The job's best throughput anywhere on the cluster (cached: it never changes)."""
-        from hetsched.data import configurations
+        """The job's best throughput anywhere on the cluster (every allowed gang size)."""
+        return self._view(state).best(job)
 
-        if job.id not in self._best_speed:
-            configs = configurations(state.cluster, state.throughput, job)
-            self._best_speed[job.id] = max((c.throughput for c in configs), default=0.0)
-            self._packable[job.id] = any(c.placement is Placement.PACKED for c in configs)
-        return self._best_speed[job.id]
+    def _packable(self, state: ClusterState, job: Job) -> bool:
+        return self._view(state).packable(job)
+
+    def _view(self, state: ClusterState) -> SpeedView:
+        view = self._speeds
+        if view is None or view.model is not state.throughput or view.cluster is not state.cluster:
+            view = self._speeds = SpeedView(state.cluster, state.throughput)
+        return view
 
     def _window(self, state: ClusterState, candidates: list[Job]) -> list[Job]:
         """The jobs the model sees (see the class docstring)."""
@@ -115,14 +117,12 @@ class ModelPolicy:
         """Solve; commit what starts now (and, preemptive, what stops)."""
         if not state.pending or (not state.free and not (self.preemptive and state.running)):
             return Decision()
-        for job in state.pending:
-            self._speed(state, job)
         # Gangs that no node of the whole cluster can hold packed run spread; models that
         # reason about packed gangs cannot place them, so first fit starts them (in arrival
         # order) before the solve, and the model plans the rest on what is left.
         early: list[Start] = []
         free = set(state.free)
-        spread = [job for job in state.pending if not self._packable[job.id]]
+        spread = [job for job in state.pending if not self._packable(state, job)]
         if spread:
             # ... on a GPU type where it ends no later than by waiting for a faster type to
             # free a gang (the baselines' rule; a spread gang on K80s can run for weeks).
@@ -139,7 +139,8 @@ class ModelPolicy:
                     early.append(chosen)
                     free.difference_update(chosen.gpus)
         started = {s.job for s in early}
-        candidates = [j for j in state.pending if j.id not in started and self._packable[j.id]]
+        candidates = [j for j in state.pending
+                      if j.id not in started and self._packable(state, j)]
         if not candidates:
             return Decision(tuple(early))
         if self.preemptive:

@@ -40,6 +40,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "are deselected. Default: all.")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "model(name): the registered model whose back-ends the ``backend`` "
+        "fixture runs through (hetsched.registry)")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test that takes ``backend`` without parametrizing it runs once per back-end of
+    its model (``@pytest.mark.model("deadline")``, on the test or its module), as the
+    registry declares them, each a test case of its own (so ``--backends`` selects
+    them); without the mark, once per solver back-end."""
+    if "backend" not in metafunc.fixturenames or any(
+            "backend" in mark.args[0] for mark in metafunc.definition.iter_markers("parametrize")
+            if mark.args and isinstance(mark.args[0], str)):
+        return
+    marker = metafunc.definition.get_closest_marker("model")
+    if marker is None:
+        backends: tuple[str, ...] = SOLVER_BACKENDS
+    else:
+        from hetsched.registry import entry
+
+        backends = entry(str(marker.args[0])).backends
+    metafunc.parametrize("backend", backends)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect tests parametrized (``backend`` or ``engine``) with a solver back-end that
     ``--backends`` leaves out; tests of no solver back-end always run."""

@@ -13,10 +13,9 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from hetsched.data import Cluster, Job
-from hetsched.gpus import FreeGpuIndex, Start
+from hetsched.data import Job
+from hetsched.gpus import FreeGpuIndex, SpeedView, Start
 from hetsched.rolling import ClusterState, Decision, RunningJob
-from hetsched.throughput import Placement, ThroughputModel
 
 #: The simulator's default restart penalty (s); policies that weigh a preemption use it.
 RESTART_PENALTY_S = 30.0
@@ -55,32 +54,19 @@ class SpeedBook:
     model the policy sees. Cached per (job type, count, allowed types) for one model."""
 
     def __init__(self) -> None:
-        self._model: ThroughputModel | None = None
-        self._cluster: Cluster | None = None
-        self._cache: dict[tuple[str, int, tuple[str, ...] | None], dict[str, float]] = {}
+        self._view: SpeedView | None = None
+
+    def view(self, state: ClusterState) -> SpeedView:
+        """The speed view of ``state``'s cluster and model (a new one when either changes)."""
+        view = self._view
+        if view is None or view.model is not state.throughput or view.cluster is not state.cluster:
+            view = self._view = SpeedView(state.cluster, state.throughput)
+        return view
 
     def speeds(self, state: ClusterState, job: Job, count: int | None = None) -> dict[str, float]:
         """``{gpu_type: steps/s}`` for every allowed type with positive throughput, fastest
         first (ties in cluster order)."""
-        if state.throughput is not self._model or state.cluster is not self._cluster:
-            self._model, self._cluster, self._cache = state.throughput, state.cluster, {}
-        size = count or job.num_gpus
-        key = (job.job_type, size, job.allowed_gpu_types)
-        found = self._cache.get(key)
-        if found is None:
-            found = {}
-            for gpu_type in state.cluster.type_names:
-                if not job.may_use(gpu_type):
-                    continue
-                best = max((state.throughput.throughput(job.job_type, gpu_type, size, p)
-                            for p in Placement if state.cluster.can_place(gpu_type, size, p)),
-                           default=0.0)
-                if best > 0:
-                    found[gpu_type] = best
-            order = {t: i for i, t in enumerate(state.cluster.type_names)}
-            found = dict(sorted(found.items(), key=lambda item: (-item[1], order[item[0]])))
-            self._cache[key] = found
-        return found
+        return self.view(state).by_type(job, count)
 
     def fastest(self, state: ClusterState, job: Job, count: int | None = None) -> float:
         """The job's best predicted steps/s at ``count`` GPUs (0 if it cannot run)."""

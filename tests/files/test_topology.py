@@ -29,7 +29,9 @@ TOPOLOGY = SHARED_DATA / "topology"
 DGX1 = TOPOLOGY / "dgx1-v100.nvidia-smi-topo.txt"
 DGXA100 = TOPOLOGY / "dgx-a100.nvidia-smi-topo.txt"
 PCIE = TOPOLOGY / "dgx1-v100-pcie-only.nvidia-smi-topo-mp.txt"
-BACKENDS = ["cpsat", "cbc", "highs", "scip"]
+#: Every test taking ``backend`` runs on each back-end of the topology model (tests/conftest.py).
+pytestmark = pytest.mark.model("topology")
+
 
 
 def topo(path: Path, shared_data: Path) -> ServerTopology:
@@ -121,7 +123,6 @@ def brute_force(cluster: Cluster, busy: set[str], k: int) -> float:
     return min(set_cost(cluster, subset) for subset in itertools.combinations(free, k))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", ["dgx1", "pcie"])
 @pytest.mark.parametrize("busy", [(), ("GPU0", "GPU5", "GPU6")])
 def test_single_gang_equals_brute_force(shared_data: Path, backend: str, name: str,
@@ -154,7 +155,6 @@ def test_known_optima_on_dgx1(shared_data: Path) -> None:
                                            {f"v100-0/{i}" for i in range(4, 8)})
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_two_gangs_on_two_servers_equal_brute_force(shared_data: Path, backend: str) -> None:
     # Two 3-GPU gangs with different sensitivity and a 2-GPU gang on two DGX-1s with
     # busy GPUs: enumerate every disjoint choice.
@@ -185,7 +185,6 @@ def test_two_gangs_on_two_servers_equal_brute_force(shared_data: Path, backend: 
     assert not set(used) & busy
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_spread_gang_cost_is_exact(backend: str) -> None:
     # Three 4-GPU nodes with 2, 3 and 3 free GPUs: a 6-GPU gang must spread. Uniform PCIe
     # inside nodes (1/32), network 1/5 between: pieces (3, 3) give 2 x 3/32 intra and 9
@@ -199,7 +198,6 @@ def test_spread_gang_cost_is_exact(backend: str) -> None:
     assert nodes == ["n1"] * 3 + ["n2"] * 3
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_fragmentation_breaks_ties(backend: str) -> None:
     # Uniform links: every 1-GPU placement costs 0. Node n0 is already half busy, n1 is
     # empty: the single GPU goes to n0 so that n1 stays whole (1 partly free node, not 2).

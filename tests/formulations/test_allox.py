@@ -18,7 +18,9 @@ from hetsched.solve import solve
 from hetsched.throughput import Placement
 from tests.helpers import INSTANCES, assert_valid, random_instance
 
-BACKENDS = ("matching", "cbc", "highs", "scip")
+#: Every test taking ``backend`` runs on each back-end of the allox model (tests/conftest.py).
+pytestmark = pytest.mark.model("allox")
+
 
 
 def run(instance: Instance, backend: str, **options: object) -> Result:
@@ -66,7 +68,6 @@ def present_instance(seed: int, jobs: int = 4) -> Instance:
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_equals_brute_force(backend: str, seed: int) -> None:
     instance = present_instance(seed, jobs=4 if seed % 2 else 5)
     expected = brute_force_total_completion(instance)
@@ -130,7 +131,6 @@ def test_constraint_matrix_is_totally_unimodular() -> None:
                 assert det in (-1, 0, 1)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_tiny_matching_bound_and_schedule(backend: str) -> None:
     # The matching puts j1 then j0 on the v100 and j2 on the k80; it ignores arrivals:
     # cost 2 x 2255.95 + 2734.375 + 2025.714 = 9271.989 s from time 0, minus the arrivals
@@ -162,7 +162,6 @@ def test_alpha_runs_users_in_rounds() -> None:
     assert full.objective <= result.objective + 1e-9  # fairness costs completion time
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_gang_jobs_use_whole_node_machines(backend: str) -> None:
     instance = random_instance(6, jobs=5, gangs=True, elastic=False)
     assert any(job.num_gpus == 2 for job in instance.jobs)
@@ -178,7 +177,6 @@ def test_medium_instance_runs_fast_and_clean() -> None:
     assert len(result.schedule) == len(instance.jobs)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_no_bound_that_an_elastic_job_beats(backend: str) -> None:
     # One V100 node of 2 GPUs; job "e" (100 steps) may run on 1 GPU (1 step/s) or 2
     # (1.8 steps/s packed). The matching puts every job on one GPU: JCT 100 s, and it

@@ -23,7 +23,9 @@ from hetsched.solve import solve
 from hetsched.throughput import Placement, ThroughputTable
 from tests.helpers import INSTANCES, assert_valid, random_instance
 
-BACKENDS = ("cpsat", "cbc", "highs", "scip")
+#: Every test taking ``backend`` runs on each back-end of the deadline model (tests/conftest.py).
+pytestmark = pytest.mark.model("deadline")
+
 #: A deterministic budget (work units, see formulations/budget.py), generous: never reached
 #: on these instances, it only guards a hang; deterministic, so no result depends on the
 #: machine's speed or load.
@@ -46,7 +48,6 @@ def run(instance: Instance, backend: str, **options: object) -> Result:
     return result
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_tiny_optimum(backend: str) -> None:
     # tiny.json: one v100 and one k80, three single-GPU jobs, all deadlines can be met.
     # Optimum: j1 (arrives 12.3) first on the v100, 45119 / 20 = 2255.95 s (JCT 2255.95);
@@ -73,7 +74,6 @@ def test_tiny_optimum(backend: str) -> None:
     assert problem.completion_seconds(weighted_end) == pytest.approx(result.objective)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_lexicographic_deadline_before_completion_time(backend: str) -> None:
     # One GPU; a (400 s, no deadline) and b (600 s, deadline 600) both arrive at 0.
     # Shortest first gives 400 + 1000 = 1400 s but b misses its deadline; the model must
@@ -89,7 +89,6 @@ def test_lexicographic_deadline_before_completion_time(backend: str) -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_equals_brute_force_on_random_instances(backend: str, seed: int) -> None:
     instance = random_instance(seed, jobs=4 if seed % 2 else 5)
     problem = build_problem(instance)
@@ -102,7 +101,6 @@ def test_equals_brute_force_on_random_instances(backend: str, seed: int) -> None
 
 
 @pytest.mark.parametrize("seed", [2, 7])
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_tardiness_objective_equals_brute_force(backend: str, seed: int) -> None:
     instance = random_instance(seed, jobs=4, weights=True)
     problem = build_problem(instance, "tardiness")
@@ -140,7 +138,6 @@ def test_infeasible_with_reason_when_a_gang_cannot_be_packed() -> None:
     assert len(result.schedule) == 0
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_warm_start_from_fifo_keeps_the_optimum(backend: str) -> None:
     instance = random_instance(3, jobs=5)
     warm = fifo_schedule(instance)

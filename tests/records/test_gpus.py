@@ -4,7 +4,7 @@ packed and spread requests, and its counts kept in step by take, release and kee
 from __future__ import annotations
 
 from hetsched.data import Cluster, GpuType, Job, Node
-from hetsched.gpus import FreeGpuIndex, Start, victim_gpus
+from hetsched.gpus import FreeGpuIndex, SpeedView, Start, victim_gpus
 from hetsched.throughput import Placement, ThroughputTable
 
 # Nodes in cluster order: a (4 x v100), b (2 x v100), c (4 x k80).
@@ -65,3 +65,21 @@ def test_counts_follow_take_release_and_keep() -> None:
     assert index.available("k80", with_victims=True) == 3
     index.sync(frozenset({"b/0"}))
     assert (index.free, index.available("v100"), index.available("k80")) == ({"b/0"}, 1, 0)
+
+
+def test_speed_view_names_the_two_best_speeds() -> None:
+    # An elastic job (1 or 4 GPUs): 1.0 steps/s everywhere but 3.5 on 4 x v100 packed.
+    # best() looks at every allowed size (3.5); fastest() at the requested size (1 GPU:
+    # 1.0). Configurations with throughput > 0 the cluster can give: v100 at 1 packed, 4
+    # packed (node a), 4 spread (a and b); k80 at 1 packed, 4 packed (node c; one k80
+    # node, so no spread): 5.
+    rows = [("cnn", gpu_type, n, placement,
+             3.5 if (gpu_type, n, placement) == ("v100", 4, Placement.PACKED) else 1.0)
+            for gpu_type in ("v100", "k80") for n in (1, 4) for placement in Placement]
+    view = SpeedView(CLUSTER, ThroughputTable.from_rows(rows))
+    elastic = job(1, allowed_gpu_counts=(1, 4))
+    assert view.best(elastic) == 3.5
+    assert view.fastest(elastic) == 1.0
+    assert view.by_type(elastic, 4) == {"v100": 3.5, "k80": 1.0}
+    assert view.packable(elastic)
+    assert len(view.configurations(elastic)) == 5
