@@ -4,7 +4,6 @@ layer, which the models read them in, and re-exported by :mod:`hetsched.policies
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hetsched.errors import InputError
@@ -39,9 +38,6 @@ class SolveOptions:
     threads: int = 1
     seed: int = 0
     warm_start: Schedule | None = None
-    #: job id -> the only node it may run on (the replanning policy pins running jobs to
-    #: where they run; honoured by the deadline model)
-    pinned_nodes: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not (

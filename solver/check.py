@@ -45,8 +45,8 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
     """Every violation of ``schedule`` on ``instance``; an empty list means it is valid.
 
     Checks: each job scheduled once (and, with ``complete``, every job scheduled);
-    every GPU exists and is of the stated type, a type the job may use; the gang size is
-    one the job allows;
+    every GPU exists and is of the stated type, a type the job may use, on a node the job
+    may use; the gang size is one the job allows;
     no job starts before it arrives or before ``instance.now``; the throughput of
     the actual placement (packed on one node, else spread) is positive and
     ``finish = start + work / throughput``; no GPU is used by two jobs at once.
@@ -89,6 +89,11 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
         wrong_type = [g for g in a.gpus if gpus[g].gpu_type != a.gpu_type]
         if wrong_type:
             bad("gpu-type", f"GPUs {wrong_type} are not of the stated type {a.gpu_type}")
+            continue
+        off = sorted({gpus[g].node for g in a.gpus if not job.may_use_node(gpus[g].node)})
+        if off:
+            bad("node-not-allowed", f"runs on nodes {off}, the job allows only "
+                f"{list(job.allowed_nodes or ())}")
             continue
         if not job.may_use(a.gpu_type):
             bad("gpu-type-not-allowed", f"runs on {a.gpu_type}, the job allows only "

@@ -267,9 +267,16 @@ class Cluster:
                                     max(largest, node.num_gpus))
         return shape
 
-    def can_place(self, gpu_type: str, count: int, placement: Placement) -> bool:
-        """Whether ``count`` GPUs of ``gpu_type`` can ever be given with ``placement``."""
-        nodes, gpus, largest = self._type_shape.get(gpu_type, (0, 0, 0))
+    def can_place(self, gpu_type: str, count: int, placement: Placement,
+                  nodes_allowed: tuple[str, ...] | None = None) -> bool:
+        """Whether ``count`` GPUs of ``gpu_type`` can ever be given with ``placement`` (on
+        the nodes ``nodes_allowed`` only, if given)."""
+        if nodes_allowed is None:
+            nodes, gpus, largest = self._type_shape.get(gpu_type, (0, 0, 0))
+        else:
+            sizes = [n.num_gpus for n in self.nodes
+                     if n.gpu_type == gpu_type and n.name in nodes_allowed]
+            nodes, gpus, largest = len(sizes), sum(sizes), max(sizes, default=0)
         if placement is Placement.PACKED:
             return largest >= count
         return count >= 2 and nodes >= 2 and gpus >= count
@@ -281,8 +288,10 @@ class Job:
 
     ``allowed_gpu_counts``, when given, are the gang sizes a scheduler may choose
     from (it includes ``num_gpus``, the requested size); ``allowed_gpu_types``, when
-    given, the only GPU types it may run on (e.g. a trace's GPU constraint). Times are in
-    seconds.
+    given, the only GPU types it may run on (e.g. a trace's GPU constraint);
+    ``allowed_nodes``, when given, the only nodes its GPUs may be on (a running job
+    pinned where it runs, a node constraint). Every planner honours them and the checker
+    verifies them. Times are in seconds.
     """
 
     id: str
@@ -295,6 +304,7 @@ class Job:
     user: str | None = None
     allowed_gpu_counts: tuple[int, ...] | None = None
     allowed_gpu_types: tuple[str, ...] | None = None
+    allowed_nodes: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         _name(self.id, "id", "job id")
@@ -337,6 +347,14 @@ class Job:
             for index, name in enumerate(types):
                 _name(name, f"allowed_gpu_types[{index}]", "GPU type")
             object.__setattr__(self, "allowed_gpu_types", tuple(dict.fromkeys(types)))
+        if self.allowed_nodes is not None:
+            nodes = tuple(self.allowed_nodes)
+            if not nodes:
+                raise InputError("empty list of allowed nodes", path="allowed_nodes",
+                                 value=[], expected="at least one node name, or no field")
+            for index, name in enumerate(nodes):
+                _name(name, f"allowed_nodes[{index}]", "node name")
+            object.__setattr__(self, "allowed_nodes", tuple(dict.fromkeys(nodes)))
 
     @property
     def gpu_counts(self) -> tuple[int, ...]:
@@ -346,6 +364,10 @@ class Job:
     def may_use(self, gpu_type: str) -> bool:
         """Whether the job may run on ``gpu_type``."""
         return self.allowed_gpu_types is None or gpu_type in self.allowed_gpu_types
+
+    def may_use_node(self, node: str) -> bool:
+        """Whether the job's GPUs may be on ``node``."""
+        return self.allowed_nodes is None or node in self.allowed_nodes
 
 
 @dataclass(frozen=True)
@@ -384,12 +406,21 @@ class Instance:
             self._check_runnable(job, index)
 
     def _check_runnable(self, job: Job, index: int) -> None:
-        configs = self.configurations(job)
         path = f"jobs[{index}]"
+        for k, name in enumerate(job.allowed_nodes or ()):
+            if name not in self.cluster.node_by_name:
+                raise InputError("unknown node", path=f"{path}.allowed_nodes[{k}]", value=name,
+                                 expected="a node of the cluster")
+        configs = self.configurations(job)
         for config in configs:
             self._check_configuration(job, path, config)
         if configs:
             return
+        if job.allowed_nodes is not None:
+            raise InputError("no configuration with throughput > 0 fits the allowed nodes",
+                             path=f"{path}.allowed_nodes", value=list(job.allowed_nodes),
+                             expected="nodes of a GPU type the job may use, holding one of "
+                             f"its gang sizes {list(job.gpu_counts)}")
         if not any(job.may_use(t) for t in self.cluster.type_names):
             raise InputError("none of the job's allowed GPU types is in the cluster",
                              path=f"{path}.allowed_gpu_types", value=list(job.allowed_gpu_types
@@ -461,6 +492,7 @@ def configurations(cluster: Cluster, throughput: ThroughputModel, job: Job) -> l
         for count in job.gpu_counts:
             for placement in Placement:
                 speed = throughput.throughput(job.job_type, gpu_type, count, placement)
-                if speed > 0 and cluster.can_place(gpu_type, count, placement):
+                if speed > 0 and cluster.can_place(gpu_type, count, placement,
+                                                   job.allowed_nodes):
                     configs.append(Configuration(gpu_type, count, placement, speed))
     return configs

@@ -40,6 +40,7 @@ class Layout:
 
     def __init__(self, cluster: Cluster) -> None:
         self.node_ids = [tuple(node.gpu_ids()) for node in cluster.nodes]
+        self.node_name = [node.name for node in cluster.nodes]
         self.node_type = [node.gpu_type for node in cluster.nodes]
         self.node_of = {gid: pos for pos, ids in enumerate(self.node_ids) for gid in ids}
         self.type_of = {gid: self.node_type[pos] for gid, pos in self.node_of.items()}
@@ -215,9 +216,11 @@ class FreeGpuIndex:
         of an allowed type with enough free GPUs and positive packed throughput, else
         spread over the first free GPUs (cluster order) of the first type where spread
         throughput is positive, at most ``size - 1`` of them on the first node so that
-        the gang does span two nodes; ``None`` if neither fits."""
+        the gang does span two nodes; ``None`` if neither fits. Only nodes the job may
+        use count."""
         where = self._layout
         node_free = self._node_free
+        allowed = job.allowed_nodes
         best: int | None = None
         for gpu_type in where.type_names:
             if self._type_free[gpu_type] < size or not job.may_use(gpu_type) or \
@@ -226,7 +229,8 @@ class FreeGpuIndex:
             for pos in where.nodes_by_type[gpu_type]:
                 if best is not None and pos > best:
                     break
-                if node_free[pos] >= size:  # (then the node has at least ``size`` GPUs)
+                if node_free[pos] >= size and (allowed is None or
+                                               where.node_name[pos] in allowed):
                     best = pos
                     break
         if best is not None:
@@ -240,7 +244,7 @@ class FreeGpuIndex:
                 continue
             ids: list[str] = []
             for pos in where.nodes_by_type[gpu_type]:
-                if node_free[pos]:
+                if node_free[pos] and (allowed is None or where.node_name[pos] in allowed):
                     on_node = [gid for gid in where.node_ids[pos] if gid in self.free]
                     # A spread gang spans two nodes at least: size - 1 from the first.
                     ids.extend(on_node if ids else on_node[: size - 1])
@@ -248,22 +252,27 @@ class FreeGpuIndex:
                         return Start(job.id, gpu_type, tuple(ids[:size]))
         return None
 
-    def packed(self, gpu_type: str, size: int) -> tuple[str, ...] | None:
+    def packed(self, gpu_type: str, size: int, nodes: tuple[str, ...] | None = None
+               ) -> tuple[str, ...] | None:
         """The first ``size`` free GPUs (index order) of the first node of ``gpu_type``
-        (cluster order) with that many free; ``None`` if none has."""
+        (cluster order; among ``nodes`` if given) with that many free; ``None`` if none
+        has."""
         where = self._layout
         for pos in where.nodes_by_type.get(gpu_type, ()):
-            if self._node_free[pos] >= size:
+            if self._node_free[pos] >= size and (nodes is None or where.node_name[pos] in nodes):
                 return tuple([g for g in where.node_ids[pos] if g in self.free][:size])
         return None
 
-    def spread(self, gpu_type: str, size: int) -> tuple[str, ...] | None:
-        """The first ``size`` free GPUs of ``gpu_type`` in cluster order, on one node or
-        more; ``None`` if fewer are free."""
+    def spread(self, gpu_type: str, size: int, nodes: tuple[str, ...] | None = None
+               ) -> tuple[str, ...] | None:
+        """The first ``size`` free GPUs of ``gpu_type`` in cluster order (on ``nodes`` if
+        given), on one node or more; ``None`` if fewer are free."""
         if self._type_free.get(gpu_type, 0) < size:
             return None
-        ids = self._layout.ids_by_type[gpu_type]
-        return tuple([g for g in ids if g in self.free][:size])
+        where = self._layout
+        ids = [g for g in where.ids_by_type[gpu_type] if g in self.free and (
+            nodes is None or where.node_name[where.node_of[g]] in nodes)]
+        return tuple(ids[:size]) if len(ids) >= size else None
 
     def best_fit(self, job: Job, gpu_type: str, count: int, model: ThroughputModel,
                  with_victims: bool = False) -> tuple[str, ...] | None:
@@ -281,12 +290,14 @@ class FreeGpuIndex:
         where = self._layout
         free = self.free
         victims = self.victims if with_victims else {}
+        allowed = job.allowed_nodes
         packed_ok = throughput_of(model, job.job_type, gpu_type, count, Placement.PACKED) > 0
         best: tuple[tuple[int, int, int], tuple[str, ...]] | None = None
         if packed_ok:
             for index in where.nodes_by_type[gpu_type]:
                 ids = where.node_ids[index]
-                if len(ids) < count:
+                if len(ids) < count or (allowed is not None and
+                                        where.node_name[index] not in allowed):
                     continue
                 own = [g for g in ids if g in free]
                 if len(own) < count and not victims:
@@ -305,6 +316,8 @@ class FreeGpuIndex:
                                       Placement.SPREAD) <= 0:
             return None
         all_ids = where.ids_by_type[gpu_type]
+        if allowed is not None:
+            all_ids = [g for g in all_ids if where.node_name[where.node_of[g]] in allowed]
         own = [g for g in all_ids if g in free]
         chosen = (own + victim_gpus(all_ids, victims, count - len(own)))[:count]
         if len(chosen) < count:

@@ -346,7 +346,7 @@ def _build(kind: Any, items: list[dict[str, Any]], prefix: str, file: str) -> li
     for index, fields in enumerate(items):
         try:
             if kind is Job:
-                for key in ("allowed_gpu_counts", "allowed_gpu_types"):
+                for key in ("allowed_gpu_counts", "allowed_gpu_types", "allowed_nodes"):
                     if fields.get(key) is not None:
                         fields = {**fields, key: tuple(fields[key])}
             built.append(kind(**fields))
@@ -460,6 +460,8 @@ def instance_to_dict(instance: Instance, *, comment: str = "",
             fields["allowed_gpu_counts"] = list(job.allowed_gpu_counts)
         if job.allowed_gpu_types is not None:
             fields["allowed_gpu_types"] = list(job.allowed_gpu_types)
+        if job.allowed_nodes is not None:
+            fields["allowed_nodes"] = list(job.allowed_nodes)
         jobs.append(fields)
     doc["jobs"] = jobs
     doc["throughput"] = [

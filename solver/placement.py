@@ -81,6 +81,51 @@ def place_on_nodes(
     return gpus
 
 
+class SerialSchedule:
+    """Serial schedule generation, written once: jobs placed one after another on given
+    GPUs, each starting as soon as it has arrived, ``instance.now`` has come, every GPU it
+    takes is free and any earliest start the caller adds has passed; it runs for its work
+    over the throughput of the placement its GPUs have. FIFO, left shifts of a model's
+    sequence and AlloX's decoding all place jobs through :meth:`place`."""
+
+    def __init__(self, instance: Instance) -> None:
+        self.instance = instance
+        self.jobs = instance.job_by_id
+        self._free: dict[str, float] = {}
+        self.assignments: list[Assignment] = []
+
+    def free_at(self, gpu: str) -> float:
+        """When ``gpu`` is free (s): ``instance.now`` until a placed job holds it."""
+        return self._free.get(gpu, self.instance.now)
+
+    def place(self, job_id: str, gpu_type: str, gpus: Sequence[str],
+              not_before: float | None = None, speed: float | None = None) -> Assignment:
+        """Place ``job_id`` on ``gpus`` (of ``gpu_type``) at its earliest start; ``speed``
+        (steps/s) when the caller has it, else the instance's throughput of the
+        placement."""
+        job = self.jobs[job_id]
+        if speed is None:
+            placement = self.instance.cluster.placement_of(gpus)
+            speed = self.instance.throughput.throughput(job.job_type, gpu_type, len(gpus),
+                                                        placement)
+            if speed <= 0:
+                raise PlacementError(f"job {job_id} has no throughput on {len(gpus)} x "
+                                     f"{gpu_type} {placement}")
+        start = max([job.arrival, self.instance.now, *(self.free_at(g) for g in gpus)])
+        if not_before is not None:
+            start = max(start, not_before)
+        finish = start + job.work / speed
+        for g in gpus:
+            self._free[g] = finish
+        assignment = Assignment(job_id, gpu_type, tuple(gpus), start, finish)
+        self.assignments.append(assignment)
+        return assignment
+
+    def schedule(self) -> Schedule:
+        """Every job placed so far."""
+        return Schedule(tuple(self.assignments))
+
+
 def left_shift(
     instance: Instance,
     sequence: Sequence[tuple[str, str, Sequence[str]]],
@@ -95,21 +140,8 @@ def left_shift(
     throughput of the placement its GPUs actually have. ``not_before`` gives
     optional extra earliest starts per job (s).
     """
-    jobs = instance.job_by_id
-    free: dict[str, float] = defaultdict(lambda: instance.now)
-    assignments = []
+    serial = SerialSchedule(instance)
     for job_id, gpu_type, gpu_ids in sequence:
-        job = jobs[job_id]
-        placement = instance.cluster.placement_of(gpu_ids)
-        speed = instance.throughput.throughput(job.job_type, gpu_type, len(gpu_ids), placement)
-        if speed <= 0:
-            raise PlacementError(f"job {job_id} has no throughput on {len(gpu_ids)} x "
-                                 f"{gpu_type} {placement}")
-        start = max([job.arrival, instance.now, *(free[g] for g in gpu_ids)])
-        if not_before is not None and job_id in not_before:
-            start = max(start, not_before[job_id])
-        finish = start + job.work / speed
-        for g in gpu_ids:
-            free[g] = finish
-        assignments.append(Assignment(job_id, gpu_type, tuple(gpu_ids), start, finish))
-    return Schedule(tuple(assignments))
+        serial.place(job_id, gpu_type, gpu_ids,
+                     not_before=None if not_before is None else not_before.get(job_id))
+    return serial.schedule()

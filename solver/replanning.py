@@ -23,6 +23,15 @@ if TYPE_CHECKING:
 START_TOLERANCE_S = 0.01
 
 
+def _on(job: Job, nodes: set[str] | dict[str, list[str]]) -> Job:
+    """``job`` with its allowed nodes cut to ``nodes`` (the nodes of a model's cluster,
+    one of which it may use): the model cannot name a node its cluster lacks."""
+    if job.allowed_nodes is None:
+        return job
+    return dataclasses.replace(job, allowed_nodes=tuple(n for n in job.allowed_nodes
+                                                        if n in nodes))
+
+
 class ModelPolicy:
     """A static planner (``deadline``, ``allox``, ``topology``, ``fifo``) driven at every
     decision point.
@@ -147,10 +156,10 @@ class ModelPolicy:
             return self._decide_whole(state, early, free, candidates)
         return self._decide_free(state, early, free, candidates)
 
-    def _solve(self, instance: Instance, pinned_nodes: dict[str, str] | None = None) -> Result:
+    def _solve(self, instance: Instance) -> Result:
         result, _ = run_planner(self.planner, instance, backend=self.backend,
                                 time_limit=self.time_limit_s, deterministic=self.deterministic,
-                                seed=self.seed, pinned_nodes=pinned_nodes)
+                                seed=self.seed)
         return result
 
     def _decide_free(self, state: ClusterState, early: list[Start], free: set[str],
@@ -173,8 +182,8 @@ class ModelPolicy:
                    for i, gid in enumerate(ids)}
         fits = [j for j in candidates if any(
             c.placement is Placement.PACKED for c in configurations(sub, state.throughput, j))]
-        runnable = tuple(dataclasses.replace(job, work=max(state.remaining[job.id], 1e-9))
-                         for job in self._window(state, fits))
+        runnable = tuple(_on(dataclasses.replace(job, work=max(state.remaining[job.id], 1e-9)),
+                             free_ids) for job in self._window(state, fits))
         if not runnable:
             return Decision(tuple(early))
         try:
@@ -204,11 +213,9 @@ class ModelPolicy:
             {state.cluster.gpu_by_id[g].node for g in r.gpus}) == 1}
         pinned = [dataclasses.replace(r.job, work=max(r.remaining, 1e-9),
                                       num_gpus=len(r.gpus), allowed_gpu_counts=None,
-                                      allowed_gpu_types=(r.gpu_type,))
+                                      allowed_gpu_types=(r.gpu_type,), allowed_nodes=(
+                                          state.cluster.gpu_by_id[r.gpus[0]].node,))
                   for r in running if r.job.id in packed_running]
-        window = [dataclasses.replace(job, work=max(state.remaining[job.id], 1e-9))
-                  for job in self._window(state, candidates)]
-        window_ids = {j.id for j in window}
         # The model's cluster: every node less the GPUs it cannot reassign (held by spread
         # gangs or just given to the first-fit starts).
         held: dict[str, int] = {}
@@ -216,14 +223,17 @@ class ModelPolicy:
                                 for g in r.gpus}:
             node_name = state.cluster.gpu_by_id[gid].node
             held[node_name] = held.get(node_name, 0) + 1
+        kept = {n.name for n in state.cluster.nodes if n.num_gpus > held.get(n.name, 0)}
+        window = [_on(dataclasses.replace(job, work=max(state.remaining[job.id], 1e-9)), kept)
+                  for job in self._window(state, [j for j in candidates if j.allowed_nodes is None
+                                                  or kept.intersection(j.allowed_nodes)])]
+        window_ids = {j.id for j in window}
         nodes = tuple(Node(n.name, n.gpu_type, n.num_gpus - held.get(n.name, 0))
                       for n in state.cluster.nodes if n.num_gpus > held.get(n.name, 0))
         try:
             cluster = state.cluster if not held else Cluster(state.cluster.gpu_types, nodes)
             instance = Instance(cluster, (*pinned, *window), state.throughput, now=state.now)
-            result = self._solve(instance, pinned_nodes={
-                r.job.id: state.cluster.gpu_by_id[r.gpus[0]].node for r in running
-                if r.job.id in packed_running})
+            result = self._solve(instance)
         except (InputError, RuntimeError, ValueError) as exc:
             return self._fallback(state, f"{self.model} failed: {exc}")
         plan = {a.job: a for a in result.schedule}
@@ -234,12 +244,15 @@ class ModelPolicy:
                                          for g in r.gpus}
         starts = list(early)
         by_name = state.cluster.node_by_name
+        job_by_id = {j.id: j for j in window}
         for a in sorted((a for a in result.schedule if a.job in window_ids
                          and a.start <= soon), key=lambda a: (a.start, a.job)):
             count = len(a.gpus)
             planned = cluster.gpu_by_id[a.gpus[0]].node
+            may_use = job_by_id[a.job].may_use_node
             order = [planned] + [n.name for n in state.cluster.nodes
-                                 if n.gpu_type == a.gpu_type and n.name != planned]
+                                 if n.gpu_type == a.gpu_type and n.name != planned
+                                 and may_use(n.name)]
             for name in order:
                 ids = [g for g in by_name[name].gpu_ids() if g in available]
                 if len(ids) >= count:
@@ -306,7 +319,7 @@ class ModelPolicy:
             best: tuple[float, str, str, int] | None = None  # (finish, node, type, count)
             for node, ids in free_by_node.items():
                 gpu_type = state.cluster.node_by_name[node].gpu_type
-                if not job.may_use(gpu_type):
+                if not job.may_use(gpu_type) or not job.may_use_node(node):
                     continue
                 for count in job.gpu_counts:
                     if count > len(ids):

@@ -415,6 +415,8 @@ class Simulator:
         if any(gpus[g].gpu_type != start.gpu_type for g in start.gpus) or not job.may_use(
                 start.gpu_type):
             raise RuntimeError(f"{name} started {job.id} on GPUs of the wrong type")
+        if any(not job.may_use_node(gpus[g].node) for g in start.gpus):
+            raise RuntimeError(f"{name} started {job.id} on a node it may not use")
         if len(start.gpus) not in job.gpu_counts:
             raise RuntimeError(f"{name} gave {job.id} {len(start.gpus)} GPUs, allowed "
                                f"{job.gpu_counts}")

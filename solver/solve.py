@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from hetsched.data import Instance
@@ -29,7 +28,6 @@ def solve(
     threads: int = 1,
     seed: int = 0,
     warm_start: Schedule | None = None,
-    pinned_nodes: Mapping[str, str] | None = None,
     placement: str = "first-fit",
     budget: Budget | None = None,
     started: float | None = None,
@@ -40,8 +38,7 @@ def solve(
     ``time_limit`` is the budget of the whole solve, in seconds (the model's default when
     ``None``), or in deterministic work units with ``deterministic`` (the same answer on
     any machine; see :mod:`hetsched.formulations.budget`); ``gap``, ``threads``, ``seed``,
-    ``warm_start`` and ``pinned_nodes`` are the :class:`~hetsched.policies.SolveOptions`
-    of that name.
+    and ``warm_start`` are the :class:`~hetsched.policies.SolveOptions` of that name.
     ``knobs`` are the model's own settings, arguments of its planner's constructor
     (``objective`` for ``deadline``, ``alpha`` for ``allox``, a rolling policy's
     parameters). ``placement``: GPUs inside a node by ``"first-fit"`` or by the exact
@@ -60,7 +57,7 @@ def solve(
     result, settings = run_planner(
         policy, instance, backend=backend, time_limit=time_limit, deterministic=deterministic,
         budget=budget, started=started, gap=gap, threads=threads, seed=seed,
-        warm_start=warm_start, pinned_nodes=pinned_nodes)
+        warm_start=warm_start)
     if placement == "topology" and model != "topology" and len(result.schedule):
         from hetsched.policies.topology import topology_replacement
 

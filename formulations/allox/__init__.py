@@ -25,6 +25,7 @@ from hetsched.formulations.allox.problem import (
 from hetsched.formulations.budget import Budget, BudgetExhaustedError
 from hetsched.formulations.common import Outcome
 from hetsched.formulations.options import SolveOptions
+from hetsched.placement import SerialSchedule
 from hetsched.result import Assignment, Schedule, Status
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ def solve_allox(instance: Instance, options: SolveOptions, *, alpha: float = 1.0
                              "alpha": alpha}
     pending = list(instance.jobs)
     attained: dict[str, float] = defaultdict(float)
-    free: dict[str, float] = {}  # GPU id -> time it is free again (realised)
+    serial = SerialSchedule(instance)  # the realised schedule: when each GPU is free again
     assignments: list[Assignment] = []
     rounds = 0
     notes_budget: list[str] = []
@@ -143,7 +144,7 @@ def solve_allox(instance: Instance, options: SolveOptions, *, alpha: float = 1.0
         pending = [job for job in pending if _user(job) not in chosen]
         machine_free = {}
         for machine in machines_for(instance, whole_nodes):
-            machine_free[machine.name] = max(free.get(g, instance.now) for g in machine.gpus)
+            machine_free[machine.name] = max(serial.free_at(g) for g in machine.gpus)
         machines = machines_for(instance, whole_nodes, machine_free)
         problem = build_matching(instance, batch, machines, whole_nodes)
         stranded = [job.id for j, job in enumerate(batch)
@@ -175,7 +176,7 @@ def solve_allox(instance: Instance, options: SolveOptions, *, alpha: float = 1.0
         proven = proven and outcome is Outcome.OPTIMAL
         model_cost += problem.matching_value(matching)
         bound_cost = None if bound is None or bound_cost is None else bound_cost + bound
-        placed = _decode(instance, problem, matching, free)
+        placed = _decode(instance, problem, matching, serial)
         for assignment in placed:
             attained[_user(instance.job_by_id[assignment.job])] += \
                 (assignment.finish - assignment.start) * len(assignment.gpus)
@@ -211,10 +212,10 @@ def solve_allox(instance: Instance, options: SolveOptions, *, alpha: float = 1.0
 
 
 def _decode(instance: Instance, problem: MatchingProblem, matching: dict[int, tuple[int, int]],
-            free: dict[str, float]) -> list[Assignment]:
+            serial: SerialSchedule) -> list[Assignment]:
     """Concrete GPUs and times: jobs in the order the matching starts them; each takes
     the GPUs of its machine that are free first, and starts once they are free and
-    it has arrived. ``free`` (GPU id -> s) is updated."""
+    it has arrived (placed through ``serial``, which keeps when each GPU is free)."""
     order = sequences(problem, matching)
     machine_of = {m.name: (c, m) for c, cls in enumerate(problem.classes) for m in cls.machines}
     planned: list[tuple[float, str, int]] = []  # (model start, machine, job index)
@@ -229,13 +230,9 @@ def _decode(instance: Instance, problem: MatchingProblem, matching: dict[int, tu
         c, machine = machine_of[name]
         job = problem.jobs[j]
         run = problem.runs[j, c]
-        gpus = sorted(machine.gpus, key=lambda g: (free.get(g, instance.now),
+        gpus = sorted(machine.gpus, key=lambda g: (serial.free_at(g),
                                                    instance.cluster.gpu_by_id[g].index))
         taken = tuple(sorted(gpus[: run.num_gpus],
                              key=lambda g: instance.cluster.gpu_by_id[g].index))
-        start = max([job.arrival, instance.now, *(free.get(g, instance.now) for g in taken)])
-        finish = start + run.duration
-        for g in taken:
-            free[g] = finish
-        placed.append(Assignment(job.id, machine.gpu_type, taken, start, finish))
+        placed.append(serial.place(job.id, machine.gpu_type, taken))
     return placed

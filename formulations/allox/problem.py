@@ -121,20 +121,34 @@ def build_matching(instance: Instance, jobs: Sequence[Job], machines: Sequence[M
     free no later. An optimal matching gives g at most ``(n + |P|) / (|P| + 1)`` jobs,
     since moving g's first job to the front of an h in P with two fewer jobs
     would make it cheaper (docs/formulations.md).
+
+    Jobs with ``allowed_nodes``: the machines on a node some job names form classes of
+    their own (one node each), which only the jobs allowed there, and every job without
+    such a list, may use. The bound above needs jobs that can move, so those classes
+    get a level per job.
     """
-    groups: dict[tuple[str, int, float], list[Machine]] = defaultdict(list)
+    named = {name for job in jobs for name in (job.allowed_nodes or ())}
+    node_of = instance.cluster.gpu_by_id
+    groups: dict[tuple[str, int, float, str], list[Machine]] = defaultdict(list)
     for machine in machines:
-        groups[machine.gpu_type, len(machine.gpus), machine.free_at].append(machine)
+        node = node_of[machine.gpus[0]].node
+        groups[machine.gpu_type, len(machine.gpus), machine.free_at,
+               node if node in named else ""].append(machine)
     n = len(jobs)
     classes = []
-    for (gpu_type, size, free), members in sorted(groups.items()):
-        no_later = sum(len(ms) for (t, s, f), ms in groups.items()
+    class_nodes = []
+    for (gpu_type, size, free, node), members in sorted(groups.items()):
+        no_later = sum(len(ms) for (t, s, f, _), ms in groups.items()
                        if t == gpu_type and s == size and f <= free) - 1
-        levels = max(1, min(n, math.floor((n + no_later) / (no_later + 1))))
+        levels = max(1, min(n, math.floor((n + no_later) / (no_later + 1)))) if not node \
+            else max(1, n)
         classes.append(MachineClass(gpu_type, size, free, tuple(members), levels))
+        class_nodes.append(node)
     runs: dict[tuple[int, int], Run] = {}
     for j, job in enumerate(jobs):
         for c, cls in enumerate(classes):
+            if job.allowed_nodes is not None and class_nodes[c] not in job.allowed_nodes:
+                continue
             run = best_run(instance, job, cls.gpu_type, cls.size, whole_nodes)
             if run is not None:
                 runs[j, c] = run

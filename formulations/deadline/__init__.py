@@ -64,7 +64,7 @@ def solve_deadline(instance: Instance, options: SolveOptions, *,
     start plan is returned with status TIME_LIMIT and a message saying so."""
     budget = options.budget or Budget(options.time_limit_s or DEFAULT_TIME_LIMIT_S,
                                       deterministic=options.deterministic)
-    problem = build_problem(instance, first_term, options.pinned_nodes)
+    problem = build_problem(instance, first_term)
     extra: dict[str, Any] = {
         "deadline_objective": str(problem.objective),
         "time_resolution_s": TICK_S,

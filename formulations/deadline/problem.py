@@ -197,11 +197,9 @@ class StagePlans:
 
 def build_problem(
     instance: Instance, objective: DeadlineObjective | str = DeadlineObjective.MISSED,
-    pinned_nodes: Mapping[str, str] | None = None,
 ) -> DeadlineProblem:
-    """The ``deadline`` model's data: modes (packed on each node), grid times, weights.
-    A job in ``pinned_nodes`` gets only the modes on its node."""
-    pinned_nodes = pinned_nodes or {}
+    """The ``deadline`` model's data: modes (packed on each node the job may use), grid
+    times, weights."""
     objective = DeadlineObjective(objective)
     scale, weights, exact = integer_weights(job.weight for job in instance.jobs)
     jobs = []
@@ -215,9 +213,8 @@ def build_problem(
         # (GPU type, node size) -> the job's (count, speed, duration) there: computed once
         # per kind of node, then one mode per node (in node order, counts in job order).
         offers: dict[tuple[str, int], list[tuple[int, float, int]]] = {}
-        pinned = pinned_nodes.get(job.id)
         for node in nodes:
-            if pinned is not None and pinned != node.name:
+            if not job.may_use_node(node.name):
                 continue
             kind = (node.gpu_type, node.num_gpus)
             offer = offers.get(kind)

@@ -37,13 +37,15 @@ COST_SCALE = 10**6
 @dataclass(frozen=True)
 class Gang:
     """One job to place: ``num_gpus`` GPUs of ``gpu_type``; ``sensitivity`` >= 0 weights its
-    communication cost; ``allow_spread`` lets it take GPUs on several nodes."""
+    communication cost; ``allow_spread`` lets it take GPUs on several nodes; ``nodes``,
+    when given, are the only nodes it may use (the job's ``allowed_nodes``)."""
 
     job: str
     gpu_type: str
     num_gpus: int
     sensitivity: float = 1.0
     allow_spread: bool = False
+    nodes: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.num_gpus < 1:
@@ -140,14 +142,14 @@ def build(cluster: Cluster, busy: frozenset[str] | set[str], gangs: tuple[Gang, 
             free[node.name] = ids
     node_type = {node.name: node.gpu_type for node in cluster.nodes}
     classes: list[list[int]] = []
-    class_key: dict[tuple[str, int, float], int] = {}
+    class_key: dict[tuple[str, int, float, tuple[str, ...] | None], int] = {}
     owner_of: list[int] = []
     for index, gang in enumerate(gangs):
         if gang.allow_spread:
             classes.append([index])
             owner_of.append(len(classes) - 1)
             continue
-        key = (gang.gpu_type, gang.num_gpus, gang.sensitivity)
+        key = (gang.gpu_type, gang.num_gpus, gang.sensitivity, gang.nodes)
         if key not in class_key:
             class_key[key] = len(classes)
             classes.append([])
@@ -165,7 +167,8 @@ def build(cluster: Cluster, busy: frozenset[str] | set[str], gangs: tuple[Gang, 
     for owner, members in enumerate(classes):
         gang = gangs[members[0]]
         for name, ids in free.items():
-            if node_type[name] != gang.gpu_type or len(ids) < gang.num_gpus:
+            if node_type[name] != gang.gpu_type or len(ids) < gang.num_gpus or (
+                    gang.nodes is not None and name not in gang.nodes):
                 continue
             for subset in itertools.combinations(ids, gang.num_gpus):
                 columns.append(Column(owner, False, name, subset,
@@ -180,7 +183,8 @@ def build(cluster: Cluster, busy: frozenset[str] | set[str], gangs: tuple[Gang, 
     for index, gang in enumerate(gangs):
         if not gang.allow_spread:
             continue
-        nodes = [n for n in free if node_type[n] == gang.gpu_type]
+        nodes = [n for n in free if node_type[n] == gang.gpu_type
+                 and (gang.nodes is None or n in gang.nodes)]
         network = _network_costs(cluster, nodes)
         if not network:
             spread_constant[index] = 0.0

@@ -15,8 +15,9 @@ import bisect
 from typing import ClassVar
 
 from hetsched.data import Instance, Job
+from hetsched.placement import SerialSchedule
 from hetsched.policies import SolveOptions
-from hetsched.result import Assignment, Result, Schedule, Status
+from hetsched.result import Result, Schedule, Status
 from hetsched.throughput import Placement
 
 
@@ -64,6 +65,7 @@ def fifo_schedule(instance: Instance) -> Schedule:
         for entry in entries:
             where[entry[2]].append((entries, entry))
     speeds: dict[tuple[str, str, int, Placement], float] = {}
+    node_of = {g.id: g.node for g in cluster.gpus}
 
     def speed(job: Job, gpu_type: str, count: int, placement: Placement) -> float:
         key = (job.job_type, gpu_type, count, placement)
@@ -73,16 +75,20 @@ def fifo_schedule(instance: Instance) -> Schedule:
         return value
 
     last_start = now
-    assignments = []
+    serial = SerialSchedule(instance)  # the timing of each job on the GPUs it gets
     for job in sorted(instance.jobs, key=lambda j: (j.arrival, j.id)):
         release = max(job.arrival, now, last_start)
         count = job.num_gpus
         best: tuple[float, str, list[tuple[float, int, str]], float] | None = None
         candidates: list[tuple[str, list[tuple[float, int, str]], Placement | None]] = [
             (node.gpu_type, entries, Placement.PACKED) for node, entries in node_free
-            if node.num_gpus >= count and job.may_use(node.gpu_type)]
-        candidates += [(gpu_type, entries, None) for gpu_type, entries in type_free.items()
-                       if job.may_use(gpu_type) and len(entries) >= count]
+            if node.num_gpus >= count and job.may_use(node.gpu_type)
+            and job.may_use_node(node.name)]
+        for gpu_type, entries in type_free.items():
+            if job.allowed_nodes is not None:  # the type's GPUs on its nodes, same order
+                entries = [e for e in entries if job.may_use_node(node_of[e[2]])]
+            if job.may_use(gpu_type) and len(entries) >= count:
+                candidates.append((gpu_type, entries, None))
         for gpu_type, entries, placement in candidates:  # in rank order: ties keep the first
             start = max(release, entries[count - 1][0])
             if best is not None and start >= best[0]:
@@ -96,8 +102,8 @@ def fifo_schedule(instance: Instance) -> Schedule:
             raise RuntimeError(f"no GPU set can run job {job.id}")
         start, gpu_type, entries, throughput = best
         chosen = [entry[2] for entry in entries[:count]]
-        assignment = Assignment(job.id, gpu_type, tuple(chosen), start,
-                                start + job.work / throughput)
+        assignment = serial.place(job.id, gpu_type, chosen, not_before=last_start,
+                                  speed=throughput)
         for gid in chosen:
             for index, (entries, entry) in enumerate(where[gid]):
                 entries.remove(entry)
@@ -105,5 +111,4 @@ def fifo_schedule(instance: Instance) -> Schedule:
                 bisect.insort(entries, moved)
                 where[gid][index] = (entries, moved)
         last_start = start
-        assignments.append(assignment)
-    return Schedule(tuple(assignments))
+    return serial.schedule()

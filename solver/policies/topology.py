@@ -42,9 +42,9 @@ def first_fit(cluster: Cluster, busy: set[str], gangs: list[Gang]) -> dict[str, 
     free = FreeGpuIndex(cluster, frozenset(cluster.gpu_by_id) - busy)
     placement: dict[str, tuple[str, ...]] = {}
     for gang in gangs:
-        chosen = free.packed(gang.gpu_type, gang.num_gpus)
+        chosen = free.packed(gang.gpu_type, gang.num_gpus, gang.nodes)
         if chosen is None and gang.allow_spread:
-            chosen = free.spread(gang.gpu_type, gang.num_gpus)
+            chosen = free.spread(gang.gpu_type, gang.num_gpus, gang.nodes)
         if chosen is None:
             raise ValueError(f"first fit cannot place {gang.job}")
         placement[gang.job] = chosen
@@ -175,13 +175,15 @@ class TopologyPolicy:
                                                     Placement.SPREAD)
             weight = sensitivity(instance, job, gpu_type, count)
             if packed > 0:
-                gang = Gang(job.id, gpu_type, count, weight, allow_spread=False)
+                gang = Gang(job.id, gpu_type, count, weight, allow_spread=False,
+                            nodes=job.allowed_nodes)
                 try:
                     return gang, first_fit(instance.cluster, taken, [gang])[job.id]
                 except ValueError:
                     pass
             if spread > 0 and count >= 2:
-                gang = Gang(job.id, gpu_type, count, weight, allow_spread=True)
+                gang = Gang(job.id, gpu_type, count, weight, allow_spread=True,
+                            nodes=job.allowed_nodes)
                 try:
                     gpus = first_fit(instance.cluster, taken, [gang])[job.id]
                 except ValueError:

@@ -37,10 +37,11 @@ def test_a_job_pinned_to_the_second_of_identical_nodes_is_feasible(backend: str)
     # breaking would put the first job on f0; with it the optimum is both at once:
     # total JCT 100 + 200 = 300 s, a on f1 and b on f0.
     cluster = Cluster(TYPES, (Node("f0", "fast", 1), Node("f1", "fast", 1)))
-    jobs = (Job("a", 0.0, "train", 1, 100.0), Job("b", 0.0, "train", 1, 200.0))
+    jobs = (Job("a", 0.0, "train", 1, 100.0, allowed_nodes=("f1",)),
+            Job("b", 0.0, "train", 1, 200.0))
     instance = Instance(cluster, jobs, TABLE)
     result = solve(instance, model="deadline", backend=backend, time_limit=20.0,
-                   deterministic=True, pinned_nodes={"a": "f1"})
+                   deterministic=True)
     assert_valid(instance, result.schedule)
     assert result.objective == pytest.approx(300.0, abs=1e-3)
     placed = {a.job: a.gpus for a in result.schedule}
