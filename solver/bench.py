@@ -34,11 +34,11 @@ from typing import Any, TextIO
 from hetsched.bench_report import write_report
 from hetsched.bench_results import (
     KEY_COLUMNS,
+    BenchRow,
     append_result,
-    cell_float,
-    cell_int,
     duration_text,
     read_results,
+    result_row,
     resume_rows,
 )
 from hetsched.errors import InputError
@@ -236,36 +236,6 @@ def _replay(task: _Task) -> dict[str, object]:
         deterministic=settings.deterministic)
 
 
-# --- results.csv ------------------------------------------------------------------------
-
-
-def _cell(value: object) -> str:
-    """A value for results.csv: floats repr-exact, NaN/None empty, lists/dicts as JSON."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else ""
-    if isinstance(value, dict | list | tuple):
-        return json.dumps(value, sort_keys=True)
-    return str(value)
-
-
-def result_row(spec: RunSpec, summary: dict[str, object]) -> dict[str, str]:
-    """The results.csv row of a finished run: its key, the summary, ratios to the bounds."""
-    row: dict[str, object] = {"policy": spec.policy, "seed": spec.seed,
-                              "load": load_label(spec.load)}
-    row.update({k: v for k, v in summary.items() if k not in row})
-    for metric in ("avg_jct_s", "makespan_s"):
-        value, bound = summary.get(metric), summary.get(f"bound_{metric}")
-        ratio = math.nan
-        if isinstance(value, int | float) and isinstance(bound, int | float) and bound > 0:
-            ratio = value / bound
-        row[f"{metric.removesuffix('_s')}_over_bound"] = ratio
-    return {key: _cell(value) for key, value in row.items()}
-
-
 # --- progress ---------------------------------------------------------------------------
 
 
@@ -291,13 +261,14 @@ class BenchProgress:
     def finished(self, spec: RunSpec, row: dict[str, str], seconds: float) -> None:
         """Report a finished run: jobs, average JCT against its bound, deadlines, time."""
         self.done += 1
-        ratio = cell_float(row.get("avg_jct_over_bound"))
-        deadlines = cell_int(row.get("deadline_jobs"))
-        text = (f"[{self.done}/{self.total}] {spec.name}: {row.get('completed')}/"
-                f"{row.get('jobs')} jobs, avg JCT {duration_text(cell_float(row.get('avg_jct_s')))}"
+        typed = BenchRow.from_cells(row)
+        summary, ratio = typed.summary, typed.avg_jct_over_bound
+        text = (f"[{self.done}/{self.total}] {spec.name}: {summary.completed}/"
+                f"{summary.jobs} jobs, avg JCT {duration_text(summary.avg_jct_s)}"
                 + (f" ({ratio:.2f}x bound)" if math.isfinite(ratio) else "")
-                + (f", deadlines met {row.get('deadline_met')}/{deadlines}" if deadlines else "")
-                + f", fallbacks {row.get('fallbacks')}, {seconds:.1f} s")
+                + (f", deadlines met {summary.deadline_met}/{summary.deadline_jobs}"
+                   if summary.deadline_jobs else "")
+                + f", fallbacks {summary.fallbacks}, {seconds:.1f} s")
         self.line(text)
 
     def failed(self, spec: RunSpec, error: BaseException) -> None:
@@ -414,7 +385,7 @@ def _run_locked(settings: BenchSettings, out: Path, stream: TextIO | None,
             interrupted = True
             progress.line(f"{spec.name}: interrupted, not recorded")
             return
-        row = result_row(spec, summary)
+        row = result_row(spec.policy, spec.seed, load_label(spec.load), summary)
         with deferred_interrupts():  # a Ctrl-C or SIGTERM neither tears nor drops the row
             append_result(results, row)
             ran += 1

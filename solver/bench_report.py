@@ -18,11 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from hetsched.bench_results import (
+    BenchRow,
+    bench_rows,
     cell_float,
     duration_text,
     exact_models,
     is_heuristic,
-    read_results,
 )
 from hetsched.errors import InputError
 from hetsched.outputs import writing
@@ -33,27 +34,27 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class _Column:
     title: str
-    value: Callable[[dict[str, str]], float]
+    value: Callable[[BenchRow], float]
     best: str  # "min" or "max"
     kind: str  # "time", "ratio", "fraction", "count", "seconds"
 
 
-def _deadline_ratio(row: dict[str, str]) -> float:
-    jobs = cell_float(row.get("deadline_jobs"))
-    return cell_float(row.get("deadline_met")) / jobs if jobs > 0 else math.nan
+def _deadline_ratio(row: BenchRow) -> float:
+    jobs = row.summary.deadline_jobs
+    return row.summary.deadline_met / jobs if jobs > 0 else math.nan
 
 
 COLUMNS = (
-    _Column("avg JCT", lambda r: cell_float(r.get("avg_jct_s")), "min", "time"),
-    _Column("p95 JCT", lambda r: cell_float(r.get("p95_jct_s")), "min", "time"),
+    _Column("avg JCT", lambda r: r.summary.avg_jct_s, "min", "time"),
+    _Column("p95 JCT", lambda r: r.summary.p95_jct_s, "min", "time"),
     _Column("deadlines met", _deadline_ratio, "max", "fraction"),
-    _Column("utilisation", lambda r: cell_float(r.get("utilization")), "max", "fraction"),
-    _Column("decision p95 (s)", lambda r: cell_float(r.get("decision_time_p95_s")), "min",
+    _Column("utilisation", lambda r: r.summary.utilization, "max", "fraction"),
+    _Column("decision p95 (s)", lambda r: r.decision_time_p95_s, "min",
             "seconds"),
-    _Column("fallbacks", lambda r: cell_float(r.get("fallbacks")), "min", "count"),
-    _Column("wall time (s)", lambda r: cell_float(r.get("wall_time_s")), "min", "seconds"),
-    _Column("avg JCT / bound", lambda r: cell_float(r.get("avg_jct_over_bound")), "min", "ratio"),
-    _Column("makespan / bound", lambda r: cell_float(r.get("makespan_over_bound")), "min",
+    _Column("fallbacks", lambda r: float(r.summary.fallbacks), "min", "count"),
+    _Column("wall time (s)", lambda r: r.wall_time_s, "min", "seconds"),
+    _Column("avg JCT / bound", lambda r: r.avg_jct_over_bound, "min", "ratio"),
+    _Column("makespan / bound", lambda r: r.makespan_over_bound, "min",
             "ratio"),
 )
 
@@ -95,23 +96,23 @@ def _stats(values: Sequence[float]) -> tuple[float, float, float]:
     return float(np.mean(finite)), min(finite), max(finite)
 
 
-def _by_load(rows: Sequence[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
-    groups: dict[str, list[dict[str, str]]] = {}
-    for row in sorted(rows, key=lambda r: cell_float(r.get("load"))):
-        groups.setdefault(row.get("load", ""), []).append(row)
+def _by_load(rows: Sequence[BenchRow]) -> dict[str, list[BenchRow]]:
+    groups: dict[str, list[BenchRow]] = {}
+    for row in sorted(rows, key=lambda r: r.load):
+        groups.setdefault(row.load_label, []).append(row)
     return groups
 
 
-def _policies(rows: Sequence[dict[str, str]]) -> list[str]:
-    return list(dict.fromkeys(row.get("policy", "") for row in rows))
+def _policies(rows: Sequence[BenchRow]) -> list[str]:
+    return list(dict.fromkeys(row.policy for row in rows))
 
 
-def load_table(rows: Sequence[dict[str, str]]) -> list[str]:
+def load_table(rows: Sequence[BenchRow]) -> list[str]:
     """The markdown table of one load: a row per policy, each column's mean over seeds
     (and min-max with several seeds), the best mean in bold, the ratio of each policy's
     mean average JCT to the best heuristic's."""
     policies = _policies(rows)
-    per_policy = {p: [r for r in rows if r.get("policy") == p] for p in policies}
+    per_policy = {p: [r for r in rows if r.policy == p] for p in policies}
     seeds = max(len(v) for v in per_policy.values())
     stats = {(p, c.title): _stats([c.value(r) for r in per_policy[p]])
              for p in policies for c in COLUMNS}
@@ -160,7 +161,7 @@ def write_report(out: Path) -> Path:
     returns the report's path. They are drawn into a temporary folder in ``out`` and moved
     into place when all are done, the report last: a failure (a full disk: one clear
     error) or an interrupt leaves the previous report and plots."""
-    rows = read_results(out / "results.csv")
+    rows = bench_rows(out / "results.csv")
     if not rows:
         raise InputError("no results to report", file=str(out / "results.csv"),
                          expected="a results.csv with at least one row")
@@ -175,9 +176,9 @@ def write_report(out: Path) -> Path:
     return out / "report.md"
 
 
-def _write_report(out: Path, staging: Path, rows: list[dict[str, str]]) -> None:
-    first = rows[0]
-    seeds = sorted({r.get("seed", "") for r in rows}, key=cell_float)
+def _write_report(out: Path, staging: Path, rows: list[BenchRow]) -> None:
+    first = rows[0].cells
+    seeds = sorted({r.cells.get("seed", "") for r in rows}, key=cell_float)
     groups = _by_load(rows)
     policies = _policies(rows)
     heuristics = [p for p in policies if is_heuristic(p)]
@@ -203,21 +204,21 @@ def _write_report(out: Path, staging: Path, rows: list[dict[str, str]]) -> None:
     for label, group in groups.items():
         lines += ["", f"## Load {label}", ""]
         lines += load_table(group)
-        bound_jct = _stats([cell_float(r.get("bound_avg_jct_s")) for r in group])[0]
-        bound_makespan = _stats([cell_float(r.get("bound_makespan_s")) for r in group])[0]
-        parts = [cell_float(r.get(f"bound_makespan_{name}_s")) for r in group[:1]
+        bound_jct = _stats([r.bound_avg_jct_s for r in group])[0]
+        bound_makespan = _stats([r.bound_makespan_s for r in group])[0]
+        parts = [r.cell(f"bound_makespan_{name}_s") for r in group[:1]
                  for name in ("longest_job", "capacity", "tail_capacity")]
         lines += ["", f"Lower bounds (mean over seeds): average JCT >= "
                   f"{duration_text(bound_jct)}, makespan >= {duration_text(bound_makespan)} "
                   f"(longest job {duration_text(parts[0])}, capacity {duration_text(parts[1])}, "
                   f"capacity after an arrival {duration_text(parts[2])})."]
-        offered = _stats([cell_float(r.get("offered_load")) for r in group])[0]
+        offered = _stats([r.offered_load for r in group])[0]
         if math.isfinite(offered):
             lines.append(f"Offered load {offered:.2f}: the least GPU time the jobs need over "
                          "the GPU time of the cluster while they arrive (above 1, queues "
                          "grow whatever the policy does).")
-        incomplete = [f"{r.get('policy')}-s{r.get('seed')}" for r in group
-                      if r.get("completed") != r.get("jobs")]
+        incomplete = [f"{r.policy}-s{r.cells.get('seed')}" for r in group
+                      if r.summary.completed != r.summary.jobs]
         if incomplete:
             lines.append(f"Not every job finished in: {', '.join(incomplete)}.")
         lines += ["", *(f"![{name}]({name})" for name in figures.get(label, []))]
@@ -301,7 +302,7 @@ def busy_gpus_over_time(run: Path) -> tuple[np.ndarray, np.ndarray] | None:
     return ordered, np.cumsum([changes[t] for t in ordered])
 
 
-def _plots(out: Path, groups: dict[str, list[dict[str, str]]],
+def _plots(out: Path, groups: dict[str, list[BenchRow]],
            target: Path) -> dict[str, list[str]]:
     """Draw the plots of the runs in ``out`` into ``target``; returns the file names by
     load label ("" for all-load figures)."""
@@ -310,8 +311,8 @@ def _plots(out: Path, groups: dict[str, list[dict[str, str]]],
     figures: dict[str, list[str]] = {}
     runs = out / "runs"
 
-    def run_dir(row: dict[str, str]) -> Path:
-        return runs / f"{row.get('policy')}-s{row.get('seed')}-l{row.get('load')}"
+    def run_dir(row: BenchRow) -> Path:
+        return runs / row.run_name
 
     def save(figure: Figure, name: str, label: str) -> None:
         figure.tight_layout()
@@ -326,7 +327,7 @@ def _plots(out: Path, groups: dict[str, list[dict[str, str]]],
         for policy in policies:
             jct: list[float] = []
             for row in group:
-                if row.get("policy") == policy:
+                if row.policy == policy:
                     jobs = _read_csv_columns(run_dir(row) / "jobs.csv", ("jct",))
                     jct += [v for v in (jobs or {"jct": []})["jct"] if math.isfinite(v)]
             if jct:
@@ -344,10 +345,9 @@ def _plots(out: Path, groups: dict[str, list[dict[str, str]]],
         figure = Figure(figsize=(8, 4.5))
         ax = figure.add_subplot()
         for policy in policies:
-            row = min((r for r in group if r.get("policy") == policy),
-                      key=lambda r: cell_float(r.get("seed")))
+            row = min((r for r in group if r.policy == policy), key=lambda r: r.seed)
             series = busy_gpus_over_time(run_dir(row))
-            gpus = cell_float(row.get("gpus"))
+            gpus = row.cell("gpus")
             if series is None or not gpus > 0:
                 continue
             times, busy = series  # s from the first arrival (traces start at 0 s)
@@ -356,7 +356,7 @@ def _plots(out: Path, groups: dict[str, list[dict[str, str]]],
         ax.set_ylabel("busy GPUs / all GPUs")
         ax.set_ylim(0, 1.05)
         ax.set_title(f"Utilisation over time, load {label} (seed "
-                     f"{min((r.get('seed', '') for r in group), key=cell_float)})")
+                     f"{min((r.cells.get('seed', '') for r in group), key=cell_float)})")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         save(figure, f"utilization_l{label}.png", label)
@@ -370,7 +370,7 @@ def _plots(out: Path, groups: dict[str, list[dict[str, str]]],
         means, lows, highs = [], [], []
         for policy in all_policies:
             mean, low, high = _stats([_deadline_ratio(r) for r in group
-                                      if r.get("policy") == policy])
+                                      if r.policy == policy])
             any_deadline = any_deadline or math.isfinite(mean)
             means.append(mean if math.isfinite(mean) else 0.0)
             lows.append(mean - low if math.isfinite(mean) else 0.0)
@@ -394,7 +394,7 @@ def _plots(out: Path, groups: dict[str, list[dict[str, str]]],
         for policy in _policies(group):
             spent: list[float] = []
             for row in group:
-                if row.get("policy") == policy:
+                if row.policy == policy:
                     spent += [max(v, 1e-7) for v in decision_times(run_dir(row))
                               if math.isfinite(v)]
             if spent:

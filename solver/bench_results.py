@@ -18,10 +18,12 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from hetsched.errors import InputError
+from hetsched.outcome import ReplaySummary, cell_text
 from hetsched.outputs import write_text, writing
 
 log = logging.getLogger(__name__)
@@ -215,6 +217,78 @@ def duration_text(seconds: float) -> str:
     if seconds >= 600:
         return f"{seconds / 60:,.1f} min"
     return f"{seconds:,.1f} s"
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One run of a bench, as results.csv holds it: its key (policy, seed, load), the
+    replay's :class:`~hetsched.outcome.ReplaySummary`, the lower bounds and ratios to them
+    and the wall-clock figures the report reads, and every cell as written (``cells``,
+    for the columns no field names: the trace, the solver versions, ...)."""
+
+    policy: str
+    seed: int
+    load: float
+    summary: ReplaySummary
+    bound_avg_jct_s: float
+    bound_makespan_s: float
+    avg_jct_over_bound: float
+    makespan_over_bound: float
+    offered_load: float
+    decision_time_p95_s: float
+    wall_time_s: float
+    gpus: int
+    cells: Mapping[str, str]
+
+    @classmethod
+    def from_cells(cls, cells: Mapping[str, str]) -> BenchRow:
+        """The typed row of a results.csv row (empty or missing numbers are NaN)."""
+        return cls(policy=cells.get("policy", ""), seed=cell_int(cells.get("seed")),
+                   load=cell_float(cells.get("load")),
+                   summary=ReplaySummary.from_cells(cells),
+                   bound_avg_jct_s=cell_float(cells.get("bound_avg_jct_s")),
+                   bound_makespan_s=cell_float(cells.get("bound_makespan_s")),
+                   avg_jct_over_bound=cell_float(cells.get("avg_jct_over_bound")),
+                   makespan_over_bound=cell_float(cells.get("makespan_over_bound")),
+                   offered_load=cell_float(cells.get("offered_load")),
+                   decision_time_p95_s=cell_float(cells.get("decision_time_p95_s")),
+                   wall_time_s=cell_float(cells.get("wall_time_s")),
+                   gpus=cell_int(cells.get("gpus")), cells=dict(cells))
+
+    @property
+    def load_label(self) -> str:
+        """The load as written (the run folder's ``l<load>``)."""
+        return self.cells.get("load", "")
+
+    @property
+    def run_name(self) -> str:
+        """The run's folder under ``runs/``: ``<policy>-s<seed>-l<load>``."""
+        return f"{self.policy}-s{self.cells.get('seed', '')}-l{self.load_label}"
+
+    def cell(self, column: str) -> float:
+        """Any column as a number (NaN if empty, missing or not a number)."""
+        return cell_float(self.cells.get(column))
+
+
+def bench_rows(path: Path) -> list[BenchRow]:
+    """The typed rows of a results.csv (none if the file is absent)."""
+    return [BenchRow.from_cells(row) for row in read_results(path)]
+
+
+def result_row(policy: str, seed: int, load: str, summary: Mapping[str, object]
+               ) -> dict[str, str]:
+    """The results.csv row of a finished run: its key (``load`` as written), the summary
+    (:func:`hetsched.replays.run_replay`'s: metrics, settings, bounds, timing), and the
+    ratios of the average JCT and makespan to their bounds."""
+    row: dict[str, object] = {"policy": policy, "seed": seed, "load": load}
+    row.update({k: v for k, v in summary.items() if k not in row})
+    for metric in ("avg_jct_s", "makespan_s"):
+        value, bound = summary.get(metric), summary.get(f"bound_{metric}")
+        ratio = math.nan
+        if isinstance(value, int | float) and isinstance(bound, int | float) and bound > 0:
+            ratio = value / bound
+        row[f"{metric.removesuffix('_s')}_over_bound"] = ratio
+    return {key: cell_text(value) for key, value in row.items()}
 
 
 def cell_float(text: str | None) -> float:

@@ -76,6 +76,81 @@ TIMING_FIELDS = ("wall_time_s", "decision_time_p50_s", "decision_time_p95_s",
                  "decision_time_max_s")
 
 
+@dataclass(frozen=True)
+class ReplaySummary:
+    """The metrics of one replay (seconds unless stated), as summary.json holds them and
+    as a bench's results.csv row carries them (:meth:`to_cells`, :meth:`from_cells`).
+    Averages and percentiles are NaN when no job finished."""
+
+    jobs: int
+    completed: int
+    avg_jct_s: float
+    p50_jct_s: float
+    p95_jct_s: float
+    p99_jct_s: float
+    makespan_s: float
+    avg_queue_s: float
+    deadline_jobs: int
+    deadline_met: int
+    total_tardiness_s: float
+    utilization: float  # busy GPU-seconds / (usable GPUs x makespan)
+    utilization_all_gpus: float  # the same over every GPU of the cluster
+    usable_gpus: int
+    preemptions: int
+    decisions: int
+    fallbacks: int
+    warnings: tuple[str, ...]
+    round_s: float | None
+    interval_s: float | None
+    restart_penalty_s: float
+    interrupted: bool
+
+    def to_dict(self) -> dict[str, object]:
+        """summary.json's fields, in its order (``warnings`` a list)."""
+        values: dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["warnings"] = list(self.warnings)
+        return values
+
+    def to_cells(self) -> dict[str, str]:
+        """The fields as results.csv cells (:func:`cell_text`)."""
+        return {name: cell_text(value) for name, value in self.to_dict().items()}
+
+    @classmethod
+    def from_cells(cls, cells: Mapping[str, str]) -> ReplaySummary:
+        """The summary a results.csv row carries (:meth:`to_cells`'s inverse; a missing
+        or empty cell is NaN, 0, None or false, by the field's type)."""
+        def number(name: str) -> float:
+            text = cells.get(name, "")
+            try:
+                return float(text) if text else math.nan
+            except ValueError:
+                return math.nan
+
+        def count(name: str) -> int:
+            value = number(name)
+            return int(value) if math.isfinite(value) else 0
+
+        def optional(name: str) -> float | None:
+            value = number(name)
+            return value if math.isfinite(value) else None
+
+        text = cells.get("warnings", "")
+        warnings = tuple(str(w) for w in json.loads(text)) if text else ()
+        return cls(
+            jobs=count("jobs"), completed=count("completed"), avg_jct_s=number("avg_jct_s"),
+            p50_jct_s=number("p50_jct_s"), p95_jct_s=number("p95_jct_s"),
+            p99_jct_s=number("p99_jct_s"), makespan_s=number("makespan_s"),
+            avg_queue_s=number("avg_queue_s"), deadline_jobs=count("deadline_jobs"),
+            deadline_met=count("deadline_met"), total_tardiness_s=number("total_tardiness_s"),
+            utilization=number("utilization"),
+            utilization_all_gpus=number("utilization_all_gpus"),
+            usable_gpus=count("usable_gpus"), preemptions=count("preemptions"),
+            decisions=count("decisions"), fallbacks=count("fallbacks"), warnings=warnings,
+            round_s=optional("round_s"), interval_s=optional("interval_s"),
+            restart_penalty_s=number("restart_penalty_s"),
+            interrupted=cells.get("interrupted", "") == "true")
+
+
 @dataclass
 class Replay:
     """The outcome of a replay: per-job records and the decision log, and the settings
@@ -96,8 +171,12 @@ class Replay:
     usable_gpus: int | None = None
 
     def summary(self) -> dict[str, object]:
-        """The replay's metrics (seconds unless stated): a function of the input alone,
-        no wall-clock field (those are :meth:`timing`'s)."""
+        """The replay's metrics (seconds unless stated) as summary.json holds them: a
+        function of the input alone, no wall-clock field (those are :meth:`timing`'s)."""
+        return self.metrics().to_dict()
+
+    def metrics(self) -> ReplaySummary:
+        """The replay's metrics as a typed record (:class:`ReplaySummary`)."""
         done = [r for r in self.records.values() if r.finish is not None]
         jct = np.array([r.finish - r.job.arrival for r in done if r.finish is not None])
         queue = np.array([(r.first_start or 0.0) - r.job.arrival for r in done])
@@ -116,30 +195,30 @@ class Replay:
         def pct(values: np.ndarray, q: float) -> float:
             return float(np.percentile(values, q)) if len(values) else math.nan
 
-        return {
-            "jobs": len(self.records),
-            "completed": len(done),
-            "avg_jct_s": float(jct.mean()) if len(jct) else math.nan,
-            "p50_jct_s": pct(jct, 50),
-            "p95_jct_s": pct(jct, 95),
-            "p99_jct_s": pct(jct, 99),
-            "makespan_s": makespan,
-            "avg_queue_s": float(queue.mean()) if len(queue) else math.nan,
-            "deadline_jobs": len(with_deadline),
-            "deadline_met": sum(1 for r in with_deadline if r.met),
-            "total_tardiness_s": tardiness,
-            "utilization": busy / capacity if capacity > 0 else 0.0,
-            "utilization_all_gpus": busy / capacity_all if capacity_all > 0 else 0.0,
-            "usable_gpus": usable,
-            "preemptions": sum(r.preemptions for r in self.records.values()),
-            "decisions": len(self.decisions),
-            "fallbacks": sum(1 for d in self.decisions if d.fallback),
-            "warnings": self.warnings(),
-            "round_s": self.round_s,
-            "interval_s": self.interval_s,
-            "restart_penalty_s": self.restart_penalty_s,
-            "interrupted": self.interrupted,
-        }
+        return ReplaySummary(
+            jobs=len(self.records),
+            completed=len(done),
+            avg_jct_s=float(jct.mean()) if len(jct) else math.nan,
+            p50_jct_s=pct(jct, 50),
+            p95_jct_s=pct(jct, 95),
+            p99_jct_s=pct(jct, 99),
+            makespan_s=makespan,
+            avg_queue_s=float(queue.mean()) if len(queue) else math.nan,
+            deadline_jobs=len(with_deadline),
+            deadline_met=sum(1 for r in with_deadline if r.met),
+            total_tardiness_s=tardiness,
+            utilization=busy / capacity if capacity > 0 else 0.0,
+            utilization_all_gpus=busy / capacity_all if capacity_all > 0 else 0.0,
+            usable_gpus=usable,
+            preemptions=sum(r.preemptions for r in self.records.values()),
+            decisions=len(self.decisions),
+            fallbacks=sum(1 for d in self.decisions if d.fallback),
+            warnings=tuple(self.warnings()),
+            round_s=self.round_s,
+            interval_s=self.interval_s,
+            restart_penalty_s=self.restart_penalty_s,
+            interrupted=self.interrupted,
+        )
 
     def schedule(self) -> Schedule:
         """What ran where and when: every run segment of every job, with the work it did
@@ -228,6 +307,20 @@ JOB_COLUMNS = ("job", "arrival", "start", "finish", "jct", "gpu_types", "num_gpu
 TIME_COLUMNS = frozenset({"arrival", "start", "finish", "jct", "gpu_seconds", "deadline"})
 #: The columns of decisions.csv: every field of :class:`DecisionLog` but the wall clock.
 DECISION_COLUMNS = tuple(f.name for f in fields(DecisionLog) if f.name != "decision_time_s")
+
+
+def cell_text(value: object) -> str:
+    """A value for a CSV cell (results.csv): floats repr-exact, NaN and None empty,
+    booleans ``true``/``false``, lists and dicts as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ""
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
 
 
 def _json(values: dict[str, object]) -> str:

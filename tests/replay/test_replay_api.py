@@ -10,12 +10,13 @@ import pandas as pd
 import pytest
 
 import hetsched
+from hetsched.bench_results import BenchRow, result_row
 from hetsched.cli import main
 from hetsched.cluster_spec import parse_cluster
 from hetsched.errors import InputError, InvalidScheduleError
 from hetsched.generate import catalogue_table
 from hetsched.instance_file import load_instance
-from hetsched.outcome import Replay
+from hetsched.outcome import Replay, ReplaySummary
 from hetsched.registry import rolling
 from hetsched.replays import run_replay
 from hetsched.simulate import Simulator
@@ -94,3 +95,19 @@ def test_a_replay_that_fails_the_checker_is_an_error(tmp_path: Path,
     assert exit_info.value.code == 1
     assert (out / "jobs.csv").is_file()
     assert "internal error: InvalidScheduleError" in capsys.readouterr().err
+
+
+def test_replay_summary_is_typed_and_round_trips_through_csv_cells() -> None:
+    # summary.json's dict and the typed record agree; a results.csv row carries the
+    # same record back (every job finished, so no NaN; SRTF decides every 600 s too).
+    outcome = hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf", throughput=SMALL.throughput)
+    record = outcome.metrics()
+    assert record.to_dict() == outcome.summary()
+    assert list(record.to_dict()) == list(outcome.summary())
+    assert ReplaySummary.from_cells(record.to_cells()) == record
+    assert (record.completed, record.round_s, record.interval_s) == (20, 600.0, None)
+    row = BenchRow.from_cells(result_row("srtf", 3, "0.5", {
+        **outcome.summary(), "bound_avg_jct_s": record.avg_jct_s / 2}))
+    assert (row.policy, row.seed, row.load, row.run_name) == ("srtf", 3, 0.5, "srtf-s3-l0.5")
+    assert row.summary == record
+    assert row.avg_jct_over_bound == 2.0
