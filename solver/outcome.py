@@ -9,6 +9,7 @@ same for the same input, and ``timing.json``, the wall-clock figures (docs/trace
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -221,11 +222,15 @@ class Replay:
         )
 
     def schedule(self) -> Schedule:
-        """What ran where and when: every run segment of every job, with the work it did
-        and the replay's restart penalty, for :func:`hetsched.check.check` (against the
-        measured throughput; an interrupted replay has the segments that ended)."""
-        return Schedule(tuple(s for r in self.records.values() for s in r.segments),
-                        self.restart_penalty_s)
+        """What ran where and when, for :func:`hetsched.check.check` (against the measured
+        throughput; an interrupted replay has the segments that ended): a job that ran
+        once is one assignment, a preempted job one per run segment, each with the work
+        it did, and the replay's restart penalty."""
+        return Schedule(tuple(
+            segment for r in self.records.values() for segment in (
+                [dataclasses.replace(r.segments[0], work=None)]
+                if len(r.segments) == 1 and r.finish is not None else r.segments)),
+            self.restart_penalty_s)
 
     def job_rows(self) -> list[tuple[object, ...]]:
         """One row per job (the columns :data:`JOB_COLUMNS`, jobs.csv's), by arrival:

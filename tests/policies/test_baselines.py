@@ -86,10 +86,11 @@ def test_srtf_preempts_a_long_job_for_a_short_one() -> None:
     assert done.records["L"].finish == pytest.approx(1080)
     assert done.records["L"].preemptions == 1
     # The run segments (start, finish, steps): L does 100 s x 10 steps/s before S, then
-    # restores 30 s and does the other 9,000; the checker accepts them (penalty 30 s).
+    # restores 30 s and does the other 9,000; S runs once, whole (no work field); the
+    # checker accepts them (penalty 30 s).
     schedule = done.schedule()
     assert [(a.job, a.start, a.finish, a.work) for a in schedule] == [
-        ("L", 0, 100, 1000), ("S", 100, 150, 500), ("L", 150, pytest.approx(1080), 9000)]
+        ("L", 0, 100, 1000), ("S", 100, 150, None), ("L", 150, pytest.approx(1080), 9000)]
     assert schedule.restart_penalty_s == 30
     instance = Instance(cluster, (job("L", 0, 10000), job("S", 100, 500)), table)
     assert check(instance, schedule) == []

@@ -110,9 +110,11 @@ def test_cli_solve_with_a_rolling_policy() -> None:
     document = json.loads(done.stdout)
     assert document["violations"] == []
     assert document["model"] == "srtf"
+    # A preempted job's rows carry the work of each segment; the others run whole.
     segments = [row for row in document["schedule"] if "work" in row]
-    assert len(document["schedule"]) == 20 + document["extra"]["preemptions"]
-    assert len(segments) == len(document["schedule"])
+    preemptions = document["extra"]["preemptions"]
+    assert len(document["schedule"]) == 20 + preemptions
+    assert preemptions < len(segments) <= 2 * preemptions
     bad = subprocess.run([sys.executable, "-m", "hetsched", "solve",
                           str(INSTANCES / "small.json"), "--model", "srtf", "--backend",
                           "cpsat"], capture_output=True, text=True, timeout=120, cwd=ROOT)
