@@ -25,7 +25,7 @@ import numpy as np
 
 from hetsched.data import Cluster, Job
 from hetsched.errors import InputError
-from hetsched.result import Assignment, Schedule
+from hetsched.result import Assignment, Schedule, completion_figures
 
 
 @dataclass
@@ -179,37 +179,31 @@ class Replay:
     def metrics(self) -> ReplaySummary:
         """The replay's metrics as a typed record (:class:`ReplaySummary`)."""
         done = [r for r in self.records.values() if r.finish is not None]
-        jct = np.array([r.finish - r.job.arrival for r in done if r.finish is not None])
         queue = np.array([(r.first_start or 0.0) - r.job.arrival for r in done])
-        with_deadline = [r for r in self.records.values() if r.job.deadline is not None]
-        tardiness = sum(max(0.0, (r.finish or math.inf) - (r.job.deadline or 0.0))
-                        for r in with_deadline if r.finish is not None)
-        end = max((r.finish for r in done if r.finish is not None), default=self.start_time)
-        makespan = end - self.start_time
         busy = sum(r.gpu_seconds for r in self.records.values())
         # Utilisation counts the GPUs some job can use: a type no job runs on is idle
         # whatever the policy does (``utilization_all_gpus`` counts every GPU).
         usable = self.usable_gpus or len(self.cluster.gpus)
-        capacity = usable * makespan
-        capacity_all = len(self.cluster.gpus) * makespan
-
-        def pct(values: np.ndarray, q: float) -> float:
-            return float(np.percentile(values, q)) if len(values) else math.nan
+        finish = {r.job.id: r.finish for r in done if r.finish is not None}
+        jobs = [r.job for r in self.records.values()]
+        figures = completion_figures(jobs, finish, self.start_time, busy, usable)
+        everywhere = completion_figures(jobs, finish, self.start_time, busy,
+                                        len(self.cluster.gpus))
 
         return ReplaySummary(
             jobs=len(self.records),
             completed=len(done),
-            avg_jct_s=float(jct.mean()) if len(jct) else math.nan,
-            p50_jct_s=pct(jct, 50),
-            p95_jct_s=pct(jct, 95),
-            p99_jct_s=pct(jct, 99),
-            makespan_s=makespan,
+            avg_jct_s=figures.mean_jct(),
+            p50_jct_s=figures.percentile_jct(50),
+            p95_jct_s=figures.percentile_jct(95),
+            p99_jct_s=figures.percentile_jct(99),
+            makespan_s=figures.makespan_s,
             avg_queue_s=float(queue.mean()) if len(queue) else math.nan,
-            deadline_jobs=len(with_deadline),
-            deadline_met=sum(1 for r in with_deadline if r.met),
-            total_tardiness_s=tardiness,
-            utilization=busy / capacity if capacity > 0 else 0.0,
-            utilization_all_gpus=busy / capacity_all if capacity_all > 0 else 0.0,
+            deadline_jobs=figures.deadline_jobs,
+            deadline_met=figures.deadline_met,
+            total_tardiness_s=figures.total_tardiness_s,
+            utilization=figures.utilization,
+            utilization_all_gpus=everywhere.utilization,
             usable_gpus=usable,
             preemptions=sum(r.preemptions for r in self.records.values()),
             decisions=len(self.decisions),

@@ -7,14 +7,15 @@ solver's internals, so every policy is measured the same way.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from hetsched.data import Instance
+from hetsched.data import Instance, Job
 
 
 class Status(str, Enum):
@@ -135,44 +136,78 @@ class Metrics:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class CompletionFigures:
+    """What every metric of a schedule or a replay is made of, defined once
+    (:func:`completion_figures`): the finished jobs' completion times in the order given
+    (s), the makespan from the origin, the deadline counts and the tardiness, the
+    utilisation."""
+
+    jct: npt.NDArray[np.float64]
+    makespan_s: float
+    deadline_jobs: int
+    deadline_met: int
+    total_tardiness_s: float
+    utilization: float
+
+    def mean_jct(self) -> float:
+        """The average JCT (s); NaN if no job finished."""
+        return float(self.jct.mean()) if len(self.jct) else math.nan
+
+    def percentile_jct(self, q: float) -> float:
+        """The ``q``-th percentile of the JCTs (s); NaN if no job finished."""
+        return float(np.percentile(self.jct, q)) if len(self.jct) else math.nan
+
+
+def completion_figures(jobs: Iterable[Job], finish: Mapping[str, float], origin: float,
+                       busy_gpu_s: float, gpus: int) -> CompletionFigures:
+    """The figures of jobs that finished at ``finish`` (job id -> s; the finished jobs,
+    in the order their JCTs are averaged): JCT = finish - arrival; makespan = the last
+    finish - ``origin`` (``now`` of a static instance, the first arrival of a replay);
+    a deadline is met by finishing at most 1 us after it; tardiness sums
+    ``max(0, finish - deadline)``; utilisation = ``busy_gpu_s`` / (``gpus`` x makespan)."""
+    listed = list(jobs)
+    arrival = {job.id: job.arrival for job in listed}
+    jct = np.array([end - arrival[job] for job, end in finish.items()], dtype=float)
+    with_deadline = [job for job in listed if job.deadline is not None]
+    met = sum(1 for job in with_deadline if job.id in finish and job.deadline is not None
+              and finish[job.id] <= job.deadline + 1e-6)
+    tardiness = sum(max(0.0, finish[job.id] - (job.deadline or 0.0))
+                    for job in with_deadline if job.id in finish)
+    makespan = max(finish.values(), default=origin) - origin
+    capacity = gpus * makespan
+    return CompletionFigures(jct, makespan, len(with_deadline), met, tardiness,
+                             busy_gpu_s / capacity if capacity > 0 else 0.0)
+
+
 def compute_metrics(instance: Instance, schedule: Schedule) -> Metrics:
     """Metrics of ``schedule`` on ``instance``, from the schedule alone (a job run in
-    segments finishes when its last segment does; every segment keeps its GPUs busy)."""
+    segments finishes when its last segment does; every segment keeps its GPUs busy;
+    the figures of :func:`completion_figures`, from ``instance.now``)."""
     jobs = instance.job_by_id
     placed = [a for a in schedule if a.job in jobs]
     finish: dict[str, float] = {}
     for a in placed:
         finish[a.job] = max(a.finish, finish.get(a.job, -math.inf))
-    jct = np.array([end - jobs[job].arrival for job, end in finish.items()], dtype=float)
     weighted = sum(jobs[job].weight * (end - jobs[job].arrival) for job, end in finish.items())
-    with_deadline = [job for job in instance.jobs if job.deadline is not None]
-    met = sum(
-        1 for job in with_deadline
-        if job.id in finish and job.deadline is not None and finish[job.id] <= job.deadline + 1e-6
-    )
-    tardiness = sum(
-        max(0.0, finish[job.id] - job.deadline)
-        for job in with_deadline
-        if job.id in finish and job.deadline is not None
-    )
-    makespan = max(finish.values(), default=instance.now) - instance.now
     busy = sum((a.finish - a.start) * len(a.gpus) for a in placed)
     # Only GPUs of a type some job can run on: the others are idle whatever the schedule.
     from hetsched.bounds import usable_gpus
 
     usable = usable_gpus(instance.jobs, instance.cluster, instance.throughput)
-    capacity = (usable or instance.cluster.num_gpus()) * makespan
+    figures = completion_figures(instance.jobs, finish, instance.now, busy,
+                                 usable or instance.cluster.num_gpus())
     return Metrics(
         jobs=len(instance.jobs),
         scheduled=len(finish),
-        avg_jct_s=float(jct.mean()) if len(jct) else math.nan,
-        p95_jct_s=float(np.percentile(jct, 95)) if len(jct) else math.nan,
+        avg_jct_s=figures.mean_jct(),
+        p95_jct_s=figures.percentile_jct(95),
         total_weighted_completion_s=float(weighted),
-        makespan_s=float(makespan),
-        deadline_jobs=len(with_deadline),
-        deadline_met=met,
-        total_tardiness_s=float(tardiness),
-        utilization=float(busy / capacity) if capacity > 0 else 0.0,
+        makespan_s=float(figures.makespan_s),
+        deadline_jobs=figures.deadline_jobs,
+        deadline_met=figures.deadline_met,
+        total_tardiness_s=float(figures.total_tardiness_s),
+        utilization=float(figures.utilization),
     )
 
 

@@ -111,3 +111,24 @@ def test_replay_summary_is_typed_and_round_trips_through_csv_cells() -> None:
     assert (row.policy, row.seed, row.load, row.run_name) == ("srtf", 3, 0.5, "srtf-s3-l0.5")
     assert row.summary == record
     assert row.avg_jct_over_bound == 2.0
+
+
+def test_a_replays_metrics_are_the_schedules() -> None:
+    # Metrics are defined once (completion_figures): the replay's summary and
+    # compute_metrics of what it ran, on the instance from its first arrival, agree.
+    from hetsched.data import Instance
+    from hetsched.result import compute_metrics
+
+    outcome = hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf", throughput=SMALL.throughput)
+    record = outcome.metrics()
+    first = min(job.arrival for job in SMALL.jobs)
+    metrics = compute_metrics(Instance(SMALL.cluster, SMALL.jobs, SMALL.throughput, now=first),
+                              outcome.schedule())
+    assert (metrics.scheduled, metrics.deadline_jobs, metrics.deadline_met) == (
+        record.completed, record.deadline_jobs, record.deadline_met)
+    assert metrics.avg_jct_s == pytest.approx(record.avg_jct_s, rel=1e-12)
+    assert metrics.p95_jct_s == pytest.approx(record.p95_jct_s, rel=1e-12)
+    assert metrics.makespan_s == pytest.approx(record.makespan_s, rel=1e-12)
+    assert metrics.total_tardiness_s == pytest.approx(record.total_tardiness_s, abs=1e-9)
+    # Busy time: the segments' GPU-seconds are what the records charged.
+    assert metrics.utilization == pytest.approx(record.utilization, rel=1e-9)
