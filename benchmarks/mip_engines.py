@@ -43,9 +43,9 @@ from hetsched.formulations.mip import (
     MipSettings,
     available_engines,
     engine_version,
-    from_pulp,
     solve_mip,
 )
+from hetsched.formulations.mip.pulp_io import from_pulp
 from hetsched.generate import GeneratorSettings, generate
 from hetsched.instance_file import load_instance
 

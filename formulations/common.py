@@ -15,6 +15,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
+
+from hetsched.result import Schedule, Status
 
 #: Length of one tick of the time grid, in seconds.
 TICK_S = 1e-3
@@ -71,3 +74,18 @@ class SolveStats:
     wall_s: float = 0.0
     hit_time_limit: bool = False
     detail: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass
+class ScheduleOutcome:
+    """What a scheduling model found (every model that returns a schedule: ``deadline``,
+    ``allox``): the status, the schedule (``None`` if it has none), the objective and
+    the proven bound (s of weighted JCT), a message, and the model's own figures
+    (``extra``). A planner turns it into a :class:`~hetsched.result.Result`."""
+
+    status: Status
+    schedule: Schedule | None
+    objective: float = math.inf
+    bound: float | None = None
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,10 +1,10 @@
 """Running a readable PuLP model (placement, AlloX, Gavel's LP) on an engine of
 :mod:`hetsched.formulations.mip` (HiGHS through highspy, CBC from cbcbox, SCIP), under a budget.
 
-The model is read into arrays once (:func:`hetsched.formulations.mip.from_pulp`), solved, and the
-values are written back into the PuLP variables, so the caller reads ``varValue`` as with
-PuLP's own solvers. Outcome and bound come from the engine's API, never from a log; a
-solver that fails is reported as such, never solved a second time.
+The model is read into arrays once (:func:`hetsched.formulations.mip.pulp_io.from_pulp`),
+solved, and the values are written back into the PuLP variables, so the caller reads
+``varValue`` as with PuLP's own solvers. Outcome and bound come from the engine's API,
+never from a log; a solver that fails is reported as such, never solved a second time.
 """
 
 from __future__ import annotations

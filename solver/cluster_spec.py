@@ -22,7 +22,8 @@ from pathlib import Path
 from hetsched.data import MAX_CLUSTER_GPUS, MAX_GPUS_PER_NODE, Cluster, GpuType, Node
 from hetsched.errors import InputError
 from hetsched.generate import GPU_TYPES
-from hetsched.instance_file import _build, _topology_graph, check_schema, read_json, schema
+from hetsched.instance_file import _build, _topology_graph, check_schema, schema
+from hetsched.json_files import read_json
 from hetsched.traces.openb import openb_cluster
 
 #: GPUs per server when the spec does not say. Gavel's simulator scripts default to

@@ -31,7 +31,7 @@ from typing import Any
 
 from hetsched.data import MAX_GPUS_PER_JOB, MAX_THROUGHPUT, MIN_THROUGHPUT, in_range
 from hetsched.errors import InputError
-from hetsched.instance_file import read_json
+from hetsched.json_files import read_json
 from hetsched.throughput import Placement, ThroughputTable
 
 log = logging.getLogger(__name__)

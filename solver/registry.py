@@ -62,7 +62,7 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           planner="hetsched.policies.allox:AlloxPolicy", backends=("matching", *MIP),
           exact=True),
     Entry("topology", "FIFO admission, exact topology-aware placement",
-          planner="hetsched.policies.topology:TopologyPolicy", backends=("cpsat", *MIP),
+          planner="hetsched.topology_run:TopologyPolicy", backends=("cpsat", *MIP),
           exact=True),
     Entry("sjf", "shortest (predicted) job first",
           policy="hetsched.baselines.duration:ShortestJobFirst"),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from hetsched.data import Cluster, Instance, Job
 from hetsched.gpus import SpeedView, Start
 from hetsched.policies import Planner, run_planner
-from hetsched.rolling import ClusterState, Decision, RollingFifo, first_fit_gpus
+from hetsched.rolling import ClusterState, Decision, PolicyHooks, RollingFifo, first_fit_gpus
 from hetsched.throughput import Placement
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def _on(job: Job, nodes: set[str] | dict[str, list[str]]) -> Job:
                                                         if n in nodes))
 
 
-class ModelPolicy:
+class ModelPolicy(PolicyHooks):
     """A static planner (``deadline``, ``allox``, ``topology``, ``fifo``) driven at every
     decision point.
 

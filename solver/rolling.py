@@ -66,12 +66,14 @@ class RollingPolicy(Protocol):
     wait; a policy without rounds only at those events. A boundary where nothing changes
     should return an empty :class:`Decision` quickly.
 
-    Optional hook, ``quiet_until(state) -> float``: asked right after ``decide(state)``
-    returned an empty decision at a boundary, the time (s; ``inf``: until the next
-    event, ``-inf``: no promise) before which calls at later boundaries, with no arrival
-    or completion in between, would return empty decisions and change nothing that
-    matters to its later decisions, provided it is still called at the last boundary
-    before the next event. The simulator then skips the others (:mod:`hetsched.simulate`)."""
+    Two hooks, with defaults in :class:`PolicyHooks` (which every policy class inherits):
+    ``quiet_until(state)``, asked right after ``decide(state)`` returned an empty
+    decision at a boundary: the time (s; ``inf``: until the next event, ``-inf``: no
+    promise) before which calls at later boundaries, with no arrival or completion in
+    between, would return empty decisions and change nothing that matters to its later
+    decisions, provided it is still called at the last boundary before the next event
+    (the simulator then skips the others, :mod:`hetsched.simulate`); and
+    ``on_finished(job, now)``, called when a job completes."""
 
     name: str
 
@@ -83,6 +85,27 @@ class RollingPolicy(Protocol):
     def decide(self, state: ClusterState) -> Decision:
         """What to start and preempt at ``state.now``."""
         ...
+
+    def quiet_until(self, state: ClusterState) -> float:
+        """Until when boundary calls would change nothing (s); ``-inf``: no promise."""
+        ...
+
+    def on_finished(self, job: Job, now: float) -> None:
+        """``job`` completed at ``now`` (s)."""
+        ...
+
+
+class PolicyHooks:
+    """The hooks of :class:`RollingPolicy` with their defaults: no promise of quiet
+    rounds, nothing to do when a job finishes. Every policy class inherits it and
+    overrides what it uses."""
+
+    def quiet_until(self, state: ClusterState) -> float:
+        """No promise: ``-inf``."""
+        return -math.inf
+
+    def on_finished(self, job: Job, now: float) -> None:
+        """Nothing to do."""
 
 
 @runtime_checkable
@@ -100,13 +123,9 @@ class QueuePolicy(Protocol):
 
 
 def quiet_until(policy: RollingPolicy, state: ClusterState) -> float:
-    """``policy``'s optional ``quiet_until(state)`` hook (see :class:`RollingPolicy`):
-    the time (s) before which its boundary calls would change nothing; ``-inf`` (no
-    promise) for a policy without the hook or an answer that is not a number."""
-    hook = getattr(policy, "quiet_until", None)
-    if hook is None:
-        return -math.inf
-    value = float(hook(state))
+    """``policy.quiet_until(state)`` (see :class:`RollingPolicy`), ``-inf`` for an answer
+    that is not a number."""
+    value = float(policy.quiet_until(state))
     return -math.inf if math.isnan(value) else value
 
 
@@ -121,7 +140,7 @@ def first_fit_gpus(state: ClusterState, job: Job, free: set[str],
                                                        state.throughput)
 
 
-class RollingFifo:
+class RollingFifo(PolicyHooks):
     """First in, first out: start pending jobs in arrival order while first fit finds them
     GPUs; stop at the first that does not fit (no backfilling, no preemption).
 

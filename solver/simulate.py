@@ -181,14 +181,14 @@ class Simulator:
     visited: the next one is computed, not reached by stepping.
 
     Quiet rounds (``skip_quiet_rounds``, on by default): after a boundary decision that
-    changed nothing, the simulator asks the policy's optional ``quiet_until(state)``
+    changed nothing, the simulator asks the policy's ``quiet_until(state)``
     (:class:`~hetsched.rolling.RollingPolicy`) until when its boundary calls would change
     nothing either, and skips the boundaries before the next event (arrival, completion,
     or that time) but the last one, where it calls the policy as usual. Every job's
     record is the same as with a call at every boundary; only the skipped boundaries'
     rows (nothing started or preempted, no fallback) are missing from decisions.csv
     and from ``decisions``. So one job running for 1e10 s under a 360 s round costs a
-    few calls, not 3e7. Policies without the hook are called at every boundary.
+    few calls, not 3e7. Policies keeping the default (``-inf``) are called at every boundary.
 
     Speed: nothing is done per running job or per GPU at every event. A run's progress is
     a function of time (``_Run``), not accounted at each event; a policy gets the free
@@ -276,6 +276,7 @@ class Simulator:
                     record.gpu_seconds += run.gpu_seconds_at(run.finish)
                     record.finish = run.finish
                     record.segments.append(run.segment(run.finish, run.work_left))
+                    self.policy.on_finished(record.job, run.finish)
                     free.update(run.gpus)
                     free_view = None
                     if native_fifo is not None:
@@ -398,7 +399,7 @@ class Simulator:
                       usable or None)
 
     def _quiet_until(self, state: _LiveState | None) -> float:
-        """The policy's ``quiet_until(state)`` (s), or ``-inf`` without the hook."""
+        """The policy's ``quiet_until(state)`` (s); ``-inf`` without a state."""
         return -math.inf if state is None else quiet_until(self.policy, state)
 
     def _check_start(self, start: Start, pending: dict[str, Job], free: set[str]) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsched.errors import InputError
-from hetsched.instance_file import read_json
+from hetsched.json_files import read_json
 from hetsched.speed_model import FORMAT, VERSION, FitSettings, FittedThroughputModel, SeriesFit
 from hetsched.throughput import Placement, ThroughputTable
 

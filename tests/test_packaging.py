@@ -175,3 +175,18 @@ def test_every_module_has_a_layer() -> None:
                if (p.suffix == ".py" and p.stem != "__init__")
                or (p.is_dir() and (p / "__init__.py").exists())}
     assert named == on_disk
+
+
+def test_no_import_cycles() -> None:
+    # Layers point down (lint-imports); within a layer no two modules import each other,
+    # even inside functions (grimp sees every import statement).
+    grimp = pytest.importorskip("grimp", reason="grimp comes with import-linter (dev extra)")
+    graph = grimp.build_graph("hetsched")
+    edges = {(module, imported) for module in graph.modules
+             for imported in graph.find_modules_directly_imported_by(module)
+             if imported.startswith("hetsched")}
+    import networkx as nx
+
+    cycles = [sorted(c) for c in nx.strongly_connected_components(nx.DiGraph(list(edges)))
+              if len(c) > 1]
+    assert cycles == []

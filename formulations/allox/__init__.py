@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
 from hetsched.data import Instance, Job
@@ -23,7 +22,7 @@ from hetsched.formulations.allox.problem import (
     sequences,
 )
 from hetsched.formulations.budget import Budget, BudgetExhaustedError
-from hetsched.formulations.common import Outcome
+from hetsched.formulations.common import Outcome, ScheduleOutcome
 from hetsched.formulations.options import SolveOptions
 from hetsched.placement import SerialSchedule
 from hetsched.result import Assignment, Schedule, Status
@@ -45,16 +44,8 @@ FLOW_S_PER_ARC = 6e-6
 __all__ = ["AlloxOutcome", "solve_allox"]
 
 
-@dataclass
-class AlloxOutcome:
-    """What :func:`solve_allox` found: objective (s of weighted JCT), bound, schedule."""
-
-    status: Status
-    schedule: Schedule | None
-    objective: float = math.inf
-    bound: float | None = None
-    message: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+#: What the model found (the shared :class:`ScheduleOutcome`).
+AlloxOutcome = ScheduleOutcome
 
 
 def _user(job: Job) -> str:

@@ -8,12 +8,11 @@ solver's outcome onto :class:`hetsched.result.Status`.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 from hetsched.data import Instance
 from hetsched.formulations.budget import Budget, BudgetExhaustedError
-from hetsched.formulations.common import TICK_S, Outcome, SolveStats
+from hetsched.formulations.common import TICK_S, Outcome, ScheduleOutcome, SolveStats
 from hetsched.formulations.deadline.heuristics import greedy_plan, improve_plan
 from hetsched.formulations.deadline.problem import (
     DeadlineObjective,
@@ -38,16 +37,8 @@ __all__ = ["DEFAULT_TIME_LIMIT_S", "DeadlineObjective", "DeadlineOutcome", "buil
            "solve_deadline"]
 
 
-@dataclass
-class DeadlineOutcome:
-    """What :func:`solve_deadline` found; objective and bound in seconds of weighted JCT."""
-
-    status: Status
-    schedule: Schedule | None
-    objective: float = float("inf")
-    bound: float | None = None
-    message: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+#: What the model found (the shared :class:`ScheduleOutcome`).
+DeadlineOutcome = ScheduleOutcome
 
 
 def solve_deadline(instance: Instance, options: SolveOptions, *,

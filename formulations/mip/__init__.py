@@ -24,7 +24,6 @@ import logging
 import time
 from importlib import metadata
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,9 +32,6 @@ from hetsched.formulations.common import Outcome
 from hetsched.formulations.mip.engine import EngineRun, Limits, RunKind, finish
 from hetsched.formulations.mip.model import MatrixBuilder, MatrixModel, Vector
 from hetsched.formulations.mip.result import MipResult, MipSettings
-
-if TYPE_CHECKING:
-    from hetsched.formulations.mip.pulp_io import from_pulp, pulp_start, set_pulp_values, solve_pulp
 
 log = logging.getLogger(__name__)
 
@@ -140,14 +136,4 @@ def _without_columns(model: MatrixModel, engine: str, began: float) -> MipResult
 
 __all__ = ["DEFAULT_SETTINGS", "ENGINES", "EngineUnavailableError", "MatrixBuilder",
            "MatrixModel", "MipResult", "MipSettings", "Outcome", "available_engines",
-           "engine_version", "from_pulp", "pulp_start", "set_pulp_values", "solve_mip",
-           "solve_pulp"]
-
-
-def __getattr__(name: str) -> object:
-    # The PuLP bridge is imported on first use: the array engines do not need PuLP.
-    if name in ("from_pulp", "set_pulp_values", "pulp_start", "solve_pulp"):
-        from hetsched.formulations.mip import pulp_io
-
-        return getattr(pulp_io, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+           "engine_version", "solve_mip"]

@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from hetsched.rolling import ClusterState, Decision, RollingPolicy, quiet_until
+from hetsched.data import Job
+from hetsched.rolling import ClusterState, Decision, PolicyHooks, RollingPolicy, quiet_until
 from hetsched.throughput import Placement, ThroughputModel
 
 #: The suffix that makes any policy name heterogeneity-agnostic.
@@ -45,7 +46,7 @@ class AgnosticView:
         return self.reference(job_type, num_gpus, placement)
 
 
-class HeterogeneityAgnostic:
+class HeterogeneityAgnostic(PolicyHooks):
     """Runs ``policy`` on states whose throughput model is an :class:`AgnosticView` of the
     real one (over the cluster's GPU types). Works for native baselines and for
     ``ModelPolicy`` (which builds its instance from ``state.throughput``)."""
@@ -77,3 +78,7 @@ class HeterogeneityAgnostic:
     def quiet_until(self, state: ClusterState) -> float:
         """The wrapped policy's ``quiet_until`` on the agnostic state (``-inf``: none)."""
         return quiet_until(self.policy, dataclasses.replace(state, throughput=self.view(state)))
+
+    def on_finished(self, job: Job, now: float) -> None:
+        """The wrapped policy's ``on_finished``."""
+        self.policy.on_finished(job, now)

@@ -15,7 +15,7 @@ from collections.abc import Set as AbstractSet
 
 from hetsched.data import Job
 from hetsched.gpus import FreeGpuIndex, SpeedView, Start
-from hetsched.rolling import ClusterState, Decision, RunningJob
+from hetsched.rolling import ClusterState, Decision, PolicyHooks, RunningJob
 
 #: The simulator's default restart penalty (s); policies that weigh a preemption use it.
 RESTART_PENALTY_S = 30.0
@@ -297,7 +297,7 @@ class StarvationGuard:
         return self.promoted
 
 
-class GuardedOrder:
+class GuardedOrder(PolicyHooks):
     """A non-preemptive ordering policy with backfilling and the starvation guard: pending
     jobs in the order of :meth:`rank` (promoted jobs first, by arrival), each on the
     fastest GPU type worth starting (:func:`types_worth_starting`); a promoted job that fits

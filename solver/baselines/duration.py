@@ -15,7 +15,7 @@ from hetsched.baselines.common import (
     types_worth_starting,
 )
 from hetsched.data import Job
-from hetsched.rolling import ClusterState, Decision
+from hetsched.rolling import ClusterState, Decision, PolicyHooks
 
 
 class ShortestJobFirst(GuardedOrder):
@@ -37,7 +37,7 @@ class ShortestJobFirst(GuardedOrder):
         return (self.speeds.predicted_s(state, job), job.arrival, job.id)
 
 
-class ShortestRemainingTimeFirst:
+class ShortestRemainingTimeFirst(PolicyHooks):
     """Preemptive SRTF on predicted remaining time.
 
     Every active job gets a key from its predicted remaining time on its fastest

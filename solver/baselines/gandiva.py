@@ -12,10 +12,10 @@ from hetsched.baselines.common import (
     start_in_order,
 )
 from hetsched.data import Job
-from hetsched.rolling import ClusterState, Decision
+from hetsched.rolling import ClusterState, Decision, PolicyHooks
 
 
-class Gandiva:
+class Gandiva(PolicyHooks):
     """Heterogeneity-agnostic greedy packing, round-robin time slicing when jobs wait.
 
     Placement: GPU types in cluster order; a gang goes on one node when one has room (the

@@ -13,7 +13,7 @@ from hetsched.baselines.common import RoundClock, SpeedBook, place
 from hetsched.data import Job
 from hetsched.formulations.budget import Budget
 from hetsched.gpus import FreeGpuIndex, Start
-from hetsched.rolling import ClusterState, Decision
+from hetsched.rolling import ClusterState, Decision, PolicyHooks
 
 if TYPE_CHECKING:
     from hetsched.formulations.gavel.problem import AllocationProblem, Array
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 FEASIBILITY_TOLERANCE = 1e-6
 
 
-class Gavel:
+class Gavel(PolicyHooks):
     """Gavel's allocation ``X[job, gpu_type]`` (time fractions, an LP solved by PuLP on
     HiGHS or CBC: ``hetsched.formulations.gavel``), realised in rounds of ``round_s`` seconds.
 

@@ -14,10 +14,10 @@ from hetsched.baselines.common import (
 )
 from hetsched.data import Job
 from hetsched.gpus import FreeGpuIndex, Start
-from hetsched.rolling import ClusterState, Decision, RunningJob
+from hetsched.rolling import ClusterState, Decision, PolicyHooks, RunningJob
 
 
-class Optimus:
+class Optimus(PolicyHooks):
     """Greedy marginal gain with the fitted speed model; running jobs migrate to faster
     free GPUs at interval boundaries.
 

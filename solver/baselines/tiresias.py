@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 from hetsched.baselines.common import cluster_order, preempt_in_order
 from hetsched.data import Job
-from hetsched.rolling import ClusterState, Decision
+from hetsched.rolling import ClusterState, Decision, PolicyHooks
 
 
-class Tiresias:
+class Tiresias(PolicyHooks):
     """Discretised 2D-LAS: priority queues on attained GPU time, no duration knowledge.
 
     A job's attained service is its GPU-seconds (GPUs held x time, the restore after a

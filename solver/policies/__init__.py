@@ -18,12 +18,13 @@ from typing import Protocol
 from hetsched.data import Instance
 from hetsched.errors import InputError
 from hetsched.formulations.budget import Budget
+from hetsched.formulations.common import ScheduleOutcome
 from hetsched.formulations.options import MAX_SEED, MAX_THREADS, SolveOptions
 from hetsched.result import Result, Schedule
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MAX_SEED", "MAX_THREADS", "Planner", "SolveOptions", "run_planner"]
+__all__ = ["MAX_SEED", "MAX_THREADS", "Planner", "SolveOptions", "outcome_result", "run_planner"]
 
 
 class Planner(Protocol):
@@ -58,6 +59,17 @@ class Planner(Protocol):
         """The jobs of ``instance`` it cannot run (job id -> why), e.g. a gang the model
         can only place packed and no node holds; empty if it runs them all."""
         ...
+
+
+def outcome_result(outcome: ScheduleOutcome, model: str) -> Result:
+    """The :class:`Result` of what a model found: no schedule is an empty one, with an
+    infinite objective and no bound; runtime and metrics are filled in by
+    :func:`hetsched.solve`."""
+    if outcome.schedule is None:
+        return Result(outcome.status, math.inf, None, 0.0, Schedule(), model,
+                      message=outcome.message, extra=dict(outcome.extra))
+    return Result(outcome.status, outcome.objective, outcome.bound, 0.0, outcome.schedule,
+                  model, message=outcome.message, extra=dict(outcome.extra))
 
 
 def run_planner(planner: Planner, instance: Instance, *, backend: str | None = None,

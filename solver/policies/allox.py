@@ -12,8 +12,8 @@ from typing import ClassVar
 
 from hetsched.data import Instance
 from hetsched.errors import InputError
-from hetsched.policies import SolveOptions
-from hetsched.result import Result, Schedule
+from hetsched.policies import SolveOptions, outcome_result
+from hetsched.result import Result
 
 
 class AlloxPolicy:
@@ -48,7 +48,4 @@ class AlloxPolicy:
         """Schedule every job; objective = total weighted JCT (s) of the realised schedule."""
         from hetsched.formulations.allox import solve_allox
 
-        outcome = solve_allox(instance, options, alpha=self.alpha)
-        schedule = outcome.schedule if outcome.schedule is not None else Schedule()
-        return Result(outcome.status, outcome.objective, outcome.bound, 0.0, schedule,
-                      self.name, message=outcome.message, extra=outcome.extra)
+        return outcome_result(solve_allox(instance, options, alpha=self.alpha), self.name)

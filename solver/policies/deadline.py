@@ -11,13 +11,12 @@ weighted completion time (s). Solved in CP-SAT (``cpsat``) or as a MILP
 from __future__ import annotations
 
 import logging
-import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from hetsched.data import Instance
 from hetsched.errors import InputError
-from hetsched.policies import SolveOptions
-from hetsched.result import Result, Schedule
+from hetsched.policies import SolveOptions, outcome_result
+from hetsched.result import Result
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +51,6 @@ class DeadlinePolicy:
         is at its best value (see :func:`hetsched.formulations.deadline.solve_deadline`)."""
         from hetsched.formulations.deadline import solve_deadline
 
-        outcome = solve_deadline(instance, options, first_term=self.objective)
-        extra: dict[str, Any] = dict(outcome.extra)
-        if outcome.schedule is None:
-            return Result(outcome.status, math.inf, None, 0.0, Schedule(), self.name,
-                          message=outcome.message, extra=extra)
-        return Result(outcome.status, outcome.objective, outcome.bound, 0.0, outcome.schedule,
-                      self.name, message=outcome.message, extra=extra)
+        return outcome_result(solve_deadline(instance, options, first_term=self.objective),
+                              self.name)
 

@@ -15,20 +15,18 @@ single-GPU job has none.
 
 from __future__ import annotations
 
-import heapq
 import logging
 import math
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from hetsched.data import Cluster, Instance, Job
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.topology import Gang, PlacementOutcome, place
-from hetsched.gpus import FreeGpuIndex
-from hetsched.policies import SolveOptions
+from hetsched.gpus import FreeGpuIndex, Start
 from hetsched.result import Assignment, Result, Schedule, Status
+from hetsched.rolling import ClusterState, Decision, PolicyHooks
 from hetsched.throughput import Placement
 from hetsched.topology import communication_sensitivity as sensitivity
 from hetsched.topology import predicted_throughput
@@ -79,147 +77,131 @@ def random_placement(cluster: Cluster, busy: set[str], gangs: list[Gang], seed: 
     return placement
 
 
-@dataclass
-class _Running:
-    finish: float
-    gpus: tuple[str, ...]
+class TopologyAdmission(PolicyHooks):
+    """The ``topology`` model as a rolling policy: at every event, strict FIFO admission of
+    the longest prefix of the queue that first fit can hold (:func:`admit`), then the
+    exact placement model for that batch, warm-started from first fit
+    (:func:`hetsched.formulations.topology.place`), within its share of ``budget`` (the
+    batch's jobs over the jobs of ``instance`` not placed yet). It keeps what the static
+    result reports (:meth:`result`). The static planner runs it through the simulator
+    (:class:`hetsched.topology_run.TopologyPolicy`): one event loop for replays and static
+    solves alike."""
+
+    name = "topology"
+    round_s: float | None = None  # events only
+
+    def __init__(self, instance: Instance, *, backend: str, budget: Budget, threads: int = 1,
+                 seed: int = 0) -> None:
+        self.instance = instance
+        self.backend = backend
+        self.budget = budget
+        self.threads = threads
+        self.seed = seed
+        self.outcomes: list[PlacementOutcome] = []
+        self.first_fit_total = 0.0
+        self.optimal_total = 0.0
+        self.placed = 0
+
+    def decide(self, state: ClusterState) -> Decision:
+        """Admit and place the batch that starts now."""
+        busy = set(state.cluster.gpu_by_id) - state.free
+        batch: list[tuple[Job, Gang]] = []
+        hint: dict[str, tuple[str, ...]] = {}
+        for job in state.pending:
+            admitted = admit(self.instance, job, busy | {g for p in hint.values() for g in p})
+            if admitted is None:
+                break
+            gang, gpus = admitted
+            batch.append((job, gang))
+            hint[job.id] = gpus
+        if not batch:
+            return Decision()
+        gangs = tuple(g for _, g in batch)
+        # This batch's part of the budget: its share of the jobs still to place.
+        part = self.budget.part(len(batch) / (len(self.instance.jobs) - self.placed))
+        outcome = place(state.cluster, busy, gangs, backend=self.backend, budget=part,
+                        threads=self.threads, seed=self.seed, hint=hint)
+        if not outcome.placement:
+            log.warning("placement failed (%s): using first fit", outcome.message)
+            outcome.placement = hint
+        self.outcomes.append(outcome)
+        starts = []
+        for job, gang in batch:
+            gpus = outcome.placement[job.id]
+            starts.append(Start(job.id, gang.gpu_type, gpus))
+            self.first_fit_total += predicted_throughput(self.instance, job, gang.gpu_type,
+                                                         hint[job.id])
+            self.optimal_total += predicted_throughput(self.instance, job, gang.gpu_type, gpus)
+        self.placed += len(batch)
+        return Decision(tuple(starts))
+
+    def result(self, schedule: Schedule) -> Result:
+        """The static result of the schedule this policy produced."""
+        return topology_result(self.instance, schedule, self.outcomes, self.first_fit_total,
+                               self.optimal_total)
 
 
-class TopologyPolicy:
-    """FIFO admission, exact topology-aware placement per batch."""
-
-    name: ClassVar[str] = "topology"
-    backends: ClassVar[tuple[str, ...]] = ("cpsat", "highs", "cbc", "scip")
-    default_time_limit_s: ClassVar[float | None] = 60.0
-    replan_preemptive: ClassVar[bool] = False
-
-    def unrunnable(self, instance: Instance) -> dict[str, str]:
-        """None: every job the instance accepts is placed (spread when it must)."""
-        return {}
-
-    def solve(self, instance: Instance, options: SolveOptions) -> Result:
-        """Schedule every job; the objective is the total communication cost (seconds per
-        GB, weighted by sensitivity) of the placements, the bound the sum of the batches'
-        proven bounds."""
-        backend = options.backend or self.backends[0]
-        budget = options.budget or Budget(options.time_limit_s,
-                                          deterministic=options.deterministic)
-        cluster = instance.cluster
-        queue = sorted(instance.jobs, key=lambda j: (j.arrival, j.id))
-        events: list[float] = sorted({max(j.arrival, instance.now) for j in queue})
-        heapq.heapify(events)
-        running: list[_Running] = []
-        assignments: list[Assignment] = []
-        outcomes: list[PlacementOutcome] = []
-        first_fit_total = 0.0
-        optimal_total = 0.0
-        position = 0
-        while position < len(queue):
-            now = heapq.heappop(events)
-            while events and events[0] <= now:
-                heapq.heappop(events)
-            running = [r for r in running if r.finish > now + 1e-9]
-            busy = {g for r in running for g in r.gpus}
-            batch: list[tuple[Job, Gang]] = []
-            hint: dict[str, tuple[str, ...]] = {}
-            while position < len(queue) and queue[position].arrival <= now + 1e-9:
-                job = queue[position]
-                admitted = self._admit(instance, job, busy | {g for p in hint.values()
-                                                                for g in p})
-                if admitted is None:
-                    break
-                gang, gpus = admitted
-                batch.append((job, gang))
-                hint[job.id] = gpus
-                position += 1
-            if batch:
-                gangs = tuple(g for _, g in batch)
-                # This batch's part of the budget: its share of the jobs still to place.
-                part = budget.part(len(batch) / (len(queue) - position + len(batch)))
-                outcome = place(cluster, busy, gangs, backend=backend, budget=part,
-                                threads=options.threads, seed=options.seed, hint=hint)
-                if not outcome.placement:
-                    log.warning("placement failed (%s): using first fit", outcome.message)
-                    outcome.placement = hint
-                outcomes.append(outcome)
-                for job, gang in batch:
-                    gpus = outcome.placement[job.id]
-                    speed = instance.throughput.throughput(
-                        job.job_type, gang.gpu_type, len(gpus), cluster.placement_of(gpus))
-                    finish = now + job.work / speed
-                    assignments.append(Assignment(job.id, gang.gpu_type, gpus, now, finish))
-                    running.append(_Running(finish, gpus))
-                    heapq.heappush(events, finish)
-                    first_fit_total += predicted_throughput(instance, job, gang.gpu_type,
-                                                            hint[job.id])
-                    optimal_total += predicted_throughput(instance, job, gang.gpu_type, gpus)
-            if position < len(queue):
-                head = queue[position]
-                if head.arrival > now:
-                    heapq.heappush(events, head.arrival)
-                elif not running:
-                    raise RuntimeError(f"job {head.id} can never be placed")
-        schedule = Schedule(tuple(assignments))
-        return self._result(instance, schedule, outcomes, first_fit_total, optimal_total)
-
-    def _admit(self, instance: Instance, job: Job,
-               taken: set[str]) -> tuple[Gang, tuple[str, ...]] | None:
-        """A gang for ``job`` on the first GPU type where first fit can place it now."""
-        count = job.num_gpus
-        for gpu_type in instance.cluster.type_names:
-            if not job.may_use(gpu_type):
+def admit(instance: Instance, job: Job,
+          taken: set[str]) -> tuple[Gang, tuple[str, ...]] | None:
+    """A gang for ``job`` on the first GPU type where first fit can place it now."""
+    count = job.num_gpus
+    for gpu_type in instance.cluster.type_names:
+        if not job.may_use(gpu_type):
+            continue
+        packed = instance.throughput.throughput(job.job_type, gpu_type, count,
+                                                Placement.PACKED)
+        spread = instance.throughput.throughput(job.job_type, gpu_type, count,
+                                                Placement.SPREAD)
+        weight = sensitivity(instance, job, gpu_type, count)
+        if packed > 0:
+            gang = Gang(job.id, gpu_type, count, weight, allow_spread=False,
+                        nodes=job.allowed_nodes)
+            try:
+                return gang, first_fit(instance.cluster, taken, [gang])[job.id]
+            except ValueError:
+                pass
+        if spread > 0 and count >= 2:
+            gang = Gang(job.id, gpu_type, count, weight, allow_spread=True,
+                        nodes=job.allowed_nodes)
+            try:
+                gpus = first_fit(instance.cluster, taken, [gang])[job.id]
+            except ValueError:
                 continue
-            packed = instance.throughput.throughput(job.job_type, gpu_type, count,
-                                                    Placement.PACKED)
-            spread = instance.throughput.throughput(job.job_type, gpu_type, count,
-                                                    Placement.SPREAD)
-            weight = sensitivity(instance, job, gpu_type, count)
-            if packed > 0:
-                gang = Gang(job.id, gpu_type, count, weight, allow_spread=False,
-                            nodes=job.allowed_nodes)
-                try:
-                    return gang, first_fit(instance.cluster, taken, [gang])[job.id]
-                except ValueError:
-                    pass
-            if spread > 0 and count >= 2:
-                gang = Gang(job.id, gpu_type, count, weight, allow_spread=True,
-                            nodes=job.allowed_nodes)
-                try:
-                    gpus = first_fit(instance.cluster, taken, [gang])[job.id]
-                except ValueError:
-                    continue
-                if instance.cluster.placement_of(gpus) is Placement.SPREAD:
-                    return gang, gpus
-        return None
+            if instance.cluster.placement_of(gpus) is Placement.SPREAD:
+                return gang, gpus
+    return None
 
-    def _result(self, instance: Instance, schedule: Schedule, outcomes: list[PlacementOutcome],
-                first_fit_total: float, optimal_total: float) -> Result:
-        cost = sum(o.cost for o in outcomes)
-        bounds = [o.bound for o in outcomes]
-        bound = sum(b for b in bounds if b is not None) if all(
-            b is not None for b in bounds) else None
-        proven = all(o.status is Status.OPTIMAL for o in outcomes)
-        # One batch placed optimally is a proven optimum of the placement problem; with
-        # several batches each is optimal given the ones before, not jointly.
-        stopped = sum(o.status is Status.TIME_LIMIT for o in outcomes)
-        status = Status.OPTIMAL if proven and len(outcomes) == 1 else \
-            Status.TIME_LIMIT if stopped else Status.FEASIBLE
-        extra: dict[str, Any] = {
-            "batches": len(outcomes),
-            "batches_stopped_by_the_budget": stopped,
-            "all_batches_optimal": proven,
-            "fragmentation_last_batch": outcomes[-1].fragmentation if outcomes else 0,
-            "predicted_throughput_total": optimal_total,
-            "first_fit_predicted_throughput_total": first_fit_total,
-            "predicted_throughput": {
-                a.job: predicted_throughput(instance, instance.job_by_id[a.job], a.gpu_type,
-                                            a.gpus)
-                for a in schedule
-            },
-        }
-        message = "" if proven else "some placement solves stopped before proving optimality"
-        return Result(status, cost if outcomes else math.inf if instance.jobs else 0.0, bound,
-                      0.0, schedule, self.name, message=message, extra=extra)
+
+def topology_result(instance: Instance, schedule: Schedule, outcomes: list[PlacementOutcome],
+                    first_fit_total: float, optimal_total: float) -> Result:
+    """The planner's result: the placements' total communication cost, the bound the sum
+    of the batches' proven bounds, and the predicted throughputs against first fit."""
+    cost = sum(o.cost for o in outcomes)
+    bounds = [o.bound for o in outcomes]
+    bound = sum(b for b in bounds if b is not None) if all(
+        b is not None for b in bounds) else None
+    proven = all(o.status is Status.OPTIMAL for o in outcomes)
+    # One batch placed optimally is a proven optimum of the placement problem; with
+    # several batches each is optimal given the ones before, not jointly.
+    stopped = sum(o.status is Status.TIME_LIMIT for o in outcomes)
+    status = Status.OPTIMAL if proven and len(outcomes) == 1 else \
+        Status.TIME_LIMIT if stopped else Status.FEASIBLE
+    extra: dict[str, Any] = {
+        "batches": len(outcomes),
+        "batches_stopped_by_the_budget": stopped,
+        "all_batches_optimal": proven,
+        "fragmentation_last_batch": outcomes[-1].fragmentation if outcomes else 0,
+        "predicted_throughput_total": optimal_total,
+        "first_fit_predicted_throughput_total": first_fit_total,
+        "predicted_throughput": {
+            a.job: predicted_throughput(instance, instance.job_by_id[a.job], a.gpu_type,
+                                        a.gpus)
+            for a in schedule
+        },
+    }
+    message = "" if proven else "some placement solves stopped before proving optimality"
+    return Result(status, cost if outcomes else math.inf if instance.jobs else 0.0, bound,
+                  0.0, schedule, "topology", message=message, extra=extra)
 
 
 def topology_replacement(instance: Instance, schedule: Schedule, *, backend: str = "cpsat",

@@ -26,11 +26,9 @@ from hetsched.formulations.mip import (
     MatrixModel,
     MipSettings,
     available_engines,
-    from_pulp,
-    set_pulp_values,
     solve_mip,
-    solve_pulp,
 )
+from hetsched.formulations.mip.pulp_io import from_pulp, set_pulp_values, solve_pulp
 from tests.helpers import ROOT
 
 INF = np.inf

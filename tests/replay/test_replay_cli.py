@@ -142,10 +142,10 @@ def test_an_interrupted_replay_bounds_only_the_jobs_it_finished(
     # finished jobs (100 s each: avg JCT >= 100, makespan >= 100).
     from hetsched.data import Job
     from hetsched.replays import run_replay
-    from hetsched.rolling import ClusterState, Decision, RollingFifo
+    from hetsched.rolling import ClusterState, Decision, PolicyHooks, RollingFifo
     from hetsched.traces.native import write_native
 
-    class StopAt:
+    class StopAt(PolicyHooks):
         name = "stop"
         round_s = None
 

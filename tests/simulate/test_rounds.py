@@ -20,12 +20,12 @@ from hetsched.data import Cluster, GpuType, Job, Node
 from hetsched.gpus import Start
 from hetsched.registry import ENTRIES, rolling
 from hetsched.replays import run_replay, throughput_pair
-from hetsched.rolling import ClusterState, Decision, RollingFifo, RunningJob
+from hetsched.rolling import ClusterState, Decision, PolicyHooks, RollingFifo, RunningJob
 from hetsched.simulate import Simulator
 from hetsched.throughput import Placement, ThroughputTable
 
 
-class Recorder:
+class Recorder(PolicyHooks):
     """FIFO that declares ``round_s`` and records when it is called: (time, pending,
     running)."""
 

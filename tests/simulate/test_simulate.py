@@ -21,6 +21,7 @@ from hetsched.result import Assignment, Schedule
 from hetsched.rolling import (
     ClusterState,
     Decision,
+    PolicyHooks,
     RollingFifo,
     RollingPolicy,
     RunningJob,
@@ -76,7 +77,7 @@ def test_completion_at_exact_times_with_an_interval() -> None:
     assert summary["avg_queue_s"] == pytest.approx((0 + 70) / 2)
 
 
-class PreemptOnce:
+class PreemptOnce(PolicyHooks):
     """Starts a at 0; at b's arrival (40 s) preempts a for b; restarts a when b ends."""
 
     name = "preempt-once"
@@ -112,7 +113,7 @@ def test_jobs_advance_at_the_measured_speed_not_the_fitted_one() -> None:
     assert replay.records["a"].finish == pytest.approx(100.0)  # 1000 / 10, not 1000 / 20
 
 
-class NeverStarts:
+class NeverStarts(PolicyHooks):
     name = "lazy"
     round_s = None
 
@@ -128,7 +129,7 @@ def test_a_policy_that_starts_nothing_cannot_stall_the_replay() -> None:
     assert replay.summary()["fallbacks"] >= 1
 
 
-class Cheater:
+class Cheater(PolicyHooks):
     name = "cheater"
     round_s = None
 
@@ -267,7 +268,7 @@ def naive_first_fit(state: ClusterState, job: Job, free: set[str],
     return None
 
 
-class NaiveFifo:
+class NaiveFifo(PolicyHooks):
     """Strict FIFO with :func:`naive_first_fit`."""
 
     name = "naive-fifo"
@@ -285,7 +286,7 @@ class NaiveFifo:
         return Decision(tuple(starts))
 
 
-class FifoThroughState:
+class FifoThroughState(PolicyHooks):
     """RollingFifo behind a wrapper, so the simulator builds a ClusterState for it."""
 
     name = "fifo-via-state"
@@ -467,7 +468,7 @@ def test_fifo_fast_paths_replay_exactly_like_the_reference(seed: int) -> None:
     assert max(d[1] for d in decisions) > 5  # jobs queued: the blocked-head path ran
 
 
-class RandomPreempter:
+class RandomPreempter(PolicyHooks):
     """Preempts a random running job now and then, starts pending jobs in a random order
     by first fit, and keeps what it was shown (the choices depend only on the order of
     ids, so two simulators that agree give it the same observations)."""
@@ -534,7 +535,7 @@ def test_preemptive_replay_and_what_policies_see_match_the_reference(seed: int) 
 def test_state_fields_must_be_read_while_deciding() -> None:
     kept: list[ClusterState] = []
 
-    class Keeper:
+    class Keeper(PolicyHooks):
         name = "keeper"
         round_s = None
 

@@ -1,0 +1,48 @@
+"""``topology`` as a static planner: its rolling form
+(:class:`~hetsched.policies.topology.TopologyAdmission`: FIFO admission at every event,
+the exact placement model for each batch) run by the simulator on the instance, so static
+solves and replays share one event loop."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from hetsched.data import Instance
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.options import SolveOptions
+from hetsched.policies.topology import TopologyAdmission
+from hetsched.result import Result
+from hetsched.simulate import Simulator
+
+
+class TopologyPolicy:
+    """FIFO admission, exact topology-aware placement per batch (module docstring of
+    :mod:`hetsched.policies.topology`)."""
+
+    name: ClassVar[str] = "topology"
+    backends: ClassVar[tuple[str, ...]] = ("cpsat", "highs", "cbc", "scip")
+    default_time_limit_s: ClassVar[float | None] = 60.0
+    replan_preemptive: ClassVar[bool] = False
+
+    def unrunnable(self, instance: Instance) -> dict[str, str]:
+        """None: every job the instance accepts is placed (spread when it must)."""
+        return {}
+
+    def solve(self, instance: Instance, options: SolveOptions) -> Result:
+        """Schedule every job; the objective is the total communication cost (seconds per
+        GB, weighted by sensitivity) of the placements, the bound the sum of the batches'
+        proven bounds."""
+        budget = options.budget or Budget(options.time_limit_s,
+                                          deterministic=options.deterministic)
+        admission = TopologyAdmission(instance, backend=options.backend or self.backends[0],
+                                      budget=budget, threads=options.threads,
+                                      seed=options.seed)
+        now = instance.now
+        jobs = [job if job.arrival >= now else dataclasses.replace(job, arrival=now)
+                for job in instance.jobs]
+        replay = Simulator(instance.cluster, jobs, admission, truth=instance.throughput,
+                           restart_penalty_s=0.0).run()
+        if replay.interrupted:
+            raise KeyboardInterrupt
+        return admission.result(replay.schedule())
