@@ -5,7 +5,7 @@ a rolling policy (a :class:`~hetsched.rolling.RollingPolicy`: cluster state in, 
 out), or both (``fifo``). Every name works both ways: :func:`planner` runs a rolling
 policy through the simulator on a static instance
 (:class:`~hetsched.simulated.Simulated`), and :func:`rolling` re-solves a static model at
-every decision point (:class:`~hetsched.replanning.ModelPolicy`). ``NAME-agnostic`` is
+every decision point (:class:`~hetsched.replanning.Replanning`). ``NAME-agnostic`` is
 any of them shown every GPU type alike (:mod:`hetsched.baselines.agnostic`).
 
 An :class:`Entry` declares what the callers need without importing the policy: its
@@ -25,7 +25,7 @@ from hetsched.baselines.agnostic import AGNOSTIC_SUFFIX, HeterogeneityAgnostic
 from hetsched.data import Instance
 from hetsched.errors import InputError
 from hetsched.policies import Planner, SolveOptions
-from hetsched.replanning import ModelPolicy
+from hetsched.replanning import Replanning
 from hetsched.rolling import RollingPolicy
 from hetsched.simulated import Simulated
 
@@ -142,7 +142,7 @@ def rolling(name: str, *, backend: str | None = None, time_limit_s: float | None
             kwargs.setdefault("deterministic", deterministic)
         made: RollingPolicy = _load(found.policy)(**kwargs)
         return made
-    return ModelPolicy(planner(base), backend=backend, time_limit_s=time_limit_s, seed=seed,
+    return Replanning(planner(base), backend=backend, time_limit_s=time_limit_s, seed=seed,
                        deterministic=deterministic, **params)
 
 

@@ -1,6 +1,6 @@
 """Replanning: a static planner (``deadline``, ``allox``, ``topology``, ``fifo``: a
 :class:`~hetsched.policies.Planner`) used as a rolling policy, re-solved at every decision
-point (:class:`ModelPolicy`)."""
+point (:class:`Replanning`)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _on(job: Job, nodes: set[str] | dict[str, list[str]]) -> Job:
                                                         if n in nodes))
 
 
-class ModelPolicy(PolicyHooks):
+class Replanning(PolicyHooks):
     """A static planner (``deadline``, ``allox``, ``topology``, ``fifo``) driven at every
     decision point.
 

@@ -49,7 +49,7 @@ class AgnosticView:
 class HeterogeneityAgnostic(PolicyHooks):
     """Runs ``policy`` on states whose throughput model is an :class:`AgnosticView` of the
     real one (over the cluster's GPU types). Works for native baselines and for
-    ``ModelPolicy`` (which builds its instance from ``state.throughput``)."""
+    ``Replanning`` (which builds its instance from ``state.throughput``)."""
 
     def __init__(self, policy: RollingPolicy) -> None:
         self.policy = policy

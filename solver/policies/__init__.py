@@ -3,7 +3,7 @@ out.
 
 Every planner declares its back-ends (the default first; none for a pure heuristic), the
 time limit used when the caller gives none, and whether, replanned at every decision point
-of a replay (:class:`~hetsched.replanning.ModelPolicy`), it may preempt running jobs.
+of a replay (:class:`~hetsched.replanning.Replanning`), it may preempt running jobs.
 :func:`run_planner` is the one way to run one: it checks the back-end, makes the budget
 and the settings. Planners are found by name in :mod:`hetsched.registry`, which also
 turns every rolling policy into a planner (:class:`~hetsched.simulated.Simulated`).

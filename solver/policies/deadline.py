@@ -28,7 +28,7 @@ class DeadlinePolicy:
     backends: ClassVar[tuple[str, ...]] = ("cpsat", "highs", "cbc", "scip")
     default_time_limit_s: ClassVar[float | None] = 60.0
     #: Replanned in a replay, it sees the running jobs (pinned to their nodes) and may
-    #: preempt them (:class:`~hetsched.replanning.ModelPolicy`).
+    #: preempt them (:class:`~hetsched.replanning.Replanning`).
     replan_preemptive: ClassVar[bool] = True
 
     def __init__(self, objective: str = "missed") -> None:

@@ -22,7 +22,7 @@ from hetsched.errors import InputError
 from hetsched.formulations.gavel import AllocationProblem, solve_allocation
 from hetsched.instance_file import load_instance
 from hetsched.registry import ENTRIES, rolling
-from hetsched.replanning import ModelPolicy
+from hetsched.replanning import Replanning
 from hetsched.replays import rolling_policy, run_replay
 from hetsched.rolling import ClusterState, RollingPolicy, RunningJob
 from hetsched.simulate import Replay, Simulator
@@ -432,7 +432,7 @@ def test_replay_uses_the_policy_round_and_lists_baselines(tmp_path: Path) -> Non
     assert "-agnostic" in str(error.value)
     wrapped = rolling_policy("deadline-agnostic")
     assert isinstance(wrapped, HeterogeneityAgnostic)
-    assert isinstance(wrapped.policy, ModelPolicy)
+    assert isinstance(wrapped.policy, Replanning)
     assert wrapped.round_s is None
     assert rolling_policy("tiresias-agnostic").round_s == 360.0
     assert {name: rolling_policy(name).round_s for name in ALL if "agnostic" not in name} == {

@@ -13,7 +13,7 @@ from hetsched.errors import InputError
 from hetsched.instance_file import load_instance
 from hetsched.policies.fifo import FifoPolicy
 from hetsched.registry import ENTRIES, entry, is_exact, names, planner, rolling
-from hetsched.replanning import ModelPolicy
+from hetsched.replanning import Replanning
 from hetsched.result import Status
 from hetsched.simulate import Simulator
 from hetsched.simulated import Simulated
@@ -54,7 +54,7 @@ def test_every_name_is_a_rolling_policy(name: str) -> None:
     policy = rolling(name, time_limit_s=1.0, deterministic=True)
     assert policy.name == name
     if ENTRIES[name].policy is None:  # a static model, replanned
-        assert isinstance(policy, ModelPolicy)
+        assert isinstance(policy, Replanning)
         assert policy.preemptive == (name == "deadline")
 
 

@@ -1,4 +1,4 @@
-"""The exact models as rolling policies (``hetsched.replanning.ModelPolicy``): node pinning,
+"""The exact models as rolling policies (``hetsched.replanning.Replanning``): node pinning,
 preemption with hysteresis, the priority window and the work-conserving backfill."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from hetsched.data import Cluster, GpuType, Instance, Job, Node
 from hetsched.registry import planner
-from hetsched.replanning import ModelPolicy
+from hetsched.replanning import Replanning
 from hetsched.rolling import ClusterState, RunningJob
 from hetsched.simulate import Simulator
 from hetsched.solve import solve
@@ -57,12 +57,12 @@ def test_preemptive_policy_stops_a_long_job_for_a_shorter_one() -> None:
     long_job = Job("long", 0.0, "train", 1, 20_000.0)
     short = Job("short", 5_000.0, "train", 1, 1_000.0)
     running = [RunningJob(long_job, "fast", ("f0/0",), 0.0, 10_000.0)]
-    decision = ModelPolicy(planner("deadline"), time_limit_s=5.0).decide(
+    decision = Replanning(planner("deadline"), time_limit_s=5.0).decide(
         state(cluster, [short], running, 5_000.0))
     assert decision.preempt == ("long",)
     assert [(s.job, s.gpus) for s in decision.start] == [("short", ("f0/0",))]
     # Non-preemptive, nothing is free: nothing happens.
-    decision = ModelPolicy(planner("deadline"), time_limit_s=5.0, preemptive=False).decide(
+    decision = Replanning(planner("deadline"), time_limit_s=5.0, preemptive=False).decide(
         state(cluster, [short], running, 5_000.0))
     assert decision.preempt == ()
     assert decision.start == ()
@@ -75,7 +75,7 @@ def test_no_preemption_when_the_gain_is_below_the_hysteresis() -> None:
     long_job = Job("long", 0.0, "train", 1, 20_000.0)
     short = Job("short", 5_000.0, "train", 1, 300.0)
     running = [RunningJob(long_job, "fast", ("f0/0",), 0.0, 10_000.0)]
-    decision = ModelPolicy(planner("deadline"), time_limit_s=5.0).decide(
+    decision = Replanning(planner("deadline"), time_limit_s=5.0).decide(
         state(cluster, [short], running, 5_000.0))
     assert decision.preempt == ()
     assert decision.start == ()
@@ -92,7 +92,7 @@ def test_a_plan_voided_by_the_hysteresis_is_backfilled_on_a_free_gpu() -> None:
     big = Job("big", 0.0, "train", 1, 1_000.0)
     tiny = Job("tiny", 0.0, "train", 1, 20.0)
     running = [RunningJob(holder, "fast", ("f0/0",), 0.0, 100.0)]
-    policy = ModelPolicy(planner("deadline"), time_limit_s=5.0, window=1)  # only "big" is modelled
+    policy = Replanning(planner("deadline"), time_limit_s=5.0, window=1)  # only "big" is modelled
     decision = policy.decide(state(cluster, [big, tiny], running, 0.0))
     assert decision.preempt == ()
     assert [(s.job, s.gpus) for s in decision.start] == [("tiny", ("s0/0",))]
@@ -103,7 +103,7 @@ def test_window_puts_starving_jobs_first_then_shortest() -> None:
     now = 10 * 24 * 3600.0
     old = Job("old", 0.0, "train", 1, 100.0)  # waited 10 days >> 10 x 100 s and 6 h
     jobs = [Job(f"j{k}", now - 10.0, "train", 1, 1_000.0 * (k + 1)) for k in range(4)]
-    policy = ModelPolicy(planner("deadline"), window=3)
+    policy = Replanning(planner("deadline"), window=3)
     chosen = policy._window(state(cluster, [*jobs, old], [], now), [*jobs, old])
     assert [j.id for j in chosen] == ["old", "j0", "j1"]
 
@@ -114,7 +114,7 @@ def test_rolling_deadline_replay_is_checker_clean_and_preempts() -> None:
     cluster = Cluster(TYPES, (Node("f0", "fast", 1), Node("s0", "slow", 1)))
     jobs = [Job("l1", 0.0, "train", 1, 8_000.0), Job("l2", 0.0, "train", 1, 2_000.0),
             *[Job(f"s{k}", 100.0 + 50 * k, "train", 1, 700.0) for k in range(3)]]
-    replay = Simulator(cluster, jobs, ModelPolicy(planner("deadline"), time_limit_s=2.0),
+    replay = Simulator(cluster, jobs, Replanning(planner("deadline"), time_limit_s=2.0),
                        truth=TABLE, restart_penalty_s=30.0).run()
     summary = replay.summary()
     assert summary["completed"] == 5

@@ -16,7 +16,7 @@ from hetsched.instance_file import load_instance
 from hetsched.outcome import OUTPUT_FILES, TIMING_FIELDS
 from hetsched.policies.fifo import fifo_schedule
 from hetsched.registry import planner, rolling
-from hetsched.replanning import ModelPolicy
+from hetsched.replanning import Replanning
 from hetsched.result import Assignment, Schedule
 from hetsched.rolling import (
     ClusterState,
@@ -147,7 +147,7 @@ def test_invalid_decisions_are_refused() -> None:
 @pytest.mark.parametrize("model", ["fifo", "topology", "allox", "deadline"])
 def test_models_as_rolling_policies(model: str) -> None:
     instance = load_instance(INSTANCES / "small.json")
-    replay = Simulator(instance.cluster, instance.jobs, ModelPolicy(planner(model), time_limit_s=2),
+    replay = Simulator(instance.cluster, instance.jobs, Replanning(planner(model), time_limit_s=2),
                        truth=instance.throughput).run()
     summary = replay.summary()
     assert summary["completed"] == 20
@@ -163,7 +163,7 @@ def test_model_policy_only_sees_free_gpus() -> None:
     instance = Instance(cluster, (Job("x", 0.0, "cnn", 1, 100.0),), table)
     state = ClusterState(now=5.0, cluster=cluster, throughput=table, pending=instance.jobs,
                          remaining={"x": 100.0}, running=(), free=frozenset({"b/0"}))
-    decision = ModelPolicy(planner("fifo")).decide(state)
+    decision = Replanning(planner("fifo")).decide(state)
     assert decision.start == (Start("x", "v100", ("b/0",)),)
 
 
@@ -225,7 +225,7 @@ def test_model_policy_commits_starts_rounded_up_to_the_grid() -> None:
     state = ClusterState(now=1601071.0004, cluster=cluster, throughput=table, pending=jobs,
                          remaining={"x": 100.0, "y": 100.0}, running=(),
                          free=frozenset({"a/0", "a/1"}))
-    decision = ModelPolicy(planner("deadline"), time_limit_s=5).decide(state)
+    decision = Replanning(planner("deadline"), time_limit_s=5).decide(state)
     assert sorted(s.job for s in decision.start) == ["x", "y"]
     assert not decision.fallback
 
