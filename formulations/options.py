@@ -51,7 +51,7 @@ class SolveOptions:
                              expected="a finite number >= 0")
 
 
-def check_seed(seed: int, path: str = "--seed") -> int:
+def check_seed(seed: int, path: str = "seed") -> int:
     """A solver seed: an integer from 0 to :data:`MAX_SEED` (``path`` names it in the
     error)."""
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:

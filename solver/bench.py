@@ -82,7 +82,7 @@ def parse_policies(text: str) -> tuple[str, ...]:
     policy (an :class:`InputError` lists the unknown ones and the known ones)."""
     from hetsched.replays import rolling_policy
 
-    names = _split(text, "--policies")
+    names = _split(text, "policies")
     unknown: list[str] = []
     expected = ""
     for name in names:
@@ -92,7 +92,7 @@ def parse_policies(text: str) -> tuple[str, ...]:
             unknown.append(name)
             expected = exc.expected or ""
     if unknown:
-        raise InputError("unknown policies", path="--policies", value=",".join(unknown),
+        raise InputError("unknown policies", path="policies", value=",".join(unknown),
                          expected=expected or "known policy names")
     return tuple(names)
 
@@ -100,11 +100,11 @@ def parse_policies(text: str) -> tuple[str, ...]:
 def parse_seeds(text: str) -> tuple[int, ...]:
     """``0,1,2`` -> ``(0, 1, 2)``; integers >= 0, duplicates dropped."""
     seeds = []
-    for item in _split(text, "--seeds"):
+    for item in _split(text, "seeds"):
         if not (item.isascii() and item.isdigit()):  # ("²".isdigit() is True)
-            raise InputError("bad seed", path="--seeds", value=item,
+            raise InputError("bad seed", path="seeds", value=item,
                              expected=f"integers from 0 to {MAX_SEED:,}, e.g. 0,1,2")
-        seeds.append(check_seed(int(item), "--seeds"))
+        seeds.append(check_seed(int(item), "seeds"))
     return tuple(dict.fromkeys(seeds))
 
 
@@ -112,13 +112,13 @@ def parse_loads(text: str) -> tuple[float, ...]:
     """``0.5,1,2`` -> ``(0.5, 1.0, 2.0)``: arrival-rate multipliers, finite and > 0;
     loads written alike (:func:`load_label`) are one."""
     loads: dict[str, float] = {}
-    for item in _split(text, "--load"):
+    for item in _split(text, "load"):
         try:
             value = float(item)
         except ValueError:
             value = math.nan
         if not (MIN_LOAD <= value <= MAX_LOAD):  # (NaN too)
-            raise InputError("bad load", path="--load", value=item,
+            raise InputError("bad load", path="load", value=item,
                              expected=f"numbers from {MIN_LOAD:g} to {MAX_LOAD:g} "
                              "(arrival-rate multipliers), e.g. 0.5,1,2")
         loads.setdefault(load_label(value), value)
@@ -155,33 +155,33 @@ class BenchSettings:
 
     def __post_init__(self) -> None:
         if not self.policies:
-            raise InputError("no policies", path="--policies", value="",
+            raise InputError("no policies", path="policies", value="",
                              expected="at least one policy name")
         if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int)
                                  or not 0 <= s <= MAX_SEED for s in self.seeds):
-            raise InputError("bad seeds", path="--seeds", value=self.seeds,
+            raise InputError("bad seeds", path="seeds", value=self.seeds,
                              expected=f"one or more integers from 0 to {MAX_SEED:,}")
         if not self.loads or any(isinstance(v, bool) or not isinstance(v, int | float)
                                  or not MIN_LOAD <= v <= MAX_LOAD for v in self.loads):
-            raise InputError("bad load", path="--load", value=self.loads,
+            raise InputError("bad load", path="load", value=self.loads,
                              expected=f"one or more numbers from {MIN_LOAD:g} to "
                              f"{MAX_LOAD:g}")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or \
                 self.workers < 1:
-            raise InputError("bad worker count", path="--workers", value=self.workers,
+            raise InputError("bad worker count", path="workers", value=self.workers,
                              expected="an integer >= 1")
         if not (math.isfinite(self.time_limit_s) and self.time_limit_s > 0):
-            raise InputError("bad time limit", path="--time-limit", value=self.time_limit_s,
+            raise InputError("bad time limit", path="time_limit_s", value=self.time_limit_s,
                              expected="seconds > 0")
         from hetsched.simulate import check_interval, check_restart_penalty
 
         check_interval(self.interval_s)
         check_restart_penalty(self.restart_penalty_s)
         if not self.trace.is_file():
-            raise InputError("no such trace file", file=str(self.trace), path="--trace")
+            raise InputError("no such trace file", file=str(self.trace), path="trace")
         if self.throughput is not None and not self.throughput.is_file():
             raise InputError("no such throughput file", file=str(self.throughput),
-                             path="--throughput")
+                             path="throughput_path")
 
     def identity(self) -> dict[str, Any]:
         """The settings that shape every run's result (``bench.json``)."""
@@ -328,7 +328,7 @@ def _check_folder(settings: BenchSettings, out: Path) -> None:
             before = None
         if not isinstance(before, dict):
             raise InputError("unreadable bench.json in the output folder", file=str(recorded),
-                             path="--out", expected="a JSON object (or a fresh --out)")
+                             path="out", expected="a JSON object (or a fresh --out)")
         changed = [name for name in SETTING_FIELDS if before.get(name) != identity[name]]
         if changed:
             name = changed[0]
@@ -339,7 +339,7 @@ def _check_folder(settings: BenchSettings, out: Path) -> None:
     from hetsched.formulations.versions import solver_versions
 
     write_text(recorded, json.dumps({**identity, "solver_versions": solver_versions()},
-                                    indent=1) + "\n", "--out", "bench.json")
+                                    indent=1) + "\n", "out", "bench.json")
 
 
 def run_bench(settings: BenchSettings, out: Path, *, stream: TextIO | None = None,
@@ -356,7 +356,7 @@ def run_bench(settings: BenchSettings, out: Path, *, stream: TextIO | None = Non
     (:func:`hetsched.bench_results.resume_rows`).
     """
     check_output_folder(out)
-    with writing(out, "--out", "the output folder"):
+    with writing(out, "out", "the output folder"):
         out.mkdir(parents=True, exist_ok=True)
     with locked_folder(out):
         return _run_locked(settings, out, stream, report)

@@ -165,7 +165,7 @@ def write_report(out: Path) -> Path:
     if not rows:
         raise InputError("no results to report", file=str(out / "results.csv"),
                          expected="a results.csv with at least one row")
-    with writing(out, "--out", "the report"):
+    with writing(out, "out", "the report"):
         staging = Path(tempfile.mkdtemp(prefix=".report-", dir=out))
         try:
             _write_report(out, staging, rows)

@@ -57,7 +57,7 @@ def append_result(path: Path, row: dict[str, str]) -> None:
     """Append ``row`` to results.csv on a line of its own and flush it to disk; a row with
     columns the header lacks rewrites the file (atomically) with the union of the columns.
     An ``OSError`` (a full disk) is a clear error naming the file."""
-    with writing(path, "--out", "results.csv"):
+    with writing(path, "out", "results.csv"):
         _append(path, row)
 
 
@@ -82,7 +82,7 @@ def _append(path: Path, row: dict[str, str]) -> None:
     writer = csv.DictWriter(text, columns, restval="", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    write_text(path, text.getvalue(), "--out", "results.csv")
+    write_text(path, text.getvalue(), "out", "results.csv")
 
 
 def _last_byte(path: Path) -> bytes:
@@ -101,7 +101,7 @@ def resume_rows(path: Path, warn: Callable[[str], None] | None = None) -> list[d
     """
     if not path.is_file():
         return []
-    with writing(path, "--out", "results.csv"):
+    with writing(path, "out", "results.csv"):
         raw = path.read_bytes()
     try:
         text = raw.decode("utf-8")
@@ -133,7 +133,7 @@ def resume_rows(path: Path, warn: Callable[[str], None] | None = None) -> list[d
                 raise
             (warn or log.warning)(f"{path}: {exc.path}: {exc.problem} (a write cut short): "
                                   "row dropped, its run is done again")
-            write_text(path, "".join(lines[:-1]), "--out", "results.csv")
+            write_text(path, "".join(lines[:-1]), "out", "results.csv")
     return rows
 
 

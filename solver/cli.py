@@ -450,10 +450,18 @@ def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) ->
 
 #: The library's parameter names and the options that set them: an error about a
 #: parameter is reported with the option the user typed.
-PARAMETER_FLAGS = {"model": "--model", "policy": "--policy", "backend": "--backend",
-                   "time_limit": "--time-limit", "placement": "--placement",
-                   "seed": "--seed", "threads": "--threads", "gap": "--gap",
-                   **dict(MODEL_KNOBS.values())}
+PARAMETER_FLAGS = {
+    "model": "--model", "policy": "--policy", "backend": "--backend",
+    "time_limit": "--time-limit", "time_limit_s": "--time-limit", "placement": "--placement",
+    "seed": "--seed", "seeds": "--seeds", "threads": "--threads", "gap": "--gap",
+    "cluster_spec": "--cluster", "policies": "--policies", "load": "--load",
+    "workers": "--workers", "trace": "--trace", "throughput_path": "--throughput",
+    "out": "--out", "plot": "--plot", "restart_penalty_s": "--restart-penalty",
+    "interval_s": "--interval", "gpus": "--gpus", "jobs": "--jobs",
+    "gpus_per_node": "--gpus-per-node", "mean_interarrival_s": "--mean-interarrival",
+    "median_duration_s": "--median-duration", "deadline_fraction": "--deadline-fraction",
+    "elastic_fraction": "--elastic-fraction",
+    **dict(MODEL_KNOBS.values())}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -468,9 +476,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         click.echo("aborted", err=True)
         sys.exit(exit_code(exc))
     except InputError as exc:
-        if not exc.file and exc.path in PARAMETER_FLAGS:  # the library names parameters
+        if exc.path in PARAMETER_FLAGS:  # the library names parameters, the user typed flags
             exc = InputError(exc.problem, path=PARAMETER_FLAGS[exc.path], value=exc.value,
-                             expected=exc.expected)
+                             expected=exc.expected, file=exc.file)
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except click.exceptions.Abort as exc:  # click's wrapping of KeyboardInterrupt

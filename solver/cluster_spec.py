@@ -40,12 +40,12 @@ def parse_cluster(spec: str, *, base_dir: Path | None = None) -> Cluster:
     base = base_dir if base_dir is not None else Path.cwd()
     text = spec.strip()
     if not text:
-        raise InputError("empty cluster spec", path="--cluster", value=spec,
+        raise InputError("empty cluster spec", path="cluster_spec", value=spec,
                          expected="TYPE=GPUS[,TYPE=GPUS...], a JSON file or openb:NODES.csv")
     if text.startswith("openb:"):
         relative = text.removeprefix("openb:").strip()
         if not relative:
-            raise InputError("no node list after 'openb:'", path="--cluster", value=spec,
+            raise InputError("no node list after 'openb:'", path="cluster_spec", value=spec,
                              expected="openb:NODE_LIST.csv")
         return openb_cluster(base / relative)
     if text.endswith(".json") or _is_file(base / text):
@@ -67,25 +67,25 @@ def _gpu_counts(text: str) -> Cluster:
     for part in text.split(","):
         match = _ITEM.match(part.strip())
         if match is None:
-            raise InputError("bad cluster spec item", path="--cluster", value=part,
+            raise InputError("bad cluster spec item", path="cluster_spec", value=part,
                              expected="TYPE=GPUS or TYPE=GPUSxPER_SERVER, e.g. v100=36 or "
                              "v100=36x8 (or a JSON file, or openb:NODES.csv)")
         digits = [match.group(2), match.group(3) or str(GPUS_PER_SERVER)]
         if any(len(text) > 9 for text in digits):
-            raise InputError("GPU count too large", path="--cluster", value=part,
+            raise InputError("GPU count too large", path="cluster_spec", value=part,
                              expected=f"at most {MAX_CLUSTER_GPUS} GPUs, {MAX_GPUS_PER_NODE} "
                              "per server")
         name, total, size = match.group(1), int(digits[0]), int(digits[1])
         if total < 1 or size < 1:
-            raise InputError("GPU counts must be >= 1", path="--cluster", value=part,
+            raise InputError("GPU counts must be >= 1", path="cluster_spec", value=part,
                              expected="TYPE=GPUS with GPUS >= 1 (and PER_SERVER >= 1)")
         if size > MAX_GPUS_PER_NODE or total + sum(n.num_gpus for n in nodes) > \
                 MAX_CLUSTER_GPUS:
-            raise InputError("GPU count too large", path="--cluster", value=part,
+            raise InputError("GPU count too large", path="cluster_spec", value=part,
                              expected=f"at most {MAX_CLUSTER_GPUS} GPUs in all, "
                              f"{MAX_GPUS_PER_NODE} per server")
         if any(t.name == name for t in gpu_types):
-            raise InputError("GPU type given twice", path="--cluster", value=name,
+            raise InputError("GPU type given twice", path="cluster_spec", value=name,
                              expected="each type once")
         gpu_types.append(GPU_TYPES.get(name, GpuType(name)))
         for index, start in enumerate(range(0, total, size)):

@@ -122,14 +122,14 @@ def parse_gpu_counts(text: str) -> dict[str, int]:
         digits = number.strip()
         if not sep or not name or not digits.isdigit() or len(digits) > 9 \
                 or not 1 <= int(digits) <= MAX_CLUSTER_GPUS:
-            raise InputError("bad GPU count", path="--gpus", value=part,
+            raise InputError("bad GPU count", path="gpus", value=part,
                              expected=f"TYPE=COUNT with COUNT an integer from 1 to "
                              f"{MAX_CLUSTER_GPUS}, e.g. v100=8")
         if name not in GPU_TYPES:
-            raise InputError("unknown GPU type", path="--gpus", value=name,
+            raise InputError("unknown GPU type", path="gpus", value=name,
                              expected="one of " + ", ".join(GPU_TYPES))
         if name in counts:
-            raise InputError("GPU type given twice", path="--gpus", value=name,
+            raise InputError("GPU type given twice", path="gpus", value=name,
                              expected="each type once")
         counts[name] = int(number)
     return counts
@@ -159,26 +159,26 @@ def _check_settings(settings: GeneratorSettings) -> None:
     """Every setting in its documented range, else an InputError naming the option."""
     total = sum(settings.gpus.values())
     checks = [
-        ("--jobs", settings.jobs, in_range(settings.jobs, 1, MAX_JOBS, integer=True),
+        ("jobs", settings.jobs, in_range(settings.jobs, 1, MAX_JOBS, integer=True),
          f"an integer from 1 to {MAX_JOBS:,}"),
-        ("--gpus", total, in_range(total, 1, MAX_CLUSTER_GPUS, integer=True),
+        ("gpus", total, in_range(total, 1, MAX_CLUSTER_GPUS, integer=True),
          f"from 1 to {MAX_CLUSTER_GPUS:,} GPUs in all"),
-        ("--seed", settings.seed, in_range(settings.seed, 0, 2**64 - 1, integer=True),
+        ("seed", settings.seed, in_range(settings.seed, 0, 2**64 - 1, integer=True),
          "an integer from 0 to 2^64 - 1"),
-        ("--gpus-per-node", settings.gpus_per_node,
+        ("gpus_per_node", settings.gpus_per_node,
          in_range(settings.gpus_per_node, 1, MAX_GPUS_PER_NODE, integer=True),
          f"an integer from 1 to {MAX_GPUS_PER_NODE}"),
-        ("--mean-interarrival", settings.mean_interarrival_s,
+        ("mean_interarrival_s", settings.mean_interarrival_s,
          in_range(settings.mean_interarrival_s, 0, MAX_MEAN_INTERARRIVAL_S, strict_low=True),
          f"seconds > 0 and <= {MAX_MEAN_INTERARRIVAL_S:g}"),
-        ("--median-duration", settings.median_duration_s,
+        ("median_duration_s", settings.median_duration_s,
          in_range(settings.median_duration_s, 0, MAX_DURATION_S, strict_low=True),
          f"seconds > 0 and <= {MAX_DURATION_S:g}"),
         ("duration_sigma", settings.duration_sigma, in_range(settings.duration_sigma, 0, 10),
          "a number from 0 to 10"),
-        ("--deadline-fraction", settings.deadline_fraction,
+        ("deadline_fraction", settings.deadline_fraction,
          in_range(settings.deadline_fraction, 0, 1), "a fraction in [0, 1]"),
-        ("--elastic-fraction", settings.elastic_fraction,
+        ("elastic_fraction", settings.elastic_fraction,
          in_range(settings.elastic_fraction, 0, 1), "a fraction in [0, 1]"),
         ("users", settings.users, in_range(settings.users, 1, 10**6, integer=True),
          "an integer from 1 to 1,000,000"),
@@ -257,7 +257,7 @@ def catalogue_table(gpu_types: Sequence[str] | Mapping[str, str],
     like = dict(gpu_types) if isinstance(gpu_types, Mapping) else {t: t for t in gpu_types}
     unknown = [t for t in like.values() if t not in GPU_TYPES]
     if unknown:
-        raise InputError("GPU type not in the built-in catalogue", path="--cluster",
+        raise InputError("GPU type not in the built-in catalogue", path="cluster_spec",
                          value=unknown[0], expected="one of " + ", ".join(GPU_TYPES)
                          + ", or give --throughput")
     rows = []

@@ -349,7 +349,7 @@ def check_out_folder(out_dir: str | Path) -> None:
         return  # absent, or just moved aside by another replay into it
     except NotADirectoryError:
         if folder.exists():
-            raise InputError("the output folder is a file", file=str(folder), path="--out",
+            raise InputError("the output folder is a file", file=str(folder), path="out",
                              expected="a new folder, or one a replay wrote") from None
         return  # a parent is a file: hetsched.outputs.check_output_folder says so
     else:
@@ -357,7 +357,7 @@ def check_out_folder(out_dir: str | Path) -> None:
                          and not name.endswith(".tmp"))
         if foreign:
             raise InputError("the output folder holds files that are not a replay's",
-                             file=str(folder), path="--out", value=", ".join(foreign[:5]),
+                             file=str(folder), path="out", value=", ".join(foreign[:5]),
                              expected="a new folder, or one holding only "
                              + ", ".join(OUTPUT_FILES) + " (it is replaced as a whole)")
 

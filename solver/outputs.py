@@ -79,7 +79,7 @@ def _existing_parent(target: Path, option: str, what: str) -> Path:
     return Path(target.anchor or ".")
 
 
-def check_output_folder(folder: Path | str, option: str = "--out") -> None:
+def check_output_folder(folder: Path | str, option: str = "out") -> None:
     """Before any work: ``folder`` is a folder or can be made one, and files can be made
     beside it (the outputs are written in a temporary folder there and renamed)."""
     target = Path(folder).absolute()
@@ -110,7 +110,7 @@ def plot_formats() -> tuple[str, ...]:
     return tuple(sorted(FigureCanvasBase.get_supported_filetypes()))
 
 
-def check_plot_file(path: Path | str, option: str = "--plot") -> None:
+def check_plot_file(path: Path | str, option: str = "plot") -> None:
     """:func:`check_output_file`, and an extension matplotlib writes."""
     suffix = Path(path).suffix.lower().removeprefix(".")
     formats = plot_formats()
@@ -148,7 +148,7 @@ def write_text(path: Path | str, text: str, option: str,
 
 
 @contextlib.contextmanager
-def locked_folder(folder: Path, option: str = "--out",
+def locked_folder(folder: Path, option: str = "out",
                   holder: str = "another bench") -> Iterator[None]:
     """Hold an exclusive lock on ``folder`` (the file ``.lock`` in it) for the block; a
     second holder is refused at once with a clear error. The lock goes with the process
@@ -170,8 +170,8 @@ def locked_folder(folder: Path, option: str = "--out",
             raise InputError(f"{holder} is writing into this folder"
                              + (f" (process {pid})" if pid.isdigit() else ""),
                              file=str(folder), path=option,
-                             expected="one at a time: wait for it to end, or another "
-                             f"{option}") from None
+                             expected="one at a time: wait for it to end, or use "
+                             "another folder") from None
         with writing(lock, option, "the lock file"):
             stream.seek(0)
             stream.truncate()

@@ -84,7 +84,7 @@ def throughput_pair(path: Path) -> tuple[ThroughputModel, ThroughputModel]:
     from hetsched.speed_model import FORMAT
 
     if not path.is_file():
-        raise InputError("no such throughput file", file=str(path), path="--throughput")
+        raise InputError("no such throughput file", file=str(path), path="throughput_path")
     if path.suffix.lower() == ".json" and f'"{FORMAT}"' in path.read_text(
             encoding="utf-8", errors="replace")[:2000]:
         fitted = load_model(path)
@@ -147,7 +147,7 @@ def check_load(load: float) -> float:
     """A ``--load`` value: a number from :data:`MIN_LOAD` to :data:`MAX_LOAD`."""
     if isinstance(load, bool) or not isinstance(load, int | float) or not (
             MIN_LOAD <= load <= MAX_LOAD):
-        raise InputError("bad load", path="--load", value=load,
+        raise InputError("bad load", path="load", value=load,
                          expected=f"a number from {MIN_LOAD:g} to {MAX_LOAD:g} (2 = arrivals "
                          "twice as fast)")
     return float(load)
@@ -170,7 +170,7 @@ def scale_arrivals(jobs: Sequence[Job], load: float) -> tuple[Job, ...]:
         arrival = first + (job.arrival - first) / load
         deadline = None if job.deadline is None else arrival + (job.deadline - job.arrival)
         if max(arrival, deadline or 0.0) > MAX_TIME_S:
-            raise InputError("load too small for this trace", path="--load", value=load,
+            raise InputError("load too small for this trace", path="load", value=load,
                              expected=f"a load that keeps every scaled time <= "
                              f"{MAX_TIME_S:g} s (job {job.id} arrives at "
                              f"{arrival:.4g} s at this load)")
@@ -242,7 +242,7 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
 
     # A Ctrl-C from here on stops after the files are written; a write that fails (a full
     # disk) leaves the folder as it was and ends in one line naming it.
-    with deferred_interrupts(), writing(out, "--out", "the output folder"):
+    with deferred_interrupts(), writing(out, "out", "the output folder"):
         return _write(replay, out, jobs, cluster, truth, {
             "trace": str(trace_path), "format": trace_format, "cluster": cluster_spec,
             "gpus": len(cluster.gpus), "policy": policy_name, "seed": seed,

@@ -211,7 +211,7 @@ class Simulator:
         self.policy = policy
         self.truth = truth
         self.model = model or truth
-        self.interval_s = _period(interval_s, "--interval")
+        self.interval_s = _period(interval_s, "interval_s")
         self.round_s = _period(policy.round_s, f"{policy.name}'s round_s")
         self.restart_penalty_s = check_restart_penalty(restart_penalty_s)
         self.progress = progress
@@ -440,14 +440,14 @@ def _period(value: float | None, what: str) -> float | None:
 
 def check_interval(value: float | None) -> float | None:
     """``--interval`` (s): ``None``, or finite and at least :data:`MIN_PERIOD_S`."""
-    return _period(value, "--interval")
+    return _period(value, "interval_s")
 
 
 def check_restart_penalty(value: float) -> float:
     """The restart penalty (s): finite, from 0 to :data:`MAX_RESTART_PENALTY_S`."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not (
             0 <= value <= MAX_RESTART_PENALTY_S):
-        raise InputError("bad restart penalty", path="--restart-penalty", value=value,
+        raise InputError("bad restart penalty", path="restart_penalty_s", value=value,
                          expected=f"seconds from 0 to {MAX_RESTART_PENALTY_S:,.0f} (one day)")
     return float(value)
 

@@ -169,7 +169,7 @@ def test_cluster_specs_with_absurd_gpu_counts_fail_at_once(spec: str,
     # v100=100000000 used to build 25 million nodes and every pair of their GPUs.
     with pytest.raises(InputError) as error:
         parse_cluster(spec)
-    assert error.value.path == "--cluster"
+    assert error.value.path == "cluster_spec"  # the parameter; the CLI shows --cluster
     for piece in pieces:
         assert piece in str(error.value)
 

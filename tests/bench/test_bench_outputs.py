@@ -119,7 +119,7 @@ def test_a_second_bench_into_the_same_folder_is_refused(trace: Path, tmp_path: P
     out.mkdir()
     monkeypatch.setattr(bench, "_replay", _no_run)
     with locked_folder(out), pytest.raises(
-            InputError, match=rf"{out}: --out: another bench is writing into this folder "
+            InputError, match=rf"{out}: out: another bench is writing into this folder "
             rf"\(process {os.getpid()}\)"):
         run_bench(settings(trace, (0,)), out, report=False)
     assert not (out / "results.csv").exists()
@@ -165,7 +165,7 @@ def test_a_full_disk_while_drawing_keeps_the_previous_report(
         real(self, name, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Figure, "savefig", full_disk)
-    with pytest.raises(InputError, match=r"--out: cannot write the report: No space left"):
+    with pytest.raises(InputError, match=r"out: cannot write the report: No space left"):
         write_report(out)
     assert {name: (out / name).read_bytes() for name in names} == before
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".lock"]
@@ -181,6 +181,6 @@ def test_a_full_disk_while_appending_is_one_clear_error(tmp_path: Path,
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr("hetsched.bench_results.os.fsync", full_disk)
-    with pytest.raises(InputError, match=rf"{results}: --out: cannot write results.csv: "
+    with pytest.raises(InputError, match=rf"{results}: out: cannot write results.csv: "
                        "No space left on device"):
         append_result(results, {"policy": "fifo", "seed": "1", "load": "1"})

@@ -168,7 +168,7 @@ def test_write_text_replaces_whole_files_and_keeps_devices(tmp_path: Path) -> No
 
 def test_checks_name_the_problem(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
-    with pytest.raises(InputError, match=r"f: --out: the output folder is a file"):
+    with pytest.raises(InputError, match=r"f: out: the output folder is a file"):
         check_output_folder(tmp_path / "f")
     with pytest.raises(InputError, match=r"a parent of the output folder is not a folder "
                        r"\(got '.*f'"):
@@ -176,5 +176,5 @@ def test_checks_name_the_problem(tmp_path: Path) -> None:
     check_output_folder(tmp_path / "new" / "deeper")  # made later, by the write
     assert not (tmp_path / "new").exists()
     (tmp_path / "dir.png").mkdir()
-    with pytest.raises(InputError, match=r"--plot: the plot is a folder"):
+    with pytest.raises(InputError, match=r"plot: the plot is a folder"):
         check_plot_file(tmp_path / "dir.png")

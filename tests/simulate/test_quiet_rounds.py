@@ -167,7 +167,7 @@ def test_a_job_waiting_behind_a_long_one_under_fifo_with_an_interval() -> None:
 def test_short_intervals_and_rounds_are_refused() -> None:
     job = [Job("a", 0.0, "a", 1, 10.0)]
     assert MIN_PERIOD_S == 1.0
-    with pytest.raises(InputError, match=r"--interval: bad decision interval.*0.001"):
+    with pytest.raises(InputError, match=r"interval_s: bad decision interval.*0.001"):
         Simulator(cluster(), job, RollingFifo(), truth=TABLE, interval_s=0.001)
     with pytest.raises(InputError, match=r"gavel's round_s: bad decision interval"):
         Simulator(cluster(), job, rolling("gavel", round_s=0.5), truth=TABLE)
@@ -177,7 +177,7 @@ def test_short_intervals_and_rounds_are_refused() -> None:
 @pytest.mark.parametrize("penalty", [math.inf, math.nan, -1.0, 86_401.0])
 def test_restart_penalties_outside_0_to_a_day_are_refused(penalty: float) -> None:
     assert MAX_RESTART_PENALTY_S == 86_400.0
-    with pytest.raises(InputError, match="--restart-penalty: bad restart penalty"):
+    with pytest.raises(InputError, match="restart_penalty_s: bad restart penalty"):
         Simulator(cluster(), [Job("a", 0.0, "a", 1, 10.0)], RollingFifo(), truth=TABLE,
                   restart_penalty_s=penalty)
 
