@@ -83,9 +83,9 @@ def deadline_instances(quick: bool) -> Iterator[tuple[str, Instance]]:
 def deadline_cases(name: str, instance: Instance) -> list[Case]:
     """The deadline MILP's stages (formulations/deadline/milp.py, arrays) from the greedy
     plan."""
-    from hetsched.formulations.deadline.heuristics import greedy_plan
     from hetsched.formulations.deadline.milp import DeadlineMilp
     from hetsched.formulations.deadline.problem import build_problem
+    from hetsched.policies.deadline_search import greedy_plan
 
     began = time.perf_counter()
     problem = build_problem(instance, "missed")

@@ -1,8 +1,12 @@
 """The ``deadline`` model: choose GPU type, gang size and start; lexicographic objective.
 
-:func:`solve_deadline` builds the model's data, runs the chosen back-end (CP-SAT,
-or the MILP on CBC/HiGHS), turns the plan into concrete GPUs and maps the
-solver's outcome onto :class:`hetsched.result.Status`.
+The contract every model follows: :func:`prepare` builds the model's data, the caller
+(the planner, :class:`hetsched.policies.deadline.DeadlinePolicy`) makes a start plan
+(its search, :mod:`hetsched.policies.deadline_search`), :func:`run_stages` solves both
+stages on the chosen back-end (CP-SAT, or the MILP on HiGHS/CBC/SCIP) from that warm
+start, and :func:`conclude` returns the best plan realised on concrete GPUs as a
+:class:`~hetsched.formulations.common.ScheduleOutcome`, with the solver's outcome mapped
+onto :class:`hetsched.result.Status`.
 """
 
 from __future__ import annotations
@@ -11,9 +15,8 @@ import logging
 from typing import Any
 
 from hetsched.data import Instance
-from hetsched.formulations.budget import Budget, BudgetExhaustedError
+from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import TICK_S, Outcome, ScheduleOutcome, SolveStats
-from hetsched.formulations.deadline.heuristics import greedy_plan, improve_plan
 from hetsched.formulations.deadline.problem import (
     DeadlineObjective,
     DeadlineProblem,
@@ -33,28 +36,20 @@ DEFAULT_TIME_LIMIT_S = 60.0
 LOCAL_SEARCH_SHARE = 0.05
 LOCAL_SEARCH_MAX = 2.0
 
-__all__ = ["DEFAULT_TIME_LIMIT_S", "DeadlineObjective", "DeadlineOutcome", "build_problem",
-           "solve_deadline"]
+__all__ = ["DEFAULT_TIME_LIMIT_S", "LOCAL_SEARCH_MAX", "LOCAL_SEARCH_SHARE", "DeadlineObjective",
+           "DeadlineOutcome", "build_problem", "conclude", "prepare", "run_stages", "warm_plan"]
 
 
 #: What the model found (the shared :class:`ScheduleOutcome`).
 DeadlineOutcome = ScheduleOutcome
 
 
-def solve_deadline(instance: Instance, options: SolveOptions, *,
-                   first_term: str = "missed") -> DeadlineOutcome:
-    """Solve the ``deadline`` model of ``instance`` with ``options`` (back-end, budget,
-    gap, threads, seed, warm start); ``first_term`` is the first objective term, ``"missed"``
-    (deadlines missed) or ``"tardiness"`` (total weighted tardiness, s).
-
-    One budget (``options.budget``, made by :func:`hetsched.solve`) covers everything: the
-    model's data, the start plan, the local search, building the solver's model, the cuts
-    and both stages. The result is the best (lexicographically) of the start plan and the
-    plans the stages found, so it is never worse than the start; ``extra["plan_source"]``
-    says which won. When the budget runs out before the solver's model is built, the
-    start plan is returned with status TIME_LIMIT and a message saying so."""
-    budget = options.budget or Budget(options.time_limit_s or DEFAULT_TIME_LIMIT_S,
-                                      deterministic=options.deterministic)
+def prepare(instance: Instance, first_term: str = "missed"
+            ) -> tuple[DeadlineProblem, list[str], dict[str, Any], ScheduleOutcome | None]:
+    """The model of ``instance`` (``first_term``: ``"missed"`` deadlines or weighted
+    ``"tardiness"``, s), the notes and figures every outcome reports, and the outcome
+    itself when there is nothing to solve (a gang no node holds packed: INFEASIBLE; no
+    job: OPTIMAL)."""
     problem = build_problem(instance, first_term)
     extra: dict[str, Any] = {
         "deadline_objective": str(problem.objective),
@@ -70,26 +65,49 @@ def solve_deadline(instance: Instance, options: SolveOptions, *,
     if problem.unplaceable:
         reason = ("no packed configuration (all GPUs on one node) with throughput > 0 for jobs "
                   + ", ".join(problem.unplaceable) + "; the deadline model runs gangs packed")
-        return DeadlineOutcome(Status.INFEASIBLE, None, message=reason, extra=extra)
+        return problem, notes, extra, ScheduleOutcome(Status.INFEASIBLE, None, message=reason,
+                                                      extra=extra)
     if not problem.jobs:
-        return DeadlineOutcome(Status.OPTIMAL, Schedule(), 0.0, 0.0, extra=extra)
-    start = _start_plan(problem, options, budget, extra)
-    backend = options.backend or "cpsat"
-    plans: StagePlans | None = None
-    ran_out = False
-    if budget.expired():
-        ran_out = True
-        notes.append(f"the budget ({budget.describe()}) ran out while making the start plan: "
-                     "the start plan is returned")
-    else:
-        began = budget.elapsed_s()
-        start = improve_plan(problem, start, budget.part(LOCAL_SEARCH_SHARE, LOCAL_SEARCH_MAX))
-        extra["local_search_s"] = round(budget.elapsed_s() - began, 4)
-        try:
-            plans = _run(problem, backend, options, budget, start)
-        except BudgetExhaustedError as exc:
-            ran_out = True
-            notes.append(f"{exc}: the start plan is returned")
+        return problem, notes, extra, ScheduleOutcome(Status.OPTIMAL, Schedule(), 0.0, 0.0,
+                                                      extra=extra)
+    return problem, notes, extra, None
+
+
+def warm_plan(problem: DeadlineProblem, options: SolveOptions,
+              extra: dict[str, Any]) -> Plan | None:
+    """The caller's warm start (``options.warm_start``) as a plan of the model, or
+    ``None`` without one."""
+    if options.warm_start is None:
+        return None
+    warm = problem.plan_from_schedule(options.warm_start)
+    extra["warm_start_jobs"] = len(warm)
+    return warm
+
+
+def run_stages(problem: DeadlineProblem, backend: str, options: SolveOptions, budget: Budget,
+               warm: Plan) -> StagePlans:
+    """Both stages of the model on ``backend`` (``cpsat``, or the MILP on ``highs``,
+    ``cbc``, ``scip``) from the complete plan ``warm`` (a hint, a MIP start), within
+    ``budget``; :class:`BudgetExhaustedError` if it runs out before a model is built."""
+    if backend == "cpsat":
+        from hetsched.formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
+
+        settings = CpSatSettings(options.gap, options.threads, options.seed)
+        return DeadlineCpSat(problem, budget).solve(settings, warm)
+    from hetsched.formulations.deadline.milp import DeadlineMilp
+    from hetsched.formulations.mip import MipSettings
+
+    milp_settings = MipSettings(options.gap, options.threads, options.seed)
+    return DeadlineMilp(problem, budget).solve(backend, milp_settings, warm)
+
+
+def conclude(problem: DeadlineProblem, backend: str, start: Plan, plans: StagePlans | None,
+             ran_out: bool, notes: list[str], extra: dict[str, Any],
+             budget: Budget) -> ScheduleOutcome:
+    """The outcome: the best (lexicographically) of the start plan and the plans the
+    stages found, so never worse than the start (``extra["plan_source"]`` says which won),
+    realised on concrete GPUs; OPTIMAL only when both stages were proven and the solver's
+    plan is returned; ``ran_out``: the budget ended the solve early."""
     candidates: list[tuple[str, Plan]] = [("start plan", start)]
     if plans is not None:
         extra["stages"] = {"completion": _describe(plans.completion)}
@@ -120,28 +138,13 @@ def solve_deadline(instance: Instance, options: SolveOptions, *,
         raw = plans.deadline.bound
         extra["deadline_term_bound"] = problem.deadline_seconds(raw) if backend == "cpsat" \
             else raw
-    jobs = instance.job_by_id
+    jobs = problem.instance.job_by_id
     extra["realised_objective"] = sum(jobs[a.job].weight * (a.finish - jobs[a.job].arrival)
                                       for a in schedule)
     extra["missed_deadlines"] = sorted(
         a.job for a in schedule
         if jobs[a.job].deadline is not None and a.finish > (jobs[a.job].deadline or 0) + 1e-6)
-    return DeadlineOutcome(status, schedule, objective, bound, "; ".join(notes), extra)
-
-
-def _start_plan(problem: DeadlineProblem, options: SolveOptions, budget: Budget,
-                extra: dict[str, Any]) -> Plan:
-    """The caller's warm start, completed by the greedy plan (a MIP start must give every
-    variable), or the greedy plan alone if the merge is not feasible."""
-    warm: Plan | None = None
-    if options.warm_start is not None:
-        warm = problem.plan_from_schedule(options.warm_start)
-        extra["warm_start_jobs"] = len(warm)
-    if warm is not None and len(warm) == len(problem.jobs):
-        return warm
-    greedy = greedy_plan(problem, budget)
-    merged = {**greedy, **(warm or {})}
-    return greedy if problem.violations(merged) else merged
+    return ScheduleOutcome(status, schedule, objective, bound, "; ".join(notes), extra)
 
 
 def _status_and_bound(problem: DeadlineProblem, backend: str, plans: StagePlans | None,
@@ -163,20 +166,6 @@ def _status_and_bound(problem: DeadlineProblem, backend: str, plans: StagePlans 
     if ran_out or any(s.hit_time_limit for s in stages):
         return Status.TIME_LIMIT, bound
     return Status.FEASIBLE, bound
-
-
-def _run(problem: DeadlineProblem, backend: str, options: SolveOptions, budget: Budget,
-         warm: Plan) -> StagePlans:
-    if backend == "cpsat":
-        from hetsched.formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
-
-        settings = CpSatSettings(options.gap, options.threads, options.seed)
-        return DeadlineCpSat(problem, budget).solve(settings, warm)
-    from hetsched.formulations.deadline.milp import DeadlineMilp
-    from hetsched.formulations.mip import MipSettings
-
-    milp_settings = MipSettings(options.gap, options.threads, options.seed)
-    return DeadlineMilp(problem, budget).solve(backend, milp_settings, warm)
 
 
 def _describe(stats: SolveStats) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from hetsched.formulations.deadline.heuristics import earliest_start
 from hetsched.formulations.deadline.problem import DeadlineObjective, DeadlineProblem, JobData, Plan
+from hetsched.formulations.deadline.timing import earliest_start
 
 #: Refuse instances whose search space (n! x modes^n) is larger than this.
 MAX_LEAVES = 5_000_000

@@ -25,7 +25,6 @@ import numpy as np
 
 from hetsched.formulations.budget import Budget, BudgetExhaustedError
 from hetsched.formulations.common import TICK_S, Outcome, SolveStats, seconds
-from hetsched.formulations.deadline.heuristics import left_justify
 from hetsched.formulations.deadline.problem import (
     DEADLINE_STAGE_SHARE,
     DeadlineObjective,
@@ -33,6 +32,7 @@ from hetsched.formulations.deadline.problem import (
     Plan,
     StagePlans,
 )
+from hetsched.formulations.deadline.timing import left_justify
 from hetsched.formulations.mip import MatrixBuilder, MatrixModel, MipResult, MipSettings, solve_mip
 from hetsched.formulations.mip.model import Vector
 

@@ -15,6 +15,7 @@ from typing import ClassVar
 
 from hetsched.data import Instance
 from hetsched.errors import InputError
+from hetsched.formulations.budget import Budget
 from hetsched.policies import SolveOptions, outcome_result
 from hetsched.result import Result
 
@@ -48,9 +49,47 @@ class DeadlinePolicy:
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Schedule every job; objective = total weighted JCT (s) once the deadline term
-        is at its best value (see :func:`hetsched.formulations.deadline.solve_deadline`)."""
-        from hetsched.formulations.deadline import solve_deadline
+        is at its best value.
 
-        return outcome_result(solve_deadline(instance, options, first_term=self.objective),
-                              self.name)
+        One budget (``options.budget``, made by :func:`hetsched.solve`) covers everything:
+        the model's data, the start plan (the caller's warm start completed by the greedy
+        plan), the local search, building the solver's model, the cuts and both stages
+        (:mod:`hetsched.formulations.deadline`). The result is never worse than the start
+        plan; when the budget runs out before the solver's model is built, the start plan
+        is returned with status TIME_LIMIT and a message saying so."""
+        from hetsched.formulations.budget import BudgetExhaustedError
+        from hetsched.formulations.deadline import (
+            DEFAULT_TIME_LIMIT_S,
+            LOCAL_SEARCH_MAX,
+            LOCAL_SEARCH_SHARE,
+            conclude,
+            prepare,
+            run_stages,
+        )
+        from hetsched.policies.deadline_search import improve_plan, start_plan
 
+        budget = options.budget or Budget(options.time_limit_s or DEFAULT_TIME_LIMIT_S,
+                                          deterministic=options.deterministic)
+        problem, notes, extra, done = prepare(instance, self.objective)
+        if done is not None:
+            return outcome_result(done, self.name)
+        start = start_plan(problem, options, budget, extra)
+        backend = options.backend or "cpsat"
+        plans = None
+        ran_out = False
+        if budget.expired():
+            ran_out = True
+            notes.append(f"the budget ({budget.describe()}) ran out while making the start "
+                         "plan: the start plan is returned")
+        else:
+            began = budget.elapsed_s()
+            start = improve_plan(problem, start, budget.part(LOCAL_SEARCH_SHARE,
+                                                             LOCAL_SEARCH_MAX))
+            extra["local_search_s"] = round(budget.elapsed_s() - began, 4)
+            try:
+                plans = run_stages(problem, backend, options, budget, start)
+            except BudgetExhaustedError as exc:
+                ran_out = True
+                notes.append(f"{exc}: the start plan is returned")
+        return outcome_result(conclude(problem, backend, start, plans, ran_out, notes, extra,
+                                       budget), self.name)

@@ -16,7 +16,7 @@ from hetsched.data import Cluster, GpuType, Instance, Job, Node
 from hetsched.formulations.budget import Budget, BudgetExhaustedError
 from hetsched.formulations.deadline import build_problem
 from hetsched.formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
-from hetsched.formulations.deadline.heuristics import greedy_plan, improve_plan
+from hetsched.policies.deadline_search import greedy_plan, improve_plan
 from hetsched.result import Status
 from hetsched.solve import solve
 from hetsched.throughput import Placement, ThroughputTable

@@ -15,8 +15,8 @@ from hetsched.formulations.deadline import build_problem
 from hetsched.formulations.deadline.bruteforce import solve_by_enumeration
 from hetsched.formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
 from hetsched.formulations.deadline.cuts import separate
-from hetsched.formulations.deadline.heuristics import decode, greedy_plan, improve_plan
 from hetsched.instance_file import load_instance
+from hetsched.policies.deadline_search import decode, greedy_plan, improve_plan
 from hetsched.policies.fifo import fifo_schedule
 from hetsched.result import Result, Status
 from hetsched.solve import solve

@@ -1,9 +1,9 @@
-"""Plans for the ``deadline`` model without a solver: serial schedule generation, the
-greedy start plan, and a local search that improves it under a budget.
+"""The ``deadline`` planner's search, without a solver: serial schedule generation on the
+model's grid (:func:`decode`), the greedy start plan, and a local search that improves it
+under a budget.
 
-Every back-end starts from the plan these give (a CP-SAT hint, a MIP start), and a
-solve never returns anything worse than it (see
-:func:`hetsched.formulations.deadline.solve_deadline`).
+Every back-end starts from the plan these give (a CP-SAT hint, a MIP start), and a solve
+never returns anything worse than it (:class:`~hetsched.policies.deadline.DeadlinePolicy`).
 """
 
 from __future__ import annotations
@@ -11,42 +11,27 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping
+from typing import Any
 
 from hetsched.formulations.budget import LOCAL_SEARCH_UNITS_PER_ITEM, Budget
+from hetsched.formulations.deadline import warm_plan
 from hetsched.formulations.deadline.problem import DeadlineProblem, Plan
+from hetsched.formulations.deadline.timing import earliest_start
+from hetsched.formulations.options import SolveOptions
 
 log = logging.getLogger(__name__)
 
 
-def left_justify(problem: DeadlineProblem, modes: Mapping[str, int],
-                 gpus: Mapping[str, tuple[str, ...]], order: list[str]) -> Plan:
-    """Start ticks for jobs with fixed modes and GPU sets, taken in ``order``: each as
-    early as its release and the GPUs it shares with earlier jobs allow."""
-    free: dict[str, int] = defaultdict(int)
-    by_id = {data.job.id: data for data in problem.jobs}
-    plan: Plan = {}
-    for job_id in order:
-        data = by_id[job_id]
-        mode = data.modes[modes[job_id]]
-        start = max([data.release, *(free[g] for g in gpus[job_id])])
-        for g in gpus[job_id]:
-            free[g] = start + mode.duration
-        plan[job_id] = (modes[job_id], start)
-    return plan
-
-
-def earliest_start(release: int, duration: int, need: int, capacity: int,
-                   booked: list[tuple[int, int, int]]) -> int:
-    """Earliest tick >= ``release`` at which ``need`` of ``capacity`` GPUs are free for
-    ``duration`` ticks, given ``booked`` (start, end, GPUs) intervals; gaps may be used."""
-    candidates = sorted({release, *(end for _, end, _ in booked if end > release)})
-    for start in candidates:
-        finish = start + duration
-        # Peak use in [start, finish): check at start and at every booking start inside.
-        points = [start, *(s for s, _, _ in booked if start < s < finish)]
-        if all(sum(c for s, e, c in booked if s <= t < e) + need <= capacity for t in points):
-            return start
-    raise AssertionError("unreachable: after the last end the node is empty")
+def start_plan(problem: DeadlineProblem, options: SolveOptions, budget: Budget,
+               extra: dict[str, Any]) -> Plan:
+    """The caller's warm start, completed by the greedy plan (a MIP start must give every
+    variable), or the greedy plan alone if the merge is not feasible."""
+    warm = warm_plan(problem, options, extra)
+    if warm is not None and len(warm) == len(problem.jobs):
+        return warm
+    greedy = greedy_plan(problem, budget)
+    merged = {**greedy, **(warm or {})}
+    return greedy if problem.violations(merged) else merged
 
 
 def greedy_plan(problem: DeadlineProblem, budget: Budget | None = None) -> Plan:
