@@ -20,12 +20,12 @@ import numpy as np
 from hetsched.bench_results import (
     BenchRow,
     bench_rows,
-    cell_float,
     duration_text,
     exact_models,
     is_heuristic,
 )
 from hetsched.errors import InputError
+from hetsched.outcome import cell_float
 from hetsched.outputs import writing
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hetsched.errors import InputError
-from hetsched.outcome import ReplaySummary, cell_text
+from hetsched.outcome import ReplaySummary, cell_float, cell_int, cell_text
 from hetsched.outputs import write_text, writing
 
 log = logging.getLogger(__name__)
@@ -289,17 +289,3 @@ def result_row(policy: str, seed: int, load: str, summary: Mapping[str, object]
             ratio = value / bound
         row[f"{metric.removesuffix('_s')}_over_bound"] = ratio
     return {key: cell_text(value) for key, value in row.items()}
-
-
-def cell_float(text: str | None) -> float:
-    """A results.csv cell as a number; NaN if empty or not a number."""
-    try:
-        return float(text) if text not in (None, "") else math.nan
-    except ValueError:
-        return math.nan
-
-
-def cell_int(text: str | None) -> int:
-    """A results.csv cell as an integer; 0 if empty or not a number."""
-    value = cell_float(text)
-    return int(value) if math.isfinite(value) else 0

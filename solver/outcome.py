@@ -121,15 +121,10 @@ class ReplaySummary:
         """The summary a results.csv row carries (:meth:`to_cells`'s inverse; a missing
         or empty cell is NaN, 0, None or false, by the field's type)."""
         def number(name: str) -> float:
-            text = cells.get(name, "")
-            try:
-                return float(text) if text else math.nan
-            except ValueError:
-                return math.nan
+            return cell_float(cells.get(name))
 
         def count(name: str) -> int:
-            value = number(name)
-            return int(value) if math.isfinite(value) else 0
+            return cell_int(cells.get(name))
 
         def optional(name: str) -> float | None:
             value = number(name)
@@ -187,8 +182,7 @@ class Replay:
         finish = {r.job.id: r.finish for r in done if r.finish is not None}
         jobs = [r.job for r in self.records.values()]
         figures = completion_figures(jobs, finish, self.start_time, busy, usable)
-        everywhere = completion_figures(jobs, finish, self.start_time, busy,
-                                        len(self.cluster.gpus))
+        capacity_all = len(self.cluster.gpus) * figures.makespan_s
 
         return ReplaySummary(
             jobs=len(self.records),
@@ -203,7 +197,7 @@ class Replay:
             deadline_met=figures.deadline_met,
             total_tardiness_s=figures.total_tardiness_s,
             utilization=figures.utilization,
-            utilization_all_gpus=everywhere.utilization,
+            utilization_all_gpus=busy / capacity_all if capacity_all > 0 else 0.0,
             usable_gpus=usable,
             preemptions=sum(r.preemptions for r in self.records.values()),
             decisions=len(self.decisions),
@@ -320,6 +314,20 @@ def cell_text(value: object) -> str:
     if isinstance(value, dict | list | tuple):
         return json.dumps(value, sort_keys=True)
     return str(value)
+
+
+def cell_float(text: str | None) -> float:
+    """A results.csv cell as a number; NaN if empty or not a number."""
+    try:
+        return float(text) if text not in (None, "") else math.nan
+    except ValueError:
+        return math.nan
+
+
+def cell_int(text: str | None) -> int:
+    """A results.csv cell as an integer; 0 if empty or not a number."""
+    value = cell_float(text)
+    return int(value) if math.isfinite(value) else 0
 
 
 def _json(values: dict[str, object]) -> str:

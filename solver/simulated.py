@@ -13,9 +13,25 @@ from collections.abc import Callable
 
 from hetsched.data import Instance
 from hetsched.formulations.options import SolveOptions
+from hetsched.outcome import Replay
 from hetsched.result import Result, Status
 from hetsched.rolling import RollingPolicy
 from hetsched.simulate import Simulator
+
+
+def simulate_instance(instance: Instance, policy: RollingPolicy,
+                      restart_penalty_s: float = 30.0) -> Replay:
+    """``policy`` run by the simulator on every job of ``instance`` (measured at its
+    throughput) from ``instance.now``: a job that arrived earlier is released at ``now``.
+    A Ctrl-C raises :class:`KeyboardInterrupt` (a static solve keeps no partial run)."""
+    now = instance.now
+    jobs = [job if job.arrival >= now else dataclasses.replace(job, arrival=now)
+            for job in instance.jobs]
+    replay = Simulator(instance.cluster, jobs, policy, truth=instance.throughput,
+                       restart_penalty_s=restart_penalty_s).run()
+    if replay.interrupted:
+        raise KeyboardInterrupt
+    return replay
 
 
 class Simulated:
@@ -35,14 +51,7 @@ class Simulated:
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Simulate the policy on every job of ``instance`` until all are done."""
-        now = instance.now
-        jobs = [job if job.arrival >= now else dataclasses.replace(job, arrival=now)
-                for job in instance.jobs]
-        replay = Simulator(instance.cluster, jobs, self.make(options),
-                           truth=instance.throughput,
-                           restart_penalty_s=self.restart_penalty_s).run()
-        if replay.interrupted:
-            raise KeyboardInterrupt
+        replay = simulate_instance(instance, self.make(options), self.restart_penalty_s)
         schedule = replay.schedule()
         finish: dict[str, float] = {}
         for a in schedule:

@@ -5,7 +5,6 @@ solves and replays share one event loop."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import ClassVar
 
 from hetsched.data import Instance
@@ -13,7 +12,7 @@ from hetsched.formulations.budget import Budget
 from hetsched.formulations.options import SolveOptions
 from hetsched.policies.topology import TopologyAdmission
 from hetsched.result import Result
-from hetsched.simulate import Simulator
+from hetsched.simulated import simulate_instance
 
 
 class TopologyPolicy:
@@ -38,11 +37,4 @@ class TopologyPolicy:
         admission = TopologyAdmission(instance, backend=options.backend or self.backends[0],
                                       budget=budget, threads=options.threads,
                                       seed=options.seed)
-        now = instance.now
-        jobs = [job if job.arrival >= now else dataclasses.replace(job, arrival=now)
-                for job in instance.jobs]
-        replay = Simulator(instance.cluster, jobs, admission, truth=instance.throughput,
-                           restart_penalty_s=0.0).run()
-        if replay.interrupted:
-            raise KeyboardInterrupt
-        return admission.result(replay.schedule())
+        return admission.result(simulate_instance(instance, admission, 0.0).schedule())
