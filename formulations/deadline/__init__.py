@@ -150,8 +150,12 @@ def conclude(problem: DeadlineProblem, backend: str, start: Plan, plans: StagePl
 def _status_and_bound(problem: DeadlineProblem, backend: str, plans: StagePlans | None,
                       source: str, objective: float, ran_out: bool
                       ) -> tuple[Status, float | None]:
-    """OPTIMAL only when both stages were proven and the solver's plan is returned; the
-    bound (s) only when the deadline term was proven (else it bounds another problem)."""
+    """OPTIMAL only when both stages were proven and the solver's plan is returned, or the
+    deadline term was proven and the completion bound is within half a grid step of the
+    returned plan's objective (objectives of plans differ by whole steps of
+    ``TICK_S / weight_scale`` s, so no plan lies in between: an engine's round-off no
+    longer hides a proof); the bound (s) only when the deadline term was proven (else it
+    bounds another problem)."""
     if plans is None:
         return Status.TIME_LIMIT if ran_out else Status.FEASIBLE, None
     stats = plans.completion
@@ -163,6 +167,8 @@ def _status_and_bound(problem: DeadlineProblem, backend: str, plans: StagePlans 
         bound = min(bound, objective)
     if source == "solver" and all(s.outcome is Outcome.OPTIMAL for s in stages):
         return Status.OPTIMAL, objective if bound is None else bound
+    if bound is not None and objective - bound < TICK_S / problem.weight_scale / 2:
+        return Status.OPTIMAL, bound
     if ran_out or any(s.hit_time_limit for s in stages):
         return Status.TIME_LIMIT, bound
     return Status.FEASIBLE, bound

@@ -282,3 +282,17 @@ def test_local_search_is_valid_and_never_worse_on_random_instances(seed: int) ->
     # And it is no better than the proven optimum.
     optimum, _ = solve_by_enumeration(problem)
     assert problem.evaluate(better) >= optimum
+
+
+def test_a_proof_hidden_by_round_off_still_counts() -> None:
+    # Found by the property test: on this instance HiGHS calls its answer optimal, but
+    # the answer misses feasibility by 1.4e-5 (scaled) and is dropped, so the start plan
+    # (the same schedule) is returned with the engine's bound 716.504999 s, 1e-6 s below
+    # its objective 716.505 s. Plans' objectives differ by whole steps of 1 ms / weight
+    # scale, so nothing lies in between: it is optimal, as CP-SAT proves.
+    instance = random_instance(5836, jobs=4, weights=False)
+    results = {backend: run(instance, backend) for backend in ("cpsat", "highs")}
+    assert {r.status for r in results.values()} == {Status.OPTIMAL}
+    assert results["highs"].objective == pytest.approx(716.505, abs=1e-9)
+    assert results["cpsat"].objective == pytest.approx(716.505, abs=1e-9)
+    assert results["highs"].bound == pytest.approx(716.505, abs=TICK_S / 2)
