@@ -339,22 +339,22 @@ class Job:
                     value=list(counts), expected=f"a list that contains {self.num_gpus}",
                 )
             object.__setattr__(self, "allowed_gpu_counts", tuple(sorted(set(counts))))
-        if self.allowed_gpu_types is not None:
-            types = tuple(self.allowed_gpu_types)
-            if not types:
-                raise InputError("empty list of allowed GPU types", path="allowed_gpu_types",
-                                 value=[], expected="at least one GPU type, or no field")
-            for index, name in enumerate(types):
-                _name(name, f"allowed_gpu_types[{index}]", "GPU type")
-            object.__setattr__(self, "allowed_gpu_types", tuple(dict.fromkeys(types)))
-        if self.allowed_nodes is not None:
-            nodes = tuple(self.allowed_nodes)
-            if not nodes:
-                raise InputError("empty list of allowed nodes", path="allowed_nodes",
-                                 value=[], expected="at least one node name, or no field")
-            for index, name in enumerate(nodes):
-                _name(name, f"allowed_nodes[{index}]", "node name")
-            object.__setattr__(self, "allowed_nodes", tuple(dict.fromkeys(nodes)))
+        self._name_list("allowed_gpu_types", "GPU type", "GPU types")
+        self._name_list("allowed_nodes", "node name", "nodes")
+
+    def _name_list(self, field: str, what: str, plural: str) -> None:
+        """The optional list of names ``field``: non-empty, each a name, kept once each in
+        order."""
+        value = getattr(self, field)
+        if value is None:
+            return
+        names = tuple(value)
+        if not names:
+            raise InputError(f"empty list of allowed {plural}", path=field, value=[],
+                             expected=f"at least one {what}, or no field")
+        for index, name in enumerate(names):
+            _name(name, f"{field}[{index}]", what)
+        object.__setattr__(self, field, tuple(dict.fromkeys(names)))
 
     @property
     def gpu_counts(self) -> tuple[int, ...]:
