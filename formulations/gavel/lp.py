@@ -1,4 +1,6 @@
-"""Gavel's allocation LP in PuLP: time fractions ``X[j, k]`` of job j on GPU type k.
+"""Gavel's allocation LP in PuLP, the readable model (CBC and SCIP solve it; on HiGHS the
+same LP is built as arrays, :mod:`hetsched.formulations.gavel.matrix`): time fractions
+``X[j, k]`` of job j on GPU type k.
 
 Constraints (Gavel, OSDI 2020, section 3): ``0 <= X_jk``, ``X_jk = 0`` where the job cannot
 run (no variable), ``sum_k X_jk <= 1`` (a job runs on one type at a time) and
@@ -131,6 +133,12 @@ class GavelLp:
 
 def solve_allocation(problem: AllocationProblem, objective: Objective | str = Objective.MAX_MIN,
                      *, backend: str = "highs", budget: Budget | None = None) -> Allocation:
-    """Gavel's optimal time fractions for ``problem`` (back-end ``highs``, ``cbc`` or
-    ``scip``) within ``budget``."""
+    """Gavel's optimal time fractions for ``problem`` within ``budget``: on ``highs`` the LP
+    built as arrays over job classes (:mod:`hetsched.formulations.gavel.matrix`), on
+    ``cbc`` or ``scip`` this readable model (``GavelLp(...).solve("highs")`` solves it
+    on HiGHS too: the tests' reference)."""
+    if backend == "highs":
+        from hetsched.formulations.gavel.matrix import solve_matrix
+
+        return solve_matrix(problem, objective, budget=budget)
     return GavelLp(problem, objective).solve(backend, budget)

@@ -1,0 +1,119 @@
+"""POP (Narayanan et al., SOSP 2021): the allocation LP split into k random sub-problems.
+
+Every job goes to one of ``k`` partitions (a seeded hash of its id, so a job stays in its
+partition from one solve to the next and each partition's solver can warm-start), and
+each partition gets ``C_k / k`` GPUs of every type k. The k sub-problems are solved
+independently and their allocations put side by side. The result is feasible for the
+whole problem (each partition uses at most its share of every type) and at most as good
+as the monolithic optimum; :class:`PartitionedAllocation` reports how close it came
+(POP's "objective lost"), computed with the class LP, which is cheap at any size.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.gavel.matrix import AllocationSolver, Index
+from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array, Objective
+
+
+def partition_of(job_ids: tuple[str, ...], partitions: int, seed: int = 0) -> Index:
+    """The partition (0 .. partitions-1) of each job: a hash of ``seed`` and its id, the
+    same in every process and every run."""
+    if partitions < 1:
+        raise ValueError(f"partitions must be >= 1, got {partitions}")
+    salt = f"{seed}:".encode()
+    return np.fromiter((zlib.crc32(salt + job.encode()) % partitions for job in job_ids),
+                       dtype=np.int64, count=len(job_ids))
+
+
+def sub_problem(problem: AllocationProblem, jobs: Index, partitions: int) -> AllocationProblem:
+    """The jobs ``jobs`` of ``problem`` with ``1/partitions`` of every GPU type."""
+    return AllocationProblem(tuple(problem.job_ids[j] for j in jobs), problem.gpu_types,
+                             problem.throughput[jobs], problem.scale_factors[jobs],
+                             problem.capacity / partitions, problem.weights[jobs])
+
+
+def objective_value(problem: AllocationProblem, objective: Objective,
+                    fractions: Array) -> float:
+    """Max-min: ``min_j rho_j``; max-sum: ``sum_j T_j . X_j / E_j``."""
+    rho = problem.normalised(fractions)
+    if objective is Objective.MAX_MIN:
+        return float(rho.min(initial=np.inf))
+    return float((rho * problem.weights / problem.scale_factors).sum())
+
+
+@dataclass(frozen=True)
+class PartitionedAllocation:
+    """POP's combined allocation, the monolithic optimum it is compared with, and the time
+    of the partitioned solve alone (s)."""
+
+    allocation: Allocation
+    monolithic_value: float
+    partitioned_s: float
+
+    @property
+    def ratio(self) -> float:
+        """The combined allocation's objective over the monolithic optimum (<= 1)."""
+        if self.monolithic_value == 0:
+            return 1.0
+        return self.allocation.value / self.monolithic_value
+
+
+def _solve_part(args: tuple[AllocationProblem, str, bool]) -> Allocation:
+    problem, objective, by_class = args
+    return AllocationSolver(objective, by_class=by_class, warm_start=False).solve(problem)
+
+
+class PartitionedSolver:
+    """POP over :class:`AllocationSolver`: one warm-started solver per partition (or an
+    ``executor`` that solves the partitions in other processes, cold)."""
+
+    def __init__(self, objective: Objective | str, partitions: int, *, seed: int = 0,
+                 by_class: bool = True, executor: Executor | None = None,
+                 compare: bool = True) -> None:
+        if partitions < 1:
+            raise ValueError(f"partitions must be >= 1, got {partitions}")
+        self.objective = Objective(objective)
+        self.partitions = partitions
+        self.seed = seed
+        self.by_class = by_class
+        self.executor = executor
+        #: also solve the monolithic class LP, to report the objective lost
+        self.compare = compare
+        self._solvers = [AllocationSolver(self.objective, by_class=by_class)
+                         for _ in range(partitions)]
+
+    def solve(self, problem: AllocationProblem,
+              budget: Budget | None = None) -> PartitionedAllocation:
+        """The k sub-problems' allocations side by side (not optimal for ``problem``:
+        ``Allocation.optimal`` is false unless k is 1); the monolithic optimum if
+        ``compare``, else NaN."""
+        began = time.perf_counter()
+        part = partition_of(problem.job_ids, self.partitions, self.seed)
+        members = [np.flatnonzero(part == p) for p in range(self.partitions)]
+        subs = [(p, sub_problem(problem, jobs, self.partitions))
+                for p, jobs in enumerate(members) if len(jobs)]
+        if self.executor is not None:
+            answers = list(self.executor.map(
+                _solve_part, [(sub, self.objective.value, self.by_class) for _, sub in subs]))
+        else:
+            answers = [self._solvers[p].solve(sub, budget) for p, sub in subs]
+        fractions = np.zeros(problem.throughput.shape)
+        ok = all(answer.ok for answer in answers)
+        for (p, _), answer in zip(subs, answers, strict=True):
+            fractions[members[p]] = answer.fractions
+        value = objective_value(problem, self.objective, fractions) if ok else float("nan")
+        elapsed = time.perf_counter() - began
+        combined = Allocation(problem, fractions, value, ok and self.partitions == 1, elapsed)
+        monolithic = float("nan")
+        if self.compare and ok:
+            monolithic = AllocationSolver(self.objective, warm_start=False).solve(problem,
+                                                                                   budget).value
+        return PartitionedAllocation(combined, monolithic, elapsed)
