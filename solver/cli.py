@@ -263,13 +263,17 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
               show_default=True)
 @click.option("--deadline-fraction", type=click.FloatRange(min=0, max=1), default=None,
               help="Give this fraction of jobs a synthetic deadline (docs/traces.md).")
+@click.option("--load", type=float, default=1.0, show_default=True,
+              help="Arrival-rate multiplier (2: arrivals twice as fast).")
+@click.option("--partitions", type=int, default=1, show_default=True,
+              help="gavel, gavel-max-sum: split the LP into K random sub-problems (POP).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: str,
                    backend: str | None, interval: float | None, time_limit: float,
                    wall_clock: bool, seed: int,
                    limit_jobs: int | None, throughput_path: Path | None,
                    restart_penalty: float, on_bad_row: str, deadline_fraction: float | None,
-                   out: Path) -> None:
+                   load: float, partitions: int, out: Path) -> None:
     """Replay TRACE on a cluster under a policy; write summary.json, jobs.csv,
     decisions.csv (the same for the same input) and timing.json (wall clock) into --out,
     a new folder or one a replay wrote (replaced as a whole)."""
@@ -280,7 +284,7 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
                          time_limit_s=time_limit, deterministic=not wall_clock, seed=seed,
                          limit_jobs=limit_jobs,
                          on_bad_row=on_bad_row, deadline_fraction=deadline_fraction,
-                         restart_penalty_s=restart_penalty)
+                         restart_penalty_s=restart_penalty, load=load, partitions=partitions)
     for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
                 "deadline_met", "utilization", "preemptions", "decisions", "round_s",
                 "restart_penalty_s", "fallbacks", "decision_time_p95_s", "wall_time_s"):
@@ -460,7 +464,7 @@ PARAMETER_FLAGS = {
     "interval_s": "--interval", "gpus": "--gpus", "jobs": "--jobs",
     "gpus_per_node": "--gpus-per-node", "mean_interarrival_s": "--mean-interarrival",
     "median_duration_s": "--median-duration", "deadline_fraction": "--deadline-fraction",
-    "elastic_fraction": "--elastic-fraction",
+    "elastic_fraction": "--elastic-fraction", "partitions": "--partitions",
     **dict(MODEL_KNOBS.values())}
 
 

@@ -146,6 +146,16 @@ def rolling(name: str, *, backend: str | None = None, time_limit_s: float | None
                        deterministic=deterministic, **params)
 
 
+def takes(name: str, parameter: str) -> bool:
+    """Whether the rolling policy called ``name`` has a constructor argument ``parameter``
+    (a model re-solved by replanning has its own, not the rolling policy's)."""
+    found = entry(name)
+    if found.policy is None:
+        return False
+    signature = inspect.signature(_load(found.policy))
+    return parameter in signature.parameters
+
+
 def planner(name: str, *, restart_penalty_s: float = 30.0, **knobs: Any) -> Planner:
     """A static planner called ``name``: its own model, or its rolling policy run by the
     simulator on the instance (preempted jobs lose ``restart_penalty_s`` per restart).

@@ -28,14 +28,24 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 def rolling_policy(name: str, *, backend: str | None = None, time_limit_s: float | None = 5.0,
-                   seed: int = 0, deterministic: bool = False) -> RollingPolicy:
+                   seed: int = 0, deterministic: bool = False,
+                   partitions: int = 1) -> RollingPolicy:
     """The rolling policy called ``name`` (:func:`hetsched.registry.rolling`). With
     ``deterministic``, ``time_limit_s`` counts deterministic work units per decision (see
-    :mod:`hetsched.formulations.budget`): the same replay on any machine."""
-    from hetsched.registry import rolling
+    :mod:`hetsched.formulations.budget`): the same replay on any machine. ``partitions``
+    > 1 splits an allocation LP into POP's sub-problems (policies that take it: gavel,
+    gavel-max-sum; others raise an :class:`InputError` naming it)."""
+    from hetsched.registry import rolling, takes
 
+    params: dict[str, object] = {}
+    if partitions != 1:
+        if not takes(name, "partitions"):
+            raise InputError(f"policy {name} has no partitions", path="partitions",
+                             value=partitions, expected="1 (partitions split an allocation "
+                             "LP: gavel, gavel-max-sum)")
+        params["partitions"] = partitions
     return rolling(name, backend=backend, time_limit_s=time_limit_s, seed=seed,
-                   deterministic=deterministic)
+                   deterministic=deterministic, **params)
 
 
 def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = "fifo", *,
@@ -184,7 +194,7 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                seed: int = 0, limit_jobs: int | None = None, on_bad_row: str = "fatal",
                deadline_fraction: float | None = None, restart_penalty_s: float = 30.0,
                show_progress: bool = True, load: float = 1.0,
-               deterministic: bool = True) -> dict[str, object]:
+               deterministic: bool = True, partitions: int = 1) -> dict[str, object]:
     """Read the trace, replay it under the policy, write the outputs into the folder
     ``out`` (new, or one a replay wrote: it is replaced as a whole); returns the summary
     and the wall-clock figures of ``timing.json``. The policy is called at every boundary
@@ -207,7 +217,7 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
 
     # Options first, so that a typo is reported before a trace of 80,000 rows is read.
     policy = rolling_policy(policy_name, backend=backend, time_limit_s=time_limit_s, seed=seed,
-                            deterministic=deterministic)
+                            deterministic=deterministic, partitions=partitions)
     check_interval(interval_s)
     check_restart_penalty(restart_penalty_s)
     check_load(load)
@@ -246,12 +256,24 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
         return _write(replay, out, jobs, cluster, truth, {
             "trace": str(trace_path), "format": trace_format, "cluster": cluster_spec,
             "gpus": len(cluster.gpus), "policy": policy_name, "seed": seed,
+            **_partition_figures(policy, partitions),
             "throughput": str(source) if source else "built-in catalogue",
             "skipped_rows": trace.skipped_rows, "excluded": dict(trace.excluded),
             "notes": list(trace.notes), "load": load,
             "solver_limit": {"per_decision": time_limit_s,
                              "unit": "work units" if deterministic else "s wall"},
             "solver_versions": solver_versions()})
+
+
+def _partition_figures(policy: RollingPolicy, partitions: int) -> dict[str, object]:
+    """With POP partitions: their number, and the objective each solve reached over the
+    monolithic optimum (min, mean, solves); nothing without."""
+    if partitions == 1:
+        return {}
+    ratios = list(getattr(policy, "pop_ratios", ()))
+    return {"partitions": partitions, "pop_solves": len(ratios),
+            "pop_objective_ratio_min": min(ratios, default=float("nan")),
+            "pop_objective_ratio_mean": sum(ratios) / len(ratios) if ratios else float("nan")}
 
 
 def _write(replay: Replay, out: Path, jobs: Sequence[Job], cluster: Cluster,

@@ -5,28 +5,35 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from hetsched.baselines.common import RoundClock, SpeedBook, place
 from hetsched.data import Job
+from hetsched.errors import InputError
 from hetsched.formulations.budget import Budget
+from hetsched.formulations.gavel.problem import AllocationProblem, Array
 from hetsched.gpus import FreeGpuIndex, Start
 from hetsched.rolling import ClusterState, Decision, PolicyHooks
 
-if TYPE_CHECKING:
-    from hetsched.formulations.gavel.problem import AllocationProblem, Array
-
 log = logging.getLogger(__name__)
 
+#: The most POP partitions (``--partitions``).
+MAX_PARTITIONS = 256
 #: An LP answer may exceed a constraint by this much (GPUs, or time fractions) and be used.
 FEASIBILITY_TOLERANCE = 1e-6
 
 
 class Gavel(PolicyHooks):
-    """Gavel's allocation ``X[job, gpu_type]`` (time fractions, an LP solved by PuLP on
-    HiGHS or CBC: ``hetsched.formulations.gavel``), realised in rounds of ``round_s`` seconds.
+    """Gavel's allocation ``X[job, gpu_type]`` (time fractions, an LP built as arrays and
+    solved by HiGHS, each solve warm-started from the previous one, or PuLP's model on CBC
+    or SCIP: ``hetsched.formulations.gavel``), realised in rounds of ``round_s`` seconds.
+    With ``partitions`` k > 1 the LP is split into POP's k random sub-problems
+    (:mod:`hetsched.formulations.gavel.pop`); each solve's note in decisions.csv gives
+    the objective it reached over the monolithic optimum.
 
     The LP is solved again at the first round boundary after the set of active jobs
     changed (an arrival or a completion), as Gavel's scheduler does. Each job's priority
@@ -58,14 +65,28 @@ class Gavel(PolicyHooks):
     def __init__(self, *, objective: str = "max-min", round_s: float = 360.0,
                  backend: str = "highs", time_limit_s: float | None = None,
                  deterministic: bool = False,
-                 starvation_rounds: float = 20.0) -> None:
-        from hetsched.formulations.gavel import Objective
+                 starvation_rounds: float = 20.0, partitions: int = 1) -> None:
+        from hetsched.formulations.gavel import AllocationSolver, Objective, PartitionedSolver
 
         if not round_s > 0 or not starvation_rounds > 0:
             raise ValueError("round_s and starvation_rounds must be > 0")
         if backend not in ("highs", "cbc", "scip"):
             raise ValueError(f"gavel's LP runs on highs, cbc or scip, not {backend}")
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or not (
+                1 <= partitions <= MAX_PARTITIONS):
+            raise InputError("bad number of partitions", path="partitions", value=partitions,
+                             expected=f"an integer from 1 to {MAX_PARTITIONS}")
+        if partitions > 1 and backend != "highs":
+            raise InputError("POP partitions run on highs only", path="partitions",
+                             value=partitions, expected=f"1 with backend {backend}")
         self.objective = Objective(objective)
+        #: POP's number of partitions (1: the monolithic LP)
+        self.partitions = partitions
+        #: the LP kept between solves (warm starts), when it runs on HiGHS
+        self._solver = AllocationSolver(self.objective) if partitions == 1 else \
+            PartitionedSolver(self.objective, partitions)
+        #: POP: each solve's objective over the monolithic optimum
+        self.pop_ratios: list[float] = []
         self.name = "gavel" if self.objective is Objective.MAX_MIN else "gavel-max-sum"
         self.round_s = round_s
         self.backend = backend
@@ -79,25 +100,37 @@ class Gavel(PolicyHooks):
         self._solved_for: frozenset[str] | None = None
         self._lp_failed = ""
         self._reset_at = 0.0
-        self._time_on: dict[tuple[str, str], float] = {}
+        #: seconds each job ran on each type (columns: the cluster's types) since the solve
+        self._time_on: dict[str, Array] = {}
+        #: each job's rounded share of each type, and its predicted speeds
+        self._share: dict[str, Array] = {}
+        self._speed_rows: dict[str, Array] = {}
         self._last_ran: dict[str, float] = {}
         self._last_now: float | None = None
         self.clock = RoundClock(round_s)
         self._warned = False
+        self._pop_note = ""
 
     def decide(self, state: ClusterState) -> Decision:
         """Recompute the allocation if the jobs changed; realise the round."""
         now = state.now
         elapsed = 0.0 if self._last_now is None else now - self._last_now
         self._last_now = now
+        types = state.cluster.type_names
         for run in state.running:  # every running job ran since the previous decision
-            key = (run.job.id, run.gpu_type)
-            self._time_on[key] = self._time_on.get(key, 0.0) + elapsed
+            ran = self._time_on.get(run.job.id)
+            if ran is None:
+                ran = self._time_on[run.job.id] = np.zeros(len(types))
+            column = types.index(run.gpu_type)
+            ran[column] = ran[column] + elapsed
             self._last_ran[run.job.id] = now
         jobs = [*state.pending, *(r.job for r in state.running)]
         active = frozenset(job.id for job in jobs)
-        for job_id in [j for j in self._last_ran if j not in active]:
-            del self._last_ran[job_id]
+        if len(self._last_ran) > len(active) or len(self._speed_rows) > len(active):
+            for job_id in [j for j in self._last_ran if j not in active]:
+                del self._last_ran[job_id]
+            for job_id in [j for j in self._speed_rows if j not in active]:
+                del self._speed_rows[job_id]
         # Rounds go on while anything runs (the simulator calls at every boundary): a
         # round can move running jobs between types even when nobody waits.
         boundary = self.clock.boundary(now)
@@ -110,15 +143,16 @@ class Gavel(PolicyHooks):
             # or left.
             self._solve(state, jobs)
             self._solved_for = active
-        priority = self._priorities(state, jobs)
-        pairs = {job.id: self._pairs(state, job, priority) for job in jobs}
         if boundary:
-            decision = self._round(state, jobs, priority, pairs)
+            decision = self._round(state, jobs)
         else:
-            decision = self._fill(state, list(state.pending), pairs,
-                                  FreeGpuIndex(state.cluster, state.free), ())
+            decision = self._fill(state, state.pending, self._pairs(state, state.pending),
+                                  FreeGpuIndex(state.cluster, state.free))
         if self._lp_failed:
             return Decision(decision.start, decision.preempt, True, self._lp_failed)
+        if self._pop_note and boundary:
+            note, self._pop_note = self._pop_note, ""
+            return Decision(decision.start, decision.preempt, False, note)
         return decision
 
     def quiet_until(self, state: ClusterState) -> float:
@@ -147,7 +181,11 @@ class Gavel(PolicyHooks):
 
     def _solve(self, state: ClusterState, jobs: list[Job]) -> None:
         """Gavel's LP on the active jobs; resets the time each job has run."""
-        from hetsched.formulations.gavel import AllocationProblem, solve_allocation
+        from hetsched.formulations.gavel import (
+            AllocationProblem,
+            PartitionedSolver,
+            solve_allocation,
+        )
 
         types = state.cluster.type_names
         throughput = np.array([[self.speeds.speeds(state, job).get(t, 0.0) for t in types]
@@ -157,9 +195,20 @@ class Gavel(PolicyHooks):
             np.array([float(job.num_gpus) for job in jobs]),
             np.array([float(state.cluster.num_gpus(t)) for t in types]),
             np.array([job.weight for job in jobs]))
-        result = solve_allocation(problem, self.objective, backend=self.backend,
-                                  budget=Budget(self.time_limit_s,
-                                                deterministic=self.deterministic))
+        budget = Budget(self.time_limit_s, deterministic=self.deterministic)
+        self._pop_note = ""
+        if self.backend != "highs":
+            result = solve_allocation(problem, self.objective, backend=self.backend,
+                                      budget=budget)
+        elif isinstance(self._solver, PartitionedSolver):
+            split = self._solver.solve(problem, budget)
+            result = split.allocation
+            if result.ok:
+                self.pop_ratios.append(split.ratio)
+                self._pop_note = (f"POP k={self.partitions}: objective {split.ratio:.6f} of "
+                                  "the monolithic optimum")
+        else:
+            result = self._solver.solve(problem, budget)
         self.solves += 1
         # Only a feasible allocation is used: one that over-fills a GPU type (or gives a
         # job more than all of its time, or time where it cannot run) never is.
@@ -183,77 +232,91 @@ class Gavel(PolicyHooks):
                             "summary.json)", state.now, self._lp_failed, len(jobs))
             else:
                 log.info("t=%g: %s, %d active jobs", state.now, self._lp_failed, len(jobs))
-        # Rounded: solver noise must not decide ties between equal shares.
-        self.allocation = {job_id: {t: round(float(fractions[j, k]), 6)
-                                    for k, t in enumerate(types)}
-                           for j, job_id in enumerate(problem.job_ids)}
+        # Rounded (Python's correctly rounded decimal): solver noise must not decide ties.
+        shares = np.array([[round(v, 6) for v in row] for row in fractions.tolist()])
+        self._share = dict(zip(problem.job_ids, shares.reshape(-1, len(types)), strict=True))
+        self.allocation = {job_id: dict(zip(types, row.tolist(), strict=True))
+                           for job_id, row in self._share.items()}
         self._reset_at = state.now
         self._time_on = {}
 
-    def _priorities(self, state: ClusterState, jobs: list[Job]) -> dict[tuple[str, str], float]:
-        """``X_jk / (time on k since the solve / time since the solve)``, infinite when the
-        job has not run on k yet, for every pair with ``X_jk > 0``."""
+    def _pairs(self, state: ClusterState, jobs: Sequence[Job]) -> _Pairs:
+        """The (job, type) pairs of ``jobs`` as arrays (rows: jobs, columns: the cluster's
+        types): each pair's priority ``X_jk / (time on k since the solve / time since the
+        solve)`` (infinite when the job has not run on k yet; 0 where ``X_jk = 0``), share
+        and predicted speed; whether each job is starved; and each job's types in
+        preference order (priority, share, speed, then cluster order; usable types only)."""
+        types = state.cluster.type_names
+        width = len(types)
+        zero = np.zeros(width)
+        share = np.array([self._share.get(job.id, zero) for job in jobs]).reshape(-1, width)
+        ran = np.array([self._time_on.get(job.id, zero) for job in jobs]).reshape(-1, width)
+        speed = np.array([self._speed_row(state, job) for job in jobs]).reshape(-1, width)
         since = state.now - self._reset_at
-        out = {}
-        for job in jobs:
-            for gpu_type, share in self.allocation.get(job.id, {}).items():
-                if share <= 1e-9:
-                    continue
-                ran = self._time_on.get((job.id, gpu_type), 0.0)
-                out[job.id, gpu_type] = math.inf if ran <= 0 or since <= 0 else \
-                    share / (ran / since)
-        return out
+        with np.errstate(divide="ignore", invalid="ignore"):
+            unserved = (ran <= 0) | (since <= 0)
+            priority = np.where(share > 1e-9,
+                                np.where(unserved, math.inf, share / (ran / since)), 0.0)
+        usable = speed > 0
+        column = np.broadcast_to(np.arange(width), share.shape)
+        preference = np.lexsort((column, -speed, -share, -priority, ~usable), axis=-1)
+        limit = self.starvation_rounds * self.round_s
+        starved = np.array([state.now - self._last_ran.get(job.id, job.arrival) >= limit
+                            for job in jobs], dtype=bool)
+        return _Pairs(priority, share, usable, preference, starved)
 
-    def _pairs(self, state: ClusterState, job: Job,
-               priority: dict[tuple[str, str], float]) -> list[tuple[float, float, str]]:
-        """The job's usable types as (priority, share, type), best first; types with
-        ``X = 0`` last, fastest first."""
-        speeds = self.speeds.speeds(state, job)
-        shares = self.allocation.get(job.id, {})
-        pairs = [(priority.get((job.id, t), 0.0), shares.get(t, 0.0), speeds[t], t)
-                 for t in speeds]
-        pairs.sort(key=lambda p: (-p[0], -p[1], -p[2]))
-        return [(p, s, t) for p, s, _, t in pairs]
+    def _speed_row(self, state: ClusterState, job: Job) -> Array:
+        """The job's predicted steps/s on each of the cluster's types (0: cannot run)."""
+        row = self._speed_rows.get(job.id)
+        if row is None:
+            speeds = self.speeds.speeds(state, job)
+            row = np.array([speeds.get(t, 0.0) for t in state.cluster.type_names])
+            self._speed_rows[job.id] = row
+        return row
 
-    def _starved(self, state: ClusterState, job: Job) -> bool:
-        waited = state.now - self._last_ran.get(job.id, job.arrival)
-        return waited >= self.starvation_rounds * self.round_s
+    def _round(self, state: ClusterState, jobs: list[Job]) -> Decision:
+        """A round boundary: Gavel's greedy over (job, type) pairs, then the realisation.
 
-    def _round(self, state: ClusterState, jobs: list[Job],
-               priority: dict[tuple[str, str], float],
-               pairs: dict[str, list[tuple[float, float, str]]]) -> Decision:
-        """A round boundary: Gavel's greedy over (job, type) pairs, then the realisation."""
-        order = {t: i for i, t in enumerate(state.cluster.type_names)}
-        entries = []
-        running_ids = {r.job.id for r in state.running}
-        for job in jobs:
-            starved = job.id not in running_ids and self._starved(state, job)
-            for value, share, gpu_type in pairs[job.id]:
-                if value <= 0 and not starved:
-                    continue
-                entries.append(((0 if starved else 1, -value, -share, job.arrival, job.id,
-                                 order[gpu_type]), job, gpu_type))
-        entries.sort(key=lambda entry: entry[0])
-        left = {t: state.cluster.num_gpus(t) for t in state.cluster.type_names}
-        chosen: dict[str, str] = {}
-        for _, job, gpu_type in entries:
-            if job.id in chosen or left[gpu_type] < job.num_gpus:
-                continue
-            chosen[job.id] = gpu_type
-            left[gpu_type] -= job.num_gpus
+        The pairs are taken starved jobs first (waiting ones only), then by decreasing
+        priority, larger share, earlier arrival, job id and cluster order; a pair is
+        taken if its job has none yet and its type has the job's GPUs unclaimed."""
+        pairs = self._pairs(state, jobs)
         running = {r.job.id: r for r in state.running}
+        starved = pairs.starved & np.array([job.id not in running for job in jobs], dtype=bool)
+        rank = np.empty(len(jobs), dtype=np.int64)
+        rank[sorted(range(len(jobs)), key=lambda j: (jobs[j].arrival, jobs[j].id))] = \
+            np.arange(len(jobs))
+        rows, cols = np.nonzero(pairs.usable & ((pairs.priority > 0) | starved[:, None]))
+        order = np.lexsort((cols, rank[rows], -pairs.share[rows, cols],
+                            -pairs.priority[rows, cols], ~starved[rows]))
+        types = state.cluster.type_names
+        left = [state.cluster.num_gpus(t) for t in types]
+        unclaimed = sum(left)
+        gangs = [job.num_gpus for job in jobs]
+        chosen: dict[str, str] = {}
+        taken: dict[int, int] = {}
+        for row, col in zip(rows[order].tolist(), cols[order].tolist(), strict=True):
+            if row in taken or left[col] < gangs[row]:
+                continue
+            taken[row] = col
+            chosen[jobs[row].id] = types[col]
+            left[col] -= gangs[row]
+            unclaimed -= gangs[row]
+            if not unclaimed:  # every GPU is claimed: no later pair can be taken
+                break
         preempt = [job_id for job_id, run in running.items()
                    if chosen.get(job_id) != run.gpu_type]
         pool = FreeGpuIndex(state.cluster, state.free)
         for job_id in preempt:
             pool.release(running[job_id].gpus)
-        by_id = {job.id: job for job in jobs}
-        to_start = sorted((by_id[j] for j in chosen if chosen[j] != getattr(
-            running.get(j), "gpu_type", None)),
-            key=lambda job: (-job.num_gpus, -priority.get((job.id, chosen[job.id]), 0.0),
-                             job.arrival, job.id))
+        to_start = sorted(
+            (row for row, col in taken.items()
+             if types[col] != getattr(running.get(jobs[row].id), "gpu_type", None)),
+            key=lambda row: (-gangs[row], -pairs.priority[row, taken[row]],
+                             jobs[row].arrival, jobs[row].id))
         starts: list[Start] = []
-        for job in to_start:
+        for row in to_start:
+            job = jobs[row]
             start = place(state, job, [chosen[job.id]], job.num_gpus, pool)
             if start is not None:
                 starts.append(start)
@@ -263,27 +326,54 @@ class Gavel(PolicyHooks):
         for job_id in kept:  # nobody needed its GPUs: it keeps running
             pool.take(running[job_id].gpus)
         preempted = tuple(j for j in preempt if j not in kept)
-        waiting = [job for job in state.pending if job.id not in restarted]
-        filled = self._fill(state, waiting, pairs, pool, preempted)
+        waiting = [row for row, job in enumerate(jobs[:len(state.pending)])
+                   if job.id not in restarted and job.id not in preempted]
+        filled = self._fill(state, [jobs[row] for row in waiting], pairs.rows(waiting), pool)
         return Decision((*starts, *filled.start), preempted)
 
-    def _fill(self, state: ClusterState, waiting: list[Job],
-              pairs: dict[str, list[tuple[float, float, str]]], pool: FreeGpuIndex,
-              preempted: tuple[str, ...]) -> Decision:
-        """Free GPUs to waiting jobs, best priority first, without preempting (jobs that
-        arrived since the last solve have no share yet: they come after, by arrival)."""
-        best = pairs
-        order = sorted((job for job in waiting if job.id not in preempted and best[job.id]),
-                       key=lambda job: (not self._starved(state, job), -best[job.id][0][0],
-                                        -best[job.id][0][1], job.arrival, job.id))
+    def _fill(self, state: ClusterState, waiting: Sequence[Job], pairs: _Pairs,
+              pool: FreeGpuIndex) -> Decision:
+        """Free GPUs to waiting jobs (``pairs``: theirs, row by row), best priority first,
+        without preempting (jobs that arrived since the last solve have no share yet: they
+        come after, by arrival)."""
+        if not waiting or not pool.free:
+            return Decision()
+        rows = np.arange(len(waiting))
+        best = pairs.preference[:, 0]
+        rank = np.empty(len(waiting), dtype=np.int64)
+        rank[sorted(rows.tolist(), key=lambda j: (waiting[j].arrival, waiting[j].id))] = rows
+        order = np.lexsort((rank, -pairs.share[rows, best], -pairs.priority[rows, best],
+                            ~pairs.starved))
+        types = state.cluster.type_names
         starts = []
-        for job in order:
+        for row in order[pairs.usable[order, best[order]]].tolist():
             if not pool.free:
                 break
-            start = place(state, job, [t for _, _, t in best[job.id]], job.num_gpus, pool)
+            job = waiting[row]
+            choices = [types[k] for k in pairs.preference[row].tolist() if pairs.usable[row, k]]
+            start = place(state, job, choices, job.num_gpus, pool)
             if start is not None:
                 starts.append(start)
         return Decision(tuple(starts))
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """A decision's (job, type) pairs as arrays, rows in the order of the jobs asked for
+    (:meth:`Gavel._pairs`)."""
+
+    priority: Array
+    share: Array
+    usable: npt.NDArray[np.bool_]
+    #: each row's columns in preference order (usable ones first)
+    preference: npt.NDArray[np.int64]
+    starved: npt.NDArray[np.bool_]
+
+    def rows(self, index: Sequence[int]) -> _Pairs:
+        """The pairs of the jobs at ``index``."""
+        at = np.asarray(index, dtype=np.int64)
+        return _Pairs(self.priority[at], self.share[at], self.usable[at],
+                      self.preference[at], self.starved[at])
 
 
 def equal_shares(problem: AllocationProblem) -> Array:
