@@ -161,6 +161,34 @@ def test_an_interrupted_replay_writes_what_finished(tmp_path: Path) -> None:
     assert (tmp_path / "r" / "timing.json").is_file()
 
 
+def test_an_interrupted_replay_with_a_preempted_unfinished_job_passes_the_checker() -> None:
+    # srtf on one V100: "long" (1,000 s) starts at 0; "short" (10 s) arrives at 100 and
+    # preempts it. Ctrl-C once short is done: long has one ended segment (0-100 s, a
+    # tenth of its work) and is not finished. Its segments do less than its work, which
+    # the checker must accept for an interrupted replay (it did not: philly.csv under
+    # gavel, stopped by SIGTERM, failed with 241 "work-total" violations).
+    from hetsched.data import Cluster, GpuType, Job, Node
+    from hetsched.registry import rolling
+    from hetsched.replays import check_replay
+    from hetsched.simulate import Simulator
+    from hetsched.throughput import ThroughputTable
+
+    cluster = Cluster((GpuType("v100"),), (Node("n", "v100", 1),))
+    table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 10.0)])
+    jobs = [Job("long", 0.0, "cnn", 1, 10_000.0), Job("short", 100.0, "cnn", 1, 100.0)]
+
+    def stop_after_one(done: int, total: int, now: float, decisions: int) -> None:
+        if done >= 1:
+            raise KeyboardInterrupt
+
+    replay = Simulator(cluster, jobs, rolling("srtf"), truth=table,
+                       progress=stop_after_one).run()
+    assert replay.interrupted
+    assert [(a.job, a.start) for a in replay.schedule().assignments
+            if a.job == "long"] == [("long", 0.0)]
+    assert check_replay(replay, jobs, table) == []
+
+
 def test_an_interrupted_replay_bounds_only_the_jobs_it_finished(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # "long" (1e6 s on a V100) and two jobs of 100 s start at 0 on 4 V100s; Ctrl-C at the
