@@ -18,7 +18,10 @@ Solvers, each timed as the median of ``--repeats`` cold solves from a built
   Gavel's code (only if cvxpy and ecos are installed: ``pip install cvxpy ecos``), up to
   ``--pulp-max`` jobs; max-min as one stage, like Gavel's;
 * ``pop-K``: POP with K partitions (``PartitionedSolver``, per-job sub-problems, solved in
-  this process), with the objective it reaches over the monolithic optimum.
+  this process), with the objective it reaches over the monolithic optimum;
+  ``pop-K-poolP``: the same solved in a process pool of P workers (``--pool``, 2 on this
+  2-core machine; the pool is started before the timing, the problems are shipped to
+  it at every solve).
 
 Every solver's objective is compared with the ``classes`` optimum (``objective_ratio``).
 Prints a table and writes ``benchmarks/results/allocation.csv`` (``--quick``:
@@ -40,6 +43,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -174,6 +178,14 @@ def measure(jobs: int, objective: Objective, args: argparse.Namespace) -> list[d
         pop = PartitionedSolver(objective, k, by_class=False, compare=False)
         median_s, value = timed(lambda pop=pop: pop.solve(instance).allocation.value, repeats)
         row(f"pop-{k}", median_s, value)
+        if args.pool:
+            with ProcessPoolExecutor(args.pool) as pool:
+                pop = PartitionedSolver(objective, k, by_class=False, compare=False,
+                                        executor=pool)
+                pop.solve(instance)  # start the workers before timing
+                median_s, value = timed(lambda pop=pop: pop.solve(instance).allocation.value,
+                                        repeats)
+            row(f"pop-{k}-pool{args.pool}", median_s, value)
     best = next(r["objective_value"] for r in rows if r["solver"] == "classes")
     for item in rows:
         value = float(item["objective_value"])  # type: ignore[arg-type]
@@ -199,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pulp-max", type=int, default=2000,
                         help="largest size for the pulp and cvxpy peers")
     parser.add_argument("--per-job-max", type=int, default=50_000)
+    parser.add_argument("--pool", type=int, default=2,
+                        help="also POP in a process pool of this many workers (0: not)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -218,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         for objective in Objective:
             measured = measure(jobs, objective, argparse.Namespace(
                 repeats=args.repeats, pulp_max=args.pulp_max, per_job_max=args.per_job_max,
+                pool=args.pool,
                 partitions=[k for k in partitions if jobs >= 10_000]))
             for item in measured:
                 item["load_avg_1min"] = round(os.getloadavg()[0], 2)

@@ -14,6 +14,11 @@ all count; its peak memory is the child's maximum resident set size):
   ``v100=36,p100=36,k80=36`` (Gavel's cluster and measured throughputs).
 * ``gavel-deadline`` (with ``--deadline``): the rolling ``deadline`` policy on the same.
   Targets: <= 10 min end to end, decision time p50 <= 1 s and p95 <= 5 s, no fallbacks.
+* Issue 14, the allocation LP with many active jobs (``peak_active`` from decisions.csv):
+  ``gavel-gavel-load2`` (``gavel`` on ee9e8c at ``--load 2`` on ``v100=8,p100=8,k80=8``),
+  ``gavel-gavel-pop4`` (``--partitions 4`` on Gavel's cluster), ``philly-gavel``,
+  ``philly-gavel-max-sum`` and ``philly-gavel-pop8`` (all 82,247 jobs on
+  ``v100=192,p100=192,k80=192``; target <= 15 min end to end, 0 fallbacks).
 
 Prints one line per case and writes ``benchmarks/results/replay.csv`` (a row per case;
 a rerun replaces the rows of the cases it ran). The replays' own outputs go to a
@@ -21,6 +26,7 @@ temporary folder unless ``--keep DIR``.
 
     python benchmarks/replay.py                         # the three fifo cases (~1 min)
     python benchmarks/replay.py --deadline --cases gavel-deadline --deadline-jobs 300
+    python benchmarks/replay.py --cases philly-gavel,philly-gavel-max-sum,philly-gavel-pop8
 """
 
 from __future__ import annotations
@@ -46,7 +52,8 @@ GAVEL = DATA / "gavel" / "traces" / "ee9e8c.trace"
 COLUMNS = ("case", "trace", "format", "cluster", "gpus", "policy", "jobs", "completed",
            "decisions", "end_to_end_s", "simulation_s", "peak_rss_mb",
            "decision_time_p50_s", "decision_time_p95_s", "decision_time_max_s", "fallbacks",
-           "avg_jct_s", "avg_queue_s", "utilization", "target", "meets_target", "status",
+           "avg_jct_s", "avg_queue_s", "utilization", "peak_active", "pop_objective_ratio_min",
+           "pop_objective_ratio_mean", "target", "meets_target", "status",
            "load_avg_1min", "commit")
 
 
@@ -61,6 +68,8 @@ class Case:
     policy: str
     target: str = ""
     limit_jobs: int | None = None
+    #: further options of ``hetsched replay`` (``--load``, ``--partitions``)
+    options: tuple[str, ...] = ()
 
     def command(self, out: Path) -> list[str]:
         """The ``hetsched replay`` command line (run as ``python -m hetsched``)."""
@@ -69,7 +78,7 @@ class Case:
                    "--out", str(out)]
         if self.limit_jobs is not None:
             command += ["--limit-jobs", str(self.limit_jobs)]
-        return command
+        return command + list(self.options)
 
 
 def cases(deadline_jobs: int | None) -> list[Case]:
@@ -82,6 +91,17 @@ def cases(deadline_jobs: int | None) -> list[Case]:
         Case("gavel-deadline", GAVEL, "gavel", "v100=36,p100=36,k80=36", "deadline",
              "end_to_end_s <= 600, decision p50 <= 1 s, p95 <= 5 s, 0 fallbacks",
              deadline_jobs),
+        # Issue 14: the allocation LP where hundreds to thousands of jobs are active.
+        Case("gavel-gavel-load2", GAVEL, "gavel", "v100=8,p100=8,k80=8", "gavel",
+             "0 fallbacks", options=("--load", "2")),
+        Case("gavel-gavel-pop4", GAVEL, "gavel", "v100=36,p100=36,k80=36", "gavel",
+             "0 fallbacks", options=("--partitions", "4")),
+        Case("philly-gavel", PHILLY, "philly", "v100=192,p100=192,k80=192", "gavel",
+             "end_to_end_s <= 900, 0 fallbacks"),
+        Case("philly-gavel-max-sum", PHILLY, "philly", "v100=192,p100=192,k80=192",
+             "gavel-max-sum", "end_to_end_s <= 900, 0 fallbacks"),
+        Case("philly-gavel-pop8", PHILLY, "philly", "v100=192,p100=192,k80=192", "gavel",
+             "end_to_end_s <= 900, 0 fallbacks", options=("--partitions", "8")),
     ]
 
 
@@ -115,10 +135,21 @@ def run_case(case: Case, out: Path, timeout_s: float) -> dict[str, object]:
     for key in ("decision_time_p50_s", "decision_time_p95_s", "decision_time_max_s"):
         row[key] = timing.get(key)
     for key in ("gpus", "jobs", "completed", "decisions", "fallbacks", "avg_jct_s",
-                "avg_queue_s", "utilization"):
+                "avg_queue_s", "utilization", "pop_objective_ratio_min",
+                "pop_objective_ratio_mean"):
         row[key] = summary.get(key)
+    row["peak_active"] = _peak_active(out / "replay" / "decisions.csv")
     row["meets_target"] = _meets(case, row)
     return row
+
+
+def _peak_active(decisions: Path) -> int | None:
+    """The most jobs waiting or running at once, from decisions.csv."""
+    if not decisions.is_file():
+        return None
+    with open(decisions, newline="") as handle:
+        return max((int(row["pending"]) + int(row["running"])
+                    for row in csv.DictReader(handle)), default=0)
 
 
 def _wait(child: subprocess.Popen[bytes], timeout_s: float
@@ -148,6 +179,11 @@ def _meets(case: Case, row: dict[str, object]) -> bool | str:
         return ""
     if case.name == "philly-fifo":
         return number("end_to_end_s") <= 120 and row.get("completed") == row.get("jobs")
+    if case.name.startswith("philly-gavel"):
+        return (number("end_to_end_s") <= 900 and row.get("fallbacks") == 0
+                and row.get("completed") == row.get("jobs"))
+    if case.name.startswith("gavel-gavel"):
+        return row.get("fallbacks") == 0 and row.get("completed") == row.get("jobs")
     if case.name == "gavel-deadline":
         return (number("end_to_end_s") <= 600 and number("decision_time_p50_s") <= 1
                 and number("decision_time_p95_s") <= 5 and row.get("fallbacks") == 0
@@ -199,7 +235,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", default=None,
                         help="comma-separated case names (default: every fifo case, and "
-                        "gavel-deadline with --deadline)")
+                        "gavel-deadline with --deadline; the gavel cases by name)")
     parser.add_argument("--deadline", action="store_true",
                         help="also the rolling deadline policy on ee9e8c (long)")
     parser.add_argument("--deadline-jobs", type=int, default=None,
@@ -217,7 +253,8 @@ def main() -> None:
         if unknown:
             parser.error(f"unknown case {unknown[0]}; known: {', '.join(known)}")
     else:
-        names = [name for name in known if name != "gavel-deadline" or args.deadline]
+        names = [name for name in known if "fifo" in name
+                 or (name == "gavel-deadline" and args.deadline)]
     if not DATA.is_dir():
         parser.error(f"the shared data folder {DATA} is absent")
     rows = []

@@ -29,11 +29,6 @@ from hetsched.result import Assignment, Schedule, Status
 
 log = logging.getLogger(__name__)
 
-#: PuLP variables per second of budget: building them (with their rows) runs at about
-#: 50,000 per second and reading them into arrays at 160,000 (2,000 jobs: 378,000
-#: variables, 10 s), and the engine needs the rest; a MILP back-end whose model is larger
-#: than this allows is not used (the assignment algorithm is).
-PULP_VARIABLES_PER_SECOND = 20_000
 #: The dense assignment matrix (jobs x expanded slots) above which the min-cost flow is
 #: used instead of scipy's assignment.
 DENSE_ENTRIES_MAX = 2_000_000
@@ -79,31 +74,25 @@ def _match(problem: MatchingProblem, backend: str, options: SolveOptions
     """A matching, whether it is proven optimal, and the solver's bound on its cost (s)."""
     if backend == "matching":
         return exact_matching(problem, options.budget)
-    from hetsched.formulations.allox.milp import AlloxMilp
-    from hetsched.formulations.mip import MipSettings
-
-    budget = options.budget
-    if budget is not None and not budget.deterministic:
-        # one PuLP variable per (job, slot) pair the job can use
-        size = sum(problem.classes[c].levels for (_, c) in problem.runs)
-        left = budget.remaining()
-        if left is not None and size > PULP_VARIABLES_PER_SECOND * left:
-            raise BudgetExhaustedError(
-                f"the {backend} model would have {size:,} variables, more than the budget "
-                f"({budget.describe()}) can build ({PULP_VARIABLES_PER_SECOND:,} per second)")
+    from hetsched.formulations.allox.arrays import AlloxArrays
     from hetsched.formulations.allox.matching import greedy_matching
+    from hetsched.formulations.mip import MipSettings, solve_mip
 
     start = greedy_matching(problem)
-    model = AlloxMilp(problem)
-    found, stats = model.solve(backend, MipSettings(options.gap, options.threads, options.seed),
-                               options.budget, start)
+    arrays = AlloxArrays.of(problem)
+    result = solve_mip(arrays.model, backend, options.budget or Budget.unlimited(),
+                       MipSettings(options.gap, options.threads, options.seed),
+                       arrays.start(start))
+    found = None if result.values is None else arrays.matching(result.values)
+    if found is not None and len(found) != len(problem.jobs):
+        found = None
     start_value = problem.matching_value(start)
     if found is None or problem.matching_value(found) > start_value + 1e-9 * max(
             1.0, abs(start_value)):
         # Never worse than the start: the greedy matching when the engine found nothing
         # (or something worse).
-        return start, Outcome.FEASIBLE, stats.bound
-    return found, stats.outcome, stats.bound
+        return start, Outcome.FEASIBLE, result.bound
+    return found, result.outcome, result.bound
 
 
 def solve_allox(instance: Instance, options: SolveOptions, *, alpha: float = 1.0

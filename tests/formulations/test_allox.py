@@ -98,6 +98,37 @@ def test_assignment_flow_lp_and_milp_agree(backend: str, seed: int) -> None:
     assert problem.matching_value(matching) == pytest.approx(value, rel=1e-9)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_arrays_are_the_readable_models_matrix_and_reach_its_optimum(seed: int) -> None:
+    from hetsched.formulations.allox.arrays import AlloxArrays
+    from hetsched.formulations.budget import Budget
+    from hetsched.formulations.mip import solve_mip
+
+    problem = matching_problem(present_instance(seed, jobs=8))
+    value = problem.matching_value(solve_assignment(problem))
+    arrays = AlloxArrays.of(problem)
+    # The same model: the PuLP one's rows (job rows, then slot rows) and columns (by
+    # job, class, level) hold the same 0/1 entries and costs.
+    reference = AlloxMilp(problem)
+    _, _, dense = reference.matrix()
+    order = list(range(len(reference.assign)))
+    keys = list(reference.assign)
+    by_key = {(j, c, k): i for i, (j, (c, k)) in enumerate(keys)}
+    ours = [by_key[int(j), int(c), int(k)]
+            for j, c, k in zip(arrays.job, arrays.machine_class, arrays.level, strict=True)]
+    assert sorted(ours) == order
+    np.testing.assert_array_equal(arrays.model.matrix.toarray(), np.array(dense)[:, ours])
+    np.testing.assert_allclose(arrays.model.cost,
+                               [problem.cost(keys[i][0], keys[i][1]) for i in ours])
+    for engine in ("highs", "cbc"):
+        result = solve_mip(arrays.model, engine, Budget.unlimited())
+        assert result.objective == pytest.approx(value, rel=1e-9)
+        assert result.values is not None
+        assert problem.matching_value(arrays.matching(result.values)) == pytest.approx(value)
+    start = arrays.start(solve_assignment(problem))
+    assert arrays.model.objective(start) == pytest.approx(value)
+
+
 def test_level_bound_does_not_cut_off_the_optimum() -> None:
     # Levels per class are capped by an exchange argument (docs/formulations.md); with
     # every class given n levels the optimum must be the same.
