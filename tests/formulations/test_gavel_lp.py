@@ -153,6 +153,18 @@ def test_pop_partitions_are_stable_seeded_and_cover_every_job() -> None:
     assert partition_of(ids[500:], 8, seed=3).tolist() == part[500:].tolist()
 
 
+def test_stratified_partitions_deal_every_class_evenly() -> None:
+    ids = tuple(f"job{j}" for j in range(1000))
+    classes = np.random.default_rng(0).integers(0, 7, size=1000)
+    part = partition_of(ids, 8, seed=3, classes=classes)
+    assert part.tolist() == partition_of(ids, 8, seed=3, classes=classes).tolist()
+    for c in range(7):
+        counts = np.bincount(part[classes == c], minlength=8)
+        assert counts.max() - counts.min() <= 1
+    counts = np.bincount(part, minlength=8)
+    assert counts.max() - counts.min() <= 1
+
+
 @pytest.mark.parametrize("objective", OBJECTIVES)
 def test_pop_is_feasible_never_better_than_the_monolithic_optimum_and_close_at_scale(
         objective: Objective) -> None:
@@ -168,20 +180,25 @@ def test_pop_is_feasible_never_better_than_the_monolithic_optimum_and_close_at_s
     assert result.ratio >= 0.99
     one = PartitionedSolver(objective, 1).solve(problem)
     assert one.ratio == pytest.approx(1.0, abs=1e-9)
+    plain = PartitionedSolver(objective, 8, stratified=False).solve(problem)
+    assert problem.is_feasible(plain.allocation.fractions, 1e-7)
+    assert plain.ratio <= 1 + 1e-9
 
 
 def test_pop_loses_objective_when_a_partition_is_unlucky() -> None:
-    # Two jobs that only run on type t0 and one GPU of it: monolithic max-min gives each
-    # half (rho = x / E with E = T/2 ... both equal). Split in two partitions of half a
-    # GPU each: if both jobs land in one partition they share half a GPU; the other half
-    # GPU is wasted. Find ids that do land together and check the loss is exactly 1/2.
+    # Two jobs at speed 1 on one GPU of one type: E = 1, rho = x, and max-min gives each
+    # half the time (rho = 1/2). Two partitions get half a GPU each: if POP's plain hash
+    # puts both jobs in one, they share half a GPU (x = 1/4 each) and the other half is
+    # wasted, so exactly half the objective is lost. Find ids that land together.
     ids = next((a, b) for a in (f"a{i}" for i in range(50)) for b in (f"b{i}" for i in range(50))
                if len(set(partition_of((a, b), 2).tolist())) == 1)
     problem = AllocationProblem(ids, ("t0",), np.array([[1.0], [1.0]]), np.ones(2),
                                 np.array([1.0]), np.ones(2))
-    result = PartitionedSolver("max-min", 2).solve(problem)
+    result = PartitionedSolver("max-min", 2, stratified=False).solve(problem)
     np.testing.assert_allclose(result.allocation.fractions[:, 0], [0.25, 0.25], atol=1e-9)
     assert result.ratio == pytest.approx(0.5)
+    # Stratified, the two jobs (one class) go to different partitions: nothing is lost.
+    assert PartitionedSolver("max-min", 2).solve(problem).ratio == pytest.approx(1.0)
 
 
 def test_sub_problems_split_the_capacity() -> None:
