@@ -19,6 +19,7 @@ Solvers, each timed as the median of ``--repeats`` cold solves from a built
   ``--pulp-max`` jobs; max-min as one stage, like Gavel's;
 * ``pop-K``: POP with K partitions (``PartitionedSolver``, per-job sub-problems, solved in
   this process), with the objective it reaches over the monolithic optimum;
+  ``pop-K-hash`` (``--plain``): POP's plain hash partition instead of the stratified one;
   ``pop-K-poolP``: the same solved in a process pool of P workers (``--pool``, 2 on this
   2-core machine; the pool is started before the timing, the problems are shipped to
   it at every solve).
@@ -43,7 +44,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -175,17 +177,26 @@ def measure(jobs: int, objective: Objective, args: argparse.Namespace) -> list[d
     for k in args.partitions:
         if jobs < 100 * k:
             continue
-        pop = PartitionedSolver(objective, k, by_class=False, compare=False)
-        median_s, value = timed(lambda pop=pop: pop.solve(instance).allocation.value, repeats)
-        row(f"pop-{k}", median_s, value)
-        if args.pool:
-            with ProcessPoolExecutor(args.pool) as pool:
-                pop = PartitionedSolver(objective, k, by_class=False, compare=False,
-                                        executor=pool)
-                pop.solve(instance)  # start the workers before timing
-                median_s, value = timed(lambda pop=pop: pop.solve(instance).allocation.value,
-                                        repeats)
-            row(f"pop-{k}-pool{args.pool}", median_s, value)
+        variants = [(f"pop-{k}", True, None)]
+        if args.plain:
+            variants.append((f"pop-{k}-hash", False, None))
+        for name, stratified, workers in [*variants, (f"pop-{k}-pool{args.pool}", True,
+                                                      args.pool or None)]:
+            if name.endswith("pool0"):
+                continue
+            with ProcessPoolExecutor(workers) if workers else nullcontext() as pool:
+
+                def once(stratified: bool = stratified, pool: Executor | None = pool,
+                         k: int = k) -> float:
+                    # a new solver each time: every solve is cold, as in the other rows
+                    return PartitionedSolver(objective, k, by_class=False, compare=False,
+                                             stratified=stratified, executor=pool
+                                             ).solve(instance).allocation.value
+
+                if pool is not None:
+                    once()  # start the workers before timing
+                median_s, value = timed(once, repeats)
+            row(name, median_s, value)
     best = next(r["objective_value"] for r in rows if r["solver"] == "classes")
     for item in rows:
         value = float(item["objective_value"])  # type: ignore[arg-type]
@@ -211,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pulp-max", type=int, default=2000,
                         help="largest size for the pulp and cvxpy peers")
     parser.add_argument("--per-job-max", type=int, default=50_000)
+    parser.add_argument("--plain", action="store_true",
+                        help="also POP with the plain hash partition (pop-K-hash)")
     parser.add_argument("--pool", type=int, default=2,
                         help="also POP in a process pool of this many workers (0: not)")
     parser.add_argument("--out", type=Path, default=None)
@@ -232,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         for objective in Objective:
             measured = measure(jobs, objective, argparse.Namespace(
                 repeats=args.repeats, pulp_max=args.pulp_max, per_job_max=args.per_job_max,
-                pool=args.pool,
+                pool=args.pool, plain=args.plain,
                 partitions=[k for k in partitions if jobs >= 10_000]))
             for item in measured:
                 item["load_avg_1min"] = round(os.getloadavg()[0], 2)
