@@ -256,24 +256,13 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
         return _write(replay, out, jobs, cluster, truth, {
             "trace": str(trace_path), "format": trace_format, "cluster": cluster_spec,
             "gpus": len(cluster.gpus), "policy": policy_name, "seed": seed,
-            **_partition_figures(policy, partitions),
+            **policy.figures(),
             "throughput": str(source) if source else "built-in catalogue",
             "skipped_rows": trace.skipped_rows, "excluded": dict(trace.excluded),
             "notes": list(trace.notes), "load": load,
             "solver_limit": {"per_decision": time_limit_s,
                              "unit": "work units" if deterministic else "s wall"},
             "solver_versions": solver_versions()})
-
-
-def _partition_figures(policy: RollingPolicy, partitions: int) -> dict[str, object]:
-    """With POP partitions: their number, and the objective each solve reached over the
-    monolithic optimum (min, mean, solves); nothing without."""
-    if partitions == 1:
-        return {}
-    ratios = list(getattr(policy, "pop_ratios", ()))
-    return {"partitions": partitions, "pop_solves": len(ratios),
-            "pop_objective_ratio_min": min(ratios, default=float("nan")),
-            "pop_objective_ratio_mean": sum(ratios) / len(ratios) if ratios else float("nan")}
 
 
 def _write(replay: Replay, out: Path, jobs: Sequence[Job], cluster: Cluster,

@@ -73,7 +73,8 @@ class RollingPolicy(Protocol):
     between, would return empty decisions and change nothing that matters to its later
     decisions, provided it is still called at the last boundary before the next event
     (the simulator then skips the others, :mod:`hetsched.simulate`); and
-    ``on_finished(job, now)``, called when a job completes."""
+    ``on_finished(job, now)``, called when a job completes; and ``figures()``, what the
+    policy reports of itself in ``summary.json`` (nothing by default)."""
 
     name: str
 
@@ -94,6 +95,10 @@ class RollingPolicy(Protocol):
         """``job`` completed at ``now`` (s)."""
         ...
 
+    def figures(self) -> dict[str, object]:
+        """The policy's own figures for ``summary.json`` (e.g. POP's objective ratios)."""
+        ...
+
 
 class PolicyHooks:
     """The hooks of :class:`RollingPolicy` with their defaults: no promise of quiet
@@ -106,6 +111,10 @@ class PolicyHooks:
 
     def on_finished(self, job: Job, now: float) -> None:
         """Nothing to do."""
+
+    def figures(self) -> dict[str, object]:
+        """None."""
+        return {}
 
 
 @runtime_checkable

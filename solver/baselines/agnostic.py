@@ -82,3 +82,7 @@ class HeterogeneityAgnostic(PolicyHooks):
     def on_finished(self, job: Job, now: float) -> None:
         """The wrapped policy's ``on_finished``."""
         self.policy.on_finished(job, now)
+
+    def figures(self) -> dict[str, object]:
+        """The wrapped policy's figures."""
+        return self.policy.figures()

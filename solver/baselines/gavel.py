@@ -155,6 +155,16 @@ class Gavel(PolicyHooks):
             return Decision(decision.start, decision.preempt, False, note)
         return decision
 
+    def figures(self) -> dict[str, object]:
+        """With POP partitions: their number, and the objective each solve reached over
+        the monolithic optimum (solves, min, mean); nothing without."""
+        if self.partitions == 1:
+            return {}
+        ratios = self.pop_ratios
+        return {"partitions": self.partitions, "pop_solves": len(ratios),
+                "pop_objective_ratio_min": min(ratios, default=math.nan),
+                "pop_objective_ratio_mean": sum(ratios) / len(ratios) if ratios else math.nan}
+
     def quiet_until(self, state: ClusterState) -> float:
         """Until the next event (``inf``) when nobody waits and either the cluster has one
         GPU type or the allocation, solved for the running jobs, gives every one of them
