@@ -44,10 +44,11 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array, Objective
+from hetsched.formulations.mip.highs import load_model
+from hetsched.formulations.mip.model import INF, MatrixBuilder
 
 log = logging.getLogger(__name__)
 
@@ -142,48 +143,40 @@ class _Lp:
         self.max_sum_value = relative  # T_ck / E_c per column
         self.gang = scale
         self.with_floor = objective is Objective.MAX_MIN
-        self.num_cols = self.num_pairs + (1 if self.with_floor else 0)
-        blocks = [self._one_type_at_a_time(), self._type_capacity()]
+        builder = MatrixBuilder()
+        builder.add_columns(self.num_pairs, 0.0, 1.0)
         if self.with_floor:
-            blocks.append(self._fair_floor())
-        rows, cols, values, lower, upper = (np.concatenate(part) for part in zip(*blocks,
-                                                                                  strict=True))
-        self.num_rows = len(lower)
-        self.matrix = sp.csc_matrix((values, (rows, cols)), shape=(self.num_rows, self.num_cols))
-        self.matrix.sort_indices()
-        self.row_lower, self.row_upper = lower, upper
-        self.col_lower = np.zeros(self.num_cols)
-        self.col_upper = np.ones(self.num_cols)
-        self.cost = np.zeros(self.num_cols)
+            builder.add_columns(1, 0.0, math.inf)  # t, the last column
+        self._one_type_at_a_time(builder)
+        self._type_capacity(builder)
         if self.with_floor:
-            self.col_upper[-1] = math.inf
-            self.cost[-1] = -1.0  # max t
+            self._fair_floor(builder)
+        cost = np.zeros(builder.num_cols)
+        if self.with_floor:
+            cost[-1] = -1.0  # max t
         else:
-            self.cost[:] = -classes.size[self.cls] * self.max_sum_value
+            cost[:] = -classes.size[self.cls] * self.max_sum_value
+        self.model = builder.build(cost)
+        self.num_cols = self.model.num_cols
 
-    def _block(self, first_row: int, rows: Index, cols: Index, values: Array, count: int,
-               upper: Array) -> tuple[Index, Index, Array, Array, Array]:
-        return (first_row + rows, cols, values, np.full(count, -math.inf), upper)
+    def _one_type_at_a_time(self, builder: MatrixBuilder) -> None:
+        """sum_k x_ck <= 1 for every class c."""
+        builder.add_rows(self.cls, np.arange(self.num_pairs), np.ones(self.num_pairs), -INF,
+                         1.0, count=self.num_classes)
 
-    def _one_type_at_a_time(self) -> tuple[Index, Index, Array, Array, Array]:
-        """sum_k x_ck <= 1 for every class c (rows 0 .. classes-1)."""
-        return self._block(0, self.cls, np.arange(self.num_pairs), np.ones(self.num_pairs),
-                           self.num_classes, np.ones(self.num_classes))
+    def _type_capacity(self, builder: MatrixBuilder) -> None:
+        """sum_c n_c s_c x_ck <= C_k for every type k."""
+        builder.add_rows(self.gpu_type, np.arange(self.num_pairs),
+                         self.classes.size[self.cls] * self.gang[self.cls], -INF,
+                         self.problem.capacity, count=self.num_types)
 
-    def _type_capacity(self) -> tuple[Index, Index, Array, Array, Array]:
-        """sum_c n_c s_c x_ck <= C_k for every type k (rows classes .. classes+types-1)."""
-        values = self.classes.size[self.cls] * self.gang[self.cls]
-        return self._block(self.num_classes, self.gpu_type, np.arange(self.num_pairs), values,
-                           self.num_types, self.problem.capacity.copy())
-
-    def _fair_floor(self) -> tuple[Index, Index, Array, Array, Array]:
-        """t - sum_k a_ck x_ck <= 0 for every class c (the last rows; t the last column)."""
-        pairs = np.arange(self.num_pairs)
+    def _fair_floor(self, builder: MatrixBuilder) -> None:
+        """t - sum_k a_ck x_ck <= 0 for every class c (t the last column)."""
         rows = np.concatenate([self.cls, np.arange(self.num_classes)])
-        cols = np.concatenate([pairs, np.full(self.num_classes, self.num_pairs)])
-        values = np.concatenate([-self.rho, np.ones(self.num_classes)])
-        return self._block(self.num_classes + self.num_types, rows, cols, values,
-                           self.num_classes, np.zeros(self.num_classes))
+        cols = np.concatenate([np.arange(self.num_pairs),
+                               np.full(self.num_classes, self.num_pairs)])
+        builder.add_rows(rows, cols, np.concatenate([-self.rho, np.ones(self.num_classes)]),
+                         -INF, 0.0, count=self.num_classes)
 
     def stage_two_cost(self) -> Array:
         """-sum_c n_c rho_c as column costs (max-min's second stage)."""
@@ -335,14 +328,7 @@ def _highs(lp: _Lp, budget: Budget) -> highspy.Highs:
         options["time_limit"] = max(left, 1e-3)
     for name, value in options.items():
         highs.setOptionValue(name, value)
-    csc = lp.matrix
-    status = highs.passModel(
-        lp.num_cols, lp.num_rows, int(csc.nnz), int(highspy.MatrixFormat.kColwise),
-        int(highspy.ObjSense.kMinimize), 0.0, lp.cost, lp.col_lower, lp.col_upper,
-        lp.row_lower, lp.row_upper, csc.indptr.astype(np.int32), csc.indices.astype(np.int32),
-        csc.data, np.zeros(lp.num_cols, dtype=np.int32))
-    if status == highspy.HighsStatus.kError:
-        raise RuntimeError("HiGHS rejected the allocation LP (passModel)")
+    load_model(highs, lp.model)
     return highs
 
 

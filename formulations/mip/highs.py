@@ -45,7 +45,8 @@ _KINDS = {
 _FEASIBLE = 2
 
 
-def _load(highs: highspy.Highs, model: MatrixModel) -> None:
+def load_model(highs: highspy.Highs, model: MatrixModel) -> None:
+    """Pass ``model`` to ``highs`` in one ``passModel`` call (CSC arrays)."""
     csc = model.matrix.tocsc()
     csc.sort_indices()
     status = highs.passModel(
@@ -88,7 +89,7 @@ def solve(model: MatrixModel, limits: Limits, settings: MipSettings,
     """One HiGHS run of ``model`` (see the module's notes)."""
     highs = highspy.Highs()
     _options(highs, limits, settings)
-    _load(highs, model)
+    load_model(highs, model)
     detail: dict[str, Any] = {}
     if start is not None:
         detail["start"] = _give_start(highs, start)
