@@ -198,8 +198,8 @@ class Gavel(PolicyHooks):
         )
 
         types = state.cluster.type_names
-        throughput = np.array([[self.speeds.speeds(state, job).get(t, 0.0) for t in types]
-                               for job in jobs]).reshape(len(jobs), len(types))
+        throughput = np.array([self._speed_row(state, job) for job in jobs]).reshape(
+            len(jobs), len(types))
         problem = AllocationProblem(
             tuple(job.id for job in jobs), types, throughput,
             np.array([float(job.num_gpus) for job in jobs]),
