@@ -119,10 +119,8 @@ class GavelLp:
                     var.varValue = float(first[j, k])
             optimal = optimal and second.outcome is Outcome.OPTIMAL
         fractions = self._values()
-        rho = problem.normalised(fractions)
-        value = float(rho.min() if self.objective is Objective.MAX_MIN
-                      else (rho * problem.weights / problem.scale_factors).sum())
-        return Allocation(problem, fractions, value, optimal, time.perf_counter() - began)
+        return Allocation(problem, fractions, problem.objective_value(self.objective, fractions),
+                          optimal, time.perf_counter() - began)
 
     def _values(self) -> Array:
         fractions = np.zeros(self.problem.throughput.shape)

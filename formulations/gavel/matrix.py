@@ -43,16 +43,13 @@ from dataclasses import dataclass
 
 import highspy
 import numpy as np
-import numpy.typing as npt
 
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array, Objective
 from hetsched.formulations.mip.highs import load_model
-from hetsched.formulations.mip.model import INF, MatrixBuilder
+from hetsched.formulations.mip.model import INF, Index, MatrixBuilder
 
 log = logging.getLogger(__name__)
-
-Index = npt.NDArray[np.int64]
 
 #: In the max-min second stage, t may give up this relative amount of its optimum.
 MAX_MIN_RELAXATION = 1e-9
@@ -77,6 +74,9 @@ class JobClasses:
     first: Index
     #: jobs per class (classes,)
     size: Array
+    #: what identifies each class from one solve to the next: its LP row (throughput,
+    #: gang, weight) as bytes, or its job's id when each job is its own class
+    keys: tuple[Hashable, ...]
 
     @classmethod
     def of(cls, problem: AllocationProblem, by_class: bool = True) -> JobClasses:
@@ -85,21 +85,12 @@ class JobClasses:
         jobs = len(problem.job_ids)
         if not by_class or jobs == 0:
             index = np.arange(jobs, dtype=np.int64)
-            return cls(index, index, np.ones(jobs))
+            return cls(index, index, np.ones(jobs), problem.job_ids)
         key = np.column_stack([problem.throughput, problem.scale_factors, problem.weights])
-        _, first, of_job, size = np.unique(key, axis=0, return_index=True,
-                                           return_inverse=True, return_counts=True)
+        rows, first, of_job, size = np.unique(key, axis=0, return_index=True,
+                                              return_inverse=True, return_counts=True)
         return cls(of_job.reshape(-1).astype(np.int64), first.astype(np.int64),
-                   size.astype(np.float64))
-
-    def keys(self, problem: AllocationProblem, by_class: bool) -> list[Hashable]:
-        """What identifies each class from one solve to the next: its LP row (classes) or
-        its job's id (one job per class)."""
-        if not by_class:
-            return [problem.job_ids[j] for j in self.first]
-        rows = np.column_stack([problem.throughput[self.first],
-                                problem.scale_factors[self.first], problem.weights[self.first]])
-        return [row.tobytes() for row in rows]
+                   size.astype(np.float64), tuple(row.tobytes() for row in rows))
 
 
 @dataclass(frozen=True)
@@ -109,6 +100,10 @@ class Timing:
     build_s: float
     highs_s: float
     iterations: int
+
+    def __add__(self, other: Timing) -> Timing:
+        return Timing(self.build_s + other.build_s, self.highs_s + other.highs_s,
+                      self.iterations + other.iterations)
 
 
 @dataclass
@@ -215,12 +210,11 @@ class AllocationSolver:
             return Allocation(problem, np.zeros((0, len(problem.gpu_types))), 0.0, True)
         budget = budget or Budget.unlimited()
         classes = JobClasses.of(problem, self.by_class)
-        keys = classes.keys(problem, self.by_class)
+        keys = classes.keys
         lp = _Lp(problem, self.objective, classes)
-        prepared = time.perf_counter() - began
+        prepared = Timing(time.perf_counter() - began, 0.0, 0)
         highs, ok, warm = self._attempt(lp, keys, budget, warm=True)
-        self.last_timing = Timing(prepared + self.last_timing.build_s,
-                                  self.last_timing.highs_s, self.last_timing.iterations)
+        self.last_timing = prepared + self.last_timing
         fractions = lp.fractions(np.asarray(highs.getSolution().col_value, dtype=np.float64))
         if ok and warm and not problem.is_feasible(fractions, FEASIBLE_WITHIN):
             # HiGHS accepts an answer from a completed alien basis within its tolerances on
@@ -230,9 +224,7 @@ class AllocationSolver:
                       FEASIBLE_WITHIN)
             spent = self.last_timing
             highs, ok, _ = self._attempt(lp, keys, budget, warm=False)
-            self.last_timing = Timing(spent.build_s + self.last_timing.build_s,
-                                      spent.highs_s + self.last_timing.highs_s,
-                                      spent.iterations + self.last_timing.iterations)
+            self.last_timing = spent + self.last_timing
             fractions = lp.fractions(np.asarray(highs.getSolution().col_value,
                                                 dtype=np.float64))
         if not ok:
@@ -241,12 +233,10 @@ class AllocationSolver:
                               time.perf_counter() - began)
         if self.warm_start:
             self._keep_basis(highs, lp, keys)
-        rho = problem.normalised(fractions)
-        value = float(rho.min() if lp.with_floor
-                      else (rho * problem.weights / problem.scale_factors).sum())
-        return Allocation(problem, fractions, value, True, time.perf_counter() - began)
+        return Allocation(problem, fractions, problem.objective_value(self.objective, fractions),
+                          True, time.perf_counter() - began)
 
-    def _attempt(self, lp: _Lp, keys: list[Hashable], budget: Budget,
+    def _attempt(self, lp: _Lp, keys: tuple[Hashable, ...], budget: Budget,
                  warm: bool) -> tuple[highspy.Highs, bool, bool]:
         """Both stages on a new HiGHS instance, from the kept basis if ``warm`` and there
         is one; the instance, whether it ended optimal, and whether it started warm."""
@@ -269,7 +259,7 @@ class AllocationSolver:
         self.last_timing = Timing(built - began, time.perf_counter() - built, iterations)
         return highs, ok, warm
 
-    def _keep_basis(self, highs: highspy.Highs, lp: _Lp, keys: list[Hashable]) -> None:
+    def _keep_basis(self, highs: highspy.Highs, lp: _Lp, keys: tuple[Hashable, ...]) -> None:
         basis = highs.getBasis()
         if not basis.valid:
             self._basis = None
@@ -286,7 +276,7 @@ class AllocationSolver:
             tuple(row[lp.num_classes:lp.num_classes + lp.num_types].tolist()),
             int(col[-1]) if lp.with_floor else int(_BASIC))
 
-    def _give_basis(self, highs: highspy.Highs, lp: _Lp, keys: list[Hashable]) -> bool:
+    def _give_basis(self, highs: highspy.Highs, lp: _Lp, keys: tuple[Hashable, ...]) -> bool:
         """Start from the previous solve's basis, if any class was in it."""
         previous = self._basis
         if previous is None or not self.warm_start or len(previous.capacity_rows) != lp.num_types:

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.gavel.matrix import AllocationSolver, Index, JobClasses
-from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array, Objective
+from hetsched.formulations.gavel.matrix import AllocationSolver, JobClasses
+from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Objective
+from hetsched.formulations.mip.model import Index
 
 
 def partition_of(job_ids: tuple[str, ...], partitions: int, seed: int = 0,
@@ -54,15 +55,6 @@ def sub_problem(problem: AllocationProblem, jobs: Index, partitions: int) -> All
     return AllocationProblem(tuple(problem.job_ids[j] for j in jobs), problem.gpu_types,
                              problem.throughput[jobs], problem.scale_factors[jobs],
                              problem.capacity / partitions, problem.weights[jobs])
-
-
-def objective_value(problem: AllocationProblem, objective: Objective,
-                    fractions: Array) -> float:
-    """Max-min: ``min_j rho_j``; max-sum: ``sum_j T_j . X_j / E_j``."""
-    rho = problem.normalised(fractions)
-    if objective is Objective.MAX_MIN:
-        return float(rho.min(initial=np.inf))
-    return float((rho * problem.weights / problem.scale_factors).sum())
 
 
 @dataclass(frozen=True)
@@ -128,7 +120,7 @@ class PartitionedSolver:
         ok = all(answer.ok for answer in answers)
         for (p, _), answer in zip(subs, answers, strict=True):
             fractions[members[p]] = answer.fractions
-        value = objective_value(problem, self.objective, fractions) if ok else float("nan")
+        value = problem.objective_value(self.objective, fractions) if ok else float("nan")
         elapsed = time.perf_counter() - began
         combined = Allocation(problem, fractions, value, ok and self.partitions == 1, elapsed)
         monolithic = float("nan")

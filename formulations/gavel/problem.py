@@ -68,6 +68,14 @@ class AllocationProblem:
         return np.asarray(self.scale_factors / self.weights * speed
                           / self.equal_share_throughput(), dtype=np.float64)
 
+    def objective_value(self, objective: Objective, allocation: Array) -> float:
+        """The objective of ``allocation``: max-min ``min_j rho_j``, max-sum
+        ``sum_j sum_k T_jk X_jk / E_j``."""
+        rho = self.normalised(allocation)
+        if objective is Objective.MAX_MIN:
+            return float(rho.min(initial=np.inf))
+        return float((rho * self.weights / self.scale_factors).sum())
+
     def is_feasible(self, allocation: Array, tolerance: float = 1e-7) -> bool:
         """``X >= 0``, ``X = 0`` where ``T = 0``, ``sum_k X_jk <= 1``, ``sum_j s_j X_jk <= C_k``."""
         x = np.asarray(allocation, dtype=np.float64)

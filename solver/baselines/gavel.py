@@ -293,9 +293,7 @@ class Gavel(PolicyHooks):
         pairs = self._pairs(state, jobs)
         running = {r.job.id: r for r in state.running}
         starved = pairs.starved & np.array([job.id not in running for job in jobs], dtype=bool)
-        rank = np.empty(len(jobs), dtype=np.int64)
-        rank[sorted(range(len(jobs)), key=lambda j: (jobs[j].arrival, jobs[j].id))] = \
-            np.arange(len(jobs))
+        rank = _arrival_rank(jobs)
         rows, cols = np.nonzero(pairs.usable & ((pairs.priority > 0) | starved[:, None]))
         order = np.lexsort((cols, rank[rows], -pairs.share[rows, cols],
                             -pairs.priority[rows, cols], ~starved[rows]))
@@ -350,8 +348,7 @@ class Gavel(PolicyHooks):
             return Decision()
         rows = np.arange(len(waiting))
         best = pairs.preference[:, 0]
-        rank = np.empty(len(waiting), dtype=np.int64)
-        rank[sorted(rows.tolist(), key=lambda j: (waiting[j].arrival, waiting[j].id))] = rows
+        rank = _arrival_rank(waiting)
         order = np.lexsort((rank, -pairs.share[rows, best], -pairs.priority[rows, best],
                             ~pairs.starved))
         types = state.cluster.type_names
@@ -365,6 +362,14 @@ class Gavel(PolicyHooks):
             if start is not None:
                 starts.append(start)
         return Decision(tuple(starts))
+
+
+def _arrival_rank(jobs: Sequence[Job]) -> npt.NDArray[np.int64]:
+    """Each job's place in the order of (arrival, id)."""
+    rank = np.empty(len(jobs), dtype=np.int64)
+    rank[sorted(range(len(jobs)), key=lambda j: (jobs[j].arrival, jobs[j].id))] = \
+        np.arange(len(jobs))
+    return rank
 
 
 @dataclass(frozen=True)

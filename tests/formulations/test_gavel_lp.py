@@ -15,7 +15,7 @@ from hetsched.formulations.gavel import (
     PartitionedSolver,
     solve_matrix,
 )
-from hetsched.formulations.gavel.pop import objective_value, partition_of, sub_problem
+from hetsched.formulations.gavel.pop import partition_of, sub_problem
 
 OBJECTIVES = [Objective.MAX_MIN, Objective.MAX_SUM]
 
@@ -58,7 +58,7 @@ def test_the_array_lp_reaches_the_readable_models_optimum(
     assert allocation.ok
     assert problem.is_feasible(allocation.fractions, 1e-7)
     assert allocation.value == pytest.approx(value, rel=1e-7)
-    assert objective_value(problem, objective, allocation.fractions) == pytest.approx(
+    assert problem.objective_value(objective, allocation.fractions) == pytest.approx(
         value, rel=1e-7)
     if objective is Objective.MAX_MIN:  # the second stage: the same sum of rho
         assert problem.normalised(allocation.fractions).sum() == pytest.approx(rho_sum,
