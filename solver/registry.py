@@ -80,6 +80,9 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("gavel-max-sum", "Gavel: max-sum throughput LP in rounds",
           policy="hetsched.baselines.gavel:Gavel", params={"objective": "max-sum"},
           backends=MIP),
+    Entry("progress", "allocation MILP over every active job each round: weighted progress "
+          "on remaining work, urgent deadlines first, restart-aware (preemptive)",
+          policy="hetsched.policies.progress:Progress", backends=MIP),
     Entry("optimus", "Optimus: marginal-gain GPU allocation (EuroSys 2018)",
           policy="hetsched.baselines.optimus:Optimus"),
 )}

@@ -18,6 +18,7 @@ a second solve.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import logging
@@ -59,8 +60,11 @@ def available_engines() -> tuple[str, ...]:
     return tuple(e for e in ENGINES if importlib.util.find_spec(_IMPORTS[e]) is not None)
 
 
+@functools.cache
 def engine_version(engine: str) -> str | None:
-    """The installed version of ``engine``'s package, ``None`` if it is not installed."""
+    """The installed version of ``engine``'s package, ``None`` if it is not installed
+    (looked up once per process: reading package metadata costs a millisecond, and a
+    rolling policy solves thousands of models)."""
     try:
         return metadata.version(_DISTRIBUTIONS[engine])
     except metadata.PackageNotFoundError:

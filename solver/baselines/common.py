@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from hetsched.data import Job
-from hetsched.gpus import FreeGpuIndex, SpeedView, Start
+from hetsched.gpus import FreeGpuIndex, SpeedView, Start, throughput_of
 from hetsched.rolling import ClusterState, Decision, PolicyHooks, RunningJob
 
 #: The simulator's default restart penalty (s); policies that weigh a preemption use it.
@@ -81,8 +81,8 @@ class SpeedBook:
 
     def running_speed(self, state: ClusterState, run: RunningJob) -> float:
         """Predicted steps/s of a running job where it runs now."""
-        return state.throughput.throughput(run.job.job_type, run.gpu_type, len(run.gpus),
-                                           state.cluster.placement_of(run.gpus))
+        return throughput_of(state.throughput, run.job.job_type, run.gpu_type, len(run.gpus),
+                             state.cluster.placement_of(run.gpus))
 
 
 class ReleaseTimes:

@@ -314,12 +314,20 @@ OPTIMUS = (4400 / V100, 1200 + 30 + (44000 - 1200 * K80) / V100)
 #: the K80 (any gain > 0). Short ends at 1,001.19 s; at the next 600 s boundary, 1,200,
 #: long (742.83 steps done) ends sooner on the free V100 even after the 30 s restart
 #: (1,230 + 43,257.17 / V100 = 11,072.86 s, against 1,200 + 69,879 s by staying): it moves.
+PROGRESS = (4400 / V100, 1800 + 30 + (44000 - 1800 * K80) / V100)
+#: progress: at 0 both jobs wait, never started (no restart discount); the MILP's best
+#: pair is short on the V100 and long on the K80 (V100 / 4400 + K80 / 44000 = 1.0128e-3
+#: per s, against K80 / 4400 + V100 / 44000 = 2.406e-4). Short ends at 1,001.19 s, with
+#: nobody waiting (no call); at the first boundary of its 1,800 s round long moves to the
+#: free V100, since V100 x (1 - 30 / 360) > K80. It ran 1,800 s on the K80 (1,114.25
+#: steps) and ends at 1,830 + 42,885.75 / V100 = 11,588.35 s.
 EXPECTED: dict[str, list[tuple[float, float]]] = {
     "fifo": [FIFO_LIKE], "edf": [FIFO_LIKE], "tiresias": [FIFO_LIKE],
     "gandiva": [FIFO_LIKE], "sjf": [SHORT_FIRST], "srtf": [SHORT_FIRST], "gavel": [GAVEL],
-    "gavel-max-sum": [GAVEL], "optimus": [OPTIMUS]}
+    "gavel-max-sum": [GAVEL], "optimus": [OPTIMUS], "progress": [PROGRESS]}
 ROUNDS = {"fifo": None, "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0,
-          "gandiva": 600.0, "gavel": 360.0, "gavel-max-sum": 360.0, "optimus": 600.0}
+          "gandiva": 600.0, "gavel": 360.0, "gavel-max-sum": 360.0, "optimus": 600.0,
+          "progress": 1800.0}
 
 
 def test_the_hand_computed_values() -> None:
@@ -329,6 +337,7 @@ def test_the_hand_computed_values() -> None:
     assert pytest.approx((2027.516, 11042.443), abs=1e-3) == GAVEL
     assert pytest.approx((1001.189, 10969.766), abs=1e-3) == GAVEL_MAX_SUM
     assert pytest.approx((1001.189, 11072.863), abs=1e-3) == OPTIMUS
+    assert pytest.approx((1001.189, 11588.350), abs=1e-3) == PROGRESS
     assert set(EXPECTED) == {name for name, e in ENTRIES.items() if e.policy is not None}
 
 

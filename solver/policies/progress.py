@@ -1,0 +1,332 @@
+"""``progress``: a preemptive rolling policy that re-solves one allocation MILP over every
+active job at each decision.
+
+At every arrival and completion while jobs wait, and at the boundaries of its round, it
+weighs every way each active job (running or waiting; no window) could run next: a GPU
+type and a gang size, worth the share of the job's remaining work it would finish per
+second,
+
+    value(j, t, s) = w_j * speed(j, t, s) / remaining_work_j
+                     * (1 - restart_s / horizon_s   if the option restarts the job),
+
+so short jobs and jobs on the type where they gain most come first (on one GPU type it is
+shortest-remaining-area first; across types it puts each job where its speed-up counts
+most), and a migration or a restart must win the restart penalty back within the horizon
+(the anti-thrashing term). Deadlines are handled as Hydra does: a job that can still meet
+its deadline on some option is *urgent* (optionally only once its slack is down to
+``urgent_slack`` times its remaining time plus a round): its options that meet the
+deadline are worth more per GPU than any non-urgent option, so urgent jobs are served
+first; a job that provably cannot meet its deadline is served best-effort, like a job
+without one; a job that meets its deadline where it runs is never moved. The MILP
+(:mod:`hetsched.formulations.progress`) picks at most one option per job under the GPUs of
+each type and the servers that hold large packed gangs; it starts from the previous
+round's choice.
+
+The chosen options become GPUs, urgent and large gangs first: a running job whose option
+is where it runs keeps its GPUs; a job to start (or migrate) gets a gang by best fit, at
+the full speed of its option, on free GPUs, else on the GPUs of running jobs the MILP
+dropped (lowest value first); a dropped job whose GPUs nobody took keeps running. Free GPUs
+left over go to waiting jobs by value, on a type where starting now beats waiting for a
+faster one (work conservation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetsched.baselines.common import RESTART_PENALTY_S, SpeedBook, types_worth_starting
+from hetsched.data import Job
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.progress import RoundPlan, RoundProblem, solve_round
+from hetsched.gpus import FreeGpuIndex, Start, layout, throughput_of
+from hetsched.rolling import ClusterState, Decision, PolicyHooks, RunningJob
+from hetsched.throughput import Placement
+
+log = logging.getLogger(__name__)
+
+#: Urgent options are worth this many times the best non-urgent value per GPU, per GPU.
+URGENT_FACTOR = 4.0
+
+
+@dataclass(frozen=True)
+class Option:
+    """One way a job can run next round."""
+
+    job: Job
+    gpu_type: str
+    size: int
+    speed: float  # predicted steps/s
+    remaining: float  # steps left
+    urgent: bool
+    running_here: bool  # the job runs now on this type with this many GPUs
+
+
+class Progress(PolicyHooks):
+    """The ``progress`` rolling policy (see the module docstring).
+
+    ``round_s``: the round (s); ``horizon_s``: the time (s) over which a restart must pay
+    back its penalty; ``urgent_slack``: a deadline job is urgent once its slack is at most
+    this many times its remaining time plus a round (default: as soon as it arrives);
+    ``restart_penalty_s``: the penalty a restart or migration costs (the simulator's);
+    ``backend``, ``time_limit_s``, ``deterministic``: the MILP engine and its budget per
+    decision (work units when deterministic)."""
+
+    name = "progress"
+
+    def __init__(self, *, round_s: float = 1800.0, horizon_s: float = 360.0,
+                 restart_penalty_s: float = RESTART_PENALTY_S, urgent_slack: float = math.inf,
+                 backend: str = "highs", time_limit_s: float | None = 5.0,
+                 deterministic: bool = True) -> None:
+        for label, value in (("round_s", round_s), ("horizon_s", horizon_s)):
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{label} must be finite and > 0, got {value}")
+        self.round_s = round_s
+        if not (math.isfinite(restart_penalty_s) and restart_penalty_s >= 0):
+            raise ValueError(f"restart_penalty_s must be >= 0, got {restart_penalty_s}")
+        if not urgent_slack >= 0:
+            raise ValueError(f"urgent_slack must be >= 0, got {urgent_slack}")
+        self.horizon_s = horizon_s
+        self.restart_penalty_s = restart_penalty_s
+        self.urgent_slack = urgent_slack
+        self.backend = backend
+        self.time_limit_s = time_limit_s
+        self.deterministic = deterministic
+        self.speeds = SpeedBook()
+        self._last: dict[str, tuple[str, int]] = {}  # job id -> chosen (type, size)
+        self._rounds = 0
+        self._from_milp = 0
+
+    # -- hooks ---------------------------------------------------------------------------
+    def quiet_until(self, state: ClusterState) -> float:
+        """Until the next event when nobody waits: each running job's options all grow by
+        the same factor as its work shrinks, so whether it should move to a free GPU does
+        not change. While jobs wait, boundaries matter: a running job's growing value may
+        win it a faster type, and a type not worth starting on (a faster one was predicted
+        to free) becomes worth it when the prediction was wrong."""
+        return -math.inf if state.pending else math.inf
+
+    def on_finished(self, job: Job, now: float) -> None:
+        """Forget the job's last option."""
+        self._last.pop(job.id, None)
+
+    def figures(self) -> dict[str, object]:
+        """Rounds solved and how many the MILP improved on its start."""
+        return {"progress_rounds": self._rounds, "progress_rounds_improved": self._from_milp}
+
+    # -- deciding ------------------------------------------------------------------------
+    def decide(self, state: ClusterState) -> Decision:
+        """Solve the round's allocation and realise it on GPUs."""
+        if not state.pending and not state.free:
+            return Decision()
+        options = self.options(state)
+        if not options:
+            return Decision()
+        problem = self.problem(state, options)
+        budget = Budget(self.time_limit_s, deterministic=self.deterministic)
+        plan = solve_round(problem, budget, self.backend)
+        self._rounds += 1
+        self._from_milp += plan.source == "milp"
+        chosen = [options[k] for k in np.flatnonzero(plan.chosen)]
+        self._last = {o.job.id: (o.gpu_type, o.size) for o in chosen}
+        decision = self.realise(state, chosen, options, problem.value)
+        return Decision(decision.start, decision.preempt, False, note=_note(plan))
+
+    def options(self, state: ClusterState) -> list[Option]:
+        """Every (job, type, size) with positive predicted speed, for every active job."""
+        running = {r.job.id: r for r in state.running}
+        found: list[Option] = []
+        for job in [*(r.job for r in state.running), *state.pending]:
+            run = running.get(job.id)
+            remaining = run.remaining if run is not None else \
+                state.remaining.get(job.id, job.work)
+            if remaining <= 0:
+                continue
+            by_size = {size: self.speeds.speeds(state, job, size) for size in job.gpu_counts}
+            if not any(by_size.values()):
+                continue
+            restarted = run is not None or job.id in state.attained
+            mine = []
+            for size, speeds in by_size.items():
+                for gpu_type, speed in speeds.items():
+                    here = run is not None and run.gpu_type == gpu_type and len(run.gpus) == size
+                    meets = job.deadline is not None and state.now + (
+                        0.0 if here or not restarted else self.restart_penalty_s
+                    ) + remaining / speed <= job.deadline
+                    mine.append(Option(job, gpu_type, size, speed, remaining, meets, here))
+            if job.deadline is not None and any(o.urgent for o in mine):
+                fastest = remaining / max(o.speed for o in mine)
+                slack = job.deadline - state.now - fastest
+                if slack > self.urgent_slack * fastest + self.round_s:
+                    mine = [dataclasses.replace(o, urgent=False) for o in mine]
+            # A job that meets its deadline where it runs stays there or stops: moving it
+            # would only risk the deadline for a restart.
+            kept = [o for o in mine if o.running_here and o.urgent]
+            found.extend(kept or mine)
+        return found
+
+    def problem(self, state: ClusterState, options: list[Option]) -> RoundProblem:
+        """The round's :class:`RoundProblem` (urgent options lifted above all others)."""
+        cluster = state.cluster
+        types = list(cluster.type_names)
+        type_index = {t: i for i, t in enumerate(types)}
+        jobs: dict[str, int] = {}
+        job_of = np.array([jobs.setdefault(o.job.id, len(jobs)) for o in options],
+                          dtype=np.int64)
+        sizes = np.array([o.size for o in options], dtype=np.int64)
+        # The weighted share of the remaining work finished per second, discounted where
+        # the option restarts the job (it must win the penalty back within the horizon);
+        # urgent options lifted above every other option per GPU.
+        rate = np.array([o.job.weight * o.speed / o.remaining for o in options])
+        restart = np.array([not o.running_here and o.job.id in state.attained
+                            for o in options], dtype=np.bool_)
+        discount = np.where(restart, max(0.0, 1.0 - self.restart_penalty_s / self.horizon_s),
+                            1.0)
+        urgent = np.array([o.urgent for o in options], dtype=np.bool_)
+        value = rate * discount
+        if urgent.any():
+            per_gpu = float((value / sizes)[~urgent].max(initial=0.0)) or \
+                float((value / sizes).max())
+            value[urgent] += URGENT_FACTOR * per_gpu * sizes[urgent]
+        where = layout(cluster)
+        capacity = np.zeros(len(types), dtype=np.int64)
+        server = np.zeros(len(types), dtype=np.int64)
+        for index, ids in enumerate(where.node_ids):
+            t = type_index[where.node_type[index]]
+            capacity[t] += len(ids)
+            server[t] = max(server[t], len(ids))
+        packed = np.array([not _spreadable(state, o) for o in options], dtype=np.bool_)
+        over_half = np.array([sum(1 for index, ids in enumerate(where.node_ids)
+                                  if where.node_type[index] == t and len(ids) * 2 > server[i])
+                              for i, t in enumerate(types)], dtype=np.int64)
+        start = np.array([self._last.get(o.job.id) == (o.gpu_type, o.size) for o in options],
+                         dtype=np.bool_)
+        return RoundProblem(len(jobs), job_of, np.array([type_index[o.gpu_type]
+                                                         for o in options], dtype=np.int64),
+                            sizes, value, capacity, packed, server, over_half, start)
+
+    def realise(self, state: ClusterState, chosen: list[Option], options: list[Option],
+                value: np.ndarray) -> Decision:
+        """GPUs for the chosen options (see the module docstring)."""
+        running = {r.job.id: r for r in state.running}
+        worth = {id(o): float(v) for o, v in zip(options, value, strict=True)}
+        picked = {o.job.id for o in chosen}
+        here = {o.job.id: worth[id(o)] for o in options if o.running_here}
+        dropped = sorted((r for r in state.running if r.job.id not in picked),
+                         key=lambda r: (here.get(r.job.id, 0.0), r.job.id))
+        victims = {g: len(dropped) - rank for rank, r in enumerate(dropped) for g in r.gpus}
+        gangs = _Gangs(state, FreeGpuIndex(state.cluster, state.free, victims),
+                       {g: r.job.id for r in dropped for g in r.gpus})
+        # Largest gangs first (they need whole servers), urgent ones before them all.
+        order = sorted((o for o in chosen if not o.running_here),
+                       key=lambda o: (not o.urgent, -o.size, -worth[id(o)] / o.size,
+                                      o.job.arrival, o.job.id))
+        # Passes until nothing more is placed: a migration frees GPUs another option
+        # of the same round may need.
+        while order:
+            left = []
+            for option in order:
+                gpus = gangs.full_speed(option, with_victims=False) or \
+                    gangs.full_speed(option, with_victims=True)
+                if gpus is None:
+                    left.append(option)
+                else:
+                    gangs.start(option, gpus, running.get(option.job.id))
+            if len(left) == len(order):
+                break
+            order = left
+        self._fill(state, options, worth, gangs)
+        return Decision(tuple(gangs.starts), tuple(dict.fromkeys(gangs.preempt)))
+
+    def _fill(self, state: ClusterState, options: list[Option], worth: dict[int, float],
+              gangs: _Gangs) -> None:
+        """Start waiting jobs on GPUs still free, by value per GPU, on a type where starting
+        now finishes no later than waiting for a faster one
+        (:func:`~hetsched.baselines.common.types_worth_starting`), at the full speed of
+        the option; an urgent job only where it still meets its deadline."""
+        if not gangs.pool.free:
+            return
+        started = {s.job for s in gangs.starts}
+        pending = {job.id for job in state.pending} - started
+        rest = sorted((o for o in options if o.job.id in pending),
+                      key=lambda o: (not o.urgent, -worth[id(o)] / o.size, o.job.arrival,
+                                     o.job.id))
+        urgent_jobs = {o.job.id for o in options if o.urgent}
+        choice = types_worth_starting(state, self.speeds)
+        worth_it: dict[str, list[str]] = {}
+        for option in rest:
+            if not gangs.pool.free:
+                break
+            job = option.job
+            if job.id in started or (job.id in urgent_jobs and not option.urgent):
+                continue
+            if option.size == job.num_gpus:
+                types = worth_it.setdefault(job.id, choice(job))
+                if option.gpu_type not in types:
+                    continue
+            gpus = gangs.full_speed(option, with_victims=False)
+            if gpus is None:
+                continue
+            gangs.start(option, gpus, None)
+            started.add(job.id)
+            self._last[job.id] = (option.gpu_type, option.size)
+
+
+class _Gangs:
+    """The GPUs a decision hands out: gangs at the full speed of their option, taken from
+    free GPUs or from the running jobs the round dropped (which are then preempted)."""
+
+    def __init__(self, state: ClusterState, pool: FreeGpuIndex, owner: dict[str, str]) -> None:
+        self.state = state
+        self.pool = pool
+        self.owner = owner
+        self.running = {r.job.id: r for r in state.running}
+        self.starts: list[Start] = []
+        self.preempt: list[str] = []
+
+    def full_speed(self, option: Option, *, with_victims: bool) -> tuple[str, ...] | None:
+        """A gang for ``option`` by best fit whose placement gives the option's speed, or
+        ``None`` (nothing is taken)."""
+        state = self.state
+        gpus = self.pool.best_fit(option.job, option.gpu_type, option.size, state.throughput,
+                                  with_victims)
+        if gpus is None:
+            return None
+        speed = throughput_of(state.throughput, option.job.job_type, option.gpu_type,
+                              option.size, state.cluster.placement_of(gpus))
+        return gpus if speed >= option.speed * (1 - 1e-9) else None
+
+    def start(self, option: Option, gpus: tuple[str, ...], run: RunningJob | None) -> None:
+        """Start ``option`` on ``gpus``: the jobs it takes GPUs from are preempted (their
+        other GPUs freed), and a running job that moves frees its old GPUs."""
+        pool = self.pool
+        pool.take(gpus)
+        for victim in sorted({self.owner[g] for g in gpus if g in self.owner}):
+            self.preempt.append(victim)
+            held = self.running[victim].gpus
+            pool.keep(held)
+            pool.release(g for g in held if g not in gpus)
+            for g in held:
+                self.owner.pop(g, None)
+        if run is not None:  # a migration: its old GPUs are free once it moves
+            self.preempt.append(run.job.id)
+            pool.release(run.gpus)
+        self.starts.append(Start(option.job.id, option.gpu_type, gpus))
+
+
+def _spreadable(state: ClusterState, option: Option) -> bool:
+    """Whether the option's gang may span servers (spread throughput > 0)."""
+    if option.size < 2:
+        return False
+    return throughput_of(state.throughput, option.job.job_type, option.gpu_type, option.size,
+                         Placement.SPREAD) > 0
+
+
+def _note(plan: RoundPlan) -> str:
+    """The round's line in decisions.csv."""
+    bound = "" if plan.bound is None else f" bound {plan.bound:.6g}"
+    return f"progress: {plan.source} value {plan.value:.6g}{bound} ({plan.outcome.value})"
