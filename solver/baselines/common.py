@@ -1,5 +1,6 @@
-"""What the baseline policies share: predicted speeds, GPU choice on a node (best fit),
-a priority-order realiser with or without preemption, and the starvation guard.
+"""What the baseline policies share: predicted speeds and the types worth starting on
+(from :mod:`hetsched.starting`, re-exported here), GPU choice on a node (best fit), a
+priority-order realiser with or without preemption, and the starvation guard.
 
 Every placement goes through :meth:`~hetsched.gpus.FreeGpuIndex.best_fit`, which only
 returns GPUs of one type where the job's throughput (as the policy sees it) is positive
@@ -8,17 +9,26 @@ for the placement the GPUs imply, so no baseline ever puts a job where it cannot
 
 from __future__ import annotations
 
-import bisect
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Iterable, Sequence
 
 from hetsched.data import Job
-from hetsched.gpus import FreeGpuIndex, SpeedView, Start, throughput_of
-from hetsched.rolling import ClusterState, Decision, PolicyHooks, RunningJob
+from hetsched.gpus import FreeGpuIndex, Start
+from hetsched.rolling import ClusterState, Decision, PolicyHooks
+from hetsched.starting import (
+    RESTART_PENALTY_S,
+    ReleaseTimes,
+    SpeedBook,
+    TypeChoice,
+    types_worth_starting,
+    worth_starting,
+)
 
-#: The simulator's default restart penalty (s); policies that weigh a preemption use it.
-RESTART_PENALTY_S = 30.0
+__all__ = ["BOUNDARY_TOLERANCE_S", "RESTART_PENALTY_S", "GuardedOrder", "ReleaseTimes",
+           "RoundClock", "SpeedBook", "StarvationGuard", "TypeChoice", "active_jobs",
+           "cluster_order", "place", "preempt_in_order", "start_in_order",
+           "types_worth_starting", "worth_starting"]
+
 #: A decision this close (s) before a round boundary is on it (floating-point error).
 BOUNDARY_TOLERANCE_S = 1e-3
 
@@ -46,130 +56,6 @@ class RoundClock:
             self.last = index
             return True
         return False
-
-
-class SpeedBook:
-    """Predicted steps/s of a job per GPU type, at a gang size, on the best placement the
-    cluster allows (packed if a node can hold the gang, else spread), from the throughput
-    model the policy sees. Cached per (job type, count, allowed types) for one model."""
-
-    def __init__(self) -> None:
-        self._view: SpeedView | None = None
-
-    def view(self, state: ClusterState) -> SpeedView:
-        """The speed view of ``state``'s cluster and model (a new one when either changes)."""
-        view = self._view
-        if view is None or view.model is not state.throughput or view.cluster is not state.cluster:
-            view = self._view = SpeedView(state.cluster, state.throughput)
-        return view
-
-    def speeds(self, state: ClusterState, job: Job, count: int | None = None) -> dict[str, float]:
-        """``{gpu_type: steps/s}`` for every allowed type with positive throughput, fastest
-        first (ties in cluster order)."""
-        return self.view(state).by_type(job, count)
-
-    def fastest(self, state: ClusterState, job: Job, count: int | None = None) -> float:
-        """The job's best predicted steps/s at ``count`` GPUs (0 if it cannot run)."""
-        return next(iter(self.speeds(state, job, count).values()), 0.0)
-
-    def predicted_s(self, state: ClusterState, job: Job, work: float | None = None) -> float:
-        """Seconds to do ``work`` steps (default: its remaining steps) on its fastest
-        configuration at its requested gang size."""
-        steps = state.remaining.get(job.id, job.work) if work is None else work
-        speed = self.fastest(state, job)
-        return steps / speed if speed > 0 else math.inf
-
-    def running_speed(self, state: ClusterState, run: RunningJob) -> float:
-        """Predicted steps/s of a running job where it runs now."""
-        return throughput_of(state.throughput, run.job.job_type, run.gpu_type, len(run.gpus),
-                             state.cluster.placement_of(run.gpus))
-
-
-class ReleaseTimes:
-    """When each GPU is predicted to be free, per type: now for a free GPU, now plus the
-    predicted remaining time of the job holding it otherwise (from the policy's model).
-    :meth:`hold` books GPUs a decision hands out, so the jobs after it in the same
-    decision see them busy."""
-
-    def __init__(self, state: ClusterState, speeds: SpeedBook) -> None:
-        times: dict[str, list[float]] = {t: [] for t in state.cluster.type_names}
-        gpus = state.cluster.gpu_by_id
-        self.at: dict[str, float] = {}  # GPU id -> predicted release (s)
-        for g in state.free:
-            times[gpus[g].gpu_type].append(state.now)
-            self.at[g] = state.now
-        for run in state.running:
-            speed = speeds.running_speed(state, run)
-            end = state.now + run.remaining / speed if speed > 0 else math.inf
-            times[run.gpu_type].extend([end] * len(run.gpus))
-            self.at.update(dict.fromkeys(run.gpus, end))
-        self.times = {t: sorted(v) for t, v in times.items()}
-        self._gpus = gpus
-
-    def hold(self, gpus: Iterable[str], until: float) -> None:
-        """``gpus`` are taken now and predicted free again at ``until`` (s)."""
-        for g in gpus:
-            times = self.times[self._gpus[g].gpu_type]
-            old = self.at.get(g)
-            if old is not None:
-                index = bisect.bisect_left(times, old)
-                if index < len(times) and times[index] == old:
-                    del times[index]
-            bisect.insort(times, until)
-            self.at[g] = until
-
-    def earliest(self, gpu_type: str, count: int) -> float:
-        """The earliest time ``count`` GPUs of ``gpu_type`` are predicted free."""
-        times = self.times.get(gpu_type, [])
-        return times[count - 1] if count <= len(times) else math.inf
-
-
-def worth_starting(state: ClusterState, job: Job, speeds: Mapping[str, float],
-                   releases: ReleaseTimes) -> list[str]:
-    """The GPU types (of ``speeds``, fastest first) where starting ``job`` now finishes no
-    later than waiting for any type to free a gang (:class:`ReleaseTimes`) and running
-    there: a job does not start on a much slower type when a faster one frees soon."""
-    steps = state.remaining.get(job.id, job.work)
-    finish = {t: releases.earliest(t, job.num_gpus) + steps / s for t, s in speeds.items()}
-    if not finish:
-        return []
-    best = min(finish.values())
-    return [t for t, s in speeds.items()
-            if state.now + steps / s <= best + 1e-9 * max(1.0, abs(best))]
-
-
-class TypeChoice:
-    """For each job, the GPU types to try now, fastest first: those
-    :func:`worth_starting` says; every usable type for a promoted job (the starvation
-    guard takes any GPU). :meth:`started` books a start of the same decision (its GPUs
-    are busy until its predicted end), so a later job does not wait for a GPU an
-    earlier one just took: it weighs a slower free type against that GPU's real release."""
-
-    def __init__(self, state: ClusterState, book: SpeedBook,
-                 promoted: AbstractSet[str] = frozenset()) -> None:
-        self.state = state
-        self.book = book
-        self.promoted = promoted
-        self.releases = ReleaseTimes(state, book)
-
-    def __call__(self, job: Job) -> list[str]:
-        """The types to try for ``job``, fastest first."""
-        speeds = self.book.speeds(self.state, job)
-        return list(speeds) if job.id in self.promoted else \
-            worth_starting(self.state, job, speeds, self.releases)
-
-    def started(self, job: Job, start: Start) -> None:
-        """``job`` starts now as ``start`` says: its GPUs are busy until its predicted end."""
-        speed = self.book.speeds(self.state, job, len(start.gpus)).get(start.gpu_type, 0.0)
-        steps = self.state.remaining.get(job.id, job.work)
-        self.releases.hold(start.gpus, self.state.now + steps / speed if speed > 0
-                           else math.inf)
-
-
-def types_worth_starting(state: ClusterState, book: SpeedBook,
-                         promoted: AbstractSet[str] = frozenset()) -> TypeChoice:
-    """The :class:`TypeChoice` of a decision (call it with a job: its types to try)."""
-    return TypeChoice(state, book, promoted)
 
 
 def cluster_order(state: ClusterState, job: Job) -> list[str]:

@@ -39,12 +39,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetsched.baselines.common import RESTART_PENALTY_S, SpeedBook, types_worth_starting
 from hetsched.data import Job
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.progress import RoundPlan, RoundProblem, solve_round
 from hetsched.gpus import FreeGpuIndex, Start, layout, throughput_of
 from hetsched.rolling import ClusterState, Decision, PolicyHooks, RunningJob
+from hetsched.starting import RESTART_PENALTY_S, SpeedBook, types_worth_starting
 from hetsched.throughput import Placement
 
 log = logging.getLogger(__name__)
