@@ -1,11 +1,12 @@
-"""Issue #7's target: every policy on Gavel's ee9e8c and 6214e9 traces (first 1,000 jobs
-each) on 36 V100 + 36 P100 + 36 K80 at two loads, through ``hetsched bench``.
+"""Issues #7 and #15's target: every policy on Gavel's ee9e8c and 6214e9 traces (first
+1,000 jobs each) on 36 V100 + 36 P100 + 36 K80 at two loads and two seeds, through
+``hetsched bench``.
 
 For each trace it runs :func:`hetsched.bench.run_bench` into ``OUT/<trace>/`` (results.csv,
-report.md, plots; rerunning resumes), then prints the issue's figures: the policy with
-the lowest average JCT and the highest deadline-met ratio per load, where ``deadline``
-ranks, each heterogeneity-aware policy against its ``-agnostic`` variant, and the wall
-time. It writes ``OUT/bench_policies.csv`` (every row of every trace).
+report.md, plots; rerunning resumes), then prints the issues' figures: the policy with
+the lowest average JCT and the highest deadline-met ratio per load, where ``progress``
+and ``deadline`` rank, each heterogeneity-aware policy against its ``-agnostic`` variant,
+and the wall time. It writes ``OUT/bench_policies.csv`` (every row of every trace).
 
 At load 1 the first 1,000 jobs already offer more work than the cluster has while they
 arrive (offered load 1.13 on ee9e8c, 1.37 on 6214e9; report.md prints it), so the
@@ -13,6 +14,7 @@ default loads are 0.5 (busy, but a good policy keeps up) and 1 (overloaded). Gav
 7-field traces have no SLOs: half of the jobs get a synthetic deadline (docs/traces.md).
 
     python benchmarks/bench_policies.py                      # the full target (~30 min)
+    python benchmarks/bench_policies.py --quick              # 200 jobs, seed 0 (minutes)
     python benchmarks/bench_policies.py --jobs 200 --policies fifo,deadline,allox \\
         --traces ee9e8c --loads 1                            # a quick check
 """
@@ -38,7 +40,9 @@ CLUSTER = "v100=36,p100=36,k80=36"
 #: About ten policies: the baselines of the field, the exact models, and the
 #: heterogeneity-agnostic variants the issue compares against (Gavel's 3.5x).
 POLICIES = ("fifo,srtf,edf,tiresias,gandiva,gavel,gavel-agnostic,optimus,allox,deadline,"
-            "deadline-agnostic")
+            "deadline-agnostic,progress,progress-agnostic")
+#: The optimisation policies whose rank the figures report.
+RANKED = ("progress", "deadline")
 
 
 def _mean(rows: list[dict[str, str]], policy: str, column: str) -> float:
@@ -67,11 +71,13 @@ def figures(trace: str, rows: list[dict[str, str]]) -> list[str]:
         if any(math.isfinite(v) for v in met.values()):
             lines.append(f"{trace} load {load}: deadlines met " + ", ".join(
                 f"{p} {100 * met[p]:.1f}%" for p in by_met))
-        if "deadline" in jct:
+        for name in RANKED:
+            if name not in jct:
+                continue
             lines.append(
-                f"{trace} load {load}: deadline ranks {ranked.index('deadline') + 1} of "
+                f"{trace} load {load}: {name} ranks {ranked.index(name) + 1} of "
                 f"{len(ranked)} by avg JCT"
-                + (f", {by_met.index('deadline') + 1} by deadlines met"
+                + (f", {by_met.index(name) + 1} by deadlines met"
                    if any(math.isfinite(v) for v in met.values()) else ""))
         heuristics = [p for p in policies if is_heuristic(p) and math.isfinite(jct[p])]
         if heuristics:
@@ -98,14 +104,21 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000, help="first N jobs of each trace")
     parser.add_argument("--policies", default=POLICIES)
     parser.add_argument("--loads", default="0.5,1")
-    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--seeds", default="0,1")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--time-limit", type=float, default=0.1,
                         help="solver time limit per decision (s)")
     parser.add_argument("--deadline-fraction", type=float, default=0.5)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--quick", action="store_true",
+                        help="a small version: the first 200 jobs, seed 0, into "
+                        "benchmarks/results/bench_quick (minutes)")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.seeds = 200, "0"
+        if args.out == OUT:
+            args.out = OUT.parent / "bench_quick"
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:

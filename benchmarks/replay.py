@@ -94,6 +94,9 @@ def cases(deadline_jobs: int | None) -> list[Case]:
         # Issue 14: the allocation LP where hundreds to thousands of jobs are active.
         Case("gavel-gavel-load2", GAVEL, "gavel", "v100=8,p100=8,k80=8", "gavel",
              "0 fallbacks", options=("--load", "2")),
+        # Issue 15: the progress policy's MILP over every active job, ~2,000 at the peak.
+        Case("gavel-progress-load2", GAVEL, "gavel", "v100=8,p100=8,k80=8", "progress",
+             "decision p95 <= 1 s, 0 fallbacks", options=("--load", "2")),
         Case("gavel-gavel-pop4", GAVEL, "gavel", "v100=36,p100=36,k80=36", "gavel",
              "0 fallbacks", options=("--partitions", "4")),
         Case("philly-gavel", PHILLY, "philly", "v100=192,p100=192,k80=192", "gavel",

@@ -13,10 +13,10 @@ so short jobs and jobs on the type where they gain most come first (on one GPU t
 shortest-remaining-area first; across types it puts each job where its speed-up counts
 most), and a migration or a restart must win the restart penalty back within the horizon
 (the anti-thrashing term). Deadlines are handled as Hydra does: a job that can still meet
-its deadline on some option is *urgent* (optionally only once its slack is down to
-``urgent_slack`` times its remaining time plus a round): its options that meet the
-deadline are worth more per GPU than any non-urgent option, so urgent jobs are served
-first; a job that provably cannot meet its deadline is served best-effort, like a job
+its deadline on some option is *urgent* once its slack is down to ``urgent_slack``
+times its remaining time plus a round: its options that meet the deadline are worth more
+per GPU than any non-urgent option, twice as much when their slack is under
+``critical_rounds`` rounds, so urgent jobs are served first, the most critical first; a job that provably cannot meet its deadline is served best-effort, like a job
 without one; a job that meets its deadline where it runs is never moved. The MILP
 (:mod:`hetsched.formulations.progress`) picks at most one option per job under the GPUs of
 each type and the servers that hold large packed gangs; it starts from the previous
@@ -64,6 +64,7 @@ class Option:
     remaining: float  # steps left
     urgent: bool
     running_here: bool  # the job runs now on this type with this many GPUs
+    slack: float = math.inf  # deadline - predicted end on this option (s)
 
 
 class Progress(PolicyHooks):
@@ -71,7 +72,9 @@ class Progress(PolicyHooks):
 
     ``round_s``: the round (s); ``horizon_s``: the time (s) over which a restart must pay
     back its penalty; ``urgent_slack``: a deadline job is urgent once its slack is at most
-    this many times its remaining time plus a round (default: as soon as it arrives);
+    this many times its remaining time plus a round (``inf``: as soon as it arrives);
+    ``critical_rounds``: an urgent option whose slack is under this many rounds gets
+    twice the lift (it must run now);
     ``restart_penalty_s``: the penalty a restart or migration costs (the simulator's);
     ``backend``, ``time_limit_s``, ``deterministic``: the MILP engine and its budget per
     decision (work units when deterministic)."""
@@ -79,7 +82,8 @@ class Progress(PolicyHooks):
     name = "progress"
 
     def __init__(self, *, round_s: float = 1800.0, horizon_s: float = 360.0,
-                 restart_penalty_s: float = RESTART_PENALTY_S, urgent_slack: float = math.inf,
+                 restart_penalty_s: float = RESTART_PENALTY_S, urgent_slack: float = 0.5,
+                 critical_rounds: float = 2.0,
                  backend: str = "highs", time_limit_s: float | None = 5.0,
                  deterministic: bool = True) -> None:
         for label, value in (("round_s", round_s), ("horizon_s", horizon_s)):
@@ -88,11 +92,13 @@ class Progress(PolicyHooks):
         self.round_s = round_s
         if not (math.isfinite(restart_penalty_s) and restart_penalty_s >= 0):
             raise ValueError(f"restart_penalty_s must be >= 0, got {restart_penalty_s}")
-        if not urgent_slack >= 0:
-            raise ValueError(f"urgent_slack must be >= 0, got {urgent_slack}")
+        if not (urgent_slack >= 0 and critical_rounds >= 0):
+            raise ValueError(f"urgent_slack and critical_rounds must be >= 0, got "
+                             f"{urgent_slack} and {critical_rounds}")
         self.horizon_s = horizon_s
         self.restart_penalty_s = restart_penalty_s
         self.urgent_slack = urgent_slack
+        self.critical_rounds = critical_rounds
         self.backend = backend
         self.time_limit_s = time_limit_s
         self.deterministic = deterministic
@@ -154,10 +160,11 @@ class Progress(PolicyHooks):
             for size, speeds in by_size.items():
                 for gpu_type, speed in speeds.items():
                     here = run is not None and run.gpu_type == gpu_type and len(run.gpus) == size
-                    meets = job.deadline is not None and state.now + (
+                    slack = math.inf if job.deadline is None else job.deadline - state.now - (
                         0.0 if here or not restarted else self.restart_penalty_s
-                    ) + remaining / speed <= job.deadline
-                    mine.append(Option(job, gpu_type, size, speed, remaining, meets, here))
+                    ) - remaining / speed
+                    mine.append(Option(job, gpu_type, size, speed, remaining,
+                                       job.deadline is not None and slack >= 0, here, slack))
             if job.deadline is not None and any(o.urgent for o in mine):
                 fastest = remaining / max(o.speed for o in mine)
                 slack = job.deadline - state.now - fastest
@@ -191,7 +198,10 @@ class Progress(PolicyHooks):
         if urgent.any():
             per_gpu = float((value / sizes)[~urgent].max(initial=0.0)) or \
                 float((value / sizes).max())
-            value[urgent] += URGENT_FACTOR * per_gpu * sizes[urgent]
+            lift = URGENT_FACTOR * per_gpu * sizes
+            critical = np.array([o.slack <= self.critical_rounds * self.round_s
+                                 for o in options], dtype=np.bool_)
+            value[urgent] += lift[urgent] * np.where(critical[urgent], 2.0, 1.0)
         where = layout(cluster)
         capacity = np.zeros(len(types), dtype=np.int64)
         server = np.zeros(len(types), dtype=np.int64)
@@ -218,9 +228,7 @@ class Progress(PolicyHooks):
         here = {o.job.id: worth[id(o)] for o in options if o.running_here}
         dropped = sorted((r for r in state.running if r.job.id not in picked),
                          key=lambda r: (here.get(r.job.id, 0.0), r.job.id))
-        victims = {g: len(dropped) - rank for rank, r in enumerate(dropped) for g in r.gpus}
-        gangs = _Gangs(state, FreeGpuIndex(state.cluster, state.free, victims),
-                       {g: r.job.id for r in dropped for g in r.gpus})
+        gangs = _Gangs(state, dropped)
         # Largest gangs first (they need whole servers), urgent ones before them all.
         order = sorted((o for o in chosen if not o.running_here),
                        key=lambda o: (not o.urgent, -o.size, -worth[id(o)] / o.size,
@@ -239,6 +247,21 @@ class Progress(PolicyHooks):
             if len(left) == len(order):
                 break
             order = left
+        # A gang the free and dropped GPUs cannot hold (its type's free GPUs are scattered
+        # over servers, which the MILP does not see) may take the GPUs of running jobs
+        # worth less per GPU than it is, lowest first: otherwise the MILP would choose it
+        # round after round and it would never start.
+        for option in order:
+            if option.job.id in running:
+                continue
+            per_gpu = worth[id(option)] / option.size
+            cheaper = sorted((r for r in state.running if r.job.id in picked
+                              and here.get(r.job.id, 0.0) / len(r.gpus) < per_gpu),
+                             key=lambda r: (here.get(r.job.id, 0.0) / len(r.gpus), r.job.id))
+            gangs.widen(cheaper)
+            gpus = gangs.full_speed(option, with_victims=True)
+            if gpus is not None:
+                gangs.start(option, gpus, None)
         self._fill(state, options, worth, gangs)
         return Decision(tuple(gangs.starts), tuple(dict.fromkeys(gangs.preempt)))
 
@@ -280,13 +303,29 @@ class _Gangs:
     """The GPUs a decision hands out: gangs at the full speed of their option, taken from
     free GPUs or from the running jobs the round dropped (which are then preempted)."""
 
-    def __init__(self, state: ClusterState, pool: FreeGpuIndex, owner: dict[str, str]) -> None:
+    def __init__(self, state: ClusterState, dropped: list[RunningJob]) -> None:
         self.state = state
-        self.pool = pool
-        self.owner = owner
+        self.dropped = dropped  # lowest priority first
         self.running = {r.job.id: r for r in state.running}
         self.starts: list[Start] = []
         self.preempt: list[str] = []
+        self.owner: dict[str, str] = {}
+        self.pool = FreeGpuIndex(state.cluster, state.free)
+        self.widen([])
+
+    def widen(self, cheaper: list[RunningJob]) -> None:
+        """The GPUs that may be taken: free ones, those of the dropped jobs, then those of
+        ``cheaper`` (running jobs, lowest priority first), of jobs still holding them."""
+        gone = {s.job for s in self.starts} | set(self.preempt)
+        dropped = [r for r in self.dropped if r.job.id not in gone]
+        kept = [r for r in cheaper if r.job.id not in gone and r not in dropped]
+        victims: dict[str, int] = {}
+        self.owner = {}
+        for rank, run in enumerate([*reversed(kept), *reversed(dropped)]):
+            for g in run.gpus:
+                victims[g] = rank  # a larger rank is taken first
+                self.owner[g] = run.job.id
+        self.pool = FreeGpuIndex(self.state.cluster, frozenset(self.pool.free), victims)
 
     def full_speed(self, option: Option, *, with_victims: bool) -> tuple[str, ...] | None:
         """A gang for ``option`` by best fit whose placement gives the option's speed, or

@@ -6,6 +6,7 @@ lower bounds and SRTF."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -19,13 +20,15 @@ from hetsched.throughput import ThroughputTable
 
 def decide(cluster: Cluster, table: ThroughputTable, pending: tuple[Job, ...],
            running: tuple[RunningJob, ...] = (), now: float = 0.0,
-           attained: dict[str, float] | None = None) -> Decision:
+           attained: dict[str, float] | None = None, urgent_slack: float = 0.5,
+           critical_rounds: float = 2.0) -> Decision:
     busy = {g for r in running for g in r.gpus}
     free = frozenset(g for g in cluster.gpu_by_id if g not in busy)
     state = ClusterState(now=now, cluster=cluster, throughput=table, pending=pending,
                          remaining={j.id: j.work for j in pending}, running=running,
                          free=free, attained=attained or {})
-    return Progress(time_limit_s=None).decide(state)
+    return Progress(time_limit_s=None, urgent_slack=urgent_slack,
+                    critical_rounds=critical_rounds).decide(state)
 
 
 def one_type(gpus: int = 1) -> tuple[Cluster, ThroughputTable]:
@@ -95,6 +98,23 @@ def test_an_urgent_deadline_comes_first_and_a_lost_one_is_best_effort() -> None:
     decision = decide(cluster, table, (Job("D", 0, "cnn", 1, 10_000, deadline=1_100),
                                        Job("S", 999, "cnn", 1, 1_000)), now=999.0)
     assert started(decision) == {"S": "v100"}
+
+
+def test_urgency_comes_with_shrinking_slack_and_critical_jobs_go_first() -> None:
+    # One GPU (10 steps/s). A needs 1,000 s, deadline 1,500: slack 500 s. B needs 100 s,
+    # deadline 1,900: slack 1,800 s, under 0.5 x 100 + a round (1,800): urgent too. With
+    # critical_rounds 0.5 (900 s) A is critical (twice the lift) and goes first; with 0
+    # neither is, and B's larger value per second (1/100 against 1/1,000) wins.
+    cluster, table = one_type()
+    jobs = (Job("A", 0, "cnn", 1, 10_000, deadline=1_500),
+            Job("B", 0, "cnn", 1, 1_000, deadline=1_900))
+    assert started(decide(cluster, table, jobs, critical_rounds=0.5)) == {"A": "v100"}
+    assert started(decide(cluster, table, jobs, critical_rounds=0.0)) == {"B": "v100"}
+    # With a deadline far away (slack 100,000 s) a job is not urgent yet: the shorter
+    # job without a deadline goes first.
+    far = (Job("A", 0, "cnn", 1, 10_000, deadline=101_000), Job("S", 0, "cnn", 1, 1_000))
+    assert started(decide(cluster, table, far)) == {"S": "v100"}
+    assert started(decide(cluster, table, far, urgent_slack=math.inf)) == {"A": "v100"}
 
 
 def test_a_job_meeting_its_deadline_is_not_moved() -> None:
