@@ -24,6 +24,7 @@ from hetsched.throughput import PolicyView, ThroughputModel
 
 if TYPE_CHECKING:
     from hetsched.check import Violation
+    from hetsched.traces import Trace
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +189,48 @@ def scale_arrivals(jobs: Sequence[Job], load: float) -> tuple[Job, ...]:
     return tuple(scaled)
 
 
+@dataclasses.dataclass(frozen=True)
+class TraceJobs:
+    """The jobs of a trace as a replay runs them (load-scaled), the measured throughput
+    (``truth``, what they advance at), the policies' view (``model``), the trace as read
+    and the throughput file (``None``: the built-in catalogue)."""
+
+    jobs: tuple[Job, ...]
+    truth: ThroughputModel
+    model: ThroughputModel
+    trace: Trace
+    source: Path | None
+
+
+def trace_jobs(trace_path: Path, trace_format: str, cluster: Cluster, *,
+               throughput_path: Path | None = None, seed: int = 0,
+               on_bad_row: str = "fatal", limit_jobs: int | None = None,
+               deadline_fraction: float | None = None, load: float = 1.0) -> TraceJobs:
+    """Read a trace as :func:`run_replay` does (its arguments, the same jobs): the
+    throughput source (``throughput_path``, else Gavel's table beside a Gavel trace, else
+    the built-in catalogue), the trace read with the measured throughput, every job
+    checked to run on ``cluster``, arrivals scaled by ``load``."""
+    from hetsched.data import configurations
+    from hetsched.traces import read_trace
+
+    source = throughput_path or default_throughput(trace_path, trace_format)
+    if source is None:
+        truth: ThroughputModel = catalogue_table(list(cluster.type_names))
+        model: ThroughputModel = truth
+    else:
+        truth, fitted = throughput_pair(source)
+        model = PolicyView(fitted, truth)
+    trace = read_trace(trace_path, trace_format, throughput=truth,
+                       gpu_types=list(cluster.type_names), seed=seed, on_bad_row=on_bad_row,
+                       limit_jobs=limit_jobs, deadline_fraction=deadline_fraction)
+    for job in trace.jobs:
+        if not configurations(cluster, truth, job):
+            raise InputError("job cannot run on this cluster", file=str(trace_path),
+                             path=f"job {job.id}", value=f"{job.num_gpus} x {job.job_type}",
+                             expected="a GPU type of the cluster with measured throughput")
+    return TraceJobs(scale_arrivals(trace.jobs, load), truth, model, trace, source)
+
+
 def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_name: str, *,
                out: Path, throughput_path: Path | None = None, backend: str | None = None,
                interval_s: float | None = None, time_limit_s: float | None = 5.0,
@@ -205,7 +248,6 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     work limit, so the same command gives byte-identical ``summary.json``, ``jobs.csv``
     and ``decisions.csv``; ``False`` uses wall-clock limits (``--wall-clock``)."""
     from hetsched.cluster_spec import parse_cluster
-    from hetsched.data import configurations
     from hetsched.formulations.versions import solver_versions
     from hetsched.simulate import (
         Simulator,
@@ -213,7 +255,6 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
         check_out_folder,
         check_restart_penalty,
     )
-    from hetsched.traces import read_trace
 
     # Options first, so that a typo is reported before a trace of 80,000 rows is read.
     policy = rolling_policy(policy_name, backend=backend, time_limit_s=time_limit_s, seed=seed,
@@ -225,22 +266,11 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     cluster = parse_cluster(cluster_spec)
     check_out_folder(out)
     check_output_folder(out)  # before the work: a run must not end in a write error
-    source = throughput_path or default_throughput(trace_path, trace_format)
-    if source is None:
-        truth: ThroughputModel = catalogue_table(list(cluster.type_names))
-        model: ThroughputModel = truth
-    else:
-        truth, fitted = throughput_pair(source)
-        model = PolicyView(fitted, truth)
-    trace = read_trace(trace_path, trace_format, throughput=truth,
-                       gpu_types=list(cluster.type_names), seed=seed, on_bad_row=on_bad_row,
-                       limit_jobs=limit_jobs, deadline_fraction=deadline_fraction)
-    for job in trace.jobs:
-        if not configurations(cluster, truth, job):
-            raise InputError("job cannot run on this cluster", file=str(trace_path),
-                             path=f"job {job.id}", value=f"{job.num_gpus} x {job.job_type}",
-                             expected="a GPU type of the cluster with measured throughput")
-    jobs = scale_arrivals(trace.jobs, load)
+    read = trace_jobs(trace_path, trace_format, cluster, throughput_path=throughput_path,
+                      seed=seed, on_bad_row=on_bad_row, limit_jobs=limit_jobs,
+                      deadline_fraction=deadline_fraction, load=load)
+    jobs, truth, model, trace, source = read.jobs, read.truth, read.model, read.trace, \
+        read.source
     progress = Progress(len(jobs)) if show_progress else None
     simulator = Simulator(cluster, jobs, policy, truth=truth, model=model,
                           interval_s=interval_s, restart_penalty_s=restart_penalty_s,
