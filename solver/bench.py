@@ -4,9 +4,10 @@ Each combination is one replay (:func:`hetsched.replays.run_replay`), run in wor
 processes. The bench writes into its output folder:
 
 * ``results.csv``: one row per finished run (policy, seed, load, every key of the
-  replay's ``summary.json``, the lower bounds of :mod:`hetsched.bounds` and the ratios to
-  them), appended and flushed as each run finishes, so an interrupted bench keeps its
-  finished rows and a rerun skips them;
+  replay's ``summary.json``, the lower bounds of :mod:`hetsched.bounds` and the LP bound
+  of :mod:`hetsched.bench_bounds`, and the ratios to them), appended and flushed as each
+  run finishes, so an interrupted bench keeps its finished rows and a rerun skips them;
+* ``lp_bounds.json``: the LP bounds, one per job set (computed before the runs);
 * ``runs/<policy>-s<seed>-l<load>/``: each run's ``summary.json``, ``jobs.csv``,
   ``decisions.csv`` and ``timing.json`` (wall clock; its figures are in results.csv too);
 * ``bench.json``: the settings that shape the results (a rerun with other settings into
@@ -31,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from hetsched.bench_bounds import LpBounds
 from hetsched.bench_report import write_report
 from hetsched.bench_results import (
     KEY_COLUMNS,
@@ -152,6 +154,8 @@ class BenchSettings:
     deadline_fraction: float | None = None
     restart_penalty_s: float = 30.0
     on_bad_row: str = "fatal"
+    #: add the LP bound on the average JCT to every row (hetsched.bench_bounds)
+    lp_bound: bool = True
 
     def __post_init__(self) -> None:
         if not self.policies:
@@ -378,6 +382,9 @@ def _run_locked(settings: BenchSettings, out: Path, stream: TextIO | None,
     failed: list[str] = []
     ran = 0
     interrupted = False
+    lp_bounds = LpBounds(out, settings, progress.line) if settings.lp_bound and todo else None
+    if lp_bounds is not None:  # before the runs: computed once per job set, cached
+        lp_bounds.prepare((spec.seed, spec.load) for spec in todo)
 
     def record(spec: RunSpec, summary: dict[str, object], seconds: float) -> None:
         nonlocal ran, interrupted
@@ -386,6 +393,8 @@ def _run_locked(settings: BenchSettings, out: Path, stream: TextIO | None,
             progress.line(f"{spec.name}: interrupted, not recorded")
             return
         row = result_row(spec.policy, spec.seed, load_label(spec.load), summary)
+        if lp_bounds is not None:
+            row.update(lp_bounds.columns(spec.seed, spec.load, row))
         with deferred_interrupts():  # a Ctrl-C or SIGTERM neither tears nor drops the row
             append_result(results, row)
             ran += 1

@@ -54,6 +54,7 @@ COLUMNS = (
     _Column("fallbacks", lambda r: float(r.summary.fallbacks), "min", "count"),
     _Column("wall time (s)", lambda r: r.wall_time_s, "min", "seconds"),
     _Column("avg JCT / bound", lambda r: r.avg_jct_over_bound, "min", "ratio"),
+    _Column("avg JCT / LP bound", lambda r: r.avg_jct_over_lp_bound, "min", "ratio"),
     _Column("makespan / bound", lambda r: r.makespan_over_bound, "min",
             "ratio"),
 )
@@ -199,17 +200,27 @@ def _write_report(out: Path, staging: Path, rows: list[BenchRow]) -> None:
         "('-' when no job has one: give --deadline-fraction).",
         "- */ bound*: the policy's average JCT (makespan) over the lower bound of "
         "docs/bench.md; 1.00x would be optimal, no policy can go below.",
+        "- */ LP bound*: the average JCT over the time-indexed LP relaxation's bound "
+        "(docs/formulations.md; tighter, so nearer what an optimal schedule achieves).",
     ]
     figures = _plots(out, groups, staging)
     for label, group in groups.items():
         lines += ["", f"## Load {label}", ""]
         lines += load_table(group)
         bound_jct = _stats([r.bound_avg_jct_s for r in group])[0]
+        bound_lp = _stats([r.bound_lp_avg_jct_s for r in group])[0]
         bound_makespan = _stats([r.bound_makespan_s for r in group])[0]
         parts = [r.cell(f"bound_makespan_{name}_s") for r in group[:1]
                  for name in ("longest_job", "capacity", "tail_capacity")]
+        lp_text = ""
+        if math.isfinite(bound_lp):
+            statuses = sorted({r.cells.get("bound_lp_status", "") for r in group} - {""})
+            lp_text = (f", >= {duration_text(bound_lp)} by the LP relaxation "
+                       f"({bound_lp / bound_jct:.2f}x; "
+                       f"{', '.join(statuses) or 'no status'})")
         lines += ["", f"Lower bounds (mean over seeds): average JCT >= "
-                  f"{duration_text(bound_jct)}, makespan >= {duration_text(bound_makespan)} "
+                  f"{duration_text(bound_jct)} by isolated durations{lp_text}, makespan >= "
+                  f"{duration_text(bound_makespan)} "
                   f"(longest job {duration_text(parts[0])}, capacity {duration_text(parts[1])}, "
                   f"capacity after an arrival {duration_text(parts[2])})."]
         offered = _stats([r.offered_load for r in group])[0]

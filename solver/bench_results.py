@@ -36,7 +36,8 @@ COUNT_COLUMNS = frozenset({"seed", "jobs", "completed", "deadline_jobs", "deadli
 #: Columns holding other numbers (empty when the figure is undefined); also every column
 #: ending in ``_s``.
 NUMBER_COLUMNS = frozenset({"load", "utilization", "offered_load", "bound_total_gpu_seconds",
-                            "avg_jct_over_bound", "makespan_over_bound"})
+                            "avg_jct_over_bound", "makespan_over_bound",
+                            "avg_jct_over_lp_bound"})
 #: Columns holding JSON (lists and objects).
 JSON_COLUMNS = frozenset({"warnings", "excluded", "notes", "solver_limit",
                           "solver_versions"})
@@ -234,6 +235,9 @@ class BenchRow:
     bound_makespan_s: float
     avg_jct_over_bound: float
     makespan_over_bound: float
+    #: the LP bound on the average JCT and the ratio to it (NaN in rows without them)
+    bound_lp_avg_jct_s: float
+    avg_jct_over_lp_bound: float
     offered_load: float
     decision_time_p95_s: float
     wall_time_s: float
@@ -250,6 +254,8 @@ class BenchRow:
                    bound_makespan_s=cell_float(cells.get("bound_makespan_s")),
                    avg_jct_over_bound=cell_float(cells.get("avg_jct_over_bound")),
                    makespan_over_bound=cell_float(cells.get("makespan_over_bound")),
+                   bound_lp_avg_jct_s=cell_float(cells.get("bound_lp_avg_jct_s")),
+                   avg_jct_over_lp_bound=cell_float(cells.get("avg_jct_over_lp_bound")),
                    offered_load=cell_float(cells.get("offered_load")),
                    decision_time_p95_s=cell_float(cells.get("decision_time_p95_s")),
                    wall_time_s=cell_float(cells.get("wall_time_s")),

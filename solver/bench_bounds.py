@@ -1,0 +1,181 @@
+"""The bench's LP lower bound on the average JCT: the time-indexed relaxation of
+:mod:`hetsched.formulations.completion` (unit weights), computed once per job set and
+kept in the bench folder (``lp_bounds.json``), added to every row of ``results.csv`` as
+``bound_lp_avg_jct_s`` and ``avg_jct_over_lp_bound`` (docs/bench.md).
+
+The job set of a (seed, load) cell is read as the replays read it
+(:func:`hetsched.replays.trace_jobs`). Cells with the same jobs share one bound: the LP
+ignores deadlines, so the seeds of a Gavel trace (which only draw deadlines) share one.
+A cached bound is keyed by everything it depends on (the jobs, the cluster, the
+throughput file's bytes, the LP's settings and :data:`VERSION`), so a changed input or
+LP is computed again rather than reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol
+
+from hetsched.data import Cluster, Job
+from hetsched.errors import InputError
+from hetsched.formulations.completion import CompletionBoundSettings, completion_bound
+from hetsched.outcome import cell_float, cell_text
+from hetsched.outputs import write_text
+from hetsched.throughput import ThroughputModel
+
+log = logging.getLogger(__name__)
+
+#: The cache file in the bench folder.
+CACHE = "lp_bounds.json"
+#: Bumped when the relaxation changes what it computes: older cached bounds are redone.
+VERSION = 1
+#: The columns added to results.csv.
+COLUMNS = ("bound_lp_avg_jct_s", "bound_lp_status", "avg_jct_over_lp_bound")
+#: The LP of the bench: unit weights (a bound on the average JCT), default discretisation.
+SETTINGS = CompletionBoundSettings(weighted=False)
+
+
+@dataclass(frozen=True)
+class LpBoundFigures:
+    """One job set's LP bound as cached: the bound on the average JCT (s), HiGHS's
+    status, the isolated bound it improves on, and the LP's size and times."""
+
+    avg_jct_s: float
+    status: str
+    isolated_avg_jct_s: float
+    jobs: int
+    intervals: int
+    columns: int
+    rows: int
+    build_s: float
+    lp_s: float
+
+
+class TraceSource(Protocol):
+    """What the replays of a bench read: the run_replay arguments that shape the jobs
+    (:class:`hetsched.bench.BenchSettings` has them)."""
+
+    @property
+    def trace(self) -> Path: ...
+    @property
+    def trace_format(self) -> str: ...
+    @property
+    def cluster(self) -> str: ...
+    @property
+    def throughput(self) -> Path | None: ...
+    @property
+    def limit_jobs(self) -> int | None: ...
+    @property
+    def on_bad_row(self) -> str: ...
+    @property
+    def deadline_fraction(self) -> float | None: ...
+
+
+def job_set_key(jobs: Sequence[Job], cluster: Cluster, throughput_bytes: bytes,
+                settings: CompletionBoundSettings) -> str:
+    """A digest of everything the LP bound of ``jobs`` depends on."""
+    digest = hashlib.sha256()
+    digest.update(f"v{VERSION} {sorted(asdict(settings).items())!r} {cluster!r}".encode())
+    digest.update(hashlib.sha256(throughput_bytes).digest())
+    for job in jobs:
+        weight = job.weight if settings.weighted else 1.0
+        digest.update(repr((job.id, job.arrival, job.job_type, job.work, job.gpu_counts,
+                            job.allowed_gpu_types, job.allowed_nodes, weight)).encode())
+    return digest.hexdigest()
+
+
+class LpBounds:
+    """The LP bounds of one bench folder's cells, computed when first needed and cached in
+    ``out/lp_bounds.json``; ``note`` hears one line per bound computed."""
+
+    def __init__(self, out: Path, source: TraceSource,
+                 note: Callable[[str], None] | None = None,
+                 settings: CompletionBoundSettings = SETTINGS) -> None:
+        self.path = out / CACHE
+        self.source = source
+        self.note = note or log.info
+        self.settings = settings
+        self._cache = self._read()
+        self._keys: dict[tuple[int, float], str] = {}
+
+    def _read(self) -> dict[str, dict[str, object]]:
+        if not self.path.is_file():
+            return {}
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except ValueError:
+            log.warning("%s: unreadable, the LP bounds are computed again", self.path)
+            return {}
+        bounds = data.get("bounds") if isinstance(data, dict) else None
+        return dict(bounds) if isinstance(bounds, dict) else {}
+
+    def prepare(self, cells: Iterable[tuple[int, float]]) -> None:
+        """Compute the bounds of ``cells`` (seed, load) not cached yet."""
+        for seed, load in dict.fromkeys(cells):
+            self.figures(seed, load)
+
+    def figures(self, seed: int, load: float) -> LpBoundFigures | None:
+        """The cell's bound (computed and cached if new); ``None`` if it failed (told to
+        ``note``; the bench goes on without it)."""
+        try:
+            key = self._keys.get((seed, load))
+            found = self._cache.get(key) if key is not None else None
+            if found is None:
+                key, jobs, cluster, truth = self._job_set(seed, load)
+                found = self._cache.get(key)
+                if found is None:
+                    found = self._compute(key, jobs, cluster, truth, seed, load)
+            return LpBoundFigures(**found)  # type: ignore[arg-type]
+        except (InputError, TypeError, ValueError, RuntimeError) as exc:
+            self.note(f"LP bound of seed {seed}, load {load:g} not computed: {exc}")
+            return None
+
+    def columns(self, seed: int, load: float, row: Mapping[str, str]) -> dict[str, str]:
+        """The LP columns of a results.csv row of the cell (empty cells if no bound)."""
+        figures = self.figures(seed, load)
+        if figures is None:
+            return dict.fromkeys(COLUMNS, "")
+        average = cell_float(row.get("avg_jct_s"))
+        ratio = average / figures.avg_jct_s if figures.avg_jct_s > 0 else math.nan
+        return {"bound_lp_avg_jct_s": cell_text(figures.avg_jct_s),
+                "bound_lp_status": figures.status,
+                "avg_jct_over_lp_bound": cell_text(ratio)}
+
+    def _job_set(self, seed: int, load: float
+                 ) -> tuple[str, tuple[Job, ...], Cluster, ThroughputModel]:
+        from hetsched.cluster_spec import parse_cluster
+        from hetsched.replays import trace_jobs
+
+        source = self.source
+        cluster = parse_cluster(source.cluster)
+        read = trace_jobs(source.trace, source.trace_format, cluster,
+                          throughput_path=source.throughput, seed=seed,
+                          on_bad_row=source.on_bad_row, limit_jobs=source.limit_jobs,
+                          deadline_fraction=source.deadline_fraction, load=load)
+        table = read.source.read_bytes() if read.source is not None else b"catalogue"
+        key = self._keys[(seed, load)] = job_set_key(read.jobs, cluster, table, self.settings)
+        return key, read.jobs, cluster, read.truth
+
+    def _compute(self, key: str, jobs: Sequence[Job], cluster: Cluster,
+                 truth: ThroughputModel, seed: int, load: float) -> dict[str, object]:
+        bound = completion_bound(jobs, cluster, truth, settings=self.settings)
+        figures = LpBoundFigures(
+            avg_jct_s=bound.avg_jct_s, status=bound.status,
+            isolated_avg_jct_s=bound.isolated_avg_jct_s, jobs=bound.jobs,
+            intervals=bound.intervals, columns=bound.columns, rows=bound.rows,
+            build_s=round(bound.build_s, 3), lp_s=round(bound.lp_s, 3))
+        found = asdict(figures)
+        self._cache[key] = found
+        write_text(self.path, json.dumps({"version": VERSION, "bounds": self._cache},
+                                         indent=1, sort_keys=True) + "\n", "out", CACHE)
+        self.note(f"LP bound of seed {seed}, load {load:g}: average JCT >= "
+                  f"{bound.avg_jct_s / 3600:,.2f} h ({bound.avg_jct_over_isolated:.2f}x the "
+                  f"isolated bound; {bound.status}; {bound.columns:,} columns, "
+                  f"{bound.build_s + bound.lp_s:.1f} s)")
+        return found
