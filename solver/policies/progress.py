@@ -16,8 +16,9 @@ most), and a migration or a restart must win the restart penalty back within the
 its deadline on some option is *urgent* once its slack is down to ``urgent_slack``
 times its remaining time plus a round: its options that meet the deadline are worth more
 per GPU than any non-urgent option, twice as much when their slack is under
-``critical_rounds`` rounds, so urgent jobs are served first, the most critical first; a job that provably cannot meet its deadline is served best-effort, like a job
-without one; a job that meets its deadline where it runs is never moved. The MILP
+``critical_rounds`` rounds, so urgent jobs are served first, the most critical first; a
+job that provably cannot meet its deadline is served best-effort, like a job without one;
+a job that meets its deadline where it runs is never moved. The MILP
 (:mod:`hetsched.formulations.progress`) picks at most one option per job under the GPUs of
 each type and the servers that hold large packed gangs; it starts from the previous
 round's choice.
