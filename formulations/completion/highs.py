@@ -376,12 +376,18 @@ class _Run:
     def _solve(self) -> bool:
         began = time.perf_counter()
         self.highs.run()
-        self.seconds += time.perf_counter() - began
+        spent = time.perf_counter() - began
+        self.seconds += spent
         info = self.highs.getInfo()
-        self.iterations += sum(max(0, int(count)) for count in (
+        iterations = sum(max(0, int(count)) for count in (
             info.simplex_iteration_count, info.ipm_iteration_count,
             info.crossover_iteration_count))
-        return bool(self.highs.getModelStatus() == highspy.HighsModelStatus.kOptimal)
+        self.iterations += iterations
+        status = self.highs.getModelStatus()
+        log.debug("completion bound: HiGHS %s, %d rows, %d iterations, %.1f s",
+                  self.highs.modelStatusToString(status), self.model.num_rows, iterations,
+                  spent)
+        return bool(status == highspy.HighsModelStatus.kOptimal)
 
     def add_cuts(self, cuts: tuple[Index, Index, Vector, Vector]) -> int:
         """Add cut rows ``>= rhs``; how many."""
