@@ -371,7 +371,8 @@ def _run_locked(settings: BenchSettings, out: Path, stream: TextIO | None,
     _check_folder(settings, out)
     results = out / "results.csv"
     warnings: list[str] = []
-    done = {tuple(r[k] for k in KEY_COLUMNS) for r in resume_rows(results, warnings.append)}
+    kept = resume_rows(results, warnings.append)
+    done = {tuple(r[k] for k in KEY_COLUMNS) for r in kept}
     todo = [spec for spec in plan(settings) if spec.key not in done]
     skipped = len(plan(settings)) - len(todo)
     progress = BenchProgress(len(todo), stream)
@@ -382,9 +383,13 @@ def _run_locked(settings: BenchSettings, out: Path, stream: TextIO | None,
     failed: list[str] = []
     ran = 0
     interrupted = False
-    lp_bounds = LpBounds(out, settings, progress.line) if settings.lp_bound and todo else None
+    lacking = [row for row in kept if not row.get("bound_lp_avg_jct_s")]
+    lp_bounds = (LpBounds(out, settings, progress.line)
+                 if settings.lp_bound and (todo or lacking) else None)
     if lp_bounds is not None:  # before the runs: computed once per job set, cached
         lp_bounds.prepare((spec.seed, spec.load) for spec in todo)
+        if lacking:  # rows of an earlier bench (or a failed bound) get it now
+            lp_bounds.add_to_rows(results, kept, lacking)
 
     def record(spec: RunSpec, summary: dict[str, object], seconds: float) -> None:
         nonlocal ran, interrupted

@@ -22,9 +22,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
+from hetsched.bench_results import rewrite_results
 from hetsched.data import Cluster, Job
 from hetsched.errors import InputError
 from hetsched.formulations.completion import CompletionBoundSettings, completion_bound
+from hetsched.interrupts import deferred_interrupts
 from hetsched.outcome import cell_float, cell_text
 from hetsched.outputs import write_text
 from hetsched.throughput import ThroughputModel
@@ -146,6 +148,21 @@ class LpBounds:
         return {"bound_lp_avg_jct_s": cell_text(figures.avg_jct_s),
                 "bound_lp_status": figures.status,
                 "avg_jct_over_lp_bound": cell_text(ratio)}
+
+    def add_to_rows(self, results: Path, rows: list[dict[str, str]],
+                    lacking: Sequence[dict[str, str]]) -> None:
+        """Fill the LP columns of the ``lacking`` rows of ``rows`` (all of results.csv, as
+        resumed) and rewrite the file: rows of a bench run before the bound (or whose bound
+        failed) get it without their replays being done again."""
+        filled = 0
+        for row in lacking:
+            columns = self.columns(int(row["seed"]), float(row["load"]), row)
+            filled += bool(columns["bound_lp_avg_jct_s"])
+            row.update(columns)
+        if filled:
+            with deferred_interrupts():
+                rewrite_results(results, rows)
+            self.note(f"LP bound added to {filled} earlier rows of {results}")
 
     def _job_set(self, seed: int, load: float
                  ) -> tuple[str, tuple[Job, ...], Cluster, ThroughputModel]:

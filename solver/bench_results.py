@@ -18,7 +18,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,8 +77,22 @@ def _append(path: Path, row: dict[str, str]) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         return
-    rows = [*read_results(path), row]
-    columns = list(dict.fromkeys([*header, *row]))
+    _write_all(path, header, [*read_results(path), row])
+
+
+def rewrite_results(path: Path, rows: Sequence[dict[str, str]]) -> None:
+    """Write ``rows`` as the whole of results.csv (atomically; the columns of the present
+    header first, then any new ones)."""
+    header: list[str] = []
+    if path.is_file():
+        with path.open(newline="", encoding="utf-8") as handle:
+            header = next(csv.reader(handle), [])
+    with writing(path, "out", "results.csv"):
+        _write_all(path, header, rows)
+
+
+def _write_all(path: Path, header: list[str], rows: Sequence[dict[str, str]]) -> None:
+    columns = list(dict.fromkeys([*header, *(name for row in rows for name in row)]))
     text = io.StringIO()
     writer = csv.DictWriter(text, columns, restval="", lineterminator="\n")
     writer.writeheader()

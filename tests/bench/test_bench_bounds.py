@@ -110,3 +110,27 @@ def test_without_the_lp_bound(trace: Path, tmp_path: Path) -> None:
     (row,) = rows(tmp_path / "b")
     assert "bound_lp_avg_jct_s" not in row
     assert not (tmp_path / "b" / "lp_bounds.json").exists()
+
+
+def test_a_rerun_adds_the_bound_to_earlier_rows(trace: Path, tmp_path: Path) -> None:
+    """Rows of a bench run without the LP bound get it when the bench is run again (no
+    replay is redone): the figures equal a bench that had it from the start."""
+    out = tmp_path / "b"
+    run_bench(settings(trace, policies=("fifo",), seeds=(0,), lp_bound=False), out,
+              report=False)
+    before = rows(out)
+    assert all("bound_lp_avg_jct_s" not in row for row in before)
+    log = io.StringIO()
+    outcome = run_bench(settings(trace, policies=("fifo",), seeds=(0,)), out, stream=log,
+                        report=False)
+    assert outcome.ran == 0
+    assert outcome.skipped == 2
+    assert "LP bound added to 2 earlier rows" in log.getvalue()
+    after = rows(out)
+    fresh = tmp_path / "fresh"
+    run_bench(settings(trace, policies=("fifo",), seeds=(0,)), fresh, report=False)
+    for old, new, direct in zip(before, after, rows(fresh), strict=True):
+        assert {k: new[k] for k in old} == old  # nothing else changed
+        assert new["bound_lp_status"] == "optimal"
+        for column in bench_bounds.COLUMNS:
+            assert new[column] == direct[column]
