@@ -26,7 +26,9 @@ class SolveOptions:
     ``budget`` is the one budget of the whole solve (made by :func:`hetsched.solve` from
     ``time_limit_s`` and ``deterministic``; every phase of a policy consults it), ``gap``
     is the relative gap at which a solver may stop, ``warm_start`` a schedule to start
-    from.
+    from. ``lp_bound``: a model whose own bound can be weak may spend part of the budget
+    on the time-indexed LP relaxation (:mod:`hetsched.formulations.completion`) for a bound
+    and a start (``deadline`` does); replays turn it off (one decision reports no bound).
     """
 
     backend: str | None = None
@@ -38,6 +40,7 @@ class SolveOptions:
     threads: int = 1
     seed: int = 0
     warm_start: Schedule | None = None
+    lp_bound: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not (

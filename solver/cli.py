@@ -338,12 +338,14 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
               help="Seconds without progress after a preemption (0 to 86,400).")
 @click.option("--on-bad-row", type=click.Choice(("fatal", "skip")), default="fatal",
               show_default=True)
+@click.option("--lp-bound/--no-lp-bound", default=True, show_default=True,
+              help="Bound the average JCT by the LP relaxation (docs/bench.md).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: str,
                   seeds: str, loads: str, workers: int | None, limit_jobs: int | None,
                   time_limit: float, wall_clock: bool, throughput_path: Path | None,
                   backend: str | None, interval: float | None, deadline_fraction: float | None,
-                  restart_penalty: float, on_bad_row: str, out: Path) -> None:
+                  restart_penalty: float, on_bad_row: str, lp_bound: bool, out: Path) -> None:
     """Replay TRACE under every policy x seed x load; write results.csv, report.md and plots
     into --out (docs/bench.md). Rerunning the same command resumes."""
     from hetsched.bench import (
@@ -363,8 +365,7 @@ def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: s
         workers=workers or default_workers(), limit_jobs=limit_jobs, time_limit_s=time_limit,
         deterministic=not wall_clock, throughput=throughput_path, backend=backend,
         interval_s=interval, deadline_fraction=deadline_fraction,
-        restart_penalty_s=restart_penalty,
-        on_bad_row=on_bad_row)
+        restart_penalty_s=restart_penalty, on_bad_row=on_bad_row, lp_bound=lp_bound)
     outcome = run_bench(settings, out)
     click.echo(f"{outcome.ran} runs done, {outcome.skipped} already in results.csv, "
                f"{len(outcome.failed)} failed" + (f" ({', '.join(outcome.failed)})"

@@ -41,7 +41,8 @@ class Entry:
     """One registered name: where its static model (``planner``) and its rolling policy
     (``policy``) are defined (``"module:Class"``; at least one), the rolling policy's
     constructor arguments, its back-ends (the default first; none for a heuristic that
-    solves nothing), and whether it is an exact model (bench reports mark it)."""
+    solves nothing), and whether it solves an optimization model of its own at each
+    decision, exactly (an exact model: bench reports set it against the heuristics)."""
 
     name: str
     summary: str
@@ -82,7 +83,7 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           backends=MIP),
     Entry("progress", "allocation MILP over every active job each round: weighted progress "
           "on remaining work, urgent deadlines first, restart-aware (preemptive)",
-          policy="hetsched.policies.progress:Progress", backends=MIP),
+          policy="hetsched.policies.progress:Progress", backends=MIP, exact=True),
     Entry("optimus", "Optimus: marginal-gain GPU allocation (EuroSys 2018)",
           policy="hetsched.baselines.optimus:Optimus"),
 )}

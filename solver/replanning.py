@@ -159,7 +159,7 @@ class Replanning(PolicyHooks):
     def _solve(self, instance: Instance) -> Result:
         result, _ = run_planner(self.planner, instance, backend=self.backend,
                                 time_limit=self.time_limit_s, deterministic=self.deterministic,
-                                seed=self.seed)
+                                seed=self.seed, lp_bound=False)
         return result
 
     def _decide_free(self, state: ClusterState, early: list[Start], free: set[str],

@@ -31,6 +31,7 @@ def solve(
     placement: str = "first-fit",
     budget: Budget | None = None,
     started: float | None = None,
+    lp_bound: bool = True,
     **knobs: Any,
 ) -> Result:
     """Schedule ``instance`` with the planner ``model`` (any registered name) on ``backend``.
@@ -38,7 +39,8 @@ def solve(
     ``time_limit`` is the budget of the whole solve, in seconds (the model's default when
     ``None``), or in deterministic work units with ``deterministic`` (the same answer on
     any machine; see :mod:`hetsched.formulations.budget`); ``gap``, ``threads``, ``seed``,
-    and ``warm_start`` are the :class:`~hetsched.policies.SolveOptions` of that name.
+    ``warm_start`` and ``lp_bound`` are the :class:`~hetsched.policies.SolveOptions` of
+    that name.
     ``knobs`` are the model's own settings, arguments of its planner's constructor
     (``objective`` for ``deadline``, ``alpha`` for ``allox``, a rolling policy's
     parameters). ``placement``: GPUs inside a node by ``"first-fit"`` or by the exact
@@ -57,7 +59,7 @@ def solve(
     result, settings = run_planner(
         policy, instance, backend=backend, time_limit=time_limit, deterministic=deterministic,
         budget=budget, started=started, gap=gap, threads=threads, seed=seed,
-        warm_start=warm_start)
+        warm_start=warm_start, lp_bound=lp_bound)
     if placement == "topology" and model != "topology" and len(result.schedule):
         from hetsched.policies.topology import topology_replacement
 

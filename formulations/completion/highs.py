@@ -43,6 +43,7 @@ from hetsched.formulations.completion.problem import (
     Vector,
     completion_problem,
 )
+from hetsched.formulations.completion.safe import dual_bound
 from hetsched.formulations.mip.highs import load_model
 from hetsched.formulations.mip.model import INF, MatrixBuilder, MatrixModel
 from hetsched.throughput import ThroughputModel
@@ -53,8 +54,6 @@ log = logging.getLogger(__name__)
 LATE_SHARE = 1e-6
 #: A tangent cut is added when the LP's C_j is below it by more than this (scaled time).
 CUT_VIOLATION = 1e-7
-#: The safe dual bound gives up this relative amount for the rounding of its own sums.
-SAFETY = 1e-9
 
 
 @dataclass(frozen=True, eq=False)
@@ -311,32 +310,14 @@ def _apply_s(z: Vector, duration: Vector, group: Index) -> Vector:
     return np.asarray(before + duration * after, dtype=np.float64)
 
 
-def dual_bound(model: MatrixModel, row_dual: Vector) -> float:
-    """A lower bound on ``model``'s optimum from any row duals ``y`` (Neumaier and
-    Shcherbina's safe bound): ``sum_i y_i b_i + sum_j min(d_j l_j, d_j u_j)`` with ``b_i``
-    the row bound the sign of ``y_i`` calls for and ``d = c - A'y``. Duals whose bound is
-    infinite are taken as 0; ``-inf`` if a reduced cost needs an infinite column bound."""
-    y = np.asarray(row_dual, dtype=np.float64).copy()
-    y[(y > 0) & ~np.isfinite(model.row_lower)] = 0.0
-    y[(y < 0) & ~np.isfinite(model.row_upper)] = 0.0
-    reduced = model.cost - model.matrix.T @ y
-    rows = np.where(y > 0, y * np.where(y > 0, model.row_lower, 0.0),
-                    y * np.where(y < 0, model.row_upper, 0.0))
-    lower, upper = model.col_lower, model.col_upper
-    if np.any((reduced < 0) & ~np.isfinite(upper)) or np.any((reduced > 0)
-                                                              & ~np.isfinite(lower)):
-        return -math.inf
-    cols = np.where(reduced > 0, reduced * np.where(reduced > 0, lower, 0.0),
-                    reduced * np.where(reduced < 0, upper, 0.0))
-    value = math.fsum(rows) + math.fsum(cols) + model.offset
-    return value - SAFETY * (abs(value) + math.fsum(np.abs(rows)) + math.fsum(np.abs(cols)))
-
-
 class _Run:
     """One HiGHS instance of one LP, cuts added row by row; times and iterations."""
 
-    def __init__(self, lp: _Lp, settings: CompletionBoundSettings) -> None:
+    def __init__(self, lp: _Lp, settings: CompletionBoundSettings,
+                 deadline: float | None = None) -> None:
         self.lp = lp
+        #: a ``time.perf_counter()`` reading after which HiGHS stops (None: no clock)
+        self.deadline = deadline
         self.model = lp.model
         self.highs = highspy.Highs()
         for name, value in {"output_flag": False, "threads": 1, "random_seed": 0,
@@ -375,6 +356,8 @@ class _Run:
 
     def _solve(self) -> bool:
         began = time.perf_counter()
+        if self.deadline is not None:
+            self.highs.setOptionValue("time_limit", max(1e-3, self.deadline - began))
         self.highs.run()
         spent = time.perf_counter() - began
         self.seconds += spent
@@ -424,6 +407,7 @@ def completion_bound(jobs: Sequence[Job], cluster: Cluster, throughput: Throughp
     clock."""
     settings = settings or CompletionBoundSettings()
     began = time.perf_counter()
+    deadline = None if settings.time_limit_s is None else began + settings.time_limit_s
     problem = completion_problem(jobs, cluster, throughput, settings)
     origin = float(problem.release.min())
     unit = max(float(np.median(problem.isolated)), 1e-9)
@@ -435,11 +419,11 @@ def completion_bound(jobs: Sequence[Job], cluster: Cluster, throughput: Throughp
     while True:
         built = time.perf_counter()
         lp = _Lp(problem, origin, unit)
-        run = _Run(lp, settings)
+        run = _Run(lp, settings, deadline)
         build_s += time.perf_counter() - built
         optimal, values = tracker.take(lp, *run.run())
         late = lp.late_jobs(values) if optimal else np.zeros(0, dtype=np.int64)
-        if not len(late) or extensions >= settings.extensions:
+        if not len(late) or extensions >= settings.extensions or _past(deadline):
             break
         lp_s += run.seconds
         iterations += run.iterations
@@ -447,6 +431,8 @@ def completion_bound(jobs: Sequence[Job], cluster: Cluster, throughput: Throughp
         log.debug("completion bound: %d jobs use their catch-all; windows doubled", len(late))
         problem = problem.extended(late)
     for _ in range(settings.cut_rounds if optimal else 0):
+        if _past(deadline):
+            break
         built = time.perf_counter()
         added = run.add_cuts(lp.cuts(values))
         build_s += time.perf_counter() - built
@@ -476,6 +462,11 @@ def completion_bound(jobs: Sequence[Job], cluster: Cluster, throughput: Throughp
         rows=run.model.num_rows, cuts=run.cuts, extensions=extensions, iterations=iterations,
         build_s=build_s, lp_s=lp_s, lp_objective_s=unit * tracker.objective + origin * float(
             weight.sum()))
+
+
+def _past(deadline: float | None) -> bool:
+    """Whether the wall-clock ``deadline`` (a ``time.perf_counter()`` reading) is past."""
+    return deadline is not None and time.perf_counter() >= deadline
 
 
 class _Best:

@@ -53,7 +53,10 @@ class CompletionBoundSettings:
     LP is solved again. ``cut_rounds``: rounds of tangent cuts on the convex mean-busy
     term (docs/formulations.md). ``iteration_limit``: simplex iterations per HiGHS run
     (deterministic), ``ipm_iteration_limit`` the interior point iterations of the first
-    solve; a run stopped by one gives the bound of its dual values.
+    solve; a run stopped by one gives the bound of its dual values. ``time_limit_s``: wall
+    seconds for all the solves (``None``: no clock, the default; with one the bound
+    depends on the machine's speed, still valid); solves stopped by it give the bound of
+    their duals, or the isolated bound.
     ``weighted``: minimise ``sum_j w_j C_j`` with the jobs' weights (else every weight 1).
     """
 
@@ -69,8 +72,14 @@ class CompletionBoundSettings:
     iteration_limit: int = 2_000_000
     ipm_iteration_limit: int = 2_000
     weighted: bool = True
+    time_limit_s: float | None = None
 
     def __post_init__(self) -> None:
+        if self.time_limit_s is not None and not (
+                isinstance(self.time_limit_s, int | float) and math.isfinite(self.time_limit_s)
+                and self.time_limit_s > 0):
+            raise InputError("bad completion-bound setting", path="time_limit_s",
+                             value=self.time_limit_s, expected="seconds > 0, or None")
         positive = ("resolution_share", "grid_growth", "block_share", "block_growth",
                     "window")
         for name in positive:

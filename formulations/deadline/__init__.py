@@ -12,6 +12,7 @@ onto :class:`hetsched.result.Status`.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from hetsched.data import Instance
@@ -24,6 +25,7 @@ from hetsched.formulations.deadline.problem import (
     StagePlans,
     build_problem,
 )
+from hetsched.formulations.deadline.relaxation import Relaxation
 from hetsched.formulations.options import SolveOptions
 from hetsched.result import Schedule, Status
 
@@ -103,11 +105,12 @@ def run_stages(problem: DeadlineProblem, backend: str, options: SolveOptions, bu
 
 def conclude(problem: DeadlineProblem, backend: str, start: Plan, plans: StagePlans | None,
              ran_out: bool, notes: list[str], extra: dict[str, Any],
-             budget: Budget) -> ScheduleOutcome:
+             budget: Budget, relaxed: Relaxation | None = None) -> ScheduleOutcome:
     """The outcome: the best (lexicographically) of the start plan and the plans the
     stages found, so never worse than the start (``extra["plan_source"]`` says which won),
     realised on concrete GPUs; OPTIMAL only when both stages were proven and the solver's
-    plan is returned; ``ran_out``: the budget ended the solve early."""
+    plan is returned; ``ran_out``: the budget ended the solve early. ``relaxed``: the LP
+    relaxation's bound on the completion term, reported when it beats the solver's."""
     candidates: list[tuple[str, Plan]] = [("start plan", start)]
     if plans is not None:
         extra["stages"] = {"completion": _describe(plans.completion)}
@@ -131,7 +134,8 @@ def conclude(problem: DeadlineProblem, backend: str, start: Plan, plans: StagePl
     schedule = problem.realise(plan)
     deadline_term, weighted_end = problem.evaluate(plan)
     objective = problem.completion_seconds(weighted_end)
-    status, bound = _status_and_bound(problem, backend, plans, source, objective, ran_out)
+    status, bound = _status_and_bound(problem, backend, plans, source, objective, ran_out,
+                                      None if relaxed is None else relaxed.bound_s)
     extra["budget"] = budget.as_dict()
     extra["deadline_term"] = problem.deadline_seconds(deadline_term)
     if plans is not None and plans.deadline is not None and plans.deadline.bound is not None:
@@ -148,16 +152,19 @@ def conclude(problem: DeadlineProblem, backend: str, start: Plan, plans: StagePl
 
 
 def _status_and_bound(problem: DeadlineProblem, backend: str, plans: StagePlans | None,
-                      source: str, objective: float, ran_out: bool
-                      ) -> tuple[Status, float | None]:
+                      source: str, objective: float, ran_out: bool,
+                      lp_bound: float | None = None) -> tuple[Status, float | None]:
     """OPTIMAL only when both stages were proven and the solver's plan is returned, or the
     deadline term was proven and the completion bound is within half a grid step of the
     returned plan's objective (objectives of plans differ by whole steps of
     ``TICK_S / weight_scale`` s, so no plan lies in between: an engine's round-off no
-    longer hides a proof); the bound (s) only when the deadline term was proven (else it
-    bounds another problem)."""
+    longer hides a proof). The bound (s): the larger of the solver's completion bound,
+    only when the deadline term was proven (else it bounds another problem), and
+    ``lp_bound``, the LP relaxation's, which holds for every plan."""
+    unconditional = None if lp_bound is None or not math.isfinite(lp_bound) else min(
+        lp_bound, objective)
     if plans is None:
-        return Status.TIME_LIMIT if ran_out else Status.FEASIBLE, None
+        return Status.TIME_LIMIT if ran_out else Status.FEASIBLE, unconditional
     stats = plans.completion
     stages = [s for s in (plans.deadline, stats) if s is not None]
     bound: float | None = None
@@ -165,10 +172,14 @@ def _status_and_bound(problem: DeadlineProblem, backend: str, plans: StagePlans 
     if first_proven and stats.bound is not None:
         bound = stats.bound if backend != "cpsat" else problem.completion_seconds(stats.bound)
         bound = min(bound, objective)
+    if first_proven and unconditional is not None and (bound is None or unconditional > bound):
+        bound = unconditional
     if source == "solver" and all(s.outcome is Outcome.OPTIMAL for s in stages):
         return Status.OPTIMAL, objective if bound is None else bound
     if bound is not None and objective - bound < TICK_S / problem.weight_scale / 2:
         return Status.OPTIMAL, bound
+    if not first_proven:
+        bound = unconditional
     if ran_out or any(s.hit_time_limit for s in stages):
         return Status.TIME_LIMIT, bound
     return Status.FEASIBLE, bound

@@ -75,8 +75,8 @@ def outcome_result(outcome: ScheduleOutcome, model: str) -> Result:
 def run_planner(planner: Planner, instance: Instance, *, backend: str | None = None,
                 time_limit: float | None = None, deterministic: bool = False,
                 budget: Budget | None = None, started: float | None = None, gap: float = 0.0,
-                threads: int = 1, seed: int = 0, warm_start: Schedule | None = None
-                ) -> tuple[Result, SolveOptions]:
+                threads: int = 1, seed: int = 0, warm_start: Schedule | None = None,
+                lp_bound: bool = True) -> tuple[Result, SolveOptions]:
     """Run ``planner`` on ``instance`` under one budget; the result and the settings used.
 
     ``time_limit`` is the budget of the whole solve, in seconds (the planner's default when
@@ -99,7 +99,7 @@ def run_planner(planner: Planner, instance: Instance, *, backend: str | None = N
     settings = SolveOptions(
         backend=backend or (planner.backends[0] if planner.backends else None),
         time_limit_s=limit, deterministic=deterministic, budget=budget, gap=gap,
-        threads=threads, seed=seed, warm_start=warm_start)
+        threads=threads, seed=seed, warm_start=warm_start, lp_bound=lp_bound)
     log.info("solving %s (%d jobs) with %s/%s, budget %s", instance.name or "instance",
              len(instance.jobs), planner.name, settings.backend or "-", budget.describe())
     return planner.solve(instance, settings), settings

@@ -11,11 +11,13 @@ weighted completion time (s). Solved in CP-SAT (``cpsat``) or as a MILP
 from __future__ import annotations
 
 import logging
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from hetsched.data import Instance
 from hetsched.errors import InputError
 from hetsched.formulations.budget import Budget
+from hetsched.formulations.deadline.problem import DeadlineProblem, Plan
+from hetsched.formulations.deadline.relaxation import Relaxation
 from hetsched.policies import SolveOptions, outcome_result
 from hetsched.result import Result
 
@@ -76,12 +78,15 @@ class DeadlinePolicy:
         start = start_plan(problem, options, budget, extra)
         backend = options.backend or "cpsat"
         plans = None
+        relaxed = None
         ran_out = False
         if budget.expired():
             ran_out = True
             notes.append(f"the budget ({budget.describe()}) ran out while making the start "
                          "plan: the start plan is returned")
         else:
+            if options.lp_bound:
+                relaxed, start = _relax(problem, start, budget, extra)
             began = budget.elapsed_s()
             start = improve_plan(problem, start, budget.part(LOCAL_SEARCH_SHARE,
                                                              LOCAL_SEARCH_MAX))
@@ -92,4 +97,22 @@ class DeadlinePolicy:
                 ran_out = True
                 notes.append(f"{exc}: the start plan is returned")
         return outcome_result(conclude(problem, backend, start, plans, ran_out, notes, extra,
-                                       budget), self.name)
+                                       budget, relaxed), self.name)
+
+
+def _relax(problem: DeadlineProblem, start: Plan, budget: Budget, extra: dict[str, Any]
+           ) -> tuple[Relaxation, Plan]:
+    """The LP relaxation (a part of ``budget``) and the better, lexicographically, of
+    ``start`` and the plan of the LP's job order (``extra["start"]`` says which)."""
+    from hetsched.formulations.deadline.relaxation import LP_MAX, LP_SHARE, relax
+    from hetsched.policies.deadline_search import decode
+
+    relaxed = relax(problem, budget.part(LP_SHARE, LP_MAX))
+    extra["lp_relaxation"] = relaxed.as_dict()
+    if relaxed.order:
+        order = list(relaxed.order)
+        ordered = decode(problem, order, dict.fromkeys(order), budget)
+        if problem.evaluate(ordered) < problem.evaluate(start):
+            extra["start"] = "LP order"
+            return relaxed, ordered
+    return relaxed, start

@@ -134,3 +134,20 @@ def test_a_rerun_adds_the_bound_to_earlier_rows(trace: Path, tmp_path: Path) -> 
         assert new["bound_lp_status"] == "optimal"
         for column in bench_bounds.COLUMNS:
             assert new[column] == direct[column]
+
+
+def test_the_command_line_switch(trace: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from hetsched.cli import cli
+
+    common = ["bench", "--trace", str(trace), "--format", "native", "--cluster", CLUSTER,
+              "--policies", "fifo", "--workers", "1", "--time-limit", "1"]
+    done = CliRunner().invoke(cli, [*common, "--no-lp-bound", "--out", str(tmp_path / "a")])
+    assert done.exit_code == 0, done.output
+    (row,) = rows(tmp_path / "a")
+    assert "bound_lp_avg_jct_s" not in row
+    done = CliRunner().invoke(cli, [*common, "--out", str(tmp_path / "b")])
+    assert done.exit_code == 0, done.output
+    (row,) = rows(tmp_path / "b")
+    assert float(row["bound_lp_avg_jct_s"]) >= float(row["bound_avg_jct_s"])
