@@ -66,6 +66,8 @@ def _options(highs: highspy.Highs, limits: Limits, settings: MipSettings) -> Non
         "threads": int(settings.threads),
         "random_seed": int(settings.seed),
     }
+    if not settings.presolve:
+        options["presolve"] = "off"
     time_s = limits.time_s()
     if time_s is not None:
         options["time_limit"] = float(time_s)

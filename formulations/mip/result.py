@@ -17,12 +17,16 @@ class MipSettings:
 
     ``gap``: relative gap (``|objective - bound| / |objective|``, dimensionless) at which
     the engine may stop; 0 asks for a proof of optimality. ``threads``: engine threads (SCIP
-    uses one whatever is asked). ``seed``: the engine's random seed.
+    uses one whatever is asked). ``seed``: the engine's random seed. ``presolve``: HiGHS's
+    presolve (CBC and SCIP ignore it); off for models whose LP relaxation is nearly
+    integral, where it only costs time (the ``progress`` round: 0.42 of 0.45 s at 900
+    jobs, the same optimum in 0.013 s without).
     """
 
     gap: float = 0.0
     threads: int = 1
     seed: int = 0
+    presolve: bool = True
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.gap) and 0.0 <= self.gap < 1.0):

@@ -108,7 +108,7 @@ def solve_round(problem: RoundProblem, budget: Budget, engine: str = "highs") ->
                          "start", 0.0, 0.0)
     model = RoundModel(problem).build()
     scale = max(float(problem.value.max()), 1e-300)
-    result = solve_mip(model, engine, budget, MipSettings(gap=ROUND_GAP),
+    result = solve_mip(model, engine, budget, MipSettings(gap=ROUND_GAP, presolve=False),
                        start.astype(np.float64))
     if result.values is None:
         return RoundPlan(start, problem.worth(start), None, result.outcome, "greedy",
