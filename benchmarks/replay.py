@@ -187,6 +187,9 @@ def _meets(case: Case, row: dict[str, object]) -> bool | str:
                 and row.get("completed") == row.get("jobs"))
     if case.name.startswith("gavel-gavel"):
         return row.get("fallbacks") == 0 and row.get("completed") == row.get("jobs")
+    if case.name == "gavel-progress-load2":
+        return (number("decision_time_p95_s") <= 1 and row.get("fallbacks") == 0
+                and row.get("completed") == row.get("jobs"))
     if case.name == "gavel-deadline":
         return (number("end_to_end_s") <= 600 and number("decision_time_p50_s") <= 1
                 and number("decision_time_p95_s") <= 5 and row.get("fallbacks") == 0
