@@ -167,19 +167,17 @@ def _status_and_bound(problem: DeadlineProblem, backend: str, plans: StagePlans 
         return Status.TIME_LIMIT if ran_out else Status.FEASIBLE, unconditional
     stats = plans.completion
     stages = [s for s in (plans.deadline, stats) if s is not None]
-    bound: float | None = None
+    own: float | None = None
     first_proven = plans.deadline is None or plans.deadline.outcome is Outcome.OPTIMAL
     if first_proven and stats.bound is not None:
-        bound = stats.bound if backend != "cpsat" else problem.completion_seconds(stats.bound)
-        bound = min(bound, objective)
-    if first_proven and unconditional is not None and (bound is None or unconditional > bound):
-        bound = unconditional
+        own = stats.bound if backend != "cpsat" else problem.completion_seconds(stats.bound)
+        own = min(own, objective)
+    bound = max((b for b in (own, unconditional) if b is not None), default=None)
     if source == "solver" and all(s.outcome is Outcome.OPTIMAL for s in stages):
         return Status.OPTIMAL, objective if bound is None else bound
-    if bound is not None and objective - bound < TICK_S / problem.weight_scale / 2:
+    if first_proven and bound is not None and \
+            objective - bound < TICK_S / problem.weight_scale / 2:
         return Status.OPTIMAL, bound
-    if not first_proven:
-        bound = unconditional
     if ran_out or any(s.hit_time_limit for s in stages):
         return Status.TIME_LIMIT, bound
     return Status.FEASIBLE, bound
