@@ -74,14 +74,33 @@ class PartitionedAllocation:
         return self.allocation.value / self.monolithic_value
 
 
-def _solve_part(args: tuple[AllocationProblem, str, bool]) -> Allocation:
-    problem, objective, by_class = args
-    return AllocationSolver(objective, by_class=by_class, warm_start=False).solve(problem)
+@dataclass(frozen=True)
+class PartTask:
+    """One partition's solve, as an executor runs it elsewhere: the partition's solver
+    (with the basis of its previous solve, so the executor warm-starts it exactly as the
+    solver kept in this process would), its sub-problem, and the time it may take (wall
+    seconds left when it was sent, ``None`` for no limit; ``deterministic``: the budget
+    counts work units, and an LP then runs to its optimum)."""
+
+    solver: AllocationSolver
+    problem: AllocationProblem
+    limit_s: float | None
+    deterministic: bool
+
+
+def solve_part(task: PartTask) -> tuple[Allocation, AllocationSolver]:
+    """Solve one partition (in a worker process, or a Ray task): its allocation and the
+    solver after the solve (its new basis), which the caller keeps for the next solve."""
+    budget = Budget(task.limit_s, deterministic=task.deterministic)
+    return task.solver.solve(task.problem, budget), task.solver
 
 
 class PartitionedSolver:
-    """POP over :class:`AllocationSolver`: one warm-started solver per partition (or an
-    ``executor`` that solves the partitions in other processes, cold)."""
+    """POP over :class:`AllocationSolver`: one warm-started solver per partition, solved
+    in turn, or by an ``executor`` (another process, a Ray cluster: any
+    :class:`~concurrent.futures.Executor` whose ``map`` pickles its arguments) that gets
+    each partition's solver with its basis and hands it back, so both give the same
+    allocations."""
 
     def __init__(self, objective: Objective | str, partitions: int, *, seed: int = 0,
                  by_class: bool = True, executor: Executor | None = None,
@@ -112,8 +131,15 @@ class PartitionedSolver:
         subs = [(p, sub_problem(problem, jobs, self.partitions))
                 for p, jobs in enumerate(members) if len(jobs)]
         if self.executor is not None:
-            answers = list(self.executor.map(
-                _solve_part, [(sub, self.objective.value, self.by_class) for _, sub in subs]))
+            budget = budget or Budget.unlimited()
+            limit = None if budget.deterministic else budget.remaining()
+            tasks = [PartTask(self._solvers[p], sub, limit, budget.deterministic)
+                     for p, sub in subs]
+            answers = []
+            for (p, _), (answer, solver) in zip(subs, self.executor.map(solve_part, tasks),
+                                                strict=True):
+                answers.append(answer)
+                self._solvers[p] = solver
         else:
             answers = [self._solvers[p].solve(sub, budget) for p, sub in subs]
         fractions = np.zeros(problem.throughput.shape)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +34,9 @@ class Gavel(PolicyHooks):
     or SCIP: ``hetsched.formulations.gavel``), realised in rounds of ``round_s`` seconds.
     With ``partitions`` k > 1 the LP is split into POP's k random sub-problems
     (:mod:`hetsched.formulations.gavel.pop`); each solve's note in decisions.csv gives
-    the objective it reached over the monolithic optimum.
+    the objective it reached over the monolithic optimum. An ``executor`` (a process
+    pool, Ray's: ``hetsched.bench_ray``) solves the k sub-problems side by side, with the
+    same allocations as solving them here in turn.
 
     The LP is solved again at the first round boundary after the set of active jobs
     changed (an arrival or a completion), as Gavel's scheduler does. Each job's priority
@@ -65,7 +68,8 @@ class Gavel(PolicyHooks):
     def __init__(self, *, objective: str = "max-min", round_s: float = 360.0,
                  backend: str = "highs", time_limit_s: float | None = None,
                  deterministic: bool = False,
-                 starvation_rounds: float = 20.0, partitions: int = 1) -> None:
+                 starvation_rounds: float = 20.0, partitions: int = 1,
+                 executor: Executor | None = None) -> None:
         from hetsched.formulations.gavel import AllocationSolver, Objective, PartitionedSolver
 
         if not round_s > 0 or not starvation_rounds > 0:
@@ -84,7 +88,7 @@ class Gavel(PolicyHooks):
         self.partitions = partitions
         #: the LP kept between solves (warm starts), when it runs on HiGHS
         self._solver = AllocationSolver(self.objective) if partitions == 1 else \
-            PartitionedSolver(self.objective, partitions)
+            PartitionedSolver(self.objective, partitions, executor=executor)
         #: POP: each solve's objective over the monolithic optimum
         self.pop_ratios: list[float] = []
         self.name = "gavel" if self.objective is Objective.MAX_MIN else "gavel-max-sum"

@@ -3,6 +3,10 @@ readable PuLP model, job classes, warm starts between solves, and POP's partitio
 
 from __future__ import annotations
 
+import pickle
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+
 import numpy as np
 import pytest
 
@@ -206,3 +210,41 @@ def test_sub_problems_split_the_capacity() -> None:
     sub = sub_problem(problem, np.array([0, 3, 5]), 4)
     assert sub.job_ids == ("j0", "j3", "j5")
     np.testing.assert_allclose(sub.capacity, problem.capacity / 4)
+
+
+class PicklingExecutor(Executor):
+    """Runs each call here, but on pickled copies of its arguments, and hands back a
+    pickled copy of its result: what a process pool or a Ray cluster does."""
+
+    def submit(self, fn: Callable[..., object], /, *args: object,
+               **kwargs: object) -> Future[object]:
+        future: Future[object] = Future()
+        copied = pickle.loads(pickle.dumps((args, kwargs)))
+        future.set_result(pickle.loads(pickle.dumps(fn(*copied[0], **copied[1]))))
+        return future
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_pop_on_an_executor_keeps_each_partitions_warm_start(objective: Objective) -> None:
+    # The executor gets each partition's solver (its basis) and hands it back, so the
+    # partitions solved elsewhere give exactly the allocations of the solvers kept here,
+    # solve after solve, as jobs come and go.
+    problem = random_problem(7, 400, shapes=12)
+    here = PartitionedSolver(objective, 4, compare=False)
+    there = PartitionedSolver(objective, 4, compare=False, executor=PicklingExecutor())
+    rng = np.random.default_rng(1)
+    active = np.arange(300)
+    for _ in range(5):
+        sub = AllocationProblem(tuple(problem.job_ids[j] for j in active), problem.gpu_types,
+                                problem.throughput[active], problem.scale_factors[active],
+                                problem.capacity, problem.weights[active])
+        mine, theirs = here.solve(sub).allocation, there.solve(sub).allocation
+        assert mine.ok
+        assert theirs.ok
+        assert np.array_equal(mine.fractions, theirs.fractions)
+        assert mine.value == theirs.value
+        leaving = rng.choice(len(active), 20, replace=False)
+        arriving = rng.choice(np.setdiff1d(np.arange(400), active), 20, replace=False)
+        active = np.sort(np.concatenate([np.delete(active, leaving), arriving]))
+    # The solvers came back with their bases: the next solve there starts warm.
+    assert all(solver._basis is not None for solver in there._solvers)
