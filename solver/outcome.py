@@ -268,11 +268,15 @@ class Replay:
                 "decision_time_max_s": float(times.max())}
 
     def write(self, out_dir: str | Path, extra: dict[str, object] | None = None) -> None:
-        """Write the outputs into ``out_dir`` as one set (see :func:`write_folder`):
-        ``summary.json`` (:meth:`summary` and ``extra``), ``jobs.csv`` (one row per job),
-        ``decisions.csv`` (one row per decision point), all three the same for the same
-        input, and ``timing.json`` (:meth:`timing` and ``decision_time_s``, the policy's
-        wall-clock time at each decision point, in the order of decisions.csv's rows)."""
+        """Write :meth:`files` into ``out_dir`` as one set (see :func:`write_folder`)."""
+        write_folder(out_dir, self.files(extra))
+
+    def files(self, extra: dict[str, object] | None = None) -> dict[str, str]:
+        """The outputs as text, by file name: ``summary.json`` (:meth:`summary` and
+        ``extra``), ``jobs.csv`` (one row per job), ``decisions.csv`` (one row per decision
+        point), all three the same for the same input, and ``timing.json`` (:meth:`timing`
+        and ``decision_time_s``, the policy's wall-clock time at each decision point, in
+        the order of decisions.csv's rows)."""
         summary = {**self.summary(), **(extra or {})}
         rows = io.StringIO()
         writer = csv.writer(rows, lineterminator="\n")
@@ -288,9 +292,8 @@ class Replay:
             writer.writerow([_num(v) if isinstance(v, float) else v for v in values])
         timing = {**self.timing(),
                   "decision_time_s": [d.decision_time_s for d in self.decisions]}
-        write_folder(out_dir, {"summary.json": _json(summary), "jobs.csv": rows.getvalue(),
-                               "decisions.csv": decisions.getvalue(),
-                               "timing.json": _json(timing)})
+        return {"summary.json": _json(summary), "jobs.csv": rows.getvalue(),
+                "decisions.csv": decisions.getvalue(), "timing.json": _json(timing)}
 
 
 #: The columns of jobs.csv (:meth:`Replay.job_rows`).

@@ -30,7 +30,7 @@ from hetsched.rolling import RollingPolicy
 from hetsched.simulated import Simulated
 
 __all__ = ["AGNOSTIC_SUFFIX", "ENTRIES", "Entry", "entry", "is_exact", "model_warnings",
-           "names", "planner", "rolling"]
+           "names", "planner", "policy_settings", "rolling", "takes"]
 
 #: The MILP back-ends every exact model and Gavel's LP run on.
 MIP = ("highs", "cbc", "scip")
@@ -153,11 +153,16 @@ def rolling(name: str, *, backend: str | None = None, time_limit_s: float | None
 def takes(name: str, parameter: str) -> bool:
     """Whether the rolling policy called ``name`` has a constructor argument ``parameter``
     (a model re-solved by replanning has its own, not the rolling policy's)."""
+    return parameter in policy_settings(name)
+
+
+def policy_settings(name: str) -> tuple[str, ...]:
+    """The constructor arguments of the rolling policy called ``name`` (none for a model
+    re-solved by replanning)."""
     found = entry(name)
     if found.policy is None:
-        return False
-    signature = inspect.signature(_load(found.policy))
-    return parameter in signature.parameters
+        return ()
+    return tuple(inspect.signature(_load(found.policy)).parameters)
 
 
 def planner(name: str, *, restart_penalty_s: float = 30.0, **knobs: Any) -> Planner:

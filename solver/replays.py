@@ -9,7 +9,8 @@ import dataclasses
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -28,25 +29,42 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: A rolling policy's constructor arguments that the replay itself sets (not a policy's
+#: own setting in a sweep spec).
+REPLAY_ARGUMENTS = frozenset({"backend", "time_limit_s", "deterministic", "seed", "executor"})
+
+
 def rolling_policy(name: str, *, backend: str | None = None, time_limit_s: float | None = 5.0,
-                   seed: int = 0, deterministic: bool = False,
-                   partitions: int = 1) -> RollingPolicy:
+                   seed: int = 0, deterministic: bool = False, partitions: int = 1,
+                   params: Mapping[str, object] | None = None,
+                   executor: Executor | None = None) -> RollingPolicy:
     """The rolling policy called ``name`` (:func:`hetsched.registry.rolling`). With
     ``deterministic``, ``time_limit_s`` counts deterministic work units per decision (see
     :mod:`hetsched.formulations.budget`): the same replay on any machine. ``partitions``
     > 1 splits an allocation LP into POP's sub-problems (policies that take it: gavel,
-    gavel-max-sum; others raise an :class:`InputError` naming it)."""
-    from hetsched.registry import rolling, takes
+    gavel-max-sum; others raise an :class:`InputError` naming it), which ``executor``
+    (a process pool, Ray's) then solves side by side. ``params`` are the policy's own
+    constructor arguments (``round_s``, ``partitions``, ...: a sweep spec's policy
+    settings); one it does not take is an :class:`InputError` naming it."""
+    from hetsched.registry import policy_settings, rolling, takes
 
-    params: dict[str, object] = {}
+    settings = dict(params or {})
     if partitions != 1:
         if not takes(name, "partitions"):
             raise InputError(f"policy {name} has no partitions", path="partitions",
                              value=partitions, expected="1 (partitions split an allocation "
                              "LP: gavel, gavel-max-sum)")
-        params["partitions"] = partitions
+        settings["partitions"] = partitions
+    for key, value in settings.items():
+        if key in REPLAY_ARGUMENTS or not takes(name, key):
+            own = [s for s in policy_settings(name) if s not in REPLAY_ARGUMENTS]
+            raise InputError(f"policy {name} has no setting {key}", path=key, value=value,
+                             expected="one of " + (", ".join(own) or "none") + (
+                                 " (the replay sets it)" if key in REPLAY_ARGUMENTS else ""))
+    if executor is not None and settings.get("partitions", 1) != 1:
+        settings["executor"] = executor
     return rolling(name, backend=backend, time_limit_s=time_limit_s, seed=seed,
-                   deterministic=deterministic, **params)
+                   deterministic=deterministic, **settings)
 
 
 def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = "fifo", *,
@@ -202,17 +220,33 @@ class TraceJobs:
     source: Path | None
 
 
-def trace_jobs(trace_path: Path, trace_format: str, cluster: Cluster, *,
-               throughput_path: Path | None = None, seed: int = 0,
-               on_bad_row: str = "fatal", limit_jobs: int | None = None,
-               deadline_fraction: float | None = None, load: float = 1.0) -> TraceJobs:
-    """Read a trace as :func:`run_replay` does (its arguments, the same jobs): the
-    throughput source (``throughput_path``, else Gavel's table beside a Gavel trace, else
-    the built-in catalogue), the trace read with the measured throughput, every job
-    checked to run on ``cluster``, arrivals scaled by ``load``."""
-    from hetsched.data import configurations
-    from hetsched.traces import read_trace
+@dataclasses.dataclass(frozen=True)
+class ReplayInputs:
+    """What every replay of one trace on one cluster shares, read once (a bench puts it in
+    Ray's object store once): the trace file and format, the cluster and its spec, the
+    measured throughput (``truth``), the policies' view of it (``model``) and its file
+    (``source``; ``None``: the built-in catalogue). The jobs, which a seed may change,
+    are read from it by :func:`read_jobs`."""
 
+    trace_path: Path
+    trace_format: str
+    cluster_spec: str
+    cluster: Cluster
+    truth: ThroughputModel
+    model: ThroughputModel
+    source: Path | None
+
+
+def replay_inputs(trace_path: Path, trace_format: str, cluster_spec: str, *,
+                  throughput_path: Path | None = None,
+                  cluster: Cluster | None = None) -> ReplayInputs:
+    """The shared inputs of replays of ``trace_path``: the cluster of ``cluster_spec``
+    (``cluster`` if already parsed) and the throughput source (``throughput_path``, else
+    Gavel's table beside a Gavel trace, else the built-in catalogue), measured and as the
+    policies see it."""
+    from hetsched.cluster_spec import parse_cluster
+
+    cluster = cluster if cluster is not None else parse_cluster(cluster_spec)
     source = throughput_path or default_throughput(trace_path, trace_format)
     if source is None:
         truth: ThroughputModel = catalogue_table(list(cluster.type_names))
@@ -220,15 +254,106 @@ def trace_jobs(trace_path: Path, trace_format: str, cluster: Cluster, *,
     else:
         truth, fitted = throughput_pair(source)
         model = PolicyView(fitted, truth)
-    trace = read_trace(trace_path, trace_format, throughput=truth,
+    return ReplayInputs(trace_path, trace_format, cluster_spec, cluster, truth, model, source)
+
+
+def read_jobs(inputs: ReplayInputs, *, seed: int = 0, on_bad_row: str = "fatal",
+              limit_jobs: int | None = None, deadline_fraction: float | None = None) -> Trace:
+    """The trace of ``inputs`` read with the measured throughput (``seed`` draws what the
+    trace lacks: job types, synthetic deadlines), every job checked to run on the
+    cluster."""
+    from hetsched.data import configurations
+    from hetsched.traces import read_trace
+
+    cluster, truth = inputs.cluster, inputs.truth
+    trace = read_trace(inputs.trace_path, inputs.trace_format, throughput=truth,
                        gpu_types=list(cluster.type_names), seed=seed, on_bad_row=on_bad_row,
                        limit_jobs=limit_jobs, deadline_fraction=deadline_fraction)
     for job in trace.jobs:
         if not configurations(cluster, truth, job):
-            raise InputError("job cannot run on this cluster", file=str(trace_path),
+            raise InputError("job cannot run on this cluster", file=str(inputs.trace_path),
                              path=f"job {job.id}", value=f"{job.num_gpus} x {job.job_type}",
                              expected="a GPU type of the cluster with measured throughput")
-    return TraceJobs(scale_arrivals(trace.jobs, load), truth, model, trace, source)
+    return trace
+
+
+def trace_jobs(trace_path: Path, trace_format: str, cluster: Cluster, *,
+               throughput_path: Path | None = None, seed: int = 0,
+               on_bad_row: str = "fatal", limit_jobs: int | None = None,
+               deadline_fraction: float | None = None, load: float = 1.0) -> TraceJobs:
+    """Read a trace as :func:`run_replay` does (its arguments, the same jobs):
+    :func:`replay_inputs`, :func:`read_jobs`, arrivals scaled by ``load``."""
+    inputs = replay_inputs(trace_path, trace_format, "", throughput_path=throughput_path,
+                           cluster=cluster)
+    trace = read_jobs(inputs, seed=seed, on_bad_row=on_bad_row, limit_jobs=limit_jobs,
+                      deadline_fraction=deadline_fraction)
+    return TraceJobs(scale_arrivals(trace.jobs, load), inputs.truth, inputs.model, trace,
+                     inputs.source)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayOutput:
+    """A finished replay: its summary (``summary.json``'s keys and ``timing.json``'s
+    figures) and its files as text (:meth:`hetsched.outcome.Replay.files`), which a bench
+    worker hands back for the bench to write."""
+
+    summary: dict[str, object]
+    files: dict[str, str]
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the replay was stopped before every job finished (Ctrl-C, SIGTERM)."""
+        return bool(self.summary.get("interrupted"))
+
+
+def replay_trace(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *,
+                 policy_name: str, seed: int = 0, load: float = 1.0,
+                 interval_s: float | None = None, restart_penalty_s: float = 30.0,
+                 time_limit_s: float | None = 5.0, deterministic: bool = True,
+                 params: Mapping[str, object] | None = None,
+                 progress: Progress | None = None, out: Path | None = None) -> ReplayOutput:
+    """Replay the jobs of ``trace`` (arrivals scaled by ``load``) under ``policy`` and
+    render its outputs (:func:`run_replay`'s, whose arguments these are; ``params``, the
+    policy's own settings, are recorded in the summary as ``policy_params``). With
+    ``out``, the files are written there as one set before a Ctrl-C that came meanwhile
+    takes effect."""
+    from hetsched.formulations.versions import solver_versions
+    from hetsched.interrupts import deferred_interrupts
+    from hetsched.outcome import write_folder
+    from hetsched.simulate import Simulator
+
+    cluster = inputs.cluster
+    jobs = scale_arrivals(trace.jobs, load)
+    simulator = Simulator(cluster, jobs, policy, truth=inputs.truth, model=inputs.model,
+                          interval_s=interval_s, restart_penalty_s=restart_penalty_s,
+                          progress=progress)
+    replay = simulator.run()
+    if progress is not None:
+        progress.close()
+    extra: dict[str, object] = {
+        "trace": str(inputs.trace_path), "format": inputs.trace_format,
+        "cluster": inputs.cluster_spec, "gpus": len(cluster.gpus), "policy": policy_name,
+        **({"policy_params": dict(params)} if params else {}), "seed": seed,
+        **policy.figures(),
+        "throughput": str(inputs.source) if inputs.source else "built-in catalogue",
+        "skipped_rows": trace.skipped_rows, "excluded": dict(trace.excluded),
+        "notes": list(trace.notes), "load": load,
+        "solver_limit": {"per_decision": time_limit_s,
+                         "unit": "work units" if deterministic else "s wall"},
+        "solver_versions": solver_versions()}
+    # A Ctrl-C from here on stops after the files are rendered (and written); a write that
+    # fails (a full disk) leaves the folder as it was and ends in one line naming it.
+    with deferred_interrupts():
+        output = _render(replay, jobs, inputs, extra)
+        if out is not None:
+            with writing(out, "out", "the output folder"):
+                write_folder(out, output.files)
+                if output.violations:
+                    raise InvalidScheduleError(f"the replay written to {out}",
+                                               output.violations)
+    if output.violations:
+        raise InvalidScheduleError("the replay", output.violations)
+    return ReplayOutput(output.summary, output.files)
 
 
 def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_name: str, *,
@@ -237,7 +362,8 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                seed: int = 0, limit_jobs: int | None = None, on_bad_row: str = "fatal",
                deadline_fraction: float | None = None, restart_penalty_s: float = 30.0,
                show_progress: bool = True, load: float = 1.0,
-               deterministic: bool = True, partitions: int = 1) -> dict[str, object]:
+               deterministic: bool = True, partitions: int = 1,
+               executor: Executor | None = None) -> dict[str, object]:
     """Read the trace, replay it under the policy, write the outputs into the folder
     ``out`` (new, or one a replay wrote: it is replaced as a whole); returns the summary
     and the wall-clock figures of ``timing.json``. The policy is called at every boundary
@@ -246,19 +372,15 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     carries the lower bounds of :func:`hetsched.bounds.lower_bounds` (``bound_*``, measured
     throughput). ``deterministic`` (the default) makes every solver limit a deterministic
     work limit, so the same command gives byte-identical ``summary.json``, ``jobs.csv``
-    and ``decisions.csv``; ``False`` uses wall-clock limits (``--wall-clock``)."""
+    and ``decisions.csv``; ``False`` uses wall-clock limits (``--wall-clock``).
+    ``executor`` solves POP's ``partitions`` side by side (the same results)."""
     from hetsched.cluster_spec import parse_cluster
-    from hetsched.formulations.versions import solver_versions
-    from hetsched.simulate import (
-        Simulator,
-        check_interval,
-        check_out_folder,
-        check_restart_penalty,
-    )
+    from hetsched.simulate import check_interval, check_out_folder, check_restart_penalty
 
     # Options first, so that a typo is reported before a trace of 80,000 rows is read.
     policy = rolling_policy(policy_name, backend=backend, time_limit_s=time_limit_s, seed=seed,
-                            deterministic=deterministic, partitions=partitions)
+                            deterministic=deterministic, partitions=partitions,
+                            executor=executor)
     check_interval(interval_s)
     check_restart_penalty(restart_penalty_s)
     check_load(load)
@@ -266,38 +388,27 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     cluster = parse_cluster(cluster_spec)
     check_out_folder(out)
     check_output_folder(out)  # before the work: a run must not end in a write error
-    read = trace_jobs(trace_path, trace_format, cluster, throughput_path=throughput_path,
-                      seed=seed, on_bad_row=on_bad_row, limit_jobs=limit_jobs,
-                      deadline_fraction=deadline_fraction, load=load)
-    jobs, truth, model, trace, source = read.jobs, read.truth, read.model, read.trace, \
-        read.source
-    progress = Progress(len(jobs)) if show_progress else None
-    simulator = Simulator(cluster, jobs, policy, truth=truth, model=model,
-                          interval_s=interval_s, restart_penalty_s=restart_penalty_s,
-                          progress=progress)
-    replay = simulator.run()
-    if progress is not None:
-        progress.close()
-    from hetsched.interrupts import deferred_interrupts
-
-    # A Ctrl-C from here on stops after the files are written; a write that fails (a full
-    # disk) leaves the folder as it was and ends in one line naming it.
-    with deferred_interrupts(), writing(out, "out", "the output folder"):
-        return _write(replay, out, jobs, cluster, truth, {
-            "trace": str(trace_path), "format": trace_format, "cluster": cluster_spec,
-            "gpus": len(cluster.gpus), "policy": policy_name, "seed": seed,
-            **policy.figures(),
-            "throughput": str(source) if source else "built-in catalogue",
-            "skipped_rows": trace.skipped_rows, "excluded": dict(trace.excluded),
-            "notes": list(trace.notes), "load": load,
-            "solver_limit": {"per_decision": time_limit_s,
-                             "unit": "work units" if deterministic else "s wall"},
-            "solver_versions": solver_versions()})
+    inputs = replay_inputs(trace_path, trace_format, cluster_spec,
+                           throughput_path=throughput_path, cluster=cluster)
+    trace = read_jobs(inputs, seed=seed, on_bad_row=on_bad_row, limit_jobs=limit_jobs,
+                      deadline_fraction=deadline_fraction)
+    progress = Progress(len(trace.jobs)) if show_progress else None
+    return replay_trace(inputs, trace, policy, policy_name=policy_name, seed=seed, load=load,
+                        interval_s=interval_s, restart_penalty_s=restart_penalty_s,
+                        time_limit_s=time_limit_s, deterministic=deterministic,
+                        progress=progress, out=out).summary
 
 
-def _write(replay: Replay, out: Path, jobs: Sequence[Job], cluster: Cluster,
-           truth: ThroughputModel, extra: dict[str, object]) -> dict[str, object]:
-    """Add the lower bounds to ``extra``, write the replay's files; the summary.
+@dataclasses.dataclass(frozen=True)
+class _Rendered:
+    summary: dict[str, object]
+    files: dict[str, str]
+    violations: list[Violation]
+
+
+def _render(replay: Replay, jobs: Sequence[Job], inputs: ReplayInputs,
+            extra: dict[str, object]) -> _Rendered:
+    """Add the lower bounds to ``extra``, check the replay, render its files.
 
     The bounds are of the jobs the metrics cover: every job, or, in an interrupted replay
     (whose metrics cover the finished jobs only), the finished jobs (``bounds_cover``).
@@ -309,13 +420,12 @@ def _write(replay: Replay, out: Path, jobs: Sequence[Job], cluster: Cluster,
     if replay.interrupted:
         finished = {r.job.id for r in replay.records.values() if r.finish is not None}
         covered = [job for job in jobs if job.id in finished]
+    cluster, truth = inputs.cluster, inputs.truth
     extra = {**extra, **(lower_bounds(covered, cluster, truth).as_dict() if covered else {}),
              "bounds_cover": "finished jobs" if replay.interrupted else "all jobs"}
     violations = check_replay(replay, jobs, truth)
-    replay.write(out, extra)
-    if violations:
-        raise InvalidScheduleError(f"the replay written to {out}", violations)
-    return {**replay.summary(), **extra, **replay.timing()}
+    return _Rendered({**replay.summary(), **extra, **replay.timing()}, replay.files(extra),
+                     violations)
 
 
 def check_replay(replay: Replay, jobs: Sequence[Job], truth: ThroughputModel) -> list[Violation]:

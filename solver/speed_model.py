@@ -308,6 +308,11 @@ class FittedThroughputModel:
         object.__setattr__(self, "series", MappingProxyType(series))
         object.__setattr__(self, "data", tuple(self.data))
 
+    def __reduce__(self) -> tuple[type[FittedThroughputModel], tuple[object, ...]]:
+        """Pickled as its fields (for worker processes and Ray's object store)."""
+        return type(self), (self.settings, dict(self.series), dict(self.families),
+                            self.gpu_types, self.data, self.diagnostics, dict(self.source))
+
     @property
     def job_types(self) -> tuple[str, ...]:
         """The job types the model knows, sorted."""

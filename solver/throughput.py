@@ -109,6 +109,10 @@ class ThroughputTable:
             clean[(job_type, gpu_type, num_gpus, Placement(placement))] = float(value)
         object.__setattr__(self, "entries", MappingProxyType(clean))
 
+    def __reduce__(self) -> tuple[type[ThroughputTable], tuple[dict[ThroughputKey, float]]]:
+        """Pickled as its entries (for worker processes and Ray's object store)."""
+        return type(self), (dict(self.entries),)
+
     @classmethod
     def from_rows(
         cls, rows: Iterable[tuple[str, str, int, Placement | str, float]]
