@@ -28,8 +28,9 @@ import math
 import time
 from pathlib import Path
 
-from hetsched.bench import BenchSettings, parse_loads, parse_policies, parse_seeds, run_bench
+from hetsched.bench import BenchSettings, run_bench
 from hetsched.bench_results import is_heuristic, read_results
+from hetsched.bench_spec import parse_loads, parse_policies, parse_seeds
 from hetsched.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent

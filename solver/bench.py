@@ -1,7 +1,9 @@
 """The benchmark harness: every policy x seed x load of one trace, side by side.
 
-Each combination is one replay (:func:`hetsched.replays.run_replay`), run in worker
-processes. The bench writes into its output folder:
+Each combination is one replay (a *cell*), run by an engine
+(:mod:`hetsched.bench_engine`: this process, a process pool, or Ray's
+:mod:`hetsched.bench_ray`); the cells' inputs are read once, here. The bench writes
+into its output folder:
 
 * ``results.csv``: one row per finished run (policy, seed, load, every key of the
   replay's ``summary.json``, the lower bounds of :mod:`hetsched.bounds` and the LP bound
@@ -9,10 +11,14 @@ processes. The bench writes into its output folder:
   run finishes, so an interrupted bench keeps its finished rows and a rerun skips them;
 * ``lp_bounds.json``: the LP bounds, one per job set (computed before the runs);
 * ``runs/<policy>-s<seed>-l<load>/``: each run's ``summary.json``, ``jobs.csv``,
-  ``decisions.csv`` and ``timing.json`` (wall clock; its figures are in results.csv too);
+  ``decisions.csv`` and ``timing.json`` (wall clock; its figures are in results.csv too),
+  handed back by the worker and written here as one set;
 * ``bench.json``: the settings that shape the results (a rerun with other settings into
   the same folder is refused);
 * ``report.md`` and the plots (PNG): see docs/bench.md.
+
+Several benches (a sweep spec's traces and clusters, :mod:`hetsched.bench_spec`) run
+together on one engine (:func:`run_benches`), each into its own folder.
 """
 
 from __future__ import annotations
@@ -21,33 +27,36 @@ import contextlib
 import json
 import logging
 import math
-import multiprocessing
-import os
-import sys
-import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from hetsched.bench_bounds import LpBounds
+from hetsched.bench_engine import Cell, CellOptions, Engine, default_workers, run_cells
+from hetsched.bench_local import LocalEngine
+from hetsched.bench_progress import BenchProgress
 from hetsched.bench_report import write_report
 from hetsched.bench_results import (
     KEY_COLUMNS,
-    BenchRow,
     append_result,
-    duration_text,
     read_results,
     result_row,
     resume_rows,
 )
 from hetsched.errors import InputError
-from hetsched.formulations.options import MAX_SEED, check_seed
+from hetsched.formulations.options import MAX_SEED
 from hetsched.interrupts import deferred_interrupts
 from hetsched.outputs import check_output_folder, locked_folder, write_text, writing
 from hetsched.replays import MAX_LOAD, MIN_LOAD
+
+if TYPE_CHECKING:
+    from hetsched.replays import ReplayOutput
+
+__all__ = ["ENGINES", "BenchOutcome", "BenchSettings", "PolicyVariant", "RunSpec",
+           "default_workers", "load_label", "make_engine", "plan", "run_bench",
+           "run_benches"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +65,8 @@ log = logging.getLogger(__name__)
 SETTING_FIELDS = ("trace", "trace_format", "cluster", "limit_jobs", "time_limit_s",
                   "deterministic", "throughput", "backend", "interval_s", "deadline_fraction",
                   "restart_penalty_s", "on_bad_row")
+#: A policy label: what results.csv's ``policy`` column and the run folders carry.
+LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
 
 def load_label(load: float) -> str:
@@ -63,68 +74,58 @@ def load_label(load: float) -> str:
     return f"{load:g}"
 
 
-def default_workers() -> int:
-    """min(2, CPUs): the replays of exact models are CPU-bound."""
-    return max(1, min(2, os.cpu_count() or 1))
+# --- engines and settings ---------------------------------------------------------------
 
 
-# --- settings ---------------------------------------------------------------------------
+def _local_engine(workers: int | None, address: str | None) -> Engine:
+    if address is not None:
+        raise InputError("an address is for the ray engine", path="address", value=address,
+                         expected="no --address, or --engine ray")
+    return LocalEngine(workers or default_workers())
 
 
-def _split(text: str, option: str) -> list[str]:
-    items = [item.strip() for item in text.split(",")]
-    if not text.strip() or any(not item for item in items):
-        raise InputError("empty item in a list", path=option, value=text,
-                         expected="comma-separated values, e.g. a,b,c")
-    return list(dict.fromkeys(items))
+def _ray_engine(workers: int | None, address: str | None) -> Engine:
+    try:  # only now: the local path never imports ray
+        from hetsched.bench_ray import RayEngine
+    except ImportError as exc:
+        raise InputError("ray is not installed", path="engine", value="ray",
+                         expected='pip install -e ".[ray]" (or --engine local)') from exc
+    return RayEngine(address=address, workers=workers)
 
 
-def parse_policies(text: str) -> tuple[str, ...]:
-    """``fifo,deadline`` -> ``("fifo", "deadline")``; every name must be a known rolling
-    policy (an :class:`InputError` lists the unknown ones and the known ones)."""
-    from hetsched.replays import rolling_policy
-
-    names = _split(text, "policies")
-    unknown: list[str] = []
-    expected = ""
-    for name in names:
-        try:
-            rolling_policy(name, time_limit_s=1.0)
-        except InputError as exc:
-            unknown.append(name)
-            expected = exc.expected or ""
-    if unknown:
-        raise InputError("unknown policies", path="policies", value=",".join(unknown),
-                         expected=expected or "known policy names")
-    return tuple(names)
+#: The engines by the name ``--engine`` takes: (workers, address) -> engine.
+ENGINES: dict[str, Callable[[int | None, str | None], Engine]] = {
+    "local": _local_engine, "ray": _ray_engine}
 
 
-def parse_seeds(text: str) -> tuple[int, ...]:
-    """``0,1,2`` -> ``(0, 1, 2)``; integers >= 0, duplicates dropped."""
-    seeds = []
-    for item in _split(text, "seeds"):
-        if not (item.isascii() and item.isdigit()):  # ("²".isdigit() is True)
-            raise InputError("bad seed", path="seeds", value=item,
-                             expected=f"integers from 0 to {MAX_SEED:,}, e.g. 0,1,2")
-        seeds.append(check_seed(int(item), "seeds"))
-    return tuple(dict.fromkeys(seeds))
+def make_engine(name: str, *, workers: int | None = None,
+                address: str | None = None) -> Engine:
+    """The engine called ``name`` (:data:`ENGINES`): ``local`` with ``workers`` processes
+    (default min(2, CPUs)), or ``ray`` on the cluster at ``address`` (none: a local Ray on
+    this machine with ``workers`` CPUs, default min(2, CPUs)). An unknown name, an
+    address for the local engine, or Ray not installed is an :class:`InputError`."""
+    if name not in ENGINES:
+        raise InputError("unknown engine", path="engine", value=name,
+                         expected="one of " + ", ".join(ENGINES))
+    return ENGINES[name](workers, address)
 
 
-def parse_loads(text: str) -> tuple[float, ...]:
-    """``0.5,1,2`` -> ``(0.5, 1.0, 2.0)``: arrival-rate multipliers, finite and > 0;
-    loads written alike (:func:`load_label`) are one."""
-    loads: dict[str, float] = {}
-    for item in _split(text, "load"):
-        try:
-            value = float(item)
-        except ValueError:
-            value = math.nan
-        if not (MIN_LOAD <= value <= MAX_LOAD):  # (NaN too)
-            raise InputError("bad load", path="load", value=item,
-                             expected=f"numbers from {MIN_LOAD:g} to {MAX_LOAD:g} "
-                             "(arrival-rate multipliers), e.g. 0.5,1,2")
-        loads.setdefault(load_label(value), value)
-    return tuple(loads.values())
+@dataclass(frozen=True)
+class PolicyVariant:
+    """A registered policy with settings of its own (constructor arguments such as
+    ``partitions`` or ``round_s``), under a label of its own: results.csv's ``policy``
+    column and the run folders carry the label, ``summary.json`` the policy's name and
+    its ``policy_params``. A sweep spec's policy tables make them."""
+
+    label: str
+    policy: str
+    params: tuple[tuple[str, Any], ...]
+
+    def __post_init__(self) -> None:
+        if not LABEL.fullmatch(self.label):
+            raise InputError("bad policy label", path="label", value=self.label,
+                             expected="1-64 letters, digits, '.', '_', '+' or '-', starting "
+                             "with a letter or digit (it names run folders)")
 
 
 @dataclass(frozen=True)
@@ -156,11 +157,19 @@ class BenchSettings:
     on_bad_row: str = "fatal"
     #: add the LP bound on the average JCT to every row (hetsched.bench_bounds)
     lp_bound: bool = True
+    #: the policies of ``policies`` that are labels of a policy with settings
+    variants: tuple[PolicyVariant, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.policies:
             raise InputError("no policies", path="policies", value="",
                              expected="at least one policy name")
+        labels = [variant.label for variant in self.variants]
+        stray = [label for label in labels if label not in self.policies]
+        if stray or len(set(labels)) < len(labels):
+            raise InputError("policy labels must be listed once each in policies",
+                             path="policies", value=stray or labels,
+                             expected="every label in policies, none twice")
         if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int)
                                  or not 0 <= s <= MAX_SEED for s in self.seeds):
             raise InputError("bad seeds", path="seeds", value=self.seeds,
@@ -188,13 +197,29 @@ class BenchSettings:
                              path="throughput_path")
 
     def identity(self) -> dict[str, Any]:
-        """The settings that shape every run's result (``bench.json``)."""
+        """The settings that shape every run's result (``bench.json``): the fields of
+        :data:`SETTING_FIELDS`, and each labelled policy's name and settings."""
         values = asdict(self)
         identity = {name: values[name] for name in SETTING_FIELDS}
         identity["trace"] = str(self.trace.resolve())
         identity["throughput"] = None if self.throughput is None else \
             str(self.throughput.resolve())
+        if self.variants:
+            identity["policy_params"] = {v.label: {"policy": v.policy, **dict(v.params)}
+                                         for v in self.variants}
         return identity
+
+    def policy_of(self, label: str) -> tuple[str, tuple[tuple[str, Any], ...]]:
+        """The registered policy and its settings behind a label of ``policies``."""
+        for variant in self.variants:
+            if variant.label == label:
+                return variant.policy, variant.params
+        return label, ()
+
+    def cell_options(self) -> CellOptions:
+        """The replay settings every cell of this bench shares."""
+        return CellOptions(self.backend, self.time_limit_s, self.deterministic,
+                           self.interval_s, self.restart_penalty_s)
 
 
 @dataclass(frozen=True)
@@ -216,88 +241,52 @@ class RunSpec:
         return (self.policy, str(self.seed), load_label(self.load))
 
 
-@dataclass(frozen=True)
-class _Task:
-    """What a worker process needs to run one replay."""
+def _check_folder(settings: BenchSettings, out: Path) -> None:
+    """Refuse an output folder that holds a bench of other settings; else record ours."""
+    recorded = out / "bench.json"
+    identity = settings.identity()
+    if recorded.is_file():
+        try:
+            before = json.loads(recorded.read_text(encoding="utf-8"))
+        except ValueError:
+            before = None
+        if not isinstance(before, dict):
+            raise InputError("unreadable bench.json in the output folder", file=str(recorded),
+                             path="out", expected="a JSON object (or a fresh --out)")
+        changed = [name for name in SETTING_FIELDS if before.get(name) != identity[name]]
+        recorded_params = before.get("policy_params") or {}
+        changed += [f"policy_params.{label}" for label, params in
+                    identity.get("policy_params", {}).items()
+                    if label in recorded_params and recorded_params[label] != params]
+        if changed:
+            name = changed[0]
+            now, then = _setting(identity, name), _setting(before, name)
+            raise InputError("the output folder holds a bench with other settings",
+                             file=str(recorded), path=name, value=now,
+                             expected=f"{then!r} as before (rerunning resumes a "
+                             "bench), or another --out")
+    from hetsched.formulations.versions import solver_versions
 
-    settings: BenchSettings
-    spec: RunSpec
-    out: Path
+    if before_params := _recorded_params(recorded):  # labels of earlier runs stay recorded
+        identity["policy_params"] = {**before_params, **identity.get("policy_params", {})}
+    write_text(recorded, json.dumps({**identity, "solver_versions": solver_versions()},
+                                    indent=1) + "\n", "out", "bench.json")
 
 
-def _replay(task: _Task) -> dict[str, object]:
-    """Run one replay (in a worker process) and return its summary."""
-    from hetsched.replays import run_replay
-
-    settings, spec = task.settings, task.spec
-    return run_replay(
-        settings.trace, settings.trace_format, settings.cluster, spec.policy, out=task.out,
-        throughput_path=settings.throughput, backend=settings.backend,
-        interval_s=settings.interval_s, time_limit_s=settings.time_limit_s, seed=spec.seed,
-        limit_jobs=settings.limit_jobs, on_bad_row=settings.on_bad_row,
-        deadline_fraction=settings.deadline_fraction,
-        restart_penalty_s=settings.restart_penalty_s, show_progress=False, load=spec.load,
-        deterministic=settings.deterministic)
+def _setting(identity: Mapping[str, Any], name: str) -> Any:
+    """A setting of ``bench.json`` by name (``policy_params.LABEL``: a label's settings)."""
+    if name.startswith("policy_params."):
+        return (identity.get("policy_params") or {}).get(name.split(".", 1)[1])
+    return identity.get(name)
 
 
-# --- progress ---------------------------------------------------------------------------
-
-
-class BenchProgress:
-    """One line per finished run on ``stream`` (stderr); on a terminal also a status line
-    (runs done, running, elapsed) refreshed as runs finish and every few seconds."""
-
-    def __init__(self, total: int, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.total = total
-        self.done = 0
-        self.running: list[str] = []
-        self.began = time.monotonic()
-        self.tty = self.stream.isatty()
-
-    def line(self, text: str) -> None:
-        """Write one permanent line (above the status line on a terminal)."""
-        if self.tty:
-            self.stream.write("\r\033[K")
-        self.stream.write(text + "\n")
-        self.status()
-
-    def finished(self, spec: RunSpec, row: dict[str, str], seconds: float) -> None:
-        """Report a finished run: jobs, average JCT against its bound, deadlines, time."""
-        self.done += 1
-        typed = BenchRow.from_cells(row)
-        summary, ratio = typed.summary, typed.avg_jct_over_bound
-        text = (f"[{self.done}/{self.total}] {spec.name}: {summary.completed}/"
-                f"{summary.jobs} jobs, avg JCT {duration_text(summary.avg_jct_s)}"
-                + (f" ({ratio:.2f}x bound)" if math.isfinite(ratio) else "")
-                + (f", deadlines met {summary.deadline_met}/{summary.deadline_jobs}"
-                   if summary.deadline_jobs else "")
-                + f", fallbacks {summary.fallbacks}, {seconds:.1f} s")
-        self.line(text)
-
-    def failed(self, spec: RunSpec, error: BaseException) -> None:
-        """Report a run that raised."""
-        self.done += 1
-        self.line(f"[{self.done}/{self.total}] {spec.name}: FAILED: "
-                  f"{type(error).__name__}: {error}")
-
-    def status(self) -> None:
-        """Refresh the status line (terminals only)."""
-        if not self.tty:
-            self.stream.flush()
-            return
-        elapsed = time.monotonic() - self.began
-        running = ", ".join(self.running[:3]) + (" ..." if len(self.running) > 3 else "")
-        self.stream.write(f"\r\033[K{self.done}/{self.total} runs done, "
-                          f"{len(self.running)} running ({running}), "
-                          f"{elapsed / 60:.0f} min {elapsed % 60:02.0f} s")
-        self.stream.flush()
-
-    def close(self) -> None:
-        """End the status line."""
-        if self.tty:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
+def _recorded_params(recorded: Path) -> dict[str, Any]:
+    """The labelled policies recorded in ``bench.json`` (none if absent or unreadable)."""
+    with contextlib.suppress(OSError, ValueError):
+        before = json.loads(recorded.read_text(encoding="utf-8"))
+        found = before.get("policy_params") if isinstance(before, dict) else None
+        return dict(found) if isinstance(found, dict) else {}
+    return {}
 
 
 # --- the bench --------------------------------------------------------------------------
@@ -321,183 +310,161 @@ def plan(settings: BenchSettings) -> list[RunSpec]:
             for policy in settings.policies for seed in settings.seeds]
 
 
-def _check_folder(settings: BenchSettings, out: Path) -> None:
-    """Refuse an output folder that holds a bench of other settings; else record ours."""
-    recorded = out / "bench.json"
-    identity = settings.identity()
-    if recorded.is_file():
-        try:
-            before = json.loads(recorded.read_text(encoding="utf-8"))
-        except ValueError:
-            before = None
-        if not isinstance(before, dict):
-            raise InputError("unreadable bench.json in the output folder", file=str(recorded),
-                             path="out", expected="a JSON object (or a fresh --out)")
-        changed = [name for name in SETTING_FIELDS if before.get(name) != identity[name]]
-        if changed:
-            name = changed[0]
-            raise InputError("the output folder holds a bench with other settings",
-                             file=str(recorded), path=name, value=identity[name],
-                             expected=f"{before.get(name)!r} as before (rerunning resumes a "
-                             "bench), or another --out")
-    from hetsched.formulations.versions import solver_versions
-
-    write_text(recorded, json.dumps({**identity, "solver_versions": solver_versions()},
-                                    indent=1) + "\n", "out", "bench.json")
-
-
-def run_bench(settings: BenchSettings, out: Path, *, stream: TextIO | None = None,
-              report: bool = True) -> BenchOutcome:
+def run_bench(settings: BenchSettings, out: Path, *, engine: Engine | None = None,
+              stream: TextIO | None = None, report: bool = True) -> BenchOutcome:
     """Run every combination of ``settings`` not yet in ``out/results.csv``, appending each
     row as its run finishes, then write the report and plots (``report=True``).
 
-    Runs go to ``settings.workers`` processes (in this process with one worker). Bad
-    input raises :class:`InputError` (before any run, or from the first run that meets
-    it); a run that fails otherwise is reported and left out of results.csv (a rerun
-    retries it); Ctrl-C stops the bench, keeping the finished rows. The folder is checked
-    first (writable) and locked for the bench (a second bench into it is refused); a torn
-    last row of results.csv is dropped and its run done again
-    (:func:`hetsched.bench_results.resume_rows`).
+    Runs go to ``engine`` (default: :class:`~hetsched.bench_engine.LocalEngine` with
+    ``settings.workers`` processes, this process with one). Bad input raises
+    :class:`InputError` (before any run, or from the first run that meets it); a run
+    that fails otherwise, or whose worker dies, is tried once more, then reported and
+    left out of results.csv (a rerun retries it); Ctrl-C stops the bench, keeping the
+    finished rows. The folder is checked first (writable) and locked for the bench (a
+    second bench into it is refused); a torn last row of results.csv is dropped and its
+    run done again (:func:`hetsched.bench_results.resume_rows`).
     """
-    check_output_folder(out)
-    with writing(out, "out", "the output folder"):
-        out.mkdir(parents=True, exist_ok=True)
-    with locked_folder(out):
-        return _run_locked(settings, out, stream, report)
+    return run_benches([(settings, out)], engine=engine, stream=stream, report=report)[0]
 
 
-def _run_locked(settings: BenchSettings, out: Path, stream: TextIO | None,
-                report: bool) -> BenchOutcome:
-    _check_folder(settings, out)
-    results = out / "results.csv"
-    warnings: list[str] = []
-    kept = resume_rows(results, warnings.append)
-    done = {tuple(r[k] for k in KEY_COLUMNS) for r in kept}
-    todo = [spec for spec in plan(settings) if spec.key not in done]
-    skipped = len(plan(settings)) - len(todo)
-    progress = BenchProgress(len(todo), stream)
-    for warning in warnings:
-        progress.line(f"warning: {warning}")
-    if skipped:
-        progress.line(f"{skipped} runs already in {results}: skipped")
-    failed: list[str] = []
-    ran = 0
-    interrupted = False
-    lacking = [row for row in kept if not row.get("bound_lp_avg_jct_s")]
-    lp_bounds = (LpBounds(out, settings, progress.line)
-                 if settings.lp_bound and (todo or lacking) else None)
-    if lp_bounds is not None:  # before the runs: computed once per job set, cached
-        lp_bounds.prepare((spec.seed, spec.load) for spec in todo)
-        if lacking:  # rows of an earlier bench (or a failed bound) get it now
-            lp_bounds.add_to_rows(results, kept, lacking)
+def run_benches(benches: Sequence[tuple[BenchSettings, Path]], *, engine: Engine | None = None,
+                stream: TextIO | None = None, report: bool = True,
+                names: Sequence[str] | None = None) -> list[BenchOutcome]:
+    """:func:`run_bench` for several benches (settings, folder) at once, their runs in one
+    queue on one engine; ``names`` prefix each bench's progress lines."""
+    folders = [out for _, out in benches]
+    for out in folders:
+        check_output_folder(out)
+        with writing(out, "out", "the output folder"):
+            out.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as locks:
+        for out in folders:
+            locks.enter_context(locked_folder(out))
+        return _run_locked(benches, names or [""] * len(benches), engine, stream, report)
 
-    def record(spec: RunSpec, summary: dict[str, object], seconds: float) -> None:
-        nonlocal ran, interrupted
-        if summary.get("interrupted"):
-            interrupted = True
-            progress.line(f"{spec.name}: interrupted, not recorded")
+
+class _Bench:
+    """One bench folder at work: its settings, what it still has to run, its LP bounds;
+    it records each finished run (the run's folder, its row, the progress line)."""
+
+    def __init__(self, index: int, settings: BenchSettings, out: Path, name: str,
+                 progress: BenchProgress) -> None:
+        self.index, self.settings, self.out, self.progress = index, settings, out, progress
+        self.prefix = f"{name}/" if name else ""
+        self.results = out / "results.csv"
+        _check_folder(settings, out)
+        warnings: list[str] = []
+        self.kept = resume_rows(self.results, warnings.append)
+        for warning in warnings:
+            progress.line(f"warning: {warning}")
+        done = {tuple(r[k] for k in KEY_COLUMNS) for r in self.kept}
+        self.todo = [spec for spec in plan(settings) if spec.key not in done]
+        self.skipped = len(plan(settings)) - len(self.todo)
+        if self.skipped:
+            progress.line(f"{self.skipped} runs already in {self.results}: skipped")
+        self.ran = 0
+        self.failed: list[str] = []
+        self.lp_bounds: LpBounds | None = None
+
+    def prepare(self, inputs: dict[str, object]) -> list[Cell]:
+        """The LP bounds (before the runs: once per job set, cached), the inputs of the
+        runs still to do (read once, added to ``inputs``), and their cells."""
+        lacking = [row for row in self.kept if not row.get("bound_lp_avg_jct_s")]
+        if self.settings.lp_bound and (self.todo or lacking):
+            self.lp_bounds = LpBounds(self.out, self.settings, self.progress.line)
+            self.lp_bounds.prepare((spec.seed, spec.load) for spec in self.todo)
+            if lacking:  # rows of an earlier bench (or a failed bound) get it now
+                self.lp_bounds.add_to_rows(self.results, self.kept, lacking)
+        if not self.todo:
+            return []
+        from hetsched.replays import read_jobs, replay_inputs
+
+        settings, key = self.settings, str(self.index)
+        shared = inputs[key] = replay_inputs(settings.trace, settings.trace_format,
+                                             settings.cluster,
+                                             throughput_path=settings.throughput)
+        for seed in dict.fromkeys(spec.seed for spec in self.todo):
+            inputs[f"{key}/s{seed}"] = read_jobs(
+                shared, seed=seed, on_bad_row=settings.on_bad_row,
+                limit_jobs=settings.limit_jobs, deadline_fraction=settings.deadline_fraction)
+        options = settings.cell_options()
+        return [Cell(spec.name, self.index, key, f"{key}/s{spec.seed}",
+                     *settings.policy_of(spec.policy), spec.seed, spec.load, options)
+                for spec in self.todo]
+
+    def record(self, cell: Cell, output: ReplayOutput, seconds: float) -> None:
+        """Write a finished run's folder and append its row (a Ctrl-C or SIGTERM neither
+        tears nor drops them); an interrupted run is not recorded."""
+        if output.interrupted:
+            self.progress.line(f"{self.prefix}{cell.name}: interrupted, not recorded")
             return
-        row = result_row(spec.policy, spec.seed, load_label(spec.load), summary)
-        if lp_bounds is not None:
-            row.update(lp_bounds.columns(spec.seed, spec.load, row))
-        with deferred_interrupts():  # a Ctrl-C or SIGTERM neither tears nor drops the row
-            append_result(results, row)
-            ran += 1
-            progress.finished(spec, row, seconds)
+        from hetsched.outcome import write_folder
 
-    tasks = [_Task(settings, spec, out / "runs" / spec.name) for spec in todo]
+        label = cell.name.rsplit("-s", 1)[0]
+        row = result_row(label, cell.seed, load_label(cell.load), output.summary)
+        if cell.policy != label:
+            row["policy_name"] = cell.policy
+        if self.lp_bounds is not None:
+            row.update(self.lp_bounds.columns(cell.seed, cell.load, row))
+        folder = self.out / "runs" / cell.name
+        with deferred_interrupts():
+            with writing(folder, "out", "the run's folder"):
+                write_folder(folder, output.files)
+            append_result(self.results, row)
+            self.ran += 1
+            self.progress.finished(self.prefix + cell.name, row, seconds)
+
+    def outcome(self, interrupted: bool, report: bool) -> BenchOutcome:
+        """What this bench did; its report drawn (``report``) if it has rows."""
+        written = write_report(self.out) if report and read_results(self.results) else None
+        return BenchOutcome(self.out, self.ran, self.skipped, tuple(self.failed), interrupted,
+                            written)
+
+
+class _Sink:
+    """Hears the engine's cells and hands each to its bench."""
+
+    def __init__(self, benches: Sequence[_Bench], progress: BenchProgress) -> None:
+        self.benches, self.progress = benches, progress
+
+    def _name(self, cell: Cell) -> str:
+        return self.benches[cell.bench].prefix + cell.name
+
+    def running(self, cells: Sequence[Cell]) -> None:
+        self.progress.running = [self._name(cell) for cell in cells]
+        self.progress.status()
+
+    def finished(self, cell: Cell, output: ReplayOutput, seconds: float) -> None:
+        self.benches[cell.bench].record(cell, output, seconds)
+
+    def retrying(self, cell: Cell, error: BaseException) -> None:
+        self.progress.retrying(self._name(cell), error)
+
+    def failed(self, cell: Cell, error: BaseException) -> None:
+        self.benches[cell.bench].failed.append(cell.name)
+        self.progress.failed(self._name(cell), error)
+
+
+def _run_locked(benches: Sequence[tuple[BenchSettings, Path]], names: Sequence[str],
+                engine: Engine | None, stream: TextIO | None,
+                report: bool) -> list[BenchOutcome]:
+    progress = BenchProgress(0, stream)
+    running = [_Bench(index, settings, out, name, progress)
+               for index, ((settings, out), name) in enumerate(zip(benches, names,
+                                                                   strict=True))]
+    progress.total = sum(len(bench.todo) for bench in running)
+    inputs: dict[str, object] = {}
+    cells = [cell for bench in running for cell in bench.prepare(inputs)]
+    if engine is None:
+        engine = LocalEngine(max(settings.workers for settings, _ in benches))
+    interrupted = False
     try:
-        if settings.workers == 1 or len(tasks) <= 1:
-            for task in tasks:
-                progress.running = [task.spec.name]
-                progress.status()
-                began = time.monotonic()
-                try:
-                    summary = _replay(task)
-                except InputError:
-                    raise
-                except Exception as exc:
-                    log.debug("run %s failed", task.spec.name, exc_info=True)
-                    failed.append(task.spec.name)
-                    progress.failed(task.spec, exc)
-                    continue
-                record(task.spec, summary, time.monotonic() - began)
-                if interrupted:
-                    break
-        else:
-            interrupted = _run_parallel(tasks, settings.workers, progress, record, failed)
-    except KeyboardInterrupt:
-        interrupted = True
+        interrupted = run_cells(engine, inputs, cells, _Sink(running, progress))
     finally:
-        progress.running = []
         progress.close()
     if interrupted:
-        progress.line(f"interrupted: {ran} runs recorded in {results}; run the same command "
-                      "again to resume")
-    written = write_report(out) if report and read_results(results) else None
-    return BenchOutcome(out, ran, skipped, tuple(failed), interrupted, written)
-
-
-def _run_parallel(tasks: Sequence[_Task], workers: int, progress: BenchProgress,
-                  record: Callable[[RunSpec, dict[str, object], float], None],
-                  failed: list[str]) -> bool:
-    """Run ``tasks`` in ``workers`` processes; returns whether the bench was interrupted."""
-    # Fresh processes (not fork: the parent may hold solver thread pools); the fork
-    # server imports the replay once, and every worker forks from it.
-    if sys.platform == "win32":
-        context = multiprocessing.get_context("spawn")
-    else:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["hetsched.bench", "hetsched.replays", "hetsched.simulate",
-                                        "hetsched.traces", "hetsched.bounds", "hetsched.workers"])
-    started: dict[Future[dict[str, object]], tuple[_Task, float]] = {}
-    queue = list(tasks)
-    interrupted = False
-    from hetsched.workers import guard_worker
-
-    # Workers die with this process, even when it is killed (solver/workers.py).
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context,
-                             initializer=guard_worker, initargs=(os.getpid(),)) as pool:
-        try:
-            while queue or started:
-                # Keep exactly ``workers`` runs submitted, so "running" is true.
-                while queue and len(started) < workers:
-                    task = queue.pop(0)
-                    started[pool.submit(_replay, task)] = (task, time.monotonic())
-                progress.running = [task.spec.name for task, _ in started.values()]
-                progress.status()
-                finished, _ = wait(started, timeout=5.0, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    task, began = started.pop(future)
-                    try:
-                        summary = future.result()
-                    except InputError:
-                        raise
-                    except BrokenProcessPool:
-                        raise
-                    except Exception as exc:
-                        failed.append(task.spec.name)
-                        progress.failed(task.spec, exc)
-                        continue
-                    record(task.spec, summary, time.monotonic() - began)
-                    if summary.get("interrupted"):
-                        interrupted = True
-                if interrupted:
-                    break
-        except (KeyboardInterrupt, BrokenProcessPool):
-            interrupted = True
-        finally:
-            for future in started:
-                future.cancel()
-            if interrupted:
-                # Runs still going were interrupted too (Ctrl-C reaches every worker):
-                # keep what they finished with, record nothing partial.
-                for future, (task, began) in list(started.items()):
-                    with contextlib.suppress(Exception, KeyboardInterrupt):
-                        summary = future.result(timeout=60)
-                        record(task.spec, summary, time.monotonic() - began)
-            pool.shutdown(wait=True, cancel_futures=True)
-    return interrupted
-
-
-# --- the report -------------------------------------------------------------------------
+        ran = sum(bench.ran for bench in running)
+        progress.line(f"interrupted: {ran} runs recorded in "
+                      + ", ".join(str(bench.results) for bench in running)
+                      + "; run the same command again to resume")
+    return [bench.outcome(interrupted, report) for bench in running]

@@ -108,6 +108,13 @@ def _policies(rows: Sequence[BenchRow]) -> list[str]:
     return list(dict.fromkeys(row.policy for row in rows))
 
 
+def _heuristic(rows: Sequence[BenchRow], label: str) -> bool:
+    """Whether the policy behind ``label`` is a heuristic (a labelled policy of a sweep
+    spec: the registered one its rows name in ``policy_name``)."""
+    names = {r.cells.get("policy_name") or r.policy for r in rows if r.policy == label}
+    return all(is_heuristic(name) for name in names or {label})
+
+
 def load_table(rows: Sequence[BenchRow]) -> list[str]:
     """The markdown table of one load: a row per policy, each column's mean over seeds
     (and min-max with several seeds), the best mean in bold, the ratio of each policy's
@@ -119,7 +126,7 @@ def load_table(rows: Sequence[BenchRow]) -> list[str]:
              for p in policies for c in COLUMNS}
     units = {c.title: _time_unit(stats[(p, c.title)][2] for p in policies)
              for c in COLUMNS if c.kind == "time"}
-    heuristic = [stats[(p, "avg JCT")][0] for p in policies if is_heuristic(p)]
+    heuristic = [stats[(p, "avg JCT")][0] for p in policies if _heuristic(rows, p)]
     heuristic = [v for v in heuristic if math.isfinite(v)]
     best_heuristic = min(heuristic) if heuristic else math.nan
     titles = []
@@ -152,7 +159,7 @@ def load_table(rows: Sequence[BenchRow]) -> list[str]:
             if column.title == "avg JCT":
                 cells.append(f"{mean / best_heuristic:.2f}x"
                              if math.isfinite(mean) and math.isfinite(best_heuristic) else "-")
-        name = policy if is_heuristic(policy) else f"{policy} (exact model)"
+        name = policy if _heuristic(rows, policy) else f"{policy} (exact model)"
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
@@ -182,7 +189,7 @@ def _write_report(out: Path, staging: Path, rows: list[BenchRow]) -> None:
     seeds = sorted({r.cells.get("seed", "") for r in rows}, key=cell_float)
     groups = _by_load(rows)
     policies = _policies(rows)
-    heuristics = [p for p in policies if is_heuristic(p)]
+    heuristics = [p for p in policies if _heuristic(rows, p)]
     lines = [
         f"# Benchmark: {Path(first.get('trace', '?')).name} ({first.get('format', '?')}) on "
         f"{first.get('cluster', '?')} ({first.get('gpus', '?')} GPUs)",

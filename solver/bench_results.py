@@ -40,7 +40,7 @@ NUMBER_COLUMNS = frozenset({"load", "utilization", "offered_load", "bound_total_
                             "avg_jct_over_lp_bound"})
 #: Columns holding JSON (lists and objects).
 JSON_COLUMNS = frozenset({"warnings", "excluded", "notes", "solver_limit",
-                          "solver_versions"})
+                          "solver_versions", "policy_params"})
 #: The remedy named by every error about a bad row.
 FIX = ("a row as hetsched bench writes it (delete the line to run that combination again, "
        "or use a fresh --out)")

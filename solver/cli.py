@@ -32,6 +32,8 @@ from hetsched.solve import solve
 log = logging.getLogger("hetsched")
 
 BACKENDS = ("cpsat", "highs", "cbc", "scip", "matching")
+#: ``--engine``: where replays run (``hetsched.bench.ENGINES``).
+ENGINES = ("local", "ray")
 
 
 #: A command reached more than this long (s) after the package was imported runs in a
@@ -267,24 +269,41 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
               help="Arrival-rate multiplier (2: arrivals twice as fast).")
 @click.option("--partitions", type=int, default=1, show_default=True,
               help="gavel, gavel-max-sum: split the LP into K random sub-problems (POP).")
+@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+              help="Where POP's K sub-problems are solved: in turn here, or as Ray tasks.")
+@click.option("--address", default=None,
+              help="--engine ray: the Ray cluster (HOST:6379, or auto); default: a local Ray.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: str,
                    backend: str | None, interval: float | None, time_limit: float,
                    wall_clock: bool, seed: int,
                    limit_jobs: int | None, throughput_path: Path | None,
                    restart_penalty: float, on_bad_row: str, deadline_fraction: float | None,
-                   load: float, partitions: int, out: Path) -> None:
+                   load: float, partitions: int, engine: str, address: str | None,
+                   out: Path) -> None:
     """Replay TRACE on a cluster under a policy; write summary.json, jobs.csv,
     decisions.csv (the same for the same input) and timing.json (wall clock) into --out,
     a new folder or one a replay wrote (replaced as a whole)."""
+    import contextlib
+    from concurrent.futures import Executor
+
     from hetsched.replays import run_replay
 
-    summary = run_replay(trace, trace_format, cluster_spec, policy, out=out,
-                         throughput_path=throughput_path, backend=backend, interval_s=interval,
-                         time_limit_s=time_limit, deterministic=not wall_clock, seed=seed,
-                         limit_jobs=limit_jobs,
-                         on_bad_row=on_bad_row, deadline_fraction=deadline_fraction,
-                         restart_penalty_s=restart_penalty, load=load, partitions=partitions)
+    solving: contextlib.AbstractContextManager[Executor | None] = contextlib.nullcontext()
+    if engine != "local" or address is not None:  # (the bench layer only when asked for)
+        from hetsched.bench import make_engine
+
+        chosen = make_engine(engine, address=address)
+        if partitions > 1:
+            solving = chosen.partition_executor()
+    with solving as executor:
+        summary = run_replay(trace, trace_format, cluster_spec, policy, out=out,
+                             throughput_path=throughput_path, backend=backend,
+                             interval_s=interval, time_limit_s=time_limit,
+                             deterministic=not wall_clock, seed=seed, limit_jobs=limit_jobs,
+                             on_bad_row=on_bad_row, deadline_fraction=deadline_fraction,
+                             restart_penalty_s=restart_penalty, load=load,
+                             partitions=partitions, executor=executor)
     for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
                 "deadline_met", "utilization", "preemptions", "decisions", "round_s",
                 "restart_penalty_s", "fallbacks", "decision_time_p95_s", "wall_time_s"):
@@ -305,18 +324,19 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
 
 
 @cli.command("bench")
-@click.option("--trace", required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--format", "trace_format", required=True,
+@click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--format", "trace_format", default=None,
               type=click.Choice(("gavel", "philly", "helios", "openb", "native")))
-@click.option("--cluster", "cluster_spec", required=True,
+@click.option("--cluster", "cluster_spec", default=None,
               help="v100=36,p100=36,k80=36, a cluster JSON, or openb:NODE_LIST.csv.")
-@click.option("--policies", required=True, help="Comma-separated policy names.")
+@click.option("--policies", default=None, help="Comma-separated policy names.")
 @click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
 @click.option("--load", "loads", default="1", show_default=True,
               help="Comma-separated arrival-rate multipliers (2 = twice as many arrivals "
               "per hour).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Parallel replays (default: min(2, CPUs)).")
+              help="Parallel replays (default: min(2, CPUs); with --engine ray --address: "
+              "at most this many, default every CPU of the cluster).")
 @click.option("--limit-jobs", type=click.IntRange(min=1), default=None,
               help="Only the N earliest jobs.")
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=0.1,
@@ -340,44 +360,67 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
               show_default=True)
 @click.option("--lp-bound/--no-lp-bound", default=True, show_default=True,
               help="Bound the average JCT by the LP relaxation (docs/bench.md).")
+@click.option("--spec", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A sweep spec (TOML: traces, formats, clusters, policies with settings, "
+              "seeds, loads; docs/bench.md) in place of --trace ... --policies.")
+@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+              help="Where the replays run: local processes, or Ray tasks.")
+@click.option("--address", default=None,
+              help="--engine ray: the Ray cluster (HOST:6379, or auto); default: a local Ray "
+              "on this machine.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
-def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: str,
-                  seeds: str, loads: str, workers: int | None, limit_jobs: int | None,
-                  time_limit: float, wall_clock: bool, throughput_path: Path | None,
-                  backend: str | None, interval: float | None, deadline_fraction: float | None,
-                  restart_penalty: float, on_bad_row: str, lp_bound: bool, out: Path) -> None:
-    """Replay TRACE under every policy x seed x load; write results.csv, report.md and plots
-    into --out (docs/bench.md). Rerunning the same command resumes."""
-    from hetsched.bench import (
-        BenchSettings,
-        default_workers,
-        parse_loads,
-        parse_policies,
-        parse_seeds,
-        run_bench,
-    )
-    from hetsched.cluster_spec import parse_cluster
+def bench_command(trace: Path | None, trace_format: str | None, cluster_spec: str | None,
+                  policies: str | None, seeds: str, loads: str, workers: int | None,
+                  limit_jobs: int | None, time_limit: float, wall_clock: bool,
+                  throughput_path: Path | None, backend: str | None, interval: float | None,
+                  deadline_fraction: float | None, restart_penalty: float, on_bad_row: str,
+                  lp_bound: bool, spec: Path | None, engine: str, address: str | None,
+                  out: Path) -> None:
+    """Replay TRACE under every policy x seed x load (or every bench of a --spec); write
+    results.csv, report.md and plots into --out (docs/bench.md). Rerunning the same
+    command resumes."""
+    from hetsched.bench import make_engine
+    from hetsched.bench_spec import load_sweep, options_sweep, run_sweep
 
-    parse_cluster(cluster_spec)
-    settings = BenchSettings(
-        trace=trace, trace_format=trace_format, cluster=cluster_spec,
-        policies=parse_policies(policies), seeds=parse_seeds(seeds), loads=parse_loads(loads),
-        workers=workers or default_workers(), limit_jobs=limit_jobs, time_limit_s=time_limit,
-        deterministic=not wall_clock, throughput=throughput_path, backend=backend,
-        interval_s=interval, deadline_fraction=deadline_fraction,
-        restart_penalty_s=restart_penalty, on_bad_row=on_bad_row, lp_bound=lp_bound)
-    outcome = run_bench(settings, out)
-    click.echo(f"{outcome.ran} runs done, {outcome.skipped} already in results.csv, "
-               f"{len(outcome.failed)} failed" + (f" ({', '.join(outcome.failed)})"
-                                                  if outcome.failed else ""))
-    if outcome.report is not None:
-        click.echo(f"wrote {out}/results.csv, {outcome.report.name}, plots (PNG)")
-    if outcome.interrupted:
+    if spec is not None:
+        _only_how_with_spec()
+        sweep = load_sweep(spec)
+    else:
+        sweep = options_sweep(
+            trace=trace, trace_format=trace_format, cluster=cluster_spec, policies=policies,
+            seeds=seeds, loads=loads, workers=workers, limit_jobs=limit_jobs,
+            time_limit_s=time_limit, deterministic=not wall_clock, throughput=throughput_path,
+            backend=backend, interval_s=interval, deadline_fraction=deadline_fraction,
+            restart_penalty_s=restart_penalty, on_bad_row=on_bad_row, lp_bound=lp_bound)
+    outcomes = run_sweep(sweep, out, engine=make_engine(engine, workers=workers,
+                                                        address=address))
+    for (name, _), outcome in zip(sweep.benches, outcomes, strict=True):
+        click.echo((f"{name}: " if name else "") + f"{outcome.ran} runs done, {outcome.skipped} "
+                   f"already in results.csv, {len(outcome.failed)} failed"
+                   + (f" ({', '.join(outcome.failed)})" if outcome.failed else ""))
+        if outcome.report is not None:
+            click.echo(f"wrote {outcome.out}/results.csv, {outcome.report.name}, plots (PNG)")
+    if any(outcome.interrupted for outcome in outcomes):
         from hetsched.interrupts import exit_code
 
         sys.exit(exit_code())
-    if outcome.failed:
+    if any(outcome.failed for outcome in outcomes):
         sys.exit(1)
+
+
+def _only_how_with_spec() -> None:
+    """With --spec, the spec says what to run: only --out, --engine, --address and
+    --workers (how to run it) may be given beside it."""
+    context = click.get_current_context()
+    for param in context.command.params:
+        if param.name in (None, "spec", "out", "engine", "address", "workers"):
+            continue
+        if context.get_parameter_source(param.name) is ParameterSource.COMMANDLINE:
+            flag = max(param.opts, key=len)
+            raise InputError("given in the spec file", path=flag,
+                             value=context.params.get(param.name),
+                             expected="only --out, --engine, --address and --workers beside "
+                             "--spec (the spec says what to run)")
 
 
 @cli.command("generate")
@@ -466,6 +509,7 @@ PARAMETER_FLAGS = {
     "gpus_per_node": "--gpus-per-node", "mean_interarrival_s": "--mean-interarrival",
     "median_duration_s": "--median-duration", "deadline_fraction": "--deadline-fraction",
     "elastic_fraction": "--elastic-fraction", "partitions": "--partitions",
+    "engine": "--engine", "address": "--address",
     **dict(MODEL_KNOBS.values())}
 
 

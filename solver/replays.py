@@ -59,7 +59,8 @@ def rolling_policy(name: str, *, backend: str | None = None, time_limit_s: float
         if key in REPLAY_ARGUMENTS or not takes(name, key):
             own = [s for s in policy_settings(name) if s not in REPLAY_ARGUMENTS]
             raise InputError(f"policy {name} has no setting {key}", path=key, value=value,
-                             expected="one of " + (", ".join(own) or "none") + (
+                             expected=("one of " + ", ".join(own) if own else
+                                       f"none: {name} has no settings of its own") + (
                                  " (the replay sets it)" if key in REPLAY_ARGUMENTS else ""))
     if executor is not None and settings.get("partitions", 1) != 1:
         settings["executor"] = executor

@@ -5,7 +5,9 @@ from another test module or from conftest)."""
 from __future__ import annotations
 
 import math
+from concurrent.futures import Executor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -15,6 +17,12 @@ from hetsched.data import Cluster, GpuType, Instance, Job, Node
 from hetsched.profiles import Profile, ProfilePoint
 from hetsched.result import Schedule
 from hetsched.throughput import Placement, ThroughputTable
+
+if TYPE_CHECKING:
+    from hetsched.bench import BenchSettings
+    from hetsched.bench_engine import Cell
+    from hetsched.replays import ReplayInputs, ReplayOutput
+    from hetsched.traces import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ROOT / "instances"
@@ -132,3 +140,106 @@ def synthetic_profile(counts: tuple[int, ...] = COUNTS,
                     points.append(ProfilePoint(job, "g", n, placement,
                                                n / step_time(job, n, placement)))
     return Profile(tuple(points))
+
+
+# --- benches on two engines, and cells that fail on purpose (tests/bench) ---------------
+
+#: The cluster of :func:`engine_trace`.
+ENGINE_CLUSTER = "v100=4,k80=4"
+
+
+def engine_trace(folder: Path, jobs: int = 30) -> Path:
+    """A synthetic trace of ``jobs`` jobs on 4 V100 + 4 K80 (ms per replay), in ``folder``."""
+    from hetsched.generate import GeneratorSettings, generate
+    from hetsched.traces import write_native
+
+    folder.mkdir(parents=True, exist_ok=True)
+    instance = generate(GeneratorSettings(jobs=jobs, gpus={"v100": 4, "k80": 4}, seed=0))
+    path = folder / "trace.csv"
+    write_native(instance.jobs, path)
+    return path
+
+
+def engine_bench(trace: Path, **changes: object) -> BenchSettings:
+    """A bench of :func:`engine_trace` for comparing engines: fifo, srtf, gavel, and gavel
+    with POP's 2 partitions (``gavel-pop2``), seeds 0 and 1 (half of the jobs get a
+    deadline the seed draws), load 1, no LP bound; ``changes`` override fields."""
+    from hetsched.bench import BenchSettings, PolicyVariant
+
+    values: dict[str, object] = {
+        "trace": trace, "trace_format": "native", "cluster": ENGINE_CLUSTER,
+        "policies": ("fifo", "srtf", "gavel", "gavel-pop2"),
+        "variants": (PolicyVariant("gavel-pop2", "gavel", (("partitions", 2),)),),
+        "seeds": (0, 1), "loads": (1.0,), "workers": 1, "time_limit_s": 0.1,
+        "deadline_fraction": 0.5, "lp_bound": False}
+    values.update(changes)
+    return BenchSettings(**values)  # type: ignore[arg-type]
+
+
+def set_faults(trace: Path, **which: str) -> None:
+    """Make :func:`faulty_runner` fail the cells ``which`` names (cell -> fault)."""
+    import json
+
+    (trace.parent / FAULTS).write_text(json.dumps(which))
+
+
+#: The file beside a bench's trace that says which cells fail and how (cell name ->
+#: "fail-once", "die-once" or "always"), read by :func:`faulty_runner`.
+FAULTS = "faults.json"
+
+
+def faulty_runner(cell: Cell, inputs: ReplayInputs, trace: Trace,
+                  executor: Executor | None) -> ReplayOutput:
+    """A bench runner (hetsched.bench_engine.run_cell) that fails the cells named in
+    ``faults.json`` beside the trace, deterministically: each attempt of such a cell
+    leaves a marker file ``<cell>.attempt-<n>`` there (so attempts are counted across
+    worker processes and Ray workers), and "fail-once" raises on the first attempt,
+    "die-once" ends its worker process on the first attempt (a lost task), "always"
+    raises on every attempt. Other cells, and later attempts, run as usual."""
+    import json
+    import os
+
+    from hetsched.bench_engine import run_cell
+
+    folder = Path(inputs.trace_path).parent
+    faults = json.loads((folder / FAULTS).read_text()) if (folder / FAULTS).is_file() else {}
+    fault = faults.get(cell.name)
+    if fault is not None:
+        attempt = 1 + len(list(folder.glob(f"{cell.name}.attempt-*")))
+        (folder / f"{cell.name}.attempt-{attempt}").touch()
+        if fault == "always" or (fault == "fail-once" and attempt == 1):
+            raise RuntimeError(f"{cell.name} fails on purpose (attempt {attempt})")
+        if fault == "die-once" and attempt == 1:
+            os._exit(3)
+    return run_cell(cell, inputs, trace, executor)
+
+
+def attempts(folder: Path, cell: str) -> int:
+    """How many times :func:`faulty_runner` started ``cell`` of the trace in ``folder``."""
+    return len(list(folder.glob(f"{cell}.attempt-*")))
+
+
+#: The wall-clock columns of results.csv: the only ones two runs of a bench may differ in.
+TIMING_COLUMNS = frozenset({"wall_time_s", "decision_time_p50_s", "decision_time_p95_s",
+                            "decision_time_max_s"})
+
+
+def same_results(one: Path, other: Path) -> None:
+    """Fail unless two bench folders hold the same rows of results.csv cell for cell (the
+    wall-clock columns aside) and byte-identical run files (summary.json, jobs.csv,
+    decisions.csv)."""
+    import csv
+
+    def rows(folder: Path) -> dict[tuple[str, str, str], dict[str, str]]:
+        with (folder / "results.csv").open(newline="") as handle:
+            return {(r["policy"], r["seed"], r["load"]): r for r in csv.DictReader(handle)}
+
+    mine, theirs = rows(one), rows(other)
+    assert sorted(mine) == sorted(theirs)
+    for key, row in mine.items():
+        assert {c: v for c, v in row.items() if c not in TIMING_COLUMNS} == \
+            {c: v for c, v in theirs[key].items() if c not in TIMING_COLUMNS}, key
+        run = f"{key[0]}-s{key[1]}-l{key[2]}"
+        for name in ("summary.json", "jobs.csv", "decisions.csv"):
+            assert (one / "runs" / run / name).read_bytes() == \
+                (other / "runs" / run / name).read_bytes(), (run, name)

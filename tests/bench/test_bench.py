@@ -6,20 +6,23 @@ from __future__ import annotations
 import csv
 import json
 import math
+from concurrent.futures import Executor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from hetsched import bench, bench_report
+from hetsched import bench_report
 from hetsched.bench import BenchSettings, run_bench
+from hetsched.bench_engine import Cell, run_cell
+from hetsched.bench_local import LocalEngine
 from hetsched.bench_report import busy_gpus_over_time, write_report
 from hetsched.bench_results import append_result, is_heuristic, read_results
 from hetsched.cli import main
 from hetsched.data import Job
 from hetsched.errors import InputError
-from hetsched.replays import scale_arrivals
-from hetsched.traces import write_native
+from hetsched.replays import ReplayInputs, ReplayOutput, scale_arrivals
+from hetsched.traces import Trace, write_native
 
 CLUSTER = "v100=2,k80=2"
 
@@ -115,25 +118,24 @@ def test_bench_rows_report_and_plots(trace: Path, tmp_path: Path, workers: int) 
 
 
 def test_rerun_skips_finished_rows_and_interruption_keeps_them(
-        trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        trace: Path, tmp_path: Path) -> None:
     out = tmp_path / "b"
-    real = bench._replay
     calls: list[str] = []
 
-    def interrupted_second(task: bench._Task) -> dict[str, object]:
-        calls.append(task.spec.name)
+    def interrupted_second(cell: Cell, inputs: ReplayInputs, jobs: Trace,
+                           executor: Executor | None) -> ReplayOutput:
+        calls.append(cell.name)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return real(task)
+        return run_cell(cell, inputs, jobs, executor)
 
-    monkeypatch.setattr(bench, "_replay", interrupted_second)
-    outcome = run_bench(settings(trace, loads=(1.0, 2.0)), out, report=False)
+    outcome = run_bench(settings(trace, loads=(1.0, 2.0)), out, report=False,
+                        engine=LocalEngine(1, runner=interrupted_second))
     # Order: loads, then policies: fifo-l1 finished, allox-l1 interrupted.
     assert calls == ["fifo-s0-l1", "allox-s0-l1"]
     assert (outcome.ran, outcome.interrupted) == (1, True)
     assert [(r["policy"], r["load"]) for r in read_results(out / "results.csv")] == [
         ("fifo", "1")]
-    monkeypatch.setattr(bench, "_replay", real)
     outcome = run_bench(settings(trace, loads=(1.0, 2.0)), out, report=False)
     assert (outcome.ran, outcome.skipped, outcome.interrupted) == (3, 1, False)
     assert len(read_results(out / "results.csv")) == 4

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hetsched import bench
+from hetsched import replays
 from hetsched.bench import BenchSettings, run_bench
 from hetsched.bench_report import write_report
 from hetsched.bench_results import append_result, read_results
@@ -117,7 +117,7 @@ def test_a_second_bench_into_the_same_folder_is_refused(trace: Path, tmp_path: P
                                                         ) -> None:
     out = tmp_path / "b"
     out.mkdir()
-    monkeypatch.setattr(bench, "_replay", _no_run)
+    monkeypatch.setattr(replays, "replay_trace", _no_run)
     with locked_folder(out), pytest.raises(
             InputError, match=rf"{out}: out: another bench is writing into this folder "
             rf"\(process {os.getpid()}\)"):
@@ -125,14 +125,14 @@ def test_a_second_bench_into_the_same_folder_is_refused(trace: Path, tmp_path: P
     assert not (out / "results.csv").exists()
 
 
-def _no_run(task: object) -> dict[str, object]:
+def _no_run(*args: object, **kwargs: object) -> dict[str, object]:
     raise AssertionError("a run started before the output folder was checked")
 
 
 def test_an_unwritable_out_is_refused_before_any_run(
         trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(bench, "_replay", _no_run)
+    monkeypatch.setattr(replays, "replay_trace", _no_run)
     (tmp_path / "file").write_text("x")
     outs = [tmp_path / "file" / "b"] + ([Path("/proc/nope")] if Path("/proc/self").is_dir()
                                         else [])

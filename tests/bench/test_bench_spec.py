@@ -1,0 +1,182 @@
+"""``hetsched bench --spec sweep.toml`` (hetsched.bench_spec): every bench of the spec
+runs (traces, clusters, policies with settings, seeds, loads), the copy in the output
+folder runs the same sweep again, and bad specs end in one line naming the file, the key
+and the value."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hetsched.bench import run_bench
+from hetsched.bench_results import read_results
+from hetsched.bench_spec import load_sweep
+from hetsched.cli import main
+from tests.helpers import engine_bench, engine_trace, exits_2, same_results
+
+SPEC = """\
+# the engine bench of tests/helpers.py, on two traces and two clusters
+seeds = [0, 1]
+loads = [1]
+deadline_fraction = 0.5
+time_limit = 0.1
+lp_bound = false
+
+[[traces]]
+path = "a/trace.csv"
+format = "native"
+clusters = ["v100=4,k80=4", "v100=8,k80=8"]
+name = "a"
+
+[[traces]]
+path = "b/trace.csv"
+format = "native"
+cluster = "v100=4,k80=4"
+name = "second"
+
+[[policies]]
+name = "fifo"
+
+[[policies]]
+name = "srtf"
+
+[[policies]]
+name = "gavel"
+
+[[policies]]
+name = "gavel"
+label = "gavel-pop2"
+partitions = 2
+"""
+
+
+def test_a_spec_runs_every_bench_and_its_copy_runs_it_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "spec"
+    trace_a, trace_b = engine_trace(folder / "a", jobs=12), engine_trace(folder / "b", jobs=6)
+    (folder / "sweep.toml").write_text(SPEC)
+    out = tmp_path / "out"
+    monkeypatch.chdir(tmp_path)  # relative paths are the spec's, not the shell's
+    main(["bench", "--spec", str(folder / "sweep.toml"), "--out", str(out)])
+    printed = capsys.readouterr().out
+    for name in ("a/v100_4_k80_4", "a/v100_8_k80_8", "second"):
+        assert f"{name}: 8 runs done, 0 already in results.csv, 0 failed" in printed
+    # Each bench is the bench the API runs with the same settings, cell for cell.
+    run_bench(engine_bench(trace_a), tmp_path / "api", report=False)
+    same_results(out / "a" / "v100_4_k80_4", tmp_path / "api")
+    rows = read_results(out / "a" / "v100_8_k80_8" / "results.csv")
+    assert {r["policy"] for r in rows} == {"fifo", "srtf", "gavel", "gavel-pop2"}
+    assert {r["cluster"] for r in rows} == {"v100=8,k80=8"}
+    labelled = [r for r in rows if r["policy"] == "gavel-pop2"]
+    assert {(r["policy_name"], r["partitions"]) for r in labelled} == {("gavel", "2")}
+    assert json.loads(labelled[0]["policy_params"]) == {"partitions": 2}
+    recorded = json.loads((out / "second" / "bench.json").read_text())
+    assert recorded["trace"] == str(trace_b)
+    assert recorded["policy_params"] == {"gavel-pop2": {"policy": "gavel", "partitions": 2}}
+    # The copy: the spec as written, its root set, so it runs the same sweep from anywhere.
+    copy = (out / "sweep.toml").read_text()
+    assert copy == f'root = "{folder}"\n' + SPEC
+    monkeypatch.chdir(out)
+    main(["bench", "--spec", "sweep.toml", "--out", str(out)])
+    assert capsys.readouterr().out.count("0 runs done, 8 already in results.csv") == 3
+    assert load_sweep(out / "sweep.toml").benches == load_sweep(folder / "sweep.toml").benches
+
+
+def test_a_changed_policy_setting_under_a_label_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    engine_trace(tmp_path / "a")
+    spec = tmp_path / "sweep.toml"
+    text = SPEC.split("[[traces]]\npath = \"b")[0] + "[[policies]]\nname = \"gavel\"\n" \
+        "label = \"gavel-pop2\"\npartitions = 2\n"
+    spec.write_text(text.replace("seeds = [0, 1]", "seeds = [0]"))
+    main(["bench", "--spec", str(spec), "--out", str(tmp_path / "out")])
+    capsys.readouterr()
+    spec.write_text(spec.read_text().replace("partitions = 2", "partitions = 3"))
+    err = exits_2(["bench", "--spec", str(spec), "--out", str(tmp_path / "out")], capsys)
+    assert "bench.json: policy_params.gavel-pop2: the output folder holds a bench with " \
+        "other settings" in err
+
+
+def spec(top: str = "", policies: str = 'policies = ["fifo"]\n', trace: str = "",
+         tables: str = "") -> str:
+    """A spec of one trace (a/trace.csv): top-level keys, the policies list, the trace
+    table's keys, and tables after it (e.g. [[policies]])."""
+    return (f"seeds = [0]\n{top}{policies}[[traces]]\npath = \"a/trace.csv\"\n"
+            f"format = \"native\"\ncluster = \"v100=4,k80=4\"\n{trace}{tables}")
+
+
+@pytest.mark.parametrize(("text", "pieces"), [
+    ("seeds = [0\n", ["$: not TOML: "]),
+    ('policies = ["fifo"]\n', ["$.traces: missing key"]),
+    (spec(policies=""), ["$.policies: missing key"]),
+    (spec(top="seed = 1\n"), ["$.seed: unknown key (got 1; expected one of root, traces, "]),
+    (spec(trace="threads = 2\n"), ["$.traces[0].threads: unknown key (got 2; "]),
+    (spec().replace('"native"', '"csv"'),
+     ["$.traces[0].format: bad value (got 'csv'; expected one of gavel, "]),
+    (spec(top="seeds = [0, -1]\n").replace("seeds = [0]\n", ""),
+     ["$.seeds[1]: bad value (got -1; expected an integer from 0 to "]),
+    (spec(top="loads = [1, 0]\n"),
+     ["$.loads[1]: bad value (got 0; expected a number from 0.001 to 1000)"]),
+    (spec().replace("seeds = [0]", 'seeds = "0,1"'), ["$.seeds: not a list (got '0,1'"]),
+    (spec().replace("a/trace.csv", "a/missing.csv"),
+     ["$.traces[0].path: no such trace file", "missing.csv"]),
+    (spec().replace("v100=4,k80=4", "v100=four"), ["$.traces[0].cluster: ", "v100=four"]),
+    (spec(trace='clusters = ["v100=4"]\n'), ["$.traces[0]: one of cluster or clusters"]),
+    (spec(trace="limit_jobs = 0\n"),
+     ["$.traces[0].limit_jobs: bad value (got 0; expected an integer from 1 to"]),
+    (spec(top="deadline_fraction = 2\n"),
+     ["$.deadline_fraction: bad value (got 2; expected a number from 0 to 1)"]),
+    (spec(policies='policies = ["fifo", "magic"]\n'),
+     ["$.policies[1]: unknown policy (got 'magic'"]),
+    (spec(policies="", tables='[[policies]]\nname = "fifo"\nlabel = "f2"\npartitions = 2\n'),
+     ["$.policies[0].partitions: policy fifo has no setting partitions (got 2; expected "
+      "none: fifo has no settings of its own)"]),
+    (spec(policies="", tables='[[policies]]\nname = "gavel"\nlabel = "g"\nround = 60\n'),
+     ["$.policies[0].round: policy gavel has no setting round (got 60; expected one of "
+      "objective, round_s, starvation_rounds, partitions)"]),
+    (spec(policies="", tables='[[policies]]\nname = "gavel"\nlabel = "g"\nbackend = "cbc"\n'),
+     ["$.policies[0].backend: policy gavel has no setting backend", "(the replay sets it)"]),
+    (spec(policies="", tables='[[policies]]\nname = "gavel"\nlabel = "g"\npartitions = 0\n'),
+     ["$.policies[0].partitions: bad number of partitions (got 0; expected an integer from"]),
+    (spec(policies="", tables='[[policies]]\nname = "gavel"\npartitions = 2\n'),
+     ["$.policies[0].label: a policy with settings needs a label", "e.g. gavel-partitions"]),
+    (spec(policies='policies = ["gavel", {name = "gavel", label = "gavel", partitions = 2}]\n'),
+     ["$.policies[1]: two policies with one label (got 'gavel'"]),
+    (spec(policies='policies = [{name = "gavel", label = "a/b", partitions = 2}]\n'),
+     ["$.policies[0].label: bad label (got 'a/b'"]),
+    (spec(policies='policies = [{name = "gavel", label = "g", round_s = [1, 2]}]\n'),
+     ["$.policies[0].round_s: bad value (got [1, 2]; expected a number, a string or"]),
+])
+def test_a_bad_spec_exits_2_naming_the_file_the_key_and_the_value(
+        tmp_path: Path, text: str, pieces: list[str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    engine_trace(tmp_path / "a", jobs=4)
+    path = tmp_path / "sweep.toml"
+    path.write_text(text)
+    err = exits_2(["bench", "--spec", str(path), "--out", str(tmp_path / "out")], capsys)
+    assert err.startswith(f"error: {path}: "), err
+    assert err.count("\n") == 1
+    for piece in pieces:
+        assert piece in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_what_to_run_comes_from_the_spec_or_the_options_not_both(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = engine_trace(tmp_path / "a", jobs=4)
+    path = tmp_path / "sweep.toml"
+    path.write_text(spec())
+    err = exits_2(["bench", "--spec", str(path), "--seeds", "0,1", "--out",
+                   str(tmp_path / "out")], capsys)
+    assert "--seeds: given in the spec file (got '0,1'; expected only --out, --engine, " \
+        "--address and --workers beside --spec" in err
+    err = exits_2(["bench", "--trace", str(trace), "--format", "native", "--policies", "fifo",
+                   "--out", str(tmp_path / "out")], capsys)
+    assert "--cluster: missing option" in err
+    err = exits_2(["bench", "--spec", str(tmp_path / "nope.toml"), "--out",
+                   str(tmp_path / "out")], capsys)
+    assert "nope.toml: --spec: cannot read the spec" in err
+    assert not (tmp_path / "out").exists()
