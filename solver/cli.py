@@ -293,9 +293,11 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
     if engine != "local" or address is not None:  # (the bench layer only when asked for)
         from hetsched.bench import make_engine
 
-        chosen = make_engine(engine, address=address)
-        if partitions > 1:
-            solving = chosen.partition_executor()
+        if partitions == 1 and engine != "local":
+            raise InputError("a replay runs only POP's partitions on an engine",
+                             path="--engine", value=engine,
+                             expected="--partitions K > 1 with it, or no --engine")
+        solving = make_engine(engine, address=address).partition_executor()
     with solving as executor:
         summary = run_replay(trace, trace_format, cluster_spec, policy, out=out,
                              throughput_path=throughput_path, backend=backend,

@@ -136,3 +136,15 @@ def test_cli_engine_ray_without_ray_exits_2(tmp_path: Path, monkeypatch: pytest.
                   capsys)
     assert "--engine: ray is not installed" in err
     assert not (tmp_path / "b").exists()
+
+
+def test_replay_takes_an_engine_only_for_pop_partitions(
+        tmp_path: Path, trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    common = ["replay", str(trace), "--format", "native", "--cluster", ENGINE_CLUSTER,
+              "--policy", "gavel", "--out", str(tmp_path / "r")]
+    err = exits_2([*common, "--engine", "ray"], capsys)
+    assert "--engine: a replay runs only POP's partitions on an engine (got 'ray'; " \
+        "expected --partitions K > 1 with it, or no --engine)" in err
+    err = exits_2([*common, "--partitions", "2", "--address", "10.0.0.1:6379"], capsys)
+    assert "--address: an address is for the ray engine" in err
+    assert not (tmp_path / "r").exists()
