@@ -388,7 +388,7 @@ class _Bench:
                 shared, seed=seed, on_bad_row=settings.on_bad_row,
                 limit_jobs=settings.limit_jobs, deadline_fraction=settings.deadline_fraction)
         options = settings.cell_options()
-        return [Cell(spec.name, self.index, key, f"{key}/s{spec.seed}",
+        return [Cell(spec.name, spec.policy, self.index, key, f"{key}/s{spec.seed}",
                      *settings.policy_of(spec.policy), spec.seed, spec.load, options)
                 for spec in self.todo]
 
@@ -400,9 +400,8 @@ class _Bench:
             return
         from hetsched.outcome import write_folder
 
-        label = cell.name.rsplit("-s", 1)[0]
-        row = result_row(label, cell.seed, load_label(cell.load), output.summary)
-        if cell.policy != label:
+        row = result_row(cell.label, cell.seed, load_label(cell.load), output.summary)
+        if cell.policy != cell.label:
             row["policy_name"] = cell.policy
         if self.lp_bounds is not None:
             row.update(self.lp_bounds.columns(cell.seed, cell.load, row))

@@ -65,13 +65,15 @@ class CellOptions:
 
 @dataclass(frozen=True)
 class Cell:
-    """One replay: ``name`` (its run folder, ``<label>-s<seed>-l<load>``), the bench it
-    belongs to (``bench``, an index), the keys of its inputs in the engine's mapping
-    (``inputs``: the :class:`~hetsched.replays.ReplayInputs`; ``jobs``: the seed's
+    """One replay: ``name`` (its run folder, ``<label>-s<seed>-l<load>``), ``label`` (its
+    policy as results.csv names it), the bench it belongs to (``bench``, an index), the
+    keys of its inputs in the engine's mapping (``inputs``: the
+    :class:`~hetsched.replays.ReplayInputs`; ``jobs``: the seed's
     :class:`~hetsched.traces.Trace`), the registered policy ``policy`` with its own
     settings ``params``, the seed, the load and the replay options."""
 
     name: str
+    label: str
     bench: int
     inputs: str
     jobs: str

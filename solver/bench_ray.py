@@ -116,12 +116,19 @@ class RayEngine:
         if self.address is not None:
             _check_reachable(self.address)
         handler = signal.getsignal(signal.SIGTERM)
-        ray.init(address=self.address,
-                 num_cpus=None if self.address else self.workers or default_workers(),
-                 include_dashboard=False, log_to_driver=False,
-                 logging_level=logging.WARNING)
-        with contextlib.suppress(ValueError, TypeError):  # not the main thread
-            signal.signal(signal.SIGTERM, handler)
+        try:
+            ray.init(address=self.address,
+                     num_cpus=None if self.address else self.workers or default_workers(),
+                     include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.WARNING)
+        except (ConnectionError, RuntimeError, ValueError) as exc:  # e.g. auto: no cluster
+            raise InputError(f"cannot start or join Ray ({exc})", path="address",
+                             value=self.address or "a local Ray",
+                             expected="a running cluster (ray start --head) at this address"
+                             ) from None
+        finally:
+            with contextlib.suppress(ValueError, TypeError):  # not the main thread
+                signal.signal(signal.SIGTERM, handler)
         try:
             yield
         finally:

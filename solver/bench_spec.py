@@ -346,7 +346,7 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
         if required not in entry:
             raise reader.error("missing key", f"{key}.{required}",
                                expected="path, format and cluster (or clusters)")
-    trace = root / reader.text(entry["path"], f"{key}.path", "a trace file")
+    trace = (root / reader.text(entry["path"], f"{key}.path", "a trace file")).resolve()
     if not trace.is_file():
         raise reader.error("no such trace file", f"{key}.path", str(trace),
                            "an existing file (relative paths: from root)")
@@ -373,7 +373,8 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
         else:
             own[setting] = reader.choice(found, where, ("fatal", "skip"))
     if "throughput" in entry:
-        throughput = root / reader.text(entry["throughput"], f"{key}.throughput", "a file")
+        throughput = (root / reader.text(entry["throughput"], f"{key}.throughput",
+                                         "a file")).resolve()
         if not throughput.is_file():
             raise reader.error("no such throughput file", f"{key}.throughput",
                                str(throughput), "a profile or fitted model file")
@@ -398,9 +399,9 @@ def _cluster_paths(spec: str, root: Path) -> str:
     from ``root``, so the bench reads it wherever it runs."""
     text = spec.strip()
     if text.startswith("openb:"):
-        return "openb:" + str(root / text.removeprefix("openb:").strip())
+        return "openb:" + str((root / text.removeprefix("openb:").strip()).resolve())
     if text.endswith(".json") or (root / text).is_file():
-        return str(root / text)
+        return str((root / text).resolve())
     return text
 
 

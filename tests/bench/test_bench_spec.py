@@ -14,7 +14,7 @@ from hetsched.bench import run_bench
 from hetsched.bench_results import read_results
 from hetsched.bench_spec import load_sweep
 from hetsched.cli import main
-from tests.helpers import engine_bench, engine_trace, exits_2, same_results
+from tests.helpers import ROOT, engine_bench, engine_trace, exits_2, same_results
 
 SPEC = """\
 # the engine bench of tests/helpers.py, on two traces and two clusters
@@ -180,3 +180,18 @@ def test_what_to_run_comes_from_the_spec_or_the_options_not_both(
                    str(tmp_path / "out")], capsys)
     assert "nope.toml: --spec: cannot read the spec" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_documented_example_spec_reads(shared_data: Path) -> None:
+    # benchmarks/sweeps/example.toml is the spec docs/bench.md shows.
+    example = ROOT / "benchmarks" / "sweeps" / "example.toml"
+    assert example.read_text() in (ROOT / "docs" / "bench.md").read_text()
+    sweep = load_sweep(example)
+    assert [name for name, _ in sweep.benches] == [
+        "ee9e8c/v100_36_p100_36_k80_36", "ee9e8c/v100_8_p100_8_k80_8", "6214e9"]
+    first, _, last = (settings for _, settings in sweep.benches)
+    assert first.trace == shared_data / "gavel" / "traces" / "ee9e8c.trace"
+    assert (first.seeds, first.loads, first.limit_jobs, last.limit_jobs) == \
+        ((0, 1), (0.5, 1.0), 200, 100)
+    assert first.policies == ("fifo", "gavel", "gavel-pop4")
+    assert first.policy_of("gavel-pop4") == ("gavel", (("partitions", 4),))
