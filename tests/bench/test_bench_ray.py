@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 from pathlib import Path
 
@@ -73,6 +74,19 @@ def test_an_address_nobody_listens_on_exits_2_at_once(
                    "--out", str(tmp_path / "b")], capsys)
     assert f"--address: {problem}" in err
     assert f"'{address}'" in err
+
+
+def _niceness() -> int:
+    return os.nice(0)
+
+
+def test_a_local_ray_runs_its_workers_at_the_benchs_priority() -> None:
+    # Ray's default (nice 15) made replays yield to every other process on a shared
+    # machine; the local Ray the engine starts runs them at the bench's own niceness.
+    with RayEngine(workers=1).connected():
+        assert ray.get(ray.remote(_niceness).remote()) == os.nice(0)
+    assert "RAY_worker_niceness" not in os.environ
+    assert not ray.is_initialized()
 
 
 # --- then on one local Ray of 2 CPUs, started for the rest of the module ----------------
