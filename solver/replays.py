@@ -294,9 +294,10 @@ def trace_jobs(trace_path: Path, trace_format: str, cluster: Cluster, *,
 
 @dataclasses.dataclass(frozen=True)
 class ReplayOutput:
-    """A finished replay: its summary (``summary.json``'s keys and ``timing.json``'s
-    figures) and its files as text (:meth:`hetsched.outcome.Replay.files`), which a bench
-    worker hands back for the bench to write."""
+    """A finished replay: its summary (``summary.json``'s keys, ``timing.json``'s figures,
+    and ``cpu_time_s``, the CPU seconds it took in its process) and its files as text
+    (:meth:`hetsched.outcome.Replay.files`), which a bench worker hands back for the bench
+    to write."""
 
     summary: dict[str, object]
     files: dict[str, str]
@@ -323,6 +324,7 @@ def replay_trace(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *,
     from hetsched.outcome import write_folder
     from hetsched.simulate import Simulator
 
+    cpu_began = time.process_time()
     cluster = inputs.cluster
     jobs = scale_arrivals(trace.jobs, load)
     simulator = Simulator(cluster, jobs, policy, truth=inputs.truth, model=inputs.model,
@@ -354,7 +356,10 @@ def replay_trace(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *,
                                                output.violations)
     if output.violations:
         raise InvalidScheduleError("the replay", output.violations)
-    return ReplayOutput(output.summary, output.files)
+    # The CPU time of this process (a bench worker's), which other users' jobs on a shared
+    # machine do not inflate as they do the wall time: in results.csv, not in the files.
+    cpu_s = time.process_time() - cpu_began
+    return ReplayOutput({**output.summary, "cpu_time_s": cpu_s}, output.files)
 
 
 def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_name: str, *,

@@ -219,9 +219,10 @@ def attempts(folder: Path, cell: str) -> int:
     return len(list(folder.glob(f"{cell}.attempt-*")))
 
 
-#: The wall-clock columns of results.csv: the only ones two runs of a bench may differ in.
+#: The wall-clock and CPU-time columns of results.csv: the only ones two runs of a bench
+#: may differ in.
 TIMING_COLUMNS = frozenset({"wall_time_s", "decision_time_p50_s", "decision_time_p95_s",
-                            "decision_time_max_s"})
+                            "decision_time_max_s", "cpu_time_s"})
 
 
 def same_results(one: Path, other: Path) -> None:

@@ -82,6 +82,9 @@ def test_bench_rows_report_and_plots(trace: Path, tmp_path: Path, workers: int) 
                               "summary.json").read_text())
         assert set(summary) <= set(row)
         assert float(row["avg_jct_s"]) == summary["avg_jct_s"]
+        # The replay's CPU time in its worker (not in the run's files).
+        assert float(row["cpu_time_s"]) > 0
+        assert "cpu_time_s" not in summary
         assert int(row["completed"]) == summary["jobs"] == 8
         # 4 of the 8 jobs have a deadline (the odd ones).
         assert int(row["deadline_jobs"]) == 4
