@@ -41,7 +41,9 @@ LP_IPM_ITERATIONS_PER_UNIT = 20.0
 @dataclass(frozen=True)
 class Relaxation:
     """What the relaxation gave: ``bound_s``, a lower bound on the model's completion term
-    (s) over every plan; HiGHS's ``status``; ``order``, job indices (into
+    (s) over every plan (the planner may raise it to the time-indexed relaxation's, which
+    holds for every plan missing no more deadlines than the one it returns); HiGHS's
+    ``status``; ``order``, job indices (into
     ``problem.jobs``) by LP mean busy date (empty when no solve ended optimal); its size
     and time."""
 

@@ -9,11 +9,13 @@ never returns anything worse than it (:class:`~hetsched.policies.deadline.Deadli
 from __future__ import annotations
 
 import logging
+import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hetsched.formulations.budget import LOCAL_SEARCH_UNITS_PER_ITEM, Budget
+from hetsched.formulations.common import TICK_S
 from hetsched.formulations.deadline import warm_plan
 from hetsched.formulations.deadline.problem import DeadlineProblem, Plan
 from hetsched.formulations.deadline.timing import earliest_start
@@ -195,3 +197,35 @@ def improve_plan(problem: DeadlineProblem, plan: Plan, budget: Budget | None = N
             break
     log.debug("local search: %s -> %s (%s)", problem.evaluate(plan), best_value, budget)
     return best_plan
+
+
+#: :func:`guided_plans`: a job with a deadline is taken no later than this long (s) before
+#: the latest start that meets it, in the order that ranks by it.
+GUIDED_MARGIN_S = 600.0
+
+
+def guided_plans(problem: DeadlineProblem, start_s: Sequence[float], modes: Sequence[int],
+                 budget: Budget | None = None) -> list[Plan]:
+    """Plans decoded from a relaxation's hints (per job: a start date, s, and a mode): jobs
+    ordered by the start, by the start plus the mode's duration, and by the start or, for
+    a job with a deadline, ``GUIDED_MARGIN_S`` before its latest start that meets the
+    deadline if earlier; each order with the modes fixed to the hint's (GPU type, gang
+    size) and free (:func:`decode`)."""
+    def duration_s(j: int) -> float:
+        return problem.jobs[j].modes[modes[j]].duration * TICK_S
+
+    def latest_s(j: int) -> float:
+        deadline = problem.jobs[j].deadline
+        return math.inf if deadline is None else deadline * TICK_S - duration_s(j)
+
+    keys: list[Callable[[int], tuple[float, int]]] = [
+        lambda j: (start_s[j], j),
+        lambda j: (start_s[j] + duration_s(j), j),
+        lambda j: (min(start_s[j], latest_s(j) - GUIDED_MARGIN_S), j),
+    ]
+    plans = []
+    for key in keys:
+        order = sorted(range(len(problem.jobs)), key=key)
+        plans.append(decode(problem, order, dict(enumerate(modes)), budget))
+        plans.append(decode(problem, order, dict.fromkeys(order), budget))
+    return plans
