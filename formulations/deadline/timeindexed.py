@@ -58,7 +58,9 @@ log = logging.getLogger(__name__)
 Vector = npt.NDArray[np.float64]
 
 #: Share of the solver's budget the relaxation may use in ``solve``, and at most this much.
-TI_SHARE = 0.3
+TI_SHARE = 0.4
+#: ... of which the first run (no deadline missed, for the plans' order) gets this share.
+TI_FIRST_SHARE = 0.6
 TI_MAX = 60.0
 #: Slots over the horizon (the slot length is the horizon over this, at least a tick).
 SLOTS = 400

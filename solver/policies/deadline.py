@@ -130,6 +130,7 @@ def _time_indexed(problem: DeadlineProblem, relaxed: Relaxation, start: Plan, bu
     when it beats ``relaxed``'s (it holds for every plan missing no more deadlines, the
     returned plan and the optimum among them)."""
     from hetsched.formulations.deadline.timeindexed import (
+        TI_FIRST_SHARE,
         TI_MAX,
         TI_SHARE,
         TimeIndexedRelaxation,
@@ -139,16 +140,18 @@ def _time_indexed(problem: DeadlineProblem, relaxed: Relaxation, start: Plan, bu
     part = budget.part(TI_SHARE, TI_MAX)
     capped = problem.has_deadlines
     relaxation = TimeIndexedRelaxation(problem, late_cap=0.0 if capped else None, start=start)
-    relaxation.run(part.part(0.5) if capped else part)
+    relaxation.run(part.part(TI_FIRST_SHARE) if capped else part)
     hints = relaxation.result()
     best = min((start, *guided_plans(problem, hints.median_start_s, hints.mode, part)),
                key=problem.evaluate)
-    if best is not start:
-        extra["start"] = "time-indexed order"
     if capped:
         relaxation.set_late_cap(float(problem.evaluate(best)[0]))
         relaxation.run(part)
         hints = relaxation.result()
+        best = min((best, *guided_plans(problem, hints.median_start_s, hints.mode, part)),
+                   key=problem.evaluate)
+    if best is not start:
+        extra["start"] = "time-indexed order"
     extra["time_indexed"] = hints.as_dict()
     if math.isfinite(hints.bound_s) and hints.bound_s > relaxed.bound_s:
         relaxed = dataclasses.replace(relaxed, bound_s=hints.bound_s)

@@ -199,29 +199,31 @@ def improve_plan(problem: DeadlineProblem, plan: Plan, budget: Budget | None = N
     return best_plan
 
 
-#: :func:`guided_plans`: a job with a deadline is taken no later than this long (s) before
-#: the latest start that meets it, in the order that ranks by it.
-GUIDED_MARGIN_S = 600.0
+#: :func:`guided_plans`: a job with a deadline is ranked no later than its latest start that
+#: meets the deadline less each of these multiples of the median duration of the hinted
+#: modes (one order each): the larger, the more deadlines met and the later the others.
+GUIDED_MARGINS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 
 def guided_plans(problem: DeadlineProblem, start_s: Sequence[float], modes: Sequence[int],
                  budget: Budget | None = None) -> list[Plan]:
     """Plans decoded from a relaxation's hints (per job: a start date, s, and a mode): jobs
-    ordered by the start, by the start plus the mode's duration, and by the start or, for
-    a job with a deadline, ``GUIDED_MARGIN_S`` before its latest start that meets the
-    deadline if earlier; each order with the modes fixed to the hint's (GPU type, gang
-    size) and free (:func:`decode`)."""
-    def duration_s(j: int) -> float:
-        return problem.jobs[j].modes[modes[j]].duration * TICK_S
-
-    def latest_s(j: int) -> float:
-        deadline = problem.jobs[j].deadline
-        return math.inf if deadline is None else deadline * TICK_S - duration_s(j)
+    ordered by the start, by the start plus the mode's duration, and, for each margin of
+    :data:`GUIDED_MARGINS`, by the start or, for a job with a deadline, its latest start
+    that meets the deadline less the margin if earlier; each order with the modes fixed to
+    the hint's (GPU type, gang size) and free (:func:`decode`)."""
+    durations = [problem.jobs[j].modes[modes[j]].duration * TICK_S
+                 for j in range(len(problem.jobs))]
+    typical = sorted(durations)[len(durations) // 2] if durations else 0.0
+    latest = [math.inf if data.deadline is None else data.deadline * TICK_S - durations[j]
+              for j, data in enumerate(problem.jobs)]
+    def by_deadline(margin: float) -> Callable[[int], tuple[float, int]]:
+        return lambda j: (min(start_s[j], latest[j] - margin), j)
 
     keys: list[Callable[[int], tuple[float, int]]] = [
         lambda j: (start_s[j], j),
-        lambda j: (start_s[j] + duration_s(j), j),
-        lambda j: (min(start_s[j], latest_s(j) - GUIDED_MARGIN_S), j),
+        lambda j: (start_s[j] + durations[j], j),
+        *(by_deadline(share * typical) for share in GUIDED_MARGINS),
     ]
     plans = []
     for key in keys:

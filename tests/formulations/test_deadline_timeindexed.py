@@ -133,9 +133,10 @@ def test_medium_bound_and_guided_plans() -> None:
     # medium.json: 200 jobs on 96 GPUs. The preemptive relaxation bounds the completion
     # term at 698,817 s (tests/formulations/test_deadline_relaxation.py); plans that run
     # each job once, packed, cannot do as well, and the time-indexed relaxation (400
-    # slots of 62.7 s) says how much: 746,856 s with every deadline free to be missed.
-    # Plans decoded from its start dates (deadlines met first, 0 allowed to be missed)
-    # beat the greedy start lexicographically and stay above the bound.
+    # slots of 62.7 s) says how much: 746,856 s with every deadline free to be missed,
+    # 753,183 s with none. Plans decoded from the start dates of the latter meet every
+    # deadline at 859,198 s (the greedy start misses 22; the preemptive LP's order 6) and
+    # stay above the bound.
     problem = build_problem(load_instance(INSTANCES / "medium.json"))
     start = greedy_plan(problem)
     # A cap of every job is no cap: the bound of all plans.
@@ -147,11 +148,14 @@ def test_medium_bound_and_guided_plans() -> None:
     relaxation.set_late_cap(0.0)
     relaxation.run(Budget.unlimited())
     hints = relaxation.result()
+    assert hints.bound_s == pytest.approx(753_183, rel=1e-3)
     plans = guided_plans(problem, hints.median_start_s, hints.mode)
     best = min(plans, key=problem.evaluate)
     assert not problem.violations(best)
-    assert problem.evaluate(best) < problem.evaluate(start)
+    assert problem.evaluate(start)[0] == 22
     missed, weighted_end = problem.evaluate(best)
+    assert missed == 0
+    assert problem.completion_seconds(weighted_end) == pytest.approx(859_198, rel=1e-3)
     relaxation.set_late_cap(float(missed))
     relaxation.run(Budget.unlimited())
     bound = relaxation.result().bound_s
