@@ -18,6 +18,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from hetsched import cli_options
 from hetsched.check import check
 from hetsched.cli_format import plan_table, summary_lines
 from hetsched.errors import InputError
@@ -75,15 +76,14 @@ def _solver_settings(settings: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", count=True, help="Log progress (-v) or details (-vv) to stderr.")
-@click.option("--debug", is_flag=True, help="Show the traceback of unexpected errors.")
+@click.group(context_settings=cli_options.settings())
+@click.option("-v", "--verbose", count=True, help=cli_options.VERBOSE_HELP, show_default=False)
+@click.option("--debug", is_flag=True, help=cli_options.DEBUG_HELP, show_default=False)
 @click.version_option(package_name="hetsched")
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, debug: bool) -> None:
     """hetsched: schedule deep-learning training jobs on heterogeneous GPU clusters."""
-    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    cli_options.remember_verbosity(ctx, verbose)
     ctx.obj = {"debug": debug}
 
 
@@ -451,6 +451,9 @@ def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) ->
             with writing(plot, "--plot", "the plot"):
                 plot_residuals(loo, plot)
             click.echo(f"wrote {plot}")
+
+
+cli_options.accept_global_options(cli)  # -v and --debug after the subcommand too
 
 
 #: The library's parameter names and the options that set them: an error about a
