@@ -135,8 +135,10 @@ def solve_command(instance: Path, model: str, backend: str | None, time_limit: f
     if plot is not None:
         check_plot_file(plot)
     data = load_instance(instance)
-    result = solve(data, model=model, backend=backend, time_limit=time_limit,
-                   started=_command_start(), **_solver_settings(settings))
+    started = _command_start()
+    with cli_options.solve_bar(model, time_limit, started):
+        result = solve(data, model=model, backend=backend, time_limit=time_limit,
+                       started=started, **_solver_settings(settings))
     violations = check(data, result.schedule, complete=result.is_feasible())
     document: dict[str, Any] = {"instance": str(instance), **result.to_dict(),
                                 "violations": [str(v) for v in violations]}
@@ -429,7 +431,7 @@ def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) ->
     from hetsched.profiles import read_profile
     from hetsched.speed_fit import fit_throughput_model
     from hetsched.speed_io import save_model
-    from hetsched.speed_loo import leave_one_out, plot_residuals, report_lines
+    from hetsched.speed_loo import held_out_keys, leave_one_out, plot_residuals, report_lines
 
     check_output_file(output, "--output")
     if plot is not None:
@@ -444,7 +446,11 @@ def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) ->
                f"GPU types x 2 placements ({kinds}) from {len(data)} measurements in "
                f"{model.diagnostics.fit_time_s:.3f} s")
     if report or plot is not None:
-        loo = leave_one_out(data, model.settings)
+        from hetsched.progress import ProgressBar
+
+        with ProgressBar(len(held_out_keys(data)), desc="leave-one-out", unit="fit") as bar:
+            loo = leave_one_out(data, model.settings, progress=lambda done, _: bar.update_to(
+                done))
         if report:
             click.echo("\n".join(report_lines(loo)))
         if plot is not None:

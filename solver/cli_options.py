@@ -5,9 +5,12 @@ and ``--debug``, accepted before the subcommand (``hetsched -v solve X``) and af
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from hetsched.progress import BudgetBar
 
 #: The format of the log lines on stderr.
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
@@ -25,7 +28,16 @@ def log_level(verbosity: int) -> int:
 
 class _OurHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """The stderr handler the command installs (so a later ``-v`` can raise its level,
-    while a host's own handlers, pytest's or a notebook's, are left alone)."""
+    while a host's own handlers, pytest's or a notebook's, are left alone). Lines go
+    through tqdm, above a progress bar (:mod:`hetsched.progress`) instead of through it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm import tqdm
+
+        try:
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:
+            self.handleError(record)
 
 
 def configure_logging(verbosity: int) -> None:
@@ -77,6 +89,18 @@ def remember_verbosity(ctx: click.Context, verbosity: int) -> None:
     """Record the group's own ``-v`` count (before the subcommand) and set logging up."""
     ctx.find_root().meta["hetsched.verbose"] = verbosity
     configure_logging(verbosity)
+
+
+def solve_bar(model: str, time_limit: float | None, started: float) -> BudgetBar:
+    """The bar of ``hetsched solve``: seconds spent of ``time_limit`` (the model's default
+    when ``None``; elapsed time alone for a model without a limit) since ``started`` (a
+    ``time.monotonic()`` reading), on stderr when it is seen (a terminal), so ``--json``
+    on stdout stays clean."""
+    from hetsched.progress import BudgetBar
+    from hetsched.registry import planner
+
+    limit = time_limit if time_limit is not None else planner(model).default_time_limit_s
+    return BudgetBar(limit, desc=f"solve ({model})", started=started)
 
 
 def settings(**extra: Any) -> dict[str, Any]:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -53,14 +51,15 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
            throughput: ThroughputModel, model: ThroughputModel | None = None,
            interval_s: float | None = None, restart_penalty_s: float = 30.0,
            time_limit_s: float | None = 0.1, deterministic: bool = True, seed: int = 0,
-           backend: str | None = None, load: float = 1.0) -> Replay:
+           backend: str | None = None, load: float = 1.0, progress: bool = False) -> Replay:
     """Replay ``jobs`` on ``cluster`` under ``policy`` (a registered name or a rolling
     policy object), in memory, the same way ``hetsched replay`` does.
 
     ``throughput`` advances the jobs (measured); ``model`` is what the policy sees (the
     fitted one; default ``throughput``). ``time_limit_s`` is the solver limit per
     decision, in deterministic work units unless ``deterministic`` is false; ``load``
-    scales the arrival rate. What ran (:meth:`~hetsched.outcome.Replay.schedule`) is
+    scales the arrival rate; ``progress`` shows a bar (jobs done, ETA) on a terminal or in
+    Jupyter (:mod:`hetsched.progress`). What ran (:meth:`~hetsched.outcome.Replay.schedule`) is
     verified by :func:`hetsched.check.check` against ``throughput``;
     :class:`~hetsched.errors.InvalidScheduleError` if it fails."""
     from hetsched.data import configurations
@@ -78,8 +77,14 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
                              value=f"{job.num_gpus} x {job.job_type}",
                              expected="a GPU type of the cluster with throughput > 0")
     scaled = scale_arrivals(jobs, load)
-    outcome = Simulator(cluster, scaled, made, truth=throughput, model=model,
-                        interval_s=interval_s, restart_penalty_s=restart_penalty_s).run()
+    bar = Progress(len(scaled), enabled=None if progress else False)
+    try:
+        outcome = Simulator(cluster, scaled, made, truth=throughput, model=model,
+                            interval_s=interval_s, restart_penalty_s=restart_penalty_s,
+                            progress=bar if bar.enabled else None).run()
+        bar.finish(outcome)
+    finally:
+        bar.close()
     violations = check_replay(outcome, scaled, throughput)
     if violations:
         raise InvalidScheduleError("the replay", violations)
@@ -105,34 +110,33 @@ def throughput_pair(path: Path) -> tuple[ThroughputModel, ThroughputModel]:
 
 
 class Progress:
-    """One status line on a terminal (jobs done, simulated time, decisions), refreshed at
-    most every 0.2 s; silent when the stream is not a terminal."""
+    """The bar of a replay (:class:`hetsched.progress.ProgressBar`): jobs done of the total
+    with rate and ETA, then the simulated time and the decisions so far; shown on a
+    terminal or in Jupyter, silent elsewhere (``stream``: another stream, e.g. a test's)."""
 
-    def __init__(self, total: int, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.total = total
-        self.enabled = self.stream.isatty()
-        self.last = 0.0
+    def __init__(self, total: int, stream: TextIO | None = None,
+                 enabled: bool | None = None) -> None:
+        from hetsched.progress import ProgressBar
+
+        self.bar = ProgressBar(total, desc="replay", unit="job", stream=stream,
+                               enabled=enabled)
+        self.enabled = self.bar.enabled
 
     def __call__(self, done: int, total: int, now: float, decisions: int) -> None:
-        """Report progress (called by the simulator after each decision)."""
-        if not self.enabled:
-            return
-        clock = time.monotonic()
-        if clock - self.last < 0.2 and done < total:
-            return
-        self.last = clock
-        width = 30
-        filled = int(width * done / max(total, 1))
-        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} jobs, "
-                          f"t = {now / 3600:,.1f} h, {decisions} decisions")
-        self.stream.flush()
+        """Report progress (called by the simulator after each decision; the bar is
+        redrawn at most every :data:`hetsched.progress.REFRESH_S`)."""
+        self.bar.update_to(done, f"t = {now / 3600:,.1f} h, {decisions:,} decisions")
+
+    def finish(self, replay: Replay) -> None:
+        """Show the end of ``replay`` (its last completions come after its last decision)
+        and close the bar."""
+        done = sum(1 for record in replay.records.values() if record.finish is not None)
+        self.bar.update_to(done, f"{len(replay.decisions):,} decisions", force=True)
+        self.close()
 
     def close(self) -> None:
-        """End the status line."""
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
+        """Leave the bar as it is (idempotent)."""
+        self.bar.close()
 
 
 def default_throughput(trace: Path, trace_format: str) -> Path | None:
@@ -275,9 +279,13 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     simulator = Simulator(cluster, jobs, policy, truth=truth, model=model,
                           interval_s=interval_s, restart_penalty_s=restart_penalty_s,
                           progress=progress)
-    replay = simulator.run()
-    if progress is not None:
-        progress.close()
+    try:
+        replay = simulator.run()
+        if progress is not None:
+            progress.finish(replay)
+    finally:
+        if progress is not None:
+            progress.close()
     from hetsched.interrupts import deferred_interrupts
 
     # A Ctrl-C from here on stops after the files are written; a write that fails (a full
