@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -84,13 +85,14 @@ def gantt(instance: Instance, schedule: Schedule, ax: Axes | None = None,
 
 #: How each PCIe link kind of ``nvidia-smi topo`` is drawn: (colour, line style), so
 #: that kinds of similar bandwidth are told apart in grey print too.
-PCIE_STYLES = {"PIX": ("C0", "-"), "PXB": ("C1", "--"), "PHB": ("C4", "-."),
-               "NODE": ("C5", ":"), "SYS": ("0.45", (0, (1, 2.5)))}
+PCIE_STYLES: dict[str, tuple[str, Any]] = {
+    "PIX": ("C0", "-"), "PXB": ("C1", "--"), "PHB": ("C4", "-."), "NODE": ("C5", ":"),
+    "SYS": ("0.45", (0, (1, 2.5)))}
 #: Colours of NVLink kinds, darker with more bonded links: NV1, NV2, NV3-6, NV7-12, NV13+.
 NVLINK_COLOURS = ("#74c476", "#31a354", "#238b45", "#006d2c", "#00441b")
 
 
-def _link_style(kind: str) -> tuple[str, object]:
+def _link_style(kind: str) -> tuple[str, Any]:
     """(colour, line style) of a link kind: NVLink solid, a darker green the more links
     it bonds; each PCIe kind its own colour and dash."""
     if kind in PCIE_STYLES:
