@@ -207,8 +207,11 @@ class RunSpec:
 
     @property
     def name(self) -> str:
-        """``<policy>-s<seed>-l<load>``: the run's folder under ``runs/``."""
-        return f"{self.policy}-s{self.seed}-l{load_label(self.load)}"
+        """``<policy>-s<seed>-l<load>``: the run's folder under ``runs/`` (a policy class
+        of yours by its :func:`hetsched.plugins.label`, ``my_policy.MyPolicy``)."""
+        from hetsched.plugins import label
+
+        return f"{label(self.policy)}-s{self.seed}-l{load_label(self.load)}"
 
     @property
     def key(self) -> tuple[str, str, str]:
