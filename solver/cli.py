@@ -238,7 +238,7 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
               type=click.Choice(("gavel", "philly", "helios", "openb", "native")))
 @click.option("--cluster", "cluster_spec", required=True,
               help="v100=36,p100=36,k80=36 (servers of 4 GPUs; TYPE=NxPER for other sizes), "
-              "a cluster JSON, or openb:NODE_LIST.csv.")
+              "a cluster JSON, openb:NODE_LIST.csv or pai:pai_machine_spec.csv.")
 @click.option("--policy", default="fifo", show_default=True, help="Rolling policy or model.")
 @click.option("--backend", type=click.Choice(BACKENDS), default=None)
 @click.option("--interval", type=click.FloatRange(min=1.0), default=None,
@@ -311,7 +311,8 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
 @click.option("--format", "trace_format", required=True,
               type=click.Choice(("gavel", "philly", "helios", "openb", "native")))
 @click.option("--cluster", "cluster_spec", required=True,
-              help="v100=36,p100=36,k80=36, a cluster JSON, or openb:NODE_LIST.csv.")
+              help="v100=36,p100=36,k80=36, a cluster JSON, openb:NODE_LIST.csv or "
+              "pai:MACHINES.csv.")
 @click.option("--policies", required=True, help="Comma-separated policy names.")
 @click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
 @click.option("--load", "loads", default="1", show_default=True,

@@ -1,6 +1,7 @@
-"""The ``--cluster`` option: a cluster from a short spec, a JSON file or an openb node list.
+"""The ``--cluster`` option: a cluster from a short spec, a JSON file, an openb node list
+or a PAI machine list.
 
-Three forms (docs/traces.md, "Cluster spec"):
+Four forms (docs/traces.md, "Cluster spec"):
 
 * ``v100=36,p100=36,k80=36``: that many GPUs of each type, in servers of
   :data:`GPUS_PER_SERVER` GPUs (the last server of a type holds the remainder);
@@ -10,6 +11,8 @@ Three forms (docs/traces.md, "Cluster spec"):
   optional ``topologies`` / ``network_gbps`` are read as in the instance format (jobs
   and throughput, if present, are ignored).
 * ``openb:NODE_LIST.csv``: Alibaba's openb node list (:func:`hetsched.traces.openb_cluster`).
+* ``pai:pai_machine_spec.csv``: Alibaba PAI's machine list (cluster-trace-gpu-v2020), one
+  node per machine with GPUs, its CPUs and memory (:func:`hetsched.topology.pai_cluster`).
 
 Relative paths are taken from ``base_dir``.
 """
@@ -41,13 +44,22 @@ def parse_cluster(spec: str, *, base_dir: Path | None = None) -> Cluster:
     text = spec.strip()
     if not text:
         raise InputError("empty cluster spec", path="cluster_spec", value=spec,
-                         expected="TYPE=GPUS[,TYPE=GPUS...], a JSON file or openb:NODES.csv")
+                         expected="TYPE=GPUS[,TYPE=GPUS...], a JSON file, openb:NODES.csv or "
+                         "pai:MACHINES.csv")
     if text.startswith("openb:"):
         relative = text.removeprefix("openb:").strip()
         if not relative:
             raise InputError("no node list after 'openb:'", path="cluster_spec", value=spec,
                              expected="openb:NODE_LIST.csv")
         return openb_cluster(base / relative)
+    if text.startswith("pai:"):
+        relative = text.removeprefix("pai:").strip()
+        if not relative:
+            raise InputError("no machine list after 'pai:'", path="cluster_spec", value=spec,
+                             expected="pai:pai_machine_spec.csv")
+        from hetsched.topology import pai_cluster
+
+        return pai_cluster(base / relative)
     if text.endswith(".json") or _is_file(base / text):
         return _cluster_file(base / text)
     return _gpu_counts(text)
