@@ -112,6 +112,44 @@ class ReplaySummary:
         values["warnings"] = list(self.warnings)
         return values
 
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> ReplaySummary:
+        """Inverse of :meth:`to_dict`; reads a replay's ``summary.json`` (its other keys,
+        the trace, policy, bounds, ..., are ignored; null numbers are NaN, as written).
+        A missing field is an :class:`InputError` naming it."""
+        missing = [f.name for f in fields(cls) if f.name not in values]
+        if missing:
+            raise InputError("not a replay summary", path=missing[0],
+                             expected="the fields of summary.json: "
+                             + ", ".join(f.name for f in fields(cls)))
+
+        def number(name: str) -> float:
+            value = values[name]
+            return math.nan if value is None else float(value)
+
+        def optional(name: str) -> float | None:
+            value = values[name]
+            return None if value is None else float(value)
+
+        counts = {f.name for f in fields(cls) if f.type in ("int", int)}
+        floats = {f.name for f in fields(cls) if f.type in ("float", float)}
+        made: dict[str, Any] = {
+            **{name: int(values[name]) for name in counts},
+            **{name: number(name) for name in floats},
+            "warnings": tuple(str(w) for w in values["warnings"] or ()),
+            "round_s": optional("round_s"), "interval_s": optional("interval_s"),
+            "interrupted": bool(values["interrupted"])}
+        return cls(**made)
+
+    def to_frame(self) -> Any:
+        """The metrics as a one-row pandas DataFrame (``warnings`` joined by ``"; "``), e.g.
+        to set replays side by side with ``pandas.concat``."""
+        import pandas as pd
+
+        row: dict[str, object] = self.to_dict()
+        row["warnings"] = "; ".join(self.warnings)
+        return pd.DataFrame([row])
+
     def to_cells(self) -> dict[str, str]:
         """The fields as results.csv cells (:func:`cell_text`)."""
         return {name: cell_text(value) for name, value in self.to_dict().items()}
