@@ -20,6 +20,7 @@ from click.core import ParameterSource
 
 from hetsched import cli_options
 from hetsched.check import check
+from hetsched.cli_compare import compare_command
 from hetsched.cli_format import plan_table, summary_lines
 from hetsched.errors import InputError
 from hetsched.generate import GeneratorSettings, generate, parse_gpu_counts
@@ -460,6 +461,7 @@ def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) ->
             click.echo(f"wrote {plot}")
 
 
+cli.add_command(compare_command)
 cli_options.accept_global_options(cli)  # -v and --debug after the subcommand too
 
 
