@@ -18,7 +18,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from hetsched import cli_options
+from hetsched import cli_options, run_config
 from hetsched.check import check
 from hetsched.cli_compare import compare_command
 from hetsched.cli_format import plan_table, summary_lines
@@ -234,6 +234,11 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
 
 
 @cli.command("replay")
+@click.option("--config", type=click.Path(dir_okay=False, path_type=Path), is_eager=True,
+              expose_value=False, callback=run_config.use_config,
+              help="A TOML file of settings, one key per option (time-limit = 0.5, trace = "
+              "\"...\"); options typed here win. Every replay writes its settings into "
+              "--out as run.toml, to repeat it with --config.")
 @click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--format", "trace_format", required=True,
               type=click.Choice(("gavel", "philly", "helios", "openb", "native")))
@@ -287,7 +292,8 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
                          time_limit_s=time_limit, deterministic=not wall_clock, seed=seed,
                          limit_jobs=limit_jobs,
                          on_bad_row=on_bad_row, deadline_fraction=deadline_fraction,
-                         restart_penalty_s=restart_penalty, load=load, partitions=partitions)
+                         restart_penalty_s=restart_penalty, load=load, partitions=partitions,
+                         files=run_config.config_files(click.get_current_context()))
     for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
                 "deadline_met", "utilization", "preemptions", "decisions", "round_s",
                 "restart_penalty_s", "fallbacks", "decision_time_p95_s", "wall_time_s"):
@@ -298,7 +304,7 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
         if isinstance(items, list) and items:
             click.echo(f"{name.removesuffix('s')}: {items[0]}" + (
                 f" ({len(items) - 1} more in summary.json)" if len(items) > 1 else ""))
-    click.echo(f"wrote {out}/summary.json, jobs.csv, decisions.csv, timing.json")
+    click.echo(f"wrote {out}/summary.json, jobs.csv, decisions.csv, timing.json, run.toml")
     if summary.get("interrupted"):
         from hetsched.interrupts import exit_code
 

@@ -69,7 +69,7 @@ class DecisionLog:
 
 #: The files of one replay's output folder (:meth:`Replay.write`): nothing else may be in
 #: it, since the folder is replaced as a whole.
-OUTPUT_FILES = ("summary.json", "jobs.csv", "decisions.csv", "timing.json")
+OUTPUT_FILES = ("summary.json", "jobs.csv", "decisions.csv", "timing.json", "run.toml")
 #: ``summary.json`` lists at most this many distinct fallback notes.
 MAX_WARNINGS = 10
 #: The wall-clock fields, kept out of ``summary.json`` (they go to ``timing.json``).
@@ -305,12 +305,15 @@ class Replay:
                 "decision_time_p95_s": float(np.percentile(times, 95)),
                 "decision_time_max_s": float(times.max())}
 
-    def write(self, out_dir: str | Path, extra: dict[str, object] | None = None) -> None:
+    def write(self, out_dir: str | Path, extra: dict[str, object] | None = None,
+              files: Mapping[str, str] | None = None) -> None:
         """Write the outputs into ``out_dir`` as one set (see :func:`write_folder`):
         ``summary.json`` (:meth:`summary` and ``extra``), ``jobs.csv`` (one row per job),
         ``decisions.csv`` (one row per decision point), all three the same for the same
         input, and ``timing.json`` (:meth:`timing` and ``decision_time_s``, the policy's
-        wall-clock time at each decision point, in the order of decisions.csv's rows)."""
+        wall-clock time at each decision point, in the order of decisions.csv's rows);
+        and ``files`` (name -> text, names of :data:`OUTPUT_FILES`: ``run.toml``, the
+        command's settings)."""
         summary = {**self.summary(), **(extra or {})}
         rows = io.StringIO()
         writer = csv.writer(rows, lineterminator="\n")
@@ -328,7 +331,7 @@ class Replay:
                   "decision_time_s": [d.decision_time_s for d in self.decisions]}
         write_folder(out_dir, {"summary.json": _json(summary), "jobs.csv": rows.getvalue(),
                                "decisions.csv": decisions.getvalue(),
-                               "timing.json": _json(timing)})
+                               "timing.json": _json(timing), **(files or {})})
 
 
 #: The columns of jobs.csv (:meth:`Replay.job_rows`).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -241,7 +241,8 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                seed: int = 0, limit_jobs: int | None = None, on_bad_row: str = "fatal",
                deadline_fraction: float | None = None, restart_penalty_s: float = 30.0,
                show_progress: bool = True, load: float = 1.0,
-               deterministic: bool = True, partitions: int = 1) -> dict[str, object]:
+               deterministic: bool = True, partitions: int = 1,
+               files: Mapping[str, str] | None = None) -> dict[str, object]:
     """Read the trace, replay it under the policy, write the outputs into the folder
     ``out`` (new, or one a replay wrote: it is replaced as a whole); returns the summary
     and the wall-clock figures of ``timing.json``. The policy is called at every boundary
@@ -250,7 +251,9 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     carries the lower bounds of :func:`hetsched.bounds.lower_bounds` (``bound_*``, measured
     throughput). ``deterministic`` (the default) makes every solver limit a deterministic
     work limit, so the same command gives byte-identical ``summary.json``, ``jobs.csv``
-    and ``decisions.csv``; ``False`` uses wall-clock limits (``--wall-clock``)."""
+    and ``decisions.csv``; ``False`` uses wall-clock limits (``--wall-clock``). ``files``
+    (name -> text) join the outputs: the command writes its settings, ``run.toml``
+    (:mod:`hetsched.run_config`)."""
     from hetsched.cluster_spec import parse_cluster
     from hetsched.formulations.versions import solver_versions
     from hetsched.simulate import (
@@ -300,11 +303,12 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
             "notes": list(trace.notes), "load": load,
             "solver_limit": {"per_decision": time_limit_s,
                              "unit": "work units" if deterministic else "s wall"},
-            "solver_versions": solver_versions()})
+            "solver_versions": solver_versions()}, files)
 
 
 def _write(replay: Replay, out: Path, jobs: Sequence[Job], cluster: Cluster,
-           truth: ThroughputModel, extra: dict[str, object]) -> dict[str, object]:
+           truth: ThroughputModel, extra: dict[str, object],
+           files: Mapping[str, str] | None = None) -> dict[str, object]:
     """Add the lower bounds to ``extra``, write the replay's files; the summary.
 
     The bounds are of the jobs the metrics cover: every job, or, in an interrupted replay
@@ -320,7 +324,7 @@ def _write(replay: Replay, out: Path, jobs: Sequence[Job], cluster: Cluster,
     extra = {**extra, **(lower_bounds(covered, cluster, truth).as_dict() if covered else {}),
              "bounds_cover": "finished jobs" if replay.interrupted else "all jobs"}
     violations = check_replay(replay, jobs, truth)
-    replay.write(out, extra)
+    replay.write(out, extra, files)
     if violations:
         raise InvalidScheduleError(f"the replay written to {out}", violations)
     return {**replay.summary(), **extra, **replay.timing()}
