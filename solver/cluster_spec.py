@@ -20,6 +20,7 @@ Relative paths are taken from ``base_dir``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from hetsched.data import MAX_CLUSTER_GPUS, MAX_GPUS_PER_NODE, Cluster, GpuType, Node
@@ -27,6 +28,7 @@ from hetsched.errors import InputError
 from hetsched.generate import GPU_TYPES
 from hetsched.instance_file import _build, _topology_graph, check_schema, schema
 from hetsched.json_files import read_json
+from hetsched.topology import pai_cluster
 from hetsched.traces.openb import openb_cluster
 
 #: GPUs per server when the spec does not say. Gavel's simulator scripts default to
@@ -35,31 +37,30 @@ from hetsched.traces.openb import openb_cluster
 #: (docs/traces.md).
 GPUS_PER_SERVER = 4
 
+#: ``PREFIX:FILE`` specs: what the file is, an example, and its reader.
+FILE_SPECS: dict[str, tuple[str, str, Callable[[Path], Cluster]]] = {
+    "openb:": ("node list", "openb:NODE_LIST.csv", openb_cluster),
+    "pai:": ("machine list", "pai:pai_machine_spec.csv", pai_cluster),
+}
+
 _ITEM = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=(\d+)(?:x(\d+))?$")
 
 
 def parse_cluster(spec: str, *, base_dir: Path | None = None) -> Cluster:
-    """The cluster that ``spec`` describes (one of the three forms above)."""
+    """The cluster that ``spec`` describes (one of the forms above)."""
     base = base_dir if base_dir is not None else Path.cwd()
     text = spec.strip()
     if not text:
         raise InputError("empty cluster spec", path="cluster_spec", value=spec,
                          expected="TYPE=GPUS[,TYPE=GPUS...], a JSON file, openb:NODES.csv or "
                          "pai:MACHINES.csv")
-    if text.startswith("openb:"):
-        relative = text.removeprefix("openb:").strip()
-        if not relative:
-            raise InputError("no node list after 'openb:'", path="cluster_spec", value=spec,
-                             expected="openb:NODE_LIST.csv")
-        return openb_cluster(base / relative)
-    if text.startswith("pai:"):
-        relative = text.removeprefix("pai:").strip()
-        if not relative:
-            raise InputError("no machine list after 'pai:'", path="cluster_spec", value=spec,
-                             expected="pai:pai_machine_spec.csv")
-        from hetsched.topology import pai_cluster
-
-        return pai_cluster(base / relative)
+    for prefix, (what, example, reader) in FILE_SPECS.items():
+        if text.startswith(prefix):
+            relative = text.removeprefix(prefix).strip()
+            if not relative:
+                raise InputError(f"no {what} after '{prefix}'", path="cluster_spec",
+                                 value=spec, expected=example)
+            return reader(base / relative)
     if text.endswith(".json") or _is_file(base / text):
         return _cluster_file(base / text)
     return _gpu_counts(text)
