@@ -69,7 +69,10 @@ class DecisionLog:
 
 #: The files of one replay's output folder (:meth:`Replay.write`): nothing else may be in
 #: it, since the folder is replaced as a whole.
-OUTPUT_FILES = ("summary.json", "jobs.csv", "decisions.csv", "timing.json", "run.toml")
+OUTPUT_FILES = ("summary.json", "jobs.csv", "decisions.csv", "timing.json")
+#: Files a replay's folder may hold besides: ``run.toml``, the settings ``hetsched replay``
+#: ran with (:mod:`hetsched.run_config`), written with the others as one set.
+COMMAND_FILES = ("run.toml",)
 #: ``summary.json`` lists at most this many distinct fallback notes.
 MAX_WARNINGS = 10
 #: The wall-clock fields, kept out of ``summary.json`` (they go to ``timing.json``).
@@ -312,7 +315,7 @@ class Replay:
         ``decisions.csv`` (one row per decision point), all three the same for the same
         input, and ``timing.json`` (:meth:`timing` and ``decision_time_s``, the policy's
         wall-clock time at each decision point, in the order of decisions.csv's rows);
-        and ``files`` (name -> text, names of :data:`OUTPUT_FILES`: ``run.toml``, the
+        and ``files`` (name -> text, names of :data:`COMMAND_FILES`: ``run.toml``, the
         command's settings)."""
         summary = {**self.summary(), **(extra or {})}
         rows = io.StringIO()
@@ -390,7 +393,8 @@ def _num(value: float | None) -> str:
 
 def check_out_folder(out_dir: str | Path) -> None:
     """Refuse an output folder that is a file or holds anything but a replay's outputs
-    (:data:`OUTPUT_FILES`): :func:`write_folder` replaces the folder as a whole."""
+    (:data:`OUTPUT_FILES`, :data:`COMMAND_FILES`): :func:`write_folder` replaces the folder
+    as a whole."""
     folder = Path(out_dir)
     try:  # one look at a time: another replay into it may move the folder away meanwhile
         names = os.listdir(folder)
@@ -402,13 +406,14 @@ def check_out_folder(out_dir: str | Path) -> None:
                              expected="a new folder, or one a replay wrote") from None
         return  # a parent is a file: hetsched.outputs.check_output_folder says so
     else:
-        foreign = sorted(name for name in names if name not in OUTPUT_FILES
+        foreign = sorted(name for name in names if name not in OUTPUT_FILES + COMMAND_FILES
                          and not name.endswith(".tmp"))
         if foreign:
             raise InputError("the output folder holds files that are not a replay's",
                              file=str(folder), path="out", value=", ".join(foreign[:5]),
                              expected="a new folder, or one holding only "
-                             + ", ".join(OUTPUT_FILES) + " (it is replaced as a whole)")
+                             + ", ".join(OUTPUT_FILES + COMMAND_FILES)
+                             + " (it is replaced as a whole)")
 
 
 def write_folder(out_dir: str | Path, files: Mapping[str, str]) -> None:
