@@ -26,6 +26,7 @@ from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import TICK_S
 from hetsched.formulations.completion import CompletionBoundSettings, completion_bound
 from hetsched.formulations.deadline.problem import DeadlineProblem
+from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ def relax(problem: DeadlineProblem, budget: Budget) -> Relaxation:
         order = tuple(sorted(range(len(jobs)),
                              key=lambda j: (completion[j] - shortest[j] / 2, j)))
     value = bound.total_weighted_s - problem.weighted_arrivals()
-    log.info("deadline: LP relaxation bound %.6g (%s, %d columns, %.2f s)", value,
-             bound.status, bound.columns, bound.build_s + bound.lp_s)
+    log.log(solve_log_level(), "deadline: LP relaxation bound %.6g (%s, %d columns, %.2f s)",
+            value, bound.status, bound.columns, bound.build_s + bound.lp_s)
     return Relaxation(value, bound.status, order, bound.columns, bound.rows,
                       bound.build_s + bound.lp_s)

@@ -20,6 +20,7 @@ from hetsched.formulations.deadline import warm_plan
 from hetsched.formulations.deadline.problem import DeadlineProblem, Plan
 from hetsched.formulations.deadline.timing import earliest_start
 from hetsched.formulations.options import SolveOptions
+from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,9 @@ def decode(problem: DeadlineProblem, order: list[int],
         if budget is not None and not appending and position % _BUDGET_EVERY == 0 and \
                 not budget.deterministic and budget.expired():
             appending = True
-            log.info("decode: budget spent after %d of %d jobs: appending the rest",
-                     position, len(order))
+            log.log(solve_log_level(),
+                    "decode: budget spent after %d of %d jobs: appending the rest",
+                    position, len(order))
         data = problem.jobs[j]
         best: tuple[int, int, int] | None = None  # (end, mode index, start)
         for index in candidate_modes(problem, j, modes.get(j)):
