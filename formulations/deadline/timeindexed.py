@@ -52,6 +52,7 @@ from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import TICK_S
 from hetsched.formulations.deadline.problem import DeadlineObjective, DeadlineProblem, Plan
 from hetsched.formulations.deadline.relaxation import LP_ITERATIONS_PER_UNIT
+from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
 
@@ -380,9 +381,9 @@ class TimeIndexedRelaxation:
         master = self.master
         median, modes = _plan_hints(master, self.values)
         bound_s = self.best - self.problem.weighted_arrivals()
-        log.info("deadline: time-indexed bound %.6g (%s, late cap %s, %d rounds, %d columns, "
-                 "%.2f s)", bound_s, self.status, master.late_cap, self.rounds,
-                 len(master.columns), self.seconds)
+        log.log(solve_log_level(), "deadline: time-indexed bound %.6g (%s, late cap %s, "
+                "%d rounds, %d columns, %.2f s)", bound_s, self.status, master.late_cap,
+                self.rounds, len(master.columns), self.seconds)
         return TimeIndexedBound(bound_s, self.status, master.late_cap, median, modes,
                                 master.slot_s, master.slots, self.rounds, len(master.columns),
                                 master.num_rows, self.seconds)
