@@ -232,8 +232,11 @@ class RunSpec:
 
     @property
     def name(self) -> str:
-        """``<policy>-s<seed>-l<load>``: the run's folder under ``runs/``."""
-        return f"{self.policy}-s{self.seed}-l{load_label(self.load)}"
+        """``<policy>-s<seed>-l<load>``: the run's folder under ``runs/`` (a policy class
+        of yours by its :func:`hetsched.plugins.label`, ``my_policy.MyPolicy``)."""
+        from hetsched.plugins import label
+
+        return f"{label(self.policy)}-s{self.seed}-l{load_label(self.load)}"
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -347,21 +350,24 @@ class _Bench:
     """One bench folder at work: its settings, what it still has to run, its LP bounds;
     it records each finished run (the run's folder, its row, the progress line)."""
 
+    #: the bench's progress, shared by every bench of the queue (set once all are read)
+    progress: BenchProgress
+
     def __init__(self, index: int, settings: BenchSettings, out: Path, name: str,
-                 progress: BenchProgress) -> None:
-        self.index, self.settings, self.out, self.progress = index, settings, out, progress
+                 note: Callable[[str], None]) -> None:
+        self.index, self.settings, self.out = index, settings, out
         self.prefix = f"{name}/" if name else ""
         self.results = out / "results.csv"
         _check_folder(settings, out)
         warnings: list[str] = []
         self.kept = resume_rows(self.results, warnings.append)
         for warning in warnings:
-            progress.line(f"warning: {warning}")
+            note(f"warning: {warning}")
         done = {tuple(r[k] for k in KEY_COLUMNS) for r in self.kept}
         self.todo = [spec for spec in plan(settings) if spec.key not in done]
         self.skipped = len(plan(settings)) - len(self.todo)
         if self.skipped:
-            progress.line(f"{self.skipped} runs already in {self.results}: skipped")
+            note(f"{self.skipped} runs already in {self.results}: skipped")
         self.ran = 0
         self.failed: list[str] = []
         self.lp_bounds: LpBounds | None = None
@@ -447,11 +453,15 @@ class _Sink:
 def _run_locked(benches: Sequence[tuple[BenchSettings, Path]], names: Sequence[str],
                 engine: Engine | None, stream: TextIO | None,
                 report: bool) -> list[BenchOutcome]:
-    progress = BenchProgress(0, stream)
-    running = [_Bench(index, settings, out, name, progress)
+    notes: list[str] = []
+    running = [_Bench(index, settings, out, name, notes.append)
                for index, ((settings, out), name) in enumerate(zip(benches, names,
                                                                    strict=True))]
-    progress.total = sum(len(bench.todo) for bench in running)
+    progress = BenchProgress(sum(len(bench.todo) for bench in running), stream)
+    for text in notes:
+        progress.line(text)
+    for bench in running:
+        bench.progress = progress
     inputs: dict[str, object] = {}
     cells = [cell for bench in running for cell in bench.prepare(inputs)]
     if engine is None:

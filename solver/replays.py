@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
@@ -72,14 +71,15 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
            throughput: ThroughputModel, model: ThroughputModel | None = None,
            interval_s: float | None = None, restart_penalty_s: float = 30.0,
            time_limit_s: float | None = 0.1, deterministic: bool = True, seed: int = 0,
-           backend: str | None = None, load: float = 1.0) -> Replay:
+           backend: str | None = None, load: float = 1.0, progress: bool = False) -> Replay:
     """Replay ``jobs`` on ``cluster`` under ``policy`` (a registered name or a rolling
     policy object), in memory, the same way ``hetsched replay`` does.
 
     ``throughput`` advances the jobs (measured); ``model`` is what the policy sees (the
     fitted one; default ``throughput``). ``time_limit_s`` is the solver limit per
     decision, in deterministic work units unless ``deterministic`` is false; ``load``
-    scales the arrival rate. What ran (:meth:`~hetsched.outcome.Replay.schedule`) is
+    scales the arrival rate; ``progress`` shows a bar (jobs done, ETA) on a terminal or in
+    Jupyter (:mod:`hetsched.progress`). What ran (:meth:`~hetsched.outcome.Replay.schedule`) is
     verified by :func:`hetsched.check.check` against ``throughput``;
     :class:`~hetsched.errors.InvalidScheduleError` if it fails."""
     from hetsched.data import configurations
@@ -97,8 +97,14 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
                              value=f"{job.num_gpus} x {job.job_type}",
                              expected="a GPU type of the cluster with throughput > 0")
     scaled = scale_arrivals(jobs, load)
-    outcome = Simulator(cluster, scaled, made, truth=throughput, model=model,
-                        interval_s=interval_s, restart_penalty_s=restart_penalty_s).run()
+    bar = Progress(len(scaled), enabled=None if progress else False)
+    try:
+        outcome = Simulator(cluster, scaled, made, truth=throughput, model=model,
+                            interval_s=interval_s, restart_penalty_s=restart_penalty_s,
+                            progress=bar if bar.enabled else None).run()
+        bar.finish(outcome)
+    finally:
+        bar.close()
     violations = check_replay(outcome, scaled, throughput)
     if violations:
         raise InvalidScheduleError("the replay", violations)
@@ -124,34 +130,33 @@ def throughput_pair(path: Path) -> tuple[ThroughputModel, ThroughputModel]:
 
 
 class Progress:
-    """One status line on a terminal (jobs done, simulated time, decisions), refreshed at
-    most every 0.2 s; silent when the stream is not a terminal."""
+    """The bar of a replay (:class:`hetsched.progress.ProgressBar`): jobs done of the total
+    with rate and ETA, then the simulated time and the decisions so far; shown on a
+    terminal or in Jupyter, silent elsewhere (``stream``: another stream, e.g. a test's)."""
 
-    def __init__(self, total: int, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.total = total
-        self.enabled = self.stream.isatty()
-        self.last = 0.0
+    def __init__(self, total: int, stream: TextIO | None = None,
+                 enabled: bool | None = None) -> None:
+        from hetsched.progress import ProgressBar
+
+        self.bar = ProgressBar(total, desc="replay", unit="job", stream=stream,
+                               enabled=enabled)
+        self.enabled = self.bar.enabled
 
     def __call__(self, done: int, total: int, now: float, decisions: int) -> None:
-        """Report progress (called by the simulator after each decision)."""
-        if not self.enabled:
-            return
-        clock = time.monotonic()
-        if clock - self.last < 0.2 and done < total:
-            return
-        self.last = clock
-        width = 30
-        filled = int(width * done / max(total, 1))
-        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} jobs, "
-                          f"t = {now / 3600:,.1f} h, {decisions} decisions")
-        self.stream.flush()
+        """Report progress (called by the simulator after each decision; the bar is
+        redrawn at most every :data:`hetsched.progress.REFRESH_S`)."""
+        self.bar.update_to(done, f"t = {now / 3600:,.1f} h, {decisions:,} decisions")
+
+    def finish(self, replay: Replay) -> None:
+        """Show the end of ``replay`` (its last completions come after its last decision)
+        and close the bar."""
+        done = sum(1 for record in replay.records.values() if record.finish is not None)
+        self.bar.update_to(done, f"{len(replay.decisions):,} decisions", force=True)
+        self.close()
 
     def close(self) -> None:
-        """End the status line."""
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
+        """Leave the bar as it is (idempotent)."""
+        self.bar.close()
 
 
 def default_throughput(trace: Path, trace_format: str) -> Path | None:
@@ -313,12 +318,13 @@ def replay_trace(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *,
                  interval_s: float | None = None, restart_penalty_s: float = 30.0,
                  time_limit_s: float | None = 5.0, deterministic: bool = True,
                  params: Mapping[str, object] | None = None,
-                 progress: Progress | None = None, out: Path | None = None) -> ReplayOutput:
+                 progress: Progress | None = None, out: Path | None = None,
+                 files: Mapping[str, str] | None = None) -> ReplayOutput:
     """Replay the jobs of ``trace`` (arrivals scaled by ``load``) under ``policy`` and
     render its outputs (:func:`run_replay`'s, whose arguments these are; ``params``, the
     policy's own settings, are recorded in the summary as ``policy_params``). With
-    ``out``, the files are written there as one set before a Ctrl-C that came meanwhile
-    takes effect."""
+    ``out``, the files (and ``files``: ``run.toml``) are written there as one set before
+    a Ctrl-C that came meanwhile takes effect."""
     from hetsched.formulations.versions import solver_versions
     from hetsched.interrupts import deferred_interrupts
     from hetsched.outcome import write_folder
@@ -330,9 +336,13 @@ def replay_trace(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *,
     simulator = Simulator(cluster, jobs, policy, truth=inputs.truth, model=inputs.model,
                           interval_s=interval_s, restart_penalty_s=restart_penalty_s,
                           progress=progress)
-    replay = simulator.run()
-    if progress is not None:
-        progress.close()
+    try:
+        replay = simulator.run()
+        if progress is not None:
+            progress.finish(replay)
+    finally:
+        if progress is not None:
+            progress.close()
     extra: dict[str, object] = {
         "trace": str(inputs.trace_path), "format": inputs.trace_format,
         "cluster": inputs.cluster_spec, "gpus": len(cluster.gpus), "policy": policy_name,
@@ -350,7 +360,7 @@ def replay_trace(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *,
         output = _render(replay, jobs, inputs, extra)
         if out is not None:
             with writing(out, "out", "the output folder"):
-                write_folder(out, output.files)
+                write_folder(out, {**output.files, **(files or {})})
                 if output.violations:
                     raise InvalidScheduleError(f"the replay written to {out}",
                                                output.violations)
@@ -369,7 +379,8 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                deadline_fraction: float | None = None, restart_penalty_s: float = 30.0,
                show_progress: bool = True, load: float = 1.0,
                deterministic: bool = True, partitions: int = 1,
-               executor: Executor | None = None) -> dict[str, object]:
+               executor: Executor | None = None,
+               files: Mapping[str, str] | None = None) -> dict[str, object]:
     """Read the trace, replay it under the policy, write the outputs into the folder
     ``out`` (new, or one a replay wrote: it is replaced as a whole); returns the summary
     and the wall-clock figures of ``timing.json``. The policy is called at every boundary
@@ -379,7 +390,9 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     throughput). ``deterministic`` (the default) makes every solver limit a deterministic
     work limit, so the same command gives byte-identical ``summary.json``, ``jobs.csv``
     and ``decisions.csv``; ``False`` uses wall-clock limits (``--wall-clock``).
-    ``executor`` solves POP's ``partitions`` side by side (the same results)."""
+    ``executor`` solves POP's ``partitions`` side by side (the same results). ``files``
+    (name -> text) join the outputs: the command writes its settings, ``run.toml``
+    (:mod:`hetsched.run_config`)."""
     from hetsched.cluster_spec import parse_cluster
     from hetsched.simulate import check_interval, check_out_folder, check_restart_penalty
 
@@ -402,7 +415,7 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     return replay_trace(inputs, trace, policy, policy_name=policy_name, seed=seed, load=load,
                         interval_s=interval_s, restart_penalty_s=restart_penalty_s,
                         time_limit_s=time_limit_s, deterministic=deterministic,
-                        progress=progress, out=out).summary
+                        progress=progress, out=out, files=files).summary
 
 
 @dataclasses.dataclass(frozen=True)

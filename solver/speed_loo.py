@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,13 +77,16 @@ def held_out_keys(profile: Profile) -> list[PointKey]:
     return sorted(p.key for p in profile.points if p.num_gpus > 1 and p.throughput > 0)
 
 
-def leave_one_out(profile: Profile, settings: FitSettings | None = None) -> LooReport:
+def leave_one_out(profile: Profile, settings: FitSettings | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> LooReport:
     """Hold out each point with more than one GPU, refit the whole model on the rest
-    and predict it; a prediction of 0 (unsupported) counts as a 100% error."""
+    and predict it; a prediction of 0 (unsupported) counts as a 100% error.
+    ``progress(done, total)`` is called after each held-out point."""
     settings = settings or FitSettings()
     started = time.perf_counter()
     points = []
-    for key in held_out_keys(profile):
+    keys = held_out_keys(profile)
+    for key in keys:
         job, gpu, count, placement = key
         measured = profile.by_key[key].throughput
         model = fit_throughput_model(profile.without(key), settings)
@@ -92,6 +96,8 @@ def leave_one_out(profile: Profile, settings: FitSettings | None = None) -> LooR
         except InputError as exc:  # the point was all the model knew of its type
             predicted, flags = 0.0, f"unsupported ({exc.problem})"
         points.append(HeldOut(job, gpu, count, placement, measured, predicted, flags))
+        if progress is not None:
+            progress(len(points), len(keys))
     return LooReport(tuple(points), settings, time.perf_counter() - started)
 
 
