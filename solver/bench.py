@@ -25,7 +25,7 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
@@ -55,7 +55,12 @@ log = logging.getLogger(__name__)
 #: The settings recorded in ``bench.json``; a rerun into the same folder must match them.
 SETTING_FIELDS = ("trace", "trace_format", "cluster", "limit_jobs", "time_limit_s",
                   "deterministic", "throughput", "backend", "interval_s", "deadline_fraction",
-                  "restart_penalty_s", "on_bad_row")
+                  "restart_penalty_s", "on_bad_row", "reference_gpu", "gpu_aliases",
+                  "unknown_gpus")
+#: Settings added after benches were first recorded, and their value in a bench.json
+#: written before (so that such a bench resumes).
+SETTING_DEFAULTS: dict[str, Any] = {"reference_gpu": None, "gpu_aliases": {},
+                                    "unknown_gpus": "error"}
 
 
 def load_label(load: float) -> str:
@@ -154,6 +159,9 @@ class BenchSettings:
     deadline_fraction: float | None = None
     restart_penalty_s: float = 30.0
     on_bad_row: str = "fatal"
+    reference_gpu: str | None = None
+    gpu_aliases: Mapping[str, str] = field(default_factory=dict)
+    unknown_gpus: str = "error"
     #: add the LP bound on the average JCT to every row (hetsched.bench_bounds)
     lp_bound: bool = True
 
@@ -191,6 +199,7 @@ class BenchSettings:
         """The settings that shape every run's result (``bench.json``)."""
         values = asdict(self)
         identity = {name: values[name] for name in SETTING_FIELDS}
+        identity["gpu_aliases"] = dict(self.gpu_aliases)
         identity["trace"] = str(self.trace.resolve())
         identity["throughput"] = None if self.throughput is None else \
             str(self.throughput.resolve())
@@ -237,7 +246,8 @@ def _replay(task: _Task) -> dict[str, object]:
         limit_jobs=settings.limit_jobs, on_bad_row=settings.on_bad_row,
         deadline_fraction=settings.deadline_fraction,
         restart_penalty_s=settings.restart_penalty_s, show_progress=False, load=spec.load,
-        deterministic=settings.deterministic)
+        deterministic=settings.deterministic, reference_gpu=settings.reference_gpu,
+        gpu_aliases=settings.gpu_aliases, unknown_gpus=settings.unknown_gpus)
 
 
 # --- progress ---------------------------------------------------------------------------
@@ -333,7 +343,8 @@ def _check_folder(settings: BenchSettings, out: Path) -> None:
         if not isinstance(before, dict):
             raise InputError("unreadable bench.json in the output folder", file=str(recorded),
                              path="out", expected="a JSON object (or a fresh --out)")
-        changed = [name for name in SETTING_FIELDS if before.get(name) != identity[name]]
+        changed = [name for name in SETTING_FIELDS
+                   if before.get(name, SETTING_DEFAULTS.get(name)) != identity[name]]
         if changed:
             name = changed[0]
             raise InputError("the output folder holds a bench with other settings",

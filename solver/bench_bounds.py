@@ -77,6 +77,12 @@ class TraceSource(Protocol):
     def on_bad_row(self) -> str: ...
     @property
     def deadline_fraction(self) -> float | None: ...
+    @property
+    def reference_gpu(self) -> str | None: ...
+    @property
+    def gpu_aliases(self) -> Mapping[str, str]: ...
+    @property
+    def unknown_gpus(self) -> str: ...
 
 
 def job_set_key(jobs: Sequence[Job], cluster: Cluster, throughput_bytes: bytes,
@@ -174,10 +180,13 @@ class LpBounds:
         read = trace_jobs(source.trace, source.trace_format, cluster,
                           throughput_path=source.throughput, seed=seed,
                           on_bad_row=source.on_bad_row, limit_jobs=source.limit_jobs,
-                          deadline_fraction=source.deadline_fraction, load=load)
+                          deadline_fraction=source.deadline_fraction, load=load,
+                          reference_gpu=source.reference_gpu, gpu_aliases=source.gpu_aliases,
+                          unknown_gpus=source.unknown_gpus)
         table = read.source.read_bytes() if read.source is not None else b"catalogue"
-        key = self._keys[(seed, load)] = job_set_key(read.jobs, cluster, table, self.settings)
-        return key, read.jobs, cluster, read.truth
+        key = self._keys[(seed, load)] = job_set_key(read.jobs, read.cluster, table,
+                                                      self.settings)
+        return key, read.jobs, read.cluster, read.truth
 
     def _compute(self, key: str, jobs: Sequence[Job], cluster: Cluster,
                  truth: ThroughputModel, seed: int, load: float) -> dict[str, object]:

@@ -19,13 +19,14 @@ import click
 from click.core import ParameterSource
 
 from hetsched.check import check
-from hetsched.cli_format import plan_table, summary_lines
+from hetsched.cli_files import fit_command, trace_reading_options, validate_command
+from hetsched.cli_format import MODEL_KNOBS, as_typed, plan_table, summary_lines
 from hetsched.errors import InputError
 from hetsched.generate import GeneratorSettings, generate, parse_gpu_counts
 from hetsched.instance_file import load_instance, save_instance
 from hetsched.outputs import check_output_file, check_plot_file, write_text, writing
 from hetsched.policies import MAX_SEED, MAX_THREADS
-from hetsched.registry import entry, model_warnings, names
+from hetsched.registry import names
 from hetsched.result import Schedule
 from hetsched.solve import solve
 
@@ -47,13 +48,6 @@ def _command_start() -> float:
 
     now = time.monotonic()
     return STARTED_AT if now - STARTED_AT < _FRESH_PROCESS_S else now
-
-
-#: ``hetsched solve``'s options that are a model's own knobs: option -> (constructor
-#: argument, the option as typed). Passed only when given, so a model without that knob
-#: is told so (exit 2) rather than silently ignoring it.
-MODEL_KNOBS = {"deadline_objective": ("objective", "--deadline-objective"),
-               "alpha": ("alpha", "--alpha")}
 
 
 def _solver_settings(settings: dict[str, Any]) -> dict[str, Any]:
@@ -172,37 +166,8 @@ def solve_command(instance: Path, model: str, backend: str | None, time_limit: f
         sys.exit(3)
 
 
-@cli.command("validate")
-@click.argument("instances", nargs=-1, required=True,
-                type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--model", default=None,
-              help="Also warn about jobs this model cannot run: " + ", ".join(names()) + ".")
-def validate_command(instances: tuple[Path, ...], model: str | None) -> None:
-    """Check INSTANCES against the schema and the semantics.
-
-    Exit codes: 0 all valid; 2 some file is bad; 3 all valid, but --model cannot run a job
-    of some file (one warning per job on stderr).
-    """
-    if model is not None:
-        entry(model, "--model")
-    bad = unrunnable = 0
-    for path in instances:
-        try:
-            data = load_instance(path)
-            warnings = [] if model is None else model_warnings(data, model)
-        except InputError as exc:
-            bad += 1
-            click.echo(f"error: {exc}", err=True)
-            continue
-        click.echo(f"{path}: OK ({len(data.jobs)} jobs, {data.cluster.num_gpus()} GPUs, "
-                   f"{len(data.cluster.nodes)} nodes, types {', '.join(data.cluster.type_names)})")
-        for warning in warnings:
-            click.echo(f"warning: {path}: {warning}", err=True)
-        unrunnable += bool(warnings)
-    if bad:
-        sys.exit(2)
-    if unrunnable:
-        sys.exit(3)
+cli.add_command(validate_command)
+cli.add_command(fit_command)
 
 
 @cli.group("topology")
@@ -267,13 +232,15 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
               help="Arrival-rate multiplier (2: arrivals twice as fast).")
 @click.option("--partitions", type=int, default=1, show_default=True,
               help="gavel, gavel-max-sum: split the LP into K random sub-problems (POP).")
+@trace_reading_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: str,
                    backend: str | None, interval: float | None, time_limit: float,
                    wall_clock: bool, seed: int,
                    limit_jobs: int | None, throughput_path: Path | None,
                    restart_penalty: float, on_bad_row: str, deadline_fraction: float | None,
-                   load: float, partitions: int, out: Path) -> None:
+                   load: float, partitions: int, out: Path, reference_gpu: str | None,
+                   gpu_aliases: str | None, unknown_gpus: str) -> None:
     """Replay TRACE on a cluster under a policy; write summary.json, jobs.csv,
     decisions.csv (the same for the same input) and timing.json (wall clock) into --out,
     a new folder or one a replay wrote (replaced as a whole)."""
@@ -284,7 +251,9 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
                          time_limit_s=time_limit, deterministic=not wall_clock, seed=seed,
                          limit_jobs=limit_jobs,
                          on_bad_row=on_bad_row, deadline_fraction=deadline_fraction,
-                         restart_penalty_s=restart_penalty, load=load, partitions=partitions)
+                         restart_penalty_s=restart_penalty, load=load, partitions=partitions,
+                         reference_gpu=reference_gpu, gpu_aliases=gpu_aliases,
+                         unknown_gpus=unknown_gpus)
     for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
                 "deadline_met", "utilization", "preemptions", "decisions", "round_s",
                 "restart_penalty_s", "fallbacks", "decision_time_p95_s", "wall_time_s"):
@@ -340,12 +309,15 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
               show_default=True)
 @click.option("--lp-bound/--no-lp-bound", default=True, show_default=True,
               help="Bound the average JCT by the LP relaxation (docs/bench.md).")
+@trace_reading_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: str,
                   seeds: str, loads: str, workers: int | None, limit_jobs: int | None,
                   time_limit: float, wall_clock: bool, throughput_path: Path | None,
                   backend: str | None, interval: float | None, deadline_fraction: float | None,
-                  restart_penalty: float, on_bad_row: str, lp_bound: bool, out: Path) -> None:
+                  restart_penalty: float, on_bad_row: str, lp_bound: bool, out: Path,
+                  reference_gpu: str | None, gpu_aliases: str | None,
+                  unknown_gpus: str) -> None:
     """Replay TRACE under every policy x seed x load; write results.csv, report.md and plots
     into --out (docs/bench.md). Rerunning the same command resumes."""
     from hetsched.bench import (
@@ -357,6 +329,7 @@ def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: s
         run_bench,
     )
     from hetsched.cluster_spec import parse_cluster
+    from hetsched.replay_inputs import parse_gpu_aliases
 
     parse_cluster(cluster_spec)
     settings = BenchSettings(
@@ -365,7 +338,9 @@ def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: s
         workers=workers or default_workers(), limit_jobs=limit_jobs, time_limit_s=time_limit,
         deterministic=not wall_clock, throughput=throughput_path, backend=backend,
         interval_s=interval, deadline_fraction=deadline_fraction,
-        restart_penalty_s=restart_penalty, on_bad_row=on_bad_row, lp_bound=lp_bound)
+        restart_penalty_s=restart_penalty, on_bad_row=on_bad_row, lp_bound=lp_bound,
+        reference_gpu=reference_gpu, gpu_aliases=parse_gpu_aliases(gpu_aliases),
+        unknown_gpus=unknown_gpus)
     outcome = run_bench(settings, out)
     click.echo(f"{outcome.ran} runs done, {outcome.skipped} already in results.csv, "
                f"{len(outcome.failed)} failed" + (f" ({', '.join(outcome.failed)})"
@@ -416,59 +391,6 @@ def generate_command(num_jobs: int, gpus: str, seed: int, gpus_per_node: int,
                f"in {len(instance.cluster.nodes)} nodes (seed {seed})")
 
 
-@cli.command("fit")
-@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Write the fitted model (JSON) here.")
-@click.option("--report", is_flag=True,
-              help="Print the leave-one-out accuracy (median and p90 APE, worst 10 points).")
-@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write a residual plot (PNG) of the leave-one-out predictions.")
-def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) -> None:
-    """Fit the throughput model to a measured PROFILE (Gavel's JSON or a tidy CSV)."""
-    from hetsched.profiles import read_profile
-    from hetsched.speed_fit import fit_throughput_model
-    from hetsched.speed_io import save_model
-    from hetsched.speed_loo import leave_one_out, plot_residuals, report_lines
-
-    check_output_file(output, "--output")
-    if plot is not None:
-        check_plot_file(plot)
-    data = read_profile(profile)
-    model = fit_throughput_model(data)
-    with writing(output, "--output"):
-        save_model(model, output)
-    kinds = ", ".join(f"{count} {kind}" for kind, count in model.summary().items())
-    assert model.diagnostics is not None
-    click.echo(f"wrote {output}: {len(model.job_types)} job types x {len(model.gpu_types)} "
-               f"GPU types x 2 placements ({kinds}) from {len(data)} measurements in "
-               f"{model.diagnostics.fit_time_s:.3f} s")
-    if report or plot is not None:
-        loo = leave_one_out(data, model.settings)
-        if report:
-            click.echo("\n".join(report_lines(loo)))
-        if plot is not None:
-            with writing(plot, "--plot", "the plot"):
-                plot_residuals(loo, plot)
-            click.echo(f"wrote {plot}")
-
-
-#: The library's parameter names and the options that set them: an error about a
-#: parameter is reported with the option the user typed.
-PARAMETER_FLAGS = {
-    "model": "--model", "policy": "--policy", "backend": "--backend",
-    "time_limit": "--time-limit", "time_limit_s": "--time-limit", "placement": "--placement",
-    "seed": "--seed", "seeds": "--seeds", "threads": "--threads", "gap": "--gap",
-    "cluster_spec": "--cluster", "policies": "--policies", "load": "--load",
-    "workers": "--workers", "trace": "--trace", "throughput_path": "--throughput",
-    "out": "--out", "plot": "--plot", "restart_penalty_s": "--restart-penalty",
-    "interval_s": "--interval", "gpus": "--gpus", "jobs": "--jobs",
-    "gpus_per_node": "--gpus-per-node", "mean_interarrival_s": "--mean-interarrival",
-    "median_duration_s": "--median-duration", "deadline_fraction": "--deadline-fraction",
-    "elastic_fraction": "--elastic-fraction", "partitions": "--partitions",
-    **dict(MODEL_KNOBS.values())}
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run the CLI, turning bad input into exit code 2 without a traceback."""
     from hetsched.interrupts import exit_code, terminate_as_interrupt
@@ -481,10 +403,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         click.echo("aborted", err=True)
         sys.exit(exit_code(exc))
     except InputError as exc:
-        if exc.path in PARAMETER_FLAGS:  # the library names parameters, the user typed flags
-            exc = InputError(exc.problem, path=PARAMETER_FLAGS[exc.path], value=exc.value,
-                             expected=exc.expected, file=exc.file)
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {as_typed(exc)}", err=True)
         sys.exit(2)
     except click.exceptions.Abort as exc:  # click's wrapping of KeyboardInterrupt
         click.echo("aborted", err=True)

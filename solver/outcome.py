@@ -227,7 +227,7 @@ class Replay:
         for record in sorted(self.records.values(), key=lambda r: (r.job.arrival, r.job.id)):
             job = record.job
             rows.append((
-                job.id, job.arrival, record.first_start, record.finish,
+                job.id, job.job_type, job.arrival, record.first_start, record.finish,
                 None if record.finish is None else record.finish - job.arrival,
                 "|".join(dict.fromkeys(record.gpu_types)), len(record.gpus),
                 " ".join(record.gpus), record.preemptions, record.gpu_seconds,
@@ -294,8 +294,8 @@ class Replay:
 
 
 #: The columns of jobs.csv (:meth:`Replay.job_rows`).
-JOB_COLUMNS = ("job", "arrival", "start", "finish", "jct", "gpu_types", "num_gpus", "gpus",
-               "preemptions", "gpu_seconds", "deadline", "met")
+JOB_COLUMNS = ("job", "job_type", "arrival", "start", "finish", "jct", "gpu_types",
+               "num_gpus", "gpus", "preemptions", "gpu_seconds", "deadline", "met")
 #: The columns of jobs.csv written as repr-exact floats (empty when unknown).
 TIME_COLUMNS = frozenset({"arrival", "start", "finish", "jct", "gpu_seconds", "deadline"})
 #: The columns of decisions.csv: every field of :class:`DecisionLog` but the wall clock.

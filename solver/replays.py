@@ -5,26 +5,38 @@ terminal. Every replay's run segments are verified by the independent checker.""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from hetsched.data import Cluster, Job
 from hetsched.errors import InputError, InvalidScheduleError
 from hetsched.formulations.options import check_seed
-from hetsched.generate import catalogue_table
 from hetsched.outcome import Replay
 from hetsched.outputs import check_output_folder, writing
+from hetsched.replay_inputs import (
+    MAX_LOAD,
+    MIN_LOAD,
+    TraceJobs,
+    check_load,
+    default_throughput,
+    parse_gpu_aliases,
+    scale_arrivals,
+    throughput_pair,
+    trace_jobs,
+)
 from hetsched.rolling import RollingPolicy
-from hetsched.throughput import PolicyView, ThroughputModel
+from hetsched.throughput import ThroughputModel
 
 if TYPE_CHECKING:
     from hetsched.check import Violation
-    from hetsched.traces import Trace
+
+__all__ = ["MAX_LOAD", "MIN_LOAD", "TraceJobs", "check_load", "check_replay",
+           "default_throughput", "replay", "rolling_policy", "run_replay", "scale_arrivals",
+           "throughput_pair", "trace_jobs"]
 
 log = logging.getLogger(__name__)
 
@@ -86,24 +98,6 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
     return outcome
 
 
-def throughput_pair(path: Path) -> tuple[ThroughputModel, ThroughputModel]:
-    """``(measured, fitted)`` from a profile (Gavel JSON or tidy CSV) or a fitted model
-    file: the simulator's ground truth and the policies' view."""
-    from hetsched.profiles import read_profile
-    from hetsched.speed_fit import throughput_model
-    from hetsched.speed_io import load_model
-    from hetsched.speed_model import FORMAT
-
-    if not path.is_file():
-        raise InputError("no such throughput file", file=str(path), path="throughput_path")
-    if path.suffix.lower() == ".json" and f'"{FORMAT}"' in path.read_text(
-            encoding="utf-8", errors="replace")[:2000]:
-        fitted = load_model(path)
-        return throughput_model(fitted, mode="measured"), fitted
-    profile = read_profile(path)
-    return throughput_model(profile, mode="measured"), throughput_model(profile, mode="fitted")
-
-
 class Progress:
     """One status line on a terminal (jobs done, simulated time, decisions), refreshed at
     most every 0.2 s; silent when the stream is not a terminal."""
@@ -135,109 +129,16 @@ class Progress:
             self.stream.flush()
 
 
-def default_throughput(trace: Path, trace_format: str) -> Path | None:
-    """Gavel's measurements beside a Gavel trace (``gavel/traces/X.trace`` ->
-    ``gavel/simulation_throughputs.json``), else ``None`` (the built-in catalogue)."""
-    if trace_format != "gavel":
-        return None
-    for folder in (trace.parent, trace.parent.parent):
-        candidate = folder / "simulation_throughputs.json"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-#: The range of ``--load`` (arrival-rate multipliers): 1/1000 stretches a year of
-#: arrivals to a millennium; beyond, times leave the range the validation allows
-#: (``hetsched.data.MAX_TIME_S``) and the clock's resolution eats the job durations.
-MIN_LOAD = 1e-3
-MAX_LOAD = 1e3
-
-
-def check_load(load: float) -> float:
-    """A ``--load`` value: a number from :data:`MIN_LOAD` to :data:`MAX_LOAD`."""
-    if isinstance(load, bool) or not isinstance(load, int | float) or not (
-            MIN_LOAD <= load <= MAX_LOAD):
-        raise InputError("bad load", path="load", value=load,
-                         expected=f"a number from {MIN_LOAD:g} to {MAX_LOAD:g} (2 = arrivals "
-                         "twice as fast)")
-    return float(load)
-
-
-def scale_arrivals(jobs: Sequence[Job], load: float) -> tuple[Job, ...]:
-    """The jobs with the arrival rate multiplied by ``load``: every arrival's offset from
-    the first arrival divided by ``load`` (2 halves every inter-arrival time); a deadline
-    keeps its distance from its job's arrival. Work, sizes and types are unchanged.
-    ``load`` is from :data:`MIN_LOAD` to :data:`MAX_LOAD`, and the scaled times must stay
-    within ``hetsched.data.MAX_TIME_S``."""
-    from hetsched.data import MAX_TIME_S
-
-    check_load(load)
-    if load == 1 or not jobs:
-        return tuple(jobs)
-    first = min(job.arrival for job in jobs)
-    scaled = []
-    for job in jobs:
-        arrival = first + (job.arrival - first) / load
-        deadline = None if job.deadline is None else arrival + (job.deadline - job.arrival)
-        if max(arrival, deadline or 0.0) > MAX_TIME_S:
-            raise InputError("load too small for this trace", path="load", value=load,
-                             expected=f"a load that keeps every scaled time <= "
-                             f"{MAX_TIME_S:g} s (job {job.id} arrives at "
-                             f"{arrival:.4g} s at this load)")
-        scaled.append(dataclasses.replace(job, arrival=arrival, deadline=deadline))
-    return tuple(scaled)
-
-
-@dataclasses.dataclass(frozen=True)
-class TraceJobs:
-    """The jobs of a trace as a replay runs them (load-scaled), the measured throughput
-    (``truth``, what they advance at), the policies' view (``model``), the trace as read
-    and the throughput file (``None``: the built-in catalogue)."""
-
-    jobs: tuple[Job, ...]
-    truth: ThroughputModel
-    model: ThroughputModel
-    trace: Trace
-    source: Path | None
-
-
-def trace_jobs(trace_path: Path, trace_format: str, cluster: Cluster, *,
-               throughput_path: Path | None = None, seed: int = 0,
-               on_bad_row: str = "fatal", limit_jobs: int | None = None,
-               deadline_fraction: float | None = None, load: float = 1.0) -> TraceJobs:
-    """Read a trace as :func:`run_replay` does (its arguments, the same jobs): the
-    throughput source (``throughput_path``, else Gavel's table beside a Gavel trace, else
-    the built-in catalogue), the trace read with the measured throughput, every job
-    checked to run on ``cluster``, arrivals scaled by ``load``."""
-    from hetsched.data import configurations
-    from hetsched.traces import read_trace
-
-    source = throughput_path or default_throughput(trace_path, trace_format)
-    if source is None:
-        truth: ThroughputModel = catalogue_table(list(cluster.type_names))
-        model: ThroughputModel = truth
-    else:
-        truth, fitted = throughput_pair(source)
-        model = PolicyView(fitted, truth)
-    trace = read_trace(trace_path, trace_format, throughput=truth,
-                       gpu_types=list(cluster.type_names), seed=seed, on_bad_row=on_bad_row,
-                       limit_jobs=limit_jobs, deadline_fraction=deadline_fraction)
-    for job in trace.jobs:
-        if not configurations(cluster, truth, job):
-            raise InputError("job cannot run on this cluster", file=str(trace_path),
-                             path=f"job {job.id}", value=f"{job.num_gpus} x {job.job_type}",
-                             expected="a GPU type of the cluster with measured throughput")
-    return TraceJobs(scale_arrivals(trace.jobs, load), truth, model, trace, source)
-
-
 def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_name: str, *,
                out: Path, throughput_path: Path | None = None, backend: str | None = None,
                interval_s: float | None = None, time_limit_s: float | None = 5.0,
                seed: int = 0, limit_jobs: int | None = None, on_bad_row: str = "fatal",
                deadline_fraction: float | None = None, restart_penalty_s: float = 30.0,
                show_progress: bool = True, load: float = 1.0,
-               deterministic: bool = True, partitions: int = 1) -> dict[str, object]:
+               deterministic: bool = True, partitions: int = 1,
+               reference_gpu: str | None = None,
+               gpu_aliases: str | Mapping[str, str] | None = None,
+               unknown_gpus: str = "error") -> dict[str, object]:
     """Read the trace, replay it under the policy, write the outputs into the folder
     ``out`` (new, or one a replay wrote: it is replaced as a whole); returns the summary
     and the wall-clock figures of ``timing.json``. The policy is called at every boundary
@@ -246,7 +147,9 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     carries the lower bounds of :func:`hetsched.bounds.lower_bounds` (``bound_*``, measured
     throughput). ``deterministic`` (the default) makes every solver limit a deterministic
     work limit, so the same command gives byte-identical ``summary.json``, ``jobs.csv``
-    and ``decisions.csv``; ``False`` uses wall-clock limits (``--wall-clock``)."""
+    and ``decisions.csv``; ``False`` uses wall-clock limits (``--wall-clock``).
+    ``reference_gpu``, ``gpu_aliases`` (``g3=a100``) and ``unknown_gpus`` are
+    :func:`hetsched.replay_inputs.trace_jobs`'s; summary.json records what they did."""
     from hetsched.cluster_spec import parse_cluster
     from hetsched.formulations.versions import solver_versions
     from hetsched.simulate import (
@@ -263,14 +166,18 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     check_restart_penalty(restart_penalty_s)
     check_load(load)
     check_seed(seed)
+    aliases = parse_gpu_aliases(gpu_aliases)
     cluster = parse_cluster(cluster_spec)
     check_out_folder(out)
     check_output_folder(out)  # before the work: a run must not end in a write error
     read = trace_jobs(trace_path, trace_format, cluster, throughput_path=throughput_path,
                       seed=seed, on_bad_row=on_bad_row, limit_jobs=limit_jobs,
-                      deadline_fraction=deadline_fraction, load=load)
+                      deadline_fraction=deadline_fraction, load=load,
+                      reference_gpu=reference_gpu, gpu_aliases=aliases,
+                      unknown_gpus=unknown_gpus)
     jobs, truth, model, trace, source = read.jobs, read.truth, read.model, read.trace, \
         read.source
+    cluster = read.cluster
     progress = Progress(len(jobs)) if show_progress else None
     simulator = Simulator(cluster, jobs, policy, truth=truth, model=model,
                           interval_s=interval_s, restart_penalty_s=restart_penalty_s,
@@ -289,7 +196,7 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
             **policy.figures(),
             "throughput": str(source) if source else "built-in catalogue",
             "skipped_rows": trace.skipped_rows, "excluded": dict(trace.excluded),
-            "notes": list(trace.notes), "load": load,
+            "notes": list(trace.notes), "load": load, **read.settings(),
             "solver_limit": {"per_decision": time_limit_s,
                              "unit": "work units" if deterministic else "s wall"},
             "solver_versions": solver_versions()})

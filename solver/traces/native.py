@@ -22,12 +22,12 @@ from hetsched.traces.base import (
     Reading,
     Row,
     Trace,
-    build_trace,
     check_width,
     csv_rows,
     integer,
     number,
 )
+from hetsched.traces.rules import build_trace
 
 COLUMNS = ("id", "arrival", "job_type", "num_gpus", "work", "deadline", "weight", "user",
            "allowed_gpu_counts", "allowed_gpu_types")

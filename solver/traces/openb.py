@@ -30,12 +30,12 @@ from hetsched.traces.base import (
     Reading,
     Row,
     Trace,
-    build_trace,
     check_width,
     csv_rows,
     integer,
     number,
 )
+from hetsched.traces.rules import build_trace
 
 log = logging.getLogger(__name__)
 
@@ -51,17 +51,17 @@ def gpu_type_name(model: str) -> str:
 
 
 def _time(cells: dict[str, str], column: str) -> float | None:
-    """A time in s, or None when the cell is empty (or 0, openb's "never")."""
+    """A time in s (0 is a time: the trace's first moment), or None when the cell is
+    empty (openb's "never")."""
     if not cells[column]:
         return None
-    value = number(cells[column], column, low=0.0, high=MAX_TIME_S,
-                   what=f"a time in s from 0 to {MAX_TIME_S:g}, or empty")
-    return value or None
+    return number(cells[column], column, low=0.0, high=MAX_TIME_S,
+                  what=f"a time in s from 0 to {MAX_TIME_S:g}, or empty")
 
 
 def read_openb(path: Path, options: Options) -> Trace:
     """Read an openb pod list into a :class:`~hetsched.traces.base.Trace`."""
-    reading = Reading(path, "openb", options)
+    reading = Reading(path, "openb", options, types_column="gpu_spec")
     rows: list[Row] = []
     for line, cells in csv_rows(path, POD_COLUMNS):
         try:

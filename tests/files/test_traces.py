@@ -14,7 +14,7 @@ from hetsched.data import Job
 from hetsched.errors import InputError
 from hetsched.profiles import read_gavel_throughputs
 from hetsched.speed_fit import throughput_model
-from hetsched.throughput import Placement, ThroughputTable
+from hetsched.throughput import AliasedThroughput, Placement, ThroughputTable
 from hetsched.traces import Trace, openb_cluster, read_trace, write_native
 from hetsched.traces.base import CAPPED
 from tests.helpers import ROOT
@@ -203,7 +203,9 @@ def test_helios_keeps_gpu_jobs_of_every_state() -> None:
 
 
 def test_openb_pods_map_gpu_spec_and_exclude_with_counts() -> None:
-    trace = read_trace(DATA / "openb_pods.csv", "openb", throughput=TABLE)
+    # v100m32 (in p1's gpu_spec) takes the table's v100 speeds; v100m16 is unknown.
+    model = AliasedThroughput(TABLE, {"v100m32": "v100"})
+    trace = read_trace(DATA / "openb_pods.csv", "openb", throughput=model)
     assert trace.excluded == {"num_gpu 0": 1, "no deletion_time (still running)": 1,
                               "never scheduled": 1}
     p1, p5 = trace.jobs
@@ -370,7 +372,7 @@ def test_a_large_accepted_count_is_capped_without_counting_down(tmp_path: Path) 
 def test_known_counts_bound_the_search() -> None:
     from hetsched.data import MAX_GPUS_PER_JOB
     from hetsched.throughput import PolicyView
-    from hetsched.traces.base import Speeds, known_counts
+    from hetsched.traces.rules import Speeds, known_counts
 
     assert known_counts(TABLE) == (2, 1)
     assert known_counts(PolicyView(TABLE, TABLE)) == (2, 1)

@@ -191,7 +191,7 @@ def test_outputs_are_written_and_reproducible(tmp_path: Path) -> None:
     assert not set(TIMING_FIELDS) & set(summary)
     lines = (folder / "a" / "jobs.csv").read_text().splitlines()
     assert len(lines) == 201
-    assert lines[0].startswith("job,arrival,start,finish,jct")
+    assert lines[0].startswith("job,job_type,arrival,start,finish,jct")
     decisions = (folder / "a" / "decisions.csv").read_text().splitlines()
     assert len(decisions) == summary["decisions"] + 1
     assert "decision_time_s" not in decisions[0]

@@ -1,0 +1,140 @@
+"""The ``hetsched`` commands about files: ``validate`` (instances, traces, node lists,
+clusters, profiles checked without running them) and ``fit`` (a throughput model from a
+profile), and the trace-reading options ``replay`` and ``bench`` share. Registered on the
+``hetsched`` group by :mod:`hetsched.cli`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hetsched.cli_format import as_typed
+from hetsched.errors import InputError
+from hetsched.instance_file import load_instance
+from hetsched.outputs import check_output_file, check_plot_file, writing
+from hetsched.registry import entry, model_warnings, names
+
+
+def trace_reading_options(command: Any) -> Any:
+    """``--reference-gpu``, ``--gpu-alias`` and ``--unknown-gpus``, shared by replay and
+    bench (docs/traces.md)."""
+    for option in reversed((
+        click.option("--reference-gpu", default=None,
+                     help="GPU type the durations of philly, helios and openb traces were "
+                     "measured on (default: v100 if the throughput model knows it, else the "
+                     "cluster's GPU type with the most GPUs that it knows)."),
+        click.option("--gpu-alias", "gpu_aliases", default=None,
+                     help="CLUSTER_TYPE=MODEL_TYPE[,...]: cluster GPU types that take the "
+                     "throughput of a type the model knows, e.g. g3=a100 (summary.json "
+                     "records them)."),
+        click.option("--unknown-gpus", type=click.Choice(("error", "drop")), default="error",
+                     show_default=True,
+                     help="A cluster GPU type the throughput model does not know: an error, "
+                     "or its nodes left out (summary.json: dropped_gpus)."),
+    )):
+        command = option(command)
+    return command
+
+
+
+@click.command("validate")
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "file_format", default="instance", show_default=True,
+              type=click.Choice(("instance", "gavel", "philly", "helios", "openb", "native",
+                                 "openb-nodes", "cluster", "profile")),
+              help="What the files are: instances, traces, node lists, cluster JSON or "
+              "profiles (tidy CSV, Gavel JSON).")
+@click.option("--model", default=None,
+              help="Instances: also warn about jobs this model cannot run: "
+              + ", ".join(names()) + ".")
+@click.option("--cluster", "cluster_spec", default=None,
+              help="Traces: check them as a replay on this cluster would read them.")
+@click.option("--throughput", "throughput_path", default=None,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Traces, node lists, clusters: the throughput model to check against.")
+@click.option("--reference-gpu", default=None, help="Traces: as for replay.")
+@click.option("--gpu-alias", "gpu_aliases", default=None, help="As for replay: g3=a100.")
+def validate_command(files: tuple[Path, ...], file_format: str, model: str | None,
+                     cluster_spec: str | None, throughput_path: Path | None,
+                     reference_gpu: str | None, gpu_aliases: str | None) -> None:
+    """Check FILES (instances by default; --format for traces, node lists, profiles)
+    without running them: one line per file.
+
+    Exit codes: 0 all valid; 2 some file is bad; 3 all valid, with warnings on stderr
+    (--model cannot run a job; GPUs of a type no throughput covers).
+    """
+    from hetsched.file_checks import check_file
+    from hetsched.replay_inputs import parse_gpu_aliases
+
+    if model is not None:
+        if file_format != "instance":
+            raise InputError("--model checks instances only", path="--model", value=model,
+                             expected="--format instance")
+        entry(model, "--model")
+    aliases = parse_gpu_aliases(gpu_aliases)
+    bad = warned = 0
+    for path in files:
+        try:
+            verdict = check_file(path, file_format, cluster_spec=cluster_spec,
+                                 throughput_path=throughput_path, reference_gpu=reference_gpu,
+                                 gpu_aliases=aliases)
+            warnings = list(verdict.warnings)
+            if model is not None:
+                warnings += model_warnings(load_instance(path), model)
+        except InputError as exc:
+            bad += 1
+            click.echo(f"error: {as_typed(exc)}", err=True)
+            continue
+        click.echo(f"{path}: {verdict.summary}")
+        for note in verdict.notes:
+            click.echo(f"  note: {note}")
+        for warning in warnings:
+            click.echo(f"warning: {path}: {warning}", err=True)
+        warned += bool(warnings)
+    if bad:
+        sys.exit(2)
+    if warned:
+        sys.exit(3)
+
+
+@click.command("fit")
+@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Write the fitted model (JSON) here.")
+@click.option("--report", is_flag=True,
+              help="Print the leave-one-out accuracy (median and p90 APE, worst 10 points).")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a residual plot (PNG) of the leave-one-out predictions.")
+def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) -> None:
+    """Fit the throughput model to a measured PROFILE (Gavel's JSON or a tidy CSV)."""
+    from hetsched.profiles import read_profile
+    from hetsched.speed_fit import fit_throughput_model
+    from hetsched.speed_io import save_model
+    from hetsched.speed_loo import leave_one_out, plot_residuals, report_lines
+
+    check_output_file(output, "--output")
+    if plot is not None:
+        check_plot_file(plot)
+    data = read_profile(profile)
+    model = fit_throughput_model(data)
+    with writing(output, "--output"):
+        save_model(model, output)
+    kinds = ", ".join(f"{count} {kind}" for kind, count in model.summary().items())
+    assert model.diagnostics is not None
+    click.echo(f"wrote {output}: {len(model.job_types)} job types x {len(model.gpu_types)} "
+               f"GPU types x 2 placements ({kinds}) from {len(data)} measurements in "
+               f"{model.diagnostics.fit_time_s:.3f} s")
+    if report or plot is not None:
+        loo = leave_one_out(data, model.settings)
+        if report:
+            click.echo("\n".join(report_lines(loo)))
+        if plot is not None:
+            with writing(plot, "--plot", "the plot"):
+                plot_residuals(loo, plot)
+            click.echo(f"wrote {plot}")
+
+
