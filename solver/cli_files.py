@@ -6,6 +6,8 @@ profile), and the trace-reading options ``replay`` and ``bench`` share. Register
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +131,7 @@ def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) ->
                f"GPU types x 2 placements ({kinds}) from {len(data)} measurements in "
                f"{model.diagnostics.fit_time_s:.3f} s")
     if report or plot is not None:
-        loo = leave_one_out(data, model.settings)
+        loo = leave_one_out(data, model.settings, progress=_held_out_progress())
         if report:
             click.echo("\n".join(report_lines(loo)))
         if plot is not None:
@@ -138,3 +140,21 @@ def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) ->
             click.echo(f"wrote {plot}")
 
 
+def _held_out_progress() -> Callable[[int, int], None] | None:
+    """A status line on a terminal's stderr, ``leave-one-out: 1,234/5,000 points``,
+    refreshed at most every 0.2 s; ``None`` when stderr is not a terminal."""
+    stream = sys.stderr
+    if not stream.isatty():
+        return None
+    last = [0.0]
+
+    def show(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.2 and done < total:
+            return
+        last[0] = now
+        stream.write(f"\rleave-one-out: {done:,}/{total:,} points"
+                     + ("\n" if done == total else ""))
+        stream.flush()
+
+    return show
