@@ -244,9 +244,18 @@ class Cluster:
         """The GPU type names, in declaration order."""
         return tuple(gpu_type.name for gpu_type in self.gpu_types)
 
+    @cached_property
+    def _gpus_by_type(self) -> dict[str | None, int]:
+        """GPUs per type, and in all (key ``None``)."""
+        counts: dict[str | None, int] = {None: 0}
+        for node in self.nodes:
+            counts[node.gpu_type] = counts.get(node.gpu_type, 0) + node.num_gpus
+            counts[None] += node.num_gpus
+        return counts
+
     def num_gpus(self, gpu_type: str | None = None) -> int:
         """How many GPUs the cluster has (of one type, if given)."""
-        return sum(n.num_gpus for n in self.nodes if gpu_type is None or n.gpu_type == gpu_type)
+        return self._gpus_by_type.get(gpu_type, 0)
 
     def nodes_of_type(self, gpu_type: str) -> tuple[Node, ...]:
         """The nodes whose GPUs are of ``gpu_type``."""

@@ -124,7 +124,8 @@ class Replanning(PolicyHooks):
 
     def decide(self, state: ClusterState) -> Decision:
         """Solve; commit what starts now (and, preemptive, what stops)."""
-        if not state.pending or (not state.free and not (self.preemptive and state.running)):
+        if not state.pending or (not (self.preemptive and state.running)
+                                 and not state.has_free()):
             return Decision()
         # Gangs that no node of the whole cluster can hold packed run spread; models that
         # reason about packed gangs cannot place them, so first fit starts them (in arrival
@@ -139,13 +140,15 @@ class Replanning(PolicyHooks):
 
             book = SpeedBook()
             releases = ReleaseTimes(state, book)
+            pool = state.pool()
             for job in spread:
                 types = worth_starting(state, job, book.speeds(state, job), releases)
                 view = dataclasses.replace(job, allowed_gpu_types=tuple(types)) if types \
                     else None
-                chosen = None if view is None else first_fit_gpus(state, view, free)
+                chosen = None if view is None else first_fit_gpus(state, view, pool)
                 if chosen is not None:
                     early.append(chosen)
+                    pool.take(chosen.gpus)
                     free.difference_update(chosen.gpus)
         started = {s.job for s in early}
         candidates = [j for j in state.pending

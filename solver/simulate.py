@@ -23,7 +23,8 @@ from functools import cached_property
 from hetsched.bounds import usable_gpus
 from hetsched.data import Cluster, Job
 from hetsched.errors import InputError
-from hetsched.gpus import FreeGpuIndex, Start
+from hetsched.free_gpus import FreeGpuIndex
+from hetsched.gpus import Start
 from hetsched.outcome import (
     OUTPUT_FILES,
     DecisionLog,
@@ -104,11 +105,13 @@ class _LiveState(ClusterState):
 
     @classmethod
     def make(cls, now: float, cluster: Cluster, throughput: ThroughputModel,
-             pending: tuple[Job, ...], free: frozenset[str], runs: tuple[_Run, ...],
+             pending: tuple[Job, ...], index: FreeGpuIndex, runs: tuple[_Run, ...],
              records: dict[str, JobRecord], left: dict[str, float]) -> _LiveState:
-        """The state at ``now``; ``left`` holds the steps left of every job not running."""
+        """The state at ``now``; ``index`` is the simulator's free-GPU index (read, never
+        changed by the policy: it works on forks), ``left`` holds the steps left of every
+        job not running."""
         state = cls(now=now, cluster=cluster, throughput=throughput, pending=pending,
-                    remaining={}, running=(), free=free)
+                    remaining={}, running=(), free=frozenset(), free_index=index)
         for name in _LAZY_FIELDS:
             del state.__dict__[name]  # the cached properties below build them
         for name, value in (("_runs", runs), ("_records", records), ("_left", left),
@@ -124,6 +127,13 @@ class _LiveState(ClusterState):
         if not self._open:
             raise RuntimeError(f"ClusterState.{name} read after the decision at "
                                f"{self.now:g} s: read the state inside decide()")
+
+    @cached_property
+    def free(self) -> frozenset[str]:
+        """Every free GPU id (built when first read: time in the free GPUs)."""
+        self._check_open("free")
+        assert self.free_index is not None
+        return self.free_index.free
 
     @cached_property
     def running(self) -> tuple[RunningJob, ...]:
@@ -160,7 +170,7 @@ class _LiveState(ClusterState):
         return {job.id: self._records[job.id].preemptions for job in self.pending}
 
 
-_LAZY_FIELDS = ("running", "remaining", "attained", "preemptions")
+_LAZY_FIELDS = ("free", "running", "remaining", "attained", "preemptions")
 
 
 def _current(completion: tuple[float, int, str], running: dict[str, _Run]) -> bool:
@@ -228,13 +238,12 @@ class Simulator:
         left = {j.id: j.work for j in self.jobs}  # steps left of jobs not running
         pending: dict[str, Job] = {}
         running: dict[str, _Run] = {}
-        free = {g.id for g in self.cluster.gpus}
-        free_view: frozenset[str] | None = None  # ``free`` as handed to policies
+        # The free GPUs, in an index moved by what happens (starts take, completions and
+        # preemptions release); policies read it and work on forks of it.
+        free = FreeGpuIndex(self.cluster, frozenset(self.cluster.gpu_by_id))
         # A queue policy (FIFO) is driven without a ClusterState: it reads only the queue
-        # (in order) and the free GPUs, kept here in an index updated by what changes
-        # (QueuePolicy.start_prefix).
+        # (in order) and the free GPUs (QueuePolicy.start_prefix, on a fork).
         queue_policy = self.policy if isinstance(self.policy, QueuePolicy) else None
-        native_fifo = FreeGpuIndex(self.cluster, free) if queue_policy is not None else None
         total_gpus = len(self.cluster.gpus)
         completions: list[tuple[float, int, str]] = []
         decisions: list[DecisionLog] = []
@@ -277,10 +286,7 @@ class Simulator:
                     record.finish = run.finish
                     record.segments.append(run.segment(run.finish, run.work_left))
                     self.policy.on_finished(record.job, run.finish)
-                    free.update(run.gpus)
-                    free_view = None
-                    if native_fifo is not None:
-                        native_fifo.release(run.gpus)
+                    free.release(run.gpus)
                     del running[job_id]
                     left[job_id] = 0.0
                     done += 1
@@ -299,14 +305,12 @@ class Simulator:
                 # 4. decide
                 state: _LiveState | None = None
                 clock = time.perf_counter()
-                if queue_policy is not None and native_fifo is not None:
-                    decision = Decision(queue_policy.start_prefix(pending.values(), native_fifo,
+                if queue_policy is not None:
+                    decision = Decision(queue_policy.start_prefix(pending.values(), free.fork(),
                                                                   self.model))
                 else:
-                    if free_view is None:
-                        free_view = frozenset(free)
                     state = _LiveState.make(now, self.cluster, self.model,
-                                            tuple(pending.values()), free_view,
+                                            tuple(pending.values()), free,
                                             tuple(running.values()), records, left)
                     decision = self.policy.decide(state)
                 spent = time.perf_counter() - clock
@@ -315,8 +319,8 @@ class Simulator:
                     # Nothing runs and nothing will arrive: the policy would stall for ever.
                     if state is None:
                         state = _LiveState.make(now, self.cluster, self.model,
-                                                tuple(pending.values()), frozenset(free), (),
-                                                records, left)
+                                                tuple(pending.values()), free, (), records,
+                                                left)
                     decision = RollingFifo().decide(state)
                     decision = Decision(decision.start, (), True,
                                         "the policy started nothing on an idle cluster: FIFO")
@@ -326,7 +330,7 @@ class Simulator:
                 quiet = -math.inf
                 if tick and self.skip_quiet_rounds and not (
                         decision.start or decision.preempt or decision.fallback):
-                    quiet = math.inf if native_fifo is not None else self._quiet_until(state)
+                    quiet = math.inf if queue_policy is not None else self._quiet_until(state)
                 if state is not None:
                     state.close()
                 if decision.fallback and not warned:
@@ -342,10 +346,7 @@ class Simulator:
                     records[job_id].segments.append(
                         run.segment(now, run.work_left - left[job_id]))
                     records[job_id].preemptions += 1
-                    free.update(run.gpus)
-                    free_view = None
-                    if native_fifo is not None:
-                        native_fifo.release(run.gpus)
+                    free.release(run.gpus)
                     pending[job_id] = run.record.job
                 for start in decision.start:
                     self._check_start(start, pending, free)
@@ -363,13 +364,11 @@ class Simulator:
                     finish = resume + left[job.id] / speed
                     running[job.id] = _Run(record, start.gpu_type, start.gpus, now, resume,
                                            speed, left[job.id], finish, version)
-                    free.difference_update(start.gpus)
-                    free_view = None
-                    if native_fifo is not None:
-                        native_fifo.take(start.gpus)  # (already taken if FIFO chose them)
+                    free.take(start.gpus)
                     heapq.heappush(completions, (finish, version, job.id))
                 decisions.append(DecisionLog(now, len(pending), len(running),
-                                             total_gpus - len(free), len(decision.start),
+                                             total_gpus - free.free_count(),
+                                             len(decision.start),
                                              len(decision.preempt), spent, decision.fallback,
                                              decision.note))
                 if quiet > now and next_tick is not None:
@@ -402,14 +401,14 @@ class Simulator:
         """The policy's ``quiet_until(state)`` (s); ``-inf`` without a state."""
         return -math.inf if state is None else quiet_until(self.policy, state)
 
-    def _check_start(self, start: Start, pending: dict[str, Job], free: set[str]) -> None:
+    def _check_start(self, start: Start, pending: dict[str, Job], free: FreeGpuIndex) -> None:
         """A policy's start must name a pending job, free GPUs of one allowed type, an
         allowed gang size and a configuration with measured throughput > 0."""
         name = self.policy.name
         job = pending.get(start.job)
         if job is None:
             raise RuntimeError(f"{name} started {start.job}, which is not pending")
-        busy = [g for g in start.gpus if g not in free]
+        busy = [g for g in start.gpus if not free.is_free(g)]
         if busy or len(set(start.gpus)) != len(start.gpus):
             raise RuntimeError(f"{name} started {job.id} on GPUs that are not free: {busy}")
         gpus = self.cluster.gpu_by_id
