@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
+import json
 import subprocess
 import sys
 import tempfile
@@ -33,9 +34,14 @@ OPENB_POLICIES = ("fifo", "sjf", "srtf", "edf", "tiresias", "gandiva", "gavel", 
                   "progress")
 
 
-def digest(path: Path) -> str:
-    """The first 16 hex digits of the file's SHA-256."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+def digest(path: Path, ignore: tuple[str, ...] = ()) -> str:
+    """The first 16 hex digits of the file's SHA-256 (of a JSON file without the keys
+    ``ignore``, written back the way hetsched writes it, when some are given)."""
+    data = path.read_bytes()
+    if ignore and path.suffix == ".json":
+        document = {k: v for k, v in json.loads(data).items() if k not in ignore}
+        data = (json.dumps(document, indent=1) + "\n").encode()
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def cells(openb: Path | None, policies: list[str]) -> list[tuple[str, str, list[str]]]:
@@ -60,12 +66,16 @@ def main() -> None:
                         "openb_node_list_gpu_node.csv")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--compare", type=Path, default=None)
+    parser.add_argument("--ignore-summary-keys", default="",
+                        help="comma-separated summary.json keys left out of its hash (keys "
+                        "a change added on purpose)")
     args = parser.parse_args()
     if not GAVEL.is_file():
         sys.exit(f"{GAVEL} is absent: this benchmark needs ../shared/data")
     import hetsched
 
     policies = args.policies.split(",") if args.policies else list(hetsched.names())
+    ignore = tuple(k for k in args.ignore_summary_keys.split(",") if k)
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for label, policy, replay_args in cells(args.openb, policies):
@@ -76,7 +86,7 @@ def main() -> None:
                            capture_output=True)
             wall = time.perf_counter() - began
             row = {"trace": label, "policy": policy, "wall_s": round(wall, 1),
-                   **{name: digest(out / name) for name in FILES}}
+                   **{name: digest(out / name, ignore) for name in FILES}}
             rows.append(row)
             print(f"{label:10} {policy:13} {wall:6.1f} s  "
                   + "  ".join(f"{name} {row[name]}" for name in FILES), flush=True)

@@ -48,6 +48,7 @@ from hetsched.formulations.options import MAX_SEED, check_seed
 from hetsched.interrupts import deferred_interrupts
 from hetsched.outputs import check_output_folder, locked_folder, write_text, writing
 from hetsched.replays import MAX_LOAD, MIN_LOAD
+from hetsched.sharing import DEFAULT_COLOCATION_FACTOR
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +57,12 @@ log = logging.getLogger(__name__)
 SETTING_FIELDS = ("trace", "trace_format", "cluster", "limit_jobs", "time_limit_s",
                   "deterministic", "throughput", "backend", "interval_s", "deadline_fraction",
                   "restart_penalty_s", "on_bad_row", "reference_gpu", "gpu_aliases",
-                  "unknown_gpus")
+                  "unknown_gpus", "gpu_sharing", "colocation_factor")
 #: Settings added after benches were first recorded, and their value in a bench.json
 #: written before (so that such a bench resumes).
 SETTING_DEFAULTS: dict[str, Any] = {"reference_gpu": None, "gpu_aliases": {},
-                                    "unknown_gpus": "error"}
+                                    "unknown_gpus": "error", "gpu_sharing": True,
+                                    "colocation_factor": DEFAULT_COLOCATION_FACTOR}
 
 
 def load_label(load: float) -> str:
@@ -162,6 +164,8 @@ class BenchSettings:
     reference_gpu: str | None = None
     gpu_aliases: Mapping[str, str] = field(default_factory=dict)
     unknown_gpus: str = "error"
+    gpu_sharing: bool = True
+    colocation_factor: float = DEFAULT_COLOCATION_FACTOR
     #: add the LP bound on the average JCT to every row (hetsched.bench_bounds)
     lp_bound: bool = True
 
@@ -247,7 +251,8 @@ def _replay(task: _Task) -> dict[str, object]:
         deadline_fraction=settings.deadline_fraction,
         restart_penalty_s=settings.restart_penalty_s, show_progress=False, load=spec.load,
         deterministic=settings.deterministic, reference_gpu=settings.reference_gpu,
-        gpu_aliases=settings.gpu_aliases, unknown_gpus=settings.unknown_gpus)
+        gpu_aliases=settings.gpu_aliases, unknown_gpus=settings.unknown_gpus,
+        gpu_sharing=settings.gpu_sharing, colocation_factor=settings.colocation_factor)
 
 
 # --- progress ---------------------------------------------------------------------------

@@ -83,6 +83,10 @@ class TraceSource(Protocol):
     def gpu_aliases(self) -> Mapping[str, str]: ...
     @property
     def unknown_gpus(self) -> str: ...
+    @property
+    def gpu_sharing(self) -> bool: ...
+    @property
+    def colocation_factor(self) -> float: ...
 
 
 def job_set_key(jobs: Sequence[Job], cluster: Cluster, throughput_bytes: bytes,
@@ -136,6 +140,9 @@ class LpBounds:
             found = self._cache.get(key) if key is not None else None
             if found is None:
                 key, jobs, cluster, truth = self._job_set(seed, load)
+                if any(job.gpu_share is not None for job in jobs):
+                    raise ValueError("the LP counts whole GPUs; jobs asking for a share of "
+                                     "a GPU would make it no bound")
                 found = self._cache.get(key)
                 if found is None:
                     found = self._compute(key, jobs, cluster, truth, seed, load)
@@ -182,7 +189,8 @@ class LpBounds:
                           on_bad_row=source.on_bad_row, limit_jobs=source.limit_jobs,
                           deadline_fraction=source.deadline_fraction, load=load,
                           reference_gpu=source.reference_gpu, gpu_aliases=source.gpu_aliases,
-                          unknown_gpus=source.unknown_gpus)
+                          unknown_gpus=source.unknown_gpus, gpu_sharing=source.gpu_sharing,
+                          colocation_factor=source.colocation_factor)
         table = read.source.read_bytes() if read.source is not None else b"catalogue"
         key = self._keys[(seed, load)] = job_set_key(read.jobs, read.cluster, table,
                                                       self.settings)

@@ -240,7 +240,8 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
                    limit_jobs: int | None, throughput_path: Path | None,
                    restart_penalty: float, on_bad_row: str, deadline_fraction: float | None,
                    load: float, partitions: int, out: Path, reference_gpu: str | None,
-                   gpu_aliases: str | None, unknown_gpus: str) -> None:
+                   gpu_aliases: str | None, unknown_gpus: str, gpu_sharing: bool,
+                   colocation_factor: float) -> None:
     """Replay TRACE on a cluster under a policy; write summary.json, jobs.csv,
     decisions.csv (the same for the same input) and timing.json (wall clock) into --out,
     a new folder or one a replay wrote (replaced as a whole)."""
@@ -253,7 +254,8 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
                          on_bad_row=on_bad_row, deadline_fraction=deadline_fraction,
                          restart_penalty_s=restart_penalty, load=load, partitions=partitions,
                          reference_gpu=reference_gpu, gpu_aliases=gpu_aliases,
-                         unknown_gpus=unknown_gpus)
+                         unknown_gpus=unknown_gpus, gpu_sharing=gpu_sharing,
+                         colocation_factor=colocation_factor)
     for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
                 "deadline_met", "utilization", "preemptions", "decisions", "round_s",
                 "restart_penalty_s", "fallbacks", "decision_time_p95_s", "wall_time_s"):
@@ -317,7 +319,7 @@ def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: s
                   backend: str | None, interval: float | None, deadline_fraction: float | None,
                   restart_penalty: float, on_bad_row: str, lp_bound: bool, out: Path,
                   reference_gpu: str | None, gpu_aliases: str | None,
-                  unknown_gpus: str) -> None:
+                  unknown_gpus: str, gpu_sharing: bool, colocation_factor: float) -> None:
     """Replay TRACE under every policy x seed x load; write results.csv, report.md and plots
     into --out (docs/bench.md). Rerunning the same command resumes."""
     from hetsched.bench import (
@@ -340,7 +342,8 @@ def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: s
         interval_s=interval, deadline_fraction=deadline_fraction,
         restart_penalty_s=restart_penalty, on_bad_row=on_bad_row, lp_bound=lp_bound,
         reference_gpu=reference_gpu, gpu_aliases=parse_gpu_aliases(gpu_aliases),
-        unknown_gpus=unknown_gpus)
+        unknown_gpus=unknown_gpus, gpu_sharing=gpu_sharing,
+        colocation_factor=colocation_factor)
     outcome = run_bench(settings, out)
     click.echo(f"{outcome.ran} runs done, {outcome.skipped} already in results.csv, "
                f"{len(outcome.failed)} failed" + (f" ({', '.join(outcome.failed)})"

@@ -18,6 +18,7 @@ from hetsched.errors import InputError
 from hetsched.instance_file import load_instance
 from hetsched.outputs import check_output_file, check_plot_file, writing
 from hetsched.registry import entry, model_warnings, names
+from hetsched.sharing import DEFAULT_COLOCATION_FACTOR
 
 
 def trace_reading_options(command: Any) -> Any:
@@ -36,6 +37,13 @@ def trace_reading_options(command: Any) -> Any:
                      show_default=True,
                      help="A cluster GPU type the throughput model does not know: an error, "
                      "or its nodes left out (summary.json: dropped_gpus)."),
+        click.option("--gpu-sharing/--no-gpu-sharing", default=True, show_default=True,
+                     help="Jobs may ask for a share of one GPU (openb's gpu_milli); off: "
+                     "every share is rounded up to a whole GPU."),
+        click.option("--colocation-factor", type=click.FloatRange(0, 1, min_open=True),
+                     default=DEFAULT_COLOCATION_FACTOR, show_default=True,
+                     help="Speed factor of a job sharing its GPU with others, where no "
+                     "pair was measured (docs/traces.md, GPU shares)."),
     )):
         command = option(command)
     return command

@@ -117,6 +117,7 @@ PARAMETER_FLAGS = {
     "elastic_fraction": "--elastic-fraction", "partitions": "--partitions",
     "reference_gpu": "--reference-gpu", "gpu_aliases": "--gpu-alias",
     "unknown_gpus": "--unknown-gpus", "on_bad_row": "--on-bad-row",
+    "colocation_factor": "--colocation-factor",
     **dict(MODEL_KNOBS.values())}
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import networkx as nx
 
 from hetsched.errors import InputError
+from hetsched.sharing import CoLocationModel
 from hetsched.throughput import Placement, ThroughputModel
 
 #: Link kinds of the default topology and their effective GPU-to-GPU bandwidth in GB/s
@@ -51,6 +52,8 @@ MAX_GPUS_PER_JOB = 100_000
 MAX_CLUSTER_GPUS = 100_000
 #: GPU pairs inside nodes that the default topology links (it links every pair).
 MAX_NODE_LOCAL_LINKS = 1_000_000
+#: The smallest GPU share a job may ask for (and the resolution of shares).
+MIN_GPU_SHARE = 0.001
 #: CPUs of a node; memory (GB) of a GPU type or a node; price per GPU-hour.
 MAX_CPUS = 1_000_000
 MAX_MEMORY_GB = 1e7
@@ -301,6 +304,13 @@ class Job:
     ``allowed_nodes``, when given, the only nodes its GPUs may be on (a running job
     pinned where it runs, a node constraint). Every planner honours them and the checker
     verifies them. Times are in seconds.
+
+    ``gpu_share``, when given, is the share of one GPU the job asks for (0 < share < 1,
+    resolved to 1/1000; only for a job of one GPU): jobs whose shares add up to at most 1
+    may run on one GPU at once (docs/traces.md, "GPU shares"). ``cpus`` (cores) and
+    ``memory_gb`` (GB), when given, are what it needs of its node besides GPUs (a gang
+    spread over nodes needs them in proportion to its GPUs on each); a start must fit
+    the node's GPUs, CPUs and memory.
     """
 
     id: str
@@ -314,6 +324,9 @@ class Job:
     allowed_gpu_counts: tuple[int, ...] | None = None
     allowed_gpu_types: tuple[str, ...] | None = None
     allowed_nodes: tuple[str, ...] | None = None
+    gpu_share: float | None = None
+    cpus: float | None = None
+    memory_gb: float | None = None
 
     def __post_init__(self) -> None:
         _name(self.id, "id", "job id")
@@ -350,6 +363,18 @@ class Job:
             object.__setattr__(self, "allowed_gpu_counts", tuple(sorted(set(counts))))
         self._name_list("allowed_gpu_types", "GPU type", "GPU types")
         self._name_list("allowed_nodes", "node name", "nodes")
+        if self.gpu_share is not None:
+            _check(self.gpu_share, "gpu_share", "a share of one GPU from 0.001 to 0.999",
+                   MIN_GPU_SHARE, 1.0 - MIN_GPU_SHARE)
+            if self.gpu_counts != (1,):
+                raise InputError("a GPU share for a job of more than one GPU",
+                                 path="gpu_share", value=self.gpu_share,
+                                 expected=f"no share for a gang of {list(self.gpu_counts)} "
+                                 "GPUs (a share is of one GPU)")
+            object.__setattr__(self, "gpu_share", share_milli(self.gpu_share) / 1000)
+        _optional(self.cpus, "cpus", f"cores from 0 to {MAX_CPUS}", MAX_CPUS)
+        _optional(self.memory_gb, "memory_gb", f"GB from 0 to {MAX_MEMORY_GB:g}",
+                  MAX_MEMORY_GB)
 
     def _name_list(self, field: str, what: str, plural: str) -> None:
         """The optional list of names ``field``: non-empty, each a name, kept once each in
@@ -378,6 +403,27 @@ class Job:
         """Whether the job's GPUs may be on ``node``."""
         return self.allowed_nodes is None or node in self.allowed_nodes
 
+    @property
+    def share(self) -> float:
+        """The share of each of its GPUs the job holds: ``gpu_share``, or 1 (whole)."""
+        return 1.0 if self.gpu_share is None else self.gpu_share
+
+    @property
+    def needs_node_resources(self) -> bool:
+        """Whether the job needs CPUs or memory of its nodes."""
+        return self.cpus is not None or self.memory_gb is not None
+
+    def node_demand(self, gpus_here: int) -> tuple[float, float]:
+        """``(cores, GB)`` the job needs of a node holding ``gpus_here`` of its GPUs: its
+        CPUs and memory in proportion to its GPUs there (all of them on one node)."""
+        part = gpus_here / self.num_gpus
+        return (self.cpus or 0.0) * part, (self.memory_gb or 0.0) * part
+
+
+def share_milli(share: float) -> int:
+    """A GPU share in thousandths of a GPU (the resolution shares are kept at)."""
+    return round(share * 1000)
+
 
 @dataclass(frozen=True)
 class Configuration:
@@ -395,13 +441,15 @@ class Configuration:
 
 @dataclass(frozen=True, eq=False)
 class Instance:
-    """A scheduling problem: cluster, jobs, throughput and the current time (s)."""
+    """A scheduling problem: cluster, jobs, throughput and the current time (s), and how
+    fast jobs sharing a GPU run (``colocation``; the default factors when ``None``)."""
 
     cluster: Cluster
     jobs: tuple[Job, ...]
     throughput: ThroughputModel
     now: float = 0.0
     name: str = ""
+    colocation: CoLocationModel | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "jobs", tuple(self.jobs))

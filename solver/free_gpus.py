@@ -29,11 +29,12 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from hetsched.data import Cluster, Job
-from hetsched.gpus import Layout, Start, layout, throughput_of
+from hetsched.gpus import Layout, Start, layout, throughput_of, victim_gpus
+from hetsched.node_use import WHOLE, NodeUse
 from hetsched.throughput import Placement, ThroughputModel
 
 __all__ = ["FreeGpuIndex", "victim_gpus"]
@@ -75,13 +76,15 @@ class FreeGpuIndex:
     def __init__(self, cluster: Cluster, free: AbstractSet[str] = frozenset(),
                  victims: Mapping[str, int] | None = None) -> None:
         where = layout(cluster)
-        self._setup(where, _Store(where), victims)
+        self._setup(where, _Store(where), NodeUse(cluster, where), victims)
         self._master = True
         self.release(sorted(free, key=lambda g: where.order.get(g, -1)))
 
-    def _setup(self, where: Layout, store: _Store, victims: Mapping[str, int] | None) -> None:
+    def _setup(self, where: Layout, store: _Store, use: NodeUse,
+               victims: Mapping[str, int] | None) -> None:
         self._layout = where
         self._store = store
+        self._use = use  # GPU shares, node CPUs and memory (hetsched.node_use)
         self._master = False
         # A fork's differences from its master: GPUs it took that are free there, GPUs it
         # freed that are busy there, the free count of each node it changed (by type).
@@ -104,7 +107,7 @@ class FreeGpuIndex:
         the changes of this fork so far, if it is one), read from the master, never
         written to it."""
         copy = object.__new__(FreeGpuIndex)
-        copy._setup(self._layout, self._store, victims)
+        copy._setup(self._layout, self._store, self._use.fork(), victims)
         if not self._master:
             copy._taken, copy._freed = set(self._taken), set(self._freed)
             copy._node = dict(self._node)
@@ -122,6 +125,25 @@ class FreeGpuIndex:
     def all_free(self, gpus: Iterable[str]) -> bool:
         """Whether every one of ``gpus`` is free."""
         return all(self.is_free(g) for g in gpus)
+
+    def can_hold(self, gpus: Sequence[str], job: Job) -> bool:
+        """Whether ``job`` could run on ``gpus`` now: free ones (or, for a share job, one
+        GPU with its share left) on nodes with the CPUs and memory it needs."""
+        if job.gpu_share is not None and len(gpus) == 1:
+            left = self._use.share_left(gpus[0])
+            if (left is None and not self.is_free(gpus[0])) or \
+                    (left is not None and left < self._use.share_of(job)):
+                return False
+        elif not self.all_free(gpus):
+            return False
+        return self._fits_nodes(gpus, job)
+
+    def _fits_nodes(self, gpus: Sequence[str], job: Job) -> bool:
+        """Whether the nodes of ``gpus`` have the CPUs and memory ``job`` needs."""
+        if not job.needs_node_resources:
+            return True
+        here = Counter(self._layout.node_of[g] for g in gpus)
+        return all(self._use.fits(pos, job, count) for pos, count in here.items())
 
     def free_count(self) -> int:
         """How many GPUs are free (time in the GPU types)."""
@@ -153,12 +175,14 @@ class FreeGpuIndex:
         return [g for g in self._layout.node_ids[pos] if self.is_free(g)]
 
     def _first_at_least(self, gpu_type: str, size: int,
-                        nodes: AbstractSet[str] | Sequence[str] | None) -> int | None:
+                        nodes: AbstractSet[str] | Sequence[str] | None,
+                        ok: Callable[[int], bool] | None = None) -> int | None:
         """The first node (cluster order) of ``gpu_type`` with ``size`` free GPUs or more
-        (among ``nodes`` if given), or ``None``: the first of the classes ``k >= size``."""
+        (among ``nodes`` if given, and where ``ok`` says: the CPUs and memory of a job),
+        or ``None``: the first of the classes ``k >= size``."""
         if nodes is not None:
             return next((pos for pos in self._allowed(gpu_type, nodes)
-                         if self.node_free(pos) >= size), None)
+                         if self.node_free(pos) >= size and (ok is None or ok(pos))), None)
         changed = self._changed.get(gpu_type, set())
         best: int | None = None
         classes = self._store.classes[gpu_type]
@@ -166,28 +190,63 @@ class FreeGpuIndex:
             for pos in classes[k]:
                 if best is not None and pos > best:
                     break
-                if pos not in changed:
+                if pos not in changed and (ok is None or ok(pos)):
                     best = pos
                     break
         for pos in changed:
-            if self._node[pos] >= size and (best is None or pos < best):
+            if self._node[pos] >= size and (best is None or pos < best) and (
+                    ok is None or ok(pos)):
                 best = pos
         return best
 
-    def _tightest(self, gpu_type: str, count: int) -> tuple[int, int] | None:
+    def _tightest(self, gpu_type: str, count: int,
+                  ok: Callable[[int], bool] | None = None) -> tuple[int, int] | None:
         """``(free, position)`` of the node of ``gpu_type`` with the fewest free GPUs that
-        are at least ``count``, the first in cluster order among equals; ``None``."""
+        are at least ``count`` (where ``ok`` says), the first in cluster order among
+        equals; ``None``."""
         changed = self._changed.get(gpu_type, set())
-        best = min(((self._node[pos], pos) for pos in changed if self._node[pos] >= count),
-                   default=None)
+        best = min(((self._node[pos], pos) for pos in changed
+                    if self._node[pos] >= count and (ok is None or ok(pos))), default=None)
         classes = self._store.classes[gpu_type]
         for k in range(max(count, 0), len(classes)):
             if best is not None and best[0] < k:
                 break
-            pos = next((p for p in classes[k] if p not in changed), None)
+            pos = next((p for p in classes[k] if p not in changed and (ok is None or ok(p))),
+                       None)
             if pos is not None and (best is None or (k, pos) < best):
                 best = (k, pos)
         return best
+
+    def _node_check(self, job: Job, count: int) -> Callable[[int], bool] | None:
+        """Whether a node holds ``count`` GPUs of ``job`` with its CPUs and memory;
+        ``None`` (no check) for a job that needs none."""
+        if not job.needs_node_resources:
+            return None
+        use = self._use
+        return lambda pos: use.fits(pos, job, count)
+
+    def _share_fit(self, job: Job, gpu_types: Iterable[str],
+                   model: ThroughputModel) -> Start | None:
+        """For a job asking for a share of one GPU: the GPU already hosting share jobs
+        with the fewest thousandths left that hold its share (then cluster order), of
+        the first of ``gpu_types`` where it has throughput, on a node it may use with its
+        CPUs and memory; ``None`` if none has room (a free GPU is then the way)."""
+        where = self._layout
+        use = self._use
+        need = use.share_of(job)
+        best: tuple[int, int, str] | None = None
+        for gpu_type in gpu_types:
+            if not job.may_use(gpu_type) or throughput_of(
+                    model, job.job_type, gpu_type, 1, Placement.PACKED) <= 0:
+                continue
+            for gid, left in use.shared(gpu_type):
+                pos = where.node_of[gid]
+                if left >= need and job.may_use_node(where.node_name[pos]) and \
+                        use.fits(pos, job, 1):
+                    key = (left, where.order[gid], gid)
+                    if best is None or key < best:
+                        best = key
+        return None if best is None else Start(job.id, where.type_of[best[2]], (best[2],))
 
     def _with_free(self, gpu_type: str,
                    nodes: AbstractSet[str] | Sequence[str] | None) -> Iterator[int]:
@@ -218,8 +277,24 @@ class FreeGpuIndex:
         self._changed.setdefault(gpu_type, set()).add(pos)
         self._type_delta[gpu_type] = self._type_delta.get(gpu_type, 0) + step
 
-    def take(self, gpus: Iterable[str]) -> None:
-        """Hand ``gpus`` out: free ones become busy, victims' ones are taken."""
+    def take(self, gpus: Iterable[str], job: Job | None = None) -> None:
+        """Hand ``gpus`` out: free ones become busy, victims' ones are taken. With the
+        ``job`` that takes them, its share of a GPU (a share job's one GPU: free, or with
+        its share left) and the CPUs and memory it needs of their nodes are held too."""
+        ids = list(gpus)
+        use = self._use
+        if job is not None and job.gpu_share is not None and len(ids) == 1:
+            left = use.share_left(ids[0])
+            if left is None:  # a whole GPU for share jobs, the rest left to others
+                self._take_whole(ids)
+                left = WHOLE
+            use.set_share(ids[0], left - use.share_of(job))
+        else:
+            self._take_whole(ids)
+        if job is not None:
+            use.hold(job, ids, 1)
+
+    def _take_whole(self, gpus: Iterable[str]) -> None:
         where = self._layout
         for gid in gpus:
             if self.is_free(gid):
@@ -233,18 +308,34 @@ class FreeGpuIndex:
             elif self.victims.pop(gid, None) is not None:
                 self._victim_count[where.type_of[gid]] -= 1
 
-    def release(self, gpus: Iterable[str]) -> None:
-        """Mark ``gpus`` free (those already free, or not of the cluster, are left)."""
+    def release(self, gpus: Iterable[str], job: Job | None = None) -> None:
+        """Mark ``gpus`` free (those already free, or not of the cluster, are left). With
+        the ``job`` that held them, its share and node CPUs and memory are given back; a
+        GPU that still hosts share jobs stays busy (and is never freed without one)."""
         node_of = self._layout.node_of
+        ids = [g for g in gpus if g in node_of]
+        use = self._use
+        if job is not None and job.gpu_share is not None and len(ids) == 1:
+            left = use.share_left(ids[0])
+            if left is not None:
+                left += use.share_of(job)
+                use.set_share(ids[0], None if left >= WHOLE else left)
+                if left < WHOLE:
+                    ids = []
+        self._release_whole(g for g in ids if use.share_left(g) is None)
+        if job is not None:
+            use.hold(job, [g for g in gpus if g in node_of], -1)
+
+    def _release_whole(self, gpus: Iterable[str]) -> None:
         for gid in gpus:
-            if gid in node_of and not self.is_free(gid):
+            if not self.is_free(gid):
                 if self._master:
                     self._store.free.add(gid)
                 elif gid in self._taken:
                     self._taken.discard(gid)
                 else:
                     self._freed.add(gid)
-                self._set(node_of[gid], 1)
+                self._set(self._layout.node_of[gid], 1)
 
     def keep(self, gpus: Iterable[str]) -> None:
         """``gpus`` stay with their running job: no longer victims."""
@@ -266,15 +357,21 @@ class FreeGpuIndex:
         spread over the first free GPUs (cluster order) of the first type where spread
         throughput is positive, at most ``size - 1`` of them on the first node so that
         the gang does span two nodes; ``None`` if neither fits. Only nodes the job may
-        use count."""
+        use, with the CPUs and memory it needs, count. A job asking for a share of one
+        GPU goes first where share jobs already run (:meth:`_share_fit`)."""
         where = self._layout
+        if job.gpu_share is not None and size == 1:
+            shared = self._share_fit(job, where.type_names, model)
+            if shared is not None:
+                return shared
         allowed = job.allowed_nodes
+        ok = self._node_check(job, size)
         best: int | None = None
         for gpu_type in where.type_names:
             if self.available(gpu_type) < size or not job.may_use(gpu_type) or \
                     throughput_of(model, job.job_type, gpu_type, size, Placement.PACKED) <= 0:
                 continue
-            pos = self._first_at_least(gpu_type, size, allowed)
+            pos = self._first_at_least(gpu_type, size, allowed, ok)
             if pos is not None and (best is None or pos < best):
                 best = pos
         if best is not None:
@@ -289,7 +386,10 @@ class FreeGpuIndex:
             for pos in self._with_free(gpu_type, allowed):
                 on_node = self._free_ids(pos)
                 # A spread gang spans two nodes at least: size - 1 from the first.
-                ids.extend(on_node if ids else on_node[: size - 1])
+                here = (on_node if ids else on_node[: size - 1])[: size - len(ids)]
+                if not self._use.fits(pos, job, len(here)):
+                    continue
+                ids.extend(here)
                 if len(ids) >= size:
                     return Start(job.id, gpu_type, tuple(ids[:size]))
         return None
@@ -305,11 +405,16 @@ class FreeGpuIndex:
         return None if pos is None else tuple(self._free_ids(pos)[:size])
 
     def _first_free(self, gpu_type: str, size: int,
-                    nodes: AbstractSet[str] | Sequence[str] | None) -> list[str]:
-        """The first ``size`` free GPUs of ``gpu_type`` in cluster order (on ``nodes``)."""
+                    nodes: AbstractSet[str] | Sequence[str] | None,
+                    job: Job | None = None) -> list[str]:
+        """The first ``size`` free GPUs of ``gpu_type`` in cluster order (on ``nodes``;
+        on nodes with the CPUs and memory ``job`` needs of them)."""
         ids: list[str] = []
         for pos in self._with_free(gpu_type, nodes):
-            ids.extend(self._free_ids(pos))
+            here = self._free_ids(pos)[: size - len(ids)]
+            if job is not None and not self._use.fits(pos, job, len(here)):
+                continue
+            ids.extend(here)
             if len(ids) >= size:
                 break
         return ids[:size]
@@ -333,7 +438,13 @@ class FreeGpuIndex:
         large gangs), then in cluster order. Else spread over free GPUs in cluster order,
         then victims' GPUs. Victims are whole running jobs, as few and as low-priority as
         cover the need (:func:`victim_gpus`). A placement is only returned where the
-        throughput ``model`` gives is positive."""
+        throughput ``model`` gives is positive, on nodes with the CPUs and memory the job
+        needs (victims' are counted only once they stop). A job asking for a share of one
+        GPU goes first where share jobs already run (:meth:`_share_fit`)."""
+        if job.gpu_share is not None and count == 1:
+            shared = self._share_fit(job, (gpu_type,), model)
+            if shared is not None:
+                return shared.gpus
         if not job.may_use(gpu_type) or self.available(gpu_type, with_victims) < count:
             return None
         where = self._layout
@@ -341,35 +452,37 @@ class FreeGpuIndex:
         allowed = job.allowed_nodes
         packed_ok = throughput_of(model, job.job_type, gpu_type, count, Placement.PACKED) > 0
         if packed_ok:
-            best = self._best_packed(gpu_type, count, victims, allowed)
+            best = self._best_packed(job, gpu_type, count, victims)
             if best is not None:
                 return best
         if count < 2 or throughput_of(model, job.job_type, gpu_type, count,
                                       Placement.SPREAD) <= 0:
             return None
-        own = self._first_free(gpu_type, count, allowed)
+        own = self._first_free(gpu_type, count, allowed, job)
         if len(own) < count and victims:
             candidates = [g for g in self._victim_ids.get(gpu_type, ()) if g in victims and (
                 allowed is None or where.node_name[where.node_of[g]] in allowed)]
             own += victim_gpus(candidates, victims, count - len(own))
         chosen = own[:count]
-        if len(chosen) < count:
+        if len(chosen) < count or not self._fits_nodes(chosen, job):
             return None
         if len({where.node_of[g] for g in chosen}) == 1 and not packed_ok:
             return None
         return tuple(chosen)
 
-    def _best_packed(self, gpu_type: str, count: int, victims: Mapping[str, int],
-                     allowed: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    def _best_packed(self, job: Job, gpu_type: str, count: int,
+                     victims: Mapping[str, int]) -> tuple[str, ...] | None:
         """:meth:`best_fit`'s packed gang: the node with the lowest ``(victims' GPUs
         taken, free and taken GPUs, cluster position)``. Nodes without victims are found
         in their node classes; nodes with victims, and with ``allowed`` nodes every
         allowed node, are scored one by one."""
         where = self._layout
+        allowed = job.allowed_nodes
+        ok = self._node_check(job, count)
 
         def score(pos: int) -> tuple[tuple[int, int, int], tuple[str, ...]] | None:
             ids = where.node_ids[pos]
-            if len(ids) < count:
+            if len(ids) < count or (ok is not None and not ok(pos)):
                 return None
             own = self._free_ids(pos)
             if len(own) < count and not victims:
@@ -382,37 +495,10 @@ class FreeGpuIndex:
         if allowed is not None:
             positions = self._allowed(gpu_type, allowed)
         else:
-            tightest = self._tightest(gpu_type, count)
+            tightest = self._tightest(gpu_type, count, ok)
             positions = [] if tightest is None else [tightest[1]]
             if victims:
                 positions += {where.node_of[g] for g in self._victim_ids.get(gpu_type, ())
                               if g in victims}
         scored = [found for pos in positions if (found := score(pos)) is not None]
         return min(scored)[1] if scored else None
-
-
-def victim_gpus(ids: Sequence[str], victims: Mapping[str, int], needed: int) -> list[str]:
-    """``needed`` GPUs among ``ids`` held by victims, taken from as few and as
-    low-priority running jobs as possible: jobs are added lowest priority first until they
-    cover the need, then any job the others cover without is dropped, highest priority
-    first (its preemption would be for nothing). Empty if they cannot cover it."""
-    if needed <= 0:
-        return []
-    by_job: dict[int, list[str]] = {}
-    for g in ids:
-        if g in victims:
-            by_job.setdefault(victims[g], []).append(g)
-    chosen: list[int] = []
-    total = 0
-    for rank in sorted(by_job, reverse=True):
-        if total >= needed:
-            break
-        chosen.append(rank)
-        total += len(by_job[rank])
-    if total < needed:
-        return []
-    for rank in sorted(chosen):
-        if total - len(by_job[rank]) >= needed:
-            chosen.remove(rank)
-            total -= len(by_job[rank])
-    return [g for rank in sorted(chosen, reverse=True) for g in by_job[rank]]

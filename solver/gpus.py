@@ -1,18 +1,20 @@
 """What choosing GPUs needs, written once: a cluster's layout (one cache per cluster),
-cached throughput look-ups, a job's speeds on a cluster (:class:`SpeedView`) and a start
-(:class:`Start`). The free-GPU index every policy and the simulator take GPUs from is
+cached throughput look-ups, a job's speeds on a cluster (:class:`SpeedView`), a start
+(:class:`Start`) and the victims a preempting start takes (:func:`victim_gpus`). The
+free-GPU index every policy and the simulator take GPUs from is
 :class:`hetsched.free_gpus.FreeGpuIndex`.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hetsched.data import Cluster, Configuration, Job, configurations
 from hetsched.throughput import Placement, ThroughputModel
 
-__all__ = ["Layout", "SpeedView", "Start", "layout", "throughput_of"]
+__all__ = ["Layout", "SpeedView", "Start", "layout", "throughput_of", "victim_gpus"]
 
 
 @dataclass(frozen=True)
@@ -143,3 +145,30 @@ class SpeedView:
     def fastest(self, job: Job, count: int | None = None) -> float:
         """The best steps/s of ``job`` at ``count`` GPUs (0 if it cannot run there)."""
         return next(iter(self.by_type(job, count).values()), 0.0)
+
+
+def victim_gpus(ids: Sequence[str], victims: Mapping[str, int], needed: int) -> list[str]:
+    """``needed`` GPUs among ``ids`` held by victims, taken from as few and as
+    low-priority running jobs as possible: jobs are added lowest priority first until they
+    cover the need, then any job the others cover without is dropped, highest priority
+    first (its preemption would be for nothing). Empty if they cannot cover it."""
+    if needed <= 0:
+        return []
+    by_job: dict[int, list[str]] = {}
+    for g in ids:
+        if g in victims:
+            by_job.setdefault(victims[g], []).append(g)
+    chosen: list[int] = []
+    total = 0
+    for rank in sorted(by_job, reverse=True):
+        if total >= needed:
+            break
+        chosen.append(rank)
+        total += len(by_job[rank])
+    if total < needed:
+        return []
+    for rank in sorted(chosen):
+        if total - len(by_job[rank]) >= needed:
+            chosen.remove(rank)
+            total -= len(by_job[rank])
+    return [g for rank in sorted(chosen, reverse=True) for g in by_job[rank]]

@@ -26,6 +26,7 @@ import numpy as np
 from hetsched.data import Cluster, Job
 from hetsched.errors import InputError
 from hetsched.result import Assignment, Schedule, completion_figures
+from hetsched.sharing import CoLocationModel
 
 
 @dataclass
@@ -165,6 +166,8 @@ class Replay:
     #: GPUs of a type some job can run on (:func:`hetsched.bounds.usable_gpus`); ``None``:
     #: every GPU of the cluster
     usable_gpus: int | None = None
+    #: how fast jobs sharing a GPU ran (hetsched.sharing), for the checker
+    colocation: CoLocationModel | None = None
 
     def summary(self) -> dict[str, object]:
         """The replay's metrics (seconds unless stated) as summary.json holds them: a

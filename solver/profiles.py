@@ -32,6 +32,7 @@ from typing import Any
 from hetsched.data import MAX_GPUS_PER_JOB, MAX_THROUGHPUT, MIN_THROUGHPUT, in_range
 from hetsched.errors import InputError
 from hetsched.json_files import read_json
+from hetsched.sharing import DEFAULT_COLOCATION_FACTOR, CoLocationModel
 from hetsched.throughput import Placement, ThroughputTable
 
 log = logging.getLogger(__name__)
@@ -253,6 +254,24 @@ class Profile:
         return Profile(tuple(self.points[i] for i in chosen), self.colocations, self.source,
                        self.sha256, self.kind,
                        tuple(self.locations[i] for i in chosen) if self.locations else ())
+
+    def colocation_model(self, default_factor: float = DEFAULT_COLOCATION_FACTOR
+                         ) -> CoLocationModel:
+        """The speed factors of jobs sharing a GPU (:mod:`hetsched.sharing`): the
+        measured pairs of one GPU each, packed, as ratios to the job's throughput alone
+        (a pair measured at 0, Gavel's "cannot share", is left to ``default_factor``)."""
+        alone = {(p.job_type, p.gpu_type): p.throughput for p in self.points
+                 if p.num_gpus == 1 and p.placement is Placement.PACKED}
+        pairs: dict[tuple[str, str, str], float] = {}
+        for pair in self.colocations:
+            if pair.num_gpus != 1 or pair.other_num_gpus != 1 or pair.throughput <= 0 \
+                    or pair.placement is not Placement.PACKED:
+                continue
+            base = alone.get((pair.job_type, pair.gpu_type), 0.0)
+            if base > 0:
+                pairs[(pair.gpu_type, pair.job_type, pair.other_job_type)] = \
+                    min(1.0, pair.throughput / base)
+        return CoLocationModel(pairs, default_factor)
 
     def rows(self) -> list[tuple[str, str, int, Placement, float]]:
         """Sorted ``(job_type, gpu_type, num_gpus, placement, steps_per_s)`` rows."""

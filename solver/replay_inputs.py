@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from hetsched.data import MAX_TIME_S, Cluster, Job
 from hetsched.errors import InputError
 from hetsched.generate import GPU_TYPES, catalogue_table
+from hetsched.sharing import DEFAULT_COLOCATION_FACTOR, CoLocationModel
 from hetsched.throughput import AliasedThroughput, PolicyView, ThroughputModel
 
 if TYPE_CHECKING:
@@ -68,6 +69,14 @@ def model_gpu_types(model: ThroughputModel) -> tuple[str, ...]:
 def throughput_pair(path: Path) -> tuple[ThroughputModel, ThroughputModel]:
     """``(measured, fitted)`` from a profile (Gavel JSON or tidy CSV) or a fitted model
     file: the simulator's ground truth and the policies' view."""
+    measured, fitted, _ = _read_source(path)
+    return measured, fitted
+
+
+def _read_source(path: Path, colocation_factor: float = DEFAULT_COLOCATION_FACTOR
+                 ) -> tuple[ThroughputModel, ThroughputModel, CoLocationModel]:
+    """:func:`throughput_pair` and the co-location speed factors the profile measured
+    (Gavel's pairs; none in a tidy CSV or a fitted model file)."""
     from hetsched.profiles import read_profile
     from hetsched.speed_fit import throughput_model
     from hetsched.speed_io import load_model
@@ -78,9 +87,11 @@ def throughput_pair(path: Path) -> tuple[ThroughputModel, ThroughputModel]:
     if path.suffix.lower() == ".json" and f'"{FORMAT}"' in path.read_text(
             encoding="utf-8", errors="replace")[:2000]:
         fitted = load_model(path)
-        return throughput_model(fitted, mode="measured"), fitted
+        return (throughput_model(fitted, mode="measured"), fitted,
+                CoLocationModel(default_factor=colocation_factor))
     profile = read_profile(path)
-    return throughput_model(profile, mode="measured"), throughput_model(profile, mode="fitted")
+    return (throughput_model(profile, mode="measured"), throughput_model(profile, mode="fitted"),
+            profile.colocation_model(colocation_factor))
 
 
 def default_throughput(trace: Path, trace_format: str) -> Path | None:
@@ -99,29 +110,33 @@ def default_throughput(trace: Path, trace_format: str) -> Path | None:
 class Throughputs:
     """The measured throughput jobs advance at (``truth``), what policies see
     (``model``), the file they came from (``None``: the built-in catalogue), the GPU
-    aliases applied to both, and the GPU types an alias may name (``known``: the model's,
-    or the catalogue's; () when the model lists none)."""
+    aliases applied to both, the GPU types an alias may name (``known``: the model's,
+    or the catalogue's; () when the model lists none) and how fast jobs sharing a GPU run
+    (``colocation``: the profile's measured pairs, with the aliases, and the default
+    factor)."""
 
     truth: ThroughputModel
     model: ThroughputModel
     source: Path | None
     aliases: Mapping[str, str]
     known: tuple[str, ...]
+    colocation: CoLocationModel
 
 
 def throughputs(cluster: Cluster, source: Path | None,
-                aliases: Mapping[str, str] | None = None) -> Throughputs:
+                aliases: Mapping[str, str] | None = None,
+                colocation_factor: float = DEFAULT_COLOCATION_FACTOR) -> Throughputs:
     """The throughput of a replay on ``cluster`` from ``source`` (a profile or fitted
     model; ``None``: the built-in catalogue on the cluster's types), with ``aliases``
-    (:func:`parse_gpu_aliases`): each must name a GPU type of the cluster and one the
-    model knows."""
+    (:func:`parse_gpu_aliases`): each must name a type the model knows; one of a type the
+    cluster does not have is left out (a warning)."""
     aliases = dict(aliases or {})
-    for name in aliases:
-        if name not in cluster.type_names:
-            raise InputError("GPU alias for a type the cluster does not have",
-                             path="gpu_aliases", value=name,
-                             expected="one of the cluster's GPU types "
-                             + ", ".join(cluster.type_names))
+    unused = [name for name in aliases if name not in cluster.type_names]
+    if unused:  # (one list of aliases may serve several clusters)
+        log.warning("GPU aliases for types the cluster does not have, not used: %s "
+                    "(the cluster's types: %s)", ", ".join(unused),
+                    ", ".join(cluster.type_names))
+        aliases = {name: target for name, target in aliases.items() if name not in unused}
     if source is None:
         for target in aliases.values():
             if target not in GPU_TYPES:
@@ -134,8 +149,9 @@ def throughputs(cluster: Cluster, source: Path | None,
                 if aliases.get(t, t) in GPU_TYPES}
         like.update({target: target for target in aliases.values()})
         table = catalogue_table(like) if like else catalogue_table(["v100"])
-        return Throughputs(table, table, None, aliases, tuple(GPU_TYPES))
-    truth, fitted = throughput_pair(source)
+        return Throughputs(table, table, None, aliases, tuple(GPU_TYPES),
+                           CoLocationModel(default_factor=colocation_factor))
+    truth, fitted, colocation = _read_source(source, colocation_factor)
     known = model_gpu_types(truth)
     for target in aliases.values():
         if known and target not in known:
@@ -144,7 +160,13 @@ def throughputs(cluster: Cluster, source: Path | None,
                              expected="one of " + ", ".join(known))
     if aliases:
         truth, fitted = AliasedThroughput(truth, aliases), AliasedThroughput(fitted, aliases)
-    return Throughputs(truth, PolicyView(fitted, truth), source, aliases, known)
+        pairs = dict(colocation.pairs)
+        for (gpu_type, job_type, other), factor in colocation.pairs.items():
+            for name, target in aliases.items():
+                if target == gpu_type:
+                    pairs[(name, job_type, other)] = factor
+        colocation = CoLocationModel(pairs, colocation.default_factor)
+    return Throughputs(truth, PolicyView(fitted, truth), source, aliases, known, colocation)
 
 
 def known_gpu_cluster(cluster: Cluster, speeds: Throughputs, *, unknown_gpus: str = "error",
@@ -233,12 +255,18 @@ class TraceJobs:
     cluster: Cluster
     aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
     dropped_gpus: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    colocation: CoLocationModel = dataclasses.field(default_factory=CoLocationModel)
+    gpu_sharing: bool = True
 
     def settings(self) -> dict[str, object]:
         """What summary.json records of how the trace was read: the reference GPU, the
-        GPU aliases and the GPUs left out."""
+        GPU aliases, the GPUs left out, GPU sharing (on or off, the default co-location
+        factor, the jobs that ask for a share) and the jobs that need CPUs or memory."""
         return {"reference_gpu": self.trace.reference_gpu, "gpu_aliases": dict(self.aliases),
-                "dropped_gpus": dict(self.dropped_gpus)}
+                "dropped_gpus": dict(self.dropped_gpus), "gpu_sharing": self.gpu_sharing,
+                "colocation_factor": self.colocation.default_factor,
+                "gpu_share_jobs": sum(job.gpu_share is not None for job in self.jobs),
+                "node_resource_jobs": sum(job.needs_node_resources for job in self.jobs)}
 
 
 def trace_jobs(trace_path: Path, trace_format: str, cluster: Cluster, *,
@@ -246,25 +274,29 @@ def trace_jobs(trace_path: Path, trace_format: str, cluster: Cluster, *,
                on_bad_row: str = "fatal", limit_jobs: int | None = None,
                deadline_fraction: float | None = None, load: float = 1.0,
                reference_gpu: str | None = None, gpu_aliases: Mapping[str, str] | None = None,
-               unknown_gpus: str = "error") -> TraceJobs:
+               unknown_gpus: str = "error", gpu_sharing: bool = True,
+               colocation_factor: float = DEFAULT_COLOCATION_FACTOR) -> TraceJobs:
     """Read a trace as :func:`hetsched.replays.run_replay` does (its arguments, the same
     jobs): the throughput source (``throughput_path``, else Gavel's table beside a Gavel
     trace, else the built-in catalogue) with ``gpu_aliases``, the cluster's GPU types
     checked against it (:func:`known_gpu_cluster`), the trace read with the measured
     throughput (durations on ``reference_gpu``; default: ``v100`` if the model knows it,
     else the cluster's GPU type with the most GPUs it knows), every job checked to run on
-    the cluster, arrivals scaled by ``load``."""
+    the cluster, arrivals scaled by ``load``. ``gpu_sharing``: jobs may ask for a share of
+    a GPU (off: shares rounded up); ``colocation_factor``: the speed factor of a job
+    beside co-runners without a measured pair (hetsched.sharing)."""
     from hetsched.data import configurations
     from hetsched.traces import read_trace
 
     speeds = throughputs(cluster, throughput_path or default_throughput(trace_path,
                                                                         trace_format),
-                         gpu_aliases)
+                         gpu_aliases, colocation_factor)
     cluster, dropped = known_gpu_cluster(cluster, speeds, unknown_gpus=unknown_gpus)
     by_size = sorted(cluster.type_names, key=lambda t: -cluster.num_gpus(t))  # (stable)
     trace = read_trace(trace_path, trace_format, throughput=speeds.truth, gpu_types=by_size,
                        reference_gpu=reference_gpu, seed=seed, on_bad_row=on_bad_row,
-                       limit_jobs=limit_jobs, deadline_fraction=deadline_fraction)
+                       limit_jobs=limit_jobs, deadline_fraction=deadline_fraction,
+                       gpu_sharing=gpu_sharing)
     if not trace.jobs:
         raise InputError("no job to replay in the trace", file=str(trace_path),
                          value=dict(trace.excluded), expected="rows of jobs, not all "
@@ -275,4 +307,5 @@ def trace_jobs(trace_path: Path, trace_format: str, cluster: Cluster, *,
                              path=f"job {job.id}", value=f"{job.num_gpus} x {job.job_type}",
                              expected="a GPU type of the cluster with measured throughput")
     return TraceJobs(scale_arrivals(trace.jobs, load), speeds.truth, speeds.model, trace,
-                     speeds.source, cluster, speeds.aliases, dropped)
+                     speeds.source, cluster, speeds.aliases, dropped, speeds.colocation,
+                     gpu_sharing)

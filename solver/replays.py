@@ -29,6 +29,7 @@ from hetsched.replay_inputs import (
     trace_jobs,
 )
 from hetsched.rolling import RollingPolicy
+from hetsched.sharing import DEFAULT_COLOCATION_FACTOR, CoLocationModel
 from hetsched.throughput import ThroughputModel
 
 if TYPE_CHECKING:
@@ -65,14 +66,16 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
            throughput: ThroughputModel, model: ThroughputModel | None = None,
            interval_s: float | None = None, restart_penalty_s: float = 30.0,
            time_limit_s: float | None = 0.1, deterministic: bool = True, seed: int = 0,
-           backend: str | None = None, load: float = 1.0) -> Replay:
+           backend: str | None = None, load: float = 1.0,
+           colocation: CoLocationModel | None = None) -> Replay:
     """Replay ``jobs`` on ``cluster`` under ``policy`` (a registered name or a rolling
     policy object), in memory, the same way ``hetsched replay`` does.
 
     ``throughput`` advances the jobs (measured); ``model`` is what the policy sees (the
     fitted one; default ``throughput``). ``time_limit_s`` is the solver limit per
     decision, in deterministic work units unless ``deterministic`` is false; ``load``
-    scales the arrival rate. What ran (:meth:`~hetsched.outcome.Replay.schedule`) is
+    scales the arrival rate; ``colocation`` how fast jobs sharing a GPU run
+    (hetsched.sharing; default factors). What ran (:meth:`~hetsched.outcome.Replay.schedule`) is
     verified by :func:`hetsched.check.check` against ``throughput``;
     :class:`~hetsched.errors.InvalidScheduleError` if it fails."""
     from hetsched.data import configurations
@@ -91,7 +94,8 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
                              expected="a GPU type of the cluster with throughput > 0")
     scaled = scale_arrivals(jobs, load)
     outcome = Simulator(cluster, scaled, made, truth=throughput, model=model,
-                        interval_s=interval_s, restart_penalty_s=restart_penalty_s).run()
+                        interval_s=interval_s, restart_penalty_s=restart_penalty_s,
+                        colocation=colocation).run()
     violations = check_replay(outcome, scaled, throughput)
     if violations:
         raise InvalidScheduleError("the replay", violations)
@@ -138,7 +142,8 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                deterministic: bool = True, partitions: int = 1,
                reference_gpu: str | None = None,
                gpu_aliases: str | Mapping[str, str] | None = None,
-               unknown_gpus: str = "error") -> dict[str, object]:
+               unknown_gpus: str = "error", gpu_sharing: bool = True,
+               colocation_factor: float = DEFAULT_COLOCATION_FACTOR) -> dict[str, object]:
     """Read the trace, replay it under the policy, write the outputs into the folder
     ``out`` (new, or one a replay wrote: it is replaced as a whole); returns the summary
     and the wall-clock figures of ``timing.json``. The policy is called at every boundary
@@ -148,8 +153,9 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     throughput). ``deterministic`` (the default) makes every solver limit a deterministic
     work limit, so the same command gives byte-identical ``summary.json``, ``jobs.csv``
     and ``decisions.csv``; ``False`` uses wall-clock limits (``--wall-clock``).
-    ``reference_gpu``, ``gpu_aliases`` (``g3=a100``) and ``unknown_gpus`` are
-    :func:`hetsched.replay_inputs.trace_jobs`'s; summary.json records what they did."""
+    ``reference_gpu``, ``gpu_aliases`` (``g3=a100``), ``unknown_gpus``, ``gpu_sharing``
+    and ``colocation_factor`` are :func:`hetsched.replay_inputs.trace_jobs`'s;
+    summary.json records what they did."""
     from hetsched.cluster_spec import parse_cluster
     from hetsched.formulations.versions import solver_versions
     from hetsched.simulate import (
@@ -174,14 +180,15 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                       seed=seed, on_bad_row=on_bad_row, limit_jobs=limit_jobs,
                       deadline_fraction=deadline_fraction, load=load,
                       reference_gpu=reference_gpu, gpu_aliases=aliases,
-                      unknown_gpus=unknown_gpus)
+                      unknown_gpus=unknown_gpus, gpu_sharing=gpu_sharing,
+                      colocation_factor=colocation_factor)
     jobs, truth, model, trace, source = read.jobs, read.truth, read.model, read.trace, \
         read.source
     cluster = read.cluster
     progress = Progress(len(jobs)) if show_progress else None
     simulator = Simulator(cluster, jobs, policy, truth=truth, model=model,
                           interval_s=interval_s, restart_penalty_s=restart_penalty_s,
-                          progress=progress)
+                          progress=progress, colocation=read.colocation)
     replay = simulator.run()
     if progress is not None:
         progress.close()
@@ -234,7 +241,7 @@ def check_replay(replay: Replay, jobs: Sequence[Job], truth: ThroughputModel) ->
 
     schedule = replay.schedule()
     instance = Instance(replay.cluster, tuple(jobs), truth, now=min(
-        (job.arrival for job in jobs), default=0.0))
+        (job.arrival for job in jobs), default=0.0), colocation=replay.colocation)
     violations = check(instance, schedule, complete=not replay.interrupted)
     log.info("checker: %d run segments of %d jobs, %d violations", len(schedule),
              len(jobs), len(violations))

@@ -40,7 +40,9 @@ class Assignment:
     static model's schedule). A job that is preempted and resumed (a replay, a rolling
     policy) has one assignment per run segment, each with the ``work`` (steps) done in
     it; a resumed segment begins with the schedule's restart penalty
-    (:attr:`Schedule.restart_penalty_s`), without progress."""
+    (:attr:`Schedule.restart_penalty_s`), without progress. A ``continued`` segment
+    goes on from the one before on the same GPUs at another speed (its GPU's co-runners
+    changed, hetsched.sharing): no restart, no penalty of its own."""
 
     job: str
     gpu_type: str
@@ -48,6 +50,7 @@ class Assignment:
     start: float
     finish: float
     work: float | None = None
+    continued: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpus", tuple(self.gpus))
@@ -64,6 +67,8 @@ class Assignment:
         }
         if self.work is not None:
             row["work"] = self.work
+        if self.continued:
+            row["continued"] = True
         return row
 
 
@@ -109,7 +114,7 @@ class Schedule:
         return cls(
             tuple(
                 Assignment(r["job"], r["gpu_type"], tuple(r["gpus"]), r["start"], r["finish"],
-                           r.get("work"))
+                           r.get("work"), bool(r.get("continued", False)))
                 for r in rows
             ),
             restart_penalty_s,

@@ -208,5 +208,5 @@ class RollingFifo(PolicyHooks):
             if chosen is None:
                 break
             starts.append(chosen)
-            free.take(chosen.gpus)
+            free.take(chosen.gpus, job)
         return tuple(starts)

@@ -68,15 +68,19 @@ class ReleaseTimes:
     def __init__(self, state: ClusterState, speeds: SpeedBook) -> None:
         self.now = state.now
         self.idle = {t: state.free_gpus(t) for t in state.cluster.type_names}
-        busy: dict[str, list[float]] = {t: [] for t in state.cluster.type_names}
-        self.at: dict[str, float] = {}  # GPU id of a running job -> predicted release (s)
+        self._type_of = layout(state.cluster).type_of
+        # GPU id of a running job -> predicted release (s): a GPU shared by jobs that ask
+        # for a share of it is free when the last of them ends.
+        self.at: dict[str, float] = {}
         for run in state.running:
             speed = speeds.running_speed(state, run)
             end = state.now + run.remaining / speed if speed > 0 else math.inf
-            busy[run.gpu_type].extend([end] * len(run.gpus))
-            self.at.update(dict.fromkeys(run.gpus, end))
+            for g in run.gpus:
+                self.at[g] = max(end, self.at.get(g, end))
+        busy: dict[str, list[float]] = {t: [] for t in state.cluster.type_names}
+        for g, end in self.at.items():
+            busy[self._type_of[g]].append(end)
         self.busy = {t: sorted(v) for t, v in busy.items()}
-        self._type_of = layout(state.cluster).type_of
 
     def hold(self, gpus: Iterable[str], until: float) -> None:
         """``gpus`` are taken now and predicted free again at ``until`` (s)."""

@@ -74,7 +74,7 @@ def place(state: ClusterState, job: Job, gpu_types: Iterable[str], count: int,
         for gpu_type in types:
             gpus = pool.best_fit(job, gpu_type, count, state.throughput, with_victims)
             if gpus is not None:
-                pool.take(gpus)
+                pool.take(gpus, job)
                 return Start(job.id, gpu_type, gpus)
     return None
 
@@ -111,23 +111,24 @@ def preempt_in_order(state: ClusterState, order: Sequence[Job], types_for: Types
     is preempted; a pending job starts on free GPUs if it can, else on GPUs of running
     jobs later in the order (the lowest priority first). So a job is only preempted for a
     job of higher priority that actually starts on its GPUs. Running jobs missing from
-    ``order`` are never preempted."""
+    ``order`` are never preempted, nor are jobs running on a share of a GPU (their GPU
+    is not theirs alone to give)."""
     running = {r.job.id: r for r in state.running}
     rank = {job.id: i for i, job in enumerate(order)}
     pool = state.pool({g: rank[job_id] for job_id, r in running.items() if job_id in rank
-                       for g in r.gpus})
+                       and r.job.gpu_share is None for g in r.gpus})
     taken: set[str] = set()
     starts: list[Start] = []
     preempt: list[str] = []
     for job in order:
         run = running.get(job.id)
         if run is not None:
-            if taken.isdisjoint(run.gpus):
+            if run.job.gpu_share is not None or taken.isdisjoint(run.gpus):
                 pool.keep(run.gpus)
                 continue
             preempt.append(job.id)
             pool.keep(run.gpus)
-            pool.release(g for g in run.gpus if g not in taken)
+            pool.release([g for g in run.gpus if g not in taken], run.job)
             continue
         if not pool.victims and not pool.has_free():
             continue

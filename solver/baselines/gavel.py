@@ -317,7 +317,7 @@ class Gavel(PolicyHooks):
                    if chosen.get(job_id) != run.gpu_type]
         pool = state.pool()
         for job_id in preempt:
-            pool.release(running[job_id].gpus)
+            pool.release(running[job_id].gpus, running[job_id].job)
         to_start = sorted(
             (row for row, col in taken.items()
              if types[col] != getattr(running.get(jobs[row].id), "gpu_type", None)),
@@ -331,9 +331,9 @@ class Gavel(PolicyHooks):
                 starts.append(start)
         restarted = {s.job for s in starts}
         kept = [j for j in preempt
-                if j not in restarted and pool.all_free(running[j].gpus)]
+                if j not in restarted and pool.can_hold(running[j].gpus, running[j].job)]
         for job_id in kept:  # nobody needed its GPUs: it keeps running
-            pool.take(running[job_id].gpus)
+            pool.take(running[job_id].gpus, running[job_id].job)
         preempted = tuple(j for j in preempt if j not in kept)
         waiting = [row for row, job in enumerate(jobs[:len(state.pending)])
                    if job.id not in restarted and job.id not in preempted]

@@ -76,7 +76,7 @@ class Optimus(PolicyHooks):
         if not moves:
             return Decision(tuple(starts))
         for run, _ in moves:
-            pool.release(run.gpus)
+            pool.release(run.gpus, run.job)
         started = {s.job for s in starts}
         waiting = [job for job in state.pending if job.id not in started]
         more = self._start(state, waiting, promoted, pool, reserved)

@@ -317,6 +317,8 @@ class _Gangs:
         victims: dict[str, int] = {}
         self.owner = {}
         for rank, run in enumerate([*reversed(kept), *reversed(dropped)]):
+            if run.job.gpu_share is not None:
+                continue  # a share job's GPU is not its alone to give
             for g in run.gpus:
                 victims[g] = rank  # a larger rank is taken first
                 self.owner[g] = run.job.id
@@ -338,17 +340,17 @@ class _Gangs:
         """Start ``option`` on ``gpus``: the jobs it takes GPUs from are preempted (their
         other GPUs freed), and a running job that moves frees its old GPUs."""
         pool = self.pool
-        pool.take(gpus)
+        pool.take(gpus, option.job)
         for victim in sorted({self.owner[g] for g in gpus if g in self.owner}):
             self.preempt.append(victim)
             held = self.running[victim].gpus
             pool.keep(held)
-            pool.release(g for g in held if g not in gpus)
+            pool.release([g for g in held if g not in gpus], self.running[victim].job)
             for g in held:
                 self.owner.pop(g, None)
         if run is not None:  # a migration: its old GPUs are free once it moves
             self.preempt.append(run.job.id)
-            pool.release(run.gpus)
+            pool.release(run.gpus, run.job)
         self.starts.append(Start(option.job.id, option.gpu_type, gpus))
 
 

@@ -37,7 +37,8 @@ def read_trace(path: str | Path, format: str, *, throughput: ThroughputModel | N
                gpu_types: Sequence[str] = (), reference_gpu: str | None = None, seed: int = 0,
                on_bad_row: str = "fatal", limit_jobs: int | None = None,
                deadline_fraction: float | None = None,
-               deadline_slack: tuple[float, float] = (1.2, 3.0)) -> Trace:
+               deadline_slack: tuple[float, float] = (1.2, 3.0),
+               gpu_sharing: bool = True) -> Trace:
     """Read the trace in ``path`` written in ``format`` (one of :data:`FORMATS`).
 
     ``throughput`` (steps/s) checks that each job can run at its GPU count (else the
@@ -55,7 +56,9 @@ def read_trace(path: str | Path, format: str, *, throughput: ThroughputModel | N
     ``on_bad_row="skip"`` it is counted in ``Trace.skipped_rows`` instead, unless more
     than :data:`~hetsched.traces.base.MAX_SKIPPED_FRACTION` of the rows not excluded on
     purpose (or all of them) are bad, which raises. ``limit_jobs`` keeps the earliest
-    arrivals. The same arguments give the same Trace.
+    arrivals. ``gpu_sharing``: a job may ask for a share of one GPU (openb's
+    ``gpu_milli``); off, every share is rounded up to a whole GPU (noted). The same
+    arguments give the same Trace.
     """
     if format not in FORMATS:
         raise InputError("unknown trace format", path="format", value=format,
@@ -79,5 +82,5 @@ def read_trace(path: str | Path, format: str, *, throughput: ThroughputModel | N
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InputError("bad seed", path="seed", value=seed, expected="an integer >= 0")
     options = Options(throughput, tuple(gpu_types), reference_gpu, seed, on_bad_row, limit_jobs,
-                      deadline_fraction, (float(low), float(high)))
+                      deadline_fraction, (float(low), float(high)), bool(gpu_sharing))
     return FORMATS[format](Path(path), options)

@@ -86,6 +86,10 @@ class Row:
     id: str | None = None
     allowed_gpu_counts: tuple[int, ...] | None = None
     allowed_gpu_types: tuple[str, ...] | None = None
+    gpu_share: float | None = None  # of one GPU (openb's gpu_milli / 1000)
+    cpus: float | None = None  # cores
+    memory_gb: float | None = None
+    note: str | None = None  # a fallback used for this row, counted if its job is kept
 
 
 class BadRowError(Exception):
@@ -112,6 +116,7 @@ class Options:
     limit_jobs: int | None = None
     deadline_fraction: float | None = None
     deadline_slack: tuple[float, float] = (1.2, 3.0)
+    gpu_sharing: bool = True
 
 
 class Reading:
@@ -172,9 +177,11 @@ def open_text(path: Path) -> TextIO:
                          file=str(path)) from None
 
 
-def csv_rows(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
+def csv_rows(path: Path, columns: Sequence[str], optional: Sequence[str] = ()
+             ) -> Iterator[tuple[int, dict[str, str]]]:
     """``(line, row)`` for each data row of a CSV file with a header that has ``columns``
-    (other columns are ignored). Blank lines are passed over.
+    (and maybe ``optional`` ones, empty cells when absent; other columns are ignored).
+    Blank lines are passed over.
 
     Each physical line is parsed on its own (no trace format has fields that span
     lines): a stray double quote spoils only its own row, which comes out as a bad row
@@ -201,7 +208,9 @@ def csv_rows(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, dict[str
                 raise InputError(f"missing column '{missing[0]}'", file=str(path),
                                  path="line 1", value=header,
                                  expected="columns " + ", ".join(columns))
-            index = {name: header.index(name) for name in columns}
+            index = {name: header.index(name) for name in (*columns, *optional)
+                     if name in header}
+            absent = {name: "" for name in optional if name not in header}
             width = len(header)
             for line, text in lines:
                 if not text.strip():
@@ -218,7 +227,7 @@ def csv_rows(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, dict[str
                     yield line, {_PROBLEM: "wrong number of fields", _VALUE: str(len(cells)),
                                  _EXPECTED: f"{width} fields as in the header"}
                     continue
-                yield line, {name: cells[i].strip() for name, i in index.items()}
+                yield line, {**absent, **{name: cells[i].strip() for name, i in index.items()}}
         except UnicodeDecodeError as exc:
             raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})",
                              file=str(path), path=f"after line {line}") from None

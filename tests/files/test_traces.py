@@ -213,8 +213,17 @@ def test_openb_pods_map_gpu_spec_and_exclude_with_counts() -> None:
     # Runs from scheduled_time 150 to deletion_time 400: 250 s on the reference v100.
     assert p1.work == 250.0 * {"A3C": 5.0, RESNET: 10.0}[p1.job_type]
     assert (p5.id, p5.arrival, p5.allowed_gpu_types, p5.num_gpus) == ("p5", 10.0, None, 1)
-    assert "gpu_milli < 1000 (a share of one GPU): counted as one whole GPU: 1 jobs" \
-        in trace.notes
+    # p5 asks for half a GPU, 16 cores and 1,000 MiB; p1 for a whole one, 8 cores.
+    assert (p5.gpu_share, p5.cpus, p5.memory_gb) == (0.5, 16.0, 1000 / 1024)
+    assert (p1.gpu_share, p1.cpus, p1.memory_gb) == (None, 8.0, 30000 / 1024)
+    assert trace.notes == ()
+    rounded = read_trace(DATA / "openb_pods.csv", "openb", throughput=model, gpu_sharing=False)
+    assert [job.gpu_share for job in rounded.jobs] == [None, None]
+    assert rounded.notes == ("gpu_milli < 1000 (a share of one GPU): counted as one whole "
+                             "GPU (GPU sharing off): 1 jobs",)
+    # The note counts the jobs kept: with --limit-jobs 1 only p1 (a whole GPU) is.
+    assert read_trace(DATA / "openb_pods.csv", "openb", throughput=model, gpu_sharing=False,
+                      limit_jobs=1).notes == ()
 
 
 def test_openb_cluster_reads_gpu_machines() -> None:

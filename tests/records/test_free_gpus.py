@@ -293,3 +293,38 @@ def test_a_fork_costs_nothing_and_reads_the_master_as_it_is() -> None:
     assert fork.first_fit(job, 8, table) == Start("j", "v100", tuple(f"n1/{k}"
                                                                       for k in range(8)))
     assert fork.available("v100") == 3997
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_requests_give_only_nodes_with_the_cpus_and_memory_a_job_needs(seed: int) -> None:
+    # Nodes with 2-16 cores and 8-64 GB, half of them already partly used: whatever a
+    # request returns, the job can hold it (GPUs free, CPUs and memory left on each node);
+    # a job that needs none gets the scan's answer.
+    rng = random.Random(seed)
+    _, table = random_cluster(rng)
+    types = sorted({key[1] for key in table.entries})
+    nodes = tuple(Node(f"n{i}", rng.choice(types), rng.choice((1, 2, 4, 8)),
+                       cpus=rng.choice((2, 4, 8, 16)), memory_gb=float(rng.choice((8, 64))))
+                  for i in range(rng.randint(3, 30)))
+    cluster = Cluster(tuple(GpuType(t) for t in types), nodes)
+    master = FreeGpuIndex(cluster, frozenset(cluster.gpu_by_id))
+    hog = Job("hog", 0.0, "cnn", 1, 1.0, cpus=1.5, memory_gb=6.0)
+    for node in nodes[::2]:
+        master.take([f"{node.name}/0"], hog)
+    scan = ScanIndex(cluster, master.free)
+    for _ in range(40):
+        size = rng.choice((1, 2, 4, 8))
+        job = Job("j", 0.0, rng.choice(("cnn", "lm")), size, 1.0,
+                  cpus=rng.choice((None, 0.5, 3.0, 12.0)),
+                  memory_gb=rng.choice((None, 1.0, 40.0)))
+        fork = master.fork()
+        start = fork.first_fit(job, size, table)
+        if start is not None:
+            assert fork.can_hold(start.gpus, job)
+        gpu_type = rng.choice(types)
+        gpus = fork.best_fit(job, gpu_type, size, table)
+        if gpus is not None:
+            assert fork.can_hold(gpus, job)
+        if not job.needs_node_resources:
+            assert start == scan.first_fit(job, size, table)
+            assert gpus == scan.best_fit(job, gpu_type, size, table)
