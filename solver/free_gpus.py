@@ -26,40 +26,18 @@ low-priority as cover the need), :meth:`~FreeGpuIndex.packed`, :meth:`~FreeGpuIn
 
 from __future__ import annotations
 
-import bisect
 import heapq
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from hetsched.data import Cluster, Job
 from hetsched.gpus import Layout, Start, layout, throughput_of, victim_gpus
+from hetsched.node_classes import NodeClasses
 from hetsched.node_use import WHOLE, NodeUse
 from hetsched.throughput import Placement, ThroughputModel
 
 __all__ = ["FreeGpuIndex", "victim_gpus"]
-
-
-class _Store:
-    """A master's free GPUs: the set, the count per node and per type, and the node
-    classes (per type, per count of free GPUs, the node positions in cluster order)."""
-
-    def __init__(self, where: Layout) -> None:
-        self.free: set[str] = set()
-        self.node_free = [0] * len(where.node_ids)
-        self.type_free = dict.fromkeys(where.type_names, 0)
-        self.classes: dict[str, list[list[int]]] = {
-            t: [list(where.nodes_by_type[t])] + [[] for _ in range(where.largest[t])]
-            for t in where.type_names}
-
-    def move(self, pos: int, gpu_type: str, old: int, new: int) -> None:
-        """Node ``pos`` goes from ``old`` free GPUs to ``new``."""
-        classes = self.classes[gpu_type]
-        members = classes[old]
-        del members[bisect.bisect_left(members, pos)]
-        bisect.insort(classes[new], pos)
-        self.node_free[pos] = new
-        self.type_free[gpu_type] += new - old
 
 
 class FreeGpuIndex:
@@ -76,11 +54,14 @@ class FreeGpuIndex:
     def __init__(self, cluster: Cluster, free: AbstractSet[str] = frozenset(),
                  victims: Mapping[str, int] | None = None) -> None:
         where = layout(cluster)
-        self._setup(where, _Store(where), NodeUse(cluster, where), victims)
+        use = NodeUse(cluster, where)
+        store = NodeClasses(where, use.left)
+        use.listener = store.resources_changed
+        self._setup(where, store, use, victims)
         self._master = True
         self.release(sorted(free, key=lambda g: where.order.get(g, -1)))
 
-    def _setup(self, where: Layout, store: _Store, use: NodeUse,
+    def _setup(self, where: Layout, store: NodeClasses, use: NodeUse,
                victims: Mapping[str, int] | None) -> None:
         self._layout = where
         self._store = store
@@ -176,54 +157,72 @@ class FreeGpuIndex:
 
     def _first_at_least(self, gpu_type: str, size: int,
                         nodes: AbstractSet[str] | Sequence[str] | None,
-                        ok: Callable[[int], bool] | None = None) -> int | None:
+                        job: Job | None = None) -> int | None:
         """The first node (cluster order) of ``gpu_type`` with ``size`` free GPUs or more
-        (among ``nodes`` if given, and where ``ok`` says: the CPUs and memory of a job),
-        or ``None``: the first of the classes ``k >= size``."""
+        (among ``nodes`` if given; with the CPUs and memory ``job`` needs for them), or
+        ``None``: the first of the classes ``k >= size``."""
         if nodes is not None:
             return next((pos for pos in self._allowed(gpu_type, nodes)
-                         if self.node_free(pos) >= size and (ok is None or ok(pos))), None)
-        changed = self._changed.get(gpu_type, set())
+                         if self.node_free(pos) >= size and (
+                             job is None or self._use.fits(pos, job, size))), None)
+        need = job is not None and job.needs_node_resources
+        skip = self._skip(gpu_type, need)
         best: int | None = None
         classes = self._store.classes[gpu_type]
         for k in range(max(size, 0), len(classes)):
+            if need:
+                pos = self._first_in_class(gpu_type, k, skip, job, size)
+                if pos is not None and (best is None or pos < best):
+                    best = pos
+                continue
             for pos in classes[k]:
                 if best is not None and pos > best:
                     break
-                if pos not in changed and (ok is None or ok(pos)):
+                if pos not in skip:
                     best = pos
                     break
-        for pos in changed:
-            if self._node[pos] >= size and (best is None or pos < best) and (
-                    ok is None or ok(pos)):
+        for pos in skip:
+            if self.node_free(pos) >= size and (best is None or pos < best) and (
+                    job is None or self._use.fits(pos, job, size)):
                 best = pos
         return best
 
     def _tightest(self, gpu_type: str, count: int,
-                  ok: Callable[[int], bool] | None = None) -> tuple[int, int] | None:
+                  job: Job | None = None) -> tuple[int, int] | None:
         """``(free, position)`` of the node of ``gpu_type`` with the fewest free GPUs that
-        are at least ``count`` (where ``ok`` says), the first in cluster order among
-        equals; ``None``."""
-        changed = self._changed.get(gpu_type, set())
-        best = min(((self._node[pos], pos) for pos in changed
-                    if self._node[pos] >= count and (ok is None or ok(pos))), default=None)
+        are at least ``count`` (with the CPUs and memory ``job`` needs for them), the
+        first in cluster order among equals; ``None``."""
+        need = job is not None and job.needs_node_resources
+        skip = self._skip(gpu_type, need)
+        best = min(((self.node_free(pos), pos) for pos in skip if self.node_free(pos) >= count
+                    and (job is None or self._use.fits(pos, job, count))), default=None)
         classes = self._store.classes[gpu_type]
         for k in range(max(count, 0), len(classes)):
             if best is not None and best[0] < k:
                 break
-            pos = next((p for p in classes[k] if p not in changed and (ok is None or ok(p))),
-                       None)
+            pos = self._first_in_class(gpu_type, k, skip, job, count) if need else \
+                next((p for p in classes[k] if p not in skip), None)
             if pos is not None and (best is None or (k, pos) < best):
                 best = (k, pos)
         return best
 
-    def _node_check(self, job: Job, count: int) -> Callable[[int], bool] | None:
-        """Whether a node holds ``count`` GPUs of ``job`` with its CPUs and memory;
-        ``None`` (no check) for a job that needs none."""
-        if not job.needs_node_resources:
-            return None
-        use = self._use
-        return lambda pos: use.fits(pos, job, count)
+    def _skip(self, gpu_type: str, resources: bool) -> set[int]:
+        """The nodes of ``gpu_type`` the master's classes cannot answer for in this
+        fork: those whose free GPUs it changed (and, for a job that needs CPUs and
+        memory, those whose CPUs or memory it changed); they are looked at one by one."""
+        skip = self._changed.get(gpu_type, set())
+        if resources:
+            node_type = self._layout.node_type
+            skip = skip | {p for p in self._use.touched() if node_type[p] == gpu_type}
+        return skip
+
+    def _first_in_class(self, gpu_type: str, free: int, skip: set[int], job: Job | None,
+                        count: int) -> int | None:
+        """The first node of class ``free`` of ``gpu_type`` not in ``skip`` with the CPUs
+        and memory ``job`` needs for ``count`` GPUs (the class's max tree)."""
+        assert job is not None
+        cpus, memory = self._use.demand(job, count)
+        return self._store.first_with(gpu_type, free, cpus, memory, skip)
 
     def _share_fit(self, job: Job, gpu_types: Iterable[str],
                    model: ThroughputModel) -> Start | None:
@@ -365,13 +364,12 @@ class FreeGpuIndex:
             if shared is not None:
                 return shared
         allowed = job.allowed_nodes
-        ok = self._node_check(job, size)
         best: int | None = None
         for gpu_type in where.type_names:
             if self.available(gpu_type) < size or not job.may_use(gpu_type) or \
                     throughput_of(model, job.job_type, gpu_type, size, Placement.PACKED) <= 0:
                 continue
-            pos = self._first_at_least(gpu_type, size, allowed, ok)
+            pos = self._first_at_least(gpu_type, size, allowed, job)
             if pos is not None and (best is None or pos < best):
                 best = pos
         if best is not None:
@@ -385,11 +383,10 @@ class FreeGpuIndex:
             ids: list[str] = []
             for pos in self._with_free(gpu_type, allowed):
                 on_node = self._free_ids(pos)
-                # A spread gang spans two nodes at least: size - 1 from the first.
+                # A spread gang spans two nodes at least: size - 1 from the first; as many
+                # as the node's CPUs and memory hold.
                 here = (on_node if ids else on_node[: size - 1])[: size - len(ids)]
-                if not self._use.fits(pos, job, len(here)):
-                    continue
-                ids.extend(here)
+                ids.extend(here[: self._use.most(pos, job, len(here))])
                 if len(ids) >= size:
                     return Start(job.id, gpu_type, tuple(ids[:size]))
         return None
@@ -412,9 +409,7 @@ class FreeGpuIndex:
         ids: list[str] = []
         for pos in self._with_free(gpu_type, nodes):
             here = self._free_ids(pos)[: size - len(ids)]
-            if job is not None and not self._use.fits(pos, job, len(here)):
-                continue
-            ids.extend(here)
+            ids.extend(here if job is None else here[: self._use.most(pos, job, len(here))])
             if len(ids) >= size:
                 break
         return ids[:size]
@@ -478,11 +473,10 @@ class FreeGpuIndex:
         allowed node, are scored one by one."""
         where = self._layout
         allowed = job.allowed_nodes
-        ok = self._node_check(job, count)
 
         def score(pos: int) -> tuple[tuple[int, int, int], tuple[str, ...]] | None:
             ids = where.node_ids[pos]
-            if len(ids) < count or (ok is not None and not ok(pos)):
+            if len(ids) < count or not self._use.fits(pos, job, count):
                 return None
             own = self._free_ids(pos)
             if len(own) < count and not victims:
@@ -495,7 +489,7 @@ class FreeGpuIndex:
         if allowed is not None:
             positions = self._allowed(gpu_type, allowed)
         else:
-            tightest = self._tightest(gpu_type, count, ok)
+            tightest = self._tightest(gpu_type, count, job)
             positions = [] if tightest is None else [tightest[1]]
             if victims:
                 positions += {where.node_of[g] for g in self._victim_ids.get(gpu_type, ())

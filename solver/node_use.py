@@ -12,7 +12,7 @@ share job leaves and it is free again.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from hetsched.data import Cluster, Job, share_milli
 from hetsched.gpus import Layout
@@ -42,11 +42,14 @@ class NodeUse:
         self.capacity = [(None if node.cpus is None else _milli_cores(node.cpus),
                           None if node.memory_gb is None else _mib(node.memory_gb))
                          for node in cluster.nodes]
+        #: told the position of every node whose CPUs or memory left change (a master's)
+        self.listener: Callable[[int], None] | None = None
 
     def fork(self) -> NodeUse:
         """A working copy: reads this one (its master's values and its own changes),
         writes only itself."""
         copy = object.__new__(NodeUse)
+        copy.listener = None
         copy._base = self._base or self
         copy._where = self._where
         copy.capacity = self.capacity
@@ -100,10 +103,16 @@ class NodeUse:
         its GPUs there."""
         if not job.needs_node_resources:
             return True
-        cores, gigabytes = job.node_demand(gpus_here)
+        cores, gigabytes = self.demand(job, gpus_here)
         cpus, memory = self.left(pos)
-        return (cpus is None or _milli_cores(cores) <= cpus) and \
-            (memory is None or _mib(gigabytes) <= memory)
+        return (cpus is None or cores <= cpus) and (memory is None or gigabytes <= memory)
+
+    def most(self, pos: int, job: Job, up_to: int) -> int:
+        """The most GPUs of ``job`` (at most ``up_to``) node ``pos`` can hold with the CPUs
+        and memory they need there."""
+        if not job.needs_node_resources:
+            return up_to
+        return next((k for k in range(up_to, 0, -1) if self.fits(pos, job, k)), 0)
 
     def hold(self, job: Job, gpus: list[str], sign: int) -> None:
         """``job`` takes (``sign`` 1) or gives back (-1) the CPUs and memory it needs of
@@ -121,6 +130,17 @@ class NodeUse:
                 self._cpus[pos] = cpus - sign * _milli_cores(cores)
             if memory is not None:
                 self._memory[pos] = memory - sign * _mib(gigabytes)
+            if self.listener is not None:
+                self.listener(pos)
+
+    def touched(self) -> set[int]:
+        """The nodes whose CPUs or memory this fork changed (none for a master)."""
+        return set() if self._base is None else {*self._cpus, *self._memory}
+
+    def demand(self, job: Job, gpus_here: int) -> tuple[int, int]:
+        """Milli-cores and MiB ``job`` needs of a node with ``gpus_here`` of its GPUs."""
+        cores, gigabytes = job.node_demand(gpus_here)
+        return _milli_cores(cores), _mib(gigabytes)
 
     def share_of(self, job: Job) -> int:
         """The thousandths of a GPU ``job`` holds (a whole GPU without a share)."""

@@ -285,7 +285,7 @@ def trace_jobs(trace_path: Path, trace_format: str, cluster: Cluster, *,
     the cluster, arrivals scaled by ``load``. ``gpu_sharing``: jobs may ask for a share of
     a GPU (off: shares rounded up); ``colocation_factor``: the speed factor of a job
     beside co-runners without a measured pair (hetsched.sharing)."""
-    from hetsched.data import configurations
+    from hetsched.data import configurations, fits_a_node
     from hetsched.traces import read_trace
 
     speeds = throughputs(cluster, throughput_path or default_throughput(trace_path,
@@ -301,11 +301,30 @@ def trace_jobs(trace_path: Path, trace_format: str, cluster: Cluster, *,
         raise InputError("no job to replay in the trace", file=str(trace_path),
                          value=dict(trace.excluded), expected="rows of jobs, not all "
                          "excluded (rows left out on purpose, by reason, are shown)")
+    unfit: list[Job] = []
     for job in trace.jobs:
-        if not configurations(cluster, speeds.truth, job):
+        configs = configurations(cluster, speeds.truth, job)
+        if not configs:
             raise InputError("job cannot run on this cluster", file=str(trace_path),
                              path=f"job {job.id}", value=f"{job.num_gpus} x {job.job_type}",
                              expected="a GPU type of the cluster with measured throughput")
+        if not any(fits_a_node(cluster, job, config) for config in configs):
+            if on_bad_row == "fatal":
+                raise InputError(
+                    "no node of its GPU types has the CPUs and memory it needs",
+                    file=str(trace_path), path=f"job {job.id}",
+                    value=f"{job.num_gpus} GPUs, {job.cpus or 0:g} cores, "
+                    f"{job.memory_gb or 0:g} GB", expected="a job some node can hold (or "
+                    "--on-bad-row skip to leave such jobs out)")
+            unfit.append(job)
+    if unfit:
+        log.warning("%d jobs left out: no node of their GPU types has the CPUs and memory "
+                    "they need (the first: %s)", len(unfit), unfit[0].id)
+        trace = dataclasses.replace(
+            trace, jobs=tuple(j for j in trace.jobs if j not in unfit),
+            skipped_rows=trace.skipped_rows + len(unfit),
+            notes=(*trace.notes, "no node of its GPU types has the CPUs and memory it needs: "
+                   f"skipped: {len(unfit)} jobs"))
     return TraceJobs(scale_arrivals(trace.jobs, load), speeds.truth, speeds.model, trace,
                      speeds.source, cluster, speeds.aliases, dropped, speeds.colocation,
                      gpu_sharing)

@@ -328,3 +328,55 @@ def test_requests_give_only_nodes_with_the_cpus_and_memory_a_job_needs(seed: int
         if not job.needs_node_resources:
             assert start == scan.first_fit(job, size, table)
             assert gpus == scan.best_fit(job, gpu_type, size, table)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_max_trees_find_the_node_a_scan_with_cpus_and_memory_finds(seed: int) -> None:
+    # Packed requests of jobs that need CPUs and memory, on a master and on forks that
+    # took GPUs, shares and CPUs: the node first fit and best fit choose is the one a
+    # scan of every node in cluster order (free GPUs, then CPUs and memory left) finds.
+    rng = random.Random(100 + seed)
+    cluster = Cluster((GpuType("t"),), tuple(
+        Node(f"n{i}", "t", rng.choice((1, 2, 4, 8)), cpus=rng.choice((4, 8, 32)),
+             memory_gb=float(rng.choice((16, 64)))) for i in range(rng.randint(5, 60))))
+    table = ThroughputTable.from_rows([("cnn", "t", n, Placement.PACKED, 1.0)
+                                       for n in (1, 2, 4, 8)])
+    where = layout(cluster)
+    master = FreeGpuIndex(cluster, frozenset(cluster.gpu_by_id))
+    ids = [g.id for g in cluster.gpus]
+
+    def random_job(name: str) -> Job:
+        size = rng.choice((1, 1, 2, 4))
+        share = rng.choice((None, 0.5)) if size == 1 else None
+        return Job(name, 0.0, "cnn", size, 1.0, cpus=rng.choice((0.5, 2.0, 6.0)),
+                   memory_gb=rng.choice((1.0, 12.0)), gpu_share=share)
+
+    def scan(index: FreeGpuIndex, job: Job, size: int) -> tuple[int | None, int | None]:
+        fitting = [pos for pos in range(len(where.node_ids))
+                   if index.node_free(pos) >= size and index._use.fits(pos, job, size)]
+        tight = min(fitting, key=lambda pos: (index.node_free(pos), pos), default=None)
+        return (min(fitting, default=None), tight)
+
+    for round_ in range(12):
+        for _ in range(rng.randint(1, 6)):  # the master moves: starts with CPUs, shares
+            job = random_job(f"m{round_}")
+            start = master.first_fit(job, job.num_gpus, table)
+            if start is not None:
+                master.take(start.gpus, job)
+        fork = master.fork()
+        for _ in range(rng.randint(0, 4)):
+            job = random_job("f")
+            start = fork.first_fit(job, job.num_gpus, table)
+            if start is not None:
+                fork.take(start.gpus, job)
+        for index in (master, fork):
+            for _ in range(8):
+                job = random_job("q")
+                if job.gpu_share is not None:
+                    continue  # shares go to shared GPUs first: not a node request
+                first, tight = scan(index, job, job.num_gpus)
+                start = index.first_fit(job, job.num_gpus, table)
+                assert (None if start is None else where.node_of[start.gpus[0]]) == first
+                gpus = index.best_fit(job, "t", job.num_gpus, table)
+                assert (None if gpus is None else where.node_of[gpus[0]]) == tight
+        assert len(ids) == cluster.num_gpus()

@@ -177,3 +177,27 @@ def test_native_traces_carry_shares_cpus_and_memory(tmp_path: Path) -> None:
     # Jobs without any: the columns are not written (files as before).
     write_native(jobs[1:], tmp_path / "u.csv")
     assert (tmp_path / "u.csv").read_text().splitlines()[0].endswith("allowed_gpu_types")
+
+
+def test_a_pod_no_node_can_hold_is_an_error_or_skipped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.helpers import exits_2
+
+    header = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+              "creation_time,deletion_time,scheduled_time")
+    pods = tmp_path / "pods.csv"
+    # The T4 nodes have 32 cores: a 2-GPU pod of 80 cores fits none, packed or spread
+    # (2 nodes give 32 cores to 1 GPU each, 40 a GPU are needed).
+    pods.write_text(f"{header}\np0,4000,1024,1,1000,,LS,Running,0,100,0\n"
+                    "p1,80000,1024,2,1000,T4,LS,Running,5,100,5\n", encoding="utf-8")
+    args = ["replay", str(pods), "--format", "openb", "--cluster",
+            f"openb:{SAMPLES / 'openb_small_nodes.csv'}", "--gpu-alias", "g3=a100",
+            "--out", str(tmp_path / "o")]
+    err = exits_2(args, capsys)
+    assert "pods.csv: job p1: no node of its GPU types has the CPUs and memory it needs " \
+        "(got '2 GPUs, 80 cores, 1 GB'" in err
+    main([*args, "--on-bad-row", "skip"])
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert (summary["jobs"], summary["skipped_rows"]) == (1, 1)
+    assert "no node of its GPU types has the CPUs and memory it needs: skipped: 1 jobs" \
+        in summary["notes"]
