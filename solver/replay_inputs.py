@@ -285,7 +285,8 @@ def trace_jobs(trace_path: Path, trace_format: str, cluster: Cluster, *,
     the cluster, arrivals scaled by ``load``. ``gpu_sharing``: jobs may ask for a share of
     a GPU (off: shares rounded up); ``colocation_factor``: the speed factor of a job
     beside co-runners without a measured pair (hetsched.sharing)."""
-    from hetsched.data import configurations, fits_a_node
+    from hetsched.data import configurations
+    from hetsched.node_use import fits_a_node
     from hetsched.traces import read_trace
 
     speeds = throughputs(cluster, throughput_path or default_throughput(trace_path,
