@@ -17,6 +17,7 @@ from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import SolveStats
 from hetsched.formulations.mip import ENGINES, MipSettings
 from hetsched.formulations.mip.pulp_io import solve_pulp
+from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ def run(problem: pulp.LpProblem, backend: str, budget: Budget | None = None,
     sign = -1.0 if problem.sense == pulp.LpMaximize else 1.0
     objective = None if result.objective is None else sign * result.objective
     bound = None if result.bound is None else sign * result.bound
-    log.info("%s: %s objective %s bound %s in %.3f s", backend, result.outcome.value, objective,
-             bound, result.wall_s)
+    log.log(solve_log_level(), "%s: %s objective %s bound %s in %.3f s",
+            backend, result.outcome.value, objective, bound, result.wall_s)
     return SolveStats(result.outcome, objective, bound, result.wall_s,
                       hit_time_limit=result.hit_limit, detail=dict(result.detail))

@@ -220,8 +220,11 @@ class RunSpec:
 
     @property
     def name(self) -> str:
-        """``<policy>-s<seed>-l<load>``: the run's folder under ``runs/``."""
-        return f"{self.policy}-s{self.seed}-l{load_label(self.load)}"
+        """``<policy>-s<seed>-l<load>``: the run's folder under ``runs/`` (a policy class
+        of yours by its :func:`hetsched.plugins.label`, ``my_policy.MyPolicy``)."""
+        from hetsched.plugins import label
+
+        return f"{label(self.policy)}-s{self.seed}-l{load_label(self.load)}"
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -259,23 +262,22 @@ def _replay(task: _Task) -> dict[str, object]:
 
 
 class BenchProgress:
-    """One line per finished run on ``stream`` (stderr); on a terminal also a status line
-    (runs done, running, elapsed) refreshed as runs finish and every few seconds."""
+    """One line per finished run on ``stream`` (stderr), always; on a terminal or in
+    Jupyter also a bar below them (:class:`hetsched.progress.ProgressBar`: runs done of
+    the total, elapsed time and ETA, the runs going on), redrawn as runs finish and every
+    few seconds."""
 
     def __init__(self, total: int, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stderr
+        from hetsched.progress import ProgressBar
+
         self.total = total
         self.done = 0
         self.running: list[str] = []
-        self.began = time.monotonic()
-        self.tty = self.stream.isatty()
+        self.bar = ProgressBar(total, desc="bench", unit="run", stream=stream)
 
     def line(self, text: str) -> None:
-        """Write one permanent line (above the status line on a terminal)."""
-        if self.tty:
-            self.stream.write("\r\033[K")
-        self.stream.write(text + "\n")
-        self.status()
+        """Write one permanent line (above the bar when there is one)."""
+        self.bar.write(text)
 
     def finished(self, spec: RunSpec, row: dict[str, str], seconds: float) -> None:
         """Report a finished run: jobs, average JCT against its bound, deadlines, time."""
@@ -289,30 +291,23 @@ class BenchProgress:
                    if summary.deadline_jobs else "")
                 + f", fallbacks {summary.fallbacks}, {seconds:.1f} s")
         self.line(text)
+        self.status()
 
     def failed(self, spec: RunSpec, error: BaseException) -> None:
         """Report a run that raised."""
         self.done += 1
         self.line(f"[{self.done}/{self.total}] {spec.name}: FAILED: "
                   f"{type(error).__name__}: {error}")
+        self.status()
 
     def status(self) -> None:
-        """Refresh the status line (terminals only)."""
-        if not self.tty:
-            self.stream.flush()
-            return
-        elapsed = time.monotonic() - self.began
+        """Redraw the bar: runs done, and which are running."""
         running = ", ".join(self.running[:3]) + (" ..." if len(self.running) > 3 else "")
-        self.stream.write(f"\r\033[K{self.done}/{self.total} runs done, "
-                          f"{len(self.running)} running ({running}), "
-                          f"{elapsed / 60:.0f} min {elapsed % 60:02.0f} s")
-        self.stream.flush()
+        self.bar.update_to(self.done, f"running: {running}" if running else "", force=True)
 
     def close(self) -> None:
-        """End the status line."""
-        if self.tty:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
+        """Leave the bar as it is (idempotent)."""
+        self.bar.close()
 
 
 # --- the bench --------------------------------------------------------------------------

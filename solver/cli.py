@@ -18,12 +18,14 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from hetsched import cli_options, run_config
 from hetsched.check import check
-from hetsched.cli_files import fit_command, trace_reading_options, validate_command
+from hetsched.cli_compare import compare_command
+from hetsched.cli_data import fit_command, generate_command
+from hetsched.cli_files import trace_reading_options, validate_command
 from hetsched.cli_format import MODEL_KNOBS, as_typed, plan_table, summary_lines
 from hetsched.errors import InputError
-from hetsched.generate import GeneratorSettings, generate, parse_gpu_counts
-from hetsched.instance_file import load_instance, save_instance
+from hetsched.instance_file import load_instance
 from hetsched.outputs import check_output_file, check_plot_file, write_text, writing
 from hetsched.policies import MAX_SEED, MAX_THREADS
 from hetsched.registry import names
@@ -69,15 +71,14 @@ def _solver_settings(settings: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", count=True, help="Log progress (-v) or details (-vv) to stderr.")
-@click.option("--debug", is_flag=True, help="Show the traceback of unexpected errors.")
+@click.group(context_settings=cli_options.settings())
+@click.option("-v", "--verbose", count=True, help=cli_options.VERBOSE_HELP, show_default=False)
+@click.option("--debug", is_flag=True, help=cli_options.DEBUG_HELP, show_default=False)
 @click.version_option(package_name="hetsched")
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, debug: bool) -> None:
     """hetsched: schedule deep-learning training jobs on heterogeneous GPU clusters."""
-    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    cli_options.remember_verbosity(ctx, verbose)
     ctx.obj = {"debug": debug}
 
 
@@ -129,8 +130,10 @@ def solve_command(instance: Path, model: str, backend: str | None, time_limit: f
     if plot is not None:
         check_plot_file(plot)
     data = load_instance(instance)
-    result = solve(data, model=model, backend=backend, time_limit=time_limit,
-                   started=_command_start(), **_solver_settings(settings))
+    started = _command_start()
+    with cli_options.solve_bar(model, time_limit, started):
+        result = solve(data, model=model, backend=backend, time_limit=time_limit,
+                       started=started, **_solver_settings(settings))
     violations = check(data, result.schedule, complete=result.is_feasible())
     document: dict[str, Any] = {"instance": str(instance), **result.to_dict(),
                                 "violations": [str(v) for v in violations]}
@@ -166,10 +169,6 @@ def solve_command(instance: Path, model: str, backend: str | None, time_limit: f
         sys.exit(3)
 
 
-cli.add_command(validate_command)
-cli.add_command(fit_command)
-
-
 @cli.group("topology")
 def topology_group() -> None:
     """GPU topologies from nvidia-smi topo -m output."""
@@ -196,12 +195,17 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
 
 
 @cli.command("replay")
+@click.option("--config", type=click.Path(dir_okay=False, path_type=Path), is_eager=True,
+              expose_value=False, callback=run_config.use_config,
+              help="A TOML file of settings, one key per option (time-limit = 0.5, trace = "
+              "\"...\"); options typed here win. Every replay writes its settings into "
+              "--out as run.toml, to repeat it with --config.")
 @click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--format", "trace_format", required=True,
               type=click.Choice(("gavel", "philly", "helios", "openb", "native")))
 @click.option("--cluster", "cluster_spec", required=True,
               help="v100=36,p100=36,k80=36 (servers of 4 GPUs; TYPE=NxPER for other sizes), "
-              "a cluster JSON, or openb:NODE_LIST.csv.")
+              "a cluster JSON, openb:NODE_LIST.csv or pai:pai_machine_spec.csv.")
 @click.option("--policy", default="fifo", show_default=True, help="Rolling policy or model.")
 @click.option("--backend", type=click.Choice(BACKENDS), default=None)
 @click.option("--interval", type=click.FloatRange(min=1.0), default=None,
@@ -255,7 +259,8 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
                          restart_penalty_s=restart_penalty, load=load, partitions=partitions,
                          reference_gpu=reference_gpu, gpu_aliases=gpu_aliases,
                          unknown_gpus=unknown_gpus, gpu_sharing=gpu_sharing,
-                         colocation_factor=colocation_factor)
+                         colocation_factor=colocation_factor,
+                         files=run_config.config_files(click.get_current_context()))
     for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
                 "deadline_met", "utilization", "preemptions", "decisions", "round_s",
                 "restart_penalty_s", "fallbacks", "decision_time_p95_s", "wall_time_s"):
@@ -266,7 +271,7 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
         if isinstance(items, list) and items:
             click.echo(f"{name.removesuffix('s')}: {items[0]}" + (
                 f" ({len(items) - 1} more in summary.json)" if len(items) > 1 else ""))
-    click.echo(f"wrote {out}/summary.json, jobs.csv, decisions.csv, timing.json")
+    click.echo(f"wrote {out}/summary.json, jobs.csv, decisions.csv, timing.json, run.toml")
     if summary.get("interrupted"):
         from hetsched.interrupts import exit_code
 
@@ -280,7 +285,8 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
 @click.option("--format", "trace_format", required=True,
               type=click.Choice(("gavel", "philly", "helios", "openb", "native")))
 @click.option("--cluster", "cluster_spec", required=True,
-              help="v100=36,p100=36,k80=36, a cluster JSON, or openb:NODE_LIST.csv.")
+              help="v100=36,p100=36,k80=36, a cluster JSON, openb:NODE_LIST.csv or "
+              "pai:MACHINES.csv.")
 @click.option("--policies", required=True, help="Comma-separated policy names.")
 @click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
 @click.option("--load", "loads", default="1", show_default=True,
@@ -358,40 +364,9 @@ def bench_command(trace: Path, trace_format: str, cluster_spec: str, policies: s
         sys.exit(1)
 
 
-@cli.command("generate")
-@click.option("--jobs", "num_jobs", type=int, required=True, help="Number of jobs.")
-@click.option("--gpus", required=True, help="GPUs per type, e.g. v100=8,p100=4,k80=4.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--gpus-per-node", type=int, default=4, show_default=True)
-@click.option("--mean-interarrival", type=float, default=120.0, show_default=True,
-              help="Mean time between arrivals (s), exponential.")
-@click.option("--median-duration", type=float, default=1800.0, show_default=True,
-              help="Median duration on the requested V100 gang (s), log-normal.")
-@click.option("--deadline-fraction", type=float, default=0.3, show_default=True)
-@click.option("--elastic-fraction", type=float, default=0.2, show_default=True,
-              help="Fraction of jobs that may run with half or twice their gang.")
-@click.option("--name", default=None, help="Instance name (default: the file's stem).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
-def generate_command(num_jobs: int, gpus: str, seed: int, gpus_per_node: int,
-                     mean_interarrival: float, median_duration: float, deadline_fraction: float,
-                     elastic_fraction: float, name: str | None, output: Path) -> None:
-    """Write a synthetic instance drawn from the built-in catalogue."""
-    check_output_file(output, "--output")
-    settings = GeneratorSettings(
-        jobs=num_jobs, gpus=parse_gpu_counts(gpus), seed=seed, gpus_per_node=gpus_per_node,
-        mean_interarrival_s=mean_interarrival, median_duration_s=median_duration,
-        deadline_fraction=deadline_fraction, elastic_fraction=elastic_fraction,
-    )
-    instance = generate(settings).replace(name=name or output.stem)
-    command = (f"hetsched generate --jobs {num_jobs} --gpus {gpus} --seed {seed} "
-               f"--gpus-per-node {gpus_per_node} --mean-interarrival {mean_interarrival:g} "
-               f"--median-duration {median_duration:g} --deadline-fraction "
-               f"{deadline_fraction:g} --elastic-fraction {elastic_fraction:g} -o {output}")
-    with writing(output, "--output"):
-        save_instance(instance, output, comment=f"made by: {command}",
-                      generator=settings.as_dict())
-    click.echo(f"wrote {output}: {len(instance.jobs)} jobs, {instance.cluster.num_gpus()} GPUs "
-               f"in {len(instance.cluster.nodes)} nodes (seed {seed})")
+for command in (compare_command, fit_command, generate_command, validate_command):
+    cli.add_command(command)
+cli_options.accept_global_options(cli)  # -v and --debug after the subcommand too
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,13 +1,10 @@
-"""The ``hetsched`` commands about files: ``validate`` (instances, traces, node lists,
-clusters, profiles checked without running them) and ``fit`` (a throughput model from a
-profile), and the trace-reading options ``replay`` and ``bench`` share. Registered on the
-``hetsched`` group by :mod:`hetsched.cli`."""
+"""``hetsched validate`` (instances, traces, node lists, clusters, profiles checked without
+running them) and the trace-reading options ``replay`` and ``bench`` share. Registered on
+the ``hetsched`` group by :mod:`hetsched.cli`."""
 
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +13,6 @@ import click
 from hetsched.cli_format import as_typed
 from hetsched.errors import InputError
 from hetsched.instance_file import load_instance
-from hetsched.outputs import check_output_file, check_plot_file, writing
 from hetsched.registry import entry, model_warnings, names
 from hetsched.sharing import DEFAULT_COLOCATION_FACTOR
 
@@ -109,60 +105,3 @@ def validate_command(files: tuple[Path, ...], file_format: str, model: str | Non
         sys.exit(2)
     if warned:
         sys.exit(3)
-
-
-@click.command("fit")
-@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Write the fitted model (JSON) here.")
-@click.option("--report", is_flag=True,
-              help="Print the leave-one-out accuracy (median and p90 APE, worst 10 points).")
-@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write a residual plot (PNG) of the leave-one-out predictions.")
-def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) -> None:
-    """Fit the throughput model to a measured PROFILE (Gavel's JSON or a tidy CSV)."""
-    from hetsched.profiles import read_profile
-    from hetsched.speed_fit import fit_throughput_model
-    from hetsched.speed_io import save_model
-    from hetsched.speed_loo import leave_one_out, plot_residuals, report_lines
-
-    check_output_file(output, "--output")
-    if plot is not None:
-        check_plot_file(plot)
-    data = read_profile(profile)
-    model = fit_throughput_model(data)
-    with writing(output, "--output"):
-        save_model(model, output)
-    kinds = ", ".join(f"{count} {kind}" for kind, count in model.summary().items())
-    assert model.diagnostics is not None
-    click.echo(f"wrote {output}: {len(model.job_types)} job types x {len(model.gpu_types)} "
-               f"GPU types x 2 placements ({kinds}) from {len(data)} measurements in "
-               f"{model.diagnostics.fit_time_s:.3f} s")
-    if report or plot is not None:
-        loo = leave_one_out(data, model.settings, progress=_held_out_progress())
-        if report:
-            click.echo("\n".join(report_lines(loo)))
-        if plot is not None:
-            with writing(plot, "--plot", "the plot"):
-                plot_residuals(loo, plot)
-            click.echo(f"wrote {plot}")
-
-
-def _held_out_progress() -> Callable[[int, int], None] | None:
-    """A status line on a terminal's stderr, ``leave-one-out: 1,234/5,000 points``,
-    refreshed at most every 0.2 s; ``None`` when stderr is not a terminal."""
-    stream = sys.stderr
-    if not stream.isatty():
-        return None
-    last = [0.0]
-
-    def show(done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - last[0] < 0.2 and done < total:
-            return
-        last[0] = now
-        stream.write(f"\rleave-one-out: {done:,}/{total:,} points"
-                     + ("\n" if done == total else ""))
-        stream.flush()
-
-    return show

@@ -1,6 +1,7 @@
-"""The ``--cluster`` option: a cluster from a short spec, a JSON file or an openb node list.
+"""The ``--cluster`` option: a cluster from a short spec, a JSON file, an openb node list
+or a PAI machine list.
 
-Three forms (docs/traces.md, "Cluster spec"):
+Four forms (docs/traces.md, "Cluster spec"):
 
 * ``v100=36,p100=36,k80=36``: that many GPUs of each type, in servers of
   :data:`GPUS_PER_SERVER` GPUs (the last server of a type holds the remainder);
@@ -10,6 +11,8 @@ Three forms (docs/traces.md, "Cluster spec"):
   optional ``topologies`` / ``network_gbps`` are read as in the instance format (jobs
   and throughput, if present, are ignored).
 * ``openb:NODE_LIST.csv``: Alibaba's openb node list (:func:`hetsched.traces.openb_cluster`).
+* ``pai:pai_machine_spec.csv``: Alibaba PAI's machine list (cluster-trace-gpu-v2020), one
+  node per machine with GPUs, its CPUs and memory (:func:`hetsched.topology.pai_cluster`).
 
 Relative paths are taken from ``base_dir``.
 """
@@ -17,6 +20,7 @@ Relative paths are taken from ``base_dir``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from hetsched.data import MAX_CLUSTER_GPUS, MAX_GPUS_PER_NODE, Cluster, GpuType, Node
@@ -24,6 +28,7 @@ from hetsched.errors import InputError
 from hetsched.generate import GPU_TYPES
 from hetsched.instance_file import _build, _topology_graph, check_schema, schema
 from hetsched.json_files import read_json
+from hetsched.topology import pai_cluster
 from hetsched.traces.openb import openb_cluster
 
 #: GPUs per server when the spec does not say. Gavel's simulator scripts default to
@@ -32,22 +37,30 @@ from hetsched.traces.openb import openb_cluster
 #: (docs/traces.md).
 GPUS_PER_SERVER = 4
 
+#: ``PREFIX:FILE`` specs: what the file is, an example, and its reader.
+FILE_SPECS: dict[str, tuple[str, str, Callable[[Path], Cluster]]] = {
+    "openb:": ("node list", "openb:NODE_LIST.csv", openb_cluster),
+    "pai:": ("machine list", "pai:pai_machine_spec.csv", pai_cluster),
+}
+
 _ITEM = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=(\d+)(?:x(\d+))?$")
 
 
 def parse_cluster(spec: str, *, base_dir: Path | None = None) -> Cluster:
-    """The cluster that ``spec`` describes (one of the three forms above)."""
+    """The cluster that ``spec`` describes (one of the forms above)."""
     base = base_dir if base_dir is not None else Path.cwd()
     text = spec.strip()
     if not text:
         raise InputError("empty cluster spec", path="cluster_spec", value=spec,
-                         expected="TYPE=GPUS[,TYPE=GPUS...], a JSON file or openb:NODES.csv")
-    if text.startswith("openb:"):
-        relative = text.removeprefix("openb:").strip()
-        if not relative:
-            raise InputError("no node list after 'openb:'", path="cluster_spec", value=spec,
-                             expected="openb:NODE_LIST.csv")
-        return openb_cluster(base / relative)
+                         expected="TYPE=GPUS[,TYPE=GPUS...], a JSON file, openb:NODES.csv or "
+                         "pai:MACHINES.csv")
+    for prefix, (what, example, reader) in FILE_SPECS.items():
+        if text.startswith(prefix):
+            relative = text.removeprefix(prefix).strip()
+            if not relative:
+                raise InputError(f"no {what} after '{prefix}'", path="cluster_spec",
+                                 value=spec, expected=example)
+            return reader(base / relative)
     if text.endswith(".json") or _is_file(base / text):
         return _cluster_file(base / text)
     return _gpu_counts(text)

@@ -71,6 +71,9 @@ class DecisionLog:
 #: The files of one replay's output folder (:meth:`Replay.write`): nothing else may be in
 #: it, since the folder is replaced as a whole.
 OUTPUT_FILES = ("summary.json", "jobs.csv", "decisions.csv", "timing.json")
+#: Files a replay's folder may hold besides: ``run.toml``, the settings ``hetsched replay``
+#: ran with (:mod:`hetsched.run_config`), written with the others as one set.
+COMMAND_FILES = ("run.toml",)
 #: ``summary.json`` lists at most this many distinct fallback notes.
 MAX_WARNINGS = 10
 #: The wall-clock fields, kept out of ``summary.json`` (they go to ``timing.json``).
@@ -112,6 +115,44 @@ class ReplaySummary:
         values: dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self)}
         values["warnings"] = list(self.warnings)
         return values
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> ReplaySummary:
+        """Inverse of :meth:`to_dict`; reads a replay's ``summary.json`` (its other keys,
+        the trace, policy, bounds, ..., are ignored; null numbers are NaN, as written).
+        A missing field is an :class:`InputError` naming it."""
+        missing = [f.name for f in fields(cls) if f.name not in values]
+        if missing:
+            raise InputError("not a replay summary", path=missing[0],
+                             expected="the fields of summary.json: "
+                             + ", ".join(f.name for f in fields(cls)))
+
+        def number(name: str) -> float:
+            value = values[name]
+            return math.nan if value is None else float(value)
+
+        def optional(name: str) -> float | None:
+            value = values[name]
+            return None if value is None else float(value)
+
+        counts = {f.name for f in fields(cls) if f.type in ("int", int)}
+        floats = {f.name for f in fields(cls) if f.type in ("float", float)}
+        made: dict[str, Any] = {
+            **{name: int(values[name]) for name in counts},
+            **{name: number(name) for name in floats},
+            "warnings": tuple(str(w) for w in values["warnings"] or ()),
+            "round_s": optional("round_s"), "interval_s": optional("interval_s"),
+            "interrupted": bool(values["interrupted"])}
+        return cls(**made)
+
+    def to_frame(self) -> Any:
+        """The metrics as a one-row pandas DataFrame (``warnings`` joined by ``"; "``), e.g.
+        to set replays side by side with ``pandas.concat``."""
+        import pandas as pd
+
+        row: dict[str, object] = self.to_dict()
+        row["warnings"] = "; ".join(self.warnings)
+        return pd.DataFrame([row])
 
     def to_cells(self) -> dict[str, str]:
         """The fields as results.csv cells (:func:`cell_text`)."""
@@ -270,12 +311,15 @@ class Replay:
                 "decision_time_p95_s": float(np.percentile(times, 95)),
                 "decision_time_max_s": float(times.max())}
 
-    def write(self, out_dir: str | Path, extra: dict[str, object] | None = None) -> None:
+    def write(self, out_dir: str | Path, extra: dict[str, object] | None = None,
+              files: Mapping[str, str] | None = None) -> None:
         """Write the outputs into ``out_dir`` as one set (see :func:`write_folder`):
         ``summary.json`` (:meth:`summary` and ``extra``), ``jobs.csv`` (one row per job),
         ``decisions.csv`` (one row per decision point), all three the same for the same
         input, and ``timing.json`` (:meth:`timing` and ``decision_time_s``, the policy's
-        wall-clock time at each decision point, in the order of decisions.csv's rows)."""
+        wall-clock time at each decision point, in the order of decisions.csv's rows);
+        and ``files`` (name -> text, names of :data:`COMMAND_FILES`: ``run.toml``, the
+        command's settings)."""
         summary = {**self.summary(), **(extra or {})}
         rows = io.StringIO()
         writer = csv.writer(rows, lineterminator="\n")
@@ -293,7 +337,7 @@ class Replay:
                   "decision_time_s": [d.decision_time_s for d in self.decisions]}
         write_folder(out_dir, {"summary.json": _json(summary), "jobs.csv": rows.getvalue(),
                                "decisions.csv": decisions.getvalue(),
-                               "timing.json": _json(timing)})
+                               "timing.json": _json(timing), **(files or {})})
 
 
 #: The columns of jobs.csv (:meth:`Replay.job_rows`).
@@ -352,7 +396,8 @@ def _num(value: float | None) -> str:
 
 def check_out_folder(out_dir: str | Path) -> None:
     """Refuse an output folder that is a file or holds anything but a replay's outputs
-    (:data:`OUTPUT_FILES`): :func:`write_folder` replaces the folder as a whole."""
+    (:data:`OUTPUT_FILES`, :data:`COMMAND_FILES`): :func:`write_folder` replaces the folder
+    as a whole."""
     folder = Path(out_dir)
     try:  # one look at a time: another replay into it may move the folder away meanwhile
         names = os.listdir(folder)
@@ -364,13 +409,14 @@ def check_out_folder(out_dir: str | Path) -> None:
                              expected="a new folder, or one a replay wrote") from None
         return  # a parent is a file: hetsched.outputs.check_output_folder says so
     else:
-        foreign = sorted(name for name in names if name not in OUTPUT_FILES
+        foreign = sorted(name for name in names if name not in OUTPUT_FILES + COMMAND_FILES
                          and not name.endswith(".tmp"))
         if foreign:
             raise InputError("the output folder holds files that are not a replay's",
                              file=str(folder), path="out", value=", ".join(foreign[:5]),
                              expected="a new folder, or one holding only "
-                             + ", ".join(OUTPUT_FILES) + " (it is replaced as a whole)")
+                             + ", ".join(OUTPUT_FILES + COMMAND_FILES)
+                             + " (it is replaced as a whole)")
 
 
 def write_folder(out_dir: str | Path, files: Mapping[str, str]) -> None:

@@ -15,12 +15,12 @@ so a solver that is not used is never loaded.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hetsched import plugins
 from hetsched.baselines.agnostic import AGNOSTIC_SUFFIX, HeterogeneityAgnostic
 from hetsched.data import Instance
 from hetsched.errors import InputError
@@ -51,6 +51,9 @@ class Entry:
     params: Mapping[str, Any] = field(default_factory=dict)
     backends: tuple[str, ...] = ()
     exact: bool = False
+    #: a user's class (a ``module:Class`` or ``file.py:Class`` reference, or an installed
+    #: package's entry point, :mod:`hetsched.plugins`): checked against the protocol
+    plugin: bool = False
 
 
 ENTRIES: dict[str, Entry] = {e.name: e for e in (
@@ -90,8 +93,9 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
 
 
 def names() -> list[str]:
-    """Every registered name (each also works with ``-agnostic``)."""
-    return sorted(ENTRIES)
+    """Every registered name, the built-in ones and those installed packages register
+    (:func:`hetsched.plugins.installed_policies`); each also works with ``-agnostic``."""
+    return sorted({*ENTRIES, *plugins.installed_policies()})
 
 
 def _split(name: str) -> tuple[str, bool]:
@@ -105,12 +109,20 @@ def entry(name: str, parameter: str = "policy") -> Entry:
     """The entry of ``name`` (``-agnostic`` stripped); an unknown name lists the known
     ones, naming ``parameter``."""
     base, _ = _split(name)
-    if base not in ENTRIES:
-        raise InputError(f"unknown {'model' if parameter.lstrip('-') == 'model' else 'policy'}",
-                         path=parameter, value=name,
-                         expected="one of " + ", ".join(names())
-                         + f" (any of them with {AGNOSTIC_SUFFIX})")
-    return ENTRIES[base]
+    if base in ENTRIES:
+        return ENTRIES[base]
+    if plugins.is_reference(base):  # the class is loaded now: a typo is found at once
+        plugins.load_class(base, parameter)
+        return Entry(base, "a rolling policy of yours", policy=base, plugin=True)
+    installed = plugins.installed_policies()
+    if base in installed:
+        return Entry(base, f"installed: {installed[base]}", policy=installed[base],
+                     plugin=True)
+    raise InputError(f"unknown {'model' if parameter.lstrip('-') == 'model' else 'policy'}",
+                     path=parameter, value=name,
+                     expected="one of " + ", ".join(names())
+                     + f" (any of them with {AGNOSTIC_SUFFIX}), or a class of yours: "
+                     "module.path:Class or path/to/file.py:Class")
 
 
 def is_exact(name: str) -> bool:
@@ -121,8 +133,7 @@ def is_exact(name: str) -> bool:
 
 
 def _load(target: str) -> Any:
-    module_name, _, class_name = target.partition(":")
-    return getattr(importlib.import_module(module_name), class_name)
+    return plugins.load_class(target)
 
 
 def rolling(name: str, *, backend: str | None = None, time_limit_s: float | None = 5.0,
@@ -137,6 +148,10 @@ def rolling(name: str, *, backend: str | None = None, time_limit_s: float | None
         return HeterogeneityAgnostic(rolling(base, backend=backend, time_limit_s=time_limit_s,
                                              seed=seed, deterministic=deterministic,
                                              **params))
+    if found.plugin and found.policy is not None:
+        return _plugin(found.policy, name, {"backend": backend, "time_limit_s": time_limit_s,
+                                            "seed": seed, "deterministic": deterministic},
+                       params)
     if found.policy is not None:
         kwargs = {**found.params, **params}
         if found.backends:
@@ -148,6 +163,26 @@ def rolling(name: str, *, backend: str | None = None, time_limit_s: float | None
         return made
     return Replanning(planner(base), backend=backend, time_limit_s=time_limit_s, seed=seed,
                        deterministic=deterministic, **params)
+
+
+def _plugin(target: str, name: str, settings: Mapping[str, Any],
+            params: Mapping[str, Any]) -> RollingPolicy:
+    """A user's policy class made and checked against the protocol: given ``params`` and
+    those of the solver ``settings`` (back-end, time limit, seed, deterministic) that its
+    constructor takes."""
+    cls = _load(target)
+    accepted = inspect.signature(cls).parameters
+    kwargs = {**{key: value for key, value in settings.items() if key in accepted},
+              **params}
+    try:
+        made = cls(**kwargs)
+    except TypeError as exc:
+        raise InputError(f"cannot make the policy: {exc}", path="policy", value=name,
+                         expected="a class whose constructor needs no argument (it may take "
+                         "backend, time_limit_s, seed, deterministic)") from exc
+    plugins.check_policy(made, name)
+    policy: RollingPolicy = made
+    return policy
 
 
 def takes(name: str, parameter: str) -> bool:

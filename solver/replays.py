@@ -6,8 +6,6 @@ terminal. Every replay's run segments are verified by the independent checker.""
 from __future__ import annotations
 
 import logging
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -66,7 +64,7 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
            throughput: ThroughputModel, model: ThroughputModel | None = None,
            interval_s: float | None = None, restart_penalty_s: float = 30.0,
            time_limit_s: float | None = 0.1, deterministic: bool = True, seed: int = 0,
-           backend: str | None = None, load: float = 1.0,
+           backend: str | None = None, load: float = 1.0, progress: bool = False,
            colocation: CoLocationModel | None = None) -> Replay:
     """Replay ``jobs`` on ``cluster`` under ``policy`` (a registered name or a rolling
     policy object), in memory, the same way ``hetsched replay`` does.
@@ -74,7 +72,8 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
     ``throughput`` advances the jobs (measured); ``model`` is what the policy sees (the
     fitted one; default ``throughput``). ``time_limit_s`` is the solver limit per
     decision, in deterministic work units unless ``deterministic`` is false; ``load``
-    scales the arrival rate; ``colocation`` how fast jobs sharing a GPU run
+    scales the arrival rate; ``progress`` shows a bar (jobs done, ETA) on a terminal or in
+    Jupyter (:mod:`hetsched.progress`); ``colocation`` how fast jobs sharing a GPU run
     (hetsched.sharing; default factors). What ran (:meth:`~hetsched.outcome.Replay.schedule`) is
     verified by :func:`hetsched.check.check` against ``throughput``;
     :class:`~hetsched.errors.InvalidScheduleError` if it fails."""
@@ -93,9 +92,15 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
                              value=f"{job.num_gpus} x {job.job_type}",
                              expected="a GPU type of the cluster with throughput > 0")
     scaled = scale_arrivals(jobs, load)
-    outcome = Simulator(cluster, scaled, made, truth=throughput, model=model,
-                        interval_s=interval_s, restart_penalty_s=restart_penalty_s,
-                        colocation=colocation).run()
+    bar = Progress(len(scaled), enabled=None if progress else False)
+    try:
+        outcome = Simulator(cluster, scaled, made, truth=throughput, model=model,
+                            interval_s=interval_s, restart_penalty_s=restart_penalty_s,
+                            progress=bar if bar.enabled else None,
+                            colocation=colocation).run()
+        bar.finish(outcome)
+    finally:
+        bar.close()
     violations = check_replay(outcome, scaled, throughput)
     if violations:
         raise InvalidScheduleError("the replay", violations)
@@ -103,34 +108,33 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
 
 
 class Progress:
-    """One status line on a terminal (jobs done, simulated time, decisions), refreshed at
-    most every 0.2 s; silent when the stream is not a terminal."""
+    """The bar of a replay (:class:`hetsched.progress.ProgressBar`): jobs done of the total
+    with rate and ETA, then the simulated time and the decisions so far; shown on a
+    terminal or in Jupyter, silent elsewhere (``stream``: another stream, e.g. a test's)."""
 
-    def __init__(self, total: int, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.total = total
-        self.enabled = self.stream.isatty()
-        self.last = 0.0
+    def __init__(self, total: int, stream: TextIO | None = None,
+                 enabled: bool | None = None) -> None:
+        from hetsched.progress import ProgressBar
+
+        self.bar = ProgressBar(total, desc="replay", unit="job", stream=stream,
+                               enabled=enabled)
+        self.enabled = self.bar.enabled
 
     def __call__(self, done: int, total: int, now: float, decisions: int) -> None:
-        """Report progress (called by the simulator after each decision)."""
-        if not self.enabled:
-            return
-        clock = time.monotonic()
-        if clock - self.last < 0.2 and done < total:
-            return
-        self.last = clock
-        width = 30
-        filled = int(width * done / max(total, 1))
-        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} jobs, "
-                          f"t = {now / 3600:,.1f} h, {decisions} decisions")
-        self.stream.flush()
+        """Report progress (called by the simulator after each decision; the bar is
+        redrawn at most every :data:`hetsched.progress.REFRESH_S`)."""
+        self.bar.update_to(done, f"t = {now / 3600:,.1f} h, {decisions:,} decisions")
+
+    def finish(self, replay: Replay) -> None:
+        """Show the end of ``replay`` (its last completions come after its last decision)
+        and close the bar."""
+        done = sum(1 for record in replay.records.values() if record.finish is not None)
+        self.bar.update_to(done, f"{len(replay.decisions):,} decisions", force=True)
+        self.close()
 
     def close(self) -> None:
-        """End the status line."""
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
+        """Leave the bar as it is (idempotent)."""
+        self.bar.close()
 
 
 def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_name: str, *,
@@ -143,7 +147,8 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                reference_gpu: str | None = None,
                gpu_aliases: str | Mapping[str, str] | None = None,
                unknown_gpus: str = "error", gpu_sharing: bool = True,
-               colocation_factor: float = DEFAULT_COLOCATION_FACTOR) -> dict[str, object]:
+               colocation_factor: float = DEFAULT_COLOCATION_FACTOR,
+               files: Mapping[str, str] | None = None) -> dict[str, object]:
     """Read the trace, replay it under the policy, write the outputs into the folder
     ``out`` (new, or one a replay wrote: it is replaced as a whole); returns the summary
     and the wall-clock figures of ``timing.json``. The policy is called at every boundary
@@ -155,7 +160,8 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     and ``decisions.csv``; ``False`` uses wall-clock limits (``--wall-clock``).
     ``reference_gpu``, ``gpu_aliases`` (``g3=a100``), ``unknown_gpus``, ``gpu_sharing``
     and ``colocation_factor`` are :func:`hetsched.replay_inputs.trace_jobs`'s;
-    summary.json records what they did."""
+    summary.json records what they did. ``files`` (name -> text) join the outputs: the
+    command writes its settings, ``run.toml`` (:mod:`hetsched.run_config`)."""
     from hetsched.cluster_spec import parse_cluster
     from hetsched.formulations.versions import solver_versions
     from hetsched.simulate import (
@@ -189,9 +195,13 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     simulator = Simulator(cluster, jobs, policy, truth=truth, model=model,
                           interval_s=interval_s, restart_penalty_s=restart_penalty_s,
                           progress=progress, colocation=read.colocation)
-    replay = simulator.run()
-    if progress is not None:
-        progress.close()
+    try:
+        replay = simulator.run()
+        if progress is not None:
+            progress.finish(replay)
+    finally:
+        if progress is not None:
+            progress.close()
     from hetsched.interrupts import deferred_interrupts
 
     # A Ctrl-C from here on stops after the files are written; a write that fails (a full
@@ -206,11 +216,12 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
             "notes": list(trace.notes), "load": load, **read.settings(),
             "solver_limit": {"per_decision": time_limit_s,
                              "unit": "work units" if deterministic else "s wall"},
-            "solver_versions": solver_versions()})
+            "solver_versions": solver_versions()}, files)
 
 
 def _write(replay: Replay, out: Path, jobs: Sequence[Job], cluster: Cluster,
-           truth: ThroughputModel, extra: dict[str, object]) -> dict[str, object]:
+           truth: ThroughputModel, extra: dict[str, object],
+           files: Mapping[str, str] | None = None) -> dict[str, object]:
     """Add the lower bounds to ``extra``, write the replay's files; the summary.
 
     The bounds are of the jobs the metrics cover: every job, or, in an interrupted replay
@@ -226,7 +237,7 @@ def _write(replay: Replay, out: Path, jobs: Sequence[Job], cluster: Cluster,
     extra = {**extra, **(lower_bounds(covered, cluster, truth).as_dict() if covered else {}),
              "bounds_cover": "finished jobs" if replay.interrupted else "all jobs"}
     violations = check_replay(replay, jobs, truth)
-    replay.write(out, extra)
+    replay.write(out, extra, files)
     if violations:
         raise InvalidScheduleError(f"the replay written to {out}", violations)
     return {**replay.summary(), **extra, **replay.timing()}

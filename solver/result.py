@@ -57,7 +57,7 @@ class Assignment:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with the keys ``job, gpu_type, gpus, start, finish`` (and
-        ``work`` for a run segment)."""
+        ``work`` for a run segment, ``continued`` for a continued one)."""
         row: dict[str, Any] = {
             "job": self.job,
             "gpu_type": self.gpu_type,
@@ -70,6 +70,13 @@ class Assignment:
         if self.continued:
             row["continued"] = True
         return row
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> Assignment:
+        """Inverse of :meth:`to_dict`."""
+        return cls(row["job"], row["gpu_type"], tuple(row["gpus"]), float(row["start"]),
+                   float(row["finish"]), None if row.get("work") is None else float(row["work"]),
+                   bool(row.get("continued", False)))
 
 
 @dataclass(frozen=True)
@@ -104,21 +111,35 @@ class Schedule:
         return grouped
 
     def to_list(self) -> list[dict[str, Any]]:
-        """JSON-ready list of assignments."""
+        """JSON-ready list of assignments (:meth:`Assignment.to_dict` each)."""
         return [a.to_dict() for a in self.assignments]
 
     @classmethod
-    def from_list(cls, rows: Iterable[dict[str, Any]],
+    def from_list(cls, rows: Iterable[Mapping[str, Any]],
                   restart_penalty_s: float = 0.0) -> Schedule:
         """Inverse of :meth:`to_list`."""
-        return cls(
-            tuple(
-                Assignment(r["job"], r["gpu_type"], tuple(r["gpus"]), r["start"], r["finish"],
-                           r.get("work"), bool(r.get("continued", False)))
-                for r in rows
-            ),
-            restart_penalty_s,
-        )
+        return cls(tuple(Assignment.from_dict(r) for r in rows), restart_penalty_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: ``assignments`` (:meth:`to_list`) and ``restart_penalty_s``."""
+        return {"assignments": self.to_list(), "restart_penalty_s": self.restart_penalty_s}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Schedule:
+        """Inverse of :meth:`to_dict`."""
+        return cls.from_list(values["assignments"], float(values.get("restart_penalty_s", 0)))
+
+    def to_frame(self) -> Any:
+        """The assignments as a pandas DataFrame: one row per assignment (a run segment of
+        a preempted job is a row of its own), with the columns ``job, gpu_type, gpus,
+        num_gpus, start, finish, work`` (``work`` empty for a job run whole)."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            [{"job": a.job, "gpu_type": a.gpu_type, "gpus": " ".join(a.gpus),
+              "num_gpus": len(a.gpus), "start": a.start, "finish": a.finish, "work": a.work}
+             for a in self.assignments],
+            columns=["job", "gpu_type", "gpus", "num_gpus", "start", "finish", "work"])
 
 
 @dataclass(frozen=True)
@@ -137,8 +158,30 @@ class Metrics:
     utilization: float  # busy GPU-seconds / (GPUs some job can use x makespan)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
+        """A JSON-ready dict (NaN where no job finished; :meth:`Result.to_dict` writes it
+        as null)."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Metrics:
+        """Inverse of :meth:`to_dict` (``None`` read as NaN, as strict JSON writes it)."""
+        def number(name: str) -> float:
+            value = values[name]
+            return math.nan if value is None else float(value)
+
+        return cls(
+            jobs=int(values["jobs"]), scheduled=int(values["scheduled"]),
+            avg_jct_s=number("avg_jct_s"), p95_jct_s=number("p95_jct_s"),
+            total_weighted_completion_s=number("total_weighted_completion_s"),
+            makespan_s=number("makespan_s"), deadline_jobs=int(values["deadline_jobs"]),
+            deadline_met=int(values["deadline_met"]),
+            total_tardiness_s=number("total_tardiness_s"), utilization=number("utilization"))
+
+    def to_frame(self) -> Any:
+        """The metrics as a one-row pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame([self.to_dict()])
 
 
 @dataclass(frozen=True)
@@ -267,6 +310,24 @@ class Result:
             **({"extra": self.extra} if self.extra else {}),
         }
 
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Result:
+        """Inverse of :meth:`to_dict` (e.g. a ``hetsched solve --out`` file): a null
+        objective is ``inf`` (no schedule), null metrics NaN."""
+        objective = values.get("objective")
+        bound = values.get("bound")
+        metrics = values.get("metrics")
+        return cls(
+            status=Status(values["status"]),
+            objective=math.inf if objective is None else float(objective),
+            bound=None if bound is None else float(bound),
+            runtime_s=float(values["runtime_s"]),
+            schedule=Schedule.from_list(values["schedule"],
+                                        float(values.get("restart_penalty_s", 0.0))),
+            model=str(values["model"]), backend=values.get("backend"),
+            metrics=None if metrics is None else Metrics.from_dict(metrics),
+            message=str(values.get("message", "")), extra=dict(values.get("extra", {})))
+
     def summary(self) -> dict[str, Any]:
         """One flat row: model, back-end, status, objective, bound, gap, runtime and every
         metric of :class:`Metrics`, e.g. to compare solves in a DataFrame."""
@@ -279,16 +340,9 @@ class Result:
         return row
 
     def to_frame(self) -> Any:
-        """The schedule as a pandas DataFrame: one row per assignment (a run segment of a
-        preempted job is a row of its own), with the columns ``job, gpu_type, gpus,
-        num_gpus, start, finish, work`` (``work`` empty for a job run whole)."""
-        import pandas as pd
-
-        return pd.DataFrame(
-            [{"job": a.job, "gpu_type": a.gpu_type, "gpus": " ".join(a.gpus),
-              "num_gpus": len(a.gpus), "start": a.start, "finish": a.finish, "work": a.work}
-             for a in self.schedule],
-            columns=["job", "gpu_type", "gpus", "num_gpus", "start", "finish", "work"])
+        """The schedule as a pandas DataFrame (:meth:`Schedule.to_frame`: one row per
+        assignment or run segment; ``summary()`` is the one-row view of the result)."""
+        return self.schedule.to_frame()
 
 
 def relative_gap(objective: float | None, bound: float | None) -> float | None:

@@ -24,6 +24,7 @@ from hetsched.data import Cluster, Job
 from hetsched.errors import InputError
 from hetsched.free_gpus import FreeGpuIndex
 from hetsched.gpus import Start
+from hetsched.log_levels import per_decision_logs
 from hetsched.outcome import (
     OUTPUT_FILES,
     DecisionLog,
@@ -203,7 +204,12 @@ class Simulator:
                              expected="unique ids")
 
     def run(self) -> Replay:
-        """Replay every job to completion."""
+        """Replay every job to completion. The solves of its decisions log their stages at
+        DEBUG (:mod:`hetsched.log_levels`): ``-v`` shows the replay, ``-vv`` each decision."""
+        with per_decision_logs():
+            return self._run()
+
+    def _run(self) -> Replay:
         began = time.perf_counter()
         records = {j.id: JobRecord(j) for j in self.jobs}
         left = {j.id: j.work for j in self.jobs}  # steps left of jobs not running

@@ -81,8 +81,8 @@ def held_out_keys(profile: Profile) -> list[PointKey]:
 LooProgress = Callable[[int, int], None]
 
 
-def leave_one_out(profile: Profile, settings: FitSettings | None = None, *,
-                  progress: LooProgress | None = None, local: bool = True) -> LooReport:
+def leave_one_out(profile: Profile, settings: FitSettings | None = None,
+                  progress: LooProgress | None = None, *, local: bool = True) -> LooReport:
     """Hold out each point with more than one GPU, refit the model without it and
     predict it; a prediction of 0 (unsupported) counts as a 100% error.
 

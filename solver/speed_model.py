@@ -277,6 +277,9 @@ class FittedThroughputModel:
     data: tuple[tuple[str, str, int, Placement, float], ...] = ()
     diagnostics: FitDiagnostics | None = None
     source: Mapping[str, str] = field(default_factory=dict)
+    #: predictions already made (the model is a pure function of the arguments)
+    _answers: dict[tuple[str, str, int, Placement], float] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpu_types", tuple(sorted(set(self.gpu_types))))
@@ -344,7 +347,12 @@ class FittedThroughputModel:
     def throughput(self, job_type: str, gpu_type: str, num_gpus: int,
                    placement: Placement) -> float:
         """Predicted steps/s; 0.0 where the model does not support the configuration."""
-        return self.predict(job_type, gpu_type, num_gpus, placement).throughput
+        key = (job_type, gpu_type, num_gpus, placement)
+        found = self._answers.get(key)
+        if found is None:  # unknown names or counts raise here, and are not remembered
+            found = self._answers[key] = self.predict(job_type, gpu_type, num_gpus,
+                                                      placement).throughput
+        return found
 
     @cached_property
     def _dense(self) -> dict[Placement, tuple[Array, Array]]:

@@ -165,14 +165,23 @@ class PolicyView:
 
     fitted: ThroughputModel
     measured: ThroughputModel
+    #: answers already given (both models are pure functions of the arguments; replays ask
+    #: the same few hundred questions hundreds of thousands of times)
+    _answers: dict[tuple[str, str, int, Placement], float] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def throughput(
         self, job_type: str, gpu_type: str, num_gpus: int, placement: Placement
     ) -> float:
         """The fitted steps/s where the measured throughput is positive, else 0.0."""
-        if self.measured.throughput(job_type, gpu_type, num_gpus, placement) <= 0:
-            return 0.0
-        return self.fitted.throughput(job_type, gpu_type, num_gpus, placement)
+        key = (job_type, gpu_type, num_gpus, placement)
+        found = self._answers.get(key)
+        if found is None:
+            found = 0.0 if self.measured.throughput(
+                job_type, gpu_type, num_gpus, placement) <= 0 else \
+                self.fitted.throughput(job_type, gpu_type, num_gpus, placement)
+            self._answers[key] = found
+        return found
 
 
 @dataclass(frozen=True, eq=False)

@@ -190,3 +190,34 @@ def test_no_import_cycles() -> None:
     cycles = [sorted(c) for c in nx.strongly_connected_components(nx.DiGraph(list(edges)))
               if len(c) > 1]
     assert cycles == []
+
+
+def test_license_citation_and_python_version_agree_with_setup_cfg() -> None:
+    # The licence setup.cfg declares is the LICENSE file's; CITATION.cff cites the version
+    # setup.cfg builds; the README states the Python versions python_requires allows.
+    root = Path(__file__).resolve().parents[1]
+    config = configparser.ConfigParser()
+    config.read(root / "setup.cfg")
+    assert config["metadata"]["license"] == "MIT"
+    assert (root / "LICENSE").read_text(encoding="utf-8").startswith("MIT License\n")
+    citation = (root / "CITATION.cff").read_text(encoding="utf-8")
+    assert "cff-version: 1.2.0" in citation
+    assert f"\nversion: {config['metadata']['version']}\n" in citation
+    assert "license: MIT" in citation
+    minimum = config["options"]["python_requires"].removeprefix(">=")
+    assert f"Python {minimum} or newer" in (root / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_dev_extra_opens_runs_and_clears_the_notebooks() -> None:
+    # docs/notebooks.md: "jupyter lab notebooks/" and "jupyter nbconvert --clear-output"
+    # work from .[dev] with nothing else to install; tqdm draws widgets with ipywidgets.
+    root = Path(__file__).resolve().parents[1]
+    config = configparser.ConfigParser()
+    config.read(root / "setup.cfg")
+    dev = {line.split(">")[0].split("<")[0].split("=")[0].strip()
+           for line in config["options.extras_require"]["dev"].splitlines()
+           if line.strip() and not line.strip().startswith("#")}
+    assert {"jupyterlab", "nbconvert", "ipykernel", "nbmake", "ipywidgets"} <= dev
+    required = config["options"]["install_requires"]
+    assert "tqdm>=" in required
+    assert 'tomli>=1.1; python_version < "3.11"' in required

@@ -25,3 +25,69 @@ def test_gantt_bars_match_the_schedule(tmp_path: Path) -> None:
     assert len(ax.get_yticklabels()) == instance.cluster.num_gpus()
     save(ax, tmp_path / "g.png")
     assert (tmp_path / "g.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_gantt_labels_never_overlap_and_short_bars_stay_unlabelled() -> None:
+    # srtf on congested.json preempts: run segments of a few seconds sit beside long ones.
+    # Every label drawn lies inside its bar, and no two labels overlap.
+    import itertools
+
+    from hetsched.solve import solve
+
+    instance = load_instance(INSTANCES / "congested.json")
+    schedule = solve(instance, model="srtf").schedule
+    ax = gantt(instance, schedule, label_jobs=True)
+    figure = ax.figure
+    assert figure is not None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    labels = [text for text in ax.texts if text.get_text()]
+    boxes = [text.get_window_extent(renderer) for text in labels]
+    assert 0 < len(labels) < len(schedule)  # some bars are too short for their id
+    for first, second in itertools.combinations(boxes, 2):
+        assert not first.overlaps(second)
+    for text, box in zip(labels, boxes, strict=True):
+        segment = next(a for a in schedule if a.job == text.get_text()
+                       and a.start <= text.get_position()[0] <= a.finish)
+        left, right = ax.transData.transform([(segment.start, 0), (segment.finish, 0)])[:, 0]
+        assert left <= box.x0 <= box.x1 <= right
+
+
+def test_an_empty_schedule_says_so() -> None:
+    from hetsched.result import Schedule
+
+    instance = load_instance(INSTANCES / "small.json")
+    ax = gantt(instance, Schedule())
+    assert not ax.patches
+    assert [t.get_text() for t in ax.texts] == [
+        "empty schedule: none of the 20 jobs was scheduled"]
+
+
+def _legend(ax: object) -> list[str]:
+    legend = ax.get_legend()  # type: ignore[attr-defined]
+    return [text.get_text() for text in legend.get_texts()]
+
+
+def test_topology_plot_has_a_legend_and_tells_link_kinds_apart(shared_data: Path) -> None:
+    from hetsched.plot import _link_style, _link_width, topology_graph
+    from hetsched.topology import read_topology
+
+    folder = shared_data / "topology"
+    a100 = topology_graph(read_topology(folder / "dgx-a100.nvidia-smi-topo.txt"))
+    assert _legend(a100) == ["NV12: 300 GB/s (28 pairs)", "NUMA node 1: GPU 2, 3",
+                             "NUMA node 3: GPU 0, 1", "NUMA node 5: GPU 6, 7",
+                             "NUMA node 7: GPU 4, 5"]
+    assert {line.get_linewidth() for line in a100.lines} == {4.0}  # not a solid blob
+    pcie = topology_graph(read_topology(folder / "dgx1-v100-pcie-only.nvidia-smi-topo-mp.txt"))
+    assert _legend(pcie)[:3] == ["PIX: 12 GB/s (4 pairs)", "PHB: 9 GB/s (8 pairs)",
+                                 "SYS: 6 GB/s (16 pairs)"]
+    styles = {kind: _link_style(kind) for kind in ("PIX", "PXB", "PHB", "NODE", "SYS")}
+    assert len({colour for colour, _ in styles.values()}) == 5
+    assert len({str(dash) for _, dash in styles.values()}) == 5
+    dgx1 = topology_graph(read_topology(folder / "dgx1-v100.nvidia-smi-topo.txt"))
+    assert _legend(dgx1) == ["NV2: 50 GB/s (8 pairs)", "NV1: 25 GB/s (8 pairs)",
+                             "SYS: 6 GB/s (12 pairs)"]
+    assert _link_style("NV2") != _link_style("NV1")
+    assert _link_width(6.0) == 0.8
+    assert _link_width(25.0) < _link_width(50.0) < _link_width(300.0) == 4.0

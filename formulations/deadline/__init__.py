@@ -160,7 +160,8 @@ def _status_and_bound(problem: DeadlineProblem, backend: str, plans: StagePlans 
     ``TICK_S / weight_scale`` s, so no plan lies in between: an engine's round-off no
     longer hides a proof). The bound (s): the larger of the solver's completion bound,
     only when the deadline term was proven (else it bounds another problem), and
-    ``lp_bound``, the LP relaxation's, which holds for every plan."""
+    ``lp_bound``, the relaxations', which holds for every plan missing no more deadlines
+    than the returned one (so for the optimum)."""
     unconditional = None if lp_bound is None or not math.isfinite(lp_bound) else min(
         lp_bound, objective)
     if plans is None:

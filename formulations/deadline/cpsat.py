@@ -34,6 +34,7 @@ from hetsched.formulations.deadline.problem import (
     Plan,
     StagePlans,
 )
+from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +212,8 @@ class DeadlineCpSat:
                   for nodes in groups.values() if len(nodes) >= 2]
         rows = sum(len(members) * (len(nodes) - 1) for nodes, members in chains)
         if rows > SYMMETRY_MAX_ROWS:
-            log.info("cpsat: no node symmetry breaking (%d rows > %d)", rows, SYMMETRY_MAX_ROWS)
+            log.log(solve_log_level(), "cpsat: no node symmetry breaking (%d rows > %d)",
+                    rows, SYMMETRY_MAX_ROWS)
             return
         for nodes, members in chains:
             self.symmetric_groups.append(nodes)
@@ -365,8 +367,8 @@ class DeadlineCpSat:
             self.model.minimize(self.deadline_term())
             solver, status = self._run(settings, budget.part(DEADLINE_STAGE_SHARE))
             plans.deadline = _stats(solver, status, settings)
-            log.info("cpsat deadline stage: %s %s (bound %s)", plans.deadline.outcome,
-                     plans.deadline.objective, plans.deadline.bound)
+            log.log(solve_log_level(), "cpsat deadline stage: %s %s (bound %s)",
+                    plans.deadline.outcome, plans.deadline.objective, plans.deadline.bound)
             if plans.deadline.outcome not in (Outcome.OPTIMAL, Outcome.FEASIBLE):
                 plans.completion = plans.deadline
                 return plans
@@ -388,8 +390,8 @@ class DeadlineCpSat:
             lp_bound = math.floor(self.lp_bound * (1 - 1e-9))
             if stats.bound is None or stats.bound < lp_bound:
                 stats = dataclasses.replace(stats, bound=float(lp_bound))
-        log.info("cpsat completion stage: %s %s (bound %s)", stats.outcome, stats.objective,
-                 stats.bound)
+        log.log(solve_log_level(), "cpsat completion stage: %s %s (bound %s)",
+                stats.outcome, stats.objective, stats.bound)
         plans.completion = stats
         if stats.outcome in (Outcome.OPTIMAL, Outcome.FEASIBLE):
             plans.completion_plan = self._plan(solver)

@@ -27,6 +27,7 @@ import numpy as np
 
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.deadline.problem import DeadlineProblem, Mode
+from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +172,8 @@ def separate(problem: DeadlineProblem, budget: Budget | None = None, max_rounds:
         budget.charge(lp_work)
         if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             # Stopped early: the LP's value is no bound, and its solution no guide.
-            log.info("mean-busy-time cuts: LP %s after %d rounds",
-                     highs.modelStatusToString(highs.getModelStatus()), round_number)
+            log.log(solve_log_level(), "mean-busy-time cuts: LP %s after %d rounds",
+                    highs.modelStatusToString(highs.getModelStatus()), round_number)
             break
         values = np.asarray(highs.getSolution().col_value)
         bound = highs.getInfo().objective_function_value / unit
@@ -189,7 +190,8 @@ def separate(problem: DeadlineProblem, budget: Budget | None = None, max_rounds:
                   found)
         if not found:
             break
-    log.info("mean-busy-time cuts: %d, LP bound %.0f (%s)", len(cuts), bound, budget)
+    log.log(solve_log_level(), "mean-busy-time cuts: %d, LP bound %.0f (%s)",
+            len(cuts), bound, budget)
     # HiGHS keeps one thread pool per process, sized by the first run: free it, or a later
     # HiGHS solve with another thread count (the MILP back-end) fails to start.
     del highs

@@ -26,6 +26,7 @@ from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import TICK_S
 from hetsched.formulations.completion import CompletionBoundSettings, completion_bound
 from hetsched.formulations.deadline.problem import DeadlineProblem
+from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,9 @@ LP_IPM_ITERATIONS_PER_UNIT = 20.0
 @dataclass(frozen=True)
 class Relaxation:
     """What the relaxation gave: ``bound_s``, a lower bound on the model's completion term
-    (s) over every plan; HiGHS's ``status``; ``order``, job indices (into
+    (s) over every plan (the planner may raise it to the time-indexed relaxation's, which
+    holds for every plan missing no more deadlines than the one it returns); HiGHS's
+    ``status``; ``order``, job indices (into
     ``problem.jobs``) by LP mean busy date (empty when no solve ended optimal); its size
     and time."""
 
@@ -88,7 +91,7 @@ def relax(problem: DeadlineProblem, budget: Budget) -> Relaxation:
         order = tuple(sorted(range(len(jobs)),
                              key=lambda j: (completion[j] - shortest[j] / 2, j)))
     value = bound.total_weighted_s - problem.weighted_arrivals()
-    log.info("deadline: LP relaxation bound %.6g (%s, %d columns, %.2f s)", value,
-             bound.status, bound.columns, bound.build_s + bound.lp_s)
+    log.log(solve_log_level(), "deadline: LP relaxation bound %.6g (%s, %d columns, %.2f s)",
+            value, bound.status, bound.columns, bound.build_s + bound.lp_s)
     return Relaxation(value, bound.status, order, bound.columns, bound.rows,
                       bound.build_s + bound.lp_s)

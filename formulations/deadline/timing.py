@@ -31,11 +31,22 @@ def earliest_start(release: int, duration: int, need: int, capacity: int,
                    booked: list[tuple[int, int, int]]) -> int:
     """Earliest tick >= ``release`` at which ``need`` of ``capacity`` GPUs are free for
     ``duration`` ticks, given ``booked`` (start, end, GPUs) intervals; gaps may be used."""
-    candidates = sorted({release, *(end for _, end, _ in booked if end > release)})
-    for start in candidates:
+    room = capacity - need
+    if sum(c for _, _, c in booked) <= room:  # even all bookings at once leave room
+        return release
+    # Use is a step function that changes only where a booking starts or ends: its value
+    # from each such point on, once; the peak over [start, finish) is the largest value
+    # at the points in that span (and at ``start``, which is one of them).
+    points = sorted({release, *(t for s, e, _ in booked for t in (s, e) if e > release)})
+    use = [sum(c for s, e, c in booked if s <= t < e) for t in points]
+    ends = {e for _, e, _ in booked}
+    for first, start in enumerate(points):
+        if start < release or (start != release and start not in ends):
+            continue  # the candidate starts: the release and the booking ends after it
         finish = start + duration
-        # Peak use in [start, finish): check at start and at every booking start inside.
-        points = [start, *(s for s, _, _ in booked if start < s < finish)]
-        if all(sum(c for s, e, c in booked if s <= t < e) + need <= capacity for t in points):
+        index = first
+        while index < len(points) and points[index] < finish and use[index] <= room:
+            index += 1
+        if index == len(points) or points[index] >= finish:
             return start
     raise AssertionError("unreachable: after the last end the node is empty")

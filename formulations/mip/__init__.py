@@ -33,6 +33,7 @@ from hetsched.formulations.common import Outcome
 from hetsched.formulations.mip.engine import EngineRun, Limits, RunKind, finish
 from hetsched.formulations.mip.model import MatrixBuilder, MatrixModel, Vector
 from hetsched.formulations.mip.result import MipResult, MipSettings
+from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +123,9 @@ def solve_mip(model: MatrixModel, engine: str, budget: Budget,
     run.detail = {**detail, **run.detail}
     result = finish(model, run, settings, checked, began)
     budget.charge(result.work)
-    log.info("%s: %s objective %s bound %s in %.2f s (%s nodes)", engine,
-             result.outcome.value, result.objective, result.bound, result.wall_s,
-             result.detail.get("nodes"))
+    log.log(solve_log_level(), "%s: %s objective %s bound %s in %.2f s (%s nodes)",
+            engine, result.outcome.value, result.objective, result.bound, result.wall_s,
+            result.detail.get("nodes"))
     return result
 
 

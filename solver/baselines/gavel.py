@@ -228,7 +228,7 @@ class Gavel(PolicyHooks):
             fractions = result.fractions
             self._lp_failed = ""
             if not result.optimal:
-                log.info("t=%g: gavel LP not solved to optimality (%d jobs): its feasible "
+                log.debug("t=%g: gavel LP not solved to optimality (%d jobs): its feasible "
                          "allocation is used", state.now, len(jobs))
         else:
             fractions = equal_shares(problem)
@@ -242,7 +242,7 @@ class Gavel(PolicyHooks):
                 log.warning("t=%g: %s, %d active jobs (later failures are counted in "
                             "summary.json)", state.now, self._lp_failed, len(jobs))
             else:
-                log.info("t=%g: %s, %d active jobs", state.now, self._lp_failed, len(jobs))
+                log.debug("t=%g: %s, %d active jobs", state.now, self._lp_failed, len(jobs))
         # Rounded (Python's correctly rounded decimal): solver noise must not decide ties.
         shares = np.array([[round(v, 6) for v in row] for row in fractions.tolist()])
         self._share = dict(zip(problem.job_ids, shares.reshape(-1, len(types)), strict=True))

@@ -20,6 +20,7 @@ from hetsched.errors import InputError
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import ScheduleOutcome
 from hetsched.formulations.options import MAX_SEED, MAX_THREADS, SolveOptions
+from hetsched.log_levels import solve_log_level
 from hetsched.result import Result, Schedule
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ def run_planner(planner: Planner, instance: Instance, *, backend: str | None = N
         backend=backend or (planner.backends[0] if planner.backends else None),
         time_limit_s=limit, deterministic=deterministic, budget=budget, gap=gap,
         threads=threads, seed=seed, warm_start=warm_start, lp_bound=lp_bound)
-    log.info("solving %s (%d jobs) with %s/%s, budget %s", instance.name or "instance",
-             len(instance.jobs), planner.name, settings.backend or "-", budget.describe())
+    log.log(solve_log_level(), "solving %s (%d jobs) with %s/%s, budget %s",
+            instance.name or "instance", len(instance.jobs), planner.name, settings.backend or "-",
+            budget.describe())
     return planner.solve(instance, settings), settings

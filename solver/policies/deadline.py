@@ -10,7 +10,9 @@ weighted completion time (s). Solved in CP-SAT (``cpsat``) or as a MILP
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 from typing import Any, ClassVar
 
 from hetsched.data import Instance
@@ -87,6 +89,7 @@ class DeadlinePolicy:
         else:
             if options.lp_bound:
                 relaxed, start = _relax(problem, start, budget, extra)
+                relaxed, start = _time_indexed(problem, relaxed, start, budget, extra)
             began = budget.elapsed_s()
             start = improve_plan(problem, start, budget.part(LOCAL_SEARCH_SHARE,
                                                              LOCAL_SEARCH_MAX))
@@ -116,3 +119,40 @@ def _relax(problem: DeadlineProblem, start: Plan, budget: Budget, extra: dict[st
             extra["start"] = "LP order"
             return relaxed, ordered
     return relaxed, start
+
+
+def _time_indexed(problem: DeadlineProblem, relaxed: Relaxation, start: Plan, budget: Budget,
+                  extra: dict[str, Any]) -> tuple[Relaxation, Plan]:
+    """The time-indexed relaxation of the model's own (non-preemptive) plans, a part of
+    ``budget``: first with no deadline to be missed, its start dates and modes ordering
+    plans (:func:`~hetsched.policies.deadline_search.guided_plans`) that replace ``start``
+    when better; then with the late row at the best plan's deadline term, its bound, kept
+    when it beats ``relaxed``'s (it holds for every plan missing no more deadlines, the
+    returned plan and the optimum among them)."""
+    from hetsched.formulations.deadline.timeindexed import (
+        TI_FIRST_SHARE,
+        TI_MAX,
+        TI_SHARE,
+        TimeIndexedRelaxation,
+    )
+    from hetsched.policies.deadline_search import guided_plans
+
+    part = budget.part(TI_SHARE, TI_MAX)
+    capped = problem.has_deadlines
+    relaxation = TimeIndexedRelaxation(problem, late_cap=0.0 if capped else None, start=start)
+    relaxation.run(part.part(TI_FIRST_SHARE) if capped else part)
+    hints = relaxation.result()
+    best = min((start, *guided_plans(problem, hints.median_start_s, hints.mode, part)),
+               key=problem.evaluate)
+    if capped:
+        relaxation.set_late_cap(float(problem.evaluate(best)[0]))
+        relaxation.run(part)
+        hints = relaxation.result()
+        best = min((best, *guided_plans(problem, hints.median_start_s, hints.mode, part)),
+                   key=problem.evaluate)
+    if best is not start:
+        extra["start"] = "time-indexed order"
+    extra["time_indexed"] = hints.as_dict()
+    if math.isfinite(hints.bound_s) and hints.bound_s > relaxed.bound_s:
+        relaxed = dataclasses.replace(relaxed, bound_s=hints.bound_s)
+    return relaxed, best

@@ -9,15 +9,18 @@ never returns anything worse than it (:class:`~hetsched.policies.deadline.Deadli
 from __future__ import annotations
 
 import logging
+import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hetsched.formulations.budget import LOCAL_SEARCH_UNITS_PER_ITEM, Budget
+from hetsched.formulations.common import TICK_S
 from hetsched.formulations.deadline import warm_plan
 from hetsched.formulations.deadline.problem import DeadlineProblem, Plan
 from hetsched.formulations.deadline.timing import earliest_start
 from hetsched.formulations.options import SolveOptions
+from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +72,9 @@ def decode(problem: DeadlineProblem, order: list[int],
         if budget is not None and not appending and position % _BUDGET_EVERY == 0 and \
                 not budget.deterministic and budget.expired():
             appending = True
-            log.info("decode: budget spent after %d of %d jobs: appending the rest",
-                     position, len(order))
+            log.log(solve_log_level(),
+                    "decode: budget spent after %d of %d jobs: appending the rest",
+                    position, len(order))
         data = problem.jobs[j]
         best: tuple[int, int, int] | None = None  # (end, mode index, start)
         for index in candidate_modes(problem, j, modes.get(j)):
@@ -195,3 +199,37 @@ def improve_plan(problem: DeadlineProblem, plan: Plan, budget: Budget | None = N
             break
     log.debug("local search: %s -> %s (%s)", problem.evaluate(plan), best_value, budget)
     return best_plan
+
+
+#: :func:`guided_plans`: a job with a deadline is ranked no later than its latest start that
+#: meets the deadline less each of these multiples of the median duration of the hinted
+#: modes (one order each): the larger, the more deadlines met and the later the others.
+GUIDED_MARGINS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def guided_plans(problem: DeadlineProblem, start_s: Sequence[float], modes: Sequence[int],
+                 budget: Budget | None = None) -> list[Plan]:
+    """Plans decoded from a relaxation's hints (per job: a start date, s, and a mode): jobs
+    ordered by the start, by the start plus the mode's duration, and, for each margin of
+    :data:`GUIDED_MARGINS`, by the start or, for a job with a deadline, its latest start
+    that meets the deadline less the margin if earlier; each order with the modes fixed to
+    the hint's (GPU type, gang size) and free (:func:`decode`)."""
+    durations = [problem.jobs[j].modes[modes[j]].duration * TICK_S
+                 for j in range(len(problem.jobs))]
+    typical = sorted(durations)[len(durations) // 2] if durations else 0.0
+    latest = [math.inf if data.deadline is None else data.deadline * TICK_S - durations[j]
+              for j, data in enumerate(problem.jobs)]
+    def by_deadline(margin: float) -> Callable[[int], tuple[float, int]]:
+        return lambda j: (min(start_s[j], latest[j] - margin), j)
+
+    keys: list[Callable[[int], tuple[float, int]]] = [
+        lambda j: (start_s[j], j),
+        lambda j: (start_s[j] + durations[j], j),
+        *(by_deadline(share * typical) for share in GUIDED_MARGINS),
+    ]
+    plans = []
+    for key in keys:
+        order = sorted(range(len(problem.jobs)), key=key)
+        plans.append(decode(problem, order, dict(enumerate(modes)), budget))
+        plans.append(decode(problem, order, dict.fromkeys(order), budget))
+    return plans

@@ -67,3 +67,30 @@ def test_bad_json_cluster(tmp_path: Path) -> None:
     path.write_text('{"gpu_types": [{"name": "v100"}]}')
     with pytest.raises(InputError, match=r"c.json: \$.nodes: missing or bad nodes"):
         parse_cluster(str(path))
+
+
+def test_pai_machine_list(tmp_path: Path) -> None:
+    # Alibaba PAI's machine_spec layout: CPU-only machines are left out; every other
+    # machine is a node with its GPUs, CPUs and memory; relative paths from base_dir.
+    (tmp_path / "machines.csv").write_text(
+        "machine,gpu_type,cap_cpu,cap_mem,cap_gpu\n"
+        "m0,CPU,96,512,0\nm1,P100,64,512,2\nm2,V100M32,96,512,8\nm3,T4,96,512,2\n")
+    cluster = parse_cluster("pai:machines.csv", base_dir=tmp_path)
+    assert [(n.name, n.gpu_type, n.num_gpus, n.cpus, n.memory_gb) for n in cluster.nodes] == [
+        ("m1", "p100", 2, 64, 512.0), ("m2", "v100m32", 8, 96, 512.0),
+        ("m3", "t4", 2, 96, 512.0)]
+    assert cluster.type_names == ("p100", "v100m32", "t4")
+    with pytest.raises(InputError, match="no machine list after 'pai:'"):
+        parse_cluster("pai: ")
+    with pytest.raises(InputError, match="no such machine list"):
+        parse_cluster("pai:missing.csv", base_dir=tmp_path)
+
+
+def test_the_real_pai_machine_list(shared_data: Path) -> None:
+    # 1,897 machines: 83 CPU-only left out; P100x2 798, T4x2 497, MISCx8 280,
+    # V100M32x8 135, V100x8 104 (shared/data/README.md): 6,742 GPUs.
+    cluster = parse_cluster(f"pai:{shared_data / 'alibaba' / 'pai_machine_spec.csv'}")
+    assert len(cluster.nodes) == 1_814
+    assert cluster.num_gpus() == 6_742
+    assert {t: cluster.num_gpus(t) for t in cluster.type_names} == {
+        "p100": 1_596, "t4": 994, "misc": 2_240, "v100m32": 1_080, "v100": 832}

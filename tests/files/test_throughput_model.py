@@ -97,6 +97,28 @@ def test_unknown_names_and_counts_are_clear_errors(args: tuple[str, str, int, Pl
     assert caught.value.path == path
     with pytest.raises(InputError, match=problem):
         model.matrix([args[0]], [args[1]], [args[2]], args[3])
+    with pytest.raises(InputError, match=problem):  # an error is not remembered as an answer
+        model.throughput(*args)
+
+
+def test_remembered_answers_equal_fresh_predictions() -> None:
+    """The fitted model and the policies' view remember their answers (replays ask the same
+    questions hundreds of thousands of times): the second answer is the first, and both
+    are the prediction's."""
+    from hetsched.throughput import PolicyView
+
+    model = fit_throughput_model(synthetic_profile())
+    measured = ThroughputTable({("net (batch size 16)", "g", 1, PACKED): 10.0})
+    view = PolicyView(model, measured)
+    for count in (1, 2, 4):
+        predicted = model.predict("net (batch size 16)", "g", count, PACKED).throughput
+        assert predicted > 0
+        assert model.throughput("net (batch size 16)", "g", count, PACKED) == predicted
+        assert model.throughput("net (batch size 16)", "g", count, PACKED) == predicted
+        # The view answers the fitted speed where the measurement is positive, else 0.
+        expected = predicted if count == 1 else 0.0
+        assert view.throughput("net (batch size 16)", "g", count, PACKED) == expected
+        assert view.throughput("net (batch size 16)", "g", count, PACKED) == expected
 
 
 def test_single_gpu_only_family_is_unsupported_beyond_one_gpu() -> None:

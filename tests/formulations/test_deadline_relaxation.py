@@ -89,6 +89,12 @@ def test_solve_reports_the_lp_bound_and_never_claims_more() -> None:
     assert lp["status"] == "optimal"
     assert result.bound is not None
     assert lp["bound"] <= result.bound <= result.objective + TICK_S
+    # The time-indexed relaxation of the model's own plans ran too; its bound (for plans
+    # missing no more deadlines than the returned one) is part of the result's.
+    timed = result.extra["time_indexed"]
+    assert timed["status"] == "optimal"
+    assert timed["late_cap"] >= result.extra["deadline_term"]
+    assert timed["bound"] <= result.bound
     assert result.gap is not None
     assert result.gap == pytest.approx((result.objective - result.bound) / result.objective)
     without = solve(instance, model="deadline", time_limit=20.0, deterministic=True,

@@ -22,7 +22,8 @@ def test_an_interrupted_deadline_replay_writes_what_finished(
     # its default action after the first solve, so Ctrl-C killed the process with nothing
     # written, and SIGTERM (what timeout and batch schedulers send) wrote nothing either.
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "hetsched", "-v", "replay",
+    # -vv: each decision's "solving" line is DEBUG (hetsched.log_levels).
+    command = [sys.executable, "-m", "hetsched", "-vv", "replay",
                str(shared_data / "gavel" / "traces" / "ee9e8c.trace"), "--format", "gavel",
                "--cluster", "v100=36,p100=36,k80=36", "--policy", "deadline",
                "--limit-jobs", "300", "--out", str(out)]

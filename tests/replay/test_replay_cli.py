@@ -112,7 +112,8 @@ def test_replays_into_one_folder_are_identical_sets(tmp_path: Path,
     main([*args, "--out", str(tmp_path / "b")])
     for folder in ("a", "b"):
         files = {p.name: p.read_bytes() for p in (tmp_path / folder).iterdir()}
-        assert sorted(files) == ["decisions.csv", "jobs.csv", "summary.json", "timing.json"]
+        assert sorted(files) == ["decisions.csv", "jobs.csv", "run.toml", "summary.json",
+                                 "timing.json"]
         for name in ("summary.json", "jobs.csv", "decisions.csv"):
             assert files[name] == first[name], (folder, name)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]

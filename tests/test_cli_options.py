@@ -1,0 +1,76 @@
+"""Options every command takes (-v, --debug) anywhere on the line; defaults in --help."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from hetsched.cli import cli
+from tests.helpers import ROOT
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hetsched", *args], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+
+
+@pytest.mark.parametrize("args", [
+    ("-v", "solve", "instances/tiny.json"),
+    ("solve", "instances/tiny.json", "-v"),
+    ("solve", "-v", "instances/tiny.json", "--debug"),
+    ("solve", "instances/tiny.json", "--verbose", "--model", "fifo"),
+], ids=["before", "after", "middle-and-debug", "long-form"])
+def test_verbose_works_before_and_after_the_subcommand(args: tuple[str, ...]) -> None:
+    done = run(*args)
+    assert done.returncode == 0, done.stderr
+    assert "INFO hetsched.solve: fifo: status FEASIBLE" in done.stderr
+    assert "DEBUG" not in done.stderr
+
+
+def test_verbose_counts_add_up_across_the_subcommand() -> None:
+    # -v before and -v after make -vv: the details (DEBUG) of the deadline model's stages.
+    done = run("-v", "solve", "instances/tiny.json", "--model", "deadline", "-v",
+               "--time-limit", "5")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^DEBUG hetsched\.", done.stderr, flags=re.MULTILINE), done.stderr
+
+
+def test_without_verbose_nothing_is_logged() -> None:
+    done = run("solve", "instances/tiny.json")
+    assert done.returncode == 0, done.stderr
+    assert "INFO" not in done.stderr
+
+
+def test_nested_commands_take_the_global_options_too() -> None:
+    done = run("topology", "show", "tests/data/no-such-topology.txt", "-v", "--debug")
+    assert "No such option" not in done.stderr
+    assert done.returncode == 2  # the file is missing: bad input, not a usage error
+
+
+def _help(*command: str) -> str:
+    result = CliRunner().invoke(cli, [*command, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
+def test_help_shows_the_defaults() -> None:
+    solve = _help("solve")
+    assert "--model TEXT" in solve
+    assert "[default: fifo]" in solve
+    assert "60 s for deadline, allox and topology" in solve  # --time-limit: the model's own
+    assert "[default: first-fit]" in solve
+    replay = _help("replay")
+    assert "[default: 0.1; x>0]" in replay  # --time-limit
+    assert "[default: 30.0;" in replay  # --restart-penalty
+    assert "[default: 1.0]" in replay  # --load
+    generate = _help("generate")
+    assert "[default: 120.0]" in generate
+    assert "[default: 4]" in generate
+    for command in ("solve", "replay", "bench", "fit", "generate", "validate"):
+        text = _help(command)
+        assert "-v, --verbose" in text, command
+        assert "--debug" in text, command
