@@ -11,7 +11,7 @@ not fit now. Run it like a built-in policy (docs/policies.md, "Your own policy")
 
 from __future__ import annotations
 
-from hetsched.gpus import FreeGpuIndex, Start
+from hetsched.gpus import Start
 from hetsched.rolling import ClusterState, Decision, PolicyHooks
 
 
@@ -23,11 +23,11 @@ class MyPolicy(PolicyHooks):  # PolicyHooks: the protocol's optional hooks, defa
 
     def decide(self, state: ClusterState) -> Decision:
         """Start what fits now, smallest gangs first."""
-        free = FreeGpuIndex(state.cluster, state.free)
+        free = state.pool()  # a working copy of the free GPUs (shares, CPUs, memory too)
         starts: list[Start] = []
         for job in sorted(state.pending, key=lambda job: (job.num_gpus, job.arrival)):
             chosen = free.first_fit(job, job.num_gpus, state.throughput)
             if chosen is not None:  # None: no free GPUs of a type that runs it
                 starts.append(chosen)
-                free.take(chosen.gpus)
+                free.take(chosen.gpus, job)
         return Decision(start=tuple(starts))

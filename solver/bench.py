@@ -50,6 +50,7 @@ from hetsched.formulations.options import MAX_SEED
 from hetsched.interrupts import deferred_interrupts
 from hetsched.outputs import check_output_folder, locked_folder, write_text, writing
 from hetsched.replays import MAX_LOAD, MIN_LOAD
+from hetsched.sharing import DEFAULT_COLOCATION_FACTOR
 
 if TYPE_CHECKING:
     from hetsched.replays import ReplayOutput
@@ -64,7 +65,13 @@ log = logging.getLogger(__name__)
 #: The settings recorded in ``bench.json``; a rerun into the same folder must match them.
 SETTING_FIELDS = ("trace", "trace_format", "cluster", "limit_jobs", "time_limit_s",
                   "deterministic", "throughput", "backend", "interval_s", "deadline_fraction",
-                  "restart_penalty_s", "on_bad_row")
+                  "restart_penalty_s", "on_bad_row", "reference_gpu", "gpu_aliases",
+                  "unknown_gpus", "gpu_sharing", "colocation_factor")
+#: Settings added after benches were first recorded, and their value in a bench.json
+#: written before (so that such a bench resumes).
+SETTING_DEFAULTS: dict[str, Any] = {"reference_gpu": None, "gpu_aliases": {},
+                                    "unknown_gpus": "error", "gpu_sharing": True,
+                                    "colocation_factor": DEFAULT_COLOCATION_FACTOR}
 #: A policy label: what results.csv's ``policy`` column and the run folders carry.
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
@@ -155,6 +162,11 @@ class BenchSettings:
     deadline_fraction: float | None = None
     restart_penalty_s: float = 30.0
     on_bad_row: str = "fatal"
+    reference_gpu: str | None = None
+    gpu_aliases: Mapping[str, str] = field(default_factory=dict)
+    unknown_gpus: str = "error"
+    gpu_sharing: bool = True
+    colocation_factor: float = DEFAULT_COLOCATION_FACTOR
     #: add the LP bound on the average JCT to every row (hetsched.bench_bounds)
     lp_bound: bool = True
     #: the policies of ``policies`` that are labels of a policy with settings
@@ -201,6 +213,7 @@ class BenchSettings:
         :data:`SETTING_FIELDS`, and each labelled policy's name and settings."""
         values = asdict(self)
         identity = {name: values[name] for name in SETTING_FIELDS}
+        identity["gpu_aliases"] = dict(self.gpu_aliases)
         identity["trace"] = str(self.trace.resolve())
         identity["throughput"] = None if self.throughput is None else \
             str(self.throughput.resolve())
@@ -256,7 +269,8 @@ def _check_folder(settings: BenchSettings, out: Path) -> None:
         if not isinstance(before, dict):
             raise InputError("unreadable bench.json in the output folder", file=str(recorded),
                              path="out", expected="a JSON object (or a fresh --out)")
-        changed = [name for name in SETTING_FIELDS if before.get(name) != identity[name]]
+        changed = [name for name in SETTING_FIELDS
+                   if before.get(name, SETTING_DEFAULTS.get(name)) != identity[name]]
         recorded_params = before.get("policy_params") or {}
         changed += [f"policy_params.{label}" for label, params in
                     identity.get("policy_params", {}).items()
@@ -386,9 +400,11 @@ class _Bench:
         from hetsched.replays import read_jobs, replay_inputs
 
         settings, key = self.settings, str(self.index)
-        shared = inputs[key] = replay_inputs(settings.trace, settings.trace_format,
-                                             settings.cluster,
-                                             throughput_path=settings.throughput)
+        shared = inputs[key] = replay_inputs(
+            settings.trace, settings.trace_format, settings.cluster,
+            throughput_path=settings.throughput, reference_gpu=settings.reference_gpu,
+            gpu_aliases=settings.gpu_aliases, unknown_gpus=settings.unknown_gpus,
+            gpu_sharing=settings.gpu_sharing, colocation_factor=settings.colocation_factor)
         for seed in dict.fromkeys(spec.seed for spec in self.todo):
             inputs[f"{key}/s{seed}"] = read_jobs(
                 shared, seed=seed, on_bad_row=settings.on_bad_row,

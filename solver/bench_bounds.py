@@ -77,6 +77,16 @@ class TraceSource(Protocol):
     def on_bad_row(self) -> str: ...
     @property
     def deadline_fraction(self) -> float | None: ...
+    @property
+    def reference_gpu(self) -> str | None: ...
+    @property
+    def gpu_aliases(self) -> Mapping[str, str]: ...
+    @property
+    def unknown_gpus(self) -> str: ...
+    @property
+    def gpu_sharing(self) -> bool: ...
+    @property
+    def colocation_factor(self) -> float: ...
 
 
 def job_set_key(jobs: Sequence[Job], cluster: Cluster, throughput_bytes: bytes,
@@ -130,6 +140,9 @@ class LpBounds:
             found = self._cache.get(key) if key is not None else None
             if found is None:
                 key, jobs, cluster, truth = self._job_set(seed, load)
+                if any(job.gpu_share is not None for job in jobs):
+                    raise ValueError("the LP counts whole GPUs; jobs asking for a share of "
+                                     "a GPU would make it no bound")
                 found = self._cache.get(key)
                 if found is None:
                     found = self._compute(key, jobs, cluster, truth, seed, load)
@@ -174,10 +187,14 @@ class LpBounds:
         read = trace_jobs(source.trace, source.trace_format, cluster,
                           throughput_path=source.throughput, seed=seed,
                           on_bad_row=source.on_bad_row, limit_jobs=source.limit_jobs,
-                          deadline_fraction=source.deadline_fraction, load=load)
+                          deadline_fraction=source.deadline_fraction, load=load,
+                          reference_gpu=source.reference_gpu, gpu_aliases=source.gpu_aliases,
+                          unknown_gpus=source.unknown_gpus, gpu_sharing=source.gpu_sharing,
+                          colocation_factor=source.colocation_factor)
         table = read.source.read_bytes() if read.source is not None else b"catalogue"
-        key = self._keys[(seed, load)] = job_set_key(read.jobs, cluster, table, self.settings)
-        return key, read.jobs, cluster, read.truth
+        key = self._keys[(seed, load)] = job_set_key(read.jobs, read.cluster, table,
+                                                      self.settings)
+        return key, read.jobs, read.cluster, read.truth
 
     def _compute(self, key: str, jobs: Sequence[Job], cluster: Cluster,
                  truth: ThroughputModel, seed: int, load: float) -> dict[str, object]:

@@ -102,14 +102,18 @@ def parse_loads(text: str) -> tuple[float, ...]:
 # --- sweep spec files -------------------------------------------------------------------
 
 
+#: How a trace is read, as ``hetsched replay``'s options of the same names
+#: (docs/traces.md): a trace table's own, or the spec's default for every trace.
+READING_KEYS = ("reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing",
+                "colocation_factor")
 #: The spec's top-level keys (the settings every bench of the sweep shares, and the
 #: defaults of each trace's own).
 TOP_KEYS = ("root", "traces", "policies", "seeds", "loads", "limit_jobs",
             "deadline_fraction", "on_bad_row", "time_limit", "wall_clock", "backend",
-            "interval", "restart_penalty", "lp_bound")
+            "interval", "restart_penalty", "lp_bound", *READING_KEYS)
 #: A trace table's keys.
 TRACE_KEYS = ("path", "format", "cluster", "clusters", "name", "throughput", "limit_jobs",
-              "deadline_fraction", "on_bad_row")
+              "deadline_fraction", "on_bad_row", *READING_KEYS)
 #: The keys of a policy table that are not the policy's own settings.
 POLICY_KEYS = ("name", "label")
 
@@ -361,7 +365,7 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
         raise reader.error("bad name", f"{key}.name", name,
                            "1-64 letters, digits, '.', '_', '+' or '-' (a folder name)")
     own: dict[str, Any] = {}
-    for setting in ("limit_jobs", "deadline_fraction", "on_bad_row"):
+    for setting in ("limit_jobs", "deadline_fraction", "on_bad_row", *READING_KEYS):
         where = setting if setting not in entry else f"{key}.{setting}"
         found = entry.get(setting, spec.get(setting))
         if found is None:
@@ -370,8 +374,10 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
             own[setting] = int(reader.number(found, where, 1, 10**9, integer=True))
         elif setting == "deadline_fraction":
             own[setting] = float(reader.number(found, where, 0, 1))
-        else:
+        elif setting == "on_bad_row":
             own[setting] = reader.choice(found, where, ("fatal", "skip"))
+        else:
+            own[setting] = _reading(reader, setting, found, where)
     if "throughput" in entry:
         throughput = (root / reader.text(entry["throughput"], f"{key}.throughput",
                                          "a file")).resolve()
@@ -392,6 +398,28 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
             variants=variants, workers=default_workers(), **shared, **own), absolute)
         benches.append((folder, settings))
     return benches
+
+
+def _reading(reader: _Reader, setting: str, value: object, where: str) -> Any:
+    """A trace-reading setting of :data:`READING_KEYS`, checked as the command checks it."""
+    from hetsched.replay_inputs import UNKNOWN_GPUS, parse_gpu_aliases
+
+    if setting == "reference_gpu":
+        return reader.text(value, where, "a GPU type, e.g. t4")
+    if setting == "gpu_aliases":
+        if not isinstance(value, str | dict) or (isinstance(value, dict) and not all(
+                isinstance(target, str) for target in value.values())):
+            raise reader.error("bad GPU aliases", where, value,
+                               "'g3=a100,g2=v100' or a table {g3 = 'a100'}")
+        return reader.within(where, parse_gpu_aliases, value)
+    if setting == "unknown_gpus":
+        return reader.choice(value, where, UNKNOWN_GPUS)
+    if setting == "gpu_sharing":
+        return reader.flag(value, where)
+    factor = float(reader.number(value, where, 0, 1))
+    if factor <= 0:
+        raise reader.error("bad co-location factor", where, value, "a number in (0, 1]")
+    return factor
 
 
 def _cluster_paths(spec: str, root: Path) -> str:

@@ -112,13 +112,15 @@ def least_gpu_seconds(job: Job, cluster: Cluster, throughput: ThroughputModel) -
     Valid whatever the schedule, even one that changes configurations: every second on
     a configuration with ``n`` GPUs costs ``n`` GPU-seconds and does at most
     ``n x (best throughput per GPU)`` steps, so ``work`` steps cost at least this much.
+    A job asking for a share ``s`` of one GPU holds ``s`` GPU-seconds a second, at most
+    at its throughput alone (co-runners only slow it): ``s`` times as much.
     """
     per_gpu = [c.throughput / c.num_gpus for c in configurations(cluster, throughput, job)]
     if not per_gpu:
         raise InputError("job cannot run on this cluster", path=f"job {job.id}",
                          value=f"{job.num_gpus} x {job.job_type}",
                          expected="a GPU type of the cluster with throughput > 0")
-    return job.work / max(per_gpu)
+    return job.share * job.work / max(per_gpu)
 
 
 def usable_gpu_types(jobs: Iterable[Job], cluster: Cluster,

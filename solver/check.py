@@ -7,12 +7,15 @@ schedule's assignments, and lists everything that is wrong.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hetsched.data import Instance
+from hetsched.data import Instance, Job
 from hetsched.result import Assignment, Schedule
+from hetsched.sharing import CoLocationModel
 from hetsched.throughput import Placement
 
 #: Times are compared with this tolerance: absolute seconds, plus a part relative to the
@@ -49,14 +52,21 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
     may use; the gang size is one the job allows;
     no job starts before it arrives or before ``instance.now``; the throughput of
     the actual placement (packed on one node, else spread) is positive and
-    ``finish = start + work / throughput``; no GPU is used by two jobs at once.
+    ``finish = start + work / throughput``; no GPU is used by two jobs at once, except
+    by jobs that ask for shares of it (``Job.gpu_share``), whose shares on a GPU never
+    add up to more than 1 at any moment, and which run at their throughput times the
+    speed factor of their co-runners (``instance.colocation``, hetsched.sharing; that
+    factor must stay the same from an assignment's start to its finish); no node
+    gives its jobs more CPUs or memory than it has (``Node.cpus``, ``Node.memory_gb``;
+    ``Job.node_demand``).
 
     A job run in segments (assignments with ``work``, :class:`~hetsched.result.Assignment`)
     is checked segment by segment: each one as above, with its own ``work`` and, for every
     segment but the first, the schedule's restart penalty before any progress
     (``finish = start + penalty + work / throughput``; a segment ended within its
-    penalty did no work); its segments do not overlap in time; their work adds up to the
-    job's.
+    penalty did no work), unless it is ``continued`` (it goes on from the segment before,
+    on the same GPUs, at another speed: the penalty left of the restart it continues);
+    its segments do not overlap in time; their work adds up to the job's.
     """
     violations: list[Violation] = []
     jobs = instance.job_by_id
@@ -64,6 +74,7 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
     usage: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
     whole: set[str] = set()  # jobs with an assignment without ``work`` (run whole)
     segments: dict[str, list[tuple[Assignment, float]]] = defaultdict(list)
+    factors = _sharing_factors(schedule, jobs, instance.colocation or CoLocationModel())
 
     for a in schedule:
         def bad(kind: str, message: str, job: str = a.job) -> None:
@@ -117,6 +128,12 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
             bad("zero-throughput", f"job type {job.job_type} cannot run on {len(a.gpus)} x "
                 f"{a.gpu_type} {placement} (throughput {speed:g})")
             continue
+        factor = factors.get(id(a))
+        if factor is None:
+            bad("co-runners", "the speed its GPU's co-runners allow changes between its "
+                "start and its finish (a change of speed ends a run segment)")
+            continue
+        speed *= factor
         if a.work is None:
             duration = job.work / speed
             expected = a.start + duration
@@ -128,6 +145,7 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
         for g in a.gpus:
             usage[g].append((a.start, a.finish, a.job))
 
+    violations += _node_resources(instance, schedule)
     for job_id, runs in segments.items():
         violations += _check_segments(jobs[job_id].work, job_id, runs,
                                       schedule.restart_penalty_s, complete)
@@ -138,6 +156,9 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
                 violations.append(Violation(job_id, "unscheduled", "the job has no assignment"))
 
     for gid, intervals in usage.items():
+        if any(jobs[j].gpu_share is not None for _, _, j in intervals):
+            violations += _gpu_shares(gid, intervals, jobs)
+            continue
         intervals.sort()
         # Sweep in start order, remembering the interval that reaches furthest so far.
         s1, f1, j1 = intervals[0]
@@ -161,9 +182,17 @@ def _check_segments(total: float, job: str, runs: list[tuple[Assignment, float]]
     found: list[Violation] = []
     done = 0.0
     previous: Assignment | None = None
+    resume = -math.inf  # progress starts at the end of the last restart's penalty
     for k, (a, speed) in enumerate(runs):
         work = a.work if a.work is not None else 0.0
-        setup = penalty if k else 0.0
+        if a.continued and (previous is None or previous.gpus != a.gpus or abs(
+                a.start - previous.finish) > _slack(0.0, a.start, previous.finish)):
+            found.append(Violation(job, "continued", (
+                f"a segment from {a.start:g} s continues none (it must start where the one "
+                "before ends, on the same GPUs)")))
+        if not a.continued:
+            resume = a.start + (penalty if k else 0.0)
+        setup = max(0.0, resume - a.start)
         length = a.finish - a.start
         if not math.isfinite(work) or work < 0:
             found.append(Violation(job, "work", f"segment from {a.start:g} s does {work:g} "
@@ -190,4 +219,91 @@ def _check_segments(total: float, job: str, runs: list[tuple[Assignment, float]]
     if short or done - total > _slack(total, total):
         found.append(Violation(job, "work-total", (
             f"its segments do {done:.6g} steps, the job has {total:.6g}")))
+    return found
+
+
+def _sharing_factors(schedule: Schedule, jobs: Mapping[str, Job],
+                     colocation: CoLocationModel) -> dict[int, float]:
+    """For each assignment (by ``id``), the speed factor its co-runners give it
+    (:class:`~hetsched.sharing.CoLocationModel`; 1 alone, and for every job that does not
+    ask for a GPU share), which must stay the same from its start to its finish; an
+    assignment whose factor changes in between is left out (the caller reports it)."""
+    on_gpu: dict[str, list[Assignment]] = defaultdict(list)
+    for a in schedule:
+        job = jobs.get(a.job)
+        if job is not None and job.gpu_share is not None:
+            for g in a.gpus:
+                on_gpu[g].append(a)
+    found: dict[int, float] = {id(a): 1.0 for a in schedule}
+    gpu_type = {id(a): a.gpu_type for a in schedule}
+    for runs in on_gpu.values():
+        for a in runs:
+            beside = [b for b in runs if b.job != a.job and min(a.finish, b.finish) - max(
+                a.start, b.start) > _slack(0.0, a.finish, b.start)]
+            if not beside:
+                continue
+            cuts = sorted({a.start, a.finish, *(t for b in beside for t in (b.start, b.finish)
+                                                if a.start < t < a.finish)})
+            factors = set()
+            for left, right in itertools.pairwise(cuts):
+                if right - left <= _slack(0.0, left, right):
+                    continue
+                middle = (left + right) / 2
+                others = sorted(jobs[b.job].job_type for b in beside
+                                if b.start <= middle < b.finish)
+                factors.add(colocation.factor(jobs[a.job].job_type, gpu_type[id(a)], others))
+            if len(factors) > 1:
+                del found[id(a)]
+            elif factors:
+                found[id(a)] = factors.pop()
+    return found
+
+
+def _gpu_shares(gpu: str, intervals: list[tuple[float, float, str]],
+                jobs: Mapping[str, Job]) -> list[Violation]:
+    """The shares held of ``gpu`` (a whole GPU is a share of 1) never add up to more than
+    1 at any moment."""
+    found: list[Violation] = []
+    active: list[tuple[float, float, str]] = []
+    for start, finish, job in sorted(intervals):
+        active = [r for r in active if r[1] > start + _slack(0.0, r[1], start)]
+        active.append((start, finish, job))
+        held = sum(jobs[j].share for _, _, j in active)
+        if held > 1 + 1e-9:
+            found.append(Violation(job, "gpu-share", (
+                f"GPU {gpu} holds shares adding up to {held:.3g} from {start:g} s "
+                f"({', '.join(sorted(j for _, _, j in active))})")))
+    return found
+
+
+def _node_resources(instance: Instance, schedule: Schedule) -> list[Violation]:
+    """No node gives its running jobs more CPUs or memory than it has, at any moment."""
+    jobs = instance.job_by_id
+    gpus = instance.cluster.gpu_by_id
+    nodes = instance.cluster.node_by_name
+    # node -> (start, finish, job, cores, GB) of every assignment with a demand there
+    demand: dict[str, list[tuple[float, float, str, float, float]]] = defaultdict(list)
+    for a in schedule:
+        job = jobs.get(a.job)
+        if job is None or not job.needs_node_resources or any(g not in gpus for g in a.gpus):
+            continue
+        count: dict[str, int] = defaultdict(int)
+        for g in a.gpus:
+            count[gpus[g].node] += 1
+        for name, here in count.items():
+            demand[name].append((a.start, a.finish, a.job, *job.node_demand(here)))
+    found: list[Violation] = []
+    for name, intervals in demand.items():
+        server = nodes[name]
+        active: list[tuple[float, float, str, float, float]] = []
+        for start, finish, job_id, cpus, memory in sorted(intervals):
+            active = [r for r in active if r[1] > start + _slack(0.0, r[1], start)]
+            active.append((start, finish, job_id, cpus, memory))
+            used = (sum(r[3] for r in active), sum(r[4] for r in active))
+            for held, capacity, what in ((used[0], server.cpus, "CPUs"),
+                                         (used[1], server.memory_gb, "memory (GB)")):
+                if capacity is not None and held > capacity * (1 + 1e-9) + 1e-9:
+                    found.append(Violation(job_id, "node-resources", (
+                        f"node {name} gives {held:.6g} {what} of {capacity:g} from "
+                        f"{start:g} s")))
     return found

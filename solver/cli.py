@@ -22,12 +22,13 @@ from hetsched import cli_options, run_config
 from hetsched.check import check
 from hetsched.cli_compare import compare_command
 from hetsched.cli_data import fit_command, generate_command
-from hetsched.cli_format import plan_table, summary_lines
+from hetsched.cli_files import trace_reading_options, validate_command
+from hetsched.cli_format import MODEL_KNOBS, as_typed, plan_table, summary_lines
 from hetsched.errors import InputError
 from hetsched.instance_file import load_instance
 from hetsched.outputs import check_output_file, check_plot_file, write_text, writing
 from hetsched.policies import MAX_SEED, MAX_THREADS
-from hetsched.registry import entry, model_warnings, names
+from hetsched.registry import names
 from hetsched.result import Schedule
 from hetsched.solve import solve
 
@@ -51,13 +52,6 @@ def _command_start() -> float:
 
     now = time.monotonic()
     return STARTED_AT if now - STARTED_AT < _FRESH_PROCESS_S else now
-
-
-#: ``hetsched solve``'s options that are a model's own knobs: option -> (constructor
-#: argument, the option as typed). Passed only when given, so a model without that knob
-#: is told so (exit 2) rather than silently ignoring it.
-MODEL_KNOBS = {"deadline_objective": ("objective", "--deadline-objective"),
-               "alpha": ("alpha", "--alpha")}
 
 
 def _solver_settings(settings: dict[str, Any]) -> dict[str, Any]:
@@ -177,39 +171,6 @@ def solve_command(instance: Path, model: str, backend: str | None, time_limit: f
         sys.exit(3)
 
 
-@cli.command("validate")
-@click.argument("instances", nargs=-1, required=True,
-                type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--model", default=None,
-              help="Also warn about jobs this model cannot run: " + ", ".join(names()) + ".")
-def validate_command(instances: tuple[Path, ...], model: str | None) -> None:
-    """Check INSTANCES against the schema and the semantics.
-
-    Exit codes: 0 all valid; 2 some file is bad; 3 all valid, but --model cannot run a job
-    of some file (one warning per job on stderr).
-    """
-    if model is not None:
-        entry(model, "--model")
-    bad = unrunnable = 0
-    for path in instances:
-        try:
-            data = load_instance(path)
-            warnings = [] if model is None else model_warnings(data, model)
-        except InputError as exc:
-            bad += 1
-            click.echo(f"error: {exc}", err=True)
-            continue
-        click.echo(f"{path}: OK ({len(data.jobs)} jobs, {data.cluster.num_gpus()} GPUs, "
-                   f"{len(data.cluster.nodes)} nodes, types {', '.join(data.cluster.type_names)})")
-        for warning in warnings:
-            click.echo(f"warning: {path}: {warning}", err=True)
-        unrunnable += bool(warnings)
-    if bad:
-        sys.exit(2)
-    if unrunnable:
-        sys.exit(3)
-
-
 @cli.group("topology")
 def topology_group() -> None:
     """GPU topologies from nvidia-smi topo -m output."""
@@ -281,6 +242,7 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
               help="Where POP's K sub-problems are solved: in turn here, or as Ray tasks.")
 @click.option("--address", default=None,
               help="--engine ray: the Ray cluster (HOST:6379, or auto); default: a local Ray.")
+@trace_reading_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: str,
                    backend: str | None, interval: float | None, time_limit: float,
@@ -288,7 +250,8 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
                    limit_jobs: int | None, throughput_path: Path | None,
                    restart_penalty: float, on_bad_row: str, deadline_fraction: float | None,
                    load: float, partitions: int, engine: str, address: str | None,
-                   out: Path) -> None:
+                   out: Path, reference_gpu: str | None, gpu_aliases: str | None,
+                   unknown_gpus: str, gpu_sharing: bool, colocation_factor: float) -> None:
     """Replay TRACE on a cluster under a policy; write summary.json, jobs.csv,
     decisions.csv (the same for the same input) and timing.json (wall clock) into --out,
     a new folder or one a replay wrote (replaced as a whole)."""
@@ -314,6 +277,9 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
                              on_bad_row=on_bad_row, deadline_fraction=deadline_fraction,
                              restart_penalty_s=restart_penalty, load=load,
                              partitions=partitions, executor=executor,
+                             reference_gpu=reference_gpu, gpu_aliases=gpu_aliases,
+                             unknown_gpus=unknown_gpus, gpu_sharing=gpu_sharing,
+                             colocation_factor=colocation_factor,
                              files=run_config.config_files(click.get_current_context()))
     for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
                 "deadline_met", "utilization", "preemptions", "decisions", "round_s",
@@ -380,6 +346,7 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
 @click.option("--address", default=None,
               help="--engine ray: the Ray cluster (HOST:6379, or auto); default: a local Ray "
               "on this machine.")
+@trace_reading_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def bench_command(trace: Path | None, trace_format: str | None, cluster_spec: str | None,
                   policies: str | None, seeds: str, loads: str, workers: int | None,
@@ -387,12 +354,14 @@ def bench_command(trace: Path | None, trace_format: str | None, cluster_spec: st
                   throughput_path: Path | None, backend: str | None, interval: float | None,
                   deadline_fraction: float | None, restart_penalty: float, on_bad_row: str,
                   lp_bound: bool, spec: Path | None, engine: str, address: str | None,
-                  out: Path) -> None:
+                  out: Path, reference_gpu: str | None, gpu_aliases: str | None,
+                  unknown_gpus: str, gpu_sharing: bool, colocation_factor: float) -> None:
     """Replay TRACE under every policy x seed x load (or every bench of a --spec); write
     results.csv, report.md and plots into --out (docs/bench.md). Rerunning the same
     command resumes."""
     from hetsched.bench import make_engine
     from hetsched.bench_spec import load_sweep, options_sweep, run_sweep
+    from hetsched.replay_inputs import parse_gpu_aliases
 
     if spec is not None:
         _only_how_with_spec()
@@ -403,7 +372,10 @@ def bench_command(trace: Path | None, trace_format: str | None, cluster_spec: st
             seeds=seeds, loads=loads, workers=workers, limit_jobs=limit_jobs,
             time_limit_s=time_limit, deterministic=not wall_clock, throughput=throughput_path,
             backend=backend, interval_s=interval, deadline_fraction=deadline_fraction,
-            restart_penalty_s=restart_penalty, on_bad_row=on_bad_row, lp_bound=lp_bound)
+            restart_penalty_s=restart_penalty, on_bad_row=on_bad_row, lp_bound=lp_bound,
+            reference_gpu=reference_gpu, gpu_aliases=parse_gpu_aliases(gpu_aliases),
+            unknown_gpus=unknown_gpus, gpu_sharing=gpu_sharing,
+            colocation_factor=colocation_factor)
     outcomes = run_sweep(sweep, out, engine=make_engine(engine, workers=workers,
                                                         address=address))
     for (name, _), outcome in zip(sweep.benches, outcomes, strict=True):
@@ -435,26 +407,9 @@ def _only_how_with_spec() -> None:
                              "--spec (the spec says what to run)")
 
 
-for command in (compare_command, fit_command, generate_command):
+for command in (compare_command, fit_command, generate_command, validate_command):
     cli.add_command(command)
 cli_options.accept_global_options(cli)  # -v and --debug after the subcommand too
-
-
-#: The library's parameter names and the options that set them: an error about a
-#: parameter is reported with the option the user typed.
-PARAMETER_FLAGS = {
-    "model": "--model", "policy": "--policy", "backend": "--backend",
-    "time_limit": "--time-limit", "time_limit_s": "--time-limit", "placement": "--placement",
-    "seed": "--seed", "seeds": "--seeds", "threads": "--threads", "gap": "--gap",
-    "cluster_spec": "--cluster", "policies": "--policies", "load": "--load",
-    "workers": "--workers", "trace": "--trace", "throughput_path": "--throughput",
-    "out": "--out", "plot": "--plot", "restart_penalty_s": "--restart-penalty",
-    "interval_s": "--interval", "gpus": "--gpus", "jobs": "--jobs",
-    "gpus_per_node": "--gpus-per-node", "mean_interarrival_s": "--mean-interarrival",
-    "median_duration_s": "--median-duration", "deadline_fraction": "--deadline-fraction",
-    "elastic_fraction": "--elastic-fraction", "partitions": "--partitions",
-    "engine": "--engine", "address": "--address",
-    **dict(MODEL_KNOBS.values())}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -469,10 +424,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         click.echo("aborted", err=True)
         sys.exit(exit_code(exc))
     except InputError as exc:
-        if exc.path in PARAMETER_FLAGS:  # the library names parameters, the user typed flags
-            exc = InputError(exc.problem, path=PARAMETER_FLAGS[exc.path], value=exc.value,
-                             expected=exc.expected, file=exc.file)
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {as_typed(exc)}", err=True)
         sys.exit(2)
     except click.exceptions.Abort as exc:  # click's wrapping of KeyboardInterrupt
         click.echo("aborted", err=True)

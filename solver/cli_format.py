@@ -1,4 +1,6 @@
-"""What ``hetsched solve`` prints: the plan table and the summary lines of a result."""
+"""What the ``hetsched`` commands print: the plan table and the summary lines of a
+result (``solve``), and errors about a library parameter shown as the option the user
+typed."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import math
 from collections.abc import Sequence
 
 from hetsched.data import Instance
+from hetsched.errors import InputError
 from hetsched.result import Result
 
 
@@ -90,3 +93,38 @@ def summary_lines(result: Result) -> list[str]:
             f"GPU utilisation: {100 * m.utilization:.1f}%",
         ]
     return lines
+
+
+#: ``hetsched solve``'s options that are a model's own knobs: option -> (constructor
+#: argument, the option as typed). Passed only when given, so a model without that knob
+#: is told so (exit 2) rather than silently ignoring it.
+MODEL_KNOBS = {"deadline_objective": ("objective", "--deadline-objective"),
+               "alpha": ("alpha", "--alpha")}
+
+
+#: The library's parameter names and the options that set them: an error about a
+#: parameter is reported with the option the user typed.
+PARAMETER_FLAGS = {
+    "model": "--model", "policy": "--policy", "backend": "--backend",
+    "time_limit": "--time-limit", "time_limit_s": "--time-limit", "placement": "--placement",
+    "seed": "--seed", "seeds": "--seeds", "threads": "--threads", "gap": "--gap",
+    "cluster_spec": "--cluster", "policies": "--policies", "load": "--load",
+    "workers": "--workers", "trace": "--trace", "throughput_path": "--throughput",
+    "out": "--out", "plot": "--plot", "restart_penalty_s": "--restart-penalty",
+    "interval_s": "--interval", "gpus": "--gpus", "jobs": "--jobs",
+    "gpus_per_node": "--gpus-per-node", "mean_interarrival_s": "--mean-interarrival",
+    "median_duration_s": "--median-duration", "deadline_fraction": "--deadline-fraction",
+    "elastic_fraction": "--elastic-fraction", "partitions": "--partitions",
+    "reference_gpu": "--reference-gpu", "gpu_aliases": "--gpu-alias",
+    "unknown_gpus": "--unknown-gpus", "on_bad_row": "--on-bad-row",
+    "colocation_factor": "--colocation-factor", "engine": "--engine", "address": "--address",
+    **dict(MODEL_KNOBS.values())}
+
+
+def as_typed(error: InputError) -> InputError:
+    """``error`` with a library parameter it names (``cluster_spec``) shown as the option
+    that sets it (``--cluster``)."""
+    if error.path not in PARAMETER_FLAGS:
+        return error
+    return InputError(error.problem, path=PARAMETER_FLAGS[error.path], value=error.value,
+                      expected=error.expected, file=error.file)

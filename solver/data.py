@@ -17,7 +17,37 @@ from typing import Any
 import networkx as nx
 
 from hetsched.errors import InputError
+from hetsched.ranges import (
+    MAX_CLUSTER_GPUS,
+    MAX_CPUS,
+    MAX_DURATION_S,
+    MAX_GPUS_PER_JOB,
+    MAX_GPUS_PER_NODE,
+    MAX_MEMORY_GB,
+    MAX_NODE_LOCAL_LINKS,
+    MAX_PRICE_PER_HOUR,
+    MAX_THROUGHPUT,
+    MAX_TIME_S,
+    MAX_WEIGHT,
+    MAX_WORK,
+    MIN_GPU_SHARE,
+    MIN_THROUGHPUT,
+    MIN_WEIGHT,
+    check_name,
+    check_optional,
+    check_range,
+    in_range,
+)
+from hetsched.sharing import CoLocationModel
 from hetsched.throughput import Placement, ThroughputModel
+
+__all__ = [
+    "DEFAULT_LINKS", "MAX_CLUSTER_GPUS", "MAX_CPUS", "MAX_DURATION_S", "MAX_GPUS_PER_JOB",
+    "MAX_GPUS_PER_NODE", "MAX_MEMORY_GB", "MAX_NODE_LOCAL_LINKS", "MAX_PRICE_PER_HOUR",
+    "MAX_THROUGHPUT", "MAX_TIME_S", "MAX_WEIGHT", "MAX_WORK", "MIN_GPU_SHARE",
+    "MIN_THROUGHPUT", "MIN_WEIGHT", "SWITCH", "Cluster", "Configuration", "Gpu", "GpuType",
+    "Instance", "Job", "Node", "check_node_links", "configurations", "default_topology",
+    "gpu_id", "in_range", "share_milli"]
 
 #: Link kinds of the default topology and their effective GPU-to-GPU bandwidth in GB/s
 #: (docs/instance-format.md): GPUs of one node talk over a PCIe 4.0 x16-class fabric;
@@ -29,69 +59,6 @@ DEFAULT_LINKS = {"node-local": 32.0, "network": 5.0}
 SWITCH = "switch"
 
 
-#: The sane range of every number of an instance (docs/instance-format.md, "Ranges").
-#: Times (arrival, deadline, now) in s: 1e10 s is 317 years, so Unix-epoch seconds fit
-#: and epoch milliseconds or nanoseconds (a unit mistake) do not.
-MAX_TIME_S = 1e10
-#: Work of one job, in training steps.
-MAX_WORK = 1e12
-#: A positive throughput, steps/s (0 means "cannot run"): from one step in 31 years
-#: to one step per nanosecond.
-MIN_THROUGHPUT = 1e-9
-MAX_THROUGHPUT = 1e9
-#: work / throughput of every configuration a job can use, in s (as MAX_TIME_S).
-MAX_DURATION_S = 1e10
-#: Job weights: a ratio of 1e6 between the heaviest and lightest job at most, beyond
-#: which the lightest jobs vanish below the solvers' tolerances.
-MIN_WEIGHT = 1e-3
-MAX_WEIGHT = 1e3
-#: GPUs of one node, of one job's gang, and of a whole cluster.
-MAX_GPUS_PER_NODE = 1024
-MAX_GPUS_PER_JOB = 100_000
-MAX_CLUSTER_GPUS = 100_000
-#: GPU pairs inside nodes that the default topology links (it links every pair).
-MAX_NODE_LOCAL_LINKS = 1_000_000
-#: CPUs of a node; memory (GB) of a GPU type or a node; price per GPU-hour.
-MAX_CPUS = 1_000_000
-MAX_MEMORY_GB = 1e7
-MAX_PRICE_PER_HOUR = 1e6
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def in_range(value: Any, low: float, high: float, *, strict_low: bool = False,
-             integer: bool = False) -> bool:
-    """Whether ``value`` is a finite number (an int if ``integer``) in ``[low, high]``
-    (``(low, high]`` if ``strict_low``). Integers of any size compare exactly."""
-    if not (_is_int(value) if integer else _is_number(value)):
-        return False
-    if isinstance(value, float) and not math.isfinite(value):
-        return False
-    return bool((value > low if strict_low else value >= low) and value <= high)
-
-
-def _name(value: Any, field_name: str, what: str) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise InputError(f"{what} must be a non-empty string", path=field_name, value=value)
-
-
-def _check(value: Any, field_name: str, expected: str, low: float, high: float, *,
-           strict_low: bool = False, integer: bool = False) -> None:
-    if not in_range(value, low, high, strict_low=strict_low, integer=integer):
-        raise InputError(f"bad {field_name}", path=field_name, value=value, expected=expected)
-
-
-def _optional(value: Any, field_name: str, expected: str, high: float) -> None:
-    if value is not None:
-        _check(value, field_name, expected, 0.0, high)
-
-
 @dataclass(frozen=True)
 class GpuType:
     """A kind of GPU: its name, and optionally memory (GB) and price (per GPU-hour)."""
@@ -101,10 +68,11 @@ class GpuType:
     price_per_hour: float | None = None
 
     def __post_init__(self) -> None:
-        _name(self.name, "name", "GPU type name")
-        _optional(self.memory_gb, "memory_gb", f"GB from 0 to {MAX_MEMORY_GB:g}", MAX_MEMORY_GB)
-        _optional(self.price_per_hour, "price_per_hour",
-                  f"a price from 0 to {MAX_PRICE_PER_HOUR:g}", MAX_PRICE_PER_HOUR)
+        check_name(self.name, "name", "GPU type name")
+        check_optional(self.memory_gb, "memory_gb", f"GB from 0 to {MAX_MEMORY_GB:g}",
+                       MAX_MEMORY_GB)
+        check_optional(self.price_per_hour, "price_per_hour",
+                       f"a price from 0 to {MAX_PRICE_PER_HOUR:g}", MAX_PRICE_PER_HOUR)
 
 
 @dataclass(frozen=True)
@@ -118,14 +86,15 @@ class Node:
     memory_gb: float | None = None
 
     def __post_init__(self) -> None:
-        _name(self.name, "name", "node name")
-        _name(self.gpu_type, "gpu_type", "GPU type")
-        _check(self.num_gpus, "num_gpus", f"an integer from 1 to {MAX_GPUS_PER_NODE}", 1,
-               MAX_GPUS_PER_NODE, integer=True)
+        check_name(self.name, "name", "node name")
+        check_name(self.gpu_type, "gpu_type", "GPU type")
+        check_range(self.num_gpus, "num_gpus", f"an integer from 1 to {MAX_GPUS_PER_NODE}", 1,
+                    MAX_GPUS_PER_NODE, integer=True)
         if self.cpus is not None:
-            _check(self.cpus, "cpus", f"an integer from 0 to {MAX_CPUS}", 0, MAX_CPUS,
-                   integer=True)
-        _optional(self.memory_gb, "memory_gb", f"GB from 0 to {MAX_MEMORY_GB:g}", MAX_MEMORY_GB)
+            check_range(self.cpus, "cpus", f"an integer from 0 to {MAX_CPUS}", 0, MAX_CPUS,
+                        integer=True)
+        check_optional(self.memory_gb, "memory_gb", f"GB from 0 to {MAX_MEMORY_GB:g}",
+                       MAX_MEMORY_GB)
 
     def gpu_ids(self) -> list[str]:
         """The ids of this node's GPUs, ``"<node>/<index>"``."""
@@ -244,9 +213,18 @@ class Cluster:
         """The GPU type names, in declaration order."""
         return tuple(gpu_type.name for gpu_type in self.gpu_types)
 
+    @cached_property
+    def _gpus_by_type(self) -> dict[str | None, int]:
+        """GPUs per type, and in all (key ``None``)."""
+        counts: dict[str | None, int] = {None: 0}
+        for node in self.nodes:
+            counts[node.gpu_type] = counts.get(node.gpu_type, 0) + node.num_gpus
+            counts[None] += node.num_gpus
+        return counts
+
     def num_gpus(self, gpu_type: str | None = None) -> int:
         """How many GPUs the cluster has (of one type, if given)."""
-        return sum(n.num_gpus for n in self.nodes if gpu_type is None or n.gpu_type == gpu_type)
+        return self._gpus_by_type.get(gpu_type, 0)
 
     def nodes_of_type(self, gpu_type: str) -> tuple[Node, ...]:
         """The nodes whose GPUs are of ``gpu_type``."""
@@ -292,6 +270,13 @@ class Job:
     ``allowed_nodes``, when given, the only nodes its GPUs may be on (a running job
     pinned where it runs, a node constraint). Every planner honours them and the checker
     verifies them. Times are in seconds.
+
+    ``gpu_share``, when given, is the share of one GPU the job asks for (0 < share < 1,
+    resolved to 1/1000; only for a job of one GPU): jobs whose shares add up to at most 1
+    may run on one GPU at once (docs/traces.md, "GPU shares"). ``cpus`` (cores) and
+    ``memory_gb`` (GB), when given, are what it needs of its node besides GPUs (a gang
+    spread over nodes needs them in proportion to its GPUs on each); a start must fit
+    the node's GPUs, CPUs and memory.
     """
 
     id: str
@@ -305,28 +290,31 @@ class Job:
     allowed_gpu_counts: tuple[int, ...] | None = None
     allowed_gpu_types: tuple[str, ...] | None = None
     allowed_nodes: tuple[str, ...] | None = None
+    gpu_share: float | None = None
+    cpus: float | None = None
+    memory_gb: float | None = None
 
     def __post_init__(self) -> None:
-        _name(self.id, "id", "job id")
-        _check(self.arrival, "arrival", f"a time in s from 0 to {MAX_TIME_S:g}", 0.0,
-               MAX_TIME_S)
-        _name(self.job_type, "job_type", "job type")
+        check_name(self.id, "id", "job id")
+        check_range(self.arrival, "arrival", f"a time in s from 0 to {MAX_TIME_S:g}", 0.0,
+                    MAX_TIME_S)
+        check_name(self.job_type, "job_type", "job type")
         gang = f"an integer from 1 to {MAX_GPUS_PER_JOB}"
-        _check(self.num_gpus, "num_gpus", gang, 1, MAX_GPUS_PER_JOB, integer=True)
-        _check(self.work, "work", f"a number of steps > 0 and <= {MAX_WORK:g}", 0.0, MAX_WORK,
-               strict_low=True)
-        _check(self.weight, "weight", f"a weight from {MIN_WEIGHT:g} to {MAX_WEIGHT:g}",
-               MIN_WEIGHT, MAX_WEIGHT)
+        check_range(self.num_gpus, "num_gpus", gang, 1, MAX_GPUS_PER_JOB, integer=True)
+        check_range(self.work, "work", f"a number of steps > 0 and <= {MAX_WORK:g}", 0.0, MAX_WORK,
+                    strict_low=True)
+        check_range(self.weight, "weight", f"a weight from {MIN_WEIGHT:g} to {MAX_WEIGHT:g}",
+                    MIN_WEIGHT, MAX_WEIGHT)
         if self.deadline is not None:
-            _check(self.deadline, "deadline", f"a time in s up to {MAX_TIME_S:g}", -math.inf,
-                   MAX_TIME_S)
+            check_range(self.deadline, "deadline", f"a time in s up to {MAX_TIME_S:g}", -math.inf,
+                        MAX_TIME_S)
             if self.deadline <= self.arrival:
                 raise InputError(
                     "deadline is not after the arrival", path="deadline", value=self.deadline,
                     expected=f"a time after the arrival {self.arrival!r} s",
                 )
         if self.user is not None:
-            _name(self.user, "user", "user")
+            check_name(self.user, "user", "user")
         if self.allowed_gpu_counts is not None:
             counts = tuple(self.allowed_gpu_counts)
             for index, count in enumerate(counts):
@@ -341,6 +329,18 @@ class Job:
             object.__setattr__(self, "allowed_gpu_counts", tuple(sorted(set(counts))))
         self._name_list("allowed_gpu_types", "GPU type", "GPU types")
         self._name_list("allowed_nodes", "node name", "nodes")
+        if self.gpu_share is not None:
+            check_range(self.gpu_share, "gpu_share", "a share of one GPU from 0.001 to 0.999",
+                        MIN_GPU_SHARE, 1.0 - MIN_GPU_SHARE)
+            if self.gpu_counts != (1,):
+                raise InputError("a GPU share for a job of more than one GPU",
+                                 path="gpu_share", value=self.gpu_share,
+                                 expected=f"no share for a gang of {list(self.gpu_counts)} "
+                                 "GPUs (a share is of one GPU)")
+            object.__setattr__(self, "gpu_share", share_milli(self.gpu_share) / 1000)
+        check_optional(self.cpus, "cpus", f"cores from 0 to {MAX_CPUS}", MAX_CPUS)
+        check_optional(self.memory_gb, "memory_gb", f"GB from 0 to {MAX_MEMORY_GB:g}",
+                       MAX_MEMORY_GB)
 
     def _name_list(self, field: str, what: str, plural: str) -> None:
         """The optional list of names ``field``: non-empty, each a name, kept once each in
@@ -353,7 +353,7 @@ class Job:
             raise InputError(f"empty list of allowed {plural}", path=field, value=[],
                              expected=f"at least one {what}, or no field")
         for index, name in enumerate(names):
-            _name(name, f"{field}[{index}]", what)
+            check_name(name, f"{field}[{index}]", what)
         object.__setattr__(self, field, tuple(dict.fromkeys(names)))
 
     @property
@@ -368,6 +368,27 @@ class Job:
     def may_use_node(self, node: str) -> bool:
         """Whether the job's GPUs may be on ``node``."""
         return self.allowed_nodes is None or node in self.allowed_nodes
+
+    @property
+    def share(self) -> float:
+        """The share of each of its GPUs the job holds: ``gpu_share``, or 1 (whole)."""
+        return 1.0 if self.gpu_share is None else self.gpu_share
+
+    @property
+    def needs_node_resources(self) -> bool:
+        """Whether the job needs CPUs or memory of its nodes."""
+        return self.cpus is not None or self.memory_gb is not None
+
+    def node_demand(self, gpus_here: int) -> tuple[float, float]:
+        """``(cores, GB)`` the job needs of a node holding ``gpus_here`` of its GPUs: its
+        CPUs and memory in proportion to its GPUs there (all of them on one node)."""
+        part = gpus_here / self.num_gpus
+        return (self.cpus or 0.0) * part, (self.memory_gb or 0.0) * part
+
+
+def share_milli(share: float) -> int:
+    """A GPU share in thousandths of a GPU (the resolution shares are kept at)."""
+    return round(share * 1000)
 
 
 @dataclass(frozen=True)
@@ -386,17 +407,19 @@ class Configuration:
 
 @dataclass(frozen=True, eq=False)
 class Instance:
-    """A scheduling problem: cluster, jobs, throughput and the current time (s)."""
+    """A scheduling problem: cluster, jobs, throughput and the current time (s), and how
+    fast jobs sharing a GPU run (``colocation``; the default factors when ``None``)."""
 
     cluster: Cluster
     jobs: tuple[Job, ...]
     throughput: ThroughputModel
     now: float = 0.0
     name: str = ""
+    colocation: CoLocationModel | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "jobs", tuple(self.jobs))
-        _check(self.now, "now", f"a time in s from 0 to {MAX_TIME_S:g}", 0.0, MAX_TIME_S)
+        check_range(self.now, "now", f"a time in s from 0 to {MAX_TIME_S:g}", 0.0, MAX_TIME_S)
         seen: set[str] = set()
         for index, job in enumerate(self.jobs):
             if job.id in seen:
@@ -481,6 +504,7 @@ class Instance:
     def replace(self, **changes: Any) -> Instance:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
+
 
 
 def configurations(cluster: Cluster, throughput: ThroughputModel, job: Job) -> list[Configuration]:

@@ -26,6 +26,7 @@ import numpy as np
 from hetsched.data import Cluster, Job
 from hetsched.errors import InputError
 from hetsched.result import Assignment, Schedule, completion_figures
+from hetsched.sharing import CoLocationModel
 
 
 @dataclass
@@ -206,6 +207,8 @@ class Replay:
     #: GPUs of a type some job can run on (:func:`hetsched.bounds.usable_gpus`); ``None``:
     #: every GPU of the cluster
     usable_gpus: int | None = None
+    #: how fast jobs sharing a GPU ran (hetsched.sharing), for the checker
+    colocation: CoLocationModel | None = None
 
     def summary(self) -> dict[str, object]:
         """The replay's metrics (seconds unless stated) as summary.json holds them: a
@@ -268,7 +271,7 @@ class Replay:
         for record in sorted(self.records.values(), key=lambda r: (r.job.arrival, r.job.id)):
             job = record.job
             rows.append((
-                job.id, job.arrival, record.first_start, record.finish,
+                job.id, job.job_type, job.arrival, record.first_start, record.finish,
                 None if record.finish is None else record.finish - job.arrival,
                 "|".join(dict.fromkeys(record.gpu_types)), len(record.gpus),
                 " ".join(record.gpus), record.preemptions, record.gpu_seconds,
@@ -341,8 +344,8 @@ class Replay:
 
 
 #: The columns of jobs.csv (:meth:`Replay.job_rows`).
-JOB_COLUMNS = ("job", "arrival", "start", "finish", "jct", "gpu_types", "num_gpus", "gpus",
-               "preemptions", "gpu_seconds", "deadline", "met")
+JOB_COLUMNS = ("job", "job_type", "arrival", "start", "finish", "jct", "gpu_types",
+               "num_gpus", "gpus", "preemptions", "gpu_seconds", "deadline", "met")
 #: The columns of jobs.csv written as repr-exact floats (empty when unknown).
 TIME_COLUMNS = frozenset({"arrival", "start", "finish", "jct", "gpu_seconds", "deadline"})
 #: The columns of decisions.csv: every field of :class:`DecisionLog` but the wall clock.

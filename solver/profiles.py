@@ -23,7 +23,7 @@ import csv
 import hashlib
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -32,6 +32,7 @@ from typing import Any
 from hetsched.data import MAX_GPUS_PER_JOB, MAX_THROUGHPUT, MIN_THROUGHPUT, in_range
 from hetsched.errors import InputError
 from hetsched.json_files import read_json
+from hetsched.sharing import DEFAULT_COLOCATION_FACTOR, CoLocationModel
 from hetsched.throughput import Placement, ThroughputTable
 
 log = logging.getLogger(__name__)
@@ -156,10 +157,16 @@ class Profile:
     source: str = ""
     sha256: str = ""
     kind: str = "rows"
+    #: where each point was read (``"line 7"`` of a CSV file), for errors; () if unknown
+    locations: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "points", tuple(self.points))
         object.__setattr__(self, "colocations", tuple(self.colocations))
+        object.__setattr__(self, "locations", tuple(self.locations))
+        if self.locations and len(self.locations) != len(self.points):
+            raise InputError("one location per point", path="locations",
+                             value=len(self.locations), expected=f"{len(self.points)}")
         seen: dict[PointKey, int] = {}
         families: dict[str, str] = {}
         for index, point in enumerate(self.points):
@@ -168,21 +175,25 @@ class Profile:
                                  value=type(point).__name__, expected="a ProfilePoint")
             if point.key in seen:
                 raise InputError(
-                    "duplicate measurement", path=f"points[{index}]",
+                    "duplicate measurement", path=self.where(index),
                     value=[*point.key[:3], point.placement.value],
                     expected=f"one row per (job_type, gpu_type, num_gpus, placement); "
-                    f"the first is points[{seen[point.key]}]",
+                    f"the first is {self.where(seen[point.key])}",
                 )
             seen[point.key] = index
             family = families.setdefault(point.job_type, point.family)
             if family != point.family:
                 raise InputError(
-                    "job type is given two families", path=f"points[{index}].family",
+                    "job type is given two families", path=f"{self.where(index)}.family",
                     value=point.family, expected=f"{family!r}, as in its other rows",
                 )
         if not self.points:
             raise InputError("the profile has no measurements", path="points", value=[],
                              expected="at least one row")
+
+    def where(self, index: int) -> str:
+        """Where point ``index`` was read (``line 7``), else ``points[index]``."""
+        return self.locations[index] if self.locations else f"points[{index}]"
 
     @classmethod
     def from_rows(cls, rows: Iterable[tuple[str, str, int, Placement | str, float]],
@@ -235,8 +246,32 @@ class Profile:
 
     def without(self, key: PointKey) -> Profile:
         """The same profile without the point ``key`` (for leave-one-out)."""
-        return Profile(tuple(p for p in self.points if p.key != key), self.colocations,
-                       self.source, self.sha256, self.kind)
+        return self.subset(lambda point: point.key != key)
+
+    def subset(self, keep: Callable[[ProfilePoint], bool]) -> Profile:
+        """The same profile with only the points ``keep`` says."""
+        chosen = [i for i, point in enumerate(self.points) if keep(point)]
+        return Profile(tuple(self.points[i] for i in chosen), self.colocations, self.source,
+                       self.sha256, self.kind,
+                       tuple(self.locations[i] for i in chosen) if self.locations else ())
+
+    def colocation_model(self, default_factor: float = DEFAULT_COLOCATION_FACTOR
+                         ) -> CoLocationModel:
+        """The speed factors of jobs sharing a GPU (:mod:`hetsched.sharing`): the
+        measured pairs of one GPU each, packed, as ratios to the job's throughput alone
+        (a pair measured at 0, Gavel's "cannot share", is left to ``default_factor``)."""
+        alone = {(p.job_type, p.gpu_type): p.throughput for p in self.points
+                 if p.num_gpus == 1 and p.placement is Placement.PACKED}
+        pairs: dict[tuple[str, str, str], float] = {}
+        for pair in self.colocations:
+            if pair.num_gpus != 1 or pair.other_num_gpus != 1 or pair.throughput <= 0 \
+                    or pair.placement is not Placement.PACKED:
+                continue
+            base = alone.get((pair.job_type, pair.gpu_type), 0.0)
+            if base > 0:
+                pairs[(pair.gpu_type, pair.job_type, pair.other_job_type)] = \
+                    min(1.0, pair.throughput / base)
+        return CoLocationModel(pairs, default_factor)
 
     def rows(self) -> list[tuple[str, str, int, Placement, float]]:
         """Sorted ``(job_type, gpu_type, num_gpus, placement, steps_per_s)`` rows."""
@@ -335,38 +370,50 @@ def read_gavel_throughputs(path: str | Path) -> Profile:
 
 
 def read_profile_csv(path: str | Path) -> Profile:
-    """Read a tidy CSV profile (docs/throughput-model.md); other columns are ignored."""
+    """Read a tidy CSV profile (docs/throughput-model.md); other columns are ignored.
+    Every row must have as many fields as the header (a row cut short is an error naming
+    its line, never a value read as far as it goes)."""
     path = Path(path)
     file = str(path)
     if not path.is_file():
         raise InputError("no such profile file", file=file)
     points: list[ProfilePoint] = []
+    lines: list[str] = []
     try:
         handle = path.open(newline="", encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot read the file ({exc.strerror})", file=file) from None
     with handle:
         try:
-            reader = csv.DictReader(handle)
-            header = reader.fieldnames or []
+            reader = csv.reader(handle, strict=True)
+            header = [name.strip() for name in next(reader, [])]
             missing = [c for c in PROFILE_COLUMNS if c not in header]
             if missing:
                 raise InputError(f"missing column '{missing[0]}'", path="line 1", file=file,
                                  value=header, expected="columns " + ", ".join(PROFILE_COLUMNS)
                                  + " (and optionally " + ", ".join(OPTIONAL_COLUMNS) + ")")
-            for line, row in enumerate(reader, start=2):
-                points.append(_csv_point(row, f"line {line}", file))
+            line = reader.line_num
+            for cells in reader:
+                line = reader.line_num
+                if not any(cell.strip() for cell in cells):
+                    continue
+                if len(cells) != len(header):
+                    raise InputError("wrong number of fields", path=f"line {line}", file=file,
+                                     value=len(cells),
+                                     expected=f"{len(header)} fields as in the header")
+                points.append(_csv_point(dict(zip(header, cells, strict=True)),
+                                         f"line {line}", file))
+                lines.append(f"line {line}")
+        except csv.Error as exc:
+            raise InputError(f"not valid CSV ({exc})", path=f"line {reader.line_num}",
+                             file=file) from None
         except UnicodeDecodeError as exc:
             raise InputError(f"not UTF-8 text ({exc.reason})", file=file) from None
     try:
-        return Profile(tuple(points), source=file, sha256=_digest(path), kind="csv")
+        return Profile(tuple(points), source=file, sha256=_digest(path), kind="csv",
+                       locations=tuple(lines))
     except InputError as exc:
-        problem = exc
-        if exc.path.startswith("points["):  # name the CSV line instead of the index
-            index = int(exc.path[len("points["):].split("]")[0])
-            problem = InputError(exc.problem, path=f"line {index + 2}", value=exc.value,
-                                 expected=exc.expected)
-        raise problem.in_file(file) from None
+        raise exc.in_file(file) from None
 
 
 def _csv_point(row: dict[str, Any], where: str, file: str) -> ProfilePoint:

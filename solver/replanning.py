@@ -5,6 +5,7 @@ point (:class:`Replanning`)."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,8 @@ from hetsched.throughput import Placement
 
 if TYPE_CHECKING:
     from hetsched.result import Result
+
+log = logging.getLogger(__name__)
 
 
 #: A plan's start this close to ``now`` counts as now: the exact models work on a time grid
@@ -83,6 +86,7 @@ class Replanning(PolicyHooks):
         self.deterministic = deterministic
         self.seed = seed
         self._speeds: SpeedView | None = None
+        self._warned = False
 
     def _speed(self, state: ClusterState, job: Job) -> float:
         """The job's best throughput anywhere on the cluster (every allowed gang size)."""
@@ -123,8 +127,41 @@ class Replanning(PolicyHooks):
         return -math.inf if state.pending else math.inf
 
     def decide(self, state: ClusterState) -> Decision:
-        """Solve; commit what starts now (and, preemptive, what stops)."""
-        if not state.pending or (not state.free and not (self.preemptive and state.running)):
+        """Solve; commit what starts now (and, preemptive, what stops), less the starts
+        whose GPU shares or node CPUs and memory do not fit (:meth:`_fit_resources`)."""
+        return self._fit_resources(state, self._decide(state))
+
+    def _fit_resources(self, state: ClusterState, decision: Decision) -> Decision:
+        """The static models plan whole GPUs and know nothing of node CPUs and memory: a
+        job asking for a share of a GPU gets a whole free GPU (its share rounded up), and
+        a start the nodes' CPUs or memory cannot hold is dropped (the job waits). Said
+        once in the log."""
+        jobs = {job.id: job for job in state.pending}
+        if not any(j.gpu_share is not None or j.needs_node_resources for j in jobs.values()):
+            return decision
+        if not self._warned:
+            self._warned = True
+            log.warning("%s plans whole GPUs without CPUs and memory: GPU shares are rounded "
+                        "up, and starts that a node's CPUs or memory cannot hold are dropped",
+                        self.name)
+        running = {r.job.id: r for r in state.running}
+        pool = state.pool()
+        for job_id in decision.preempt:
+            run = running[job_id]
+            pool.release(run.gpus, run.job)
+            jobs[job_id] = run.job
+        kept = []
+        for start in decision.start:
+            job = jobs[start.job]
+            if pool.can_hold(start.gpus, job):
+                pool.take(start.gpus, job)
+                kept.append(start)
+        return Decision(tuple(kept), decision.preempt, decision.fallback, decision.note)
+
+    def _decide(self, state: ClusterState) -> Decision:
+        """The decision of the model (before :meth:`_fit_resources`)."""
+        if not state.pending or (not (self.preemptive and state.running)
+                                 and not state.has_free()):
             return Decision()
         # Gangs that no node of the whole cluster can hold packed run spread; models that
         # reason about packed gangs cannot place them, so first fit starts them (in arrival
@@ -139,13 +176,15 @@ class Replanning(PolicyHooks):
 
             book = SpeedBook()
             releases = ReleaseTimes(state, book)
+            pool = state.pool()
             for job in spread:
                 types = worth_starting(state, job, book.speeds(state, job), releases)
                 view = dataclasses.replace(job, allowed_gpu_types=tuple(types)) if types \
                     else None
-                chosen = None if view is None else first_fit_gpus(state, view, free)
+                chosen = None if view is None else first_fit_gpus(state, view, pool)
                 if chosen is not None:
                     early.append(chosen)
+                    pool.take(chosen.gpus, job)
                     free.difference_update(chosen.gpus)
         started = {s.job for s in early}
         candidates = [j for j in state.pending

@@ -1,7 +1,8 @@
 """Replaying jobs under a policy: in memory (:func:`replay`, Python objects in, a
 :class:`~hetsched.outcome.Replay` out) or from a trace file into an output folder
-(:func:`run_replay`, the ``hetsched replay`` command); throughput sources, progress on a
-terminal. Every replay's run segments are verified by the independent checker."""
+(:func:`run_replay`, the ``hetsched replay`` command; what it reads is
+:mod:`hetsched.replay_inputs`'s), progress on a terminal or in Jupyter. Every replay's run
+segments are verified by the independent checker."""
 
 from __future__ import annotations
 
@@ -16,15 +17,34 @@ from typing import TYPE_CHECKING, TextIO
 from hetsched.data import Cluster, Job
 from hetsched.errors import InputError, InvalidScheduleError
 from hetsched.formulations.options import check_seed
-from hetsched.generate import catalogue_table
 from hetsched.outcome import Replay
 from hetsched.outputs import check_output_folder, writing
+from hetsched.replay_inputs import (
+    MAX_LOAD,
+    MIN_LOAD,
+    ReplayInputs,
+    TraceJobs,
+    check_load,
+    default_throughput,
+    parse_gpu_aliases,
+    read_jobs,
+    replay_inputs,
+    scale_arrivals,
+    throughput_pair,
+    trace_jobs,
+)
 from hetsched.rolling import RollingPolicy
-from hetsched.throughput import PolicyView, ThroughputModel
+from hetsched.sharing import DEFAULT_COLOCATION_FACTOR, CoLocationModel
+from hetsched.throughput import ThroughputModel
 
 if TYPE_CHECKING:
     from hetsched.check import Violation
     from hetsched.traces import Trace
+
+__all__ = ["MAX_LOAD", "MIN_LOAD", "ReplayInputs", "ReplayOutput", "TraceJobs", "check_load",
+           "check_replay", "default_throughput", "read_jobs", "replay", "replay_inputs",
+           "replay_trace", "rolling_policy", "run_replay", "scale_arrivals",
+           "throughput_pair", "trace_jobs"]
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +91,8 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
            throughput: ThroughputModel, model: ThroughputModel | None = None,
            interval_s: float | None = None, restart_penalty_s: float = 30.0,
            time_limit_s: float | None = 0.1, deterministic: bool = True, seed: int = 0,
-           backend: str | None = None, load: float = 1.0, progress: bool = False) -> Replay:
+           backend: str | None = None, load: float = 1.0, progress: bool = False,
+           colocation: CoLocationModel | None = None) -> Replay:
     """Replay ``jobs`` on ``cluster`` under ``policy`` (a registered name or a rolling
     policy object), in memory, the same way ``hetsched replay`` does.
 
@@ -79,7 +100,8 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
     fitted one; default ``throughput``). ``time_limit_s`` is the solver limit per
     decision, in deterministic work units unless ``deterministic`` is false; ``load``
     scales the arrival rate; ``progress`` shows a bar (jobs done, ETA) on a terminal or in
-    Jupyter (:mod:`hetsched.progress`). What ran (:meth:`~hetsched.outcome.Replay.schedule`) is
+    Jupyter (:mod:`hetsched.progress`); ``colocation`` how fast jobs sharing a GPU run
+    (hetsched.sharing; default factors). What ran (:meth:`~hetsched.outcome.Replay.schedule`) is
     verified by :func:`hetsched.check.check` against ``throughput``;
     :class:`~hetsched.errors.InvalidScheduleError` if it fails."""
     from hetsched.data import configurations
@@ -101,7 +123,8 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
     try:
         outcome = Simulator(cluster, scaled, made, truth=throughput, model=model,
                             interval_s=interval_s, restart_penalty_s=restart_penalty_s,
-                            progress=bar if bar.enabled else None).run()
+                            progress=bar if bar.enabled else None,
+                            colocation=colocation).run()
         bar.finish(outcome)
     finally:
         bar.close()
@@ -109,24 +132,6 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
     if violations:
         raise InvalidScheduleError("the replay", violations)
     return outcome
-
-
-def throughput_pair(path: Path) -> tuple[ThroughputModel, ThroughputModel]:
-    """``(measured, fitted)`` from a profile (Gavel JSON or tidy CSV) or a fitted model
-    file: the simulator's ground truth and the policies' view."""
-    from hetsched.profiles import read_profile
-    from hetsched.speed_fit import throughput_model
-    from hetsched.speed_io import load_model
-    from hetsched.speed_model import FORMAT
-
-    if not path.is_file():
-        raise InputError("no such throughput file", file=str(path), path="throughput_path")
-    if path.suffix.lower() == ".json" and f'"{FORMAT}"' in path.read_text(
-            encoding="utf-8", errors="replace")[:2000]:
-        fitted = load_model(path)
-        return throughput_model(fitted, mode="measured"), fitted
-    profile = read_profile(path)
-    return throughput_model(profile, mode="measured"), throughput_model(profile, mode="fitted")
 
 
 class Progress:
@@ -157,144 +162,6 @@ class Progress:
     def close(self) -> None:
         """Leave the bar as it is (idempotent)."""
         self.bar.close()
-
-
-def default_throughput(trace: Path, trace_format: str) -> Path | None:
-    """Gavel's measurements beside a Gavel trace (``gavel/traces/X.trace`` ->
-    ``gavel/simulation_throughputs.json``), else ``None`` (the built-in catalogue)."""
-    if trace_format != "gavel":
-        return None
-    for folder in (trace.parent, trace.parent.parent):
-        candidate = folder / "simulation_throughputs.json"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-#: The range of ``--load`` (arrival-rate multipliers): 1/1000 stretches a year of
-#: arrivals to a millennium; beyond, times leave the range the validation allows
-#: (``hetsched.data.MAX_TIME_S``) and the clock's resolution eats the job durations.
-MIN_LOAD = 1e-3
-MAX_LOAD = 1e3
-
-
-def check_load(load: float) -> float:
-    """A ``--load`` value: a number from :data:`MIN_LOAD` to :data:`MAX_LOAD`."""
-    if isinstance(load, bool) or not isinstance(load, int | float) or not (
-            MIN_LOAD <= load <= MAX_LOAD):
-        raise InputError("bad load", path="load", value=load,
-                         expected=f"a number from {MIN_LOAD:g} to {MAX_LOAD:g} (2 = arrivals "
-                         "twice as fast)")
-    return float(load)
-
-
-def scale_arrivals(jobs: Sequence[Job], load: float) -> tuple[Job, ...]:
-    """The jobs with the arrival rate multiplied by ``load``: every arrival's offset from
-    the first arrival divided by ``load`` (2 halves every inter-arrival time); a deadline
-    keeps its distance from its job's arrival. Work, sizes and types are unchanged.
-    ``load`` is from :data:`MIN_LOAD` to :data:`MAX_LOAD`, and the scaled times must stay
-    within ``hetsched.data.MAX_TIME_S``."""
-    from hetsched.data import MAX_TIME_S
-
-    check_load(load)
-    if load == 1 or not jobs:
-        return tuple(jobs)
-    first = min(job.arrival for job in jobs)
-    scaled = []
-    for job in jobs:
-        arrival = first + (job.arrival - first) / load
-        deadline = None if job.deadline is None else arrival + (job.deadline - job.arrival)
-        if max(arrival, deadline or 0.0) > MAX_TIME_S:
-            raise InputError("load too small for this trace", path="load", value=load,
-                             expected=f"a load that keeps every scaled time <= "
-                             f"{MAX_TIME_S:g} s (job {job.id} arrives at "
-                             f"{arrival:.4g} s at this load)")
-        scaled.append(dataclasses.replace(job, arrival=arrival, deadline=deadline))
-    return tuple(scaled)
-
-
-@dataclasses.dataclass(frozen=True)
-class TraceJobs:
-    """The jobs of a trace as a replay runs them (load-scaled), the measured throughput
-    (``truth``, what they advance at), the policies' view (``model``), the trace as read
-    and the throughput file (``None``: the built-in catalogue)."""
-
-    jobs: tuple[Job, ...]
-    truth: ThroughputModel
-    model: ThroughputModel
-    trace: Trace
-    source: Path | None
-
-
-@dataclasses.dataclass(frozen=True)
-class ReplayInputs:
-    """What every replay of one trace on one cluster shares, read once (a bench puts it in
-    Ray's object store once): the trace file and format, the cluster and its spec, the
-    measured throughput (``truth``), the policies' view of it (``model``) and its file
-    (``source``; ``None``: the built-in catalogue). The jobs, which a seed may change,
-    are read from it by :func:`read_jobs`."""
-
-    trace_path: Path
-    trace_format: str
-    cluster_spec: str
-    cluster: Cluster
-    truth: ThroughputModel
-    model: ThroughputModel
-    source: Path | None
-
-
-def replay_inputs(trace_path: Path, trace_format: str, cluster_spec: str, *,
-                  throughput_path: Path | None = None,
-                  cluster: Cluster | None = None) -> ReplayInputs:
-    """The shared inputs of replays of ``trace_path``: the cluster of ``cluster_spec``
-    (``cluster`` if already parsed) and the throughput source (``throughput_path``, else
-    Gavel's table beside a Gavel trace, else the built-in catalogue), measured and as the
-    policies see it."""
-    from hetsched.cluster_spec import parse_cluster
-
-    cluster = cluster if cluster is not None else parse_cluster(cluster_spec)
-    source = throughput_path or default_throughput(trace_path, trace_format)
-    if source is None:
-        truth: ThroughputModel = catalogue_table(list(cluster.type_names))
-        model: ThroughputModel = truth
-    else:
-        truth, fitted = throughput_pair(source)
-        model = PolicyView(fitted, truth)
-    return ReplayInputs(trace_path, trace_format, cluster_spec, cluster, truth, model, source)
-
-
-def read_jobs(inputs: ReplayInputs, *, seed: int = 0, on_bad_row: str = "fatal",
-              limit_jobs: int | None = None, deadline_fraction: float | None = None) -> Trace:
-    """The trace of ``inputs`` read with the measured throughput (``seed`` draws what the
-    trace lacks: job types, synthetic deadlines), every job checked to run on the
-    cluster."""
-    from hetsched.data import configurations
-    from hetsched.traces import read_trace
-
-    cluster, truth = inputs.cluster, inputs.truth
-    trace = read_trace(inputs.trace_path, inputs.trace_format, throughput=truth,
-                       gpu_types=list(cluster.type_names), seed=seed, on_bad_row=on_bad_row,
-                       limit_jobs=limit_jobs, deadline_fraction=deadline_fraction)
-    for job in trace.jobs:
-        if not configurations(cluster, truth, job):
-            raise InputError("job cannot run on this cluster", file=str(inputs.trace_path),
-                             path=f"job {job.id}", value=f"{job.num_gpus} x {job.job_type}",
-                             expected="a GPU type of the cluster with measured throughput")
-    return trace
-
-
-def trace_jobs(trace_path: Path, trace_format: str, cluster: Cluster, *,
-               throughput_path: Path | None = None, seed: int = 0,
-               on_bad_row: str = "fatal", limit_jobs: int | None = None,
-               deadline_fraction: float | None = None, load: float = 1.0) -> TraceJobs:
-    """Read a trace as :func:`run_replay` does (its arguments, the same jobs):
-    :func:`replay_inputs`, :func:`read_jobs`, arrivals scaled by ``load``."""
-    inputs = replay_inputs(trace_path, trace_format, "", throughput_path=throughput_path,
-                           cluster=cluster)
-    trace = read_jobs(inputs, seed=seed, on_bad_row=on_bad_row, limit_jobs=limit_jobs,
-                      deadline_fraction=deadline_fraction)
-    return TraceJobs(scale_arrivals(trace.jobs, load), inputs.truth, inputs.model, trace,
-                     inputs.source)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -335,7 +202,7 @@ def replay_trace(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *,
     jobs = scale_arrivals(trace.jobs, load)
     simulator = Simulator(cluster, jobs, policy, truth=inputs.truth, model=inputs.model,
                           interval_s=interval_s, restart_penalty_s=restart_penalty_s,
-                          progress=progress)
+                          progress=progress, colocation=inputs.colocation)
     try:
         replay = simulator.run()
         if progress is not None:
@@ -350,7 +217,7 @@ def replay_trace(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *,
         **policy.figures(),
         "throughput": str(inputs.source) if inputs.source else "built-in catalogue",
         "skipped_rows": trace.skipped_rows, "excluded": dict(trace.excluded),
-        "notes": list(trace.notes), "load": load,
+        "notes": list(trace.notes), "load": load, **inputs.settings(trace, jobs),
         "solver_limit": {"per_decision": time_limit_s,
                          "unit": "work units" if deterministic else "s wall"},
         "solver_versions": solver_versions()}
@@ -379,6 +246,10 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                deadline_fraction: float | None = None, restart_penalty_s: float = 30.0,
                show_progress: bool = True, load: float = 1.0,
                deterministic: bool = True, partitions: int = 1,
+               reference_gpu: str | None = None,
+               gpu_aliases: str | Mapping[str, str] | None = None,
+               unknown_gpus: str = "error", gpu_sharing: bool = True,
+               colocation_factor: float = DEFAULT_COLOCATION_FACTOR,
                executor: Executor | None = None,
                files: Mapping[str, str] | None = None) -> dict[str, object]:
     """Read the trace, replay it under the policy, write the outputs into the folder
@@ -390,9 +261,11 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     throughput). ``deterministic`` (the default) makes every solver limit a deterministic
     work limit, so the same command gives byte-identical ``summary.json``, ``jobs.csv``
     and ``decisions.csv``; ``False`` uses wall-clock limits (``--wall-clock``).
-    ``executor`` solves POP's ``partitions`` side by side (the same results). ``files``
-    (name -> text) join the outputs: the command writes its settings, ``run.toml``
-    (:mod:`hetsched.run_config`)."""
+    ``reference_gpu``, ``gpu_aliases`` (``g3=a100``), ``unknown_gpus``, ``gpu_sharing``
+    and ``colocation_factor`` are :func:`hetsched.replay_inputs.trace_jobs`'s;
+    summary.json records what they did. ``executor`` solves POP's ``partitions`` side by
+    side (the same results). ``files`` (name -> text) join the outputs: the command
+    writes its settings, ``run.toml`` (:mod:`hetsched.run_config`)."""
     from hetsched.cluster_spec import parse_cluster
     from hetsched.simulate import check_interval, check_out_folder, check_restart_penalty
 
@@ -404,11 +277,15 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     check_restart_penalty(restart_penalty_s)
     check_load(load)
     check_seed(seed)
+    aliases = parse_gpu_aliases(gpu_aliases)
     cluster = parse_cluster(cluster_spec)
     check_out_folder(out)
     check_output_folder(out)  # before the work: a run must not end in a write error
     inputs = replay_inputs(trace_path, trace_format, cluster_spec,
-                           throughput_path=throughput_path, cluster=cluster)
+                           throughput_path=throughput_path, cluster=cluster,
+                           reference_gpu=reference_gpu, gpu_aliases=aliases,
+                           unknown_gpus=unknown_gpus, gpu_sharing=gpu_sharing,
+                           colocation_factor=colocation_factor)
     trace = read_jobs(inputs, seed=seed, on_bad_row=on_bad_row, limit_jobs=limit_jobs,
                       deadline_fraction=deadline_fraction)
     progress = Progress(len(trace.jobs)) if show_progress else None

@@ -40,7 +40,9 @@ class Assignment:
     static model's schedule). A job that is preempted and resumed (a replay, a rolling
     policy) has one assignment per run segment, each with the ``work`` (steps) done in
     it; a resumed segment begins with the schedule's restart penalty
-    (:attr:`Schedule.restart_penalty_s`), without progress."""
+    (:attr:`Schedule.restart_penalty_s`), without progress. A ``continued`` segment
+    goes on from the one before on the same GPUs at another speed (its GPU's co-runners
+    changed, hetsched.sharing): no restart, no penalty of its own."""
 
     job: str
     gpu_type: str
@@ -48,13 +50,14 @@ class Assignment:
     start: float
     finish: float
     work: float | None = None
+    continued: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpus", tuple(self.gpus))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with the keys ``job, gpu_type, gpus, start, finish`` (and
-        ``work`` for a run segment)."""
+        ``work`` for a run segment, ``continued`` for a continued one)."""
         row: dict[str, Any] = {
             "job": self.job,
             "gpu_type": self.gpu_type,
@@ -64,13 +67,16 @@ class Assignment:
         }
         if self.work is not None:
             row["work"] = self.work
+        if self.continued:
+            row["continued"] = True
         return row
 
     @classmethod
     def from_dict(cls, row: Mapping[str, Any]) -> Assignment:
         """Inverse of :meth:`to_dict`."""
         return cls(row["job"], row["gpu_type"], tuple(row["gpus"]), float(row["start"]),
-                   float(row["finish"]), None if row.get("work") is None else float(row["work"]))
+                   float(row["finish"]), None if row.get("work") is None else float(row["work"]),
+                   bool(row.get("continued", False)))
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol, runtime_checkable
 
 from hetsched.data import Cluster, Job
-from hetsched.gpus import FreeGpuIndex, Start
+from hetsched.free_gpus import FreeGpuIndex
+from hetsched.gpus import Start
 from hetsched.throughput import ThroughputModel
 
 
@@ -33,7 +35,13 @@ class RunningJob:
 
 @dataclass(frozen=True)
 class ClusterState:
-    """What a policy sees at time ``now`` (s)."""
+    """What a policy sees at time ``now`` (s).
+
+    ``free_index``: the simulator's free-GPU index (``None`` for a state made by hand:
+    then one is built from ``free`` when first asked for). A policy takes GPUs from
+    :meth:`pool` (a working copy, free to change) and asks :meth:`has_free`, which cost
+    time in the GPU types and what the decision changes, not in the cluster's nodes;
+    reading ``free`` (every free GPU id) costs time in the free GPUs."""
 
     now: float
     cluster: Cluster
@@ -44,6 +52,27 @@ class ClusterState:
     free: frozenset[str]  # free GPU ids
     attained: Mapping[str, float] = field(default_factory=dict)  # GPU-seconds received so far
     preemptions: Mapping[str, int] = field(default_factory=dict)
+    free_index: FreeGpuIndex | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def _index(self) -> FreeGpuIndex:
+        """The free-GPU index of this state (the simulator's, or one built from ``free``)."""
+        return self.free_index if self.free_index is not None else \
+            FreeGpuIndex(self.cluster, self.free)
+
+    def pool(self, victims: Mapping[str, int] | None = None) -> FreeGpuIndex:
+        """A working copy of the free GPUs for this decision, with ``victims`` (GPUs of
+        running jobs that may be taken, by their job's rank; a larger rank is taken
+        first): :meth:`FreeGpuIndex.fork`, no time in the cluster's size."""
+        return self._index.fork(victims)
+
+    def has_free(self) -> bool:
+        """Whether any GPU is free (time in the GPU types)."""
+        return self._index.has_free()
+
+    def free_gpus(self, gpu_type: str) -> int:
+        """How many GPUs of ``gpu_type`` are free."""
+        return self._index.available(gpu_type)
 
 
 @dataclass(frozen=True)
@@ -138,38 +167,28 @@ def quiet_until(policy: RollingPolicy, state: ClusterState) -> float:
     return -math.inf if math.isnan(value) else value
 
 
-def first_fit_gpus(state: ClusterState, job: Job, free: set[str],
+def first_fit_gpus(state: ClusterState, job: Job, pool: FreeGpuIndex,
                    count: int | None = None) -> Start | None:
-    """GPUs for ``job`` now: packed on the first node (cluster order) of an allowed type with
-    enough free GPUs and positive packed throughput, else spread over the first free GPUs
-    (cluster order) of the first type where spread throughput is positive, at most
-    ``size - 1`` of them on the first node so that the gang does span two nodes; ``None``
-    if neither fits."""
-    return FreeGpuIndex(state.cluster, free).first_fit(job, count or job.num_gpus,
-                                                       state.throughput)
+    """GPUs for ``job`` now from ``pool`` (:meth:`FreeGpuIndex.first_fit`): packed on the
+    first node (cluster order) of an allowed type with enough free GPUs and positive packed
+    throughput, else spread over the first free GPUs (cluster order) of the first type
+    where spread throughput is positive, at most ``size - 1`` of them on the first node so
+    that the gang does span two nodes; ``None`` if neither fits. Nothing is taken."""
+    return pool.first_fit(job, count or job.num_gpus, state.throughput)
 
 
 class RollingFifo(PolicyHooks):
     """First in, first out: start pending jobs in arrival order while first fit finds them
-    GPUs; stop at the first that does not fit (no backfilling, no preemption).
-
-    It keeps a :class:`FreeGpuIndex` of the last cluster between decisions and brings it
-    in step with each state's free GPUs, so a decision costs time in the GPUs that
-    changed and the nodes scanned, not in every GPU of the cluster."""
+    GPUs; stop at the first that does not fit (no backfilling, no preemption). It works on
+    the state's pool (a fork of the simulator's index), so a decision costs time in the
+    jobs it starts and the node classes, not in the cluster's nodes."""
 
     name = "fifo"
     round_s: float | None = None  # events only
 
-    def __init__(self) -> None:
-        self._cluster: Cluster | None = None
-        self._index: FreeGpuIndex | None = None
-
     def decide(self, state: ClusterState) -> Decision:
         """Start the longest prefix of the queue that fits now."""
-        if self._index is None or state.cluster is not self._cluster:
-            self._cluster, self._index = state.cluster, FreeGpuIndex(state.cluster)
-        self._index.sync(state.free)
-        return Decision(self.start_prefix(state.pending, self._index, state.throughput))
+        return Decision(self.start_prefix(state.pending, state.pool(), state.throughput))
 
     def quiet_until(self, state: ClusterState) -> float:
         """Until the next event: FIFO keeps no state, and a queue that does not fit now
@@ -189,5 +208,5 @@ class RollingFifo(PolicyHooks):
             if chosen is None:
                 break
             starts.append(chosen)
-            free.take(chosen.gpus)
+            free.take(chosen.gpus, job)
         return tuple(starts)

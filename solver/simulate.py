@@ -17,13 +17,13 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 
 from hetsched.bounds import usable_gpus
 from hetsched.data import Cluster, Job
 from hetsched.errors import InputError
-from hetsched.gpus import FreeGpuIndex, Start
+from hetsched.free_gpus import FreeGpuIndex
+from hetsched.gpus import Start
 from hetsched.log_levels import per_decision_logs
 from hetsched.outcome import (
     OUTPUT_FILES,
@@ -33,7 +33,6 @@ from hetsched.outcome import (
     check_out_folder,
     write_folder,
 )
-from hetsched.result import Assignment
 from hetsched.rolling import (
     ClusterState,
     Decision,
@@ -43,6 +42,8 @@ from hetsched.rolling import (
     RunningJob,
     quiet_until,
 )
+from hetsched.runs import Run, Sharers
+from hetsched.sharing import CoLocationModel
 from hetsched.throughput import ThroughputModel
 
 __all__ = ["EPS", "MAX_RESTART_PENALTY_S", "MIN_PERIOD_S", "OUTPUT_FILES", "DecisionLog",
@@ -60,37 +61,6 @@ MIN_PERIOD_S = 1.0
 MAX_RESTART_PENALTY_S = 86_400.0
 
 
-@dataclass(frozen=True)
-class _Run:
-    """A job on its GPUs since ``start`` (s): no progress before ``resume`` (the restart
-    penalty), then ``speed`` measured steps/s until ``work_left`` steps are done at
-    ``finish``. Never changed once made, so progress is computed, not accounted step by
-    step at every event."""
-
-    record: JobRecord
-    gpu_type: str
-    gpus: tuple[str, ...]
-    start: float
-    resume: float
-    speed: float  # measured steps/s
-    work_left: float  # steps left at ``start``
-    finish: float
-    version: int
-
-    def remaining_at(self, moment: float) -> float:
-        """Steps left at ``moment`` (s, between ``start`` and ``finish``)."""
-        return max(0.0, self.work_left - max(0.0, moment - self.resume) * self.speed)
-
-    def segment(self, end: float, work: float) -> Assignment:
-        """This run as a run segment ending at ``end`` (s) having done ``work`` steps."""
-        return Assignment(self.record.job.id, self.gpu_type, self.gpus, self.start, end, work)
-
-    def gpu_seconds_at(self, moment: float) -> float:
-        """GPU-seconds used on these GPUs from ``start`` to ``moment``, the restore
-        included."""
-        return max(0.0, moment - self.start) * len(self.gpus)
-
-
 class _LiveState(ClusterState):
     """The :class:`ClusterState` the simulator hands a policy, with ``running``,
     ``remaining``, ``attained`` and ``preemptions`` built when first read (most policies
@@ -98,18 +68,20 @@ class _LiveState(ClusterState):
     every event). A policy reads its state while it decides: once ``decide`` returns, a
     field not read yet raises ``RuntimeError`` (the simulator has moved on)."""
 
-    _runs: tuple[_Run, ...]
+    _runs: tuple[Run, ...]
     _records: dict[str, JobRecord]
     _left: dict[str, float]
     _open: bool
 
     @classmethod
     def make(cls, now: float, cluster: Cluster, throughput: ThroughputModel,
-             pending: tuple[Job, ...], free: frozenset[str], runs: tuple[_Run, ...],
+             pending: tuple[Job, ...], index: FreeGpuIndex, runs: tuple[Run, ...],
              records: dict[str, JobRecord], left: dict[str, float]) -> _LiveState:
-        """The state at ``now``; ``left`` holds the steps left of every job not running."""
+        """The state at ``now``; ``index`` is the simulator's free-GPU index (read, never
+        changed by the policy: it works on forks), ``left`` holds the steps left of every
+        job not running."""
         state = cls(now=now, cluster=cluster, throughput=throughput, pending=pending,
-                    remaining={}, running=(), free=free)
+                    remaining={}, running=(), free=frozenset(), free_index=index)
         for name in _LAZY_FIELDS:
             del state.__dict__[name]  # the cached properties below build them
         for name, value in (("_runs", runs), ("_records", records), ("_left", left),
@@ -127,11 +99,18 @@ class _LiveState(ClusterState):
                                f"{self.now:g} s: read the state inside decide()")
 
     @cached_property
+    def free(self) -> frozenset[str]:
+        """Every free GPU id (built when first read: time in the free GPUs)."""
+        self._check_open("free")
+        assert self.free_index is not None
+        return self.free_index.free
+
+    @cached_property
     def running(self) -> tuple[RunningJob, ...]:
         """Running jobs, with the steps left at ``now``."""
         self._check_open("running")
         now = self.now
-        return tuple(RunningJob(r.record.job, r.gpu_type, r.gpus, r.start, r.remaining_at(now))
+        return tuple(RunningJob(r.record.job, r.gpu_type, r.gpus, r.since, r.remaining_at(now))
                      for r in self._runs)
 
     @cached_property
@@ -161,10 +140,10 @@ class _LiveState(ClusterState):
         return {job.id: self._records[job.id].preemptions for job in self.pending}
 
 
-_LAZY_FIELDS = ("running", "remaining", "attained", "preemptions")
+_LAZY_FIELDS = ("free", "running", "remaining", "attained", "preemptions")
 
 
-def _current(completion: tuple[float, int, str], running: dict[str, _Run]) -> bool:
+def _current(completion: tuple[float, int, str], running: dict[str, Run]) -> bool:
     """Whether a ``(finish, version, job)`` entry is the completion of a run going on."""
     run = running.get(completion[2])
     return run is not None and run.version == completion[1]
@@ -192,7 +171,7 @@ class Simulator:
     few calls, not 3e7. Policies keeping the default (``-inf``) are called at every boundary.
 
     Speed: nothing is done per running job or per GPU at every event. A run's progress is
-    a function of time (``_Run``), not accounted at each event; a policy gets the free
+    a function of time (``Run``), not accounted at each event; a policy gets the free
     GPUs as one frozenset, rebuilt only when they change, and the pending and running
     jobs as tuples, with the per-job fields built only when it reads them
     (``_LiveState``). A queue policy (:class:`~hetsched.rolling.QueuePolicy`: FIFO) gets no
@@ -206,8 +185,10 @@ class Simulator:
                  truth: ThroughputModel, model: ThroughputModel | None = None,
                  interval_s: float | None = None, restart_penalty_s: float = 30.0,
                  progress: Callable[[int, int, float, int], None] | None = None,
-                 skip_quiet_rounds: bool = True) -> None:
+                 skip_quiet_rounds: bool = True,
+                 colocation: CoLocationModel | None = None) -> None:
         self.cluster = cluster
+        self.colocation = colocation or CoLocationModel()
         self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.id))
         self.policy = policy
         self.truth = truth
@@ -233,14 +214,14 @@ class Simulator:
         records = {j.id: JobRecord(j) for j in self.jobs}
         left = {j.id: j.work for j in self.jobs}  # steps left of jobs not running
         pending: dict[str, Job] = {}
-        running: dict[str, _Run] = {}
-        free = {g.id for g in self.cluster.gpus}
-        free_view: frozenset[str] | None = None  # ``free`` as handed to policies
+        running: dict[str, Run] = {}
+        sharers = Sharers(self.colocation)  # who runs on each GPU shared by share jobs
+        # The free GPUs, in an index moved by what happens (starts take, completions and
+        # preemptions release); policies read it and work on forks of it.
+        free = FreeGpuIndex(self.cluster, frozenset(self.cluster.gpu_by_id))
         # A queue policy (FIFO) is driven without a ClusterState: it reads only the queue
-        # (in order) and the free GPUs, kept here in an index updated by what changes
-        # (QueuePolicy.start_prefix).
+        # (in order) and the free GPUs (QueuePolicy.start_prefix, on a fork).
         queue_policy = self.policy if isinstance(self.policy, QueuePolicy) else None
-        native_fifo = FreeGpuIndex(self.cluster, free) if queue_policy is not None else None
         total_gpus = len(self.cluster.gpus)
         completions: list[tuple[float, int, str]] = []
         decisions: list[DecisionLog] = []
@@ -274,7 +255,7 @@ class Simulator:
                 now = max(now, min(candidates))
                 # 2. completions at ``now``
                 while completions and completions[0][0] <= now + EPS:
-                    finish, stamp, job_id = heapq.heappop(completions)
+                    _, stamp, job_id = heapq.heappop(completions)
                     run = running.get(job_id)
                     if run is None or run.version != stamp:
                         continue
@@ -283,11 +264,11 @@ class Simulator:
                     record.finish = run.finish
                     record.segments.append(run.segment(run.finish, run.work_left))
                     self.policy.on_finished(record.job, run.finish)
-                    free.update(run.gpus)
-                    free_view = None
-                    if native_fifo is not None:
-                        native_fifo.release(run.gpus)
+                    free.release(run.gpus, record.job)
                     del running[job_id]
+                    if record.job.gpu_share is not None:
+                        version = self._co_runners_changed(run, now, sharers, running,
+                                                           completions, version, leaving=True)
                     left[job_id] = 0.0
                     done += 1
                 # 3. arrivals at ``now``
@@ -305,14 +286,12 @@ class Simulator:
                 # 4. decide
                 state: _LiveState | None = None
                 clock = time.perf_counter()
-                if queue_policy is not None and native_fifo is not None:
-                    decision = Decision(queue_policy.start_prefix(pending.values(), native_fifo,
+                if queue_policy is not None:
+                    decision = Decision(queue_policy.start_prefix(pending.values(), free.fork(),
                                                                   self.model))
                 else:
-                    if free_view is None:
-                        free_view = frozenset(free)
                     state = _LiveState.make(now, self.cluster, self.model,
-                                            tuple(pending.values()), free_view,
+                                            tuple(pending.values()), free,
                                             tuple(running.values()), records, left)
                     decision = self.policy.decide(state)
                 spent = time.perf_counter() - clock
@@ -321,8 +300,8 @@ class Simulator:
                     # Nothing runs and nothing will arrive: the policy would stall for ever.
                     if state is None:
                         state = _LiveState.make(now, self.cluster, self.model,
-                                                tuple(pending.values()), frozenset(free), (),
-                                                records, left)
+                                                tuple(pending.values()), free, (), records,
+                                                left)
                     decision = RollingFifo().decide(state)
                     decision = Decision(decision.start, (), True,
                                         "the policy started nothing on an idle cluster: FIFO")
@@ -332,7 +311,7 @@ class Simulator:
                 quiet = -math.inf
                 if tick and self.skip_quiet_rounds and not (
                         decision.start or decision.preempt or decision.fallback):
-                    quiet = math.inf if native_fifo is not None else self._quiet_until(state)
+                    quiet = math.inf if queue_policy is not None else self._quiet_until(state)
                 if state is not None:
                     state.close()
                 if decision.fallback and not warned:
@@ -348,11 +327,11 @@ class Simulator:
                     records[job_id].segments.append(
                         run.segment(now, run.work_left - left[job_id]))
                     records[job_id].preemptions += 1
-                    free.update(run.gpus)
-                    free_view = None
-                    if native_fifo is not None:
-                        native_fifo.release(run.gpus)
+                    free.release(run.gpus, run.record.job)
                     pending[job_id] = run.record.job
+                    if run.record.job.gpu_share is not None:
+                        version = self._co_runners_changed(run, now, sharers, running,
+                                                           completions, version, leaving=True)
                 for start in decision.start:
                     self._check_start(start, pending, free)
                     job = pending.pop(start.job)
@@ -366,16 +345,18 @@ class Simulator:
                     record.gpu_types.append(start.gpu_type)
                     record.gpus = start.gpus
                     version += 1
-                    finish = resume + left[job.id] / speed
-                    running[job.id] = _Run(record, start.gpu_type, start.gpus, now, resume,
-                                           speed, left[job.id], finish, version)
-                    free.difference_update(start.gpus)
-                    free_view = None
-                    if native_fifo is not None:
-                        native_fifo.take(start.gpus)  # (already taken if FIFO chose them)
-                    heapq.heappush(completions, (finish, version, job.id))
+                    run = Run(record, start.gpu_type, start.gpus, now, resume, speed,
+                              left[job.id], resume + left[job.id] / speed, version, now,
+                              job.share)
+                    running[job.id] = run
+                    free.take(start.gpus, job)
+                    heapq.heappush(completions, (run.finish, version, job.id))
+                    if job.gpu_share is not None:
+                        version = self._co_runners_changed(run, now, sharers, running,
+                                                           completions, version, leaving=False)
                 decisions.append(DecisionLog(now, len(pending), len(running),
-                                             total_gpus - len(free), len(decision.start),
+                                             total_gpus - free.free_count(),
+                                             len(decision.start),
                                              len(decision.preempt), spent, decision.fallback,
                                              decision.note))
                 if quiet > now and next_tick is not None:
@@ -402,22 +383,52 @@ class Simulator:
         usable = usable_gpus(self.jobs, self.cluster, self.truth) if self.jobs else None
         return Replay(records, decisions, self.cluster, time.perf_counter() - began, start_time,
                       interrupted, self.round_s, self.interval_s, self.restart_penalty_s,
-                      usable or None)
+                      usable or None, self.colocation)
 
     def _quiet_until(self, state: _LiveState | None) -> float:
         """The policy's ``quiet_until(state)`` (s); ``-inf`` without a state."""
         return -math.inf if state is None else quiet_until(self.policy, state)
 
-    def _check_start(self, start: Start, pending: dict[str, Job], free: set[str]) -> None:
+    def _co_runners_changed(self, run: Run, now: float, sharers: Sharers,
+                            running: dict[str, Run], completions: list[tuple[float, int, str]],
+                            version: int, *, leaving: bool) -> int:
+        """``run``'s job, which asks for a share of its GPU, starts on it or leaves it at
+        ``now``: the jobs on that GPU whose speed that changes (its own included when it
+        starts) go on at their new speed (a continued run segment, no restart penalty).
+        Returns the last run version used."""
+        gpu = run.gpus[0]
+        job = run.record.job
+        if leaving:
+            affected = sharers.remove(gpu, job.id)
+        else:
+            affected = [*sharers.add(gpu, job.id, job.job_type), job.id]
+        for other in affected:
+            current = running[other]
+            base = self.truth.throughput(current.record.job.job_type, current.gpu_type, 1,
+                                         self.cluster.placement_of(current.gpus))
+            speed = base * sharers.factor(gpu, current.gpu_type, other)
+            if speed == current.speed:
+                continue
+            version += 1
+            moved, segment = current.at_speed(now, speed, version)
+            if segment is not None:
+                current.record.gpu_seconds += current.gpu_seconds_at(now)
+                current.record.segments.append(segment)
+            running[other] = moved
+            heapq.heappush(completions, (moved.finish, version, other))
+        return version
+
+    def _check_start(self, start: Start, pending: dict[str, Job], free: FreeGpuIndex) -> None:
         """A policy's start must name a pending job, free GPUs of one allowed type, an
         allowed gang size and a configuration with measured throughput > 0."""
         name = self.policy.name
         job = pending.get(start.job)
         if job is None:
             raise RuntimeError(f"{name} started {start.job}, which is not pending")
-        busy = [g for g in start.gpus if g not in free]
-        if busy or len(set(start.gpus)) != len(start.gpus):
-            raise RuntimeError(f"{name} started {job.id} on GPUs that are not free: {busy}")
+        if len(set(start.gpus)) != len(start.gpus) or not free.can_hold(start.gpus, job):
+            raise RuntimeError(f"{name} started {job.id} on GPUs that are not free (or "
+                               "without its share, CPUs or memory there): "
+                               f"{list(start.gpus)}")
         gpus = self.cluster.gpu_by_id
         if any(gpus[g].gpu_type != start.gpu_type for g in start.gpus) or not job.may_use(
                 start.gpu_type):

@@ -182,11 +182,24 @@ def _in_sample_errors(model: FittedThroughputModel, profile: Profile) -> list[fl
     return errors
 
 
+def check_counts(profile: Profile, settings: FitSettings) -> None:
+    """Raise an InputError naming the row of a measurement at more GPUs than the fitted
+    model answers (``settings.max_gpus``): it would be fitted on, then never asked for."""
+    for index, point in enumerate(profile.points):
+        if point.num_gpus > settings.max_gpus:
+            raise InputError("GPU count beyond what the fitted model answers",
+                             file=profile.source or None,
+                             path=f"{profile.where(index)}.num_gpus", value=point.num_gpus,
+                             expected=f"an integer from 1 to {settings.max_gpus} "
+                             "(the fitted model's max_gpus)")
+
+
 def fit_throughput_model(profile: Profile,
                          settings: FitSettings | None = None) -> FittedThroughputModel:
     """Fit the throughput model of the module docstring to ``profile``."""
     settings = settings or FitSettings()
     started = time.perf_counter()
+    check_counts(profile, settings)
     index = _Index.of(profile)
     families = dict(profile.family)
     blocks: dict[tuple[str, str, Placement], _Block] = {}  # (family or job, GPU, placement)

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from hetsched.errors import InputError
-from hetsched.profiles import PointKey, Profile
+from hetsched.profiles import PointKey, Profile, ProfilePoint
 from hetsched.speed_fit import fit_throughput_model
-from hetsched.speed_model import Array, FitSettings
+from hetsched.speed_model import Array, FitSettings, Pooling
 from hetsched.throughput import Placement
 
 log = logging.getLogger(__name__)
@@ -77,19 +77,43 @@ def held_out_keys(profile: Profile) -> list[PointKey]:
     return sorted(p.key for p in profile.points if p.num_gpus > 1 and p.throughput > 0)
 
 
+#: ``progress(done, total)``: called after each held-out point.
+LooProgress = Callable[[int, int], None]
+
+
 def leave_one_out(profile: Profile, settings: FitSettings | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> LooReport:
-    """Hold out each point with more than one GPU, refit the whole model on the rest
-    and predict it; a prediction of 0 (unsupported) counts as a 100% error.
-    ``progress(done, total)`` is called after each held-out point."""
+                  progress: LooProgress | None = None, *, local: bool = True) -> LooReport:
+    """Hold out each point with more than one GPU, refit the model without it and
+    predict it; a prediction of 0 (unsupported) counts as a 100% error.
+
+    ``local`` (the default) refits only what the held-out point can change: a prediction
+    of (job, GPU type, placement) comes from one series, fitted from the measurements of
+    the job's group (its family, or the job alone with per-series pooling) on that GPU
+    type and nothing else (:func:`hetsched.speed_fit.fit_throughput_model`), so the model
+    fitted on that group's points without the held-out one predicts it exactly as the
+    whole profile refitted would, float for float (tests/files/test_throughput_model.py
+    compares both on Gavel's table). Where the group leaves nothing of the job on that GPU
+    type, the whole profile is refitted. Each refit then costs time in the group, not in
+    the profile: a 5,000-row profile takes seconds, not an hour
+    (benchmarks/fit_report.py). ``local=False`` refits the whole profile every time."""
     settings = settings or FitSettings()
     started = time.perf_counter()
-    points = []
     keys = held_out_keys(profile)
-    for key in keys:
+    groups: dict[tuple[str, str], list[ProfilePoint]] = {}
+    for point in profile.points:
+        groups.setdefault((_group(profile, settings, point.job_type), point.gpu_type),
+                          []).append(point)
+    points = []
+    for done, key in enumerate(keys, start=1):
         job, gpu, count, placement = key
         measured = profile.by_key[key].throughput
-        model = fit_throughput_model(profile.without(key), settings)
+        model = None
+        if local:
+            rest = [p for p in groups[(_group(profile, settings, job), gpu)] if p.key != key]
+            if any(p.job_type == job for p in rest):
+                model = fit_throughput_model(Profile(tuple(rest)), settings)
+        if model is None:
+            model = fit_throughput_model(profile.without(key), settings)
         try:
             prediction = model.predict(job, gpu, count, placement)
             predicted, flags = prediction.throughput, prediction.flags
@@ -97,8 +121,16 @@ def leave_one_out(profile: Profile, settings: FitSettings | None = None,
             predicted, flags = 0.0, f"unsupported ({exc.problem})"
         points.append(HeldOut(job, gpu, count, placement, measured, predicted, flags))
         if progress is not None:
-            progress(len(points), len(keys))
+            progress(done, len(keys))
+        if done % max(1, len(keys) // 10) == 0:
+            log.info("leave-one-out: %d of %d points (%.1f s)", done, len(keys),
+                     time.perf_counter() - started)
     return LooReport(tuple(points), settings, time.perf_counter() - started)
+
+
+def _group(profile: Profile, settings: FitSettings, job: str) -> str:
+    """What shares one fit with ``job`` on a GPU type: its family, or itself."""
+    return profile.family[job] if settings.pooling is Pooling.FAMILY else job
 
 
 def report_lines(report: LooReport, worst: int = 10) -> list[str]:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 
 from hetsched.data import Job
-from hetsched.gpus import SpeedView, Start, throughput_of
+from hetsched.gpus import SpeedView, Start, layout, throughput_of
 from hetsched.rolling import ClusterState, RunningJob
 
 #: The simulator's default restart penalty (s); policies that weigh a preemption use it.
@@ -60,29 +60,37 @@ class ReleaseTimes:
     """When each GPU is predicted to be free, per type: now for a free GPU, now plus the
     predicted remaining time of the job holding it otherwise (from the policy's model).
     :meth:`hold` books GPUs a decision hands out, so the jobs after it in the same
-    decision see them busy."""
+    decision see them busy.
+
+    Free GPUs are only counted per type (they all free now), so building one costs time
+    in the GPU types and the running jobs' GPUs, not in the cluster's idle GPUs."""
 
     def __init__(self, state: ClusterState, speeds: SpeedBook) -> None:
-        times: dict[str, list[float]] = {t: [] for t in state.cluster.type_names}
-        gpus = state.cluster.gpu_by_id
-        self.at: dict[str, float] = {}  # GPU id -> predicted release (s)
-        for g in state.free:
-            times[gpus[g].gpu_type].append(state.now)
-            self.at[g] = state.now
+        self.now = state.now
+        self.idle = {t: state.free_gpus(t) for t in state.cluster.type_names}
+        self._type_of = layout(state.cluster).type_of
+        # GPU id of a running job -> predicted release (s): a GPU shared by jobs that ask
+        # for a share of it is free when the last of them ends.
+        self.at: dict[str, float] = {}
         for run in state.running:
             speed = speeds.running_speed(state, run)
             end = state.now + run.remaining / speed if speed > 0 else math.inf
-            times[run.gpu_type].extend([end] * len(run.gpus))
-            self.at.update(dict.fromkeys(run.gpus, end))
-        self.times = {t: sorted(v) for t, v in times.items()}
-        self._gpus = gpus
+            for g in run.gpus:
+                self.at[g] = max(end, self.at.get(g, end))
+        busy: dict[str, list[float]] = {t: [] for t in state.cluster.type_names}
+        for g, end in self.at.items():
+            busy[self._type_of[g]].append(end)
+        self.busy = {t: sorted(v) for t, v in busy.items()}
 
     def hold(self, gpus: Iterable[str], until: float) -> None:
         """``gpus`` are taken now and predicted free again at ``until`` (s)."""
         for g in gpus:
-            times = self.times[self._gpus[g].gpu_type]
+            gpu_type = self._type_of[g]
+            times = self.busy[gpu_type]
             old = self.at.get(g)
-            if old is not None:
+            if old is None:  # a free GPU
+                self.idle[gpu_type] -= 1
+            else:
                 index = bisect.bisect_left(times, old)
                 if index < len(times) and times[index] == old:
                     del times[index]
@@ -91,8 +99,11 @@ class ReleaseTimes:
 
     def earliest(self, gpu_type: str, count: int) -> float:
         """The earliest time ``count`` GPUs of ``gpu_type`` are predicted free."""
-        times = self.times.get(gpu_type, [])
-        return times[count - 1] if count <= len(times) else math.inf
+        idle = self.idle.get(gpu_type, 0)
+        if count <= idle:
+            return self.now
+        times = self.busy.get(gpu_type, [])
+        return times[count - idle - 1] if count - idle <= len(times) else math.inf
 
 
 def worth_starting(state: ClusterState, job: Job, speeds: Mapping[str, float],

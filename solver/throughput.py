@@ -186,3 +186,44 @@ class PolicyView:
                 self.fitted.throughput(job_type, gpu_type, num_gpus, placement)
             self._answers[key] = found
         return found
+
+
+@dataclass(frozen=True, eq=False)
+class AliasedThroughput:
+    """A throughput model in which some GPU types take the speeds of others: ``aliases``
+    maps a cluster's GPU type the model has no measurement of (openb's ``g3``) to one it
+    has (``a100``), so ``throughput(job, "g3", n, p)`` is ``model.throughput(job, "a100",
+    n, p)``. Every other type is passed through. ``gpu_types`` lists the model's types and
+    the aliases (when the model lists its types)."""
+
+    model: ThroughputModel
+    aliases: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "aliases", MappingProxyType(dict(self.aliases)))
+
+    def throughput(
+        self, job_type: str, gpu_type: str, num_gpus: int, placement: Placement
+    ) -> float:
+        """steps/s of the GPU type ``gpu_type`` stands for."""
+        return self.model.throughput(job_type, self.aliases.get(gpu_type, gpu_type), num_gpus,
+                                     placement)
+
+    def matrix(
+        self, job_types: Sequence[str], gpu_types: Sequence[str], counts: Sequence[int],
+        placement: Placement,
+    ) -> npt.NDArray[np.float64]:
+        """steps/s, shape ``(len(job_types), len(gpu_types), len(counts))``."""
+        return throughput_matrix(self.model, job_types,
+                                 [self.aliases.get(t, t) for t in gpu_types], counts, placement)
+
+    @property
+    def gpu_types(self) -> frozenset[str]:
+        """The model's GPU types (empty if it lists none) and the aliases."""
+        known = frozenset(getattr(self.model, "gpu_types", ()) or ())
+        return known | frozenset(self.aliases) if known else frozenset()
+
+    @property
+    def job_types(self) -> frozenset[str]:
+        """The model's job types (empty if it lists none)."""
+        return frozenset(getattr(self.model, "job_types", ()) or ())

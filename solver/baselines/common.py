@@ -13,7 +13,8 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 
 from hetsched.data import Job
-from hetsched.gpus import FreeGpuIndex, Start
+from hetsched.free_gpus import FreeGpuIndex
+from hetsched.gpus import Start
 from hetsched.rolling import ClusterState, Decision, PolicyHooks
 from hetsched.starting import (
     RESTART_PENALTY_S,
@@ -73,7 +74,7 @@ def place(state: ClusterState, job: Job, gpu_types: Iterable[str], count: int,
         for gpu_type in types:
             gpus = pool.best_fit(job, gpu_type, count, state.throughput, with_victims)
             if gpus is not None:
-                pool.take(gpus)
+                pool.take(gpus, job)
                 return Start(job.id, gpu_type, gpus)
     return None
 
@@ -87,11 +88,11 @@ def start_in_order(state: ClusterState, order: Sequence[Job], types_for: TypesFo
     those that do not (backfilling), except that a job for which ``reserves(job)`` is true
     and which fits nowhere reserves its first GPU type: no later job starts on that type in
     this decision, so the type drains until the job fits."""
-    pool = FreeGpuIndex(state.cluster, state.free)
+    pool = state.pool()
     reserved: set[str] = set()
     starts = []
     for job in order:
-        if not pool.free:
+        if not pool.has_free():
             break
         types = [t for t in types_for(job) if t not in reserved]
         chosen = place(state, job, types, job.num_gpus, pool)
@@ -110,26 +111,26 @@ def preempt_in_order(state: ClusterState, order: Sequence[Job], types_for: Types
     is preempted; a pending job starts on free GPUs if it can, else on GPUs of running
     jobs later in the order (the lowest priority first). So a job is only preempted for a
     job of higher priority that actually starts on its GPUs. Running jobs missing from
-    ``order`` are never preempted."""
+    ``order`` are never preempted, nor are jobs running on a share of a GPU (their GPU
+    is not theirs alone to give)."""
     running = {r.job.id: r for r in state.running}
     rank = {job.id: i for i, job in enumerate(order)}
-    pool = FreeGpuIndex(state.cluster, state.free,
-                   {g: rank[job_id] for job_id, r in running.items() if job_id in rank
-                    for g in r.gpus})
+    pool = state.pool({g: rank[job_id] for job_id, r in running.items() if job_id in rank
+                       and r.job.gpu_share is None for g in r.gpus})
     taken: set[str] = set()
     starts: list[Start] = []
     preempt: list[str] = []
     for job in order:
         run = running.get(job.id)
         if run is not None:
-            if taken.isdisjoint(run.gpus):
+            if run.job.gpu_share is not None or taken.isdisjoint(run.gpus):
                 pool.keep(run.gpus)
                 continue
             preempt.append(job.id)
             pool.keep(run.gpus)
-            pool.release(g for g in run.gpus if g not in taken)
+            pool.release([g for g in run.gpus if g not in taken], run.job)
             continue
-        if not pool.free and not pool.victims:
+        if not pool.victims and not pool.has_free():
             continue
         chosen = place(state, job, types_for(job), job.num_gpus, pool, preempting=True)
         if chosen is not None:
@@ -209,7 +210,7 @@ class GuardedOrder(PolicyHooks):
     def decide(self, state: ClusterState) -> Decision:
         """Start the pending jobs that fit, in order."""
         promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job))
-        if not state.pending or not state.free:
+        if not state.pending or not state.has_free():
             return Decision()
 
         def key(job: Job) -> tuple[int, tuple[float, float, str]]:

@@ -17,7 +17,8 @@ from hetsched.data import Job
 from hetsched.errors import InputError
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.gavel.problem import AllocationProblem, Array
-from hetsched.gpus import FreeGpuIndex, Start
+from hetsched.free_gpus import FreeGpuIndex
+from hetsched.gpus import Start
 from hetsched.rolling import ClusterState, Decision, PolicyHooks
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ class Gavel(PolicyHooks):
             decision = self._round(state, jobs)
         else:
             decision = self._fill(state, state.pending, self._pairs(state, state.pending),
-                                  FreeGpuIndex(state.cluster, state.free))
+                                  state.pool())
         if self._lp_failed:
             return Decision(decision.start, decision.preempt, True, self._lp_failed)
         if self._pop_note and boundary:
@@ -318,9 +319,9 @@ class Gavel(PolicyHooks):
                 break
         preempt = [job_id for job_id, run in running.items()
                    if chosen.get(job_id) != run.gpu_type]
-        pool = FreeGpuIndex(state.cluster, state.free)
+        pool = state.pool()
         for job_id in preempt:
-            pool.release(running[job_id].gpus)
+            pool.release(running[job_id].gpus, running[job_id].job)
         to_start = sorted(
             (row for row, col in taken.items()
              if types[col] != getattr(running.get(jobs[row].id), "gpu_type", None)),
@@ -334,9 +335,9 @@ class Gavel(PolicyHooks):
                 starts.append(start)
         restarted = {s.job for s in starts}
         kept = [j for j in preempt
-                if j not in restarted and pool.free.issuperset(running[j].gpus)]
+                if j not in restarted and pool.can_hold(running[j].gpus, running[j].job)]
         for job_id in kept:  # nobody needed its GPUs: it keeps running
-            pool.take(running[job_id].gpus)
+            pool.take(running[job_id].gpus, running[job_id].job)
         preempted = tuple(j for j in preempt if j not in kept)
         waiting = [row for row, job in enumerate(jobs[:len(state.pending)])
                    if job.id not in restarted and job.id not in preempted]
@@ -348,7 +349,7 @@ class Gavel(PolicyHooks):
         """Free GPUs to waiting jobs (``pairs``: theirs, row by row), best priority first,
         without preempting (jobs that arrived since the last solve have no share yet: they
         come after, by arrival)."""
-        if not waiting or not pool.free:
+        if not waiting or not pool.has_free():
             return Decision()
         rows = np.arange(len(waiting))
         best = pairs.preference[:, 0]
@@ -358,7 +359,7 @@ class Gavel(PolicyHooks):
         types = state.cluster.type_names
         starts = []
         for row in order[pairs.usable[order, best[order]]].tolist():
-            if not pool.free:
+            if not pool.has_free():
                 break
             job = waiting[row]
             choices = [types[k] for k in pairs.preference[row].tolist() if pairs.usable[row, k]]

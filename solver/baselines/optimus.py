@@ -13,7 +13,8 @@ from hetsched.baselines.common import (
     place,
 )
 from hetsched.data import Job
-from hetsched.gpus import FreeGpuIndex, Start
+from hetsched.free_gpus import FreeGpuIndex
+from hetsched.gpus import Start
 from hetsched.rolling import ClusterState, Decision, PolicyHooks, RunningJob
 
 
@@ -64,18 +65,18 @@ class Optimus(PolicyHooks):
         """Allocate the free GPUs by marginal gain; at a boundary, move running jobs."""
         promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job))
         boundary = self.clock.boundary(state.now)
-        if not state.free or not (state.pending or (boundary and state.running)):
+        if not (state.pending or (boundary and state.running)) or not state.has_free():
             return Decision()
-        pool = FreeGpuIndex(state.cluster, state.free)
+        pool = state.pool()
         reserved: set[str] = set()
         starts = self._start(state, list(state.pending), promoted, pool, reserved)
-        if not boundary or not pool.free or not state.running:
+        if not boundary or not state.running or not pool.has_free():
             return Decision(tuple(starts))
         moves = self._moves(state, pool, reserved)
         if not moves:
             return Decision(tuple(starts))
         for run, _ in moves:
-            pool.release(run.gpus)
+            pool.release(run.gpus, run.job)
         started = {s.job for s in starts}
         waiting = [job for job in state.pending if job.id not in started]
         more = self._start(state, waiting, promoted, pool, reserved)
@@ -94,9 +95,9 @@ class Optimus(PolicyHooks):
         it is below 0 now by more than float rounding (1e-12 relative) it stays so."""
         if state.pending:
             return -math.inf
-        if not state.free:
+        if not state.has_free():
             return math.inf
-        pool = FreeGpuIndex(state.cluster, state.free)
+        pool = state.pool()
         for run in state.running:
             count = len(run.gpus)
             current = self.speeds.running_speed(state, run)

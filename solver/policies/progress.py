@@ -43,7 +43,7 @@ import numpy as np
 from hetsched.data import Job
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.progress import RoundPlan, RoundProblem, solve_round
-from hetsched.gpus import FreeGpuIndex, Start, layout, throughput_of
+from hetsched.gpus import Start, layout, throughput_of
 from hetsched.rolling import ClusterState, Decision, PolicyHooks, RunningJob
 from hetsched.starting import RESTART_PENALTY_S, SpeedBook, types_worth_starting
 from hetsched.throughput import Placement
@@ -128,7 +128,7 @@ class Progress(PolicyHooks):
     # -- deciding ------------------------------------------------------------------------
     def decide(self, state: ClusterState) -> Decision:
         """Solve the round's allocation and realise it on GPUs."""
-        if not state.pending and not state.free:
+        if not state.pending and not state.has_free():
             return Decision()
         options = self.options(state)
         if not options:
@@ -203,17 +203,11 @@ class Progress(PolicyHooks):
             critical = np.array([o.slack <= self.critical_rounds * self.round_s
                                  for o in options], dtype=np.bool_)
             value[urgent] += lift[urgent] * np.where(critical[urgent], 2.0, 1.0)
-        where = layout(cluster)
-        capacity = np.zeros(len(types), dtype=np.int64)
-        server = np.zeros(len(types), dtype=np.int64)
-        for index, ids in enumerate(where.node_ids):
-            t = type_index[where.node_type[index]]
-            capacity[t] += len(ids)
-            server[t] = max(server[t], len(ids))
+        where = layout(cluster)  # per type: GPUs, largest node, nodes over half of it
+        capacity = np.array([where.type_gpus[t] for t in types], dtype=np.int64)
+        server = np.array([where.largest[t] for t in types], dtype=np.int64)
         packed = np.array([not _spreadable(state, o) for o in options], dtype=np.bool_)
-        over_half = np.array([sum(1 for index, ids in enumerate(where.node_ids)
-                                  if where.node_type[index] == t and len(ids) * 2 > server[i])
-                              for i, t in enumerate(types)], dtype=np.int64)
+        over_half = np.array([where.over_half[t] for t in types], dtype=np.int64)
         start = np.array([self._last.get(o.job.id) == (o.gpu_type, o.size) for o in options],
                          dtype=np.bool_)
         return RoundProblem(len(jobs), job_of, np.array([type_index[o.gpu_type]
@@ -272,7 +266,7 @@ class Progress(PolicyHooks):
         now finishes no later than waiting for a faster one
         (:func:`~hetsched.baselines.common.types_worth_starting`), at the full speed of
         the option; an urgent job only where it still meets its deadline."""
-        if not gangs.pool.free:
+        if not gangs.pool.has_free():
             return
         started = {s.job for s in gangs.starts}
         pending = {job.id for job in state.pending} - started
@@ -283,7 +277,7 @@ class Progress(PolicyHooks):
         choice = types_worth_starting(state, self.speeds)
         worth_it: dict[str, list[str]] = {}
         for option in rest:
-            if not gangs.pool.free:
+            if not gangs.pool.has_free():
                 break
             job = option.job
             if job.id in started or (job.id in urgent_jobs and not option.urgent):
@@ -311,7 +305,7 @@ class _Gangs:
         self.starts: list[Start] = []
         self.preempt: list[str] = []
         self.owner: dict[str, str] = {}
-        self.pool = FreeGpuIndex(state.cluster, state.free)
+        self.pool = state.pool()
         self.widen([])
 
     def widen(self, cheaper: list[RunningJob]) -> None:
@@ -323,10 +317,12 @@ class _Gangs:
         victims: dict[str, int] = {}
         self.owner = {}
         for rank, run in enumerate([*reversed(kept), *reversed(dropped)]):
+            if run.job.gpu_share is not None:
+                continue  # a share job's GPU is not its alone to give
             for g in run.gpus:
                 victims[g] = rank  # a larger rank is taken first
                 self.owner[g] = run.job.id
-        self.pool = FreeGpuIndex(self.state.cluster, frozenset(self.pool.free), victims)
+        self.pool = self.pool.fork(victims)
 
     def full_speed(self, option: Option, *, with_victims: bool) -> tuple[str, ...] | None:
         """A gang for ``option`` by best fit whose placement gives the option's speed, or
@@ -344,17 +340,17 @@ class _Gangs:
         """Start ``option`` on ``gpus``: the jobs it takes GPUs from are preempted (their
         other GPUs freed), and a running job that moves frees its old GPUs."""
         pool = self.pool
-        pool.take(gpus)
+        pool.take(gpus, option.job)
         for victim in sorted({self.owner[g] for g in gpus if g in self.owner}):
             self.preempt.append(victim)
             held = self.running[victim].gpus
             pool.keep(held)
-            pool.release(g for g in held if g not in gpus)
+            pool.release([g for g in held if g not in gpus], self.running[victim].job)
             for g in held:
                 self.owner.pop(g, None)
         if run is not None:  # a migration: its old GPUs are free once it moves
             self.preempt.append(run.job.id)
-            pool.release(run.gpus)
+            pool.release(run.gpus, run.job)
         self.starts.append(Start(option.job.id, option.gpu_type, gpus))
 
 

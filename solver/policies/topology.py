@@ -24,7 +24,8 @@ import numpy as np
 from hetsched.data import Cluster, Instance, Job
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.topology import Gang, PlacementOutcome, place
-from hetsched.gpus import FreeGpuIndex, Start
+from hetsched.free_gpus import FreeGpuIndex
+from hetsched.gpus import Start
 from hetsched.result import Assignment, Result, Schedule, Status
 from hetsched.rolling import ClusterState, Decision, PolicyHooks
 from hetsched.throughput import Placement

@@ -34,24 +34,31 @@ FORMATS: dict[str, Callable[[Path, Options], Trace]] = {
 
 
 def read_trace(path: str | Path, format: str, *, throughput: ThroughputModel | None = None,
-               gpu_types: Sequence[str] = (), reference_gpu: str = "v100", seed: int = 0,
+               gpu_types: Sequence[str] = (), reference_gpu: str | None = None, seed: int = 0,
                on_bad_row: str = "fatal", limit_jobs: int | None = None,
                deadline_fraction: float | None = None,
-               deadline_slack: tuple[float, float] = (1.2, 3.0)) -> Trace:
+               deadline_slack: tuple[float, float] = (1.2, 3.0),
+               gpu_sharing: bool = True) -> Trace:
     """Read the trace in ``path`` written in ``format`` (one of :data:`FORMATS`).
 
     ``throughput`` (steps/s) checks that each job can run at its GPU count (else the
     count is capped at the largest one that can), draws job types for traces without
     any (philly, helios, openb; uniformly among the model's job types with
     throughput > 0 on ``reference_gpu`` at the job's count, with ``seed``), converts
-    durations (s) into work (steps) on ``reference_gpu``, and turns SLOs and
-    ``deadline_fraction`` into deadlines on the fastest of ``gpu_types`` (default: the
-    model's GPU types). Without it, traces that need one use the built-in catalogue
-    (hetsched.generate). ``deadline_fraction`` of the jobs without a deadline of their
-    own get ``arrival + U(deadline_slack) x isolated duration``. A bad row raises
+    durations (s) into work (steps) on ``reference_gpu`` (default: ``v100`` if the model
+    knows it, else the first of ``gpu_types`` it knows; ``Trace.reference_gpu`` says
+    which), and turns SLOs and ``deadline_fraction`` into deadlines on the fastest of
+    ``gpu_types`` (default: the model's GPU types). Without it, traces that need one use
+    the built-in catalogue (hetsched.generate). ``deadline_fraction`` of the jobs
+    without a deadline of their own get ``arrival + U(deadline_slack) x isolated
+    duration``. A bad row raises
     :class:`~hetsched.errors.InputError` naming the file and line; with
-    ``on_bad_row="skip"`` it is counted in ``Trace.skipped_rows`` instead.
-    ``limit_jobs`` keeps the earliest arrivals. The same arguments give the same Trace.
+    ``on_bad_row="skip"`` it is counted in ``Trace.skipped_rows`` instead, unless more
+    than :data:`~hetsched.traces.base.MAX_SKIPPED_FRACTION` of the rows not excluded on
+    purpose (or all of them) are bad, which raises. ``limit_jobs`` keeps the earliest
+    arrivals. ``gpu_sharing``: a job may ask for a share of one GPU (openb's
+    ``gpu_milli``); off, every share is rounded up to a whole GPU (noted). The same
+    arguments give the same Trace.
     """
     if format not in FORMATS:
         raise InputError("unknown trace format", path="format", value=format,
@@ -75,5 +82,5 @@ def read_trace(path: str | Path, format: str, *, throughput: ThroughputModel | N
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InputError("bad seed", path="seed", value=seed, expected="an integer >= 0")
     options = Options(throughput, tuple(gpu_types), reference_gpu, seed, on_bad_row, limit_jobs,
-                      deadline_fraction, (float(low), float(high)))
+                      deadline_fraction, (float(low), float(high)), bool(gpu_sharing))
     return FORMATS[format](Path(path), options)

@@ -1,6 +1,7 @@
 """Gavel's TSV traces (``*.trace``): one job a line, tab-separated, no header.
 
-Two layouts, told apart by the number of fields on each line:
+Two layouts, told apart by the number of fields of the first line; every line of a
+file has the same layout (a line of the other one is a bad row):
 
 * 7 fields: ``job_type, command, num_steps_arg, needs_data_dir, total_steps,
   arrival_time_s, scale_factor``;
@@ -24,11 +25,11 @@ from hetsched.traces.base import (
     Reading,
     Row,
     Trace,
-    build_trace,
     integer,
     number,
     open_text,
 )
+from hetsched.traces.rules import build_trace
 
 SHORT = ("job_type", "command", "num_steps_arg", "needs_data_dir", "total_steps",
          "arrival_time_s", "scale_factor")
@@ -36,7 +37,15 @@ LONG = ("job_type", "command", "working_directory", "num_steps_arg", "needs_data
         "total_steps", "scale_factor", "priority_weight", "SLO", "arrival_time")
 
 
-def _row(line: int, fields: list[str]) -> Row:
+def _row(line: int, fields: list[str], layout: tuple[int, int] | None) -> Row:
+    """The row of one line; ``layout`` is ``(fields, first line)`` of the file's layout
+    (``None`` before a line of either width): a line of the other layout is bad, never
+    re-read in it (a 10-field line cut to 7 fields is not a 7-field job)."""
+    if layout is not None and len(fields) in (len(SHORT), len(LONG)) and \
+            len(fields) != layout[0]:
+        raise BadRowError("a line of the other layout", len(fields),
+                          f"{layout[0]} tab-separated fields, as on line {layout[1]} "
+                          "(one layout per file)")
     if len(fields) == len(SHORT):
         cells = dict(zip(SHORT, fields, strict=True))
         arrival_column, weight, slo = "arrival_time_s", 1.0, None
@@ -70,14 +79,18 @@ def read_gavel(path: Path, options: Options) -> Trace:
     """Read a Gavel trace (either layout) into a :class:`~hetsched.traces.base.Trace`."""
     reading = Reading(path, "gavel", options)
     rows: list[Row] = []
+    layout: tuple[int, int] | None = None
     with open_text(path) as handle:
         try:
             for line, text in enumerate(handle, start=1):
                 text = text.rstrip("\r\n")
                 if not text.strip():
                     continue
+                fields = text.split("\t")
+                if layout is None and len(fields) in (len(SHORT), len(LONG)):
+                    layout = (len(fields), line)  # the file's layout: its first line's
                 try:
-                    rows.append(_row(line, text.split("\t")))
+                    rows.append(_row(line, fields, layout))
                 except BadRowError as error:
                     reading.bad_row(line, error)
         except UnicodeDecodeError as exc:

@@ -18,13 +18,13 @@ from hetsched.traces.base import (
     Reading,
     Row,
     Trace,
-    build_trace,
     check_width,
     csv_rows,
     integer,
     number,
 )
 from hetsched.traces.philly import wall_clock
+from hetsched.traces.rules import build_trace
 
 COLUMNS = ("job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "state", "submit_time",
            "start_time", "end_time", "duration", "queue")

@@ -1,7 +1,8 @@
 """hetsched's own trace CSV: one row per job with every :class:`~hetsched.data.Job` field.
 
 Columns (header required, in any order): ``id, arrival, job_type, num_gpus, work,
-deadline, weight, user, allowed_gpu_counts, allowed_gpu_types``. Times in s, work in
+deadline, weight, user, allowed_gpu_counts, allowed_gpu_types``, and optionally
+``gpu_share, cpus, memory_gb`` (written only when some job has one). Times in s, work in
 steps; an empty ``deadline``, ``user``, ``allowed_gpu_counts`` or
 ``allowed_gpu_types`` means none; the two lists are joined by ``|`` (``1|2|4``,
 ``v100|p100``). Numbers are written with Python's ``repr`` so that reading back gives
@@ -14,7 +15,16 @@ import csv
 from collections.abc import Iterable
 from pathlib import Path
 
-from hetsched.data import MAX_GPUS_PER_JOB, MAX_TIME_S, MAX_WEIGHT, MAX_WORK, MIN_WEIGHT, Job
+from hetsched.data import (
+    MAX_CPUS,
+    MAX_GPUS_PER_JOB,
+    MAX_MEMORY_GB,
+    MAX_TIME_S,
+    MAX_WEIGHT,
+    MAX_WORK,
+    MIN_WEIGHT,
+    Job,
+)
 from hetsched.errors import InputError
 from hetsched.traces.base import (
     BadRowError,
@@ -22,15 +32,17 @@ from hetsched.traces.base import (
     Reading,
     Row,
     Trace,
-    build_trace,
     check_width,
     csv_rows,
     integer,
     number,
 )
+from hetsched.traces.rules import build_trace
 
 COLUMNS = ("id", "arrival", "job_type", "num_gpus", "work", "deadline", "weight", "user",
            "allowed_gpu_counts", "allowed_gpu_types")
+#: Columns a file may have (written only when some job has a value).
+OPTIONAL = ("gpu_share", "cpus", "memory_gb")
 
 
 def _row(line: int, cells: dict[str, str]) -> Row:
@@ -63,14 +75,23 @@ def _row(line: int, cells: dict[str, str]) -> Row:
         weight=number(cells["weight"] or "1", "weight", low=MIN_WEIGHT, high=MAX_WEIGHT,
                       what=f"a weight from {MIN_WEIGHT:g} to {MAX_WEIGHT:g}"),
         user=cells["user"] or None, id=cells["id"], allowed_gpu_counts=counts,
-        allowed_gpu_types=types)
+        allowed_gpu_types=types, gpu_share=_optional(cells, "gpu_share", 1.0),
+        cpus=_optional(cells, "cpus", MAX_CPUS), memory_gb=_optional(cells, "memory_gb",
+                                                                     MAX_MEMORY_GB))
+
+
+def _optional(cells: dict[str, str], column: str, high: float) -> float | None:
+    """An optional number column: ``None`` when empty."""
+    text = cells[column]
+    return number(text, column, low=0.0, high=high, what=f"a number from 0 to {high:g}, or "
+                  "empty") if text else None
 
 
 def read_native(path: Path, options: Options) -> Trace:
     """Read a native trace CSV into a :class:`~hetsched.traces.base.Trace`."""
     reading = Reading(path, "native", options)
     rows: list[Row] = []
-    for line, cells in csv_rows(path, COLUMNS):
+    for line, cells in csv_rows(path, COLUMNS, OPTIONAL):
         try:
             rows.append(_row(line, cells))
         except BadRowError as error:
@@ -94,9 +115,10 @@ def write_native(trace_or_jobs: Trace | Iterable[Job], path: str | Path) -> None
     except OSError as exc:
         raise InputError(f"cannot write the trace file ({exc.strerror})",
                          file=str(path)) from None
+    extra = [name for name in OPTIONAL if any(getattr(job, name) is not None for job in jobs)]
     with handle:
         writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(COLUMNS)
+        writer.writerow((*COLUMNS, *extra))
         for job in jobs:
             writer.writerow([
                 job.id, repr(float(job.arrival)), job.job_type, job.num_gpus,
@@ -105,4 +127,6 @@ def write_native(trace_or_jobs: Trace | Iterable[Job], path: str | Path) -> None
                 repr(float(job.weight)), job.user or "",
                 "|".join(map(str, job.allowed_gpu_counts or ())),
                 "|".join(job.allowed_gpu_types or ()),
+                *("" if getattr(job, name) is None else repr(float(getattr(job, name)))
+                  for name in extra),
             ])

@@ -30,12 +30,12 @@ from hetsched.traces.base import (
     Reading,
     Row,
     Trace,
-    build_trace,
     check_width,
     csv_rows,
     integer,
     number,
 )
+from hetsched.traces.rules import build_trace
 
 log = logging.getLogger(__name__)
 
@@ -51,17 +51,17 @@ def gpu_type_name(model: str) -> str:
 
 
 def _time(cells: dict[str, str], column: str) -> float | None:
-    """A time in s, or None when the cell is empty (or 0, openb's "never")."""
+    """A time in s (0 is a time: the trace's first moment), or None when the cell is
+    empty (openb's "never")."""
     if not cells[column]:
         return None
-    value = number(cells[column], column, low=0.0, high=MAX_TIME_S,
-                   what=f"a time in s from 0 to {MAX_TIME_S:g}, or empty")
-    return value or None
+    return number(cells[column], column, low=0.0, high=MAX_TIME_S,
+                  what=f"a time in s from 0 to {MAX_TIME_S:g}, or empty")
 
 
 def read_openb(path: Path, options: Options) -> Trace:
     """Read an openb pod list into a :class:`~hetsched.traces.base.Trace`."""
-    reading = Reading(path, "openb", options)
+    reading = Reading(path, "openb", options, types_column="gpu_spec")
     rows: list[Row] = []
     for line, cells in csv_rows(path, POD_COLUMNS):
         try:
@@ -69,7 +69,11 @@ def read_openb(path: Path, options: Options) -> Trace:
             if not cells["name"]:
                 raise BadRowError("empty name", cells["name"], "a pod name", "name")
             num_gpu = integer(cells["num_gpu"], "num_gpu", high=MAX_GPUS_PER_JOB)
-            gpu_milli = integer(cells["gpu_milli"] or "0", "gpu_milli")
+            gpu_milli = integer(cells["gpu_milli"] or "0", "gpu_milli", high=1000)
+            cpu_milli = integer(cells["cpu_milli"] or "0", "cpu_milli", high=1000 * MAX_CPUS)
+            memory_mib = number(cells["memory_mib"] or "0", "memory_mib", low=0.0,
+                                high=1024 * MAX_MEMORY_GB,
+                                what=f"MiB from 0 to {1024 * MAX_MEMORY_GB:g}")
             created = _time(cells, "creation_time")
             if created is None:
                 raise BadRowError("empty creation_time", cells["creation_time"],
@@ -91,12 +95,18 @@ def read_openb(path: Path, options: Options) -> Trace:
         if deleted <= scheduled:
             reading.exclude("deletion_time not after scheduled_time")
             continue
+        share = note = None
         if num_gpu == 1 and 0 < gpu_milli < 1000:
-            reading.note("gpu_milli < 1000 (a share of one GPU): counted as one whole GPU")
+            if reading.options.gpu_sharing:
+                share = gpu_milli / 1000
+            else:
+                note = "gpu_milli < 1000 (a share of one GPU): counted as one whole GPU (GPU " \
+                    "sharing off)"
         models = [m for m in cells["gpu_spec"].split("|") if m.strip()]
         allowed = tuple(dict.fromkeys(gpu_type_name(m) for m in models)) or None
         rows.append(Row(line, created, num_gpu, duration=deleted - scheduled, id=cells["name"],
-                        allowed_gpu_types=allowed))
+                        allowed_gpu_types=allowed, gpu_share=share, cpus=cpu_milli / 1000,
+                        memory_gb=memory_mib / 1024, note=note))
     return build_trace(reading, rows)
 
 

@@ -19,12 +19,12 @@ from hetsched.traces.base import (
     Reading,
     Row,
     Trace,
-    build_trace,
     check_width,
     csv_rows,
     integer,
     number,
 )
+from hetsched.traces.rules import build_trace
 
 COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
 _EPOCH = datetime(1970, 1, 1)

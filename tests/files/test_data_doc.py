@@ -37,4 +37,4 @@ def test_the_sample_commands_run(args: list[str], tmp_path: Path) -> None:
 
 
 def test_the_sample_commands_were_found() -> None:
-    assert len(_commands()) == 2
+    assert len(_commands()) == 3

@@ -150,7 +150,7 @@ HEADER = "job_type,gpu_type,num_gpus,placement,throughput\n"
     (HEADER + "rnn,v100,2,diagonal,3\n", ["line 2.placement", "'diagonal'", "packed or spread"]),
     (HEADER + ",v100,1,packed,3\n", ["line 2", "empty job_type"]),
     (HEADER + "rnn,v100,1,packed,3\nrnn,v100,1,packed,4\n",
-     ["line 3", "duplicate measurement", "the first is points[0]"]),
+     ["line 3", "duplicate measurement", "the first is line 2"]),
     (HEADER, ["the profile has no measurements"]),
     ("job_type,gpu_type,num_gpus,placement,throughput,batch_size\nrnn,v100,1,packed,3,big\n",
      ["line 2.batch_size", "'big'"]),

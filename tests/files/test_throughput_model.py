@@ -311,6 +311,38 @@ def gavel(shared_data: Path) -> Profile:
     return read_gavel_throughputs(shared_data / "gavel" / "simulation_throughputs.json")
 
 
+def test_local_refits_give_the_whole_refits_leave_one_out(gavel: Profile) -> None:
+    # Issue 17 (defect 8): refitting only the held-out point's group on its GPU type
+    # predicts every point exactly as refitting the whole table does, float for float,
+    # with family pooling (the default) on Gavel's table, and per series (the naive
+    # baseline) on a synthetic profile of two GPU types.
+    local, whole = (leave_one_out(gavel, local=flag) for flag in (True, False))
+    assert local.points == whole.points
+    assert len(local.points) == 333
+    profile = Profile.from_rows([*synthetic_profile().rows(), *(
+        (job, "h", n, placement, speed * 1.5)
+        for job, _, n, placement, speed in synthetic_profile(counts=(1, 2, 4)).rows())])
+    naive = FitSettings.naive(("log2n", "ring"))
+    local, whole = (leave_one_out(profile, naive, local=flag) for flag in (True, False))
+    assert local.points == whole.points
+    assert {p.gpu_type for p in local.points} == {"g", "h"}
+
+
+def test_local_leave_one_out_falls_back_when_the_group_leaves_nothing_of_the_job() -> None:
+    # "lm" has one point on "h" (2 GPUs): held out, nothing of lm is left on h, and the
+    # whole-profile refit says what it says (lm known, unsupported on h: 0 steps/s).
+    rows = [*synthetic_profile(counts=(1, 2)).rows(), ("lm", "h", 2, PACKED, 7.0),
+            ("lm", "g", 1, PACKED, 3.0)]
+    profile = Profile.from_rows(rows)
+    seen: list[tuple[int, int]] = []
+    report = leave_one_out(profile, progress=lambda done, total: seen.append((done, total)))
+    whole = leave_one_out(profile, local=False)
+    assert report.points == whole.points
+    lonely = next(p for p in report.points if p.job_type == "lm")
+    assert (lonely.gpu_type, lonely.predicted, lonely.ape) == ("h", 0.0, 100.0)
+    assert seen == [(k, len(report.points)) for k in range(1, len(report.points) + 1)]
+
+
 def test_gavel_leave_one_out_meets_the_targets(gavel: Profile) -> None:
     report = leave_one_out(gavel)
     assert len(report.points) == 333

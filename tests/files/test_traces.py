@@ -14,7 +14,7 @@ from hetsched.data import Job
 from hetsched.errors import InputError
 from hetsched.profiles import read_gavel_throughputs
 from hetsched.speed_fit import throughput_model
-from hetsched.throughput import Placement, ThroughputTable
+from hetsched.throughput import AliasedThroughput, Placement, ThroughputTable
 from hetsched.traces import Trace, openb_cluster, read_trace, write_native
 from hetsched.traces.base import CAPPED
 from tests.helpers import ROOT
@@ -203,7 +203,9 @@ def test_helios_keeps_gpu_jobs_of_every_state() -> None:
 
 
 def test_openb_pods_map_gpu_spec_and_exclude_with_counts() -> None:
-    trace = read_trace(DATA / "openb_pods.csv", "openb", throughput=TABLE)
+    # v100m32 (in p1's gpu_spec) takes the table's v100 speeds; v100m16 is unknown.
+    model = AliasedThroughput(TABLE, {"v100m32": "v100"})
+    trace = read_trace(DATA / "openb_pods.csv", "openb", throughput=model)
     assert trace.excluded == {"num_gpu 0": 1, "no deletion_time (still running)": 1,
                               "never scheduled": 1}
     p1, p5 = trace.jobs
@@ -211,8 +213,17 @@ def test_openb_pods_map_gpu_spec_and_exclude_with_counts() -> None:
     # Runs from scheduled_time 150 to deletion_time 400: 250 s on the reference v100.
     assert p1.work == 250.0 * {"A3C": 5.0, RESNET: 10.0}[p1.job_type]
     assert (p5.id, p5.arrival, p5.allowed_gpu_types, p5.num_gpus) == ("p5", 10.0, None, 1)
-    assert "gpu_milli < 1000 (a share of one GPU): counted as one whole GPU: 1 jobs" \
-        in trace.notes
+    # p5 asks for half a GPU, 16 cores and 1,000 MiB; p1 for a whole one, 8 cores.
+    assert (p5.gpu_share, p5.cpus, p5.memory_gb) == (0.5, 16.0, 1000 / 1024)
+    assert (p1.gpu_share, p1.cpus, p1.memory_gb) == (None, 8.0, 30000 / 1024)
+    assert trace.notes == ()
+    rounded = read_trace(DATA / "openb_pods.csv", "openb", throughput=model, gpu_sharing=False)
+    assert [job.gpu_share for job in rounded.jobs] == [None, None]
+    assert rounded.notes == ("gpu_milli < 1000 (a share of one GPU): counted as one whole "
+                             "GPU (GPU sharing off): 1 jobs",)
+    # The note counts the jobs kept: with --limit-jobs 1 only p1 (a whole GPU) is.
+    assert read_trace(DATA / "openb_pods.csv", "openb", throughput=model, gpu_sharing=False,
+                      limit_jobs=1).notes == ()
 
 
 def test_openb_cluster_reads_gpu_machines() -> None:
@@ -370,7 +381,7 @@ def test_a_large_accepted_count_is_capped_without_counting_down(tmp_path: Path) 
 def test_known_counts_bound_the_search() -> None:
     from hetsched.data import MAX_GPUS_PER_JOB
     from hetsched.throughput import PolicyView
-    from hetsched.traces.base import Speeds, known_counts
+    from hetsched.traces.rules import Speeds, known_counts
 
     assert known_counts(TABLE) == (2, 1)
     assert known_counts(PolicyView(TABLE, TABLE)) == (2, 1)

@@ -4,7 +4,8 @@ packed and spread requests, and its counts kept in step by take, release and kee
 from __future__ import annotations
 
 from hetsched.data import Cluster, GpuType, Job, Node
-from hetsched.gpus import FreeGpuIndex, SpeedView, Start, victim_gpus
+from hetsched.free_gpus import FreeGpuIndex, victim_gpus
+from hetsched.gpus import SpeedView, Start
 from hetsched.throughput import Placement, ThroughputTable
 
 # Nodes in cluster order: a (4 x v100), b (2 x v100), c (4 x k80).

@@ -11,7 +11,8 @@ import pytest
 
 from hetsched.check import check
 from hetsched.data import Cluster, GpuType, Instance, Job, Node
-from hetsched.gpus import FreeGpuIndex, Start
+from hetsched.free_gpus import FreeGpuIndex
+from hetsched.gpus import Start
 from hetsched.instance_file import load_instance
 from hetsched.outcome import OUTPUT_FILES, TIMING_FIELDS
 from hetsched.policies.fifo import fifo_schedule
@@ -191,7 +192,7 @@ def test_outputs_are_written_and_reproducible(tmp_path: Path) -> None:
     assert not set(TIMING_FIELDS) & set(summary)
     lines = (folder / "a" / "jobs.csv").read_text().splitlines()
     assert len(lines) == 201
-    assert lines[0].startswith("job,arrival,start,finish,jct")
+    assert lines[0].startswith("job,job_type,arrival,start,finish,jct")
     decisions = (folder / "a" / "decisions.csv").read_text().splitlines()
     assert len(decisions) == summary["decisions"] + 1
     assert "decision_time_s" not in decisions[0]
@@ -432,7 +433,7 @@ def test_first_fit_gpus_and_the_free_gpu_index_match_the_naive_scan(seed: int) -
         for job in rng.sample(jobs, 5):
             count = rng.choice((None, 1, 2, 3, 4, 8))
             expected = naive_first_fit(state, job, set(free), count)
-            assert first_fit_gpus(state, job, set(free), count) == expected
+            assert first_fit_gpus(state, job, state.pool(), count) == expected
             assert kept.first_fit(job, count or job.num_gpus, table) == expected
 
 
