@@ -83,3 +83,9 @@ class InvalidScheduleError(RuntimeError):
         more = f" (and {len(violations) - 3} more)" if len(violations) > 3 else ""
         super().__init__(f"{what} fails the checker: {len(violations)} violations: "
                          f"{shown}{more}")
+        self.what = what
+
+    def __reduce__(self) -> tuple[type[InvalidScheduleError], tuple[str, list[Any]]]:
+        """Pickled as what failed and the violations (a worker process's error reaches the
+        bench as itself, not as a dead worker)."""
+        return type(self), (self.what, self.violations)

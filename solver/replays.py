@@ -333,7 +333,7 @@ def check_replay(replay: Replay, jobs: Sequence[Job], truth: ThroughputModel) ->
 
     schedule = replay.schedule()
     instance = Instance(replay.cluster, tuple(jobs), truth, now=min(
-        (job.arrival for job in jobs), default=0.0))
+        (job.arrival for job in jobs), default=0.0), colocation=replay.colocation)
     violations = check(instance, schedule, complete=not replay.interrupted)
     log.info("checker: %d run segments of %d jobs, %d violations", len(schedule),
              len(jobs), len(violations))

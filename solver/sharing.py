@@ -52,6 +52,11 @@ class CoLocationModel:
                              value=factor, expected="a speed factor > 0 and <= 1")
         object.__setattr__(self, "pairs", MappingProxyType(dict(self.pairs)))
 
+    def __reduce__(self) -> tuple[type[CoLocationModel], tuple[dict[PairKey, float], float]]:
+        """Pickled as its pairs and default factor (for worker processes and Ray's object
+        store)."""
+        return type(self), (dict(self.pairs), self.default_factor)
+
     def factor(self, job_type: str, gpu_type: str, others: Sequence[str]) -> float:
         """The speed factor of ``job_type`` on a GPU of ``gpu_type`` it shares with jobs
         of the types ``others`` (1 alone)."""

@@ -202,6 +202,11 @@ class AliasedThroughput:
     def __post_init__(self) -> None:
         object.__setattr__(self, "aliases", MappingProxyType(dict(self.aliases)))
 
+    def __reduce__(self) -> tuple[type[AliasedThroughput], tuple[ThroughputModel,
+                                                                 dict[str, str]]]:
+        """Pickled as its model and aliases (for worker processes and Ray's object store)."""
+        return type(self), (self.model, dict(self.aliases))
+
     def throughput(
         self, job_type: str, gpu_type: str, num_gpus: int, placement: Placement
     ) -> float:

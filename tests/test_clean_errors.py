@@ -150,3 +150,22 @@ def test_a_tiny_cbc_limit_returns_the_start_plan(limit: str,
     assert document["status"] in ("OPTIMAL", "FEASIBLE", "TIME_LIMIT")
     assert len(document["schedule"]) == 20
     assert document["violations"] == []
+
+
+def test_errors_cross_process_boundaries_as_themselves() -> None:
+    """A bench worker's error is pickled back to the bench: an InputError and a checker
+    failure (InvalidScheduleError) come back with their message and fields (an error
+    that cannot be pickled kills the worker pool, and the cell is reported as a lost
+    worker instead of its error)."""
+    import pickle
+
+    from hetsched.check import Violation
+    from hetsched.errors import InvalidScheduleError
+
+    error = InputError("bad load", path="load", value=5000, expected="<= 1000", file="f")
+    back = pickle.loads(pickle.dumps(error))
+    assert (str(back), back.path, back.value) == (str(error), "load", 5000)
+    failed = InvalidScheduleError("the replay", [Violation("j1", "finish", "late")])
+    again = pickle.loads(pickle.dumps(failed))
+    assert (type(again), str(again), again.violations) == \
+        (InvalidScheduleError, str(failed), failed.violations)

@@ -285,3 +285,36 @@ def test_decision_times_come_from_timing_json(tmp_path: Path, trace: Path) -> No
     (old / "decisions.csv").write_text("time,decision_time_s\n0,0.5\n3,0.25\n")
     assert bench_report.decision_times(old) == [0.5, 0.25]
     assert bench_report.decision_times(tmp_path / "missing") == []
+
+
+def test_an_openb_bench_with_aliases_and_shares_runs_in_worker_processes(
+        tmp_path: Path) -> None:
+    """The inputs of a bench with GPU aliases and shares (an aliased throughput model and
+    the co-location factors) go to worker processes: two workers give the files and rows
+    of one process, and summary.json records how the trace was read."""
+    import pickle
+
+    from hetsched.replays import replay_inputs
+    from tests.helpers import ROOT, same_results
+
+    data = ROOT / "tests" / "data" / "traces"
+    cluster = f"openb:{data / 'openb_small_nodes.csv'}"
+    inputs = replay_inputs(data / "openb_small_pods.csv", "openb", cluster,
+                           gpu_aliases="g3=a100", colocation_factor=0.7)
+    again = pickle.loads(pickle.dumps(inputs))
+    assert (dict(again.aliases), again.colocation) == ({"g3": "a100"}, inputs.colocation)
+    assert again.truth.throughput("image-cnn-small", "g3", 1, "packed") == \
+        inputs.truth.throughput("image-cnn-small", "a100", 1, "packed") > 0
+    common = {"trace": data / "openb_small_pods.csv", "trace_format": "openb",
+              "cluster": cluster, "policies": ("fifo", "srtf"), "seeds": (0, 1),
+              "reference_gpu": "t4", "gpu_aliases": {"g3": "a100"},
+              "colocation_factor": 0.7, "lp_bound": False}
+    run_bench(settings(**common, workers=1), tmp_path / "one", report=False)  # type: ignore[arg-type]
+    outcome = run_bench(settings(**common, workers=2), tmp_path / "two",  # type: ignore[arg-type]
+                        report=False, engine=LocalEngine(2))
+    assert (outcome.ran, outcome.failed) == (4, ())
+    same_results(tmp_path / "two", tmp_path / "one")
+    summary = json.loads((tmp_path / "two" / "runs" / "srtf-s0-l1" / "summary.json")
+                         .read_text())
+    assert (summary["reference_gpu"], summary["gpu_aliases"], summary["colocation_factor"],
+            summary["gpu_share_jobs"]) == ("t4", {"g3": "a100"}, 0.7, 9)
