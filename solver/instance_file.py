@@ -12,10 +12,7 @@ import json
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import jsonschema
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from hetsched.data import (
     MAX_GPUS_PER_JOB,
@@ -32,6 +29,10 @@ from hetsched.data import (
 from hetsched.errors import InputError
 from hetsched.json_files import json_path, read_json
 from hetsched.throughput import Placement, ThroughputModel, ThroughputTable
+
+if TYPE_CHECKING:  # (jsonschema is imported when a document is checked: its import
+    # takes seconds where rfc3987-syntax is installed, and most commands never need it)
+    from jsonschema.exceptions import ValidationError
 
 FORMAT = "hetsched-instance"
 VERSION = 1
@@ -136,6 +137,8 @@ def validate_document(doc: Any, file: str) -> None:
 def check_schema(doc: Any, part: dict[str, Any], file: str) -> None:
     """Check ``doc`` against ``part`` (the instance schema or a piece of it); the first
     error, in document order, becomes one readable :class:`InputError`."""
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(part)
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
     if errors:

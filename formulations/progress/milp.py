@@ -15,7 +15,9 @@ at most as many fractional jobs as it has capacity rows, so HiGHS closes it in f
 nodes. Each solve starts from the previous round's choice when it is still feasible,
 else from the greedy choice (:func:`~hetsched.formulations.progress.problem.greedy`);
 the answer is never worse than that start (the engine layer keeps the better of the
-two).
+two). When every job's most valuable option fits beside the others' (a cluster with room
+for everyone), that choice is optimal and no MILP is built
+(:func:`~hetsched.formulations.progress.problem.best_each`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from hetsched.formulations.common import Outcome
 from hetsched.formulations.mip import solve_mip
 from hetsched.formulations.mip.model import MatrixBuilder, MatrixModel
 from hetsched.formulations.mip.result import MipSettings
-from hetsched.formulations.progress.problem import RoundProblem, greedy
+from hetsched.formulations.progress.problem import RoundProblem, best_each, greedy
 
 #: Relative gap at which a round's MILP may stop (the values are estimates; closing the
 #: last 1e-6 buys nothing).
@@ -42,7 +44,8 @@ class RoundPlan:
     """The options chosen for a round (``chosen[k]``), their total value, the MILP's
     bound on it (``None`` without one), how the solve ended and where the answer came
     from (``"milp"``, ``"start"`` when nothing beat the start, ``"greedy"`` when the
-    engine gave nothing), the deterministic work it used and its wall seconds."""
+    engine gave nothing, ``"best"`` when every job's best option fits: optimal without a
+    solve), the deterministic work it used and its wall seconds."""
 
     chosen: npt.NDArray[np.bool_]
     value: float
@@ -106,6 +109,10 @@ def solve_round(problem: RoundProblem, budget: Budget, engine: str = "highs") ->
     if problem.num_options == 0 or not problem.value.any():
         return RoundPlan(start, problem.worth(start), problem.worth(start), Outcome.OPTIMAL,
                          "start", 0.0, 0.0)
+    best = best_each(problem)
+    if best is not None:  # everyone's best option fits: optimal without a solve
+        return RoundPlan(best, problem.worth(best), problem.worth(best), Outcome.OPTIMAL,
+                         "best", 0.0, 0.0)
     model = RoundModel(problem).build()
     scale = max(float(problem.value.max()), 1e-300)
     result = solve_mip(model, engine, budget, MipSettings(gap=ROUND_GAP, presolve=False),

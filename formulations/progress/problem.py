@@ -117,3 +117,21 @@ def greedy(problem: RoundProblem) -> npt.NDArray[np.bool_]:
         if big[k]:
             big_left[gpu_type] -= 1
     return chosen
+
+
+def best_each(problem: RoundProblem) -> npt.NDArray[np.bool_] | None:
+    """Each job's most valuable option (ties: the one of ``start``, then the lowest
+    index; none for a job whose options are all worth 0) when they fit together, else
+    ``None``. When they fit they are optimal: no choice is worth more than every job's
+    best option (the MILP's objective without its capacity rows). This is the round of
+    a cluster with room for everyone: on Alibaba's openb inventory nearly every round."""
+    count = problem.num_options
+    if count == 0:
+        return np.zeros(0, dtype=np.bool_)
+    start = problem.start if problem.start is not None else np.zeros(count, dtype=np.bool_)
+    order = np.lexsort((np.arange(count), ~start, -problem.value, problem.option_job))
+    jobs = problem.option_job[order]
+    first = order[np.r_[True, jobs[1:] != jobs[:-1]]]
+    chosen = np.zeros(count, dtype=np.bool_)
+    chosen[first[problem.value[first] > 0]] = True
+    return chosen if problem.feasible(chosen) else None

@@ -11,7 +11,13 @@ import pytest
 
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.mip import available_engines
-from hetsched.formulations.progress import RoundModel, RoundProblem, greedy, solve_round
+from hetsched.formulations.progress import (
+    RoundModel,
+    RoundProblem,
+    best_each,
+    greedy,
+    solve_round,
+)
 
 
 def round_problem(seed: int, jobs: int = 5, types: int = 2) -> RoundProblem:
@@ -125,3 +131,38 @@ def test_back_ends_agree(engine: str, seed: int) -> None:
     highs = solve_round(problem, Budget.unlimited(deterministic=True), "highs")
     other = solve_round(problem, Budget.unlimited(deterministic=True), engine)
     assert other.value == pytest.approx(highs.value, rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_when_every_jobs_best_option_fits_it_is_the_optimum_without_a_solve(
+        seed: int) -> None:
+    # The random rounds above with capacities of 40 GPUs (10 servers of 4) per type: room
+    # for everyone, so each job takes its most valuable option and nothing is solved;
+    # brute force agrees. Tied values keep the previous round's option.
+    tight = round_problem(seed)
+    roomy = RoundProblem(tight.num_jobs, tight.option_job, tight.option_type,
+                         tight.option_size, tight.value, np.full(len(tight.capacity), 40),
+                         tight.packed, tight.server_size, np.full(len(tight.capacity), 10))
+    plan = solve_round(roomy, Budget.unlimited(deterministic=True))
+    assert (plan.source, plan.work) == ("best", 0.0)
+    assert plan.value == pytest.approx(brute_force(roomy), rel=1e-12)
+    assert plan.bound == plan.value
+    per_job = np.bincount(roomy.option_job[plan.chosen], minlength=roomy.num_jobs)
+    assert per_job.max() == 1
+    # Where the best options do not fit, the MILP decides (the seeds whose tight round
+    # the brute-force test covers).
+    if best_each(tight) is None:
+        assert solve_round(tight, Budget.unlimited(deterministic=True)).source != "best"
+
+
+def test_ties_keep_the_previous_rounds_option() -> None:
+    # One job of one GPU worth 2 on either of two types: last round it ran on type 1.
+    tie = RoundProblem(1, np.array([0, 0]), np.array([0, 1]), np.array([1, 1]),
+                       np.array([2.0, 2.0]), np.array([4, 4]), np.array([False, False]),
+                       np.array([4, 4]), np.array([1, 1]), np.array([False, True]))
+    chosen = best_each(tie)
+    assert chosen is not None and chosen.tolist() == [False, True]
+    fresh = RoundProblem(1, tie.option_job, tie.option_type, tie.option_size, tie.value,
+                         tie.capacity, tie.packed, tie.server_size, tie.servers_over_half)
+    again = best_each(fresh)
+    assert again is not None and again.tolist() == [True, False]
