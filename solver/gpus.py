@@ -100,7 +100,7 @@ class SpeedView:
         self.model = model
         self._configurations: dict[tuple[str, tuple[int, ...], tuple[str, ...] | None],
                                    list[Configuration]] = {}
-        self._by_type: dict[tuple[str, int, tuple[str, ...] | None], dict[str, float]] = {}
+        self._by_type: dict[tuple[object, ...], dict[str, float]] = {}
 
     def configurations(self, job: Job) -> list[Configuration]:
         """Every (GPU type, gang size, placement) the cluster can give ``job`` with
@@ -124,7 +124,9 @@ class SpeedView:
         allowed type with positive throughput, on the best placement the cluster allows
         there, fastest first (ties in cluster order)."""
         size = count or job.num_gpus
-        key = (job.job_type, size, job.allowed_gpu_types)
+        key: tuple[object, ...] = (job.job_type, size, job.allowed_gpu_types)
+        if job.needs_node_resources:  # (the placements its CPUs and memory allow)
+            key = (*key, job.num_gpus, job.cpus, job.memory_gb, job.allowed_nodes)
         found = self._by_type.get(key)
         if found is None:
             cluster, model = self.cluster, self.model
@@ -133,7 +135,7 @@ class SpeedView:
                 if not job.may_use(gpu_type):
                     continue
                 best = max((model.throughput(job.job_type, gpu_type, size, p)
-                            for p in Placement if cluster.can_place(gpu_type, size, p)),
+                            for p in Placement if self._placeable(job, gpu_type, size, p)),
                            default=0.0)
                 if best > 0:
                     found[gpu_type] = best
@@ -141,6 +143,19 @@ class SpeedView:
             found = dict(sorted(found.items(), key=lambda item: (-item[1], order[item[0]])))
             self._by_type[key] = found
         return found
+
+    def _placeable(self, job: Job, gpu_type: str, size: int, placement: Placement) -> bool:
+        """Whether the cluster's nodes of ``gpu_type`` can hold a gang of ``size`` GPUs of
+        ``job`` with ``placement`` when idle: its GPUs and, for a job that needs them, its
+        CPUs and memory (:func:`hetsched.node_use.fits_a_node`: a gang whose CPUs no
+        node has runs spread)."""
+        if not self.cluster.can_place(gpu_type, size, placement):
+            return False
+        if not job.needs_node_resources:
+            return True
+        from hetsched.node_use import fits_a_node  # (node_use builds on this module)
+
+        return fits_a_node(self.cluster, job, Configuration(gpu_type, size, placement, 1.0))
 
     def fastest(self, job: Job, count: int | None = None) -> float:
         """The best steps/s of ``job`` at ``count`` GPUs (0 if it cannot run there)."""

@@ -161,8 +161,10 @@ def test_ties_keep_the_previous_rounds_option() -> None:
                        np.array([2.0, 2.0]), np.array([4, 4]), np.array([False, False]),
                        np.array([4, 4]), np.array([1, 1]), np.array([False, True]))
     chosen = best_each(tie)
-    assert chosen is not None and chosen.tolist() == [False, True]
+    assert chosen is not None
+    assert chosen.tolist() == [False, True]
     fresh = RoundProblem(1, tie.option_job, tie.option_type, tie.option_size, tie.value,
                          tie.capacity, tie.packed, tie.server_size, tie.servers_over_half)
     again = best_each(fresh)
-    assert again is not None and again.tolist() == [True, False]
+    assert again is not None
+    assert again.tolist() == [True, False]

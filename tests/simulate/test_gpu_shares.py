@@ -201,3 +201,26 @@ def test_a_pod_no_node_can_hold_is_an_error_or_skipped(
     assert (summary["jobs"], summary["skipped_rows"]) == (1, 1)
     assert "no node of its GPU types has the CPUs and memory it needs: skipped: 1 jobs" \
         in summary["notes"]
+
+
+def test_a_gang_whose_cpus_no_node_holds_runs_spread_under_progress() -> None:
+    # An 8-GPU node of 64 cores and two 4-GPU nodes of 64 cores. The big job asks for 8
+    # GPUs and 100 cores: the 8-GPU node has the GPUs but not the cores, so it can only
+    # run spread over two nodes (4 GPUs and 50 cores on each), at the spread speed (60,
+    # not 80). The policy must see that speed: planning on the packed one it would wait for
+    # a placement that never comes (the small job keeps the cluster from being idle, so
+    # nothing would rescue it until that job ends at 1,000 s).
+    spread = Placement.SPREAD
+    cluster = Cluster((GpuType("t"),), (Node("n8", "t", 8, cpus=64, memory_gb=512.0),
+                                        Node("m0", "t", 4, cpus=64, memory_gb=512.0),
+                                        Node("m1", "t", 4, cpus=64, memory_gb=512.0)))
+    table = ThroughputTable.from_rows([("a", "t", 1, P, 10.0), ("a", "t", 8, P, 80.0),
+                                       ("a", "t", 8, spread, 60.0)])
+    jobs = [Job("small", 0.0, "a", 1, 10_000.0, cpus=4.0),
+            Job("big", 0.0, "a", 8, 6_000.0, cpus=100.0)]
+    outcome = hetsched.replay(jobs, cluster, "progress", throughput=table)
+    big = outcome.records["big"]
+    assert big.first_start == 0.0
+    assert len({g.split("/")[0] for g in big.gpus}) == 2  # spread: 4 GPUs, 50 cores each
+    assert big.finish == pytest.approx(100.0)  # 6,000 steps at 60 steps/s
+    assert outcome.summary()["fallbacks"] == 0
