@@ -31,6 +31,8 @@ serially, and so is Ray's own cost measured by ``overhead``.
 
     python benchmarks/bench_engines.py quick --repeats 3
     python benchmarks/bench_engines.py overhead --repeats 3
+    ray start --head --num-cpus 2 && \
+        python benchmarks/bench_engines.py quick --repeats 3 --address auto; ray stop
     python benchmarks/bench_engines.py four-cell --engine ray
     python benchmarks/bench_engines.py projection
 
@@ -135,8 +137,9 @@ def quick(args: argparse.Namespace, scratch: Path) -> None:
     for repeat in range(args.repeats):
         for engine in ("local", "ray"):
             out = scratch / f"{engine}-{repeat}"
+            joining = ["--address", args.address] if engine == "ray" and args.address else []
             figures = timed_bench([*bench, "--engine", engine, "--workers",
-                                   str(args.workers)], out)
+                                   str(args.workers), *joining], out)
             same = same_cells(out, first_local)
             records.append({"repeat": repeat, "engine": engine, "cells": len(rows(out)),
                             **{k: round(v, 2) for k, v in figures.items()},
@@ -151,7 +154,7 @@ def quick(args: argparse.Namespace, scratch: Path) -> None:
           + f"; median {statistics.median(r / loc for loc, r in pairs):.2f}x; ray - local: "
           + ", ".join(f"{r - loc:+.1f} s" for loc, r in pairs)
           + f"; median {statistics.median(r - loc for loc, r in pairs):+.1f} s")
-    path = RESULTS / f"engines_{args.part}.csv"
+    path = RESULTS / f"engines_{args.part}{'_running_ray' if args.address else ''}.csv"
     write_csv(path, records)
     print(f"wrote {path}")
 
@@ -274,6 +277,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="quick: local/ray pairs")
     parser.add_argument("--engine", default="ray", help="four-cell: local or ray")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--address", default=None,
+                        help="quick, overhead: the Ray runs join this running Ray (auto: the "
+                        "one 'ray start --head' runs here) instead of starting their own; "
+                        "results in engines_<part>_running_ray.csv")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep the bench folders here (default: a temporary folder)")
     args = parser.parse_args()
