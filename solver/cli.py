@@ -23,7 +23,13 @@ from hetsched.check import check
 from hetsched.cli_compare import compare_command
 from hetsched.cli_data import fit_command, generate_command
 from hetsched.cli_files import trace_reading_options, validate_command
-from hetsched.cli_format import MODEL_KNOBS, as_typed, plan_table, summary_lines
+from hetsched.cli_format import (
+    MODEL_KNOBS,
+    PARAMETER_FLAGS,
+    as_typed,
+    plan_table,
+    summary_lines,
+)
 from hetsched.errors import InputError
 from hetsched.instance_file import load_instance
 from hetsched.outputs import check_output_file, check_plot_file, write_text, writing
@@ -269,7 +275,8 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
                              path="--engine", value=engine,
                              expected="--partitions K > 1 with it, or no --engine")
         solving = make_engine(engine, address=address).partition_executor()
-    with solving as executor:
+    context = click.get_current_context()
+    with run_config.located_errors(context, PARAMETER_FLAGS), solving as executor:
         summary = run_replay(trace, trace_format, cluster_spec, policy, out=out,
                              throughput_path=throughput_path, backend=backend,
                              interval_s=interval, time_limit_s=time_limit,
@@ -280,7 +287,7 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
                              reference_gpu=reference_gpu, gpu_aliases=gpu_aliases,
                              unknown_gpus=unknown_gpus, gpu_sharing=gpu_sharing,
                              colocation_factor=colocation_factor,
-                             files=run_config.config_files(click.get_current_context()))
+                             files=run_config.config_files(context))
     for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
                 "deadline_met", "utilization", "preemptions", "decisions", "round_s",
                 "restart_penalty_s", "fallbacks", "decision_time_p95_s", "wall_time_s"):

@@ -15,15 +15,17 @@ exactly from any folder (replays are deterministic unless ``--wall-clock``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from hetsched.errors import InputError
 
@@ -95,7 +97,34 @@ def use_config(ctx: click.Context, _: click.Parameter, path: Path | None) -> Pat
     the file)."""
     if path is not None:
         ctx.default_map = {**(ctx.default_map or {}), **read_config(path, ctx)}
+        ctx.meta[CONFIG_META] = path
     return path
+
+
+#: Where :func:`use_config` records the config file of a command's context.
+CONFIG_META = "hetsched.config"
+
+
+@contextlib.contextmanager
+def located_errors(ctx: click.Context, flags: Mapping[str, str]) -> Iterator[None]:
+    """Re-raise an :class:`InputError` about a value that came from the ``--config``
+    file (not typed on the line) as naming that file and key, as :func:`read_config`
+    does for the errors it finds itself (a range the library checks later: ``load =
+    5000``). ``flags``: the library's parameter names and the options that set them."""
+    try:
+        yield
+    except InputError as error:
+        path = ctx.meta.get(CONFIG_META)
+        if path is None or error.file is not None or error.path is None:
+            raise
+        flag = flags.get(error.path, error.path)
+        for key, param in _keys(ctx.command).items():
+            if param.name is None or flag not in (f"--{key}", param.name):
+                continue
+            if ctx.get_parameter_source(param.name) is ParameterSource.DEFAULT_MAP:
+                raise InputError(error.problem, file=str(path), path=f"key {key}",
+                                 value=error.value, expected=error.expected) from None
+        raise
 
 
 def _absolute(text: str) -> str:

@@ -108,3 +108,17 @@ def test_required_options_may_come_from_the_file_or_are_still_required(
         main(["replay", "--config", str(config), "--out", str(tmp_path / "o")])
     assert exited.value.code == 2
     assert "Missing option '--cluster'" in capsys.readouterr().err
+
+
+def test_a_value_the_library_refuses_later_names_the_file_and_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # load = 5000 passes the option's type (a float) but not the replay's range (at most
+    # 1000): the error names the file and key it came from, and --load when typed.
+    config = _config(tmp_path, 'policy = "fifo"\nload = 5000\n')
+    command = ["replay", "--config", str(config), str(SAMPLE), "--format", "philly",
+               "--cluster", "v100=4", "--out", str(tmp_path / "out")]
+    err = exits_2(command, capsys)
+    assert err.startswith(f"error: {config}: key load: bad load (got 5000"), err
+    typed = exits_2([*command, "--load", "2000"], capsys)
+    assert typed.startswith("error: --load: bad load (got 2000"), typed
+    assert not (tmp_path / "out").exists()
