@@ -149,6 +149,14 @@ def spec(top: str = "", policies: str = 'policies = ["fifo"]\n', trace: str = ""
      ["$.policies[0].label: bad label (got 'a/b'"]),
     (spec(policies='policies = [{name = "gavel", label = "g", round_s = [1, 2]}]\n'),
      ["$.policies[0].round_s: bad value (got [1, 2]; expected a number, a string or"]),
+    (spec(trace='gpu_aliases = "g3"\n'),
+     ["$.traces[0].gpu_aliases: bad GPU alias (got 'g3'; expected CLUSTER_TYPE=MODEL_TYPE"]),
+    (spec(top="gpu_aliases = [1]\n"), ["$.gpu_aliases: bad GPU aliases (got [1]"]),
+    (spec(trace='unknown_gpus = "keep"\n'),
+     ["$.traces[0].unknown_gpus: bad value (got 'keep'; expected one of error, drop)"]),
+    (spec(top="colocation_factor = 0\n"),
+     ["$.colocation_factor: bad co-location factor (got 0"]),
+    (spec(trace='gpu_sharing = "yes"\n'), ["$.traces[0].gpu_sharing: "]),
 ])
 def test_a_bad_spec_exits_2_naming_the_file_the_key_and_the_value(
         tmp_path: Path, text: str, pieces: list[str],
@@ -195,3 +203,16 @@ def test_the_documented_example_spec_reads(shared_data: Path) -> None:
         ((0, 1), (0.5, 1.0), 200, 100)
     assert first.policies == ("fifo", "gavel", "gavel-pop4")
     assert first.policy_of("gavel-pop4") == ("gavel", (("partitions", 4),))
+
+
+def test_the_trace_reading_keys_reach_the_benchs_settings(tmp_path: Path) -> None:
+    # Top-level values are every trace's default, a trace's own value wins.
+    engine_trace(tmp_path / "a", jobs=4)
+    path = tmp_path / "sweep.toml"
+    path.write_text(spec(top='reference_gpu = "k80"\ncolocation_factor = 0.5\n',
+                         trace='gpu_aliases = {p100 = "v100"}\ngpu_sharing = false\n'
+                         'unknown_gpus = "drop"\nreference_gpu = "v100"\n'))
+    ((_, settings),) = load_sweep(path).benches
+    assert (settings.reference_gpu, dict(settings.gpu_aliases), settings.unknown_gpus,
+            settings.gpu_sharing, settings.colocation_factor) == \
+        ("v100", {"p100": "v100"}, "drop", False, 0.5)
