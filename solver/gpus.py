@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hetsched.data import Cluster, Configuration, Job, configurations
+from hetsched.data import Cluster, Configuration, Job, Node, configurations
 from hetsched.throughput import Placement, ThroughputModel
 
 __all__ = ["Layout", "SpeedView", "Start", "layout", "throughput_of", "victim_gpus"]
@@ -147,14 +147,12 @@ class SpeedView:
     def _placeable(self, job: Job, gpu_type: str, size: int, placement: Placement) -> bool:
         """Whether the cluster's nodes of ``gpu_type`` can hold a gang of ``size`` GPUs of
         ``job`` with ``placement`` when idle: its GPUs and, for a job that needs them, its
-        CPUs and memory (:func:`hetsched.node_use.fits_a_node`: a gang whose CPUs no
+        CPUs and memory (:func:`fits_a_node`: a gang whose CPUs no
         node has runs spread)."""
         if not self.cluster.can_place(gpu_type, size, placement):
             return False
         if not job.needs_node_resources:
             return True
-        from hetsched.node_use import fits_a_node  # (node_use builds on this module)
-
         return fits_a_node(self.cluster, job, Configuration(gpu_type, size, placement, 1.0))
 
     def fastest(self, job: Job, count: int | None = None) -> float:
@@ -187,3 +185,29 @@ def victim_gpus(ids: Sequence[str], victims: Mapping[str, int], needed: int) -> 
             chosen.remove(rank)
             total -= len(by_job[rank])
     return [g for rank in sorted(chosen, reverse=True) for g in by_job[rank]]
+
+
+def fits_a_node(cluster: Cluster, job: Job, config: Configuration) -> bool:
+    """Whether the CPUs and memory ``job`` needs (:meth:`Job.node_demand`) can be had for
+    ``config`` on an idle cluster: packed, on one node of its type (and allowed) with
+    the GPUs, cores and GB; spread, on nodes of its type that together hold the gang
+    with each GPU's part of them. Always for a job that needs none."""
+    if not job.needs_node_resources:
+        return True
+    nodes = [n for n in cluster.nodes if n.gpu_type == config.gpu_type
+             and job.may_use_node(n.name)]
+    count = config.num_gpus
+
+    def holds(node: Node, gpus: int) -> bool:
+        cores, gigabytes = job.node_demand(gpus)
+        return (node.cpus is None or cores <= node.cpus + 1e-9) and \
+            (node.memory_gb is None or gigabytes <= node.memory_gb + 1e-9)
+
+    if config.placement is Placement.PACKED:
+        return any(n.num_gpus >= count and holds(n, count) for n in nodes)
+    room = 0
+    for node in nodes:
+        room += max((k for k in range(node.num_gpus, 0, -1) if holds(node, k)), default=0)
+        if room >= count:
+            return True
+    return False

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from hetsched.data import Cluster, Configuration, Job, Node, share_milli
+from hetsched.data import Cluster, Job, share_milli
 from hetsched.gpus import Layout
-from hetsched.throughput import Placement
 
 #: A whole GPU, in thousandths.
 WHOLE = 1000
@@ -146,29 +145,3 @@ class NodeUse:
     def share_of(self, job: Job) -> int:
         """The thousandths of a GPU ``job`` holds (a whole GPU without a share)."""
         return WHOLE if job.gpu_share is None else share_milli(job.gpu_share)
-
-
-def fits_a_node(cluster: Cluster, job: Job, config: Configuration) -> bool:
-    """Whether the CPUs and memory ``job`` needs (:meth:`Job.node_demand`) can be had for
-    ``config`` on an idle cluster: packed, on one node of its type (and allowed) with
-    the GPUs, cores and GB; spread, on nodes of its type that together hold the gang
-    with each GPU's part of them. Always for a job that needs none."""
-    if not job.needs_node_resources:
-        return True
-    nodes = [n for n in cluster.nodes if n.gpu_type == config.gpu_type
-             and job.may_use_node(n.name)]
-    count = config.num_gpus
-
-    def holds(node: Node, gpus: int) -> bool:
-        cores, gigabytes = job.node_demand(gpus)
-        return (node.cpus is None or cores <= node.cpus + 1e-9) and \
-            (node.memory_gb is None or gigabytes <= node.memory_gb + 1e-9)
-
-    if config.placement is Placement.PACKED:
-        return any(n.num_gpus >= count and holds(n, count) for n in nodes)
-    room = 0
-    for node in nodes:
-        room += max((k for k in range(node.num_gpus, 0, -1) if holds(node, k)), default=0)
-        if room >= count:
-            return True
-    return False

@@ -314,7 +314,7 @@ def read_jobs(inputs: ReplayInputs, *, seed: int = 0, on_bad_row: str = "fatal",
     deadlines), every job checked to run on the cluster: a job no node of its GPU types
     can hold (CPUs, memory) is an error, or left out with ``on_bad_row="skip"``."""
     from hetsched.data import configurations
-    from hetsched.node_use import fits_a_node
+    from hetsched.gpus import fits_a_node
     from hetsched.traces import read_trace
 
     cluster, trace_path = inputs.cluster, inputs.trace_path
