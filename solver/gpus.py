@@ -147,13 +147,10 @@ class SpeedView:
     def _placeable(self, job: Job, gpu_type: str, size: int, placement: Placement) -> bool:
         """Whether the cluster's nodes of ``gpu_type`` can hold a gang of ``size`` GPUs of
         ``job`` with ``placement`` when idle: its GPUs and, for a job that needs them, its
-        CPUs and memory (:func:`fits_a_node`: a gang whose CPUs no
-        node has runs spread)."""
-        if not self.cluster.can_place(gpu_type, size, placement):
-            return False
-        if not job.needs_node_resources:
-            return True
-        return fits_a_node(self.cluster, job, Configuration(gpu_type, size, placement, 1.0))
+        CPUs and memory (:func:`fits_a_node`: a gang whose cores no node has runs
+        spread)."""
+        return self.cluster.can_place(gpu_type, size, placement) and fits_a_node(
+            self.cluster, job, Configuration(gpu_type, size, placement, 1.0))
 
     def fastest(self, job: Job, count: int | None = None) -> float:
         """The best steps/s of ``job`` at ``count`` GPUs (0 if it cannot run there)."""
