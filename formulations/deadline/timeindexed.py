@@ -52,6 +52,7 @@ from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import TICK_S
 from hetsched.formulations.deadline.problem import DeadlineObjective, DeadlineProblem, Plan
 from hetsched.formulations.deadline.relaxation import LP_ITERATIONS_PER_UNIT
+from hetsched.gpus import layout
 from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
@@ -143,12 +144,12 @@ class _Master:
         self.slots = slots
         self.late_cap = late_cap
         cluster = problem.instance.cluster
+        where = layout(cluster)
         self.types = sorted({node.gpu_type for node in cluster.nodes})
-        self.capacity = np.array([sum(n.num_gpus for n in cluster.nodes if n.gpu_type == t)
-                                  for t in self.types], dtype=np.float64)
-        largest = [max(n.num_gpus for n in cluster.nodes if n.gpu_type == t) for t in self.types]
-        self.nodes = np.array([sum(1 for n in cluster.nodes if n.gpu_type == t)
-                               for t in self.types], dtype=np.float64)
+        self.capacity = np.array([where.type_gpus[t] for t in self.types], dtype=np.float64)
+        largest = [where.largest[t] for t in self.types]
+        self.nodes = np.array([len(where.nodes_by_type[t]) for t in self.types],
+                              dtype=np.float64)
         #: per type: the smallest gang that cannot share a node with another of its size
         self.exclusive = [largest_t // 2 + 1 for largest_t in largest]
         self.weight = np.array([data.weight / problem.weight_scale for data in problem.jobs])

@@ -101,18 +101,18 @@ class RoundModel:
 def solve_round(problem: RoundProblem, budget: Budget, engine: str = "highs") -> RoundPlan:
     """The best choice of options ``engine`` finds within ``budget`` (never worse than the
     start: the previous round's choice if still feasible, else the greedy one)."""
-    fallback = greedy(problem)
-    start = fallback
-    if problem.start is not None and problem.feasible(problem.start) and \
-            problem.worth(problem.start) > problem.worth(fallback):
-        start = problem.start
-    if problem.num_options == 0 or not problem.value.any():
-        return RoundPlan(start, problem.worth(start), problem.worth(start), Outcome.OPTIMAL,
-                         "start", 0.0, 0.0)
+    if problem.num_options == 0 or not problem.value.any():  # nothing is worth anything
+        return RoundPlan(np.zeros(problem.num_options, dtype=np.bool_), 0.0, 0.0,
+                         Outcome.OPTIMAL, "start", 0.0, 0.0)
     best = best_each(problem)
     if best is not None:  # everyone's best option fits: optimal without a solve
         return RoundPlan(best, problem.worth(best), problem.worth(best), Outcome.OPTIMAL,
                          "best", 0.0, 0.0)
+    fallback = greedy(problem)  # (a loop over the options: only when the MILP runs)
+    start = fallback
+    if problem.start is not None and problem.feasible(problem.start) and \
+            problem.worth(problem.start) > problem.worth(fallback):
+        start = problem.start
     model = RoundModel(problem).build()
     scale = max(float(problem.value.max()), 1e-300)
     result = solve_mip(model, engine, budget, MipSettings(gap=ROUND_GAP, presolve=False),
