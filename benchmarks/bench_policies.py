@@ -2,8 +2,9 @@
 1,000 jobs each) on 36 V100 + 36 P100 + 36 K80 at two loads and two seeds, through
 ``hetsched bench``.
 
-For each trace it runs :func:`hetsched.bench.run_bench` into ``OUT/<trace>/`` (results.csv,
-report.md, plots; rerunning resumes), then prints the issues' figures: the policy with
+It runs one bench per trace into ``OUT/<trace>/`` (results.csv, report.md, plots;
+rerunning resumes), their runs in one queue (:func:`hetsched.bench.run_benches`), then
+prints the issues' figures: the policy with
 the lowest average JCT and the highest deadline-met ratio per load, where ``progress``
 and ``deadline`` rank, each heterogeneity-aware policy against its ``-agnostic`` variant,
 and the wall time. It writes ``OUT/bench_policies.csv`` (every row of every trace).
@@ -28,7 +29,7 @@ import math
 import time
 from pathlib import Path
 
-from hetsched.bench import BenchSettings, run_bench
+from hetsched.bench import BenchSettings, run_benches
 from hetsched.bench_results import is_heuristic, read_results
 from hetsched.bench_spec import parse_loads, parse_policies, parse_seeds
 from hetsched.errors import InputError
@@ -129,14 +130,17 @@ def main() -> None:
     began = time.monotonic()
     combined: list[dict[str, str]] = []
     lines: list[str] = []
-    for trace in args.traces.split(","):
-        settings = BenchSettings(
-            trace=DATA / f"{trace}.trace", trace_format="gavel", cluster=CLUSTER,
-            policies=policies, seeds=parse_seeds(args.seeds), loads=parse_loads(args.loads),
-            workers=args.workers, limit_jobs=args.jobs, time_limit_s=args.time_limit,
-            deadline_fraction=args.deadline_fraction)
-        out = args.out / f"{trace}-{args.jobs}"
-        outcome = run_bench(settings, out)
+    traces = args.traces.split(",")
+    # One bench per trace, their runs in one queue on one engine (the long runs of both
+    # traces first: no trace waits for the other's last run).
+    benches = [(BenchSettings(
+        trace=DATA / f"{trace}.trace", trace_format="gavel", cluster=CLUSTER,
+        policies=policies, seeds=parse_seeds(args.seeds), loads=parse_loads(args.loads),
+        workers=args.workers, limit_jobs=args.jobs, time_limit_s=args.time_limit,
+        deadline_fraction=args.deadline_fraction), args.out / f"{trace}-{args.jobs}")
+        for trace in traces]
+    outcomes = run_benches(benches, names=traces)
+    for trace, (_, out), outcome in zip(traces, benches, outcomes, strict=True):
         rows = read_results(out / "results.csv")
         combined += [{"trace": trace, **r} for r in rows]
         lines += figures(trace, rows)

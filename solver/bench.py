@@ -9,7 +9,7 @@ into its output folder:
   replay's ``summary.json``, the lower bounds of :mod:`hetsched.bounds` and the LP bound
   of :mod:`hetsched.bench_bounds`, and the ratios to them), appended and flushed as each
   run finishes, so an interrupted bench keeps its finished rows and a rerun skips them;
-* ``lp_bounds.json``: the LP bounds, one per job set (computed before the runs);
+* ``lp_bounds.json``: the LP bounds, one per job set (computed beside the runs);
 * ``runs/<policy>-s<seed>-l<load>/``: each run's ``summary.json``, ``jobs.csv``,
   ``decisions.csv`` and ``timing.json`` (wall clock; its figures are in results.csv too),
   handed back by the worker and written here as one set;
@@ -34,7 +34,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from hetsched.bench_bounds import LpBounds
-from hetsched.bench_engine import Cell, CellOptions, Engine, default_workers, run_cells
+from hetsched.bench_engine import (
+    Cell,
+    CellOptions,
+    Engine,
+    default_workers,
+    likely_longest_first,
+    make_engine,
+    run_cells,
+)
 from hetsched.bench_local import LocalEngine
 from hetsched.bench_progress import BenchProgress
 from hetsched.bench_report import write_report
@@ -55,7 +63,7 @@ from hetsched.sharing import DEFAULT_COLOCATION_FACTOR
 if TYPE_CHECKING:
     from hetsched.replays import ReplayOutput
 
-__all__ = ["ENGINES", "BenchOutcome", "BenchSettings", "PolicyVariant", "RunSpec",
+__all__ = ["BenchOutcome", "BenchSettings", "PolicyVariant", "RunSpec",
            "default_workers", "load_label", "make_engine", "plan", "run_bench",
            "run_benches"]
 
@@ -81,40 +89,7 @@ def load_label(load: float) -> str:
     return f"{load:g}"
 
 
-# --- engines and settings ---------------------------------------------------------------
-
-
-def _local_engine(workers: int | None, address: str | None) -> Engine:
-    if address is not None:
-        raise InputError("an address is for the ray engine", path="address", value=address,
-                         expected="no --address, or --engine ray")
-    return LocalEngine(workers or default_workers())
-
-
-def _ray_engine(workers: int | None, address: str | None) -> Engine:
-    try:  # only now: the local path never imports ray
-        from hetsched.bench_ray import RayEngine
-    except ImportError as exc:
-        raise InputError("ray is not installed", path="engine", value="ray",
-                         expected='pip install -e ".[ray]" (or --engine local)') from exc
-    return RayEngine(address=address, workers=workers)
-
-
-#: The engines by the name ``--engine`` takes: (workers, address) -> engine.
-ENGINES: dict[str, Callable[[int | None, str | None], Engine]] = {
-    "local": _local_engine, "ray": _ray_engine}
-
-
-def make_engine(name: str, *, workers: int | None = None,
-                address: str | None = None) -> Engine:
-    """The engine called ``name`` (:data:`ENGINES`): ``local`` with ``workers`` processes
-    (default min(2, CPUs)), or ``ray`` on the cluster at ``address`` (none: a local Ray on
-    this machine with ``workers`` CPUs, default min(2, CPUs)). An unknown name, an
-    address for the local engine, or Ray not installed is an :class:`InputError`."""
-    if name not in ENGINES:
-        raise InputError("unknown engine", path="engine", value=name,
-                         expected="one of " + ", ".join(ENGINES))
-    return ENGINES[name](workers, address)
+# --- settings ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -377,8 +352,8 @@ class _Bench:
         self.kept = resume_rows(self.results, warnings.append)
         for warning in warnings:
             note(f"warning: {warning}")
-        done = {tuple(r[k] for k in KEY_COLUMNS) for r in self.kept}
-        self.todo = [spec for spec in plan(settings) if spec.key not in done]
+        self.kept_keys = {tuple(r[k] for k in KEY_COLUMNS) for r in self.kept}
+        self.todo = [spec for spec in plan(settings) if spec.key not in self.kept_keys]
         self.skipped = len(plan(settings)) - len(self.todo)
         if self.skipped:
             note(f"{self.skipped} runs already in {self.results}: skipped")
@@ -387,14 +362,14 @@ class _Bench:
         self.lp_bounds: LpBounds | None = None
 
     def prepare(self, inputs: dict[str, object]) -> list[Cell]:
-        """The LP bounds (before the runs: once per job set, cached), the inputs of the
-        runs still to do (read once, added to ``inputs``), and their cells."""
+        """The LP bounds started (in the background, while the runs go on: once per job
+        set, cached), the inputs of the runs still to do (read once, added to
+        ``inputs``), and their cells."""
         lacking = [row for row in self.kept if not row.get("bound_lp_avg_jct_s")]
         if self.settings.lp_bound and (self.todo or lacking):
             self.lp_bounds = LpBounds(self.out, self.settings, self.progress.line)
-            self.lp_bounds.prepare((spec.seed, spec.load) for spec in self.todo)
-            if lacking:  # rows of an earlier bench (or a failed bound) get it now
-                self.lp_bounds.add_to_rows(self.results, self.kept, lacking)
+            self.lp_bounds.start([*((spec.seed, spec.load) for spec in self.todo),
+                                  *((int(row["seed"]), float(row["load"])) for row in lacking)])
         if not self.todo:
             return []
         from hetsched.replays import read_jobs, replay_inputs
@@ -425,8 +400,8 @@ class _Bench:
         row = result_row(cell.label, cell.seed, load_label(cell.load), output.summary)
         if cell.policy != cell.label:
             row["policy_name"] = cell.policy
-        if self.lp_bounds is not None:
-            row.update(self.lp_bounds.columns(cell.seed, cell.load, row))
+        if self.lp_bounds is not None:  # else filled in by finish_bounds
+            row.update(self.lp_bounds.known_columns(cell.seed, cell.load, row))
         folder = self.out / "runs" / cell.name
         with deferred_interrupts():
             with writing(folder, "out", "the run's folder"):
@@ -434,6 +409,16 @@ class _Bench:
             append_result(self.results, row)
             self.ran += 1
             self.progress.finished(self.prefix + cell.name, row, seconds)
+
+    def finish_bounds(self) -> None:
+        """Wait for the LP bounds and fill the rows written before theirs was known, and
+        those of an earlier bench that lacked it (said once)."""
+        if self.lp_bounds is None:
+            return
+        filled = self.lp_bounds.finish(self.results)
+        earlier = sum(tuple(row[k] for k in KEY_COLUMNS) in self.kept_keys for row in filled)
+        if earlier:
+            self.progress.line(f"LP bound added to {earlier} earlier rows of {self.results}")
 
     def outcome(self, interrupted: bool, report: bool) -> BenchOutcome:
         """What this bench did; its report drawn (``report``) if it has rows."""
@@ -478,13 +463,18 @@ def _run_locked(benches: Sequence[tuple[BenchSettings, Path]], names: Sequence[s
         progress.line(text)
     for bench in running:
         bench.progress = progress
-    inputs: dict[str, object] = {}
-    cells = [cell for bench in running for cell in bench.prepare(inputs)]
     if engine is None:
         engine = LocalEngine(max(settings.workers for settings, _ in benches))
+    inputs: dict[str, object] = {}
     interrupted = False
     try:
-        interrupted = run_cells(engine, inputs, cells, _Sink(running, progress))
+        # The LP bounds are computed in the background while the engine starts and runs.
+        cells = [cell for bench in running for cell in bench.prepare(inputs)]
+        interrupted = run_cells(engine, inputs, likely_longest_first(cells),
+                                _Sink(running, progress))
+        if not interrupted:  # an interrupted bench does not wait: a rerun fills them
+            for bench in running:
+                bench.finish_bounds()
     finally:
         progress.close()
     if interrupted:

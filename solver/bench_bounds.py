@@ -17,12 +17,13 @@ import hashlib
 import json
 import logging
 import math
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
-from hetsched.bench_results import rewrite_results
+from hetsched.bench_results import read_results, rewrite_results
 from hetsched.data import Cluster, Job
 from hetsched.errors import InputError
 from hetsched.formulations.completion import CompletionBoundSettings, completion_bound
@@ -115,6 +116,9 @@ class LpBounds:
         self.settings = settings
         self._cache = self._read()
         self._keys: dict[tuple[int, float], str] = {}
+        self._failed: set[tuple[int, float]] = set()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
 
     def _read(self) -> dict[str, dict[str, object]]:
         if not self.path.is_file():
@@ -132,9 +136,49 @@ class LpBounds:
         for seed, load in dict.fromkeys(cells):
             self.figures(seed, load)
 
+    def start(self, cells: Iterable[tuple[int, float]]) -> None:
+        """:meth:`prepare` in a background thread: the bench's runs go on meanwhile (HiGHS
+        lets go of the interpreter while it solves), their rows get the bound when it is
+        known (:meth:`known_columns`), the others at the end (:meth:`finish`). A daemon
+        thread: an interrupted bench does not wait for it."""
+        todo = list(dict.fromkeys(cells))
+        self._thread = threading.Thread(target=self._run, args=(todo,), daemon=True,
+                                        name="lp-bounds")
+        self._thread.start()
+
+    def _run(self, cells: list[tuple[int, float]]) -> None:
+        try:
+            self.prepare(cells)
+        except BaseException as exc:  # handed to finish(), in the bench's thread
+            self._error = exc
+
+    def finish(self, results: Path) -> list[dict[str, str]]:
+        """Wait for :meth:`start`'s bounds, then fill the LP columns of the rows of
+        ``results`` that lack them (written before their bound was known, or by an earlier
+        bench): the rows filled."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            raise self._error
+        rows = read_results(results)
+        lacking = [row for row in rows if not row.get("bound_lp_avg_jct_s")]
+        self.add_to_rows(results, rows, lacking)
+        return [row for row in lacking if row["bound_lp_avg_jct_s"]]
+
+    def known_columns(self, seed: int, load: float, row: Mapping[str, str]) -> dict[str, str]:
+        """The LP columns of a row if the cell's bound is known now (empty cells if not
+        yet, or if it failed); never computes it."""
+        key = self._keys.get((seed, load))
+        if key is None or key not in self._cache:
+            return dict.fromkeys(COLUMNS, "")
+        return self.columns(seed, load, row)
+
     def figures(self, seed: int, load: float) -> LpBoundFigures | None:
         """The cell's bound (computed and cached if new); ``None`` if it failed (told to
-        ``note``; the bench goes on without it)."""
+        ``note`` once; the bench goes on without it)."""
+        if (seed, load) in self._failed:
+            return None
         try:
             key = self._keys.get((seed, load))
             found = self._cache.get(key) if key is not None else None
@@ -148,6 +192,7 @@ class LpBounds:
                     found = self._compute(key, jobs, cluster, truth, seed, load)
             return LpBoundFigures(**found)  # type: ignore[arg-type]
         except (InputError, TypeError, ValueError, RuntimeError) as exc:
+            self._failed.add((seed, load))
             self.note(f"LP bound of seed {seed}, load {load:g} not computed: {exc}")
             return None
 
@@ -163,10 +208,11 @@ class LpBounds:
                 "avg_jct_over_lp_bound": cell_text(ratio)}
 
     def add_to_rows(self, results: Path, rows: list[dict[str, str]],
-                    lacking: Sequence[dict[str, str]]) -> None:
-        """Fill the LP columns of the ``lacking`` rows of ``rows`` (all of results.csv, as
-        resumed) and rewrite the file: rows of a bench run before the bound (or whose bound
-        failed) get it without their replays being done again."""
+                    lacking: Sequence[dict[str, str]]) -> int:
+        """Fill the LP columns of the ``lacking`` rows of ``rows`` (all of results.csv)
+        and rewrite the file: rows written before their bound was known (or by a bench run
+        without it, or whose bound failed) get it without their replays being done again.
+        How many were filled."""
         filled = 0
         for row in lacking:
             columns = self.columns(int(row["seed"]), float(row["load"]), row)
@@ -175,7 +221,7 @@ class LpBounds:
         if filled:
             with deferred_interrupts():
                 rewrite_results(results, rows)
-            self.note(f"LP bound added to {filled} earlier rows of {results}")
+        return filled
 
     def _job_set(self, seed: int, load: float
                  ) -> tuple[str, tuple[Job, ...], Cluster, ThroughputModel]:

@@ -41,7 +41,7 @@ from hetsched.solve import solve
 log = logging.getLogger("hetsched")
 
 BACKENDS = ("cpsat", "highs", "cbc", "scip", "matching")
-#: ``--engine``: where replays run (``hetsched.bench.ENGINES``).
+#: ``--engine``: where replays run (``hetsched.bench_engine.ENGINES``).
 ENGINES = ("local", "ray")
 
 

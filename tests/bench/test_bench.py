@@ -134,11 +134,12 @@ def test_rerun_skips_finished_rows_and_interruption_keeps_them(
 
     outcome = run_bench(settings(trace, loads=(1.0, 2.0)), out, report=False,
                         engine=LocalEngine(1, runner=interrupted_second))
-    # Order: loads, then policies: fifo-l1 finished, allox-l1 interrupted.
-    assert calls == ["fifo-s0-l1", "allox-s0-l1"]
+    # Likely longest first: the exact model (allox) before the heuristic, the higher
+    # load first: allox-l2 finished, allox-l1 interrupted.
+    assert calls == ["allox-s0-l2", "allox-s0-l1"]
     assert (outcome.ran, outcome.interrupted) == (1, True)
     assert [(r["policy"], r["load"]) for r in read_results(out / "results.csv")] == [
-        ("fifo", "1")]
+        ("allox", "2")]
     outcome = run_bench(settings(trace, loads=(1.0, 2.0)), out, report=False)
     assert (outcome.ran, outcome.skipped, outcome.interrupted) == (3, 1, False)
     assert len(read_results(out / "results.csv")) == 4

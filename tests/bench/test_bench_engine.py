@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hetsched.bench import make_engine, run_bench
-from hetsched.bench_engine import ATTEMPTS
+from hetsched.bench_engine import ATTEMPTS, Cell, CellOptions, likely_longest_first
 from hetsched.bench_local import LocalEngine
 from hetsched.bench_results import read_results
 from hetsched.errors import InputError
@@ -148,3 +148,18 @@ def test_replay_takes_an_engine_only_for_pop_partitions(
     err = exits_2([*common, "--partitions", "2", "--address", "10.0.0.1:6379"], capsys)
     assert "--address: an address is for the ray engine" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_cells_start_likely_longest_first() -> None:
+    # Exact models (a solver at each decision) first, then the higher load; otherwise the
+    # planned order: list scheduling longest first keeps both slots busy to the end.
+    options = CellOptions(None, 0.1, True, None, 30.0)
+    cells = [Cell(f"{policy}-s{seed}-l{load:g}", policy, 0, "0", f"0/s{seed}", policy, (),
+                  seed, load, options)
+             for load in (0.5, 1.0) for policy in ("fifo", "deadline-agnostic", "gavel",
+                                                   "allox") for seed in (0, 1)]
+    assert [cell.name for cell in likely_longest_first(cells)] == [
+        "deadline-agnostic-s0-l1", "deadline-agnostic-s1-l1", "allox-s0-l1", "allox-s1-l1",
+        "deadline-agnostic-s0-l0.5", "deadline-agnostic-s1-l0.5", "allox-s0-l0.5",
+        "allox-s1-l0.5", "fifo-s0-l1", "fifo-s1-l1", "gavel-s0-l1", "gavel-s1-l1",
+        "fifo-s0-l0.5", "fifo-s1-l0.5", "gavel-s0-l0.5", "gavel-s1-l0.5"]
