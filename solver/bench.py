@@ -40,7 +40,6 @@ from hetsched.bench_engine import (
     Engine,
     default_workers,
     likely_longest_first,
-    make_engine,
     run_cells,
 )
 from hetsched.bench_local import LocalEngine
@@ -53,6 +52,7 @@ from hetsched.bench_results import (
     result_row,
     resume_rows,
 )
+from hetsched.engines import make_engine
 from hetsched.errors import InputError
 from hetsched.formulations.options import MAX_SEED
 from hetsched.interrupts import deferred_interrupts

@@ -15,7 +15,7 @@ the two it needs by key. A worker returns the replay's summary and files
 :func:`run_cells` keeps the engine's slots busy, reports each cell as it finishes,
 retries a failed or lost cell once (:data:`ATTEMPTS`) and then reports it as failed;
 bad input (:class:`~hetsched.errors.InputError`) stops the bench.
-:func:`make_engine` picks an engine by name and imports Ray's only when
+:func:`hetsched.engines.make_engine` picks an engine by name and imports Ray's only when
 it is chosen, so the local path never imports ``ray``.
 """
 
@@ -171,41 +171,6 @@ def likely_longest_first(cells: Sequence[Cell]) -> list[Cell]:
 def default_workers() -> int:
     """min(2, CPUs): the replays of exact models are CPU-bound."""
     return max(1, min(2, os.cpu_count() or 1))
-
-
-def _local_engine(workers: int | None, address: str | None) -> Engine:
-    if address is not None:
-        raise InputError("an address is for the ray engine", path="address", value=address,
-                         expected="no --address, or --engine ray")
-    from hetsched.bench_local import LocalEngine
-
-    return LocalEngine(workers or default_workers())
-
-
-def _ray_engine(workers: int | None, address: str | None) -> Engine:
-    try:  # only now: the local path never imports ray
-        from hetsched.bench_ray import RayEngine
-    except ImportError as exc:
-        raise InputError("ray is not installed", path="engine", value="ray",
-                         expected='pip install -e ".[ray]" (or --engine local)') from exc
-    return RayEngine(address=address, workers=workers)
-
-
-#: The engines by the name ``--engine`` takes: (workers, address) -> engine.
-ENGINES: dict[str, Callable[[int | None, str | None], Engine]] = {
-    "local": _local_engine, "ray": _ray_engine}
-
-
-def make_engine(name: str, *, workers: int | None = None,
-                address: str | None = None) -> Engine:
-    """The engine called ``name`` (:data:`ENGINES`): ``local`` with ``workers`` processes
-    (default min(2, CPUs)), or ``ray`` on the cluster at ``address`` (none: a local Ray on
-    this machine with ``workers`` CPUs, default min(2, CPUs)). An unknown name, an
-    address for the local engine, or Ray not installed is an :class:`InputError`."""
-    if name not in ENGINES:
-        raise InputError("unknown engine", path="engine", value=name,
-                         expected="one of " + ", ".join(ENGINES))
-    return ENGINES[name](workers, address)
 
 
 # --- the loop every engine runs under -----------------------------------------------------

@@ -2,7 +2,7 @@
 partitions): each cell is a Ray task on the cluster at ``--address`` (none: a local
 Ray on this machine).
 
-Imported only when the ray engine is chosen (:func:`hetsched.bench_engine.make_engine`):
+Imported only when the ray engine is chosen (:func:`hetsched.engines.make_engine`):
 the local path never imports ``ray``. The bench's inputs (the cluster, the throughput
 model, the jobs of each seed) are put in Ray's object store once and every task gets
 them by reference; a task returns the replay's summary and files, which the bench

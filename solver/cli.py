@@ -41,7 +41,7 @@ from hetsched.solve import solve
 log = logging.getLogger("hetsched")
 
 BACKENDS = ("cpsat", "highs", "cbc", "scip", "matching")
-#: ``--engine``: where replays run (``hetsched.bench_engine.ENGINES``).
+#: ``--engine``: where replays run (``hetsched.engines.ENGINES``).
 ENGINES = ("local", "ray")
 
 
