@@ -26,7 +26,7 @@ loads = 1,620 replays) on 1, 8 and 64 cores, from the four-cell measurements: ea
 replay's cost is the measured CPU time of its policy and load at 1,000 jobs scaled to its
 trace's jobs by the exponent fitted between 200 and 1,000 jobs (load 2, not measured,
 costs as load 1; seeds as seed 0); the replays are scheduled longest first on the cores;
-the LP bounds, which the bench computes in one thread of the driver while the replays
+the LP bounds, which the bench solves in one process of the driver while the replays
 run, are one more chain of work on one core, and Ray's own cost measured by
 ``overhead`` is added.
 
@@ -262,7 +262,7 @@ def projection(args: argparse.Namespace) -> None:
     records = []
     for cores in (1, 8, 64):
         span = makespan(durations, cores) + fixed
-        # The bench computes the LP bounds in one thread of the driver while the replays
+        # The bench solves the LP bounds in one process of the driver while the replays
         # run: one more chain of work on one of the cores.
         with_bounds = makespan([*durations, lp_serial], cores) + fixed
         records.append({"cores": cores, "replays": len(durations),

@@ -369,7 +369,8 @@ class _Bench:
         if self.settings.lp_bound and (self.todo or lacking):
             self.lp_bounds = LpBounds(self.out, self.settings, self.progress.line)
             self.lp_bounds.start([*((spec.seed, spec.load) for spec in self.todo),
-                                  *((int(row["seed"]), float(row["load"])) for row in lacking)])
+                                  *((int(row["seed"]), float(row["load"])) for row in lacking)],
+                                 beside=self.settings.workers > 1)
         if not self.todo:
             return []
         from hetsched.replays import read_jobs, replay_inputs
@@ -468,14 +469,19 @@ def _run_locked(benches: Sequence[tuple[BenchSettings, Path]], names: Sequence[s
     inputs: dict[str, object] = {}
     interrupted = False
     try:
-        # The LP bounds are computed in the background while the engine starts and runs.
+        # The LP bounds are computed beside the runs (hetsched.bench_bounds).
         cells = [cell for bench in running for cell in bench.prepare(inputs)]
         interrupted = run_cells(engine, inputs, likely_longest_first(cells),
                                 _Sink(running, progress))
         if not interrupted:  # an interrupted bench does not wait: a rerun fills them
             for bench in running:
                 bench.finish_bounds()
+    except KeyboardInterrupt:  # while waiting for the bounds: the runs are recorded
+        interrupted = True
     finally:
+        for bench in running:
+            if bench.lp_bounds is not None:
+                bench.lp_bounds.close()
         progress.close()
     if interrupted:
         ran = sum(bench.ran for bench in running)

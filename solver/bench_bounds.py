@@ -8,7 +8,8 @@ The job set of a (seed, load) cell is read as the replays read it
 ignores deadlines, so the seeds of a Gavel trace (which only draw deadlines) share one.
 A cached bound is keyed by everything it depends on (the jobs, the cluster, the
 throughput file's bytes, the LP's settings and :data:`VERSION`), so a changed input or
-LP is computed again rather than reused.
+LP is computed again rather than reused. A bench of several workers solves the LPs in a
+process of its own while the runs go on (:meth:`LpBounds.start`).
 """
 
 from __future__ import annotations
@@ -17,16 +18,22 @@ import hashlib
 import json
 import logging
 import math
-import threading
+import multiprocessing
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Protocol
 
 from hetsched.bench_results import read_results, rewrite_results
 from hetsched.data import Cluster, Job
 from hetsched.errors import InputError
-from hetsched.formulations.completion import CompletionBoundSettings, completion_bound
+from hetsched.formulations.completion import (
+    CompletionBound,
+    CompletionBoundSettings,
+    completion_bound,
+)
 from hetsched.interrupts import deferred_interrupts
 from hetsched.outcome import cell_float, cell_text
 from hetsched.outputs import write_text
@@ -117,8 +124,13 @@ class LpBounds:
         self._cache = self._read()
         self._keys: dict[tuple[int, float], str] = {}
         self._failed: set[tuple[int, float]] = set()
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
+        self._failed_keys: set[str] = set()
+        #: job sets read by :meth:`figures` without computing, for :meth:`start`
+        self._job_sets: dict[str, tuple[tuple[Job, ...], Cluster, ThroughputModel]] = {}
+        #: the job sets being solved in the bounds' process, their cells, and the process
+        self._pending: dict[str, tuple[int, float]] = {}
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._results: Connection | None = None
 
     def _read(self) -> dict[str, dict[str, object]]:
         if not self.path.is_file():
@@ -136,48 +148,93 @@ class LpBounds:
         for seed, load in dict.fromkeys(cells):
             self.figures(seed, load)
 
-    def start(self, cells: Iterable[tuple[int, float]]) -> None:
-        """:meth:`prepare` in a background thread: the bench's runs go on meanwhile (HiGHS
-        lets go of the interpreter while it solves), their rows get the bound when it is
-        known (:meth:`known_columns`), the others at the end (:meth:`finish`). A daemon
-        thread: an interrupted bench does not wait for it."""
-        todo = list(dict.fromkeys(cells))
-        self._thread = threading.Thread(target=self._run, args=(todo,), daemon=True,
-                                        name="lp-bounds")
-        self._thread.start()
-
-    def _run(self, cells: list[tuple[int, float]]) -> None:
-        try:
+    def start(self, cells: Iterable[tuple[int, float]], *, beside: bool) -> None:
+        """The bounds of ``cells`` (seed, load) not cached yet: computed now, in this
+        process (``beside`` false: a bench of one worker), or in a process of their own
+        while the runs go on (the job sets are read here; the LPs are solved there, one
+        after the other). Rows get a bound when it is known (:meth:`known_columns`), the
+        others at the end (:meth:`finish`); :meth:`close` stops the process (an
+        interrupted bench does not wait for it: a rerun adds the bounds to the rows that
+        lack them)."""
+        if not beside:
             self.prepare(cells)
-        except BaseException as exc:  # handed to finish(), in the bench's thread
-            self._error = exc
+            return
+        tasks = []
+        for seed, load in dict.fromkeys(cells):
+            if self.figures(seed, load, compute=False) is not None:
+                continue  # cached
+            key = self._keys.get((seed, load))
+            if key is None or key in self._pending or key in self._failed_keys:
+                continue  # failed (noted), or already on its way
+            self._pending[key] = (seed, load)
+            tasks.append((key, *self._job_sets.pop(key)))
+        if tasks:
+            context = multiprocessing.get_context("spawn")
+            self._results, sender = context.Pipe(duplex=False)
+            self._process = context.Process(
+                target=_solve_all, args=(os.getpid(), sender, tasks, self.settings),
+                name="lp-bounds", daemon=True)
+            self._process.start()
+            sender.close()  # the process's end: when it ends, reading ends too
+
+    def _collect(self, wait: bool) -> None:
+        """Store the bounds the process has finished (all of them: ``wait``); if it ended
+        without them (killed, out of memory), the rest are failed."""
+        while self._pending and self._results is not None and (
+                wait or self._results.poll()):
+            try:
+                key, bound, error = self._results.recv()
+            except EOFError:
+                code = None if self._process is None else self._process.exitcode
+                for key, (seed, load) in self._pending.items():
+                    self._failed_keys.add(key)
+                    self.note(f"LP bound of seed {seed}, load {load:g} not computed: the "
+                              f"bounds' process ended (exit code {code})")
+                self._pending.clear()
+                return
+            seed, load = self._pending.pop(key)
+            if bound is None:
+                self._failed_keys.add(key)
+                self.note(f"LP bound of seed {seed}, load {load:g} not computed: {error}")
+            else:
+                self._store(key, bound, seed, load)
 
     def finish(self, results: Path) -> list[dict[str, str]]:
         """Wait for :meth:`start`'s bounds, then fill the LP columns of the rows of
         ``results`` that lack them (written before their bound was known, or by an earlier
         bench): the rows filled."""
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._error is not None:
-            raise self._error
+        self._collect(wait=True)
+        self.close()
         rows = read_results(results)
         lacking = [row for row in rows if not row.get("bound_lp_avg_jct_s")]
         self.add_to_rows(results, rows, lacking)
         return [row for row in lacking if row["bound_lp_avg_jct_s"]]
 
+    def close(self) -> None:
+        """Stop the bounds' process, whatever it is doing (idempotent)."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.join()
+            self._process = None
+        if self._results is not None:
+            self._results.close()
+            self._results = None
+
     def known_columns(self, seed: int, load: float, row: Mapping[str, str]) -> dict[str, str]:
         """The LP columns of a row if the cell's bound is known now (empty cells if not
         yet, or if it failed); never computes it."""
+        self._collect(wait=False)
         key = self._keys.get((seed, load))
         if key is None or key not in self._cache:
             return dict.fromkeys(COLUMNS, "")
         return self.columns(seed, load, row)
 
-    def figures(self, seed: int, load: float) -> LpBoundFigures | None:
-        """The cell's bound (computed and cached if new); ``None`` if it failed (told to
-        ``note`` once; the bench goes on without it)."""
-        if (seed, load) in self._failed:
+    def figures(self, seed: int, load: float, *, compute: bool = True
+                ) -> LpBoundFigures | None:
+        """The cell's bound (computed, unless not ``compute``, and cached if new); ``None``
+        if it failed (told to ``note`` once; the bench goes on without it) or is not
+        computed."""
+        if (seed, load) in self._failed or self._keys.get((seed, load)) in self._failed_keys:
             return None
         try:
             key = self._keys.get((seed, load))
@@ -188,8 +245,12 @@ class LpBounds:
                     raise ValueError("the LP counts whole GPUs; jobs asking for a share of "
                                      "a GPU would make it no bound")
                 found = self._cache.get(key)
+                if found is None and not compute:
+                    self._job_sets[key] = (jobs, cluster, truth)
+                    return None
                 if found is None:
-                    found = self._compute(key, jobs, cluster, truth, seed, load)
+                    found = self._store(key, _solve(jobs, cluster, truth, self.settings),
+                                        seed, load)
             return LpBoundFigures(**found)  # type: ignore[arg-type]
         except (InputError, TypeError, ValueError, RuntimeError) as exc:
             self._failed.add((seed, load))
@@ -242,9 +303,9 @@ class LpBounds:
                                                       self.settings)
         return key, read.jobs, read.cluster, read.truth
 
-    def _compute(self, key: str, jobs: Sequence[Job], cluster: Cluster,
-                 truth: ThroughputModel, seed: int, load: float) -> dict[str, object]:
-        bound = completion_bound(jobs, cluster, truth, settings=self.settings)
+    def _store(self, key: str, bound: CompletionBound, seed: int, load: float
+               ) -> dict[str, object]:
+        """Cache a computed bound (``lp_bounds.json`` written at once) and say it."""
         figures = LpBoundFigures(
             avg_jct_s=bound.avg_jct_s, status=bound.status,
             isolated_avg_jct_s=bound.isolated_avg_jct_s, jobs=bound.jobs,
@@ -259,3 +320,25 @@ class LpBounds:
                   f"isolated bound; {bound.status}; {bound.columns:,} columns, "
                   f"{bound.build_s + bound.lp_s:.1f} s)")
         return found
+
+
+def _solve(jobs: Sequence[Job], cluster: Cluster, truth: ThroughputModel,
+           settings: CompletionBoundSettings) -> CompletionBound:
+    """The LP of one job set (in the bounds' process, or in the bench's own)."""
+    return completion_bound(jobs, cluster, truth, settings=settings)
+
+
+def _solve_all(bench_pid: int, results: Connection,
+               tasks: Sequence[tuple[str, Sequence[Job], Cluster, ThroughputModel]],
+               settings: CompletionBoundSettings) -> None:
+    """The bounds' process: each job set's LP in turn, sent back as ``(key, bound,
+    None)``, or ``(key, None, why)`` when it fails; the process dies with the bench."""
+    from hetsched.workers import guard_worker
+
+    guard_worker(bench_pid)
+    for key, jobs, cluster, truth in tasks:
+        try:
+            results.send((key, _solve(jobs, cluster, truth, settings), None))
+        except (InputError, TypeError, ValueError, RuntimeError) as exc:
+            results.send((key, None, str(exc)))
+    results.close()

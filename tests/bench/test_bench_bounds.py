@@ -7,12 +7,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import threading
+import multiprocessing
 from pathlib import Path
 
 import pytest
 
-from hetsched import bench as bench_module
 from hetsched import bench_bounds
 from hetsched.bench import BenchSettings, run_bench
 from hetsched.data import Job
@@ -76,42 +75,69 @@ def test_every_row_has_the_lp_bound(trace: Path, tmp_path: Path) -> None:
     assert "by the LP relaxation" in report
 
 
-def test_the_runs_go_on_while_the_bounds_are_computed(
-        trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The bounds are computed in the background: here each waits until a run has
-    # finished, which a bench computing them before its runs would never see (it would
-    # wait out the timeout). Rows finished before their bound get it at the end, and the
-    # figures equal a bench whose bounds were cached before it began.
-    reference = tmp_path / "reference"
-    run_bench(settings(trace), reference, report=False)
-    real = bench_bounds.completion_bound
-    a_run_finished = threading.Event()
-    waited: list[bool] = []
-
-    def after_a_run(*args: object, **kwargs: object) -> object:
-        waited.append(a_run_finished.wait(timeout=60))
-        return real(*args, **kwargs)  # type: ignore[arg-type]
-
-    record = bench_module._Bench.record
-
-    def recorded(self: object, *args: object) -> None:
-        record(self, *args)  # type: ignore[arg-type]
-        a_run_finished.set()
-
-    monkeypatch.setattr(bench_bounds, "completion_bound", after_a_run)
-    monkeypatch.setattr(bench_module._Bench, "record", recorded)
-    out = tmp_path / "b"
+def test_bounds_computed_beside_the_runs_are_those_computed_before_them(
+        trace: Path, tmp_path: Path) -> None:
+    # With two workers the LPs are solved in a process of their own while the runs go on;
+    # rows finished before their bound get it at the end. The figures are those of a bench
+    # of one worker, which computes them in its own process before the runs.
+    before, beside = tmp_path / "before", tmp_path / "beside"
+    run_bench(settings(trace), before, report=False)
     log = io.StringIO()
-    run_bench(settings(trace), out, stream=log)
-    assert waited == [True, True]  # both job sets' bounds began after a run finished
+    run_bench(settings(trace, workers=2), beside, stream=log)
     assert log.getvalue().count("LP bound of seed") == 2
     assert "earlier rows" not in log.getvalue()  # no earlier bench: nothing to say
-    found = sorted(rows(out), key=lambda r: (r["policy"], r["seed"], r["load"]))
-    expected = sorted(rows(reference), key=lambda r: (r["policy"], r["seed"], r["load"]))
+    key = ("policy", "seed", "load")
+    found = sorted(rows(beside), key=lambda r: tuple(r[k] for k in key))
+    expected = sorted(rows(before), key=lambda r: tuple(r[k] for k in key))
+    assert len(found) == 8
     for row, direct in zip(found, expected, strict=True):
         for column in (*bench_bounds.COLUMNS, "avg_jct_s"):
-            assert row[column] == direct[column]
-    assert "avg JCT / LP bound" in (out / "report.md").read_text()
+            assert row[column] == direct[column], column
+    def cached(out: Path) -> dict[str, dict[str, object]]:  # the clock's fields aside
+        bounds = json.loads((out / "lp_bounds.json").read_text())["bounds"]
+        return {key: {k: v for k, v in entry.items() if k not in ("build_s", "lp_s")}
+                for key, entry in bounds.items()}
+
+    assert cached(beside) == cached(before)
+    assert "avg JCT / LP bound" in (beside / "report.md").read_text()
+
+
+def test_closing_stops_the_bounds_process(trace: Path, tmp_path: Path) -> None:
+    # What an interrupted bench does: the process is stopped, nothing is cached, and the
+    # rows lack the bound until a rerun adds it.
+    bounds = bench_bounds.LpBounds(tmp_path, settings(trace), note=lambda _: None)
+    bounds.start([(0, 1.0), (0, 2.0)], beside=True)
+    process = bounds._process
+    assert process is not None
+    bounds.close()
+    assert bounds._process is None
+    assert process.exitcode is not None  # killed, or done: gone either way
+    assert bounds.known_columns(0, 1.0, {"avg_jct_s": "1"}) == dict.fromkeys(
+        bench_bounds.COLUMNS, "")
+    assert not (tmp_path / "lp_bounds.json").exists()
+    bounds.close()  # idempotent
+
+
+def test_a_bounds_process_that_dies_fails_its_bounds_and_the_bench_goes_on(
+        trace: Path, tmp_path: Path) -> None:
+    # The process ended (killed, out of memory) before sending the bound of seed 0, load
+    # 2: what it sent is kept, the rest is reported failed, and finish() does not wait.
+    notes: list[str] = []
+    bounds = bench_bounds.LpBounds(tmp_path, settings(trace), note=notes.append)
+    assert bounds.figures(0, 1.0) is not None  # computed here
+    assert bounds.figures(0, 2.0, compute=False) is None  # read, left to the process
+    receiver, sender = multiprocessing.Pipe(duplex=False)
+    bounds._results = receiver
+    bounds._pending = {bounds._keys[(0, 2.0)]: (0, 2.0)}
+    sender.close()  # the process's end, gone with it
+    results = tmp_path / "results.csv"
+    results.write_text("policy,seed,load,avg_jct_s\nfifo,0,2,600\nfifo,0,1,600\n")
+    filled = bounds.finish(results)
+    assert [(row["load"], row["bound_lp_status"]) for row in filled] == [("1", "optimal")]
+    assert notes[-1] == ("LP bound of seed 0, load 2 not computed: the bounds' process "
+                         "ended (exit code None)")
+    assert rows(tmp_path)[0]["bound_lp_avg_jct_s"] == ""
+    assert bounds.figures(0, 2.0) is None  # failed: not tried again in this bench
 
 
 def test_a_resumed_bench_reuses_the_cached_bounds(trace: Path, tmp_path: Path,
