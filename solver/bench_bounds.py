@@ -269,11 +269,10 @@ class LpBounds:
                 "avg_jct_over_lp_bound": cell_text(ratio)}
 
     def add_to_rows(self, results: Path, rows: list[dict[str, str]],
-                    lacking: Sequence[dict[str, str]]) -> int:
+                    lacking: Sequence[dict[str, str]]) -> None:
         """Fill the LP columns of the ``lacking`` rows of ``rows`` (all of results.csv)
         and rewrite the file: rows written before their bound was known (or by a bench run
-        without it, or whose bound failed) get it without their replays being done again.
-        How many were filled."""
+        without it, or whose bound failed) get it without their replays being done again."""
         filled = 0
         for row in lacking:
             columns = self.columns(int(row["seed"]), float(row["load"]), row)
@@ -282,7 +281,6 @@ class LpBounds:
         if filled:
             with deferred_interrupts():
                 rewrite_results(results, rows)
-        return filled
 
     def _job_set(self, seed: int, load: float
                  ) -> tuple[str, tuple[Job, ...], Cluster, ThroughputModel]:
