@@ -4,10 +4,10 @@
 
 It runs one bench per trace into ``OUT/<trace>/`` (results.csv, report.md, plots;
 rerunning resumes), their runs in one queue (:func:`hetsched.bench.run_benches`), then
-prints the issues' figures: the policy with
-the lowest average JCT and the highest deadline-met ratio per load, where ``progress``
-and ``deadline`` rank, each heterogeneity-aware policy against its ``-agnostic`` variant,
-and the wall time. It writes ``OUT/bench_policies.csv`` (every row of every trace).
+prints the issues' figures: the policy with the lowest average JCT and the highest
+deadline-met ratio per load, where ``progress`` and ``deadline`` rank, each
+heterogeneity-aware policy against its ``-agnostic`` variant, and the wall time. It
+writes ``OUT/bench_policies.csv`` (every row of every trace).
 
 At load 1 the first 1,000 jobs already offer more work than the cluster has while they
 arrive (offered load 1.13 on ee9e8c, 1.37 on 6214e9; report.md prints it), so the
