@@ -34,12 +34,23 @@ def earliest_start(release: int, duration: int, need: int, capacity: int,
     room = capacity - need
     if sum(c for _, _, c in booked) <= room:  # even all bookings at once leave room
         return release
-    # Use is a step function that changes only where a booking starts or ends: its value
-    # from each such point on, once; the peak over [start, finish) is the largest value
-    # at the points in that span (and at ``start``, which is one of them).
-    points = sorted({release, *(t for s, e, _ in booked for t in (s, e) if e > release)})
-    use = [sum(c for s, e, c in booked if s <= t < e) for t in points]
-    ends = {e for _, e, _ in booked}
+    # Use is a step function that changes only where a booking starts or ends: one sweep
+    # over the changes gives its value from each such point on; the peak over
+    # [start, finish) is the largest value at the points in that span (and at ``start``,
+    # which is one of them). Bookings over by the release do not matter.
+    change: dict[int, int] = {release: 0}
+    ends = set()
+    for s, e, c in booked:
+        if e > release:
+            change[s] = change.get(s, 0) + c
+            change[e] = change.get(e, 0) - c
+            ends.add(e)
+    points = sorted(change)
+    use = []
+    level = 0
+    for t in points:
+        level += change[t]
+        use.append(level)
     for first, start in enumerate(points):
         if start < release or (start != release and start not in ends):
             continue  # the candidate starts: the release and the booking ends after it
