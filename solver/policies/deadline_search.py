@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from hetsched.formulations.budget import LOCAL_SEARCH_UNITS_PER_ITEM, Budget
@@ -63,12 +63,37 @@ def decode(problem: DeadlineProblem, order: list[int],
     Filling gaps costs time in the bookings of a node; if a wall-clock ``budget`` runs out,
     the remaining jobs are *appended* instead: each starts once its node is empty of the
     jobs before it (time in its modes only), which is always feasible."""
+    return plan_of(problem, decode_steps(problem, order, modes, budget))
+
+
+#: One job of a decoded order: (job index, mode index, start tick).
+Step = tuple[int, int, int]
+
+
+def plan_of(problem: DeadlineProblem, steps: Sequence[Step]) -> Plan:
+    """The plan of decoded steps."""
+    return {problem.jobs[j].job.id: (mode, start) for j, mode, start in steps}
+
+
+def decode_steps(problem: DeadlineProblem, order: list[int],
+                 modes: Mapping[int, int | None], budget: Budget | None = None,
+                 prefix: Sequence[Step] = ()) -> list[Step]:
+    """:func:`decode`, step by step in ``order``; ``prefix``: the steps of an earlier
+    decode whose first ``len(prefix)`` jobs are those of ``order``, in the same modes:
+    they are taken as they are (the same jobs in the same modes decode the same way) and
+    only the rest of ``order`` is decoded."""
     capacity = problem.node_capacity()
     booked: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     last_end: dict[str, int] = defaultdict(int)
-    plan: Plan = {}
+    steps: list[Step] = []
+    for j, index, start in prefix:
+        mode = problem.jobs[j].modes[index]
+        booked[mode.node].append((start, start + mode.duration, mode.num_gpus))
+        last_end[mode.node] = max(last_end[mode.node], start + mode.duration)
+        steps.append((j, index, start))
     appending = False
-    for position, j in enumerate(order):
+    for position in range(len(prefix), len(order)):
+        j = order[position]
         if budget is not None and not appending and position % _BUDGET_EVERY == 0 and \
                 not budget.deterministic and budget.expired():
             appending = True
@@ -79,6 +104,8 @@ def decode(problem: DeadlineProblem, order: list[int],
         best: tuple[int, int, int] | None = None  # (end, mode index, start)
         for index in candidate_modes(problem, j, modes.get(j)):
             mode = data.modes[index]
+            if best is not None and data.release + mode.duration >= best[0]:
+                continue  # it cannot end first even if it starts at the release
             if appending:
                 start = max(data.release, last_end[mode.node])
             else:
@@ -91,8 +118,8 @@ def decode(problem: DeadlineProblem, order: list[int],
         mode = data.modes[index]
         booked[mode.node].append((start, end, mode.num_gpus))
         last_end[mode.node] = max(last_end[mode.node], end)
-        plan[data.job.id] = (index, start)
-    return plan
+        steps.append((j, index, start))
+    return steps
 
 
 def candidate_modes(problem: DeadlineProblem, job: int, fixed: int | None) -> list[int]:
@@ -106,9 +133,9 @@ def candidate_modes(problem: DeadlineProblem, job: int, fixed: int | None) -> li
 
 
 class DecodeWork:
-    """Deterministic work units of one :func:`decode` call: the (job, mode) pairs it tries,
-    times :data:`~hetsched.formulations.budget.LOCAL_SEARCH_UNITS_PER_ITEM` (counts per job and mode
-    kept, so that pricing a call costs time in the jobs, not in their modes)."""
+    """Deterministic work units of decoding: the (job, mode) pairs tried, times
+    :data:`~hetsched.formulations.budget.LOCAL_SEARCH_UNITS_PER_ITEM` (counts per job and
+    mode kept, so that pricing a call costs time in the jobs, not in their modes)."""
 
     def __init__(self, problem: DeadlineProblem) -> None:
         self.every = [len(data.modes) for data in problem.jobs]
@@ -117,13 +144,24 @@ class DecodeWork:
             kinds = [(m.gpu_type, m.num_gpus) for m in data.modes]
             self.same_kind.append([kinds.count(kind) for kind in kinds])
 
-    def __call__(self, modes: Mapping[int, int | None]) -> float:
-        """The units of decoding with ``modes`` fixed (job index -> mode or ``None``)."""
+    def __call__(self, modes: Mapping[int, int | None], jobs: Iterable[int] | None = None
+                 ) -> float:
+        """The units of decoding ``jobs`` (default: all) with ``modes`` fixed (job index ->
+        mode or ``None``)."""
         items = 0
-        for j, every in enumerate(self.every):
+        for j in range(len(self.every)) if jobs is None else jobs:
             fixed = modes.get(j)
-            items += every if fixed is None else self.same_kind[j][fixed]
+            items += self.every[j] if fixed is None else self.same_kind[j][fixed]
         return items * LOCAL_SEARCH_UNITS_PER_ITEM
+
+
+def kind_modes(problem: DeadlineProblem, job: int) -> list[int]:
+    """One mode of each (GPU type, gang size) of ``job``, the first in its modes: fixing
+    any mode of a kind decodes the same way (:func:`candidate_modes`)."""
+    first: dict[tuple[str, int], int] = {}
+    for index, mode in enumerate(problem.jobs[job].modes):
+        first.setdefault((mode.gpu_type, mode.num_gpus), index)
+    return list(first.values())
 
 
 def improve_plan(problem: DeadlineProblem, plan: Plan, budget: Budget | None = None) -> Plan:
@@ -132,22 +170,34 @@ def improve_plan(problem: DeadlineProblem, plan: Plan, budget: Budget | None = N
 
     A solution is a priority order and a mode per job, decoded by :func:`decode`. Moves,
     first improvement, until none improves or the budget is spent: give one job another
-    mode; move one job to another place in the order. Starting points: ``plan``'s own order
-    (by start) and modes, and the weighted-shortest-processing-time order with each job in
-    the mode that ends first. The lexicographic objective (deadline term, then weighted
-    completion) decides; the result is never worse than ``plan``. In deterministic mode
-    every decode is charged :class:`DecodeWork` units, so the moves tried, and the result,
+    (GPU type, gang size); move one job to another place in the order. A move re-decodes
+    the order from its first changed place only (the jobs before it decode as they did).
+    Starting points: ``plan``'s own order (by start) and modes, and the
+    weighted-shortest-processing-time order with each job in the mode that ends first.
+    The lexicographic objective (deadline term, then weighted completion) decides; the
+    result is never worse than ``plan``. In deterministic mode every decode is charged
+    :class:`DecodeWork` units for the jobs it decodes, so the moves tried, and the result,
     depend only on the input and the budget."""
     budget = budget or Budget.unlimited()
     jobs = problem.jobs
     index = {data.job.id: j for j, data in enumerate(jobs)}
     work = DecodeWork(problem) if budget.deterministic else None
+    kinds = [kind_modes(problem, j) for j in range(len(jobs))]
 
-    def run(order: list[int], chosen: Mapping[int, int | None]) -> tuple[Plan, tuple[int, int]]:
+    def run(order: list[int], chosen: Mapping[int, int | None], prefix: Sequence[Step] = ()
+            ) -> tuple[list[Step], tuple[int, int]]:
+        """The decode of ``order`` from ``prefix`` (charged for the jobs it decodes) and
+        its value."""
         if work is not None:
-            budget.charge(work(chosen))
-        candidate = decode(problem, order, chosen)
-        return candidate, problem.evaluate(candidate)
+            budget.charge(work(chosen, order[len(prefix):]))
+        steps = decode_steps(problem, order, chosen, prefix=prefix)
+        return steps, problem.evaluate(plan_of(problem, steps))
+
+    def same_kind(j: int, one: int | None, other: int | None) -> bool:
+        if one is None or other is None:
+            return one is other
+        a, b = jobs[j].modes[one], jobs[j].modes[other]
+        return (a.gpu_type, a.num_gpus) == (b.gpu_type, b.num_gpus)
 
     starts: list[tuple[list[int], dict[int, int | None]]] = []
     own_modes: dict[int, int | None] = {index[jid]: mode for jid, (mode, _) in plan.items()}
@@ -161,20 +211,20 @@ def improve_plan(problem: DeadlineProblem, plan: Plan, budget: Budget | None = N
     for order, start_modes in starts:
         if budget.expired():
             break
-        current, current_value = run(order, start_modes)
-        chosen: dict[int, int | None] = {index[jid]: m for jid, (m, _) in current.items()}
-        decoded.append((current_value, list(order), chosen, current))
+        steps, value = run(order, start_modes)
+        chosen: dict[int, int | None] = {j: m for j, m, _ in steps}
+        decoded.append((value, list(order), chosen, steps))
     # Search from the better starting point first.
     for current_value, order, modes, current in sorted(decoded, key=lambda d: d[0]):
         improved = True
         while improved and not budget.expired():
             improved = False
-            for j in list(order):
-                for mode in range(len(jobs[j].modes)):
-                    if mode == modes[j] or budget.expired():
+            for position, j in enumerate(list(order)):
+                for mode in kinds[j]:
+                    if same_kind(j, mode, modes[j]) or budget.expired():
                         continue
                     trial_modes = {**modes, j: mode}
-                    trial, trial_value = run(order, trial_modes)
+                    trial, trial_value = run(order, trial_modes, current[:position])
                     if trial_value < current_value:
                         modes, current, current_value, improved = (trial_modes, trial,
                                                                    trial_value, True)
@@ -188,13 +238,14 @@ def improve_plan(problem: DeadlineProblem, plan: Plan, budget: Budget | None = N
                         continue
                     rest = order[:position] + order[position + 1:]
                     trial_order = [*rest[:target], order[position], *rest[target:]]
-                    trial, trial_value = run(trial_order, modes)
+                    trial, trial_value = run(trial_order, modes,
+                                             current[:min(position, target)])
                     if trial_value < current_value:
                         order, current, current_value, improved = (trial_order, trial,
                                                                    trial_value, True)
                         break
         if current_value < best_value:
-            best_plan, best_value = current, current_value
+            best_plan, best_value = plan_of(problem, current), current_value
         if budget.expired():
             break
     log.debug("local search: %s -> %s (%s)", problem.evaluate(plan), best_value, budget)
