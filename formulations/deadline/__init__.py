@@ -105,13 +105,17 @@ def run_stages(problem: DeadlineProblem, backend: str, options: SolveOptions, bu
 
 def conclude(problem: DeadlineProblem, backend: str, start: Plan, plans: StagePlans | None,
              ran_out: bool, notes: list[str], extra: dict[str, Any],
-             budget: Budget, relaxed: Relaxation | None = None) -> ScheduleOutcome:
-    """The outcome: the best (lexicographically) of the start plan and the plans the
-    stages found, so never worse than the start (``extra["plan_source"]`` says which won),
-    realised on concrete GPUs; OPTIMAL only when both stages were proven and the solver's
+             budget: Budget, relaxed: Relaxation | None = None,
+             searched: Plan | None = None) -> ScheduleOutcome:
+    """The outcome: the best (lexicographically) of the start plan, the plans the stages
+    found and ``searched`` (the local search's after the stages, from the best of them),
+    so never worse than the start (``extra["plan_source"]`` says which won; on a tie the
+    solver's), realised on concrete GPUs; OPTIMAL only when both stages were proven and the solver's
     plan is returned; ``ran_out``: the budget ended the solve early. ``relaxed``: the LP
     relaxation's bound on the completion term, reported when it beats the solver's."""
     candidates: list[tuple[str, Plan]] = [("start plan", start)]
+    if searched is not None:
+        candidates.append(("local search", searched))
     if plans is not None:
         extra["stages"] = {"completion": _describe(plans.completion)}
         if plans.deadline is not None:
@@ -129,8 +133,10 @@ def conclude(problem: DeadlineProblem, backend: str, start: Plan, plans: StagePl
     # The best plan, lexicographically; on a tie the solver's (its proof stays valid).
     source, plan = min(reversed(candidates), key=lambda c: problem.evaluate(c[1]))
     extra["plan_source"] = source
-    if source == "start plan" and plans is not None and plans.completion_plan is not None:
-        notes.append(f"{backend} stopped on a plan worse than its start: the start is returned")
+    if plans is not None and plans.completion_plan is not None and \
+            problem.evaluate(plans.completion_plan) > problem.evaluate(start):
+        returned = "the start" if source == "start plan" else f"the {source}'s plan"
+        notes.append(f"{backend} stopped on a plan worse than its start: {returned} is returned")
     schedule = problem.realise(plan)
     deadline_term, weighted_end = problem.evaluate(plan)
     objective = problem.completion_seconds(weighted_end)

@@ -14,8 +14,11 @@ import pytest
 
 from hetsched.data import Cluster, GpuType, Instance, Job, Node
 from hetsched.formulations.budget import Budget, BudgetExhaustedError
+from hetsched.formulations.common import Outcome, SolveStats
 from hetsched.formulations.deadline import build_problem
 from hetsched.formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
+from hetsched.formulations.deadline.problem import StagePlans
+from hetsched.policies.deadline import _search_the_rest
 from hetsched.policies.deadline_search import greedy_plan, improve_plan
 from hetsched.result import Status
 from hetsched.solve import solve
@@ -127,8 +130,58 @@ def test_a_solve_is_never_worse_than_its_start_plan(limit: float) -> None:
                    deterministic=True)
     assert_valid(instance, result.schedule)
     assert result.objective <= greedy + 1e-6
-    assert result.extra["plan_source"] in ("start plan", "first stage", "solver")
+    assert result.extra["plan_source"] in ("start plan", "local search", "first stage",
+                                           "solver")
     assert result.status in (Status.TIME_LIMIT, Status.FEASIBLE, Status.OPTIMAL)
+
+
+def no_plan() -> StagePlans:
+    """What the stages give when the first finds no plan (the second is skipped)."""
+    stats = SolveStats(Outcome.NO_SOLUTION, hit_time_limit=True)
+    return StagePlans(stats, deadline=stats)
+
+
+def test_what_the_stages_leave_goes_to_the_local_search() -> None:
+    # 30 gangs: the greedy plan's weighted end is 659,870,196 model units; the local search
+    # reaches 452,604,283 with 1 work unit and 443,631,909 unlimited (its local optimum,
+    # after 2.65 units).
+    # A deterministic budget of 1 unit left after stages that found nothing is all spent
+    # on it, from the start plan, and the result is the search's with that unit.
+    problem = build_problem(gangs_instance())
+    start = greedy_plan(problem)
+    budget = Budget.work(1.0)
+    extra: dict[str, object] = {}
+    searched = _search_the_rest(problem, start, no_plan(), budget, extra)
+    assert searched is not None
+    assert problem.violations(searched) == []
+    assert problem.evaluate(searched) == (0, 452_604_283)
+    assert problem.evaluate(searched) == problem.evaluate(
+        improve_plan(problem, start, Budget.work(1.0)))
+    assert budget.expired()
+    assert "leftover_search_s" in extra
+
+
+def test_the_leftover_search_starts_from_the_best_plan_found() -> None:
+    # The first stage's plan (here: the local optimum) beats the start: the search starts
+    # from it, so it can only return it (nothing improves a local optimum).
+    problem = build_problem(gangs_instance())
+    start = greedy_plan(problem)
+    optimum = improve_plan(problem, start, Budget.work(None))
+    plans = no_plan()
+    plans.deadline_plan = optimum
+    searched = _search_the_rest(problem, start, plans, Budget.work(1.0), {})
+    assert searched is not None
+    assert problem.evaluate(searched) == problem.evaluate(optimum) == (0, 443_631_909)
+
+
+def test_no_leftover_search_after_a_proof_or_without_budget() -> None:
+    problem = build_problem(gangs_instance())
+    start = greedy_plan(problem)
+    proven = StagePlans(SolveStats(Outcome.OPTIMAL, 1.0, 1.0), completion_plan=dict(start))
+    assert _search_the_rest(problem, start, proven, Budget.work(1.0), {}) is None
+    spent = Budget.work(1.0)
+    spent.charge(1.0)
+    assert _search_the_rest(problem, start, no_plan(), spent, {}) is None
 
 
 def test_deterministic_solves_repeat_exactly() -> None:
