@@ -80,7 +80,8 @@ def busy_jiffies() -> tuple[int, int]:
 
 def timed_bench(args: list[str], out: Path) -> dict[str, float]:
     """Run ``hetsched bench ARGS --out OUT`` in a fresh process; its wall time (s), the
-    load average before and after, and the machine's busy cores meanwhile."""
+    load average before and after, and the machine's busy cores meanwhile (and busy
+    CPU-seconds: busy cores x wall time, every process of the machine)."""
     shutil.rmtree(out, ignore_errors=True)
     load_before = os.getloadavg()[0]
     busy0, total0 = busy_jiffies()
@@ -92,8 +93,9 @@ def timed_bench(args: list[str], out: Path) -> dict[str, float]:
     if done.returncode != 0:
         raise SystemExit(f"bench failed ({done.returncode}): {done.stderr[-2000:]}")
     cores = os.cpu_count() or 1
+    busy_cores = cores * (busy1 - busy0) / max(total1 - total0, 1)
     return {"wall_s": wall, "load_before": load_before, "load_after": os.getloadavg()[0],
-            "busy_cores": cores * (busy1 - busy0) / max(total1 - total0, 1)}
+            "busy_cores": busy_cores, "busy_cpu_s": busy_cores * wall}
 
 
 def rows(folder: Path) -> dict[tuple[str, ...], dict[str, str]]:
@@ -155,6 +157,15 @@ def quick(args: argparse.Namespace, scratch: Path) -> None:
           + f"; median {statistics.median(r / loc for loc, r in pairs):.2f}x; ray - local: "
           + ", ".join(f"{r - loc:+.1f} s" for loc, r in pairs)
           + f"; median {statistics.median(r - loc for loc, r in pairs):+.1f} s")
+    # The least wall time the machine allows Ray's runs: their busy CPU-seconds spread
+    # over every core, against the local run's wall time.
+    cores = os.cpu_count() or 1
+    floors = [float(r["busy_cpu_s"]) / cores / float(loc["wall_s"])  # type: ignore[arg-type]
+              for loc, r in zip(records[::2], records[1::2], strict=True)]
+    print("busy CPU-seconds, local: " + ", ".join(f"{r['busy_cpu_s']}" for r in records[::2])
+          + "; ray: " + ", ".join(f"{r['busy_cpu_s']}" for r in records[1::2])
+          + f"; on {cores} cores Ray needs at least " + ", ".join(f"{f:.2f}x" for f in floors)
+          + " the local wall time even with every core busy all along")
     path = RESULTS / f"engines_{args.part}{'_running_ray' if args.address else ''}.csv"
     write_csv(path, records)
     print(f"wrote {path}")
