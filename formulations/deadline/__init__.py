@@ -110,9 +110,10 @@ def conclude(problem: DeadlineProblem, backend: str, start: Plan, plans: StagePl
     """The outcome: the best (lexicographically) of the start plan, the plans the stages
     found and ``searched`` (the local search's after the stages, from the best of them),
     so never worse than the start (``extra["plan_source"]`` says which won; on a tie the
-    solver's), realised on concrete GPUs; OPTIMAL only when both stages were proven and the solver's
-    plan is returned; ``ran_out``: the budget ended the solve early. ``relaxed``: the LP
-    relaxation's bound on the completion term, reported when it beats the solver's."""
+    solver's), realised on concrete GPUs; OPTIMAL only when both stages were proven and
+    the solver's plan is returned; ``ran_out``: the budget ended the solve early.
+    ``relaxed``: the LP relaxation's bound on the completion term, reported when it beats
+    the solver's."""
     candidates: list[tuple[str, Plan]] = [("start plan", start)]
     if searched is not None:
         candidates.append(("local search", searched))

@@ -210,7 +210,7 @@ def _refine(problem: DeadlineProblem, best: Plan, bound: TimeIndexedBound, part:
     cap = float(problem.evaluate(best)[0]) if problem.has_deadlines else None
     cost = part.spent()
     while bound.status == "optimal" and 2 * bound.slots <= REFINE_MAX_SLOTS and \
-            (part.remaining() or math.inf) > REFINE_COST * cost:
+            _left(part) > REFINE_COST * cost:
         began = part.spent()
         finer = TimeIndexedRelaxation(problem, late_cap=cap, start=best,
                                       slots=2 * bound.slots)
@@ -221,3 +221,9 @@ def _refine(problem: DeadlineProblem, best: Plan, bound: TimeIndexedBound, part:
             break
         bound = found
     return bound
+
+
+def _left(budget: Budget) -> float:
+    """What is left of ``budget`` (infinite without a limit)."""
+    left = budget.remaining()
+    return math.inf if left is None else left
