@@ -184,3 +184,17 @@ def test_a_full_disk_while_appending_is_one_clear_error(tmp_path: Path,
     with pytest.raises(InputError, match=rf"{results}: out: cannot write results.csv: "
                        "No space left on device"):
         append_result(results, {"policy": "fifo", "seed": "1", "load": "1"})
+
+
+def test_every_policy_has_a_line_style_of_its_own() -> None:
+    # 13 policies (the bench of docs/progress.md): matplotlib's cycle has 10 colours, so
+    # three pairs of lines shared one; the 11th to 13th now take the first three colours
+    # dashed. Styles follow the policies' order, so each plot of a report agrees.
+    from hetsched.bench_report import policy_styles
+
+    policies = [f"p{i}" for i in range(13)]
+    styles = policy_styles(policies)
+    assert len(set(styles.values())) == 13
+    assert styles["p10"] == (styles["p0"][0], "dashed")
+    assert styles["p0"][1] == "solid"
+    assert policy_styles(policies[:5]) == {p: styles[p] for p in policies[:5]}
