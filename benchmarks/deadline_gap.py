@@ -38,7 +38,8 @@ from ortools.sat.python import cp_model
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import TICK_S
 from hetsched.formulations.deadline.problem import DeadlineProblem, Plan, build_problem
-from hetsched.formulations.deadline.timeindexed import time_indexed_bound
+from hetsched.formulations.deadline.timeindexed import job_kinds, time_indexed_bound
+from hetsched.gpus import layout
 from hetsched.instance_file import load_instance
 from hetsched.solve import solve
 
@@ -54,18 +55,14 @@ def type_level(problem: DeadlineProblem, seconds: float, hint: Plan | None
     (module notes), hinted with ``hint``'s kinds and starts (rounded up to seconds, so
     perhaps not feasible as it is), and its status."""
     model = cp_model.CpModel()
-    types = sorted({node.gpu_type for node in problem.instance.cluster.nodes})
-    capacity = {t: sum(n.num_gpus for n in problem.instance.cluster.nodes if n.gpu_type == t)
-                for t in types}
+    where = layout(problem.instance.cluster)
+    types = sorted(where.type_gpus)
     per_second = round(1 / TICK_S)
     horizon = math.ceil(problem.horizon / per_second)
     intervals: dict[str, list[tuple[cp_model.IntervalVar, int]]] = {t: [] for t in types}
     ends = []
-    for data in problem.jobs:
-        shortest: dict[tuple[str, int], int] = {}
-        for mode in data.modes:
-            key = (mode.gpu_type, mode.num_gpus)
-            shortest[key] = min(shortest.get(key, mode.duration), mode.duration)
+    for data, kinds in zip(problem.jobs, job_kinds(problem, {t: i for i, t in enumerate(types)}),
+                           strict=True):
         release = math.ceil(data.release / per_second)
         start = model.new_int_var(release, horizon, "")
         end = model.new_int_var(release, 2 * horizon, "")
@@ -75,20 +72,22 @@ def type_level(problem: DeadlineProblem, seconds: float, hint: Plan | None
             index, tick = hint[data.job.id]
             hinted = (data.modes[index].gpu_type, data.modes[index].num_gpus)
             model.add_hint(start, math.ceil(tick / per_second))
-        for (gpu_type, gpus), ticks in shortest.items():
+        for kind in kinds:  # each (GPU type, gang size) once, its shortest duration
+            gpu_type = types[kind.gpu_type]
             used = model.new_bool_var("")
             if hinted is not None:
-                model.add_hint(used, (gpu_type, gpus) == hinted)
+                model.add_hint(used, (gpu_type, kind.gpus) == hinted)
             interval = model.new_optional_interval_var(
-                start, math.ceil(ticks / per_second), end, used, "")
-            intervals[gpu_type].append((interval, gpus))
+                start, math.ceil(kind.duration_s), end, used, "")
+            intervals[gpu_type].append((interval, kind.gpus))
             chosen.append(used)
         model.add_exactly_one(chosen)
         if data.deadline is not None:
             model.add(end <= data.deadline // per_second)
         ends.append((data.weight, end))
     for gpu_type, pairs in intervals.items():
-        model.add_cumulative([i for i, _ in pairs], [g for _, g in pairs], capacity[gpu_type])
+        model.add_cumulative([i for i, _ in pairs], [g for _, g in pairs],
+                             where.type_gpus[gpu_type])
     model.minimize(sum(weight * end for weight, end in ends))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = seconds
@@ -96,8 +95,8 @@ def type_level(problem: DeadlineProblem, seconds: float, hint: Plan | None
     status = solver.solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return math.nan, solver.status_name(status)
-    weighted_arrivals = sum(d.weight * d.job.arrival for d in problem.jobs) / problem.weight_scale
-    return solver.objective_value / problem.weight_scale - weighted_arrivals, \
+    # objective: sum of (integer weight x end second); the model's JCT from end ticks
+    return problem.completion_seconds(solver.objective_value * per_second), \
         solver.status_name(status)
 
 
