@@ -198,7 +198,7 @@ class Replanning(PolicyHooks):
     def _solve(self, instance: Instance) -> Result:
         result, _ = run_planner(self.planner, instance, backend=self.backend,
                                 time_limit=self.time_limit_s, deterministic=self.deterministic,
-                                seed=self.seed, lp_bound=False)
+                                seed=self.seed, lp_bound=False, windows=False)
         return result
 
     def _decide_free(self, state: ClusterState, early: list[Start], free: set[str],

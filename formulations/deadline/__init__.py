@@ -106,9 +106,10 @@ def run_stages(problem: DeadlineProblem, backend: str, options: SolveOptions, bu
 def conclude(problem: DeadlineProblem, backend: str, start: Plan, plans: StagePlans | None,
              ran_out: bool, notes: list[str], extra: dict[str, Any],
              budget: Budget, relaxed: Relaxation | None = None,
-             searched: Plan | None = None) -> ScheduleOutcome:
+             searched: tuple[str, Plan] | None = None) -> ScheduleOutcome:
     """The outcome: the best (lexicographically) of the start plan, the plans the stages
-    found and ``searched`` (the local search's after the stages, from the best of them),
+    found and ``searched`` (the search after the stages, from the best of them: its name,
+    ``local search`` or ``windows``, and its plan),
     so never worse than the start (``extra["plan_source"]`` says which won; on a tie the
     solver's), realised on concrete GPUs; OPTIMAL only when both stages were proven and
     the solver's plan is returned; ``ran_out``: the budget ended the solve early.
@@ -116,7 +117,7 @@ def conclude(problem: DeadlineProblem, backend: str, start: Plan, plans: StagePl
     the solver's."""
     candidates: list[tuple[str, Plan]] = [("start plan", start)]
     if searched is not None:
-        candidates.append(("local search", searched))
+        candidates.append(searched)
     if plans is not None:
         extra["stages"] = {"completion": _describe(plans.completion)}
         if plans.deadline is not None:

@@ -77,7 +77,7 @@ def run_planner(planner: Planner, instance: Instance, *, backend: str | None = N
                 time_limit: float | None = None, deterministic: bool = False,
                 budget: Budget | None = None, started: float | None = None, gap: float = 0.0,
                 threads: int = 1, seed: int = 0, warm_start: Schedule | None = None,
-                lp_bound: bool = True) -> tuple[Result, SolveOptions]:
+                lp_bound: bool = True, windows: bool = True) -> tuple[Result, SolveOptions]:
     """Run ``planner`` on ``instance`` under one budget; the result and the settings used.
 
     ``time_limit`` is the budget of the whole solve, in seconds (the planner's default when
@@ -100,7 +100,8 @@ def run_planner(planner: Planner, instance: Instance, *, backend: str | None = N
     settings = SolveOptions(
         backend=backend or (planner.backends[0] if planner.backends else None),
         time_limit_s=limit, deterministic=deterministic, budget=budget, gap=gap,
-        threads=threads, seed=seed, warm_start=warm_start, lp_bound=lp_bound)
+        threads=threads, seed=seed, warm_start=warm_start, lp_bound=lp_bound,
+        windows=windows)
     log.log(solve_log_level(), "solving %s (%d jobs) with %s/%s, budget %s",
             instance.name or "instance", len(instance.jobs), planner.name, settings.backend or "-",
             budget.describe())

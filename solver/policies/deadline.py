@@ -34,6 +34,11 @@ log = logging.getLogger(__name__)
 REFINE_COST = 4.0
 #: ... and never beyond this many slots.
 REFINE_MAX_SLOTS = 3200
+#: CP-SAT's whole model is solved up to this many (job, mode) pairs; above, its time goes
+#: to CP-SAT on windows of the plan (:mod:`hetsched.policies.deadline_windows`). On
+#: ``medium.json`` (200 jobs, 5,712 pairs) the whole model's first stage found no plan in
+#: 6 s of a 30 s budget.
+WHOLE_MODEL_MAX_MODES = 3000
 
 
 class DeadlinePolicy:
@@ -91,7 +96,7 @@ class DeadlinePolicy:
         backend = options.backend or "cpsat"
         plans = None
         relaxed = None
-        searched = None
+        searched: tuple[str, Plan] | None = None
         ran_out = False
         if budget.expired():
             ran_out = True
@@ -105,40 +110,72 @@ class DeadlinePolicy:
             start = improve_plan(problem, start, budget.part(LOCAL_SEARCH_SHARE,
                                                              LOCAL_SEARCH_MAX))
             extra["local_search_s"] = round(budget.elapsed_s() - began, 4)
-            try:
-                plans = run_stages(problem, backend, options, budget, start)
-            except BudgetExhaustedError as exc:
-                ran_out = True
-                notes.append(f"{exc}: the start plan is returned")
+            modes = sum(len(data.modes) for data in problem.jobs)
+            if backend == "cpsat" and options.windows and modes > WHOLE_MODEL_MAX_MODES:
+                extra["whole_model"] = (f"not solved: {modes:,} job-modes, over "
+                                        f"{WHOLE_MODEL_MAX_MODES:,}; CP-SAT on windows instead")
+                part = budget.part(1.0)
+                searched = _search(problem, start, part, extra, options)
+                ran_out = part.expired()
             else:
-                searched = _search_the_rest(problem, start, plans, budget, extra)
+                try:
+                    plans = run_stages(problem, backend, options, budget, start)
+                except BudgetExhaustedError as exc:
+                    ran_out = True
+                    notes.append(f"{exc}: the start plan is returned")
+                else:
+                    searched = _search_the_rest(problem, start, plans, budget, extra, options)
         return outcome_result(conclude(problem, backend, start, plans, ran_out, notes, extra,
                                        budget, relaxed, searched), self.name)
 
 
 def _search_the_rest(problem: DeadlineProblem, start: Plan, plans: StagePlans,
-                     budget: Budget, extra: dict[str, Any]) -> Plan | None:
-    """What the solver's stages left of ``budget`` spent on the local search, from the
-    best plan so far (the start or a stage's), so that no part of the budget goes unused
-    when the stages end early (the first stage finding no plan skips the second: 200 jobs
-    on 96 GPUs, the solver's model has 5,712 modes); ``None`` when nothing is left, or
-    when the solver proved its plan optimal."""
+                     budget: Budget, extra: dict[str, Any],
+                     options: SolveOptions | None = None) -> tuple[str, Plan] | None:
+    """What the solver's stages left of ``budget`` spent on searching from the best plan
+    so far (the start or a stage's), so that no part of the budget goes unused when the
+    stages end early (the first stage finding no plan skips the second: 200 jobs on 96
+    GPUs, the solver's model has 5,712 modes); ``None`` when nothing is left, or when the
+    solver proved its plan optimal. The search and its plan: see :func:`_search`."""
     from hetsched.formulations.common import Outcome
-    from hetsched.policies.deadline_search import improve_plan
 
     stages = [s for s in (plans.deadline, plans.completion) if s is not None]
     if plans.completion_plan is not None and all(s.outcome is Outcome.OPTIMAL for s in stages):
         return None
     if budget.expired():
         return None
-    rest = budget.part(1.0)
     found = [plan for plan in (start, plans.deadline_plan, plans.completion_plan)
              if plan is not None]
     best = min(reversed(found), key=problem.evaluate)
+    return _search(problem, best, budget.part(1.0), extra, options)
+
+
+def _search(problem: DeadlineProblem, plan: Plan, budget: Budget, extra: dict[str, Any],
+            options: SolveOptions | None) -> tuple[str, Plan]:
+    """``budget`` spent improving ``plan``: on CP-SAT (``options`` given, back-end
+    ``cpsat``, ``options.windows``) first CP-SAT on windows of the plan's jobs
+    (:func:`~hetsched.policies.deadline_windows.improve_by_windows`), then the local search
+    with what they leave (``extra["windows_s"]``, ``extra["leftover_search_s"]``); the
+    plan's source (``windows``, ``local search``) and the plan."""
+    from hetsched.policies.deadline_search import improve_plan
+    from hetsched.policies.deadline_windows import improve_by_windows
+
+    source = "local search"
+    if options is not None and options.windows and (options.backend or "cpsat") == "cpsat":
+        began = budget.elapsed_s()
+        windowed = improve_by_windows(problem, plan, budget, threads=options.threads,
+                                      seed=options.seed)
+        extra["windows_s"] = round(budget.elapsed_s() - began, 4)
+        if problem.evaluate(windowed) < problem.evaluate(plan):
+            source, plan = "windows", windowed
+        if budget.expired():
+            return source, plan
     began = budget.elapsed_s()
-    searched = improve_plan(problem, best, rest)
+    searched = improve_plan(problem, plan, budget)
     extra["leftover_search_s"] = round(budget.elapsed_s() - began, 4)
-    return searched
+    if problem.evaluate(searched) < problem.evaluate(plan):
+        source, plan = "local search", searched
+    return source, plan
 
 
 def _relax(problem: DeadlineProblem, start: Plan, budget: Budget, extra: dict[str, Any]

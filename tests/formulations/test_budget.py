@@ -130,8 +130,8 @@ def test_a_solve_is_never_worse_than_its_start_plan(limit: float) -> None:
                    deterministic=True)
     assert_valid(instance, result.schedule)
     assert result.objective <= greedy + 1e-6
-    assert result.extra["plan_source"] in ("start plan", "local search", "first stage",
-                                           "solver")
+    assert result.extra["plan_source"] in ("start plan", "local search", "windows",
+                                           "first stage", "solver")
     assert result.status in (Status.TIME_LIMIT, Status.FEASIBLE, Status.OPTIMAL)
 
 
@@ -151,8 +151,10 @@ def test_what_the_stages_leave_goes_to_the_local_search() -> None:
     start = greedy_plan(problem)
     budget = Budget.work(1.0)
     extra: dict[str, object] = {}
-    searched = _search_the_rest(problem, start, no_plan(), budget, extra)
-    assert searched is not None
+    outcome = _search_the_rest(problem, start, no_plan(), budget, extra)
+    assert outcome is not None
+    source, searched = outcome
+    assert source == "local search"
     assert problem.violations(searched) == []
     assert problem.evaluate(searched) == (0, 452_604_283)
     assert problem.evaluate(searched) == problem.evaluate(
@@ -169,8 +171,9 @@ def test_the_leftover_search_starts_from_the_best_plan_found() -> None:
     optimum = improve_plan(problem, start, Budget.work(None))
     plans = no_plan()
     plans.deadline_plan = optimum
-    searched = _search_the_rest(problem, start, plans, Budget.work(1.0), {})
-    assert searched is not None
+    outcome = _search_the_rest(problem, start, plans, Budget.work(1.0), {})
+    assert outcome is not None
+    searched = outcome[1]
     assert problem.evaluate(searched) == problem.evaluate(optimum) == (0, 443_631_909)
 
 
