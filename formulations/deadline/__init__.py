@@ -25,7 +25,6 @@ from hetsched.formulations.deadline.problem import (
     StagePlans,
     build_problem,
 )
-from hetsched.formulations.deadline.relaxation import Relaxation
 from hetsched.formulations.options import SolveOptions
 from hetsched.result import Schedule, Status
 
@@ -105,7 +104,7 @@ def run_stages(problem: DeadlineProblem, backend: str, options: SolveOptions, bu
 
 def conclude(problem: DeadlineProblem, backend: str, start: Plan, plans: StagePlans | None,
              ran_out: bool, notes: list[str], extra: dict[str, Any],
-             budget: Budget, relaxed: Relaxation | None = None,
+             budget: Budget, lp_bound_s: float | None = None,
              searched: tuple[str, Plan] | None = None) -> ScheduleOutcome:
     """The outcome: the best (lexicographically) of the start plan, the plans the stages
     found and ``searched`` (the search after the stages, from the best of them: its name,
@@ -113,7 +112,7 @@ def conclude(problem: DeadlineProblem, backend: str, start: Plan, plans: StagePl
     so never worse than the start (``extra["plan_source"]`` says which won; on a tie the
     solver's), realised on concrete GPUs; OPTIMAL only when both stages were proven and
     the solver's plan is returned; ``ran_out``: the budget ended the solve early.
-    ``relaxed``: the LP relaxation's bound on the completion term, reported when it beats
+    ``lp_bound_s``: the relaxations' bound on the completion term, reported when it beats
     the solver's."""
     candidates: list[tuple[str, Plan]] = [("start plan", start)]
     if searched is not None:
@@ -143,7 +142,7 @@ def conclude(problem: DeadlineProblem, backend: str, start: Plan, plans: StagePl
     deadline_term, weighted_end = problem.evaluate(plan)
     objective = problem.completion_seconds(weighted_end)
     status, bound = _status_and_bound(problem, backend, plans, source, objective, ran_out,
-                                      None if relaxed is None else relaxed.bound_s)
+                                      lp_bound_s)
     extra["budget"] = budget.as_dict()
     extra["deadline_term"] = problem.deadline_seconds(deadline_term)
     if plans is not None and plans.deadline is not None and plans.deadline.bound is not None:
