@@ -57,6 +57,18 @@ MIN_STAGE_UNITS_PER_MODE = 1e-4
 SYMMETRY_MAX_ROWS = 50_000
 
 
+def node_cumulatives(model: cp_model.CpModel,
+                     per_node: Mapping[str, list[tuple[cp_model.IntervalVar, int]]],
+                     capacity: Mapping[str, int]) -> None:
+    """A cumulative per node over its (interval, GPUs) pairs, at most its GPUs (a
+    no-overlap for a node of one GPU)."""
+    for node, items in per_node.items():
+        if capacity[node] == 1:
+            model.add_no_overlap([iv for iv, _ in items])
+        else:
+            model.add_cumulative([iv for iv, _ in items], [c for _, c in items], capacity[node])
+
+
 @dataclass(frozen=True)
 class CpSatSettings:
     """Search settings: gap, threads, seed (the budget is passed on its own)."""
@@ -144,13 +156,7 @@ class DeadlineCpSat:
         for data in self.problem.jobs:
             for index, mode in enumerate(data.modes):
                 per_node[mode.node].append((self.interval[data.job.id, index], mode.num_gpus))
-        capacity = self.problem.node_capacity()
-        for node, items in per_node.items():
-            if capacity[node] == 1:
-                self.model.add_no_overlap([iv for iv, _ in items])
-            else:
-                self.model.add_cumulative([iv for iv, _ in items], [c for _, c in items],
-                                          capacity[node])
+        node_cumulatives(self.model, per_node, self.problem.node_capacity())
 
     def _type_capacity(self) -> None:
         """Redundant: sum over the nodes of type k of the node constraint, <= G_k."""

@@ -28,6 +28,7 @@ from ortools.sat.python import cp_model
 
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.cpsat_run import run_cpsat
+from hetsched.formulations.deadline.cpsat import node_cumulatives
 from hetsched.formulations.deadline.problem import DeadlineObjective, DeadlineProblem, Plan
 
 
@@ -113,13 +114,7 @@ class WindowModel:
 
     def _node_capacity(self) -> None:
         """A cumulative per node (a no-overlap for a node of one GPU)."""
-        capacity = self.problem.node_capacity()
-        for node, items in self.per_node.items():
-            if capacity[node] == 1:
-                self.model.add_no_overlap([iv for iv, _ in items])
-            else:
-                self.model.add_cumulative([iv for iv, _ in items], [c for _, c in items],
-                                          capacity[node])
+        node_cumulatives(self.model, self.per_node, self.problem.node_capacity())
 
     def _deadline_term(self) -> None:
         """The free jobs' deadline term at most the plan's: missed deadlines (late_j = 0 =>
