@@ -244,3 +244,24 @@ def same_results(one: Path, other: Path) -> None:
         for name in ("summary.json", "jobs.csv", "decisions.csv"):
             assert (one / "runs" / run / name).read_bytes() == \
                 (other / "runs" / run / name).read_bytes(), (run, name)
+
+
+def gangs_instance(jobs: int = 30, seed: int = 7) -> Instance:
+    """The case of issue 12: 4-GPU gangs on two GPU types (two 4-GPU nodes each), jobs
+    arriving every ~2 minutes with deadlines so loose that every plan meets them."""
+    rng = np.random.default_rng(seed)
+    cluster = Cluster((GpuType("fast"), GpuType("slow")),
+                      (Node("f0", "fast", 4), Node("f1", "fast", 4), Node("s0", "slow", 4),
+                       Node("s1", "slow", 4)))
+    rows = []
+    for name, fast, slow in (("cnn", 4.0, 1.2), ("lm", 3.0, 1.5), ("rec", 2.0, 1.8)):
+        rows += [(name, "fast", 4, Placement.PACKED, fast), (name, "slow", 4,
+                                                              Placement.PACKED, slow)]
+    table = ThroughputTable.from_rows(rows)
+    arrival = 0.0
+    job_list = []
+    for index in range(jobs):
+        arrival += float(rng.exponential(120.0))
+        job_list.append(Job(f"j{index}", round(arrival, 1), str(rng.choice(["cnn", "lm", "rec"])),
+                            4, float(rng.integers(2000, 20000)), deadline=arrival + 400_000))
+    return Instance(cluster, tuple(job_list), table, name="gangs")

@@ -96,18 +96,15 @@ class WindowModel:
             self.model.add_hint(end, start_now + data.modes[mode_now].duration)
             self.start[j], self.end[j], self.use[j] = start, end, uses
 
-    def _steps(self) -> list[tuple[int, int]]:
-        """The plan's (mode, start) per job index."""
-        return [self.plan[data.job.id] for data in self.problem.jobs]
-
     def _fixed_jobs(self) -> None:
         """Every other job as a fixed interval on its node, unless it ends by the earliest
         release of a free job or starts at or after E."""
         jobs = self.problem.jobs
         free = set(self.free)
         earliest = min(jobs[j].release for j in self.free)
-        for j, (index, start) in enumerate(self._steps()):
-            mode = jobs[j].modes[index]
+        for j, data in enumerate(jobs):
+            index, start = self.plan[data.job.id]
+            mode = data.modes[index]
             if j in free or start + mode.duration <= earliest or start >= self.span_end:
                 continue
             interval = self.model.new_fixed_size_interval_var(start, mode.duration, f"fix_{j}")

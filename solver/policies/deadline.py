@@ -111,7 +111,7 @@ class DeadlinePolicy:
                                                              LOCAL_SEARCH_MAX))
             extra["local_search_s"] = round(budget.elapsed_s() - began, 4)
             modes = sum(len(data.modes) for data in problem.jobs)
-            if backend == "cpsat" and options.windows and modes > WHOLE_MODEL_MAX_MODES:
+            if _windows_on(options) and modes > WHOLE_MODEL_MAX_MODES:
                 extra["whole_model"] = (f"not solved: {modes:,} job-modes, over "
                                         f"{WHOLE_MODEL_MAX_MODES:,}; CP-SAT on windows instead")
                 part = budget.part(1.0)
@@ -161,7 +161,7 @@ def _search(problem: DeadlineProblem, plan: Plan, budget: Budget, extra: dict[st
     from hetsched.policies.deadline_windows import improve_by_windows
 
     source = "local search"
-    if options is not None and options.windows and (options.backend or "cpsat") == "cpsat":
+    if options is not None and _windows_on(options):
         began = budget.elapsed_s()
         windowed = improve_by_windows(problem, plan, budget, threads=options.threads,
                                       seed=options.seed)
@@ -176,6 +176,12 @@ def _search(problem: DeadlineProblem, plan: Plan, budget: Budget, extra: dict[st
     if problem.evaluate(searched) < problem.evaluate(plan):
         source, plan = "local search", searched
     return source, plan
+
+
+def _windows_on(options: SolveOptions) -> bool:
+    """Whether the solve searches CP-SAT windows: back-end ``cpsat`` and
+    ``options.windows``."""
+    return options.windows and (options.backend or "cpsat") == "cpsat"
 
 
 def _bounds(problem: DeadlineProblem, start: Plan, budget: Budget, extra: dict[str, Any]

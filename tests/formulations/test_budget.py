@@ -9,10 +9,8 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 
-from hetsched.data import Cluster, GpuType, Instance, Job, Node
 from hetsched.formulations.budget import Budget, BudgetExhaustedError
 from hetsched.formulations.common import Outcome, SolveStats
 from hetsched.formulations.deadline import build_problem
@@ -22,8 +20,7 @@ from hetsched.policies.deadline import _search_the_rest
 from hetsched.policies.deadline_search import greedy_plan, improve_plan
 from hetsched.result import Status
 from hetsched.solve import solve
-from hetsched.throughput import Placement, ThroughputTable
-from tests.helpers import ROOT, assert_valid
+from tests.helpers import ROOT, assert_valid, gangs_instance
 
 
 class FakeClock:
@@ -73,27 +70,6 @@ def test_deterministic_budget_counts_charged_work_only() -> None:
 def test_a_budget_must_be_positive_and_finite(bad: float) -> None:
     with pytest.raises(ValueError, match="finite number > 0"):
         Budget(bad)
-
-
-def gangs_instance(jobs: int = 30, seed: int = 7) -> Instance:
-    """The case of issue 12: 4-GPU gangs on two GPU types (two 4-GPU nodes each), jobs
-    arriving every ~2 minutes with deadlines so loose that every plan meets them."""
-    rng = np.random.default_rng(seed)
-    cluster = Cluster((GpuType("fast"), GpuType("slow")),
-                      (Node("f0", "fast", 4), Node("f1", "fast", 4), Node("s0", "slow", 4),
-                       Node("s1", "slow", 4)))
-    rows = []
-    for name, fast, slow in (("cnn", 4.0, 1.2), ("lm", 3.0, 1.5), ("rec", 2.0, 1.8)):
-        rows += [(name, "fast", 4, Placement.PACKED, fast), (name, "slow", 4,
-                                                              Placement.PACKED, slow)]
-    table = ThroughputTable.from_rows(rows)
-    arrival = 0.0
-    job_list = []
-    for index in range(jobs):
-        arrival += float(rng.exponential(120.0))
-        job_list.append(Job(f"j{index}", round(arrival, 1), str(rng.choice(["cnn", "lm", "rec"])),
-                            4, float(rng.integers(2000, 20000)), deadline=arrival + 400_000))
-    return Instance(cluster, tuple(job_list), table, name="gangs")
 
 
 def test_cpsat_hinted_with_a_plan_that_breaks_its_symmetry_breaking_ends_worse() -> None:

@@ -16,8 +16,7 @@ from hetsched.policies import deadline as deadline_policy
 from hetsched.policies.deadline_search import greedy_plan, improve_plan
 from hetsched.policies.deadline_windows import improve_by_windows, windows
 from hetsched.solve import solve
-from tests.formulations.test_budget import gangs_instance
-from tests.helpers import INSTANCES, assert_valid, random_instance
+from tests.helpers import INSTANCES, assert_valid, gangs_instance, random_instance
 
 
 def serial_plan(problem: DeadlineProblem) -> Plan:
