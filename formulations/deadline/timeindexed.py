@@ -27,8 +27,10 @@ deadlines maps to a 0/1 point of these rows costing at most its completion term,
 LP optimum bounds the completion term of such plans, among them the lexicographic optimum
 (docs/formulations.md).
 
-*Column generation.* The master LP starts from the catch-all columns and the columns of a
-known plan; each round, HiGHS solves it (dual simplex from the last basis), and every job's
+*Column generation.* The master LP starts from the catch-all columns, the columns of a
+known plan and, on a finer grid, the coarser LP's columns of positive value (each at the
+slot of its start: on ``medium.json`` the 800-slot LP then took 3.4-4.1 s, not 6.9 s).
+Each round, HiGHS solves it (dual simplex from the last basis), and every job's
 cheapest column at the row duals ``y`` (prefix sums over the slots, all kinds and starts
 at once) enters if its reduced cost is negative. Whatever the round, the Lagrangian
 value ``sum_j min_col (c - y A) + y b`` (the duals of the ``<=`` rows taken ``<= 0``) is a
@@ -41,7 +43,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import highspy
@@ -109,6 +111,9 @@ class TimeIndexedBound:
     columns: int
     rows: int
     seconds: float
+    #: the LP's columns of positive value, as (job, kind index, start s): a finer grid's
+    #: master starts from them (``columns`` of :class:`TimeIndexedRelaxation`)
+    support: tuple[tuple[int, int, float], ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         """For ``Result.extra``."""
@@ -304,7 +309,7 @@ class TimeIndexedRelaxation:
 
     def __init__(self, problem: DeadlineProblem, *, late_cap: float | None = None,
                  horizon_s: float | None = None, start: Plan | None = None,
-                 slots: int = SLOTS) -> None:
+                 slots: int = SLOTS, columns: Iterable[tuple[int, int, float]] = ()) -> None:
         self.problem = problem
         types = {t: i for i, t in enumerate(sorted({n.gpu_type
                                                     for n in problem.instance.cluster.nodes}))}
@@ -331,6 +336,12 @@ class TimeIndexedRelaxation:
                 slot = int((tick * TICK_S - origin) // slot_s)
                 if 0 <= slot < count:
                     master.add(job, index, slot)
+        added = set(master.columns)
+        for job, index, start_s in columns:
+            slot = int((start_s - origin) // slot_s)
+            if 0 <= slot < count and (job, index, slot) not in added:
+                added.add((job, index, slot))
+                master.add(job, index, slot)
         self.best = -math.inf
         self.status = "not solved"
         self.rounds = 0
@@ -385,9 +396,12 @@ class TimeIndexedRelaxation:
         log.log(solve_log_level(), "deadline: time-indexed bound %.6g (%s, late cap %s, "
                 "%d rounds, %d columns, %.2f s)", bound_s, self.status, master.late_cap,
                 self.rounds, len(master.columns), self.seconds)
+        support = tuple((job, kind, start) for (job, kind, slot), start, value
+                        in zip(master.columns, master.starts, self.values, strict=False)
+                        if job >= 0 and slot >= 0 and value > 1e-9)
         return TimeIndexedBound(bound_s, self.status, master.late_cap, median, modes,
                                 master.slot_s, master.slots, self.rounds, len(master.columns),
-                                master.num_rows, self.seconds)
+                                master.num_rows, self.seconds, support)
 
 
 def time_indexed_bound(problem: DeadlineProblem, budget: Budget, *,

@@ -274,7 +274,7 @@ def _refine(problem: DeadlineProblem, best: Plan, bound: TimeIndexedBound, part:
             _left(part) > REFINE_COST * cost:
         began = part.spent()
         finer = TimeIndexedRelaxation(problem, late_cap=cap, start=best,
-                                      slots=2 * bound.slots)
+                                      slots=2 * bound.slots, columns=bound.support)
         finer.run(part)
         cost = part.spent() - began
         found = finer.result()

@@ -1,15 +1,22 @@
-"""The ``deadline`` planner's large-neighbourhood search: CP-SAT on windows of consecutive
-jobs of a plan, every other job fixed (:mod:`hetsched.formulations.deadline.window`).
+"""The ``deadline`` planner's large-neighbourhood search: CP-SAT on windows of a plan,
+every other job fixed (:mod:`hetsched.formulations.deadline.window`).
 
 On 200 jobs and 96 GPUs CP-SAT finds no plan of the whole model in 6 s, and the local
-search (:func:`~hetsched.policies.deadline_search.improve_plan`) stalls at a local optimum;
-windows of 30 jobs moved together by CP-SAT take its plan further
-(docs/formulations.md, "Where the gap stands").
+search (:func:`~hetsched.policies.deadline_search.improve_plan`) stalls at a local optimum.
+A window frees the jobs that two nodes run, consecutive in start order, and lets them take
+any mode (any node, GPU type, gang size): moves between the two nodes, and to any other
+node where the fixed jobs leave room. Each sweep pairs the nodes at random (of any GPU
+types), so the next sweep searches other neighbourhoods. On ``medium.json`` these windows
+took the local search's plan from 834,570 s to 802,000-805,000 s in 19 s; windows of 8
+jobs consecutive in the plan's start order over all nodes reached 820,000 s, windows of
+two nodes of one GPU type 806,700 s (docs/formulations.md, "Where the gap stands").
 """
 
 from __future__ import annotations
 
 import logging
+import random
+from collections.abc import Sequence
 
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.deadline.problem import DeadlineProblem, Plan
@@ -17,19 +24,23 @@ from hetsched.formulations.deadline.window import solve_window
 
 log = logging.getLogger(__name__)
 
-#: Jobs per window at first (consecutive windows share half of them); a sweep that
-#: improves nothing doubles it, up to ``WINDOW_JOBS_MAX``.
+#: A window frees the jobs of this many nodes ...
+NODES_PER_WINDOW = 2
+#: ... this many at a time, consecutive in start order (a window starts half a window
+#: after the one before). Measured on ``medium.json`` (19 s from the local search's
+#: plan): 3 nodes and 9 or 12 jobs reached 811,000 s, 2 nodes and 12 jobs 810,600 s,
+#: windows doubling after a sweep that gains little 806,600 s, 2 nodes and 8 jobs
+#: 802,300-805,200 s.
 WINDOW_JOBS = 8
-WINDOW_JOBS_MAX = 64
-#: A window of ``WINDOW_JOBS`` jobs gets this part of the budget, a larger one in
-#: proportion: wall seconds ...
+#: A window gets this part of the budget: wall seconds ...
 WINDOW_S = 0.25
 #: ... or work units (deterministic budgets; CP-SAT's deterministic time, 0.1 per unit).
 WINDOW_UNITS = 0.25
 #: A sweep that takes less than this share off the completion term (and no deadline
-#: term) counts as improving nothing: on ``medium.json`` the third sweep of 8 jobs gained
-#: one tick, 4 s of a 30 s budget.
-SWEEP_MIN_GAIN = 1e-3
+#: term) improves nothing; after ``STALL_SWEEPS`` of them in a row the search stops
+#: (one sweep is one random pairing of the nodes: a later one may still find moves).
+SWEEP_MIN_GAIN = 1e-4
+STALL_SWEEPS = 5
 #: Deterministic budgets: building a window is charged this many units per interval (a
 #: free job's mode or a fixed job).
 UNITS_PER_INTERVAL = 2e-5
@@ -47,42 +58,63 @@ def windows(count: int, size: int) -> list[tuple[int, int]]:
     return [(first, first + size) for first in firsts]
 
 
+def node_groups(nodes: Sequence[str], rng: random.Random) -> list[list[str]]:
+    """``nodes`` shuffled and cut into groups of :data:`NODES_PER_WINDOW` (the last one
+    perhaps smaller)."""
+    shuffled = list(nodes)
+    rng.shuffle(shuffled)
+    return [shuffled[first:first + NODES_PER_WINDOW]
+            for first in range(0, len(shuffled), NODES_PER_WINDOW)]
+
+
+def jobs_on(problem: DeadlineProblem, plan: Plan, nodes: Sequence[str]) -> list[int]:
+    """The jobs (indices into ``problem.jobs``) ``plan`` puts on ``nodes``, by start."""
+    chosen = set(nodes)
+    on = []
+    for j, data in enumerate(problem.jobs):
+        mode, start = plan[data.job.id]
+        if data.modes[mode].node in chosen:
+            on.append((start, j))
+    return [j for _, j in sorted(on)]
+
+
 def improve_by_windows(problem: DeadlineProblem, plan: Plan, budget: Budget, *,
                        threads: int = 1, seed: int = 0) -> Plan:
-    """CP-SAT on windows of jobs consecutive in ``plan``'s start order, from the first to
-    the last, each from the best plan so far and within a part of ``budget``
-    (:data:`WINDOW_S` s or :data:`WINDOW_UNITS` units for :data:`WINDOW_JOBS` jobs); sweeps
-    again in the new plan's order while the budget lasts, with windows twice as large
-    after a sweep that improved nothing, until one of :data:`WINDOW_JOBS_MAX` jobs improves
-    nothing. Never worse than ``plan``; in deterministic mode the result depends only on
-    the input and the budget."""
+    """CP-SAT on windows of the jobs of two nodes (:data:`WINDOW_JOBS` consecutive in
+    start order, each from the best plan so far and within :data:`WINDOW_S` s or
+    :data:`WINDOW_UNITS` units of ``budget``), sweeping over a random pairing of the nodes
+    (drawn from ``seed``), then another, while the budget lasts or until
+    :data:`STALL_SWEEPS` sweeps in a row improve nothing. Never worse than ``plan``; in
+    deterministic mode the result depends only on the input, the budget and ``seed``."""
     jobs = problem.jobs
+    rng = random.Random(seed)
+    nodes = sorted(problem.node_capacity())
     best, value = plan, problem.evaluate(plan)
     modes = [len(data.modes) for data in jobs]
-    size = WINDOW_JOBS
-    sweeps = solved = 0
-    while size <= WINDOW_JOBS_MAX and not budget.expired():
+    cap = WINDOW_UNITS if budget.deterministic else WINDOW_S
+    sweeps = solved = stalled = 0
+    while stalled < STALL_SWEEPS and not budget.expired():
         before = value
         sweeps += 1
-        cap = (WINDOW_UNITS if budget.deterministic else WINDOW_S) * size / WINDOW_JOBS
-        order = sorted(range(len(jobs)), key=lambda j: (best[jobs[j].job.id][1], j))
-        for first, last in windows(len(order), size):
-            if budget.expired():
-                break
-            free = order[first:last]
-            budget.charge(UNITS_PER_INTERVAL * (sum(modes[j] for j in free)
-                                                + len(jobs) - len(free)))
-            outcome = solve_window(problem, best, free, budget.part(1.0, cap),
-                                   threads=threads, seed=seed)
-            solved += 1
-            found = problem.evaluate(outcome.plan)
-            if found < value:
-                best, value = outcome.plan, found
-        log.debug("windows of %d jobs: %s (%s)", size, value, budget)
-        if value[0] == before[0] and value[1] > before[1] * (1.0 - SWEEP_MIN_GAIN):
-            if size >= len(jobs):
-                break
-            size *= 2
+        for group in node_groups(nodes, rng):
+            order = jobs_on(problem, best, group)
+            if len(order) < 2:
+                continue
+            for first, last in windows(len(order), WINDOW_JOBS):
+                if budget.expired():
+                    break
+                free = order[first:last]
+                budget.charge(UNITS_PER_INTERVAL * (sum(modes[j] for j in free)
+                                                    + len(jobs) - len(free)))
+                outcome = solve_window(problem, best, free, budget.part(1.0, cap),
+                                       threads=threads, seed=seed)
+                solved += 1
+                found = problem.evaluate(outcome.plan)
+                if found < value:
+                    best, value = outcome.plan, found
+        log.debug("windows, sweep %d: %s (%s)", sweeps, value, budget)
+        gained = value[0] < before[0] or value[1] < before[1] * (1.0 - SWEEP_MIN_GAIN)
+        stalled = 0 if gained else stalled + 1
     log.debug("windows: %s -> %s in %d windows, %d sweeps (%s)", problem.evaluate(plan),
               value, solved, sweeps, budget)
     return best
