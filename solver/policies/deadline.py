@@ -28,11 +28,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: A finer grid of the time-indexed relaxation is tried while what is left of its part of
-#: the budget is this many times what the last grid cost (on ``medium.json`` the first grid,
-#: 400 slots, both runs and the plans they order, cost 2.3-2.5 s, and 800 slots 6.2-6.5 s
-#: more; at 4x the 9.1 s left were too little in some runs, and the bound stayed 0.6 %
-#: lower).
-REFINE_COST = 3.0
+#: the budget is this many times what the last grid cost. On ``medium.json`` the first
+#: grid, 400 slots, both runs and the plans they order, cost 2.3-3.2 s; 800 slots, started
+#: from the coarser LP's columns, 3.4 s more (6.2-6.5 s from scratch). At 3x, 8.7 s left
+#: against 3.18 s spent skipped the 800 slots, and the bound stayed 0.6 % lower.
+REFINE_COST = 2.0
 #: ... and never beyond this many slots.
 REFINE_MAX_SLOTS = 3200
 #: CP-SAT's whole model is solved up to this many (job, mode) pairs; above, its time goes

@@ -124,7 +124,8 @@ def test_a_finer_grid_from_the_coarser_columns_reaches_the_same_lp() -> None:
     coarse = TimeIndexedRelaxation(problem, late_cap=cap, slots=30)
     assert coarse.run(Budget.unlimited()) == "optimal"
     support = coarse.result().support
-    assert support and all(job >= 0 and start >= 0 for job, _, start in support)
+    assert support
+    assert all(job >= 0 and start >= 0 for job, _, start in support)
     cold = TimeIndexedRelaxation(problem, late_cap=cap, slots=60)
     warm = TimeIndexedRelaxation(problem, late_cap=cap, slots=60, columns=support)
     assert cold.run(Budget.unlimited()) == warm.run(Budget.unlimited()) == "optimal"
