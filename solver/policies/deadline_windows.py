@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.deadline.problem import DeadlineProblem, Plan
@@ -81,40 +83,90 @@ def jobs_on(problem: DeadlineProblem, plan: Plan, nodes: Sequence[str]) -> list[
 def improve_by_windows(problem: DeadlineProblem, plan: Plan, budget: Budget, *,
                        threads: int = 1, seed: int = 0) -> Plan:
     """CP-SAT on windows of the jobs of two nodes (:data:`WINDOW_JOBS` consecutive in
-    start order, each from the best plan so far and within :data:`WINDOW_S` s or
-    :data:`WINDOW_UNITS` units of ``budget``), sweeping over a random pairing of the nodes
-    (drawn from ``seed``), then another, while the budget lasts or until
-    :data:`STALL_SWEEPS` sweeps in a row improve nothing. Never worse than ``plan``; in
-    deterministic mode the result depends only on the input, the budget and ``seed``."""
-    jobs = problem.jobs
+    start order, each within :data:`WINDOW_S` s or :data:`WINDOW_UNITS` units of
+    ``budget``), sweeping over a random pairing of the nodes (drawn from ``seed``), then
+    another, while the budget lasts or until :data:`STALL_SWEEPS` sweeps in a row improve
+    nothing. Never worse than ``plan``; in deterministic mode the result depends only on
+    the input, the budget and ``seed``.
+
+    With a wall-clock budget and ``threads`` > 1, ``threads`` pairs are searched at once
+    (one CP-SAT worker each, :func:`merge_windows`); otherwise one pair at a time, each
+    window from the best plan so far, CP-SAT with ``threads`` workers."""
     rng = random.Random(seed)
     nodes = sorted(problem.node_capacity())
     best, value = plan, problem.evaluate(plan)
-    modes = [len(data.modes) for data in jobs]
-    cap = WINDOW_UNITS if budget.deterministic else WINDOW_S
-    sweeps = solved = stalled = 0
-    while stalled < STALL_SWEEPS and not budget.expired():
-        before = value
-        sweeps += 1
-        for group in node_groups(nodes, rng):
-            order = jobs_on(problem, best, group)
-            if len(order) < 2:
-                continue
-            for first, last in windows(len(order), WINDOW_JOBS):
+    lanes = threads if threads > 1 and not budget.deterministic else 1
+    workers = 1 if lanes > 1 else threads
+    sweeps = stalled = 0
+    counter = _Counter()
+    with ThreadPoolExecutor(lanes, thread_name_prefix="windows") as pool:
+        while stalled < STALL_SWEEPS and not budget.expired():
+            before = value
+            sweeps += 1
+            groups = node_groups(nodes, rng)
+            for first in range(0, len(groups), lanes):
                 if budget.expired():
                     break
-                free = order[first:last]
-                budget.charge(UNITS_PER_INTERVAL * (sum(modes[j] for j in free)
-                                                    + len(jobs) - len(free)))
-                outcome = solve_window(problem, best, free, budget.part(1.0, cap),
-                                       threads=threads, seed=seed)
-                solved += 1
-                found = problem.evaluate(outcome.plan)
-                if found < value:
-                    best, value = outcome.plan, found
-        log.debug("windows, sweep %d: %s (%s)", sweeps, value, budget)
-        gained = value[0] < before[0] or value[1] < before[1] * (1.0 - SWEEP_MIN_GAIN)
-        stalled = 0 if gained else stalled + 1
-    log.debug("windows: %s -> %s in %d windows, %d sweeps (%s)", problem.evaluate(plan),
-              value, solved, sweeps, budget)
+                batch = groups[first:first + lanes]
+                if lanes == 1:
+                    best = _search_pair(problem, best, batch[0], budget=budget,
+                                        threads=workers, seed=seed, counter=counter)
+                else:
+                    search = partial(_search_pair, problem, best, budget=budget,
+                                     threads=workers, seed=seed, counter=counter)
+                    best = merge_windows(problem, best, list(pool.map(search, batch)))
+                value = problem.evaluate(best)
+            log.debug("windows, sweep %d: %s (%s)", sweeps, value, budget)
+            gained = value[0] < before[0] or value[1] < before[1] * (1.0 - SWEEP_MIN_GAIN)
+            stalled = 0 if gained else stalled + 1
+    log.debug("windows: %s -> %s in %d windows, %d sweeps, %d at once (%s)",
+              problem.evaluate(plan), value, counter.solved, sweeps, lanes, budget)
+    return best
+
+
+class _Counter:
+    """Windows solved (for the log)."""
+
+    def __init__(self) -> None:
+        self.solved = 0
+
+
+def _search_pair(problem: DeadlineProblem, plan: Plan, group: Sequence[str], *,
+                 budget: Budget, threads: int, seed: int, counter: _Counter) -> Plan:
+    """The windows of the jobs ``plan`` puts on the nodes ``group``, each from the best
+    plan so far; that plan."""
+    jobs = problem.jobs
+    cap = WINDOW_UNITS if budget.deterministic else WINDOW_S
+    best, value = plan, problem.evaluate(plan)
+    order = jobs_on(problem, plan, group)
+    if len(order) < 2:
+        return plan
+    for first, last in windows(len(order), WINDOW_JOBS):
+        if budget.expired():
+            break
+        free = order[first:last]
+        budget.charge(UNITS_PER_INTERVAL * (sum(len(jobs[j].modes) for j in free)
+                                            + len(jobs) - len(free)))
+        outcome = solve_window(problem, best, free, budget.part(1.0, cap),
+                               threads=threads, seed=seed)
+        counter.solved += 1
+        found = problem.evaluate(outcome.plan)
+        if found < value:
+            best, value = outcome.plan, found
+    return best
+
+
+def merge_windows(problem: DeadlineProblem, plan: Plan, found: Sequence[Plan]) -> Plan:
+    """``plan`` with the moves of each plan in ``found`` (each ``plan`` with the jobs of
+    other windows moved) taken in turn when the plan stays valid and gets better: windows
+    searched at once may move jobs into the same room, and then the later one is dropped."""
+    best, value = plan, problem.evaluate(plan)
+    for other in found:
+        moved = {job: place for job, place in other.items() if plan[job] != place}
+        if not moved:
+            continue
+        merged = {**best, **moved}
+        score = problem.evaluate(merged)
+        if score < value and not problem.violations(merged):
+            best, value = merged, score
     return best

@@ -14,7 +14,7 @@ from hetsched.formulations.deadline.window import solve_window
 from hetsched.instance_file import load_instance
 from hetsched.policies import deadline as deadline_policy
 from hetsched.policies.deadline_search import greedy_plan, improve_plan
-from hetsched.policies.deadline_windows import improve_by_windows, windows
+from hetsched.policies.deadline_windows import improve_by_windows, merge_windows, windows
 from hetsched.solve import solve
 from tests.helpers import INSTANCES, assert_valid, gangs_instance, random_instance
 
@@ -130,3 +130,49 @@ def test_solve_uses_windows_when_the_whole_model_is_too_large(
         problem.evaluate(greedy_plan(problem))[1]) + 1e-6
     assert first.bound is not None
     assert first.bound <= first.objective + 1e-6
+
+
+def test_windows_searched_at_once_merge_only_when_the_plan_stays_valid() -> None:
+    # 30 gangs of 4 GPUs, each filling a node: two windows solved from the same greedy plan
+    # (659,870,196 model units), one on its first 4 jobs in start order (649,541,252), one
+    # on jobs 21-24 (652,949,618), move different jobs into different room, so both merge
+    # and their gains add up: 642,620,674. A plan that puts another job on the node and
+    # start that the first window gave one of its jobs would run two gangs on one node at
+    # once: merged after the first window it is dropped.
+    problem = build_problem(gangs_instance())
+    base = greedy_plan(problem)
+    order = sorted(range(len(problem.jobs)), key=lambda j: base[problem.jobs[j].job.id][1])
+    early = solve_window(problem, base, order[0:4], Budget.unlimited()).plan
+    late = solve_window(problem, base, order[20:24], Budget.unlimited()).plan
+    both = merge_windows(problem, base, [early, late])
+    assert problem.violations(both) == []
+    assert problem.evaluate(both) == (0, 642_620_674)
+    moved = [jid for jid in base if early[jid] != base[jid]]
+    index = {data.job.id: j for j, data in enumerate(problem.jobs)}
+    clash = None
+    for jid in moved:
+        mode, start = early[jid]
+        node = problem.jobs[index[jid]].modes[mode].node
+        for data in problem.jobs:
+            if data.job.id in moved or data.release > start or \
+                    base[data.job.id][1] <= start:
+                continue
+            same = [i for i, m in enumerate(data.modes) if m.node == node]
+            if same:
+                clash = {**base, data.job.id: (same[0], start)}
+                break
+        if clash is not None:
+            break
+    assert clash is not None
+    assert problem.evaluate(clash) < problem.evaluate(base)  # it would gain, alone
+    assert merge_windows(problem, base, [early, clash]) == early
+
+
+def test_windows_on_two_threads_never_worsen_a_plan() -> None:
+    # Wall-clock budget, 2 threads: pairs of nodes searched at once, their moves merged;
+    # however far the search gets, the plan is valid and no worse than the greedy one.
+    problem = build_problem(gangs_instance())
+    greedy = greedy_plan(problem)
+    better = improve_by_windows(problem, greedy, Budget.wall(1.0), threads=2)
+    assert problem.violations(better) == []
+    assert problem.evaluate(better) <= problem.evaluate(greedy)
