@@ -47,10 +47,13 @@ class WindowModel:
     """The CP-SAT model of one window: ``free`` (indices into ``problem.jobs``) move, the
     rest stay as ``plan`` has them."""
 
-    def __init__(self, problem: DeadlineProblem, plan: Plan, free: Collection[int]) -> None:
+    def __init__(self, problem: DeadlineProblem, plan: Plan, free: Collection[int], *,
+                 keep_kinds: bool = False) -> None:
         self.problem = problem
         self.plan = plan
         self.free = sorted(set(free))
+        #: a free job keeps its kind (GPU type, gang size) and may change only its node
+        self.keep_kinds = keep_kinds
         self.model = cp_model.CpModel()
         self.start: dict[int, cp_model.IntVar] = {}
         self.end: dict[int, cp_model.IntVar] = {}
@@ -64,10 +67,10 @@ class WindowModel:
             family()
 
     def _variables(self) -> None:
-        """s_j >= r_j, e_j = s_j + sum_m p_jm use_jm <= E, one mode: the free jobs. E: the
-        last end of a free job in the plan (the window's jobs are rearranged within the
-        time they span, which keeps the model small: a fixed job that starts after it is
-        left out)."""
+        """s_j >= r_j, e_j = s_j + sum_m p_jm use_jm <= E, one mode (of the plan's kind
+        with ``keep_kinds``): the free jobs. E: the last end of a free job in the plan
+        (the window's jobs are rearranged within the time they span, which keeps the model
+        small: a fixed job that starts after it is left out)."""
         jobs = self.problem.jobs
         for j in self.free:
             data = jobs[j]
@@ -79,8 +82,10 @@ class WindowModel:
             start = self.model.new_int_var(data.release, self.span_end, f"s_{j}")
             end = self.model.new_int_var(data.release, self.span_end, f"e_{j}")
             uses = []
+            now = data.modes[mode_now]
             for index, mode in enumerate(data.modes):
-                if data.release + mode.duration > self.span_end:
+                if data.release + mode.duration > self.span_end or (self.keep_kinds and (
+                        mode.gpu_type, mode.num_gpus) != (now.gpu_type, now.num_gpus)):
                     uses.append(self.model.new_constant(0))
                     continue
                 use = self.model.new_bool_var(f"use_{j}_{index}")
@@ -175,8 +180,10 @@ class WindowModel:
 
 
 def solve_window(problem: DeadlineProblem, plan: Plan, free: Collection[int], budget: Budget,
-                 *, threads: int = 1, seed: int = 0) -> WindowOutcome:
+                 *, threads: int = 1, seed: int = 0, keep_kinds: bool = False
+                 ) -> WindowOutcome:
     """The best plan CP-SAT finds within ``budget`` that moves only the jobs ``free``
     (indices into ``problem.jobs``) of the complete ``plan``, never worse than ``plan``
-    (:class:`WindowModel`)."""
-    return WindowModel(problem, plan, free).solve(budget, threads=threads, seed=seed)
+    (:class:`WindowModel`; ``keep_kinds``: each on another node of its kind at most)."""
+    return WindowModel(problem, plan, free, keep_kinds=keep_kinds).solve(
+        budget, threads=threads, seed=seed)

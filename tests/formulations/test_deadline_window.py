@@ -176,3 +176,24 @@ def test_windows_on_two_threads_never_worsen_a_plan() -> None:
     better = improve_by_windows(problem, greedy, Budget.wall(1.0), threads=2)
     assert problem.violations(better) == []
     assert problem.evaluate(better) <= problem.evaluate(greedy)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_window_that_keeps_kinds_moves_jobs_between_nodes_only(seed: int) -> None:
+    # keep_kinds: each free job stays on its GPU type with its gang size, on any node of
+    # them. Its optimum is a plan the window in any mode may also reach, so it is never
+    # better than that one's optimum, and never worse than the plan.
+    problem = build_problem(random_instance(seed, jobs=6))
+    plan = greedy_plan(problem)
+    free = range(len(problem.jobs))
+    kept = solve_window(problem, plan, free, Budget.unlimited(), keep_kinds=True)
+    free_modes = solve_window(problem, plan, free, Budget.unlimited())
+    assert kept.optimal
+    assert free_modes.optimal
+    assert problem.violations(kept.plan) == []
+    for data in problem.jobs:
+        before = data.modes[plan[data.job.id][0]]
+        after = data.modes[kept.plan[data.job.id][0]]
+        assert (after.gpu_type, after.num_gpus) == (before.gpu_type, before.num_gpus)
+    assert problem.evaluate(free_modes.plan) <= problem.evaluate(kept.plan) <= \
+        problem.evaluate(plan)
