@@ -17,6 +17,7 @@ from hetsched.formulations.deadline import build_problem
 from hetsched.formulations.deadline.bruteforce import solve_by_enumeration
 from hetsched.formulations.deadline.timeindexed import (
     TimeIndexedRelaxation,
+    adaptive_edges,
     time_indexed_bound,
 )
 from hetsched.instance_file import load_instance
@@ -199,3 +200,35 @@ def test_isolated_helper_matches_the_model() -> None:
     problem = build_problem(Instance(cluster, (Job("a", 5.0, "t", 1, 100.0),), table))
     assert isolated(problem) == pytest.approx(50.0)
     assert np.isclose(time_indexed_bound(problem, Budget.unlimited(), slots=10).bound_s, 50.0)
+
+
+def test_adaptive_edges_follow_the_starts_and_keep_the_span() -> None:
+    # 100 even slots over [0, 1000) s and every start in [100, 200): half the mass of the
+    # mixed distribution lies there, so about half the edges (54 of 101) fall in that
+    # tenth of the span, the other half evenly over all of it; first and last edges stay.
+    uniform = np.linspace(0.0, 1000.0, 101)
+    edges = adaptive_edges(uniform, list(np.linspace(100.0, 199.0, 40)))
+    assert edges[0] == 0.0
+    assert edges[-1] == 1000.0
+    assert np.all(np.diff(edges) >= TICK_S)
+    assert len(edges) == 101
+    inside = int(np.sum((edges >= 100.0) & (edges <= 200.0)))
+    assert 50 <= inside <= 56
+    assert np.max(np.diff(edges)) == pytest.approx(20.0, rel=0.05)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_adaptive_grid_bounds_every_plan_too(seed: int) -> None:
+    # The relaxation holds for any partition of time into slots: on a grid following the
+    # starts of the even grid's LP, the bound stays at most the brute-force optimum.
+    problem = build_problem(random_instance(seed, jobs=5))
+    optimum, _ = solve_by_enumeration(problem)
+    cap = float(optimum[0])
+    even = TimeIndexedRelaxation(problem, late_cap=cap, slots=40)
+    assert even.run(Budget.unlimited()) == "optimal"
+    support = even.result().support
+    adaptive = TimeIndexedRelaxation(problem, late_cap=cap, slots=60, columns=support,
+                                     dense_s=[start for _, _, start in support])
+    assert adaptive.run(Budget.unlimited()) == "optimal"
+    assert adaptive.master.even_s is None
+    assert adaptive.result().bound_s <= problem.completion_seconds(optimum[1]) + 1e-6
