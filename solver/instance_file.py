@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from hetsched.data import (
@@ -137,12 +139,28 @@ def validate_document(doc: Any, file: str) -> None:
 def check_schema(doc: Any, part: dict[str, Any], file: str) -> None:
     """Check ``doc`` against ``part`` (the instance schema or a piece of it); the first
     error, in document order, becomes one readable :class:`InputError`."""
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(part)
+    validator = _jsonschema().Draft202012Validator(part)
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         raise _schema_error(_deepest(errors[0]), file)
+
+
+def _jsonschema() -> ModuleType:
+    """``jsonschema``, imported without its optional ``rfc3987_syntax``: when that is
+    installed (the notebooks' dependencies bring it), jsonschema imports it to check the
+    ``iri`` format, and it compiles 38 grammars on import, 1.0 of the 1.2 s that importing
+    jsonschema took here, in every command that reads an instance (a ``solve`` with
+    ``--time-limit 30`` lost that second to its search). No schema here uses that format
+    nor a format checker. The module is hidden only while jsonschema is imported."""
+    hidden = "rfc3987_syntax" not in sys.modules
+    if hidden:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # import fails
+    try:
+        import jsonschema
+    finally:
+        if hidden:
+            del sys.modules["rfc3987_syntax"]
+    return jsonschema
 
 
 def read_throughput_table(path: Path) -> ThroughputTable:

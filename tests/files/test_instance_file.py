@@ -252,3 +252,25 @@ def test_csv_table_that_is_not_text(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not a readable CSV table") as error:
         read_throughput_table(table)
     assert error.value.file == str(table)
+
+
+def test_reading_an_instance_skips_the_slow_optional_import_and_restores_it() -> None:
+    # In a fresh interpreter: loading an instance validates it with jsonschema, imported
+    # without rfc3987_syntax (its 38 grammars took 1 of the 1.2 s of the import); the
+    # module is importable again afterwards when it is installed.
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib.util, sys\n"
+        "from hetsched.instance_file import load_instance\n"
+        f"load_instance({str(INSTANCES / 'medium.json')!r})\n"
+        "assert 'jsonschema' in sys.modules\n"
+        "assert 'rfc3987_syntax' not in sys.modules\n"
+        "if importlib.util.find_spec('rfc3987_syntax') is not None:\n"
+        "    import rfc3987_syntax\n"
+        "    assert rfc3987_syntax is sys.modules['rfc3987_syntax']\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
