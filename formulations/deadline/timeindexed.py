@@ -6,7 +6,8 @@ The model's plans are *non-preemptive*: a job runs once, in one mode (a GPU type
 gang size, packed on one node), from its start to its end. The relaxation of
 :mod:`hetsched.formulations.completion` holds for every schedule, preemptive ones
 included, and is weaker for that; this one uses what a plan is. Time is cut into slots
-of ``slot_s`` seconds from the earliest release, ``[t_0 + m D, t_0 + (m+1) D)``. A
+of ``slot_s`` seconds from the earliest release, ``[t_0 + m D, t_0 + (m+1) D)`` (or, on
+an adaptive grid, at any edges: nothing below needs the slots even). A
 *column* is one way a job can run: a kind ``c = (type t, s GPUs)`` with the model's
 duration ``T_jc`` (its fastest node of that kind) and a start slot ``k``, or a start at
 or after the horizon (the *catch-all*: always there, so no schedule is left out). With

@@ -188,9 +188,10 @@ class _GroupSearch:
 
 
 def merge_windows(problem: DeadlineProblem, plan: Plan, found: Sequence[Plan]) -> Plan:
-    """``plan`` with the moves of each plan in ``found`` (each ``plan`` with the jobs of
-    other windows moved) taken in turn when the plan stays valid and gets better: windows
-    searched at once may move jobs into the same room, and then the later one is dropped."""
+    """``plan`` with the moves of each plan in ``found`` (each is ``plan`` with the jobs
+    of one group's windows moved), taken in turn when the plan stays valid and gets better:
+    groups searched at once may move jobs into the same room, and then the later group's
+    moves are dropped."""
     best, value = plan, problem.evaluate(plan)
     for other in found:
         moved = {job: place for job, place in other.items() if plan[job] != place}
