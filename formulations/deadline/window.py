@@ -1,22 +1,24 @@
 """CP-SAT on a window of the ``deadline`` model: a few jobs free, every other job fixed.
 
 The whole model of 200 jobs on 96 GPUs (5,712 job-modes) is too large for CP-SAT to find a
-plan in seconds; a window of 8 to 64 of its jobs, the others held where a plan puts them,
+plan in seconds; a window of 8 to 12 of its jobs, the others held where a plan puts them,
 is small enough to be searched well in a fraction of a second. :func:`solve_window` builds
 and solves one window; the search that chooses windows is
 :func:`hetsched.policies.deadline_windows.improve_by_windows`.
 
 The window's model is the full model's restricted to its jobs: each free job ``j`` has a
 start ``s_j >= r_j``, one mode among all of its modes (a node, a gang size: an optional
-interval per mode), and its end ``e_j``, at most the last end ``E`` of a free job in the
-plan (the window's jobs are rearranged within the time they span). Each node's cumulative
-holds the free jobs' intervals and the fixed jobs' that can meet them (a fixed job that
-ends by the earliest free release, or starts at or after ``E``, is left out). The deadline
-term of the free jobs may not grow (at most as many missed, or as much weighted
-tardiness, as in the plan given), and the objective is the free jobs' ``sum_j w_j e_j``
-(after their missed deadlines, with that objective): the other jobs' terms are constants,
-so a window's optimum is the best plan that moves only its jobs within ``E``, never worse
-than the plan given, which is the hint (complete: every variable).
+interval per mode; with ``keep_kinds`` only those of its GPU type and gang size in the
+plan, so it may change only its node), and its end ``e_j``, at most the last end ``E`` of
+a free job in the plan (the window's jobs are rearranged within the time they span). Each
+node's cumulative holds the free jobs' intervals and the fixed jobs' that can meet them (a
+fixed job that ends by the earliest free release, or starts at or after ``E``, is left
+out). The deadline term of the free jobs may not grow (at most as many missed, or as much
+weighted tardiness, as in the plan given), and the objective is the free jobs'
+``sum_j w_j e_j`` (after their missed deadlines, with that objective): the other jobs'
+terms are constants, so a window's optimum is the best plan that moves only its jobs
+within ``E``, never worse than the plan given, which is the hint (complete: every
+variable).
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ class WindowModel:
             self.model.add(end == start + sum(m.duration * use
                                               for m, use in zip(data.modes, uses, strict=True)))
             self.model.add_hint(start, start_now)
-            self.model.add_hint(end, start_now + data.modes[mode_now].duration)
+            self.model.add_hint(end, start_now + now.duration)
             self.start[j], self.end[j], self.use[j] = start, end, uses
 
     def _fixed_jobs(self) -> None:
