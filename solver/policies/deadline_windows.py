@@ -7,17 +7,18 @@ A window frees the jobs that a few nodes run, consecutive in start order. First 
 take any mode (node, GPU type, gang size): moves between the nodes, to other types, and to
 any other node where the fixed jobs leave room. Once that gains little, each keeps its
 kind (GPU type, gang size) and the windows grow. Each sweep groups the nodes at random (of
-any GPU types), so the next sweep searches other neighbourhoods. On ``medium.json``
-windows of two nodes in any mode took the local search's plan from 834,570 s to
-802,000-805,000 s in 19 s, where windows of 8 jobs consecutive over all nodes reached
-820,000 s (docs/formulations.md, "Windows" and "Where the gap stands").
+any GPU types; of one type once kinds are kept), so the next sweep searches other
+neighbourhoods. On ``medium.json`` windows of two nodes in any mode took the local
+search's plan from 834,570 s to 802,000-805,000 s in 19 s, where windows of 8 jobs
+consecutive over all nodes reached 820,000 s (docs/formulations.md, "Windows" and "Where
+the gap stands").
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -48,7 +49,12 @@ ANY_MODE = WindowShape(nodes=2, jobs=8, keep_kinds=False)
 #: (a plan of 802,318 s changed 3 of its 200 jobs' kinds on the way to a 786,177-s plan of
 #: the model that pools each type's nodes), and windows grow: from that plan, 20 s of
 #: windows of 4 nodes and 12 jobs reached 798,428 s (3 and 12: 798,696 s; 4 and 16:
-#: 799,154 s; 2 and 8: a stall at 802,063 s), those in any mode 801,050 s.
+#: 799,154 s; 2 and 8: a stall at 802,063 s), those in any mode 801,050 s. Their nodes are
+#: of one GPU type (jobs that keep their kinds on nodes of other types never meet): over
+#: 12 seeds, 22 s from the local search's 834,570-s plan reached a median of 797,200 s
+#: (793,936-802,909 s), mixed groups 801,200 s (798,338-803,965 s; both with CP-SAT's
+#: linearization level 0, :data:`~hetsched.formulations.deadline.window.LINEARIZATION_LEVEL`,
+#: which alone gave 800,600 s over 6 seeds).
 SAME_KIND = WindowShape(nodes=4, jobs=12, keep_kinds=True)
 SWITCH_GAIN = 1e-2
 #: A window of 8 jobs gets this part of the budget, a larger one in proportion: wall
@@ -79,9 +85,17 @@ def windows(count: int, size: int) -> list[tuple[int, int]]:
     return [(first, first + size) for first in firsts]
 
 
-def node_groups(nodes: Sequence[str], rng: random.Random, size: int) -> list[list[str]]:
-    """``nodes`` shuffled and cut into groups of ``size`` (the last one perhaps
-    smaller)."""
+def node_groups(nodes: Sequence[str], rng: random.Random, size: int,
+                gpu_type: Mapping[str, str] | None = None) -> list[list[str]]:
+    """``nodes`` shuffled and cut into groups of ``size`` (the last one perhaps smaller);
+    with ``gpu_type`` (node -> its GPU type), each group within one type, the groups of all
+    types in a shuffled order."""
+    if gpu_type is not None:
+        groups = [group for kind in sorted({gpu_type[node] for node in nodes})
+                  for group in node_groups([n for n in nodes if gpu_type[n] == kind], rng,
+                                           size)]
+        rng.shuffle(groups)
+        return groups
     shuffled = list(nodes)
     rng.shuffle(shuffled)
     return [shuffled[first:first + size] for first in range(0, len(shuffled), size)]
@@ -113,6 +127,7 @@ def improve_by_windows(problem: DeadlineProblem, plan: Plan, budget: Budget, *,
     at a time, each window from the best plan so far, CP-SAT with ``threads`` workers."""
     rng = random.Random(seed)
     nodes = sorted(problem.node_capacity())
+    gpu_type = {node.name: node.gpu_type for node in problem.instance.cluster.nodes}
     best, value = plan, problem.evaluate(plan)
     lanes = threads if threads > 1 and not budget.deterministic else 1
     search = _GroupSearch(problem, budget, threads=1 if lanes > 1 else threads, seed=seed)
@@ -122,7 +137,8 @@ def improve_by_windows(problem: DeadlineProblem, plan: Plan, budget: Budget, *,
         while stalled < STALL_SWEEPS and not budget.expired():
             before = value
             sweeps += 1
-            groups = node_groups(nodes, rng, shape.nodes)
+            groups = node_groups(nodes, rng, shape.nodes,
+                                 gpu_type if shape.keep_kinds else None)
             for first in range(0, len(groups), lanes):
                 if budget.expired():
                     break

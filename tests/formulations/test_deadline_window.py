@@ -4,6 +4,8 @@ deterministic, and ``solve`` uses it when the whole model is too large."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from hetsched.formulations.budget import Budget
@@ -14,7 +16,12 @@ from hetsched.formulations.deadline.window import solve_window
 from hetsched.instance_file import load_instance
 from hetsched.policies import deadline as deadline_policy
 from hetsched.policies.deadline_search import greedy_plan, improve_plan
-from hetsched.policies.deadline_windows import improve_by_windows, merge_windows, windows
+from hetsched.policies.deadline_windows import (
+    improve_by_windows,
+    merge_windows,
+    node_groups,
+    windows,
+)
 from hetsched.solve import solve
 from tests.helpers import INSTANCES, assert_valid, gangs_instance, random_instance
 
@@ -80,6 +87,24 @@ def test_windows_cover_every_place_and_overlap_by_half() -> None:
     assert windows(8, 8) == [(0, 8)]
     assert windows(20, 8) == [(0, 8), (4, 12), (8, 16), (12, 20)]
     assert windows(21, 8) == [(0, 8), (4, 12), (8, 16), (12, 20), (13, 21)]
+
+
+def test_node_groups_cover_every_node_once_within_a_type_when_asked() -> None:
+    # 5 V100 nodes and 3 K80 nodes in groups of 2: mixed, 4 groups of 2 (any types);
+    # within types, 3 V100 groups (2, 2, 1) and 2 K80 groups (2, 1), in a shuffled order.
+    nodes = [f"v{i}" for i in range(5)] + [f"k{i}" for i in range(3)]
+    gpu_type = {node: "v100" if node[0] == "v" else "k80" for node in nodes}
+    mixed = node_groups(nodes, random.Random(1), 2)
+    assert sorted(len(group) for group in mixed) == [2, 2, 2, 2]
+    assert sorted(node for group in mixed for node in group) == sorted(nodes)
+    typed = node_groups(nodes, random.Random(1), 2, gpu_type)
+    assert sorted(len(group) for group in typed) == [1, 1, 2, 2, 2]
+    assert sorted(node for group in typed for node in group) == sorted(nodes)
+    assert all(len({gpu_type[node] for node in group}) == 1 for group in typed)
+    orders = {tuple(map(tuple, node_groups(nodes, random.Random(seed), 2, gpu_type)))
+              for seed in range(20)}
+    assert len(orders) > 1
+    assert any(gpu_type[order[0][0]] == "k80" for order in orders)
 
 
 def test_the_window_search_takes_the_local_search_further_and_repeats_exactly() -> None:
