@@ -32,8 +32,9 @@ LP optimum bounds the completion term of such plans, among them the lexicographi
 known plan and, on a finer grid, the coarser LP's columns of positive value (each at the
 slot of its start: on ``medium.json`` the 800-slot LP then took 3.4-4.1 s, not 6.9 s).
 Each round, HiGHS solves it (dual simplex from the last basis), and every job's
-cheapest column at the row duals ``y`` (prefix sums over the slots, all kinds and starts
-at once) enters if its reduced cost is negative. Whatever the round, the Lagrangian
+cheapest column per kind at the row duals ``y`` (prefix sums over the slots, every job,
+kind and start at once: :mod:`~hetsched.formulations.deadline.ti_pricing`) enters if its
+reduced cost is negative. Whatever the round, the Lagrangian
 value ``sum_j min_col (c - y A) + y b`` (the duals of the ``<=`` rows taken ``<= 0``) is a
 lower bound; the best one is kept, so a round limit or a budget only loosens the bound,
 never makes it invalid. When no column prices out the bound is the LP optimum.
@@ -55,6 +56,7 @@ from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import TICK_S
 from hetsched.formulations.deadline.problem import DeadlineObjective, DeadlineProblem, Plan
 from hetsched.formulations.deadline.relaxation import LP_ITERATIONS_PER_UNIT
+from hetsched.formulations.deadline.ti_pricing import ColumnPricer
 from hetsched.gpus import layout
 from hetsched.log_levels import solve_log_level
 
@@ -219,6 +221,11 @@ class _Master:
         #: (job, kind, start slot) triples one pricing round looks at
         self.priced = slots * sum(len(choices) for choices in kinds)
         self.end = float(self.edges[-1])
+        self.pricer = ColumnPricer(
+            edges, [(job, kind.gpu_type, kind.gpus, kind.duration_s,
+                     kind.gpus >= self.exclusive[kind.gpu_type])
+                    for job, choices in enumerate(kinds) for kind in choices],
+            self.weight, self.release, self.late_coefficient)
         if late_cap is not None:  # the late row's slack, so the master is always feasible
             self.highs.addCol(1e3 * (self.weight.sum() * self.end + 1.0), 0.0,
                               highspy.kHighsInf, 1, np.array([self.late_row], dtype=np.int32),
@@ -259,27 +266,24 @@ class _Master:
         release = self.release[job]
         start = max(self.end, release) if slot < 0 else max(self.edges[slot], release)
         end = start + kind.duration_s
-        rows = [job]
-        values = [1.0]
+        rows = np.array([job], dtype=np.int32)
+        values = np.ones(1)
         if slot >= 0 and end > self.edges[slot + 1]:
-            first = slot + 1
-            last = min(self.slots - 1, self._slot_ending(end))
-            for m in range(first, last + 1):
-                overlap = min(end, self.edges[m + 1]) - self.edges[m]
-                if overlap <= 0:
-                    continue
-                row = kind.gpu_type * self.slots + m
-                rows.append(self.capacity_row0 + row)
-                values.append(kind.gpus * overlap)
-                if kind.gpus >= self.exclusive[kind.gpu_type]:
-                    rows.append(self.exclusive_row0 + row)
-                    values.append(overlap)
+            spanned = np.arange(slot + 1, min(self.slots - 1, self._slot_ending(end)) + 1)
+            overlap = np.minimum(end, self.edges[spanned + 1]) - self.edges[spanned]
+            spanned, overlap = spanned[overlap > 0], overlap[overlap > 0]
+            row = kind.gpu_type * self.slots + spanned
+            rows = np.concatenate([rows, self.capacity_row0 + row])
+            values = np.concatenate([values, kind.gpus * overlap])
+            if kind.gpus >= self.exclusive[kind.gpu_type]:
+                rows = np.concatenate([rows, self.exclusive_row0 + row])
+                values = np.concatenate([values, overlap])
         late = float(self.late_coefficient(job, end))
         if late > 0:
-            rows.append(self.late_row)
-            values.append(late)
+            rows = np.append(rows, self.late_row)
+            values = np.append(values, late)
         self.highs.addCol(float(self.weight[job] * end), 0.0, highspy.kHighsInf, len(rows),
-                          np.array(rows, dtype=np.int32), np.array(values))
+                          rows.astype(np.int32), values)
         self.columns.append((job, kind_index, slot))
         self.starts.append(start)
 
@@ -293,7 +297,7 @@ class _Master:
     def price(self, duals: Vector) -> tuple[float, list[list[tuple[float, int, int]]]]:
         """The Lagrangian bound at ``duals`` (those of the ``<=`` rows taken ``<= 0``) and,
         per job and kind, the cheapest column ``(cost - y A, kind index, slot)``, the job's
-        convexity dual not subtracted."""
+        convexity dual not subtracted (:class:`ColumnPricer`)."""
         y = np.minimum(duals, 0.0)
         y[: len(self.problem.jobs)] = 0.0
         per_type = len(self.types) * self.slots
@@ -301,49 +305,18 @@ class _Master:
             len(self.types), self.slots)
         exclusive = y[self.exclusive_row0:self.exclusive_row0 + per_type].reshape(
             len(self.types), self.slots)
-        late = y[self.late_row] if self.late_cap is not None else 0.0
-        # Integrals of the duals over time, at the slot edges, per type (GPU rows) and per
-        # type (exclusive rows).
-        zero = np.zeros((len(self.types), 1))
-        gpu_integral = np.hstack([zero, np.cumsum(capacity * self.widths, axis=1)])
-        exclusive_integral = np.hstack([zero, np.cumsum(exclusive * self.widths, axis=1)])
+        late = float(y[self.late_row]) if self.late_cap is not None else 0.0
+        reduced, slot = self.pricer.cheapest(capacity, exclusive, late, self.widths)
         best: list[list[tuple[float, int, int]]] = []
-        total = 0.0
-        slots = np.arange(self.slots)
-        for job, kinds in enumerate(self.kinds):
-            release = self.release[job]
-            weight = self.weight[job]
-            first = max(0, min(self.slots, self.slot_of(release)))
-            k = slots[first:]
-            start = np.maximum(self.edges[k], release)
-            full = self.edges[k + 1]
-            per_kind = []
-            for index, kind in enumerate(kinds):
-                cheapest = (math.inf, index, -1)
-                end = start + kind.duration_s
-                covered_to = np.minimum(end, self.end)
-                t = kind.gpu_type
-                used = np.interp(covered_to, self.edges, gpu_integral[t]) - np.interp(
-                    full, self.edges, gpu_integral[t])
-                price = kind.gpus * np.where(covered_to > full, used, 0.0)
-                if kind.gpus >= self.exclusive[t]:
-                    held = np.interp(covered_to, self.edges, exclusive_integral[t]) - \
-                        np.interp(full, self.edges, exclusive_integral[t])
-                    price = price + np.where(covered_to > full, held, 0.0)
-                reduced = weight * end - price - late * self.late_coefficient(job, end)
-                if reduced.size:
-                    at = int(np.argmin(reduced))
-                    if reduced[at] < cheapest[0]:
-                        cheapest = (float(reduced[at]), index, int(k[at]))
-                catch_end = max(self.end, release) + kind.duration_s
-                catch = weight * catch_end - late * float(self.late_coefficient(job, catch_end))
-                if catch < cheapest[0]:
-                    cheapest = (catch, index, -1)
-                per_kind.append(cheapest)
-            best.append(per_kind)
-            total += min(c for c, _, _ in per_kind)
+        first = 0
+        for kinds in self.kinds:
+            best.append([(float(reduced[first + index]), index, int(slot[first + index]))
+                         for index in range(len(kinds))])
+            first += len(kinds)
+        least = [min(c for c, _, _ in per_kind) for per_kind in best]
+        total = sum(least)
         rows = math.fsum(y * self.rhs)
-        value = math.fsum(min(c for c, _, _ in per_kind) for per_kind in best) + rows
+        value = math.fsum(least) + rows
         return value - SAFETY * (abs(value) + abs(rows) + abs(total)), best
 
 

@@ -28,11 +28,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: A finer grid of the time-indexed relaxation is tried while what is left of its part of
-#: the budget is this many times what the last grid cost. On ``medium.json`` the first
-#: grid, 400 slots, both runs and the plans they order, cost 2.3-3.2 s; 800 slots, started
-#: from the coarser LP's columns, 3.4 s more (6.2-6.5 s from scratch). At 3x, 8.7 s left
-#: against 3.18 s spent skipped the 800 slots, and the bound stayed 0.6 % lower.
-REFINE_COST = 2.0
+#: the budget is this many times what the last grid cost. On ``medium.json`` (priced as
+#: arrays, :mod:`~hetsched.formulations.deadline.ti_pricing`) the first grid, 400 slots,
+#: both runs and the plans they order, cost 2.0-2.2 s; 600 adaptive slots 2.9-3.0 s more,
+#: 900 6.2 s more (759,986 s, 1,083 s above 600's) and 1,349 16.0 s more (761,199 s). At
+#: 2x, the 30-s solve tried 900 slots with 6.9 s left, ran out before their LP's optimum
+#: and kept 600's bound, its windows 7 s shorter (798,905 and 801,840 s against 794,260-
+#: 794,796 s). At 3x, 8.7 s left against 3.18 s spent once skipped the 600 slots.
+REFINE_COST = 2.5
 #: Each finer grid has this many halves of the last one's slots, adaptive (half of them
 #: where the last LP's columns start): on ``medium.json`` 600 such slots gave 758,902 s in
 #: 3.8 s, 800 even ones 758,113 s in 4.9 s (both from the 400-slot LP's columns).

@@ -232,3 +232,38 @@ def test_an_adaptive_grid_bounds_every_plan_too(seed: int) -> None:
     assert adaptive.run(Budget.unlimited()) == "optimal"
     assert adaptive.master.even_s is None
     assert adaptive.result().bound_s <= problem.completion_seconds(optimum[1]) + 1e-6
+
+
+@pytest.mark.parametrize(("seed", "adaptive"), [(0, False), (1, True), (2, False), (3, True)])
+def test_arrays_price_every_column_as_its_own_coefficients_do(seed: int,
+                                                              adaptive: bool) -> None:
+    # The pricer's reduced cost of every (job, kind, start slot) against c - y A computed
+    # from the column itself (added to the master, read back from HiGHS), at random duals
+    # <= 0 on the GPU, exclusive and late rows; its least per (job, kind) is the least of
+    # those, at that slot (or the catch-all's, when lower).
+    problem = build_problem(random_instance(seed, jobs=5, gangs=True))
+    relaxation = TimeIndexedRelaxation(
+        problem, late_cap=1.0, slots=12, dense_s=[0.0, 50.0, 55.0, 60.0] if adaptive else ())
+    master = relaxation.master
+    rng = np.random.default_rng(seed)
+    duals = -rng.random(master.num_rows) * (rng.random(master.num_rows) < 0.6)
+    _, cheapest = master.price(duals)
+    y = np.minimum(duals, 0.0)
+    y[: len(problem.jobs)] = 0.0
+    for job, kinds in enumerate(master.kinds):
+        for index in range(len(kinds)):
+            reduced = {}
+            for slot in [-1, *range(master.slots)]:
+                if 0 <= slot < master.slot_of(master.release[job]):
+                    continue
+                master.add(job, index, slot)
+                lp = master.highs.getLp()
+                column = lp.num_col_ - 1
+                begin, end = lp.a_matrix_.start_[column], lp.a_matrix_.start_[column + 1]
+                rows = np.asarray(lp.a_matrix_.index_[begin:end])
+                values = np.asarray(lp.a_matrix_.value_[begin:end])
+                reduced[slot] = lp.col_cost_[column] - float(y[rows] @ values)
+            value, kind, slot = cheapest[job][index]
+            assert kind == index
+            assert value == pytest.approx(min(reduced.values()), rel=1e-9, abs=1e-9)
+            assert reduced[slot] == pytest.approx(value, rel=1e-9, abs=1e-9)
