@@ -58,8 +58,11 @@ ANY_MODE = WindowShape(nodes=2, jobs=8, keep_kinds=False)
 SAME_KIND = WindowShape(nodes=4, jobs=12, keep_kinds=True)
 SWITCH_GAIN = 1e-2
 #: A window of 8 jobs gets this part of the budget, a larger one in proportion: wall
-#: seconds ...
-WINDOW_S = 0.25
+#: seconds (over 12 seeds, 22.5 s of windows from the 30-s solve's local-search plan of
+#: ``medium.json``, 834,570 s, reached 791,753-798,354 s, median 796,800 s, at 0.18 s;
+#: 793,936-801,699 s, median 797,700 s, at 0.25 s; 0.35 s spread wider over 6 seeds,
+#: 793,269-803,005 s) ...
+WINDOW_S = 0.18
 #: ... or work units (deterministic budgets; CP-SAT's deterministic time, 0.1 per unit).
 WINDOW_UNITS = 0.25
 #: A sweep that takes less than this share off the completion term (and no deadline
