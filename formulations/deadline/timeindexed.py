@@ -65,7 +65,13 @@ log = logging.getLogger(__name__)
 Vector = npt.NDArray[np.float64]
 
 #: Share of the solver's budget the relaxation may use in ``solve``, and at most this much.
-TI_SHARE = 0.4
+#: On ``medium.json`` in 30 s, 0.5 leaves room for 900 adaptive slots after the 400 and
+#: 600 (11.5-11.7 s in all, 2.9-3.3 s to spare): bound 760,437 s and plans of 795,484-
+#: 799,147 s (gap 4.41-4.84 %, 8 runs) with 16.2-16.5 s of windows. At 0.4 the 600-slot
+#: bound (758,903 s) and 22-23 s of windows gave 4.84-5.05 % (14 runs), and the 900 slots,
+#: when tried, sometimes ran out before their optimum (5.04-5.07 %, the windows 7 s
+#: shorter for nothing).
+TI_SHARE = 0.5
 #: ... of which the first run (no deadline missed, for the plans' order) gets this share.
 TI_FIRST_SHARE = 0.6
 TI_MAX = 60.0

@@ -30,18 +30,22 @@ log = logging.getLogger(__name__)
 #: A finer grid of the time-indexed relaxation is tried while what is left of its part of
 #: the budget is this many times what the last grid cost. On ``medium.json`` (priced as
 #: arrays, :mod:`~hetsched.formulations.deadline.ti_pricing`) the first grid, 400 slots,
-#: both runs and the plans they order, cost 2.0-2.2 s; 600 adaptive slots 2.9-3.0 s more,
-#: 900 6.2 s more (759,986 s, 1,083 s above 600's) and 1,349 16.0 s more (761,199 s). At
-#: 2x, the 30-s solve tried 900 slots with 6.9 s left, ran out before their LP's optimum
-#: and kept 600's bound, its windows 7 s shorter (798,905 and 801,840 s against 794,260-
-#: 794,796 s). At 3x, 8.7 s left against 3.18 s spent once skipped the 600 slots.
-REFINE_COST = 2.5
+#: both runs and the plans they order, cost 1.9-2.4 s; 600 adaptive slots 2.4-3.1 s more,
+#: 900 6.2-7.3 s more (759,986-760,437 s, 1,083-1,534 s above 600's: 2.7 times the 600
+#: slots' cost) and 1,349 16.0 s more (761,199 s). With half of a 30-s budget
+#: (:data:`~hetsched.formulations.deadline.timeindexed.TI_SHARE`) the 400 slots leave
+#: 12.9 s against 5.7-7.2 s needed at 3x, the 600 slots 10.2-10.4 s against 7.3-8.1 s, and
+#: the 900 slots 2.9-3.3 s, short of 1,349's. At 2x and 2.5x, with 40 % of the budget, the
+#: 900 slots were tried with 6.9-7.5 s left and sometimes ran out before their optimum.
+REFINE_COST = 3.0
 #: Each finer grid has this many halves of the last one's slots, adaptive (half of them
 #: where the last LP's columns start): on ``medium.json`` 600 such slots gave 758,902 s in
 #: 3.8 s, 800 even ones 758,113 s in 4.9 s (both from the 400-slot LP's columns).
 REFINE_FACTOR = 3
-#: ... and never beyond this many slots.
+#: ... and never beyond this many slots, nor this many (job, kind, slot) columns priced
+#: (what the pricing keeps between rounds is about 21-29 bytes per column: 230 MB here).
 REFINE_MAX_SLOTS = 3200
+REFINE_MAX_COLUMNS = 8_000_000
 #: CP-SAT's whole model is solved up to this many (job, mode) pairs; above, its time goes
 #: to CP-SAT on windows of the plan (:mod:`hetsched.policies.deadline_windows`). On
 #: ``medium.json`` (200 jobs, 5,712 pairs) the whole model's first stage found no plan in
@@ -267,9 +271,10 @@ def _refine(problem: DeadlineProblem, best: Plan, bound: TimeIndexedBound, part:
             ) -> TimeIndexedBound:
     """The relaxation again on grids of :data:`REFINE_FACTOR` halves as many slots while
     what is left of its ``part`` of the budget covers :data:`REFINE_COST` times the last
-    run's cost (seconds, or work units), at most :data:`REFINE_MAX_SLOTS`, the late row at
-    ``best``'s deadline term and the horizon at its end; the best bound, each one holding
-    for the same plans. Each finer grid is adaptive, finer where the last LP's columns start
+    run's cost (seconds, or work units), at most :data:`REFINE_MAX_SLOTS` and
+    :data:`REFINE_MAX_COLUMNS`, the late row at ``best``'s deadline term and the horizon at
+    its end; the best bound, each one holding for the same plans. Each finer grid is
+    adaptive, finer where the last LP's columns start
     (:func:`~hetsched.formulations.deadline.timeindexed.adaptive_edges`), and its master
     starts from those columns: on ``medium.json`` 752,690 s with 400 even slots, 758,902 s
     with 600 adaptive ones."""
@@ -280,8 +285,10 @@ def _refine(problem: DeadlineProblem, best: Plan, bound: TimeIndexedBound, part:
     log.debug("time-indexed relaxation: %d slots cost %.3g, %.3g left", bound.slots, cost,
               _left(part))
     slots = REFINE_FACTOR * bound.slots // 2
+    kinds = sum(len({(mode.gpu_type, mode.num_gpus) for mode in data.modes})
+                for data in problem.jobs)
     while bound.status == "optimal" and slots <= REFINE_MAX_SLOTS and \
-            _left(part) > REFINE_COST * cost:
+            kinds * slots <= REFINE_MAX_COLUMNS and _left(part) > REFINE_COST * cost:
         began = part.spent()
         finer = TimeIndexedRelaxation(
             problem, late_cap=cap, start=best, slots=slots, columns=bound.support,

@@ -13,7 +13,7 @@ import pytest
 from hetsched.data import Cluster, GpuType, Instance, Job, Node
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import TICK_S
-from hetsched.formulations.deadline import build_problem
+from hetsched.formulations.deadline import build_problem, ti_pricing
 from hetsched.formulations.deadline.bruteforce import solve_by_enumeration
 from hetsched.formulations.deadline.timeindexed import (
     TimeIndexedRelaxation,
@@ -234,17 +234,22 @@ def test_an_adaptive_grid_bounds_every_plan_too(seed: int) -> None:
     assert adaptive.result().bound_s <= problem.completion_seconds(optimum[1]) + 1e-6
 
 
-@pytest.mark.parametrize(("seed", "adaptive"), [(0, False), (1, True), (2, False), (3, True)])
-def test_arrays_price_every_column_as_its_own_coefficients_do(seed: int,
-                                                              adaptive: bool) -> None:
+@pytest.mark.parametrize(("seed", "adaptive", "block"),
+                         [(0, False, 1 << 18), (1, True, 1 << 18), (2, False, 30), (3, True, 30)])
+def test_arrays_price_every_column_as_its_own_coefficients_do(
+        seed: int, adaptive: bool, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
     # The pricer's reduced cost of every (job, kind, start slot) against c - y A computed
     # from the column itself (added to the master, read back from HiGHS), at random duals
     # <= 0 on the GPU, exclusive and late rows; its least per (job, kind) is the least of
-    # those, at that slot (or the catch-all's, when lower).
+    # those, at that slot (or the catch-all's, when lower). Blocks of 30 columns: the
+    # (job, kind) pairs are priced 2 at a time (11 or 12 slots each), in several blocks.
+    monkeypatch.setattr(ti_pricing, "BLOCK_ELEMENTS", block)
     problem = build_problem(random_instance(seed, jobs=5, gangs=True))
     relaxation = TimeIndexedRelaxation(
         problem, late_cap=1.0, slots=12, dense_s=[0.0, 50.0, 55.0, 60.0] if adaptive else ())
     master = relaxation.master
+    pairs = len(master.pricer.job)
+    assert (master.pricer.block * 2 < pairs) if block == 30 else master.pricer.block >= pairs
     rng = np.random.default_rng(seed)
     duals = -rng.random(master.num_rows) * (rng.random(master.num_rows) < 0.6)
     _, cheapest = master.price(duals)
