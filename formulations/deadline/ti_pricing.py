@@ -12,7 +12,7 @@ round: the cost, the late coefficient, and where each column's end falls among t
 one row per (job, kind) and one column per start slot, and each round takes the integrals
 at the slot edges (prefix sums per type), gathers them at the precomputed places and takes
 the least of each row. On ``medium.json`` (714 (job, kind) pairs, 600 slots) a round went
-from 29 ms (a loop over the pairs, interpolating each) to about 5 ms.
+from 29 ms (a loop over the pairs, interpolating each) to 10 ms (0.77 s in 76 rounds).
 """
 
 from __future__ import annotations

@@ -94,8 +94,8 @@ def node_groups(nodes: Sequence[str], rng: random.Random, size: int,
     with ``gpu_type`` (node -> its GPU type), each group within one type, the groups of all
     types in a shuffled order."""
     if gpu_type is not None:
-        groups = [group for kind in sorted({gpu_type[node] for node in nodes})
-                  for group in node_groups([n for n in nodes if gpu_type[n] == kind], rng,
+        groups = [group for gpu in sorted({gpu_type[node] for node in nodes})
+                  for group in node_groups([n for n in nodes if gpu_type[n] == gpu], rng,
                                            size)]
         rng.shuffle(groups)
         return groups
