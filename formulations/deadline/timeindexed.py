@@ -123,6 +123,8 @@ class TimeIndexedBound:
     #: the LP's columns of positive value, as (job, kind index, start s): a finer grid's
     #: master starts from them (``columns`` of :class:`TimeIndexedRelaxation`)
     support: tuple[tuple[int, int, float], ...] = ()
+    #: the (job, kind) pairs, each priced at every slot in a round
+    pairs: int = 0
 
     def as_dict(self) -> dict[str, object]:
         """For ``Result.extra``."""
@@ -432,7 +434,8 @@ class TimeIndexedRelaxation:
                         if job >= 0 and slot >= 0 and value > 1e-9)
         return TimeIndexedBound(bound_s, self.status, master.late_cap, median, modes,
                                 master.slot_s, master.slots, self.rounds, len(master.columns),
-                                master.num_rows, self.seconds, support)
+                                master.num_rows, self.seconds, support,
+                                len(master.pricer.job))
 
 
 def time_indexed_bound(problem: DeadlineProblem, budget: Budget, *,

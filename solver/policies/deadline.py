@@ -285,10 +285,8 @@ def _refine(problem: DeadlineProblem, best: Plan, bound: TimeIndexedBound, part:
     log.debug("time-indexed relaxation: %d slots cost %.3g, %.3g left", bound.slots, cost,
               _left(part))
     slots = REFINE_FACTOR * bound.slots // 2
-    kinds = sum(len({(mode.gpu_type, mode.num_gpus) for mode in data.modes})
-                for data in problem.jobs)
     while bound.status == "optimal" and slots <= REFINE_MAX_SLOTS and \
-            kinds * slots <= REFINE_MAX_COLUMNS and _left(part) > REFINE_COST * cost:
+            bound.pairs * slots <= REFINE_MAX_COLUMNS and _left(part) > REFINE_COST * cost:
         began = part.spent()
         finer = TimeIndexedRelaxation(
             problem, late_cap=cap, start=best, slots=slots, columns=bound.support,
