@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hetsched.core.throughput import Placement
 from hetsched.formulations.gavel import (
     Allocation,
     AllocationProblem,
@@ -58,7 +59,6 @@ from hetsched.formulations.gavel import (
     Objective,
     PartitionedSolver,
 )
-from hetsched.throughput import Placement
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
@@ -75,8 +75,8 @@ COLUMNS = ("objective", "jobs", "classes", "solver", "median_s", "build_s", "hig
 
 def problem(jobs: int) -> AllocationProblem:
     """The benchmark's allocation problem with ``jobs`` active jobs (see the module)."""
-    from hetsched.replays import throughput_pair
-    from hetsched.traces import read_trace
+    from hetsched.files.traces import read_trace
+    from hetsched.replaying import throughput_pair
 
     truth, _ = throughput_pair(GAVEL / "simulation_throughputs.json")
     traces = [GAVEL / "traces" / "ee9e8c.trace",

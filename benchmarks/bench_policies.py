@@ -3,7 +3,7 @@
 ``hetsched bench``.
 
 It runs one bench per trace into ``OUT/<trace>/`` (results.csv, report.md, plots;
-rerunning resumes), their runs in one queue (:func:`hetsched.bench.run_benches`), then
+rerunning resumes), their runs in one queue (:func:`hetsched.bench.runner.run_benches`), then
 prints the issues' figures: the policy with the lowest average JCT and the highest
 deadline-met ratio per load, where ``progress`` and ``deadline`` rank, each
 heterogeneity-aware policy against its ``-agnostic`` variant, and the wall time. It
@@ -29,10 +29,10 @@ import math
 import time
 from pathlib import Path
 
-from hetsched.bench import BenchSettings, run_benches
-from hetsched.bench_results import is_heuristic, read_results
-from hetsched.bench_spec import parse_loads, parse_policies, parse_seeds
-from hetsched.errors import InputError
+from hetsched.bench.results import is_heuristic, read_results
+from hetsched.bench.runner import BenchSettings, run_benches
+from hetsched.bench.spec import parse_loads, parse_policies, parse_seeds
+from hetsched.core.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "gavel" / "traces"

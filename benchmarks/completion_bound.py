@@ -3,7 +3,7 @@ the bench's job sets.
 
 Inputs: the jobs ``benchmarks/bench_policies.py`` replays with seed 0 (Gavel's
 ``ee9e8c`` and ``6214e9`` traces, the first 1,000 jobs, half with a synthetic deadline,
-which the bound ignores), read as the replays read them (``hetsched.replays.trace_jobs``:
+which the bound ignores), read as the replays read them (``hetsched.replaying.trace_jobs``:
 measured throughput, arrivals scaled by the load), on 36 V100 + 36 P100 + 36 K80, loads
 0.5 and 1; then 2,000 jobs, for the time. For each: the LP's size (grid intervals,
 blocks, columns, rows, tangent cuts), build and HiGHS time, the bound on the average JCT
@@ -27,9 +27,9 @@ import math
 import time
 from pathlib import Path
 
-from hetsched.cluster_spec import parse_cluster
+from hetsched.files.cluster_spec import parse_cluster
 from hetsched.formulations.completion import CompletionBoundSettings, completion_bound
-from hetsched.replays import trace_jobs
+from hetsched.replaying import trace_jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "gavel" / "traces"

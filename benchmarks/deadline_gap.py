@@ -9,7 +9,7 @@ Four measurements, each printed and written to ``benchmarks/results/deadline_gap
 which plan won, missed deadlines and the time the windows and the local search had.
 
 ``windows``: CP-SAT on windows of the first solve's plan
-(:func:`hetsched.policies.deadline_windows.improve_by_windows`) with no limit but its own
+(:func:`hetsched.policies.deadline.windows.improve_by_windows`) with no limit but its own
 (it stops after 5 sweeps in a row that gain less than 0.01 %) and 120 s: where that search
 ends, and when.
 
@@ -40,14 +40,14 @@ from pathlib import Path
 
 from ortools.sat.python import cp_model
 
+from hetsched.allocation.layout import layout
+from hetsched.files.instance import load_instance
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import TICK_S
 from hetsched.formulations.deadline.problem import DeadlineProblem, Plan, build_problem
 from hetsched.formulations.deadline.timeindexed import job_kinds, time_indexed_bound
-from hetsched.gpus import layout
-from hetsched.instance_file import load_instance
-from hetsched.policies.deadline_windows import improve_by_windows
-from hetsched.solve import solve
+from hetsched.policies.deadline.windows import improve_by_windows
+from hetsched.solving import solve
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCE = ROOT / "instances" / "medium.json"

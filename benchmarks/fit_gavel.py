@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from hetsched.profiles import Profile, read_gavel_throughputs
-from hetsched.speed_fit import fit_throughput_model
-from hetsched.speed_loo import leave_one_out
-from hetsched.speed_model import FitSettings, Pooling
-from hetsched.throughput import Placement
+from hetsched.core.throughput import Placement
+from hetsched.speeds.fit import fit_throughput_model
+from hetsched.speeds.leave_one_out import leave_one_out
+from hetsched.speeds.model import FitSettings, Pooling
+from hetsched.speeds.profiles import Profile, read_gavel_throughputs
 
 ROOT = Path(__file__).resolve().parent.parent
 GAVEL = ROOT.parent / "shared" / "data" / "gavel" / "simulation_throughputs.json"

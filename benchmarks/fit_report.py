@@ -11,7 +11,7 @@ communication term in log2 n and (n-1)/n per placement) with 3% log-normal noise
 (``hetsched fit PROFILE -o MODEL --report``), then timed in the library:
 
 - the local leave-one-out (the default: each held-out point refits its family on its
-  GPU type only; exact, see hetsched.speed_loo);
+  GPU type only; exact, see hetsched.speeds.leave_one_out);
 - a sample of whole refits (the old way), timed and checked to give the same
   predictions, float for float; their mean time per point times the number of held-out
   points is the old way's estimate.
@@ -33,10 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hetsched.profiles import Profile, ProfilePoint, read_profile, write_profile_csv
-from hetsched.speed_fit import fit_throughput_model
-from hetsched.speed_loo import held_out_keys, leave_one_out
-from hetsched.throughput import Placement
+from hetsched.core.throughput import Placement
+from hetsched.speeds.fit import fit_throughput_model
+from hetsched.speeds.leave_one_out import held_out_keys, leave_one_out
+from hetsched.speeds.profiles import Profile, ProfilePoint, read_profile, write_profile_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 FAMILIES = 18

@@ -35,7 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from hetsched.data import Instance
+from hetsched.core.records import Instance
+from hetsched.files.generate import GeneratorSettings, generate
+from hetsched.files.instance import load_instance
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import Outcome
 from hetsched.formulations.mip import (
@@ -46,8 +48,6 @@ from hetsched.formulations.mip import (
     solve_mip,
 )
 from hetsched.formulations.mip.pulp_io import from_pulp
-from hetsched.generate import GeneratorSettings, generate
-from hetsched.instance_file import load_instance
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -85,7 +85,7 @@ def deadline_cases(name: str, instance: Instance) -> list[Case]:
     plan."""
     from hetsched.formulations.deadline.milp import DeadlineMilp
     from hetsched.formulations.deadline.problem import build_problem
-    from hetsched.policies.deadline_search import greedy_plan
+    from hetsched.policies.deadline.search import greedy_plan
 
     began = time.perf_counter()
     problem = build_problem(instance, "missed")
@@ -116,9 +116,9 @@ def placement_cases(quick: bool, seed: int) -> list[Case]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import placement as cases_of  # benchmarks/placement.py
 
-    from hetsched.generate import catalogue_table
+    from hetsched.files.generate import catalogue_table
+    from hetsched.files.interconnect import pai_cluster, read_topology, server_cluster
     from hetsched.policies.topology import first_fit
-    from hetsched.topology import pai_cluster, read_topology, server_cluster
 
     rng = np.random.default_rng(seed)
     dgx1 = read_topology(DATA / "topology" / "dgx1-v100.nvidia-smi-topo.txt")

@@ -26,18 +26,18 @@ from pathlib import Path
 
 import numpy as np
 
-from hetsched.data import Cluster, Instance, Job
-from hetsched.formulations.topology import Gang, place
-from hetsched.generate import catalogue_table
-from hetsched.policies.topology import first_fit, random_placement
-from hetsched.throughput import Placement, ThroughputModel, ThroughputTable
-from hetsched.topology import (
+from hetsched.core.records import Cluster, Instance, Job
+from hetsched.core.throughput import Placement, ThroughputModel, ThroughputTable
+from hetsched.files.generate import catalogue_table
+from hetsched.files.interconnect import (
     communication_sensitivity,
     pai_cluster,
     predicted_throughput,
     read_topology,
     server_cluster,
 )
+from hetsched.formulations.topology import Gang, place
+from hetsched.policies.topology import first_fit, random_placement
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
@@ -65,8 +65,8 @@ def busy_gpus(cluster: Cluster, fraction: float, sizes: dict[int, float],
 
 
 def gavel_speeds() -> ThroughputModel:
-    from hetsched.profiles import read_gavel_throughputs
-    from hetsched.speed_fit import throughput_model
+    from hetsched.speeds.fit import throughput_model
+    from hetsched.speeds.profiles import read_gavel_throughputs
 
     profile = read_gavel_throughputs(DATA / "gavel" / "simulation_throughputs.json")
     return throughput_model(profile, mode="measured")

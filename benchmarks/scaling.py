@@ -19,14 +19,14 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from hetsched.check import check
-from hetsched.data import Instance
-from hetsched.generate import GeneratorSettings, generate
-from hetsched.instance_file import load_instance
-from hetsched.placement import left_shift
-from hetsched.result import Result, compute_metrics
-from hetsched.solve import solve
-from hetsched.throughput import Placement
+from hetsched.allocation.realise import left_shift
+from hetsched.core.check import check
+from hetsched.core.records import Instance
+from hetsched.core.result import Result, compute_metrics
+from hetsched.core.throughput import Placement
+from hetsched.files.generate import GeneratorSettings, generate
+from hetsched.files.instance import load_instance
+from hetsched.solving import solve
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"

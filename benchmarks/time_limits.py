@@ -38,8 +38,8 @@ COLUMNS = ["model", "backend", "instance", "jobs", "limit_s", "solve_wall_s", "p
 CHILD = """
 import json, sys, time
 began = time.perf_counter()
-from hetsched.instance_file import load_instance
-from hetsched.solve import solve
+from hetsched.files.instance import load_instance
+from hetsched.solving import solve
 instance = load_instance(sys.argv[1])
 backend = sys.argv[3] or None
 result = solve(instance, model=sys.argv[2], backend=backend, time_limit=float(sys.argv[4]))
@@ -57,8 +57,8 @@ def target(limit: float) -> float:
 
 def instances(folder: Path, quick: bool) -> dict[str, Path]:
     """The shipped instances and the generated ones (written into ``folder``)."""
-    from hetsched.generate import GeneratorSettings, generate
-    from hetsched.instance_file import save_instance
+    from hetsched.files.generate import GeneratorSettings, generate
+    from hetsched.files.instance import save_instance
 
     found = {name: ROOT / "instances" / f"{name}.json"
              for name in ("tiny", "small", "congested", "medium")}

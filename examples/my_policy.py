@@ -11,8 +11,7 @@ not fit now. Run it like a built-in policy (docs/policies.md, "Your own policy")
 
 from __future__ import annotations
 
-from hetsched.gpus import Start
-from hetsched.rolling import ClusterState, Decision, PolicyHooks
+from hetsched.policy_api import ClusterState, Decision, PolicyHooks, Start
 
 
 class MyPolicy(PolicyHooks):  # PolicyHooks: the protocol's optional hooks, defaulted

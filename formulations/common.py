@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from hetsched.result import Schedule, Status
+from hetsched.core.result import Schedule, Status
 
 #: Length of one tick of the time grid, in seconds.
 TICK_S = 1e-3
@@ -55,7 +55,7 @@ def integer_weights(weights: Iterable[float]) -> tuple[int, list[int], bool]:
 
 
 class Outcome(str, Enum):
-    """How one solver call ended, before it is mapped onto :class:`hetsched.result.Status`."""
+    """How one solver call ended, before it is mapped onto :class:`hetsched.core.result.Status`."""
 
     OPTIMAL = "optimal"  # proven optimal (within the requested gap, which may be 0)
     FEASIBLE = "feasible"  # a solution, stopped by the time limit or a gap limit
@@ -81,7 +81,7 @@ class ScheduleOutcome:
     """What a scheduling model found (every model that returns a schedule: ``deadline``,
     ``allox``): the status, the schedule (``None`` if it has none), the objective and
     the proven bound (s of weighted JCT), a message, and the model's own figures
-    (``extra``). A planner turns it into a :class:`~hetsched.result.Result`."""
+    (``extra``). A planner turns it into a :class:`~hetsched.core.result.Result`."""
 
     status: Status
     schedule: Schedule | None

@@ -1,14 +1,14 @@
 """The settings every model accepts (:class:`SolveOptions`): defined in the formulations'
-layer, which the models read them in, and re-exported by :mod:`hetsched.policies`."""
+layer, which the models read them in, and re-exported by :mod:`hetsched.policies.planner`."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from hetsched.errors import InputError
+from hetsched.core.errors import InputError
+from hetsched.core.result import Schedule
 from hetsched.formulations.budget import Budget
-from hetsched.result import Schedule
 
 #: Most solver threads a solve may ask for: HiGHS starts one OS thread per thread asked
 #: for (100,000 did not stop within its limit) and CP-SAT takes at most 10,000 workers.

@@ -13,11 +13,11 @@ import logging
 
 import pulp
 
+from hetsched.core.log_levels import solve_log_level
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import SolveStats
 from hetsched.formulations.mip import ENGINES, MipSettings
 from hetsched.formulations.mip.pulp_io import solve_pulp
-from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
 

@@ -7,16 +7,16 @@ import time
 #: command, from which ``hetsched solve --time-limit`` counts.
 STARTED_AT = time.monotonic()
 
-from hetsched.check import Violation, check  # noqa: E402 (after STARTED_AT)
-from hetsched.data import Cluster, Configuration, Gpu, GpuType, Instance, Job, Node  # noqa: E402
-from hetsched.errors import InputError  # noqa: E402
-from hetsched.instance_file import load_instance, save_instance  # noqa: E402
-from hetsched.outcome import Replay  # noqa: E402
+from hetsched.core.check import Violation, check  # noqa: E402 (after STARTED_AT)
+from hetsched.core.errors import InputError  # noqa: E402
+from hetsched.core.records import Cluster, Configuration, Gpu, GpuType, Instance, Job, Node  # noqa: E402
+from hetsched.core.result import Assignment, Metrics, Result, Schedule, Status, compute_metrics  # noqa: E402
+from hetsched.core.throughput import Placement, ThroughputModel, ThroughputTable  # noqa: E402
+from hetsched.files.instance import load_instance, save_instance  # noqa: E402
 from hetsched.registry import names  # noqa: E402
-from hetsched.replays import replay  # noqa: E402
-from hetsched.result import Assignment, Metrics, Result, Schedule, Status, compute_metrics  # noqa: E402
-from hetsched.solve import solve  # noqa: E402
-from hetsched.throughput import Placement, ThroughputModel, ThroughputTable  # noqa: E402
+from hetsched.replaying import replay  # noqa: E402
+from hetsched.simulate.record import Replay, ReplaySummary  # noqa: E402
+from hetsched.solving import solve  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -33,6 +33,7 @@ __all__ = [
     "Node",
     "Placement",
     "Replay",
+    "ReplaySummary",
     "Result",
     "Schedule",
     "Status",

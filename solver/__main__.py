@@ -1,6 +1,6 @@
 """``python -m hetsched`` works like ``hetsched``."""
 
-from hetsched.cli import main
+from hetsched.cli.main import main
 
 if __name__ == "__main__":
     main()

@@ -11,9 +11,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from hetsched.data import Instance
-from hetsched.result import Schedule
-from hetsched.topology import NVLINK_GBPS_PER_LINK, ServerTopology, link_bandwidth
+from hetsched.core.records import Instance
+from hetsched.core.result import Schedule
+from hetsched.files.interconnect import NVLINK_GBPS_PER_LINK, ServerTopology, link_bandwidth
 
 
 def _fits(ax: Axes, start: float, finish: float, text: str, fontsize: float) -> bool:

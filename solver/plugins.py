@@ -12,8 +12,8 @@ Two ways in (docs/policies.md, "Your own policy"):
 
 The registry (:mod:`hetsched.registry`) stays the one table of names: it asks this
 module for the installed names and turns a reference into an entry. A class is checked
-against the :class:`~hetsched.rolling.RollingPolicy` protocol once made; anything else
-is an :class:`~hetsched.errors.InputError` naming the option and the reference.
+against the :class:`~hetsched.policies.rolling.RollingPolicy` protocol once made; anything else
+is an :class:`~hetsched.core.errors.InputError` naming the option and the reference.
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from hetsched.errors import InputError
+from hetsched.core.errors import InputError
 
 log = logging.getLogger(__name__)
 
 #: The entry-point group in which installed packages register rolling policies.
 ENTRY_POINT_GROUP = "hetsched.policies"
 
-#: What a policy needs (the :class:`~hetsched.rolling.RollingPolicy` protocol); the last
-#: three come with :class:`~hetsched.rolling.PolicyHooks`.
+#: What a policy needs (the :class:`~hetsched.policies.rolling.RollingPolicy` protocol); the last
+#: three come with :class:`~hetsched.policies.rolling.PolicyHooks`.
 REQUIRED_MEMBERS = ("name", "round_s", "decide", "quiet_until", "on_finished", "figures")
 
 _REFERENCE = re.compile(r"^(?P<target>[^:]+(?::[\\/][^:]*)?):(?P<cls>[A-Za-z_][A-Za-z0-9_]*)$")
@@ -119,8 +119,8 @@ def check_policy(made: object, reference: str, parameter: str = "policy") -> Non
     if missing:
         raise InputError("not a rolling policy", path=parameter, value=reference,
                          expected="a class with " + ", ".join(REQUIRED_MEMBERS) + " (missing: "
-                         + ", ".join(missing) + "; inherit hetsched.rolling.PolicyHooks for "
-                         "the hooks; docs/policies.md, 'Your own policy')")
+                         + ", ".join(missing) + "; inherit hetsched.policy_api.PolicyHooks for the "
+                         "hooks; docs/policies.md, 'Your own policy')")
     not_callable = [member for member in ("decide", "quiet_until", "on_finished", "figures")
                     if not callable(getattr(made, member))]
     if not_callable:

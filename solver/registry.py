@@ -1,12 +1,12 @@
 """Every policy by name, for ``solve``, ``replay`` and ``bench`` alike.
 
-A name is a static model (a :class:`~hetsched.policies.Planner`: instance in, result out),
-a rolling policy (a :class:`~hetsched.rolling.RollingPolicy`: cluster state in, decision
+A name is a static model (a :class:`~hetsched.policies.planner.Planner`: instance in, result out),
+a rolling policy (a :class:`~hetsched.policies.rolling.RollingPolicy`: cluster state in, decision
 out), or both (``fifo``). Every name works both ways: :func:`planner` runs a rolling
 policy through the simulator on a static instance
-(:class:`~hetsched.simulated.Simulated`), and :func:`rolling` re-solves a static model at
-every decision point (:class:`~hetsched.replanning.Replanning`). ``NAME-agnostic`` is
-any of them shown every GPU type alike (:mod:`hetsched.baselines.agnostic`).
+(:class:`~hetsched.simulate.simulated.Simulated`), and :func:`rolling` re-solves a static model at
+every decision point (:class:`~hetsched.policies.replanning.Replanning`). ``NAME-agnostic`` is
+any of them shown every GPU type alike (:mod:`hetsched.policies.baselines.agnostic`).
 
 An :class:`Entry` declares what the callers need without importing the policy: its
 back-ends and whether it is an exact model. Classes are imported when first asked for,
@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hetsched import plugins
-from hetsched.baselines.agnostic import AGNOSTIC_SUFFIX, HeterogeneityAgnostic
-from hetsched.data import Instance
-from hetsched.errors import InputError
-from hetsched.policies import Planner, SolveOptions
-from hetsched.replanning import Replanning
-from hetsched.rolling import RollingPolicy
-from hetsched.simulated import Simulated
+from hetsched.core.errors import InputError
+from hetsched.core.records import Instance
+from hetsched.policies.baselines.agnostic import AGNOSTIC_SUFFIX, HeterogeneityAgnostic
+from hetsched.policies.planner import Planner, SolveOptions
+from hetsched.policies.replanning import Replanning
+from hetsched.policies.rolling import RollingPolicy
+from hetsched.simulate.simulated import Simulated
 
 __all__ = ["AGNOSTIC_SUFFIX", "ENTRIES", "Entry", "entry", "is_exact", "model_warnings",
            "names", "planner", "policy_settings", "rolling", "takes"]
@@ -58,37 +58,38 @@ class Entry:
 
 ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("fifo", "first in, first out; first fit, no backfilling",
-          planner="hetsched.policies.fifo:FifoPolicy", policy="hetsched.rolling:RollingFifo"),
+          planner="hetsched.policies.fifo:FifoPolicy",
+          policy="hetsched.policies.rolling:RollingFifo"),
     Entry("deadline", "deadline-aware heterogeneous assignment (Hydra), exact",
-          planner="hetsched.policies.deadline:DeadlinePolicy", backends=("cpsat", *MIP),
+          planner="hetsched.policies.deadline.planner:DeadlinePolicy", backends=("cpsat", *MIP),
           exact=True),
     Entry("allox", "AlloX min-cost matching of jobs to GPU slots, exact",
           planner="hetsched.policies.allox:AlloxPolicy", backends=("matching", *MIP),
           exact=True),
     Entry("topology", "FIFO admission, exact topology-aware placement",
-          planner="hetsched.topology_run:TopologyPolicy", backends=("cpsat", *MIP),
+          planner="hetsched.simulate.topology_planner:TopologyPolicy", backends=("cpsat", *MIP),
           exact=True),
     Entry("sjf", "shortest (predicted) job first",
-          policy="hetsched.baselines.duration:ShortestJobFirst"),
+          policy="hetsched.policies.baselines.duration:ShortestJobFirst"),
     Entry("srtf", "shortest remaining time first, preemptive",
-          policy="hetsched.baselines.duration:ShortestRemainingTimeFirst"),
+          policy="hetsched.policies.baselines.duration:ShortestRemainingTimeFirst"),
     Entry("edf", "earliest deadline first",
-          policy="hetsched.baselines.deadline_first:EarliestDeadlineFirst"),
+          policy="hetsched.policies.baselines.deadline_first:EarliestDeadlineFirst"),
     Entry("tiresias", "Tiresias: least attained service, discretised (NSDI 2019)",
-          policy="hetsched.baselines.tiresias:Tiresias"),
+          policy="hetsched.policies.baselines.tiresias:Tiresias"),
     Entry("gandiva", "Gandiva: time slicing (OSDI 2018)",
-          policy="hetsched.baselines.gandiva:Gandiva"),
+          policy="hetsched.policies.baselines.gandiva:Gandiva"),
     Entry("gavel", "Gavel: max-min fairness LP in rounds (OSDI 2020)",
-          policy="hetsched.baselines.gavel:Gavel", params={"objective": "max-min"},
+          policy="hetsched.policies.baselines.gavel:Gavel", params={"objective": "max-min"},
           backends=MIP),
     Entry("gavel-max-sum", "Gavel: max-sum throughput LP in rounds",
-          policy="hetsched.baselines.gavel:Gavel", params={"objective": "max-sum"},
+          policy="hetsched.policies.baselines.gavel:Gavel", params={"objective": "max-sum"},
           backends=MIP),
     Entry("progress", "allocation MILP over every active job each round: weighted progress "
           "on remaining work, urgent deadlines first, restart-aware (preemptive)",
           policy="hetsched.policies.progress:Progress", backends=MIP, exact=True),
     Entry("optimus", "Optimus: marginal-gain GPU allocation (EuroSys 2018)",
-          policy="hetsched.baselines.optimus:Optimus"),
+          policy="hetsched.policies.baselines.optimus:Optimus"),
 )}
 
 

@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
-from hetsched.check import check
-from hetsched.data import Cluster, GpuType, Instance, Job, Node
-from hetsched.profiles import Profile, ProfilePoint
-from hetsched.result import Schedule
-from hetsched.throughput import Placement, ThroughputTable
+from hetsched.core.check import check
+from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
+from hetsched.core.result import Schedule
+from hetsched.core.throughput import Placement, ThroughputTable
+from hetsched.speeds.profiles import Profile, ProfilePoint
 
 if TYPE_CHECKING:
-    from hetsched.bench import BenchSettings
-    from hetsched.bench_engine import Cell
-    from hetsched.replays import ReplayInputs, ReplayOutput
-    from hetsched.traces import Trace
+    from hetsched.bench.engine import Cell
+    from hetsched.bench.runner import BenchSettings
+    from hetsched.files.traces import Trace
+    from hetsched.replaying import ReplayInputs, ReplayOutput
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ROOT / "instances"
@@ -38,7 +38,7 @@ def assert_valid(instance: Instance, schedule: Schedule, *, complete: bool = Tru
 
 def exits_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     """Run the CLI with ``args``; it must exit 2 without a traceback; its stderr."""
-    from hetsched.cli import main
+    from hetsched.cli.main import main
 
     with pytest.raises(SystemExit) as exited:
         main(args)
@@ -150,8 +150,8 @@ ENGINE_CLUSTER = "v100=4,k80=4"
 
 def engine_trace(folder: Path, jobs: int = 30) -> Path:
     """A synthetic trace of ``jobs`` jobs on 4 V100 + 4 K80 (ms per replay), in ``folder``."""
-    from hetsched.generate import GeneratorSettings, generate
-    from hetsched.traces import write_native
+    from hetsched.files.generate import GeneratorSettings, generate
+    from hetsched.files.traces import write_native
 
     folder.mkdir(parents=True, exist_ok=True)
     instance = generate(GeneratorSettings(jobs=jobs, gpus={"v100": 4, "k80": 4}, seed=0))
@@ -164,7 +164,7 @@ def engine_bench(trace: Path, **changes: object) -> BenchSettings:
     """A bench of :func:`engine_trace` for comparing engines: fifo, srtf, gavel, and gavel
     with POP's 2 partitions (``gavel-pop2``), seeds 0 and 1 (half of the jobs get a
     deadline the seed draws), load 1, no LP bound; ``changes`` override fields."""
-    from hetsched.bench import BenchSettings, PolicyVariant
+    from hetsched.bench.runner import BenchSettings, PolicyVariant
 
     values: dict[str, object] = {
         "trace": trace, "trace_format": "native", "cluster": ENGINE_CLUSTER,
@@ -190,7 +190,7 @@ FAULTS = "faults.json"
 
 def faulty_runner(cell: Cell, inputs: ReplayInputs, trace: Trace,
                   executor: Executor | None) -> ReplayOutput:
-    """A bench runner (hetsched.bench_engine.run_cell) that fails the cells named in
+    """A bench runner (hetsched.bench.engine.run_cell) that fails the cells named in
     ``faults.json`` beside the trace, deterministically: each attempt of such a cell
     leaves a marker file ``<cell>.attempt-<n>`` there (so attempts are counted across
     worker processes and Ray workers), and "fail-once" raises on the first attempt,
@@ -199,7 +199,7 @@ def faulty_runner(cell: Cell, inputs: ReplayInputs, trace: Trace,
     import json
     import os
 
-    from hetsched.bench_engine import run_cell
+    from hetsched.bench.engine import run_cell
 
     folder = Path(inputs.trace_path).parent
     faults = json.loads((folder / FAULTS).read_text()) if (folder / FAULTS).is_file() else {}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.cli import main
+from hetsched.cli.main import main
 from tests.helpers import ROOT
 
 BAD = ROOT / "tests" / "data" / "bad"
@@ -163,8 +163,8 @@ def test_click_usage_errors_also_exit_2(capsys: pytest.CaptureFixture[str]) -> N
 ])
 def test_cluster_specs_with_absurd_gpu_counts_fail_at_once(spec: str,
                                                            pieces: list[str]) -> None:
-    from hetsched.cluster_spec import parse_cluster
-    from hetsched.errors import InputError
+    from hetsched.core.errors import InputError
+    from hetsched.files.cluster_spec import parse_cluster
 
     # v100=100000000 used to build 25 million nodes and every pair of their GPUs.
     with pytest.raises(InputError) as error:
@@ -175,8 +175,8 @@ def test_cluster_specs_with_absurd_gpu_counts_fail_at_once(spec: str,
 
 
 def test_cluster_file_errors_name_the_field(tmp_path: Path) -> None:
-    from hetsched.cluster_spec import parse_cluster
-    from hetsched.errors import InputError
+    from hetsched.core.errors import InputError
+    from hetsched.files.cluster_spec import parse_cluster
 
     path = tmp_path / "c.json"
     path.write_text('{"gpu_types": [{"name": "v100"}], "nodes": [{"name": "a", '
@@ -194,8 +194,8 @@ def test_cluster_file_errors_name_the_field(tmp_path: Path) -> None:
 
 
 def test_profile_json_nesting_and_long_numbers(tmp_path: Path) -> None:
-    from hetsched.errors import InputError
-    from hetsched.profiles import read_profile
+    from hetsched.core.errors import InputError
+    from hetsched.speeds.profiles import read_profile
 
     path = tmp_path / "p.json"
     path.write_text('{"v100": ' + "[" * 3000 + "]" * 3000 + "}")

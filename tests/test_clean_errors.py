@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from hetsched.cli import main
-from hetsched.data import Job
-from hetsched.errors import InputError
+from hetsched.cli.main import main
+from hetsched.core.errors import InputError
+from hetsched.core.records import Job
 from tests.helpers import INSTANCES, ROOT, exits_2
 
 PHILLY = ROOT / "tests" / "data" / "traces" / "philly_small.csv"
@@ -84,12 +84,12 @@ def test_replay_seed_beyond_32_bits_is_an_input_error(tmp_path: Path,
 def test_a_policy_typo_is_reported_before_the_trace_is_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    import hetsched.traces
+    import hetsched.files.traces
 
     def never(*args: object, **kwargs: object) -> None:
         raise AssertionError("the trace was read before the policy name was checked")
 
-    monkeypatch.setattr(hetsched.traces, "read_trace", never)
+    monkeypatch.setattr(hetsched.files.traces, "read_trace", never)
     err = exits_2(["replay", str(PHILLY), "--format", "philly", "--cluster", "v100=4",
                    "--policy", "fifoo", "--out", str(tmp_path / "r")], capsys)
     assert "--policy: unknown policy (got 'fifoo'" in err
@@ -130,8 +130,8 @@ def test_solver_settings_out_of_range_are_refused(option: str, value: str,
                                               ("seed", 2**31), ("seed", -1),
                                               ("gap", float("nan"))])
 def test_solve_options_out_of_range_are_input_errors(field: str, value: object) -> None:
-    from hetsched.instance_file import load_instance
-    from hetsched.solve import solve
+    from hetsched.files.instance import load_instance
+    from hetsched.solving import solve
 
     with pytest.raises(InputError, match=f"{field}: bad"):
         solve(load_instance(INSTANCES / "tiny.json"), model="deadline",
@@ -159,8 +159,8 @@ def test_errors_cross_process_boundaries_as_themselves() -> None:
     worker instead of its error)."""
     import pickle
 
-    from hetsched.check import Violation
-    from hetsched.errors import InvalidScheduleError
+    from hetsched.core.check import Violation
+    from hetsched.core.errors import InvalidScheduleError
 
     error = InputError("bad load", path="load", value=5000, expected="<= 1000", file="f")
     back = pickle.loads(pickle.dumps(error))

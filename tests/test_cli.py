@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from hetsched.cli import main
-from hetsched.cli_format import format_gpus
+from hetsched.cli.main import main
+from hetsched.cli.printing import format_gpus
 from tests.helpers import INSTANCES, ROOT, SPREAD_ONLY
 
 

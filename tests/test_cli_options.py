@@ -9,7 +9,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from hetsched.cli import cli
+from hetsched.cli.main import cli
 from tests.helpers import ROOT
 
 
@@ -27,7 +27,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_verbose_works_before_and_after_the_subcommand(args: tuple[str, ...]) -> None:
     done = run(*args)
     assert done.returncode == 0, done.stderr
-    assert "INFO hetsched.solve: fifo: status FEASIBLE" in done.stderr
+    assert "INFO hetsched.solving: fifo: status FEASIBLE" in done.stderr
     assert "DEBUG" not in done.stderr
 
 

@@ -117,7 +117,7 @@ def test_solver_package_does_not_import_pulp_or_ortools() -> None:
     # Only formulations/ may import the solver libraries; importing the core package and
     # running the FIFO policy must not load them.
     code = (
-        "import sys, hetsched; from hetsched.cli import main; "
+        "import sys, hetsched; from hetsched.cli.main import main; "
         "print(any(m.split('.')[0] in ('pulp', 'ortools') for m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -148,8 +148,8 @@ def test_setup_cfg_lists_every_source_package() -> None:
     root = Path(__file__).resolve().parents[1]
     on_disk = {"hetsched" + ("." + ".".join(p.parent.relative_to(root / "solver").parts)
                              if p.parent != root / "solver" else "")
-               for p in (root / "solver").glob("*/__init__.py")
-               if p.parent.name != "formulations"} | {"hetsched"}
+               for p in (root / "solver").rglob("__init__.py")
+               if "formulations" not in p.relative_to(root / "solver").parts} | {"hetsched"}
     on_disk |= {"hetsched.formulations" + "".join("." + part for part in
                                                 p.parent.relative_to(root / "formulations").parts)
                 for p in (root / "formulations").rglob("__init__.py")}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hetsched.instance_file import load_instance
+from hetsched.files.instance import load_instance
 from hetsched.plot import gantt, save
 from hetsched.policies.fifo import fifo_schedule
 from tests.helpers import INSTANCES
@@ -32,7 +32,7 @@ def test_gantt_labels_never_overlap_and_short_bars_stay_unlabelled() -> None:
     # Every label drawn lies inside its bar, and no two labels overlap.
     import itertools
 
-    from hetsched.solve import solve
+    from hetsched.solving import solve
 
     instance = load_instance(INSTANCES / "congested.json")
     schedule = solve(instance, model="srtf").schedule
@@ -55,7 +55,7 @@ def test_gantt_labels_never_overlap_and_short_bars_stay_unlabelled() -> None:
 
 
 def test_an_empty_schedule_says_so() -> None:
-    from hetsched.result import Schedule
+    from hetsched.core.result import Schedule
 
     instance = load_instance(INSTANCES / "small.json")
     ax = gantt(instance, Schedule())
@@ -70,8 +70,8 @@ def _legend(ax: object) -> list[str]:
 
 
 def test_topology_plot_has_a_legend_and_tells_link_kinds_apart(shared_data: Path) -> None:
+    from hetsched.files.interconnect import read_topology
     from hetsched.plot import _link_style, _link_width, topology_graph
-    from hetsched.topology import read_topology
 
     folder = shared_data / "topology"
     a100 = topology_graph(read_topology(folder / "dgx-a100.nvidia-smi-topo.txt"))

@@ -14,7 +14,9 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from hetsched.data import Instance, Job
+from hetsched.allocation.realise import SerialSchedule
+from hetsched.core.records import Instance, Job
+from hetsched.core.result import Assignment, Schedule, Status
 from hetsched.formulations.allox.problem import (
     MatchingProblem,
     build_matching,
@@ -24,8 +26,6 @@ from hetsched.formulations.allox.problem import (
 from hetsched.formulations.budget import Budget, BudgetExhaustedError
 from hetsched.formulations.common import Outcome, ScheduleOutcome
 from hetsched.formulations.options import SolveOptions
-from hetsched.placement import SerialSchedule
-from hetsched.result import Assignment, Schedule, Status
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hetsched.data import Instance, Job
-from hetsched.throughput import Placement
+from hetsched.core.records import Instance, Job
+from hetsched.core.throughput import Placement
 
 
 @dataclass(frozen=True)

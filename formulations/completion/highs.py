@@ -35,7 +35,8 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from hetsched.data import Cluster, Job
+from hetsched.core.records import Cluster, Job
+from hetsched.core.throughput import ThroughputModel
 from hetsched.formulations.completion.problem import (
     CompletionBoundSettings,
     CompletionProblem,
@@ -46,7 +47,6 @@ from hetsched.formulations.completion.problem import (
 from hetsched.formulations.completion.safe import dual_bound
 from hetsched.formulations.mip.highs import load_model
 from hetsched.formulations.mip.model import INF, MatrixBuilder, MatrixModel
-from hetsched.throughput import ThroughputModel
 
 log = logging.getLogger(__name__)
 

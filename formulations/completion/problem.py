@@ -5,8 +5,9 @@ What the LP of :mod:`hetsched.formulations.completion.highs` reads, and nothing 
 * per job ``j``: release ``r_j`` (its arrival), work ``W_j`` (steps), weight ``w_j`` and
   isolated duration ``p_j`` (its work over its best speed, s);
 * per job its *configurations* ``(GPU type t, gang size s)`` with the best speed of any
-  placement the cluster allows (:meth:`hetsched.gpus.SpeedView.configurations`), held as
-  durations ``T_jts = W_j / v_jts`` (s), fastest first. A configuration slower than one of
+  placement the cluster allows
+  (:meth:`hetsched.allocation.layout.SpeedView.configurations`), held as durations
+  ``T_jts = W_j / v_jts`` (s), fastest first. A configuration slower than one of
   the same type with fewer GPUs is dropped: it needs more time and more GPU-seconds for
   the same work, so the relaxation never needs it (docs/formulations.md);
 * the GPUs of each type some job can use (``G_t``);
@@ -28,10 +29,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from hetsched.data import Cluster, Job
-from hetsched.errors import InputError
-from hetsched.gpus import SpeedView
-from hetsched.throughput import ThroughputModel
+from hetsched.allocation.layout import SpeedView
+from hetsched.core.errors import InputError
+from hetsched.core.records import Cluster, Job
+from hetsched.core.throughput import ThroughputModel
 
 Vector = npt.NDArray[np.float64]
 Index = npt.NDArray[np.int64]

@@ -1,12 +1,12 @@
 """The ``deadline`` model: choose GPU type, gang size and start; lexicographic objective.
 
 The contract every model follows: :func:`prepare` builds the model's data, the caller
-(the planner, :class:`hetsched.policies.deadline.DeadlinePolicy`) makes a start plan
-(its search, :mod:`hetsched.policies.deadline_search`), :func:`run_stages` solves both
+(the planner, :class:`hetsched.policies.deadline.planner.DeadlinePolicy`) makes a start plan
+(its search, :mod:`hetsched.policies.deadline.search`), :func:`run_stages` solves both
 stages on the chosen back-end (CP-SAT, or the MILP on HiGHS/CBC/SCIP) from that warm
 start, and :func:`conclude` returns the best plan realised on concrete GPUs as a
 :class:`~hetsched.formulations.common.ScheduleOutcome`, with the solver's outcome mapped
-onto :class:`hetsched.result.Status`.
+onto :class:`hetsched.core.result.Status`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import logging
 import math
 from typing import Any
 
-from hetsched.data import Instance
+from hetsched.core.records import Instance
+from hetsched.core.result import Schedule, Status
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import TICK_S, Outcome, ScheduleOutcome, SolveStats
 from hetsched.formulations.deadline.problem import (
@@ -26,7 +27,6 @@ from hetsched.formulations.deadline.problem import (
     build_problem,
 )
 from hetsched.formulations.options import SolveOptions
-from hetsched.result import Schedule, Status
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from hetsched.core.log_levels import solve_log_level
 from hetsched.formulations.budget import Budget, BudgetExhaustedError
 from hetsched.formulations.common import Outcome, SolveStats
 from hetsched.formulations.cpsat_run import run_cpsat
@@ -34,7 +35,6 @@ from hetsched.formulations.deadline.problem import (
     Plan,
     StagePlans,
 )
-from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetsched.core.log_levels import solve_log_level
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.deadline.problem import DeadlineProblem, Mode
-from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ CP-SAT): ``mode[j, m]`` chooses a node and a gang size, ``gpu[j, g]`` the concre
 of that node, ``before[i, j]`` orders two jobs that may share a GPU, and big-M
 disjunctions keep two jobs on one GPU apart. Holding concrete GPUs for the whole run is
 no restriction: any schedule that respects node capacities can be given such GPUs (see
-hetsched.placement), so this model and the per-node cumulative of CP-SAT have the same
+hetsched.allocation.realise), so this model and the per-node cumulative of CP-SAT have the same
 optimum. ``end[j]`` is a variable defined by one row, so each disjunction has five
 coefficients, not one per mode.
 

@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
-from hetsched.data import Instance, Job
+from hetsched.allocation.realise import NodeBooking, place_on_nodes
+from hetsched.core.records import Instance, Job
+from hetsched.core.result import Assignment, Schedule
+from hetsched.core.throughput import Placement
 from hetsched.formulations.common import (
     TICK_S,
     SolveStats,
@@ -25,9 +28,6 @@ from hetsched.formulations.common import (
     ticks_down,
     ticks_up,
 )
-from hetsched.placement import NodeBooking, place_on_nodes
-from hetsched.result import Assignment, Schedule
-from hetsched.throughput import Placement
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +141,9 @@ class DeadlineProblem:
         return problems
 
     def realise(self, plan: Mapping[str, tuple[int, int]]) -> Schedule:
-        """Concrete GPUs for ``plan`` (greedy in start order, see :mod:`hetsched.placement`);
-        each job starts at its start tick and runs for its exact duration."""
+        """Concrete GPUs for ``plan`` (greedy in start order, see
+        :mod:`hetsched.allocation.realise`); each job starts at its start tick and runs for its
+        exact duration."""
         bookings = []
         for data in self.jobs:
             mode_index, start = plan[data.job.id]

@@ -12,7 +12,7 @@ exists when the solver gives none (docs/formulations.md).
 
 The order: jobs by the LP's mean busy date estimate ``C_j - p_j / 2`` (``p_j`` the job's
 shortest mode), the classic LP-order list schedule for total weighted completion time;
-:func:`hetsched.policies.deadline_search.decode` turns it into a plan.
+:func:`hetsched.policies.deadline.search.decode` turns it into a plan.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import logging
 import math
 from dataclasses import dataclass
 
+from hetsched.core.log_levels import solve_log_level
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import TICK_S
 from hetsched.formulations.completion import CompletionBoundSettings, completion_bound
 from hetsched.formulations.deadline.problem import DeadlineProblem
-from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
 

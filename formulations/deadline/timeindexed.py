@@ -52,13 +52,13 @@ import highspy
 import numpy as np
 import numpy.typing as npt
 
+from hetsched.allocation.layout import layout
+from hetsched.core.log_levels import solve_log_level
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import TICK_S
 from hetsched.formulations.deadline.problem import DeadlineObjective, DeadlineProblem, Plan
 from hetsched.formulations.deadline.relaxation import LP_ITERATIONS_PER_UNIT
 from hetsched.formulations.deadline.ti_pricing import ColumnPricer
-from hetsched.gpus import layout
-from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
 

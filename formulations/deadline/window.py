@@ -4,7 +4,7 @@ The whole model of 200 jobs on 96 GPUs (5,712 job-modes) is too large for CP-SAT
 plan in seconds; a window of 8 to 12 of its jobs, the others held where a plan puts them,
 is small enough to be searched well in a fraction of a second. :func:`solve_window` builds
 and solves one window; the search that chooses windows is
-:func:`hetsched.policies.deadline_windows.improve_by_windows`.
+:func:`hetsched.policies.deadline.windows.improve_by_windows`.
 
 The window's model is the full model's restricted to its jobs: each free job ``j`` has a
 start ``s_j >= r_j``, one mode among all of its modes (a node, a gang size: an optional

@@ -1,6 +1,6 @@
 """Gavel's heterogeneity-aware allocation (Narayanan et al., OSDI 2020): an LP over the
 fraction of time each job spends on each GPU type, max-min fair or max-sum throughput.
-The round-by-round realisation is the rolling policy ``hetsched.baselines.gavel``.
+The round-by-round realisation is the rolling policy ``hetsched.policies.baselines.gavel``.
 
 :func:`solve_allocation` dispatches on the back-end: ``highs`` solves the LP built as
 arrays (:mod:`.matrix`, over job classes), ``cbc`` and ``scip`` the readable PuLP model

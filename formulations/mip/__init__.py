@@ -28,12 +28,12 @@ from types import ModuleType
 
 import numpy as np
 
+from hetsched.core.log_levels import solve_log_level
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import Outcome
 from hetsched.formulations.mip.engine import EngineRun, Limits, RunKind, finish
 from hetsched.formulations.mip.model import MatrixBuilder, MatrixModel, Vector
 from hetsched.formulations.mip.result import MipResult, MipSettings
-from hetsched.log_levels import solve_log_level
 
 log = logging.getLogger(__name__)
 

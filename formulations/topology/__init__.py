@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import time
 
-from hetsched.data import Cluster
+from hetsched.core.records import Cluster
+from hetsched.core.result import Status
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.topology.problem import (
     Gang,
@@ -16,7 +17,6 @@ from hetsched.formulations.topology.problem import (
     placement_cost,
 )
 from hetsched.formulations.topology.solution import PlacementOutcome, from_placement
-from hetsched.result import Status
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from hetsched.core.result import Status
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.cpsat_run import run_cpsat
 from hetsched.formulations.topology.problem import COST_SCALE, PlacementModel
 from hetsched.formulations.topology.solution import PlacementOutcome, decode
-from hetsched.result import Status
 
 #: Above this many columns, CP-SAT's probing and symmetry presolve cost more than they give.
 LARGE_MODEL_COLUMNS = 2000

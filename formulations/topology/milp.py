@@ -14,13 +14,13 @@ from typing import Any
 
 import pulp
 
+from hetsched.core.result import Status
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import Outcome
 from hetsched.formulations.mip import MipSettings
 from hetsched.formulations.pulp_backend import run
 from hetsched.formulations.topology.problem import PlacementModel
 from hetsched.formulations.topology.solution import PlacementOutcome, decode
-from hetsched.result import Status
 
 
 class PlacementMilp:

@@ -26,9 +26,9 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from hetsched.data import Cluster
-from hetsched.errors import InputError
-from hetsched.topology import pair_cost
+from hetsched.core.errors import InputError
+from hetsched.core.records import Cluster
+from hetsched.files.interconnect import pair_cost
 
 #: Integer resolution of costs in CP-SAT: 1e-6 seconds per GB.
 COST_SCALE = 10**6

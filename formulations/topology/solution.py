@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hetsched.core.result import Status
 from hetsched.formulations.topology.problem import PlacementModel, fragmentation, placement_cost
-from hetsched.result import Status
 
 
 @dataclass

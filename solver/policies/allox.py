@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hetsched.data import Instance
-from hetsched.errors import InputError
-from hetsched.policies import SolveOptions, outcome_result
-from hetsched.result import Result
+from hetsched.core.errors import InputError
+from hetsched.core.records import Instance
+from hetsched.core.result import Result
+from hetsched.policies.planner import SolveOptions, outcome_result
 
 
 class AlloxPolicy:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import bisect
 from typing import ClassVar
 
-from hetsched.data import Instance, Job
-from hetsched.placement import SerialSchedule
-from hetsched.policies import SolveOptions
-from hetsched.result import Result, Schedule, Status
-from hetsched.throughput import Placement
+from hetsched.allocation.realise import SerialSchedule
+from hetsched.core.records import Instance, Job
+from hetsched.core.result import Result, Schedule, Status
+from hetsched.core.throughput import Placement
+from hetsched.policies.planner import SolveOptions
 
 
 class FifoPolicy:

@@ -40,13 +40,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetsched.data import Job
+from hetsched.allocation.layout import Start, layout, throughput_of
+from hetsched.core.records import Job
+from hetsched.core.throughput import Placement
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.progress import RoundPlan, RoundProblem, solve_round
-from hetsched.gpus import Start, layout, throughput_of
-from hetsched.rolling import ClusterState, Decision, PolicyHooks, RunningJob
-from hetsched.starting import RESTART_PENALTY_S, SpeedBook, types_worth_starting
-from hetsched.throughput import Placement
+from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RunningJob
+from hetsched.policies.starting import RESTART_PENALTY_S, SpeedBook, types_worth_starting
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +264,7 @@ class Progress(PolicyHooks):
               gangs: _Gangs) -> None:
         """Start waiting jobs on GPUs still free, by value per GPU, on a type where starting
         now finishes no later than waiting for a faster one
-        (:func:`~hetsched.baselines.common.types_worth_starting`), at the full speed of
+        (:func:`~hetsched.policies.baselines.common.types_worth_starting`), at the full speed of
         the option; an urgent job only where it still meets its deadline."""
         if not gangs.pool.has_free():
             return

@@ -21,16 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from hetsched.data import Cluster, Instance, Job
+from hetsched.allocation.free_gpus import FreeGpuIndex
+from hetsched.allocation.layout import Start
+from hetsched.core.records import Cluster, Instance, Job
+from hetsched.core.result import Assignment, Result, Schedule, Status
+from hetsched.core.throughput import Placement
+from hetsched.files.interconnect import communication_sensitivity as sensitivity
+from hetsched.files.interconnect import predicted_throughput
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.topology import Gang, PlacementOutcome, place
-from hetsched.free_gpus import FreeGpuIndex
-from hetsched.gpus import Start
-from hetsched.result import Assignment, Result, Schedule, Status
-from hetsched.rolling import ClusterState, Decision, PolicyHooks
-from hetsched.throughput import Placement
-from hetsched.topology import communication_sensitivity as sensitivity
-from hetsched.topology import predicted_throughput
+from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +85,8 @@ class TopologyAdmission(PolicyHooks):
     (:func:`hetsched.formulations.topology.place`), within its share of ``budget`` (the
     batch's jobs over the jobs of ``instance`` not placed yet). It keeps what the static
     result reports (:meth:`result`). The static planner runs it through the simulator
-    (:class:`hetsched.topology_run.TopologyPolicy`): one event loop for replays and static
-    solves alike."""
+    (:class:`hetsched.simulate.topology_planner.TopologyPolicy`): one event loop for replays
+    and static solves alike."""
 
     name = "topology"
     round_s: float | None = None  # events only

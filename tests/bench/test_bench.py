@@ -12,17 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hetsched import bench_report
-from hetsched.bench import BenchSettings, run_bench
-from hetsched.bench_engine import Cell, run_cell
-from hetsched.bench_local import LocalEngine
-from hetsched.bench_report import busy_gpus_over_time, write_report
-from hetsched.bench_results import append_result, is_heuristic, read_results
-from hetsched.cli import main
-from hetsched.data import Job
-from hetsched.errors import InputError
-from hetsched.replays import ReplayInputs, ReplayOutput, scale_arrivals
-from hetsched.traces import Trace, write_native
+from hetsched.bench import report as bench_report
+from hetsched.bench.engine import Cell, run_cell
+from hetsched.bench.local_engine import LocalEngine
+from hetsched.bench.report import busy_gpus_over_time, write_report
+from hetsched.bench.results import append_result, is_heuristic, read_results
+from hetsched.bench.runner import BenchSettings, run_bench
+from hetsched.cli.main import main
+from hetsched.core.errors import InputError
+from hetsched.core.records import Job
+from hetsched.files.traces import Trace, write_native
+from hetsched.replaying import ReplayInputs, ReplayOutput, scale_arrivals
 
 CLUSTER = "v100=2,k80=2"
 
@@ -295,7 +295,7 @@ def test_an_openb_bench_with_aliases_and_shares_runs_in_worker_processes(
     of one process, and summary.json records how the trace was read."""
     import pickle
 
-    from hetsched.replays import replay_inputs
+    from hetsched.replaying import replay_inputs
     from tests.helpers import ROOT, same_results
 
     data = ROOT / "tests" / "data" / "traces"

@@ -1,4 +1,4 @@
-"""The bench's LP bound on the average JCT (hetsched.bench_bounds): one per job set,
+"""The bench's LP bound on the average JCT (hetsched.bench.lp_bounds): one per job set,
 cached in the bench folder, in every row and in the report, never above a policy's
 average JCT nor below the isolated bound."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from hetsched import bench_bounds
-from hetsched.bench import BenchSettings, run_bench
-from hetsched.data import Job
-from hetsched.traces import write_native
+from hetsched.bench import lp_bounds as bench_bounds
+from hetsched.bench.runner import BenchSettings, run_bench
+from hetsched.core.records import Job
+from hetsched.files.traces import write_native
 
 CLUSTER = "v100=2,k80=2"
 
@@ -205,7 +205,7 @@ def test_a_rerun_adds_the_bound_to_earlier_rows(trace: Path, tmp_path: Path) -> 
 def test_the_command_line_switch(trace: Path, tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from hetsched.cli import cli
+    from hetsched.cli.main import cli
 
     common = ["bench", "--trace", str(trace), "--format", "native", "--cluster", CLUSTER,
               "--policies", "fifo", "--workers", "1", "--time-limit", "1"]

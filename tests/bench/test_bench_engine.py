@@ -1,4 +1,4 @@
-"""The bench's engines (hetsched.bench_engine, hetsched.bench_local): a failed or lost
+"""The bench's engines (hetsched.bench.engine, hetsched.bench.local_engine): a failed or lost
 cell is tried again once and then reported, never losing the bench; the local path never
 imports ray; --engine and --address are checked."""
 
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.bench import make_engine, run_bench
-from hetsched.bench_engine import ATTEMPTS, Cell, CellOptions, likely_longest_first
-from hetsched.bench_local import LocalEngine
-from hetsched.bench_results import read_results
-from hetsched.errors import InputError
+from hetsched.bench.engine import ATTEMPTS, Cell, CellOptions, likely_longest_first
+from hetsched.bench.local_engine import LocalEngine
+from hetsched.bench.results import read_results
+from hetsched.bench.runner import make_engine, run_bench
+from hetsched.core.errors import InputError
 from tests.helpers import (
     ENGINE_CLUSTER,
     ROOT,
@@ -97,7 +97,7 @@ def test_the_local_engine_never_imports_ray(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from hetsched.cli import main\n"
+        "from hetsched.cli.main import main\n"
         "try:\n"
         f"    main(['bench', '--trace', {str(trace)!r}, '--format', 'native', '--cluster',\n"
         f"          {ENGINE_CLUSTER!r}, '--policies', 'fifo,gavel', '--workers', '2',\n"
@@ -120,7 +120,7 @@ def test_engines_and_addresses_are_checked(monkeypatch: pytest.MonkeyPatch) -> N
     assert isinstance(make_engine("local", workers=3), LocalEngine)
     # Without ray installed, --engine ray says how to get it (one line, exit 2).
     monkeypatch.setitem(sys.modules, "ray", None)
-    monkeypatch.delitem(sys.modules, "hetsched.bench_ray", raising=False)
+    monkeypatch.delitem(sys.modules, "hetsched.bench.ray_engine", raising=False)
     with pytest.raises(InputError, match=r'ray is not installed.*pip install -e "\.\[ray\]"'):
         make_engine("ray")
 
@@ -129,7 +129,7 @@ def test_cli_engine_ray_without_ray_exits_2(tmp_path: Path, monkeypatch: pytest.
                                             capsys: pytest.CaptureFixture[str]) -> None:
     trace = engine_trace(tmp_path / "t", jobs=4)
     monkeypatch.setitem(sys.modules, "ray", None)
-    monkeypatch.delitem(sys.modules, "hetsched.bench_ray", raising=False)
+    monkeypatch.delitem(sys.modules, "hetsched.bench.ray_engine", raising=False)
     err = exits_2(["bench", "--trace", str(trace), "--format", "native",
                    "--cluster", ENGINE_CLUSTER,
                    "--policies", "fifo", "--engine", "ray", "--out", str(tmp_path / "b")],

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from hetsched import replays
-from hetsched.bench import BenchSettings, run_bench
-from hetsched.bench_report import write_report
-from hetsched.bench_results import append_result, read_results
-from hetsched.cli import main
-from hetsched.data import Job
-from hetsched.errors import InputError
-from hetsched.outputs import locked_folder
-from hetsched.traces import write_native
+from hetsched import replaying as replays
+from hetsched.bench.report import write_report
+from hetsched.bench.results import append_result, read_results
+from hetsched.bench.runner import BenchSettings, run_bench
+from hetsched.cli.main import main
+from hetsched.core.errors import InputError
+from hetsched.core.outputs import locked_folder
+from hetsched.core.records import Job
+from hetsched.files.traces import write_native
 
 CLUSTER = "v100=2,k80=2"
 
@@ -180,7 +180,7 @@ def test_a_full_disk_while_appending_is_one_clear_error(tmp_path: Path,
     def full_disk(fd: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("hetsched.bench_results.os.fsync", full_disk)
+    monkeypatch.setattr("hetsched.bench.results.os.fsync", full_disk)
     with pytest.raises(InputError, match=rf"{results}: out: cannot write results.csv: "
                        "No space left on device"):
         append_result(results, {"policy": "fifo", "seed": "1", "load": "1"})
@@ -190,7 +190,7 @@ def test_every_policy_has_a_line_style_of_its_own() -> None:
     # 13 policies (the bench of docs/progress.md): matplotlib's cycle has 10 colours, so
     # three pairs of lines shared one; the 11th to 13th now take the first three colours
     # dashed. Styles follow the policies' order, so each plot of a report agrees.
-    from hetsched.bench_report import policy_styles
+    from hetsched.bench.report import policy_styles
 
     policies = [f"p{i}" for i in range(13)]
     styles = policy_styles(policies)

@@ -1,4 +1,4 @@
-"""``hetsched bench --engine ray`` (hetsched.bench_ray) on a 2-CPU local Ray: the same
+"""``hetsched bench --engine ray`` (hetsched.bench.ray_engine) on a 2-CPU local Ray: the same
 results as the local engine cell for cell, inputs put in the object store once, failed
 and lost tasks tried again once, POP's partitions as Ray tasks."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.bench import run_bench
-from hetsched.bench_local import LocalEngine
-from hetsched.cli import main
+from hetsched.bench.local_engine import LocalEngine
+from hetsched.bench.runner import run_bench
+from hetsched.cli.main import main
 from tests.helpers import (
     ENGINE_CLUSTER,
     attempts,
@@ -29,7 +29,7 @@ from tests.helpers import (
 ray = pytest.importorskip("ray", reason="ray is the optional extra of --engine ray: "
                           "pip install -e '.[ray]'")
 
-from hetsched.bench_ray import RayEngine, RayPartitionExecutor  # noqa: E402
+from hetsched.bench.ray_engine import RayEngine, RayPartitionExecutor  # noqa: E402
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""``hetsched bench --spec sweep.toml`` (hetsched.bench_spec): every bench of the spec
+"""``hetsched bench --spec sweep.toml`` (hetsched.bench.spec): every bench of the spec
 runs (traces, clusters, policies with settings, seeds, loads), the copy in the output
 folder runs the same sweep again, and bad specs end in one line naming the file, the key
 and the value."""
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.bench import run_bench
-from hetsched.bench_results import read_results
-from hetsched.bench_spec import load_sweep
-from hetsched.cli import main
+from hetsched.bench.results import read_results
+from hetsched.bench.runner import run_bench
+from hetsched.bench.spec import load_sweep
+from hetsched.cli.main import main
 from tests.helpers import ROOT, engine_bench, engine_trace, exits_2, same_results
 
 SPEC = """\

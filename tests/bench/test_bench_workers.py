@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.generate import GeneratorSettings, generate
-from hetsched.traces import write_native
+from hetsched.files.generate import GeneratorSettings, generate
+from hetsched.files.traces import write_native
 from tests.helpers import ROOT
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),

@@ -1,4 +1,4 @@
-"""The --cluster spec (hetsched.cluster_spec.parse_cluster): GPU counts, JSON files, openb."""
+"""The --cluster spec (hetsched.files.cluster_spec.parse_cluster): GPU counts, JSON files, openb."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.cluster_spec import GPUS_PER_SERVER, parse_cluster
-from hetsched.errors import InputError
+from hetsched.core.errors import InputError
+from hetsched.files.cluster_spec import GPUS_PER_SERVER, parse_cluster
 from tests.helpers import ROOT
 
 DATA = ROOT / "tests" / "data" / "traces"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.cli import main
+from hetsched.cli.main import main
 from tests.helpers import ROOT
 
 DOC = (ROOT / "docs" / "data.md").read_text(encoding="utf-8")

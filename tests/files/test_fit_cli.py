@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.cli import main
-from hetsched.instance_file import load_instance
-from hetsched.profiles import Profile, write_profile_csv
-from hetsched.speed_fit import fit_throughput_model
-from hetsched.speed_io import load_model, save_model
-from hetsched.speed_model import FittedThroughputModel
-from hetsched.throughput import Placement, ThroughputTable
+from hetsched.cli.main import main
+from hetsched.core.throughput import Placement, ThroughputTable
+from hetsched.files.instance import load_instance
+from hetsched.speeds.fit import fit_throughput_model
+from hetsched.speeds.model import FittedThroughputModel
+from hetsched.speeds.model_file import load_model, save_model
+from hetsched.speeds.profiles import Profile, write_profile_csv
 from tests.helpers import ROOT, synthetic_profile
 
 

@@ -10,9 +10,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-from hetsched.cli import main
-from hetsched.errors import InputError
-from hetsched.instance_file import (
+from hetsched.cli.main import main
+from hetsched.core.errors import InputError
+from hetsched.core.throughput import Placement
+from hetsched.files.instance import (
     instance_from_dict,
     instance_to_dict,
     load_instance,
@@ -22,7 +23,6 @@ from hetsched.instance_file import (
     write_throughput_csv,
 )
 from hetsched.registry import model_warnings
-from hetsched.throughput import Placement
 from tests.helpers import INSTANCES, SPREAD_ONLY
 
 EXAMPLES = ["tiny.json", "small.json", "medium.json"]
@@ -120,7 +120,7 @@ def test_saved_files_are_strict_json(tmp_path: Path) -> None:
 
 def test_schema_ranges_are_the_records_ranges() -> None:
     # One set of documented ranges: the JSON Schema and the records must agree.
-    from hetsched import data
+    from hetsched.core import records as data
 
     fields = schema()["properties"]
     job = fields["jobs"]["items"]["properties"]
@@ -263,7 +263,7 @@ def test_reading_an_instance_skips_the_slow_optional_import_and_restores_it() ->
 
     code = (
         "import importlib.util, sys\n"
-        "from hetsched.instance_file import load_instance\n"
+        "from hetsched.files.instance import load_instance\n"
         f"load_instance({str(INSTANCES / 'medium.json')!r})\n"
         "assert 'jsonschema' in sys.modules\n"
         "assert 'rfc3987_syntax' not in sys.modules\n"

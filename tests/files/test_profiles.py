@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.errors import InputError
-from hetsched.profiles import (
+from hetsched.core.errors import InputError
+from hetsched.core.throughput import Placement
+from hetsched.speeds.profiles import (
     Profile,
     ProfilePoint,
     batch_size_of,
@@ -19,7 +20,6 @@ from hetsched.profiles import (
     read_profile_csv,
     write_profile_csv,
 )
-from hetsched.throughput import Placement
 
 PACKED, SPREAD = Placement.PACKED, Placement.SPREAD
 

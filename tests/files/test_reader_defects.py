@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.cli import main
-from hetsched.errors import InputError
-from hetsched.profiles import read_profile, write_profile_csv
-from hetsched.replay_inputs import parse_gpu_aliases
-from hetsched.speed_fit import fit_throughput_model
-from hetsched.throughput import AliasedThroughput, Placement, ThroughputTable
-from hetsched.traces import read_trace
-from hetsched.traces.base import MAX_SKIPPED_ROWS
+from hetsched.cli.main import main
+from hetsched.core.errors import InputError
+from hetsched.core.throughput import AliasedThroughput, Placement, ThroughputTable
+from hetsched.files.replay_inputs import parse_gpu_aliases
+from hetsched.files.traces import read_trace
+from hetsched.files.traces.base import MAX_SKIPPED_ROWS
+from hetsched.speeds.fit import fit_throughput_model
+from hetsched.speeds.profiles import read_profile, write_profile_csv
 from tests.helpers import ROOT, exits_2, synthetic_profile
 
 SAMPLES = ROOT / "tests" / "data" / "traces"
@@ -269,7 +269,7 @@ def test_acceptance_replay_with_alias_records_it_and_audits_job_types(
 
 
 def _catalogue() -> ThroughputTable:
-    from hetsched.generate import catalogue_table
+    from hetsched.files.generate import catalogue_table
 
     return catalogue_table({"t4": "t4", "a100": "a100"})
 

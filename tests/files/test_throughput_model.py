@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hetsched.errors import InputError
-from hetsched.profiles import Profile, ProfilePoint, read_gavel_throughputs
-from hetsched.speed_fit import fit_throughput_model, throughput_model
-from hetsched.speed_io import load_model, save_model
-from hetsched.speed_loo import leave_one_out
-from hetsched.speed_model import Basis, CountRange, FitSettings, FittedThroughputModel
-from hetsched.throughput import Placement, ThroughputTable, throughput_matrix
+from hetsched.core.errors import InputError
+from hetsched.core.throughput import Placement, ThroughputTable, throughput_matrix
+from hetsched.speeds.fit import fit_throughput_model, throughput_model
+from hetsched.speeds.leave_one_out import leave_one_out
+from hetsched.speeds.model import Basis, CountRange, FitSettings, FittedThroughputModel
+from hetsched.speeds.model_file import load_model, save_model
+from hetsched.speeds.profiles import Profile, ProfilePoint, read_gavel_throughputs
 from tests.helpers import BETA, COMPUTE, COUNTS, GAMMA, PACKED, SPREAD, step_time, synthetic_profile
 
 
@@ -105,7 +105,7 @@ def test_remembered_answers_equal_fresh_predictions() -> None:
     """The fitted model and the policies' view remember their answers (replays ask the same
     questions hundreds of thousands of times): the second answer is the first, and both
     are the prediction's."""
-    from hetsched.throughput import PolicyView
+    from hetsched.core.throughput import PolicyView
 
     model = fit_throughput_model(synthetic_profile())
     measured = ThroughputTable({("net (batch size 16)", "g", 1, PACKED): 10.0})

@@ -8,11 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.data import Cluster, GpuType, Node
-from hetsched.errors import InputError
-from hetsched.formulations.topology import Gang, place
-from hetsched.formulations.topology.problem import fragmentation
-from hetsched.topology import (
+from hetsched.core.errors import InputError
+from hetsched.core.records import Cluster, GpuType, Node
+from hetsched.files.interconnect import (
     NetworkSpec,
     ServerTopology,
     link_bandwidth,
@@ -23,6 +21,8 @@ from hetsched.topology import (
     server_cluster,
     set_cost,
 )
+from hetsched.formulations.topology import Gang, place
+from hetsched.formulations.topology.problem import fragmentation
 from tests.helpers import SHARED_DATA
 
 TOPOLOGY = SHARED_DATA / "topology"

@@ -1,4 +1,4 @@
-"""Trace readers (hetsched.traces): every format's mapping on small files, bad rows, the
+"""Trace readers (hetsched.files.traces): every format's mapping on small files, bad rows, the
 shared rules (capped counts, drawn job types, deadlines), and the real Gavel and Philly
 traces when the shared data folder is present."""
 
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.data import Job
-from hetsched.errors import InputError
-from hetsched.profiles import read_gavel_throughputs
-from hetsched.speed_fit import throughput_model
-from hetsched.throughput import AliasedThroughput, Placement, ThroughputTable
-from hetsched.traces import Trace, openb_cluster, read_trace, write_native
-from hetsched.traces.base import CAPPED
+from hetsched.core.errors import InputError
+from hetsched.core.records import Job
+from hetsched.core.throughput import AliasedThroughput, Placement, ThroughputTable
+from hetsched.files.traces import Trace, openb_cluster, read_trace, write_native
+from hetsched.files.traces.base import CAPPED
+from hetsched.speeds.fit import throughput_model
+from hetsched.speeds.profiles import read_gavel_throughputs
 from tests.helpers import ROOT
 
 DATA = ROOT / "tests" / "data" / "traces"
@@ -379,9 +379,9 @@ def test_a_large_accepted_count_is_capped_without_counting_down(tmp_path: Path) 
 
 
 def test_known_counts_bound_the_search() -> None:
-    from hetsched.data import MAX_GPUS_PER_JOB
-    from hetsched.throughput import PolicyView
-    from hetsched.traces.rules import Speeds, known_counts
+    from hetsched.core.records import MAX_GPUS_PER_JOB
+    from hetsched.core.throughput import PolicyView
+    from hetsched.files.traces.rules import Speeds, known_counts
 
     assert known_counts(TABLE) == (2, 1)
     assert known_counts(PolicyView(TABLE, TABLE)) == (2, 1)

@@ -7,15 +7,15 @@ import itertools
 import numpy as np
 import pytest
 
-from hetsched.data import Instance
+from hetsched.core.records import Instance
+from hetsched.core.result import Result, Status
+from hetsched.core.throughput import Placement
+from hetsched.files.instance import load_instance
 from hetsched.formulations.allox.matching import solve_assignment, solve_flow
 from hetsched.formulations.allox.milp import AlloxMilp
 from hetsched.formulations.allox.problem import MatchingProblem, build_matching, machines_for
 from hetsched.formulations.pulp_backend import MipSettings
-from hetsched.instance_file import load_instance
-from hetsched.result import Result, Status
-from hetsched.solve import solve
-from hetsched.throughput import Placement
+from hetsched.solving import solve
 from tests.helpers import INSTANCES, assert_valid, random_instance
 
 #: Every test taking ``backend`` runs on each back-end of the allox model (tests/conftest.py).
@@ -213,9 +213,9 @@ def test_no_bound_that_an_elastic_job_beats(backend: str) -> None:
     # (1.8 steps/s packed). The matching puts every job on one GPU: JCT 100 s, and it
     # used to report 100 s as a bound (status OPTIMAL). But on both GPUs the job ends at
     # 100 / 1.8 = 55.6 s, a schedule the checker accepts: 100 s bounds nothing.
-    from hetsched.data import Cluster, GpuType, Job, Node
-    from hetsched.result import Assignment, Schedule
-    from hetsched.throughput import ThroughputTable
+    from hetsched.core.records import Cluster, GpuType, Job, Node
+    from hetsched.core.result import Assignment, Schedule
+    from hetsched.core.throughput import ThroughputTable
 
     table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 1.0),
                                        ("cnn", "v100", 2, "packed", 1.8)])

@@ -11,15 +11,15 @@ import textwrap
 
 import pytest
 
+from hetsched.core.result import Status
 from hetsched.formulations.budget import Budget, BudgetExhaustedError
 from hetsched.formulations.common import Outcome, SolveStats
 from hetsched.formulations.deadline import build_problem
 from hetsched.formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
 from hetsched.formulations.deadline.problem import StagePlans
-from hetsched.policies.deadline import _search_the_rest
-from hetsched.policies.deadline_search import greedy_plan, improve_plan
-from hetsched.result import Status
-from hetsched.solve import solve
+from hetsched.policies.deadline.planner import _search_the_rest
+from hetsched.policies.deadline.search import greedy_plan, improve_plan
+from hetsched.solving import solve
 from tests.helpers import ROOT, assert_valid, gangs_instance
 
 

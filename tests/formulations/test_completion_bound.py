@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from hetsched.data import Cluster, GpuType, Job, Node, configurations
-from hetsched.errors import InputError
+from hetsched.core.errors import InputError
+from hetsched.core.records import Cluster, GpuType, Job, Node, configurations
+from hetsched.core.throughput import ThroughputModel, ThroughputTable
 from hetsched.formulations.completion import (
     CompletionBoundSettings,
     completion_bound,
@@ -24,7 +25,6 @@ from hetsched.formulations.completion import (
 )
 from hetsched.formulations.completion.problem import job_blocks, time_grid
 from hetsched.formulations.mip.model import MatrixBuilder
-from hetsched.throughput import ThroughputModel, ThroughputTable
 
 ONE_GPU = Cluster((GpuType("a"),), (Node("n0", "a", 1),))
 #: One job type "m" at 1 step/s on "a".
@@ -326,10 +326,10 @@ def test_below_every_replay_on_a_gavel_trace(shared_data: Path) -> None:
     # 8-GPU jobs run spread; on 4 GPUs a type they could not run), measured throughput:
     # the LP bound on sum C_j is at most each replay's sum of completion times, and
     # above the isolated bound.
-    from hetsched.cluster_spec import parse_cluster
-    from hetsched.replays import replay, throughput_pair
-    from hetsched.throughput import PolicyView
-    from hetsched.traces import read_trace
+    from hetsched.core.throughput import PolicyView
+    from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.files.traces import read_trace
+    from hetsched.replaying import replay, throughput_pair
 
     data = shared_data / "gavel"
     truth, fitted = throughput_pair(data / "simulation_throughputs.json")

@@ -7,20 +7,20 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from hetsched.cli import cli
-from hetsched.data import Cluster, GpuType, Instance, Job, Node
+from hetsched.cli.main import cli
+from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
+from hetsched.core.result import Result, Status
+from hetsched.core.throughput import Placement, ThroughputTable
+from hetsched.files.instance import load_instance
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import TICK_S, Outcome
 from hetsched.formulations.deadline import build_problem
 from hetsched.formulations.deadline.bruteforce import solve_by_enumeration
 from hetsched.formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
 from hetsched.formulations.deadline.cuts import separate
-from hetsched.instance_file import load_instance
-from hetsched.policies.deadline_search import decode, greedy_plan, improve_plan
+from hetsched.policies.deadline.search import decode, greedy_plan, improve_plan
 from hetsched.policies.fifo import fifo_schedule
-from hetsched.result import Result, Status
-from hetsched.solve import solve
-from hetsched.throughput import Placement, ThroughputTable
+from hetsched.solving import solve
 from tests.helpers import INSTANCES, assert_valid, random_instance
 
 #: Every test taking ``backend`` runs on each back-end of the deadline model (tests/conftest.py).
@@ -291,7 +291,7 @@ def test_decoding_from_a_prefix_equals_decoding_it_all(seed: int) -> None:
     # gives, for every place, with kinds fixed or free, and for a changed tail.
     import random
 
-    from hetsched.policies.deadline_search import decode_steps, plan_of
+    from hetsched.policies.deadline.search import decode_steps, plan_of
 
     problem = build_problem(random_instance(seed, jobs=9))
     rng = random.Random(seed)

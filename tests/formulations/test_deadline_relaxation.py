@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import pytest
 
+from hetsched.core.result import Status
+from hetsched.files.instance import load_instance
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import TICK_S
 from hetsched.formulations.deadline import build_problem
 from hetsched.formulations.deadline import relaxation as relaxation_module
 from hetsched.formulations.deadline.bruteforce import solve_by_enumeration
 from hetsched.formulations.deadline.relaxation import relax, relaxation_settings
-from hetsched.instance_file import load_instance
-from hetsched.policies.deadline_search import decode, greedy_plan
-from hetsched.result import Status
-from hetsched.solve import solve
+from hetsched.policies.deadline.search import decode, greedy_plan
+from hetsched.solving import solve
 from tests.helpers import INSTANCES, assert_valid, random_instance
 
 
@@ -148,7 +148,7 @@ def test_deterministic_budgets_limit_iterations() -> None:
 def test_a_replay_does_not_run_the_relaxation(monkeypatch: pytest.MonkeyPatch) -> None:
     # A replay's decisions report no bound: the deadline policy's re-solves skip the LP.
     from hetsched.registry import rolling
-    from hetsched.simulate import Simulator
+    from hetsched.simulate.simulator import Simulator
 
     def fail(*args: object, **kwargs: object) -> None:
         raise AssertionError("the LP relaxation ran in a replay")

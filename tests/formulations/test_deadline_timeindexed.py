@@ -10,7 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from hetsched.data import Cluster, GpuType, Instance, Job, Node
+from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
+from hetsched.core.throughput import Placement, ThroughputTable
+from hetsched.files.instance import load_instance
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import TICK_S
 from hetsched.formulations.deadline import build_problem, ti_pricing
@@ -20,9 +22,7 @@ from hetsched.formulations.deadline.timeindexed import (
     adaptive_edges,
     time_indexed_bound,
 )
-from hetsched.instance_file import load_instance
-from hetsched.policies.deadline_search import greedy_plan, guided_plans
-from hetsched.throughput import Placement, ThroughputTable
+from hetsched.policies.deadline.search import greedy_plan, guided_plans
 from tests.helpers import INSTANCES, random_instance
 
 

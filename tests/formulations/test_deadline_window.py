@@ -8,21 +8,21 @@ import random
 
 import pytest
 
+from hetsched.files.instance import load_instance
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.deadline import build_problem
 from hetsched.formulations.deadline.bruteforce import solve_by_enumeration
 from hetsched.formulations.deadline.problem import DeadlineProblem, Plan
 from hetsched.formulations.deadline.window import solve_window
-from hetsched.instance_file import load_instance
-from hetsched.policies import deadline as deadline_policy
-from hetsched.policies.deadline_search import greedy_plan, improve_plan
-from hetsched.policies.deadline_windows import (
+from hetsched.policies.deadline import planner as deadline_policy
+from hetsched.policies.deadline.search import greedy_plan, improve_plan
+from hetsched.policies.deadline.windows import (
     improve_by_windows,
     merge_windows,
     node_groups,
     windows,
 )
-from hetsched.solve import solve
+from hetsched.solving import solve
 from tests.helpers import INSTANCES, assert_valid, gangs_instance, random_instance
 
 

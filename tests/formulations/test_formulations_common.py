@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from hetsched.allocation.realise import NodeBooking, PlacementError, left_shift, place_on_nodes
 from hetsched.formulations.common import integer_weights, ticks_down, ticks_up
-from hetsched.placement import NodeBooking, PlacementError, left_shift, place_on_nodes
 from tests.helpers import assert_valid, random_instance
 
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hetsched.result import Status
-from hetsched.solve import solve
+from hetsched.core.result import Status
+from hetsched.solving import solve
 from tests.helpers import assert_valid, random_instance
 
 

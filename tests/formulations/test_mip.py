@@ -444,7 +444,7 @@ def test_pulp_maximisation_round_trip(engine: str) -> None:
 
 @pytest.mark.parametrize("engine", ENGINE)
 def test_placement_milp_round_trip(engine: str) -> None:
-    from hetsched.data import Cluster, GpuType, Node
+    from hetsched.core.records import Cluster, GpuType, Node
     from hetsched.formulations.topology.milp import PlacementMilp
     from hetsched.formulations.topology.problem import Gang, build
 

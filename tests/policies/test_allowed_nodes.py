@@ -7,14 +7,14 @@ import dataclasses
 
 import pytest
 
-from hetsched.check import check
-from hetsched.data import Cluster, GpuType, Instance, Job, Node
-from hetsched.errors import InputError
-from hetsched.instance_file import instance_from_dict, instance_to_dict
+from hetsched.core.check import check
+from hetsched.core.errors import InputError
+from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
+from hetsched.core.result import Assignment, Schedule
+from hetsched.core.throughput import Placement, ThroughputTable
+from hetsched.files.instance import instance_from_dict, instance_to_dict
 from hetsched.registry import names
-from hetsched.result import Assignment, Schedule
-from hetsched.solve import solve
-from hetsched.throughput import Placement, ThroughputTable
+from hetsched.solving import solve
 
 # Three 2-GPU V100 nodes n0, n1, n2 in that order; every job 1 step/s per GPU count.
 CLUSTER = Cluster((GpuType("v100"),), tuple(Node(f"n{i}", "v100", 2) for i in range(3)))

@@ -1,4 +1,4 @@
-"""The baseline policies (hetsched.baselines) and Gavel's LP (hetsched.formulations.gavel):
+"""The baseline policies (hetsched.policies.baselines) and Gavel's LP (hetsched.formulations.gavel):
 hand-built cases whose outcome is derived in the comments, a brute-force check of the LP, the
 heterogeneity-agnostic view, and replays of every policy through the simulator."""
 
@@ -10,23 +10,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hetsched.baselines import AgnosticView, HeterogeneityAgnostic
-from hetsched.baselines.duration import ShortestJobFirst, ShortestRemainingTimeFirst
-from hetsched.baselines.gandiva import Gandiva
-from hetsched.baselines.gavel import Gavel
-from hetsched.baselines.optimus import Optimus
-from hetsched.baselines.tiresias import Tiresias
-from hetsched.check import check
-from hetsched.data import Cluster, GpuType, Instance, Job, Node
-from hetsched.errors import InputError
+from hetsched.core.check import check
+from hetsched.core.errors import InputError
+from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
+from hetsched.core.throughput import Placement, ThroughputModel, ThroughputTable
+from hetsched.files.instance import load_instance
 from hetsched.formulations.gavel import AllocationProblem, solve_allocation
-from hetsched.instance_file import load_instance
+from hetsched.policies.baselines import AgnosticView, HeterogeneityAgnostic
+from hetsched.policies.baselines.duration import ShortestJobFirst, ShortestRemainingTimeFirst
+from hetsched.policies.baselines.gandiva import Gandiva
+from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.baselines.optimus import Optimus
+from hetsched.policies.baselines.tiresias import Tiresias
+from hetsched.policies.replanning import Replanning
+from hetsched.policies.rolling import ClusterState, RollingPolicy, RunningJob
 from hetsched.registry import ENTRIES, rolling
-from hetsched.replanning import Replanning
-from hetsched.replays import rolling_policy, run_replay
-from hetsched.rolling import ClusterState, RollingPolicy, RunningJob
-from hetsched.simulate import Replay, Simulator
-from hetsched.throughput import Placement, ThroughputModel, ThroughputTable
+from hetsched.replaying import rolling_policy, run_replay
+from hetsched.simulate.simulator import Replay, Simulator
 from tests.helpers import INSTANCES, ROOT, SHARED_DATA
 
 SAMPLES = ROOT / "tests" / "data" / "traces"
@@ -394,9 +394,9 @@ def test_every_policy_replays_the_sample_traces(name: str, tmp_path: Path) -> No
 @pytest.fixture(scope="module")
 def gavel_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Gavel's measurements fitted once (0.6 s) and saved: replays load it in 10 ms."""
-    from hetsched.profiles import read_profile
-    from hetsched.speed_fit import throughput_model
-    from hetsched.speed_io import save_model
+    from hetsched.speeds.fit import throughput_model
+    from hetsched.speeds.model_file import save_model
+    from hetsched.speeds.profiles import read_profile
 
     source = SHARED_DATA / "gavel" / "simulation_throughputs.json"
     if not source.is_file():
@@ -441,7 +441,7 @@ def test_replay_uses_the_policy_round_and_lists_baselines(tmp_path: Path) -> Non
 
 
 def test_cli_replays_with_a_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from hetsched.cli import main
+    from hetsched.cli.main import main
 
     main(["replay", str(SAMPLES / "philly_small.csv"), "--format", "philly", "--cluster",
           "v100=4,k80=4", "--policy", "srtf-agnostic", "--out", str(tmp_path / "r")])

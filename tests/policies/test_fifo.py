@@ -7,11 +7,11 @@ import itertools
 import pytest
 
 from hetsched import solve
-from hetsched.data import Instance
-from hetsched.instance_file import load_instance
+from hetsched.core.records import Instance
+from hetsched.core.result import Status
+from hetsched.core.throughput import Placement
+from hetsched.files.instance import load_instance
 from hetsched.policies.fifo import fifo_schedule
-from hetsched.result import Status
-from hetsched.throughput import Placement
 from tests.helpers import INSTANCES, assert_valid
 
 TINY = load_instance(INSTANCES / "tiny.json")

@@ -12,8 +12,8 @@ import pytest
 
 import hetsched
 from hetsched import plugins
-from hetsched.cli import main
-from hetsched.instance_file import load_instance
+from hetsched.cli.main import main
+from hetsched.files.instance import load_instance
 from hetsched.registry import entry, names, rolling
 from tests.helpers import INSTANCES, ROOT, exits_2
 
@@ -81,10 +81,10 @@ def _write(tmp_path: Path, body: str) -> Path:
     ("class Other:\n    pass\n", "{file}:MyPolicy", "no such class in the policy's module"),
     ("class MyPolicy:\n    name = 'x'\n", "{file}:MyPolicy",
      "not a rolling policy"),
-    ("from hetsched.rolling import PolicyHooks\nclass MyPolicy(PolicyHooks):\n"
+    ("from hetsched.policies.rolling import PolicyHooks\nclass MyPolicy(PolicyHooks):\n"
      "    name = 'x'\n    round_s = -5\n    def decide(self, state): pass\n",
      "{file}:MyPolicy", "a policy's round_s must be None or seconds > 0"),
-    ("from hetsched.rolling import PolicyHooks\nclass MyPolicy(PolicyHooks):\n"
+    ("from hetsched.policies.rolling import PolicyHooks\nclass MyPolicy(PolicyHooks):\n"
      "    name = 'x'\n    round_s = None\n    def __init__(self, depth):\n        pass\n"
      "    def decide(self, state): pass\n",
      "{file}:MyPolicy", "cannot make the policy"),
@@ -154,4 +154,4 @@ def test_a_class_missing_members_is_told_which(tmp_path: Path,
     err = exits_2(["replay", str(SAMPLE), "--format", "philly", "--cluster", "v100=4",
                    "--policy", f"{path}:MyPolicy", "--out", str(tmp_path / "out")], capsys)
     assert "(missing: round_s, decide, quiet_until, on_finished, figures; inherit " \
-        "hetsched.rolling.PolicyHooks for the hooks" in err
+        "hetsched.policy_api.PolicyHooks for the hooks" in err

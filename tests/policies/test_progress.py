@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.data import Cluster, GpuType, Job, Node
+from hetsched.core.records import Cluster, GpuType, Job, Node
+from hetsched.core.throughput import ThroughputTable
 from hetsched.policies.progress import Progress
-from hetsched.replays import run_replay
-from hetsched.rolling import ClusterState, Decision, RunningJob
-from hetsched.throughput import ThroughputTable
+from hetsched.policies.rolling import ClusterState, Decision, RunningJob
+from hetsched.replaying import run_replay
 
 
 def decide(cluster: Cluster, table: ThroughputTable, pending: tuple[Job, ...],

@@ -8,16 +8,16 @@ import sys
 
 import pytest
 
-from hetsched.check import check
-from hetsched.errors import InputError
-from hetsched.instance_file import load_instance
+from hetsched.core.check import check
+from hetsched.core.errors import InputError
+from hetsched.core.result import Status
+from hetsched.files.instance import load_instance
 from hetsched.policies.fifo import FifoPolicy
+from hetsched.policies.replanning import Replanning
 from hetsched.registry import ENTRIES, entry, is_exact, names, planner, rolling
-from hetsched.replanning import Replanning
-from hetsched.result import Status
-from hetsched.simulate import Simulator
-from hetsched.simulated import Simulated
-from hetsched.solve import solve
+from hetsched.simulate.simulated import Simulated
+from hetsched.simulate.simulator import Simulator
+from hetsched.solving import solve
 from tests.helpers import INSTANCES, ROOT
 
 TINY = load_instance(INSTANCES / "tiny.json")
@@ -123,7 +123,7 @@ def test_cli_solve_with_a_rolling_policy() -> None:
 
 
 def test_model_knobs_are_constructor_arguments(capsys: pytest.CaptureFixture[str]) -> None:
-    from hetsched.cli import main
+    from hetsched.cli.main import main
 
     tardy = solve(TINY, model="deadline", objective="tardiness", time_limit=30.0,
                   deterministic=True)

@@ -1,17 +1,17 @@
-"""The exact models as rolling policies (``hetsched.replanning.Replanning``): node pinning,
+"""The exact models as rolling policies (``hetsched.policies.replanning.Replanning``): node pinning,
 preemption with hysteresis, the priority window and the work-conserving backfill."""
 
 from __future__ import annotations
 
 import pytest
 
-from hetsched.data import Cluster, GpuType, Instance, Job, Node
+from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
+from hetsched.core.throughput import Placement, ThroughputTable
+from hetsched.policies.replanning import Replanning
+from hetsched.policies.rolling import ClusterState, RunningJob
 from hetsched.registry import planner
-from hetsched.replanning import Replanning
-from hetsched.rolling import ClusterState, RunningJob
-from hetsched.simulate import Simulator
-from hetsched.solve import solve
-from hetsched.throughput import Placement, ThroughputTable
+from hetsched.simulate.simulator import Simulator
+from hetsched.solving import solve
 from tests.helpers import assert_valid
 
 # One job type, 1 step/s on "fast" and 0.25 step/s on "slow", one GPU each.

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from hetsched import solve
-from hetsched.cli import main
-from hetsched.errors import InputError
-from hetsched.instance_file import load_instance
-from hetsched.result import Status
-from hetsched.topology import link_factor
+from hetsched.cli.main import main
+from hetsched.core.errors import InputError
+from hetsched.core.result import Status
+from hetsched.files.instance import load_instance
+from hetsched.files.interconnect import link_factor
 from tests.helpers import INSTANCES, assert_valid
 
 ROWS = [

@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from hetsched.bounds import Bounds, isolated_duration, least_gpu_seconds, lower_bounds
-from hetsched.data import Cluster, GpuType, Job, Node
-from hetsched.errors import InputError
-from hetsched.rolling import RollingFifo
-from hetsched.simulate import Simulator
-from hetsched.throughput import Placement, ThroughputTable
+from hetsched.core.bounds import Bounds, isolated_duration, least_gpu_seconds, lower_bounds
+from hetsched.core.errors import InputError
+from hetsched.core.records import Cluster, GpuType, Job, Node
+from hetsched.core.throughput import Placement, ThroughputTable
+from hetsched.policies.rolling import RollingFifo
+from hetsched.simulate.simulator import Simulator
 
 PACKED, SPREAD = Placement.PACKED, Placement.SPREAD
 

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from hetsched.check import check
-from hetsched.instance_file import load_instance
-from hetsched.result import Assignment, Schedule, compute_metrics
+from hetsched.core.check import check
+from hetsched.core.result import Assignment, Schedule, compute_metrics
+from hetsched.files.instance import load_instance
 from tests.helpers import INSTANCES
 
 # tiny.json: v100-0/0 and k80-0/0; speeds (steps/s) v100/k80: image-cnn-large 8/1.76,

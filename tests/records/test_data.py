@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from hetsched.data import Cluster, GpuType, Instance, Job, Node
-from hetsched.errors import InputError
-from hetsched.throughput import Placement, ThroughputTable
+from hetsched.core.errors import InputError
+from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
+from hetsched.core.throughput import Placement, ThroughputTable
 
 
 def two_type_cluster() -> Cluster:
@@ -138,8 +138,8 @@ def test_throughput_table_lookup_and_validation() -> None:
 
 
 def test_allowed_gpu_types_restrict_configurations_and_the_checker() -> None:
-    from hetsched.check import check
-    from hetsched.result import Assignment, Schedule
+    from hetsched.core.check import check
+    from hetsched.core.result import Assignment, Schedule
 
     table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 3.0),
                                        ("cnn", "k80", 1, "packed", 1.0)])

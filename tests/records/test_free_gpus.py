@@ -1,4 +1,4 @@
-"""The free-GPU index with node classes (hetsched.free_gpus, issue 17) answers every
+"""The free-GPU index with node classes (hetsched.allocation.free_gpus, issue 17) answers every
 request as scanning every node in cluster order does: random clusters, random sequences
 of takes, releases and victims, on a master and on forks of it, against the scanning
 index it replaced (``ScanIndex`` below, kept as the reference)."""
@@ -12,10 +12,10 @@ from collections.abc import Set as AbstractSet
 
 import pytest
 
-from hetsched.data import Cluster, GpuType, Job, Node
-from hetsched.free_gpus import FreeGpuIndex, victim_gpus
-from hetsched.gpus import Start, layout, throughput_of
-from hetsched.throughput import Placement, ThroughputModel, ThroughputTable
+from hetsched.allocation.free_gpus import FreeGpuIndex, victim_gpus
+from hetsched.allocation.layout import Start, layout, throughput_of
+from hetsched.core.records import Cluster, GpuType, Job, Node
+from hetsched.core.throughput import Placement, ThroughputModel, ThroughputTable
 
 
 class ScanIndex:

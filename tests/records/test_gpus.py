@@ -3,10 +3,10 @@ packed and spread requests, and its counts kept in step by take, release and kee
 
 from __future__ import annotations
 
-from hetsched.data import Cluster, GpuType, Job, Node
-from hetsched.free_gpus import FreeGpuIndex, victim_gpus
-from hetsched.gpus import SpeedView, Start
-from hetsched.throughput import Placement, ThroughputTable
+from hetsched.allocation.free_gpus import FreeGpuIndex, victim_gpus
+from hetsched.allocation.layout import SpeedView, Start
+from hetsched.core.records import Cluster, GpuType, Job, Node
+from hetsched.core.throughput import Placement, ThroughputTable
 
 # Nodes in cluster order: a (4 x v100), b (2 x v100), c (4 x k80).
 CLUSTER = Cluster((GpuType("v100"), GpuType("k80")),

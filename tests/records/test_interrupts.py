@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.interrupts import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, deferred_interrupts
+from hetsched.core.interrupts import (
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    Terminated,
+    deferred_interrupts,
+)
 from tests.helpers import ROOT
 
 
@@ -22,7 +27,7 @@ def test_an_interrupted_deadline_replay_writes_what_finished(
     # its default action after the first solve, so Ctrl-C killed the process with nothing
     # written, and SIGTERM (what timeout and batch schedulers send) wrote nothing either.
     out = tmp_path / "run"
-    # -vv: each decision's "solving" line is DEBUG (hetsched.log_levels).
+    # -vv: each decision's "solving" line is DEBUG (hetsched.core.log_levels).
     command = [sys.executable, "-m", "hetsched", "-vv", "replay",
                str(shared_data / "gavel" / "traces" / "ee9e8c.trace"), "--format", "gavel",
                "--cluster", "v100=36,p100=36,k80=36", "--policy", "deadline",
@@ -68,7 +73,8 @@ def test_deferred_interrupts_finish_the_block_then_raise(
 SAMPLE = ROOT / "tests" / "data" / "traces" / "philly_small.csv"
 
 
-@pytest.mark.parametrize("where", ["hetsched.bounds.lower_bounds", "hetsched.outcome.write_folder"])
+@pytest.mark.parametrize("where", ["hetsched.core.bounds.lower_bounds",
+                                   "hetsched.simulate.record.write_folder"])
 @pytest.mark.parametrize(("signum", "raised"), [(signal.SIGTERM, Terminated),
                                                 (signal.SIGINT, KeyboardInterrupt)])
 def test_a_signal_during_the_bounds_or_the_write_lets_the_whole_set_land(
@@ -79,7 +85,7 @@ def test_a_signal_during_the_bounds_or_the_write_lets_the_whole_set_land(
     # is in place; the interrupt is raised then.
     import importlib
 
-    from hetsched.replays import run_replay
+    from hetsched.replaying import run_replay
 
     module_name, name = where.rsplit(".", 1)
     module = importlib.import_module(module_name)
@@ -103,9 +109,9 @@ def test_a_signal_during_the_bounds_or_the_write_lets_the_whole_set_land(
 
 def test_a_signal_while_a_bench_appends_keeps_the_row_and_counts_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hetsched import bench
-    from hetsched.bench import BenchSettings, run_bench
-    from hetsched.bench_results import read_results
+    from hetsched.bench import runner as bench
+    from hetsched.bench.results import read_results
+    from hetsched.bench.runner import BenchSettings, run_bench
 
     real = bench.append_result
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hetsched import outcome
-from hetsched.cli import main
-from hetsched.errors import InputError
-from hetsched.outputs import check_output_folder, check_plot_file, write_text
+from hetsched.cli.main import main
+from hetsched.core.errors import InputError
+from hetsched.core.outputs import check_output_folder, check_plot_file, write_text
+from hetsched.simulate import record as outcome
 from tests.helpers import INSTANCES, ROOT
 
 SAMPLE = ROOT / "tests" / "data" / "traces" / "philly_small.csv"
@@ -44,7 +44,7 @@ def test_replay_refuses_an_unwritable_out_before_the_simulation(
         capsys: pytest.CaptureFixture[str]) -> None:
     # Before, --out /proc/nope ran the whole replay and then ended in "internal error:
     # FileNotFoundError ..." with exit code 1.
-    from hetsched.simulate import Simulator
+    from hetsched.simulate.simulator import Simulator
 
     monkeypatch.setattr(Simulator, "run", _no_work)
     for out in _unwritable(tmp_path):
@@ -118,9 +118,9 @@ def test_concurrent_replays_into_one_folder_leave_one_whole_set(tmp_path: Path) 
 def test_solve_checks_out_and_plot_before_solving(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    import hetsched.cli
+    import hetsched.cli.main
 
-    monkeypatch.setattr(hetsched.cli, "solve", _no_work)
+    monkeypatch.setattr(hetsched.cli.main, "solve", _no_work)
     tiny = str(INSTANCES / "tiny.json")
     cases = [(["--out", str(path / "x.json")], "--out") for path in _unwritable(tmp_path)]
     cases += [(["--plot", str(tmp_path / "chart.bmpx")], "unsupported plot format"),

@@ -1,4 +1,4 @@
-"""Progress bars (hetsched.progress): counts, ETA, lines above the bar, clean ends."""
+"""Progress bars (hetsched.core.bars): counts, ETA, lines above the bar, clean ends."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from hetsched.progress import BudgetBar, ProgressBar, in_jupyter, shows_progress
+from hetsched.core.bars import BudgetBar, ProgressBar, in_jupyter, shows_progress
 
 
 def test_a_bar_counts_with_rate_and_eta_and_ends_on_a_line_of_its_own() -> None:

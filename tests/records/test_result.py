@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from hetsched.instance_file import load_instance
-from hetsched.result import Assignment, Result, Schedule, Status, compute_metrics, relative_gap
-from hetsched.solve import solve
+from hetsched.core.result import Assignment, Result, Schedule, Status, compute_metrics, relative_gap
+from hetsched.files.instance import load_instance
+from hetsched.solving import solve
 from tests.helpers import INSTANCES
 
 TINY = load_instance(INSTANCES / "tiny.json")

@@ -7,10 +7,10 @@ import math
 from pathlib import Path
 
 import hetsched
-from hetsched.instance_file import load_instance
-from hetsched.outcome import ReplaySummary
-from hetsched.replays import run_replay
-from hetsched.result import Assignment, Metrics, Result, Schedule
+from hetsched.core.result import Assignment, Metrics, Result, Schedule
+from hetsched.files.instance import load_instance
+from hetsched.replaying import run_replay
+from hetsched.simulate.record import ReplaySummary
 from tests.helpers import INSTANCES, ROOT
 
 SMALL = load_instance(INSTANCES / "small.json")

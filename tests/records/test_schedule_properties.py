@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hetsched.check import check
-from hetsched.data import Instance
-from hetsched.instance_file import load_instance
+from hetsched.core.check import check
+from hetsched.core.records import Instance
+from hetsched.core.result import Assignment, Schedule
+from hetsched.files.instance import load_instance
 from hetsched.policies.fifo import fifo_schedule
-from hetsched.replays import rolling_policy
-from hetsched.result import Assignment, Schedule
-from hetsched.simulate import Simulator
+from hetsched.replaying import rolling_policy
+from hetsched.simulate.simulator import Simulator
 from tests.helpers import INSTANCES, random_instance
 
 SMALL = load_instance(INSTANCES / "small.json")

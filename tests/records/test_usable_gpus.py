@@ -9,13 +9,13 @@ import random
 
 import pytest
 
-from hetsched.bounds import lower_bounds, usable_gpus
-from hetsched.data import Cluster, GpuType, Instance, Job, Node
-from hetsched.errors import InputError
-from hetsched.replays import MAX_LOAD, MIN_LOAD, rolling_policy, scale_arrivals
-from hetsched.result import Assignment, Schedule, compute_metrics
-from hetsched.simulate import Simulator
-from hetsched.throughput import ThroughputTable
+from hetsched.core.bounds import lower_bounds, usable_gpus
+from hetsched.core.errors import InputError
+from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
+from hetsched.core.result import Assignment, Schedule, compute_metrics
+from hetsched.core.throughput import ThroughputTable
+from hetsched.replaying import MAX_LOAD, MIN_LOAD, rolling_policy, scale_arrivals
+from hetsched.simulate.simulator import Simulator
 
 #: Jobs run on V100s only: the 8 K80s are idle whatever a policy does.
 TABLE = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 2.0),

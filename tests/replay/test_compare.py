@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.cli import main
-from hetsched.compare import jct_cdf, read_runs
-from hetsched.replays import run_replay
+from hetsched.bench.compare import jct_cdf, read_runs
+from hetsched.cli.main import main
+from hetsched.replaying import run_replay
 from tests.helpers import ROOT, exits_2
 
 SAMPLE = ROOT / "tests" / "data" / "traces" / "philly_small.csv"

@@ -10,17 +10,17 @@ import pandas as pd
 import pytest
 
 import hetsched
-from hetsched.bench_results import BenchRow, result_row
-from hetsched.cli import main
-from hetsched.cluster_spec import parse_cluster
-from hetsched.errors import InputError, InvalidScheduleError
-from hetsched.generate import catalogue_table
-from hetsched.instance_file import load_instance
-from hetsched.outcome import Replay, ReplaySummary
+from hetsched.bench.results import BenchRow, result_row
+from hetsched.cli.main import main
+from hetsched.core.errors import InputError, InvalidScheduleError
+from hetsched.files.cluster_spec import parse_cluster
+from hetsched.files.generate import catalogue_table
+from hetsched.files.instance import load_instance
+from hetsched.files.traces import read_trace
 from hetsched.registry import rolling
-from hetsched.replays import run_replay
-from hetsched.simulate import Simulator
-from hetsched.traces import read_trace
+from hetsched.replaying import run_replay
+from hetsched.simulate.record import Replay, ReplaySummary
+from hetsched.simulate.simulator import Simulator
 from tests.helpers import INSTANCES, ROOT
 
 SMALL = load_instance(INSTANCES / "small.json")
@@ -116,8 +116,8 @@ def test_replay_summary_is_typed_and_round_trips_through_csv_cells() -> None:
 def test_a_replays_metrics_are_the_schedules() -> None:
     # Metrics are defined once (completion_figures): the replay's summary and
     # compute_metrics of what it ran, on the instance from its first arrival, agree.
-    from hetsched.data import Instance
-    from hetsched.result import compute_metrics
+    from hetsched.core.records import Instance
+    from hetsched.core.result import compute_metrics
 
     outcome = hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf", throughput=SMALL.throughput)
     record = outcome.metrics()

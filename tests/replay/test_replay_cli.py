@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.cli import main
+from hetsched.cli.main import main
 from tests.helpers import ROOT
 
 SAMPLES = ROOT / "tests" / "data" / "traces"
@@ -141,10 +141,10 @@ def test_replay_refuses_a_folder_holding_other_files(tmp_path: Path,
 
 def test_an_interrupted_replay_writes_what_finished(tmp_path: Path) -> None:
     # Ctrl-C after two of five jobs: the outputs are written, as one set, and say so.
-    from hetsched.data import Cluster, GpuType, Job, Node
-    from hetsched.rolling import RollingFifo
-    from hetsched.simulate import Simulator
-    from hetsched.throughput import ThroughputTable
+    from hetsched.core.records import Cluster, GpuType, Job, Node
+    from hetsched.core.throughput import ThroughputTable
+    from hetsched.policies.rolling import RollingFifo
+    from hetsched.simulate.simulator import Simulator
 
     cluster = Cluster((GpuType("v100"),), (Node("n", "v100", 1),))
     table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 10.0)])
@@ -168,11 +168,11 @@ def test_an_interrupted_replay_with_a_preempted_unfinished_job_passes_the_checke
     # tenth of its work) and is not finished. Its segments do less than its work, which
     # the checker must accept for an interrupted replay (it did not: philly.csv under
     # gavel, stopped by SIGTERM, failed with 241 "work-total" violations).
-    from hetsched.data import Cluster, GpuType, Job, Node
+    from hetsched.core.records import Cluster, GpuType, Job, Node
+    from hetsched.core.throughput import ThroughputTable
     from hetsched.registry import rolling
-    from hetsched.replays import check_replay
-    from hetsched.simulate import Simulator
-    from hetsched.throughput import ThroughputTable
+    from hetsched.replaying import check_replay
+    from hetsched.simulate.simulator import Simulator
 
     cluster = Cluster((GpuType("v100"),), (Node("n", "v100", 1),))
     table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 10.0)])
@@ -197,10 +197,10 @@ def test_an_interrupted_replay_bounds_only_the_jobs_it_finished(
     # all three jobs, (1e6 + 100 + 100) / 3 = 333,400 s, would make the partial 100 s
     # look 3,334 times better than any schedule can be; the bounds are those of the
     # finished jobs (100 s each: avg JCT >= 100, makespan >= 100).
-    from hetsched.data import Job
-    from hetsched.replays import run_replay
-    from hetsched.rolling import ClusterState, Decision, PolicyHooks, RollingFifo
-    from hetsched.traces.native import write_native
+    from hetsched.core.records import Job
+    from hetsched.files.traces.native import write_native
+    from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RollingFifo
+    from hetsched.replaying import run_replay
 
     class StopAt(PolicyHooks):
         name = "stop"
@@ -211,7 +211,7 @@ def test_an_interrupted_replay_bounds_only_the_jobs_it_finished(
                 raise KeyboardInterrupt
             return RollingFifo().decide(state)
 
-    monkeypatch.setattr("hetsched.replays.rolling_policy", lambda *a, **k: StopAt())
+    monkeypatch.setattr("hetsched.replaying.rolling_policy", lambda *a, **k: StopAt())
     trace = tmp_path / "t.csv"
     write_native([Job("long", 0.0, "rnn-lm", 1, 2e7), Job("s1", 0.0, "rnn-lm", 1, 2000.0),
                   Job("s2", 0.0, "rnn-lm", 1, 2000.0)], trace)

@@ -7,8 +7,8 @@ import logging
 import pytest
 
 import hetsched
-from hetsched.instance_file import load_instance
-from hetsched.log_levels import per_decision_logs, solve_log_level
+from hetsched.core.log_levels import per_decision_logs, solve_log_level
+from hetsched.files.instance import load_instance
 from tests.helpers import INSTANCES
 
 SMALL = load_instance(INSTANCES / "small.json")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.cli import main
+from hetsched.cli.main import main
 from tests.helpers import ROOT, exits_2
 
 SAMPLE = ROOT / "tests" / "data" / "traces" / "philly_small.csv"

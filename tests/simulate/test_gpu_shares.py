@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 import hetsched
-from hetsched.check import check
-from hetsched.cli import main
-from hetsched.data import Cluster, GpuType, Instance, Job, Node
-from hetsched.errors import InputError
-from hetsched.free_gpus import FreeGpuIndex
-from hetsched.result import Assignment, Schedule
-from hetsched.rolling import RollingFifo
-from hetsched.sharing import CoLocationModel
-from hetsched.throughput import Placement, ThroughputTable
+from hetsched.allocation.free_gpus import FreeGpuIndex
+from hetsched.cli.main import main
+from hetsched.core.check import check
+from hetsched.core.errors import InputError
+from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
+from hetsched.core.result import Assignment, Schedule
+from hetsched.core.sharing import CoLocationModel
+from hetsched.core.throughput import Placement, ThroughputTable
+from hetsched.policies.rolling import RollingFifo
 from tests.helpers import ROOT
 
 P = Placement.PACKED
@@ -35,7 +35,7 @@ TABLE = ThroughputTable.from_rows([("a", "t", 1, P, 10.0), ("b", "t", 1, P, 20.0
 HALF = CoLocationModel({("t", "a", "b"): 0.8}, default_factor=0.5)
 
 
-def replay(jobs: list[Job], cluster: Cluster = CLUSTER) -> hetsched.outcome.Replay:
+def replay(jobs: list[Job], cluster: Cluster = CLUSTER) -> hetsched.simulate.record.Replay:
     return hetsched.replay(jobs, cluster, RollingFifo(), throughput=TABLE, colocation=HALF)
 
 
@@ -167,7 +167,7 @@ def test_every_policy_replays_openb_with_shares_and_the_checker_agrees(
 
 
 def test_native_traces_carry_shares_cpus_and_memory(tmp_path: Path) -> None:
-    from hetsched.traces import read_trace, write_native
+    from hetsched.files.traces import read_trace, write_native
 
     jobs = (Job("a", 0.0, "a", 1, 10.0, gpu_share=0.25, cpus=1.5, memory_gb=3.0),
             Job("b", 1.0, "a", 2, 10.0))

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.baselines.gavel import Gavel
-from hetsched.baselines.tiresias import Tiresias
-from hetsched.data import Cluster, GpuType, Job, Node
-from hetsched.errors import InputError
-from hetsched.outcome import Replay
+from hetsched.core.errors import InputError
+from hetsched.core.records import Cluster, GpuType, Job, Node
+from hetsched.core.throughput import ThroughputTable
+from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.baselines.tiresias import Tiresias
+from hetsched.policies.rolling import ClusterState, Decision, RollingFifo
 from hetsched.registry import rolling
-from hetsched.replays import rolling_policy
-from hetsched.rolling import ClusterState, Decision, RollingFifo
-from hetsched.simulate import MAX_RESTART_PENALTY_S, MIN_PERIOD_S, Simulator
-from hetsched.throughput import ThroughputTable
+from hetsched.replaying import rolling_policy
+from hetsched.simulate.record import Replay
+from hetsched.simulate.simulator import MAX_RESTART_PENALTY_S, MIN_PERIOD_S, Simulator
 from tests.helpers import ROOT, exits_2
 
 TABLE = ThroughputTable.from_rows([

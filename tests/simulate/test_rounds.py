@@ -14,15 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hetsched.baselines import HeterogeneityAgnostic
-from hetsched.baselines.optimus import Optimus
-from hetsched.data import Cluster, GpuType, Job, Node
-from hetsched.gpus import Start
+from hetsched.allocation.layout import Start
+from hetsched.core.records import Cluster, GpuType, Job, Node
+from hetsched.core.throughput import Placement, ThroughputTable
+from hetsched.policies.baselines import HeterogeneityAgnostic
+from hetsched.policies.baselines.optimus import Optimus
+from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RollingFifo, RunningJob
 from hetsched.registry import ENTRIES, rolling
-from hetsched.replays import run_replay, throughput_pair
-from hetsched.rolling import ClusterState, Decision, PolicyHooks, RollingFifo, RunningJob
-from hetsched.simulate import Simulator
-from hetsched.throughput import Placement, ThroughputTable
+from hetsched.replaying import run_replay, throughput_pair
+from hetsched.simulate.simulator import Simulator
 
 
 class Recorder(PolicyHooks):
@@ -111,7 +111,7 @@ def test_no_boundary_is_visited_through_idle_time() -> None:
 
 def test_a_bad_round_is_refused() -> None:
     cluster, table = one_gpu()
-    from hetsched.errors import InputError
+    from hetsched.core.errors import InputError
 
     with pytest.raises(InputError, match="interval"):
         Simulator(cluster, [Job("a", 0.0, "cnn", 1, 10.0)], Recorder(0.0), truth=table)
@@ -221,8 +221,8 @@ def test_equal_shares_fill_no_type_beyond_its_gpus() -> None:
     # 2 / max(4, 4) = 0.5 of each type it can run on. V100: 1 x .5 + 1 x .5 + 2 x .5 = 2
     # GPUs, within 2; job 3 cannot use the K80 (throughput 0): 0 there, so the K80 holds
     # 1 x .5 + 1 x .5 = 1 GPU. Each job's time: at most 0.5 + 0.5 = 1.
-    from hetsched.baselines.gavel import equal_shares
     from hetsched.formulations.gavel import AllocationProblem
+    from hetsched.policies.baselines.gavel import equal_shares
 
     problem = AllocationProblem(("a", "b", "c"), ("v100", "k80"),
                                 np.array([[2.0, 1.0], [2.0, 1.0], [3.0, 0.0]]),

@@ -9,17 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.check import check
-from hetsched.data import Cluster, GpuType, Instance, Job, Node
-from hetsched.free_gpus import FreeGpuIndex
-from hetsched.gpus import Start
-from hetsched.instance_file import load_instance
-from hetsched.outcome import OUTPUT_FILES, TIMING_FIELDS
+from hetsched.allocation.free_gpus import FreeGpuIndex
+from hetsched.allocation.layout import Start
+from hetsched.core.check import check
+from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
+from hetsched.core.result import Assignment, Schedule
+from hetsched.core.throughput import Placement, ThroughputTable
+from hetsched.files.instance import load_instance
 from hetsched.policies.fifo import fifo_schedule
-from hetsched.registry import planner, rolling
-from hetsched.replanning import Replanning
-from hetsched.result import Assignment, Schedule
-from hetsched.rolling import (
+from hetsched.policies.replanning import Replanning
+from hetsched.policies.rolling import (
     ClusterState,
     Decision,
     PolicyHooks,
@@ -28,8 +27,9 @@ from hetsched.rolling import (
     RunningJob,
     first_fit_gpus,
 )
-from hetsched.simulate import Replay, Simulator
-from hetsched.throughput import Placement, ThroughputTable
+from hetsched.registry import planner, rolling
+from hetsched.simulate.record import OUTPUT_FILES, TIMING_FIELDS
+from hetsched.simulate.simulator import Replay, Simulator
 from tests.helpers import INSTANCES, assert_valid
 
 
@@ -577,7 +577,7 @@ def test_the_simulator_drives_any_queue_policy_without_a_state() -> None:
     # The fast path is a declared capability (QueuePolicy.start_prefix), not a class
     # name: a subclass of FIFO with its own name is driven the same way and never gets a
     # ClusterState, and its replay is FIFO's.
-    from hetsched.rolling import QueuePolicy, RollingFifo
+    from hetsched.policies.rolling import QueuePolicy, RollingFifo
 
     class Counted(RollingFifo):
         name = "counted"

@@ -1,0 +1,455 @@
+"""What a bench runs: the lists of ``hetsched bench``'s options (policies, seeds, loads)
+and sweep spec files (``hetsched bench --spec sweep.toml``: traces with their formats
+and clusters, policies with their settings, seeds, loads), validated with errors that
+name the file, the key and the value; :func:`run_sweep` runs one.
+
+A spec's relative paths are relative to its ``root`` (default: the spec file's folder).
+The spec is copied into the output folder as ``sweep.toml``, with ``root`` set to that
+folder when the file had none, so the copy runs the same sweep again from anywhere
+(docs/bench.md, "Sweep spec files").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import tomllib
+
+from hetsched.bench.engine import Engine
+from hetsched.bench.runner import (
+    LABEL,
+    BenchOutcome,
+    BenchSettings,
+    PolicyVariant,
+    default_workers,
+    load_label,
+    run_benches,
+)
+from hetsched.core.errors import InputError
+from hetsched.core.outputs import check_output_folder, locked_folder, write_text, writing
+from hetsched.formulations.options import MAX_SEED, check_seed
+from hetsched.replaying import MAX_LOAD, MIN_LOAD
+
+#: The name of the spec's copy in the output folder.
+COPY = "sweep.toml"
+
+
+# --- the options' lists -----------------------------------------------------------------
+
+
+def _split(text: str, option: str) -> list[str]:
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise InputError("empty item in a list", path=option, value=text,
+                         expected="comma-separated values, e.g. a,b,c")
+    return list(dict.fromkeys(items))
+
+
+def parse_policies(text: str) -> tuple[str, ...]:
+    """``fifo,deadline`` -> ``("fifo", "deadline")``; every name must be a known rolling
+    policy (an :class:`InputError` lists the unknown ones and the known ones)."""
+    from hetsched.replaying import rolling_policy
+
+    names = _split(text, "policies")
+    unknown: list[str] = []
+    expected = ""
+    for name in names:
+        try:
+            rolling_policy(name, time_limit_s=1.0)
+        except InputError as exc:
+            unknown.append(name)
+            expected = exc.expected or ""
+    if unknown:
+        raise InputError("unknown policies", path="policies", value=",".join(unknown),
+                         expected=expected or "known policy names")
+    return tuple(names)
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``0,1,2`` -> ``(0, 1, 2)``; integers >= 0, duplicates dropped."""
+    seeds = []
+    for item in _split(text, "seeds"):
+        if not (item.isascii() and item.isdigit()):  # ("²".isdigit() is True)
+            raise InputError("bad seed", path="seeds", value=item,
+                             expected=f"integers from 0 to {MAX_SEED:,}, e.g. 0,1,2")
+        seeds.append(check_seed(int(item), "seeds"))
+    return tuple(dict.fromkeys(seeds))
+
+
+def parse_loads(text: str) -> tuple[float, ...]:
+    """``0.5,1,2`` -> ``(0.5, 1.0, 2.0)``: arrival-rate multipliers, finite and > 0;
+    loads written alike (:func:`hetsched.bench.runner.load_label`) are one."""
+    loads: dict[str, float] = {}
+    for item in _split(text, "load"):
+        try:
+            value = float(item)
+        except ValueError:
+            value = math.nan
+        if not (MIN_LOAD <= value <= MAX_LOAD):  # (NaN too)
+            raise InputError("bad load", path="load", value=item,
+                             expected=f"numbers from {MIN_LOAD:g} to {MAX_LOAD:g} "
+                             "(arrival-rate multipliers), e.g. 0.5,1,2")
+        loads.setdefault(load_label(value), value)
+    return tuple(loads.values())
+
+
+# --- sweep spec files -------------------------------------------------------------------
+
+
+#: How a trace is read, as ``hetsched replay``'s options of the same names
+#: (docs/traces.md): a trace table's own, or the spec's default for every trace.
+READING_KEYS = ("reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing",
+                "colocation_factor")
+#: The spec's top-level keys (the settings every bench of the sweep shares, and the
+#: defaults of each trace's own).
+TOP_KEYS = ("root", "traces", "policies", "seeds", "loads", "limit_jobs",
+            "deadline_fraction", "on_bad_row", "time_limit", "wall_clock", "backend",
+            "interval", "restart_penalty", "lp_bound", *READING_KEYS)
+#: A trace table's keys.
+TRACE_KEYS = ("path", "format", "cluster", "clusters", "name", "throughput", "limit_jobs",
+              "deadline_fraction", "on_bad_row", *READING_KEYS)
+#: The keys of a policy table that are not the policy's own settings.
+POLICY_KEYS = ("name", "label")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What to run: one bench per trace and cluster (the folder name under the sweep's
+    output folder, and the settings), and the spec file it was read from (its path, its
+    text and its ``root``; none for a bench given by the command's options, whose one
+    bench is the output folder itself, named "")."""
+
+    benches: tuple[tuple[str, BenchSettings], ...]
+    path: Path | None = None
+    text: str = ""
+    root: Path | None = None
+
+    def copy_text(self) -> str:
+        """The spec as written, with ``root`` set first when the file has none."""
+        if "root" in tomllib.loads(self.text):
+            return self.text
+        return f"root = {json.dumps(str(self.root))}\n" + self.text
+
+
+def options_sweep(*, trace: Path | None, trace_format: str | None, cluster: str | None,
+                  policies: str | None, seeds: str, loads: str, workers: int | None,
+                  **settings: Any) -> Sweep:
+    """The one bench of ``hetsched bench``'s options (the comma-separated lists parsed,
+    ``settings`` as :class:`BenchSettings` takes them); the trace, its format, the cluster
+    and the policies are required."""
+    from hetsched.files.cluster_spec import parse_cluster
+
+    for option, value in (("--trace", trace), ("--format", trace_format),
+                          ("--cluster", cluster), ("--policies", policies)):
+        if value is None:
+            raise InputError("missing option", path=option, expected="--trace, --format, "
+                             "--cluster and --policies, or --spec SWEEP.toml")
+    assert trace is not None
+    assert trace_format is not None
+    assert cluster is not None
+    parse_cluster(cluster)
+    return Sweep(((("", BenchSettings(
+        trace=trace, trace_format=trace_format, cluster=cluster,
+        policies=parse_policies(policies or ""), seeds=parse_seeds(seeds),
+        loads=parse_loads(loads), workers=workers or default_workers(), **settings))),))
+
+
+class _Reader:
+    """Reads one spec file's values, each error naming the file and the key path."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def error(self, problem: str, key: str, value: object = None,
+              expected: str | None = None) -> InputError:
+        """An error about ``key`` (``traces[1].format``), named as the project names
+        places in files: ``$.traces[1].format``."""
+        return InputError(problem, file=str(self.path), path="$." + key if key else "$",
+                          value=value, expected=expected)
+
+    def table(self, value: object, key: str, allowed: Sequence[str]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.error("not a table", key, value, "a table of " + ", ".join(allowed))
+        unknown = [name for name in value if name not in allowed]
+        if unknown:
+            raise self.error("unknown key", f"{key}.{unknown[0]}".lstrip("."),
+                             value[unknown[0]], "one of " + ", ".join(allowed))
+        return value
+
+    def number(self, value: object, key: str, low: float, high: float,
+               integer: bool = False) -> float:
+        kind = int if integer else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kind) or not (
+                low <= value <= high):
+            what = "an integer" if integer else "a number"
+            raise self.error("bad value", key, value, f"{what} from {low:g} to {high:g}")
+        return value
+
+    def choice(self, value: object, key: str, choices: Sequence[str]) -> str:
+        if not isinstance(value, str) or value not in choices:
+            raise self.error("bad value", key, value, "one of " + ", ".join(choices))
+        return value
+
+    def flag(self, value: object, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.error("bad value", key, value, "true or false")
+        return value
+
+    def text(self, value: object, key: str, expected: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.error("bad value", key, value, expected)
+        return value
+
+    def items(self, value: object, key: str, expected: str) -> list[Any]:
+        if not isinstance(value, list) or not value:
+            raise self.error("not a list", key, value, f"a non-empty list of {expected}")
+        return value
+
+    def within(self, key: str, call: Any, *args: Any) -> Any:
+        """``call(*args)``, an :class:`InputError` of it re-told with this file and key."""
+        try:
+            return call(*args)
+        except InputError as exc:
+            raise self.error(exc.problem, key, exc.value, exc.expected) from None
+
+
+def load_sweep(path: Path) -> Sweep:
+    """Read and validate the sweep spec ``path`` (TOML; docs/bench.md): every trace
+    exists, every cluster parses, every policy and its settings are known, seeds and
+    loads are in range. Any problem is an :class:`InputError` naming the file, the key
+    (``traces[1].format``) and the value."""
+    reader = _Reader(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the spec ({exc})", file=str(path), path="--spec",
+                         expected="a readable UTF-8 TOML file") from None
+    try:
+        spec = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise reader.error(f"not TOML: {exc}", "", expected="a TOML sweep spec "
+                           "(docs/bench.md, 'Sweep spec files')") from None
+    reader.table(spec, "", TOP_KEYS)
+    root = path.resolve().parent
+    if "root" in spec:
+        root = (root / reader.text(spec["root"], "root", "a folder")).resolve()
+        if not root.is_dir():
+            raise reader.error("no such folder", "root", spec["root"], "an existing folder")
+    if "traces" not in spec or "policies" not in spec:
+        missing = "traces" if "traces" not in spec else "policies"
+        raise reader.error("missing key", missing, expected="traces and policies (both)")
+    shared = _shared(reader, spec)
+    labels, variants = _policies(reader, spec["policies"])
+    benches: dict[str, BenchSettings] = {}
+    for index, entry in enumerate(reader.items(spec["traces"], "traces", "trace tables")):
+        for folder, settings in _trace(reader, root, entry, f"traces[{index}]", spec,
+                                       shared, labels, variants):
+            if folder in benches:
+                raise reader.error("two benches with one folder name", f"traces[{index}]",
+                                   folder, "a distinct name = '...' for each trace")
+            benches[folder] = settings
+    return Sweep(tuple(benches.items()), path, text, root)
+
+
+def _shared(reader: _Reader, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The BenchSettings fields every bench of the spec shares."""
+    from hetsched.registry import ENTRIES
+    from hetsched.simulate.simulator import check_interval
+
+    seeds = tuple(dict.fromkeys(
+        int(reader.number(seed, f"seeds[{i}]", 0, MAX_SEED, integer=True))
+        for i, seed in enumerate(reader.items(spec.get("seeds", [0]), "seeds", "seeds"))))
+    loads: dict[str, float] = {}
+    for i, load in enumerate(reader.items(spec.get("loads", [1]), "loads", "loads")):
+        value = float(reader.number(load, f"loads[{i}]", MIN_LOAD, MAX_LOAD))
+        loads.setdefault(load_label(value), value)
+    shared: dict[str, Any] = {"seeds": seeds, "loads": tuple(loads.values())}
+    if "time_limit" in spec:
+        shared["time_limit_s"] = float(reader.number(spec["time_limit"], "time_limit", 1e-6,
+                                                     1e6))
+    else:
+        shared["time_limit_s"] = 0.1  # as the command's --time-limit
+    shared["deterministic"] = not reader.flag(spec.get("wall_clock", False), "wall_clock")
+    if "backend" in spec:
+        backends = sorted({b for entry in ENTRIES.values() for b in entry.backends})
+        shared["backend"] = reader.choice(spec["backend"], "backend", backends)
+    if "interval" in spec:
+        shared["interval_s"] = reader.within("interval", check_interval, reader.number(
+            spec["interval"], "interval", 1.0, 1e9))
+    if "restart_penalty" in spec:
+        shared["restart_penalty_s"] = float(reader.number(
+            spec["restart_penalty"], "restart_penalty", 0, 86_400))
+    shared["lp_bound"] = reader.flag(spec.get("lp_bound", True), "lp_bound")
+    return shared
+
+
+def _policies(reader: _Reader, value: object
+              ) -> tuple[tuple[str, ...], tuple[PolicyVariant, ...]]:
+    """The labels in order and the labelled policies with settings."""
+    from hetsched.replaying import rolling_policy
+
+    labels: list[str] = []
+    variants: list[PolicyVariant] = []
+    for index, item in enumerate(reader.items(value, "policies", "policy names or tables")):
+        key = f"policies[{index}]"
+        if not isinstance(item, str | dict):
+            raise reader.error("bad policy", key, item, "a policy name, or a table with its "
+                               "name, a label and its settings")
+        entry: dict[str, Any] = {"name": item} if isinstance(item, str) else item
+        name = reader.text(entry.get("name"), f"{key}.name", "a policy name")
+        params = {k: v for k, v in entry.items() if k not in POLICY_KEYS}
+        for setting, setting_value in params.items():
+            if isinstance(setting_value, list | dict):
+                raise reader.error("bad value", f"{key}.{setting}", setting_value,
+                                   "a number, a string or true/false")
+        try:
+            rolling_policy(name, time_limit_s=1.0, params=params)
+        except (InputError, TypeError, ValueError) as exc:
+            where = key if isinstance(item, str) else f"{key}.{_bad_key(exc, params)}"
+            raise reader.error(getattr(exc, "problem", str(exc)), where,
+                               getattr(exc, "value", None), getattr(exc, "expected", None)
+                               ) from None
+        label = entry.get("label", name if not params else None)
+        if label is None:
+            raise reader.error("a policy with settings needs a label", f"{key}.label",
+                               expected="the name its rows carry in results.csv, e.g. "
+                               f"{name}-{next(iter(params))}")
+        if not isinstance(label, str) or not LABEL.fullmatch(label):
+            raise reader.error("bad label", f"{key}.label", label,
+                               "1-64 letters, digits, '.', '_', '+' or '-'")
+        if label in labels:
+            raise reader.error("two policies with one label", key, label,
+                               "a distinct label for each policy")
+        labels.append(label)
+        if params or label != name:
+            variants.append(PolicyVariant(label, name, tuple(sorted(params.items()))))
+    return tuple(labels), tuple(variants)
+
+
+def _bad_key(exc: Exception, params: Mapping[str, Any]) -> str:
+    """The key of a policy table that an error is about (its ``name`` if none)."""
+    path = getattr(exc, "path", None)
+    return path if isinstance(path, str) and path in params else "name"
+
+
+def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[str, Any],
+           shared: Mapping[str, Any], labels: tuple[str, ...],
+           variants: tuple[PolicyVariant, ...]) -> list[tuple[str, BenchSettings]]:
+    """The benches of one trace table: one per cluster."""
+    from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.files.traces import FORMATS
+
+    entry = reader.table(value, key, TRACE_KEYS)
+    for required in ("path", "format"):
+        if required not in entry:
+            raise reader.error("missing key", f"{key}.{required}",
+                               expected="path, format and cluster (or clusters)")
+    trace = (root / reader.text(entry["path"], f"{key}.path", "a trace file")).resolve()
+    if not trace.is_file():
+        raise reader.error("no such trace file", f"{key}.path", str(trace),
+                           "an existing file (relative paths: from root)")
+    trace_format = reader.choice(entry["format"], f"{key}.format", list(FORMATS))
+    if ("cluster" in entry) == ("clusters" in entry):
+        raise reader.error("one of cluster or clusters", key, expected="cluster = 'SPEC' or "
+                           "clusters = ['SPEC', ...]")
+    specs = [entry["cluster"]] if "cluster" in entry else reader.items(
+        entry["clusters"], f"{key}.clusters", "cluster specs")
+    name = entry.get("name", trace.stem)
+    if not isinstance(name, str) or not LABEL.fullmatch(name):
+        raise reader.error("bad name", f"{key}.name", name,
+                           "1-64 letters, digits, '.', '_', '+' or '-' (a folder name)")
+    own: dict[str, Any] = {}
+    for setting in ("limit_jobs", "deadline_fraction", "on_bad_row", *READING_KEYS):
+        where = setting if setting not in entry else f"{key}.{setting}"
+        found = entry.get(setting, spec.get(setting))
+        if found is None:
+            continue
+        if setting == "limit_jobs":
+            own[setting] = int(reader.number(found, where, 1, 10**9, integer=True))
+        elif setting == "deadline_fraction":
+            own[setting] = float(reader.number(found, where, 0, 1))
+        elif setting == "on_bad_row":
+            own[setting] = reader.choice(found, where, ("fatal", "skip"))
+        else:
+            own[setting] = _reading(reader, setting, found, where)
+    if "throughput" in entry:
+        throughput = (root / reader.text(entry["throughput"], f"{key}.throughput",
+                                         "a file")).resolve()
+        if not throughput.is_file():
+            raise reader.error("no such throughput file", f"{key}.throughput",
+                               str(throughput), "a profile or fitted model file")
+        own["throughput"] = throughput
+    benches = []
+    for index, cluster in enumerate(specs):
+        where = f"{key}.cluster" if "cluster" in entry else f"{key}.clusters[{index}]"
+        text = reader.text(cluster, where, "a cluster spec: v100=36,p100=36,k80=36, a "
+                           "cluster JSON or openb:NODES.csv")
+        reader.within(where, lambda t: parse_cluster(t, base_dir=root), text)
+        absolute = _cluster_paths(text, root)
+        folder = name if len(specs) == 1 else f"{name}/{_slug(text)}"
+        settings = reader.within(key, lambda c: BenchSettings(
+            trace=trace, trace_format=trace_format, cluster=c, policies=labels,
+            variants=variants, workers=default_workers(), **shared, **own), absolute)
+        benches.append((folder, settings))
+    return benches
+
+
+def _reading(reader: _Reader, setting: str, value: object, where: str) -> Any:
+    """A trace-reading setting of :data:`READING_KEYS`, checked as the command checks it."""
+    from hetsched.files.replay_inputs import UNKNOWN_GPUS, parse_gpu_aliases
+
+    if setting == "reference_gpu":
+        return reader.text(value, where, "a GPU type, e.g. t4")
+    if setting == "gpu_aliases":
+        if not isinstance(value, str | dict) or (isinstance(value, dict) and not all(
+                isinstance(target, str) for target in value.values())):
+            raise reader.error("bad GPU aliases", where, value,
+                               "'g3=a100,g2=v100' or a table {g3 = 'a100'}")
+        return reader.within(where, parse_gpu_aliases, value)
+    if setting == "unknown_gpus":
+        return reader.choice(value, where, UNKNOWN_GPUS)
+    if setting == "gpu_sharing":
+        return reader.flag(value, where)
+    factor = float(reader.number(value, where, 0, 1))
+    if factor <= 0:
+        raise reader.error("bad co-location factor", where, value, "a number in (0, 1]")
+    return factor
+
+
+def _cluster_paths(spec: str, root: Path) -> str:
+    """A cluster spec with its file (a cluster JSON, ``openb:NODES.csv``) made absolute
+    from ``root``, so the bench reads it wherever it runs."""
+    text = spec.strip()
+    if text.startswith("openb:"):
+        return "openb:" + str((root / text.removeprefix("openb:").strip()).resolve())
+    if text.endswith(".json") or (root / text).is_file():
+        return str((root / text).resolve())
+    return text
+
+
+def _slug(text: str) -> str:
+    """A cluster spec as a folder name: ``v100=36,k80=36`` -> ``v100_36_k80_36``."""
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", Path(text).name if "/" in text else text)[:64]
+
+
+def run_sweep(sweep: Sweep, out: Path, *, engine: Engine | None = None,
+              stream: TextIO | None = None, report: bool = True) -> list[BenchOutcome]:
+    """Run the benches of ``sweep``, each into its folder under ``out``, their runs in one
+    queue on ``engine`` (:func:`hetsched.bench.runner.run_benches`); a rerun resumes every bench.
+    A spec is copied into ``out`` first (``sweep.toml``, :meth:`Sweep.copy_text`)."""
+    benches = [(settings, out / name) for name, settings in sweep.benches]
+    names = [name for name, _ in sweep.benches]
+    if sweep.path is None:
+        return run_benches(benches, engine=engine, stream=stream, report=report, names=names)
+    check_output_folder(out)
+    with writing(out, "out", "the output folder"):
+        out.mkdir(parents=True, exist_ok=True)
+    with locked_folder(out):
+        write_text(out / COPY, sweep.copy_text(), "out", COPY)
+        return run_benches(benches, engine=engine, stream=stream, report=report, names=names)

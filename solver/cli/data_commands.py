@@ -1,0 +1,94 @@
+"""``hetsched generate`` and ``hetsched fit``: the commands that make data files (a
+synthetic instance, a fitted throughput model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from hetsched.core.outputs import check_output_file, check_plot_file, writing
+from hetsched.files.generate import GeneratorSettings, generate, parse_gpu_counts
+from hetsched.files.instance import save_instance
+
+
+@click.command("generate")
+@click.option("--jobs", "num_jobs", type=int, required=True, help="Number of jobs.")
+@click.option("--gpus", required=True, help="GPUs per type, e.g. v100=8,p100=4,k80=4.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--gpus-per-node", type=int, default=4, show_default=True)
+@click.option("--mean-interarrival", type=float, default=120.0, show_default=True,
+              help="Mean time between arrivals (s), exponential.")
+@click.option("--median-duration", type=float, default=1800.0, show_default=True,
+              help="Median duration on the requested V100 gang (s), log-normal.")
+@click.option("--deadline-fraction", type=float, default=0.3, show_default=True)
+@click.option("--elastic-fraction", type=float, default=0.2, show_default=True,
+              help="Fraction of jobs that may run with half or twice their gang.")
+@click.option("--name", default=None, help="Instance name (default: the file's stem).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+def generate_command(num_jobs: int, gpus: str, seed: int, gpus_per_node: int,
+                     mean_interarrival: float, median_duration: float, deadline_fraction: float,
+                     elastic_fraction: float, name: str | None, output: Path) -> None:
+    """Write a synthetic instance drawn from the built-in catalogue."""
+    check_output_file(output, "--output")
+    settings = GeneratorSettings(
+        jobs=num_jobs, gpus=parse_gpu_counts(gpus), seed=seed, gpus_per_node=gpus_per_node,
+        mean_interarrival_s=mean_interarrival, median_duration_s=median_duration,
+        deadline_fraction=deadline_fraction, elastic_fraction=elastic_fraction,
+    )
+    instance = generate(settings).replace(name=name or output.stem)
+    command = (f"hetsched generate --jobs {num_jobs} --gpus {gpus} --seed {seed} "
+               f"--gpus-per-node {gpus_per_node} --mean-interarrival {mean_interarrival:g} "
+               f"--median-duration {median_duration:g} --deadline-fraction "
+               f"{deadline_fraction:g} --elastic-fraction {elastic_fraction:g} -o {output}")
+    with writing(output, "--output"):
+        save_instance(instance, output, comment=f"made by: {command}",
+                      generator=settings.as_dict())
+    click.echo(f"wrote {output}: {len(instance.jobs)} jobs, {instance.cluster.num_gpus()} GPUs "
+               f"in {len(instance.cluster.nodes)} nodes (seed {seed})")
+
+
+@click.command("fit")
+@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Write the fitted model (JSON) here.")
+@click.option("--report", is_flag=True,
+              help="Print the leave-one-out accuracy (median and p90 APE, worst 10 points).")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a residual plot (PNG) of the leave-one-out predictions.")
+def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) -> None:
+    """Fit the throughput model to a measured PROFILE (Gavel's JSON or a tidy CSV)."""
+    from hetsched.speeds.fit import fit_throughput_model
+    from hetsched.speeds.leave_one_out import (
+        held_out_keys,
+        leave_one_out,
+        plot_residuals,
+        report_lines,
+    )
+    from hetsched.speeds.model_file import save_model
+    from hetsched.speeds.profiles import read_profile
+
+    check_output_file(output, "--output")
+    if plot is not None:
+        check_plot_file(plot)
+    data = read_profile(profile)
+    model = fit_throughput_model(data)
+    with writing(output, "--output"):
+        save_model(model, output)
+    kinds = ", ".join(f"{count} {kind}" for kind, count in model.summary().items())
+    assert model.diagnostics is not None
+    click.echo(f"wrote {output}: {len(model.job_types)} job types x {len(model.gpu_types)} "
+               f"GPU types x 2 placements ({kinds}) from {len(data)} measurements in "
+               f"{model.diagnostics.fit_time_s:.3f} s")
+    if report or plot is not None:
+        from hetsched.core.bars import ProgressBar
+
+        with ProgressBar(len(held_out_keys(data)), desc="leave-one-out", unit="fit") as bar:
+            loo = leave_one_out(data, model.settings, progress=lambda done, _: bar.update_to(
+                done))
+        if report:
+            click.echo("\n".join(report_lines(loo)))
+        if plot is not None:
+            with writing(plot, "--plot", "the plot"):
+                plot_residuals(loo, plot)
+            click.echo(f"wrote {plot}")

@@ -1,0 +1,130 @@
+"""What the ``hetsched`` commands print: the plan table and the summary lines of a
+result (``solve``), and errors about a library parameter shown as the option the user
+typed."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from hetsched.core.errors import InputError
+from hetsched.core.records import Instance
+from hetsched.core.result import Result
+
+
+def format_gpus(ids: Sequence[str]) -> str:
+    """``["n0/0", "n0/1", "n0/2", "n1/5"]`` -> ``"n0/0-2+n1/5"``."""
+    by_node: dict[str, list[int]] = {}
+    for gid in ids:
+        node, _, index = gid.rpartition("/")
+        by_node.setdefault(node, []).append(int(index))
+    parts = []
+    for node, indices in by_node.items():
+        indices.sort()
+        runs: list[list[int]] = []
+        for i in indices:
+            if runs and i == runs[-1][-1] + 1:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        text = ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+        parts.append(f"{node}/{text}")
+    return "+".join(parts)
+
+
+def _fmt_time(seconds: float) -> str:
+    return f"{seconds:,.1f}"
+
+
+def plan_table(instance: Instance, result: Result) -> str:
+    """The schedule as a fixed-width table, one row per job, in start order."""
+    jobs = instance.job_by_id
+    header = ("job", "type", "gpus", "arrival", "start", "finish", "jct", "deadline")
+    rows = [header]
+    for a in result.schedule:
+        job = jobs[a.job]
+        if job.deadline is None:
+            deadline = "-"
+        else:
+            late = a.finish - job.deadline
+            deadline = f"{_fmt_time(job.deadline)} " + ("met" if late <= 1e-6 else
+                                                      f"late {_fmt_time(late)}")
+        rows.append((a.job, f"{len(a.gpus)}x{a.gpu_type}", format_gpus(a.gpus),
+                     _fmt_time(job.arrival), _fmt_time(a.start), _fmt_time(a.finish),
+                     _fmt_time(a.finish - job.arrival), deadline))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
+    numeric = {3, 4, 5, 6}
+    lines = []
+    for k, row in enumerate(rows):
+        cells = [str(c).rjust(w) if i in numeric and k else str(c).ljust(w)
+                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  ".join(cells).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def summary_lines(result: Result) -> list[str]:
+    """Status, objective, bound, gap, runtime and the metrics as ``name: value`` lines."""
+    def number(value: float | None, unit: str = "") -> str:
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            return "-"
+        return f"{value:,.6g}{unit}"
+
+    lines = [
+        f"model: {result.model}" + (f" ({result.backend})" if result.backend else ""),
+        f"status: {result.status.value}",
+        f"objective: {number(result.objective)}",
+        f"bound: {number(result.bound)}",
+        f"gap: {'-' if result.gap is None else f'{100 * result.gap:.3g}%'}",
+        f"runtime: {result.runtime_s:.3f} s",
+    ]
+    if result.message:
+        lines.append(f"message: {result.message}")
+    m = result.metrics
+    if m is not None:
+        lines += [
+            f"jobs scheduled: {m.scheduled} of {m.jobs}",
+            f"average JCT: {number(m.avg_jct_s, ' s')}",
+            f"p95 JCT: {number(m.p95_jct_s, ' s')}",
+            f"makespan: {number(m.makespan_s, ' s')}",
+            f"deadlines met: {m.deadline_met} of {m.deadline_jobs}",
+            f"total tardiness: {number(m.total_tardiness_s, ' s')}",
+            f"GPU utilisation: {100 * m.utilization:.1f}%",
+        ]
+    return lines
+
+
+#: ``hetsched solve``'s options that are a model's own knobs: option -> (constructor
+#: argument, the option as typed). Passed only when given, so a model without that knob
+#: is told so (exit 2) rather than silently ignoring it.
+MODEL_KNOBS = {"deadline_objective": ("objective", "--deadline-objective"),
+               "alpha": ("alpha", "--alpha")}
+
+
+#: The library's parameter names and the options that set them: an error about a
+#: parameter is reported with the option the user typed.
+PARAMETER_FLAGS = {
+    "model": "--model", "policy": "--policy", "backend": "--backend",
+    "time_limit": "--time-limit", "time_limit_s": "--time-limit", "placement": "--placement",
+    "seed": "--seed", "seeds": "--seeds", "threads": "--threads", "gap": "--gap",
+    "cluster_spec": "--cluster", "policies": "--policies", "load": "--load",
+    "workers": "--workers", "trace": "--trace", "throughput_path": "--throughput",
+    "out": "--out", "plot": "--plot", "restart_penalty_s": "--restart-penalty",
+    "interval_s": "--interval", "gpus": "--gpus", "jobs": "--jobs",
+    "gpus_per_node": "--gpus-per-node", "mean_interarrival_s": "--mean-interarrival",
+    "median_duration_s": "--median-duration", "deadline_fraction": "--deadline-fraction",
+    "elastic_fraction": "--elastic-fraction", "partitions": "--partitions",
+    "reference_gpu": "--reference-gpu", "gpu_aliases": "--gpu-alias",
+    "unknown_gpus": "--unknown-gpus", "on_bad_row": "--on-bad-row",
+    "colocation_factor": "--colocation-factor", "engine": "--engine", "address": "--address",
+    **dict(MODEL_KNOBS.values())}
+
+
+def as_typed(error: InputError) -> InputError:
+    """``error`` with a library parameter it names (``cluster_spec``) shown as the option
+    that sets it (``--cluster``)."""
+    if error.path not in PARAMETER_FLAGS:
+        return error
+    return InputError(error.problem, path=PARAMETER_FLAGS[error.path], value=error.value,
+                      expected=error.expected, file=error.file)

@@ -1,0 +1,107 @@
+"""``hetsched validate`` (instances, traces, node lists, clusters, profiles checked without
+running them) and the trace-reading options ``replay`` and ``bench`` share. Registered on
+the ``hetsched`` group by :mod:`hetsched.cli.main`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hetsched.cli.printing import as_typed
+from hetsched.core.errors import InputError
+from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR
+from hetsched.files.instance import load_instance
+from hetsched.registry import entry, model_warnings, names
+
+
+def trace_reading_options(command: Any) -> Any:
+    """``--reference-gpu``, ``--gpu-alias`` and ``--unknown-gpus``, shared by replay and
+    bench (docs/traces.md)."""
+    for option in reversed((
+        click.option("--reference-gpu", default=None,
+                     help="GPU type the durations of philly, helios and openb traces were "
+                     "measured on (default: v100 if the throughput model knows it, else the "
+                     "cluster's GPU type with the most GPUs that it knows)."),
+        click.option("--gpu-alias", "gpu_aliases", default=None,
+                     help="CLUSTER_TYPE=MODEL_TYPE[,...]: cluster GPU types that take the "
+                     "throughput of a type the model knows, e.g. g3=a100 (summary.json "
+                     "records them)."),
+        click.option("--unknown-gpus", type=click.Choice(("error", "drop")), default="error",
+                     show_default=True,
+                     help="A cluster GPU type the throughput model does not know: an error, "
+                     "or its nodes left out (summary.json: dropped_gpus)."),
+        click.option("--gpu-sharing/--no-gpu-sharing", default=True, show_default=True,
+                     help="Jobs may ask for a share of one GPU (openb's gpu_milli); off: "
+                     "every share is rounded up to a whole GPU."),
+        click.option("--colocation-factor", type=click.FloatRange(0, 1, min_open=True),
+                     default=DEFAULT_COLOCATION_FACTOR, show_default=True,
+                     help="Speed factor of a job sharing its GPU with others, where no "
+                     "pair was measured (docs/traces.md, GPU shares)."),
+    )):
+        command = option(command)
+    return command
+
+
+
+@click.command("validate")
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "file_format", default="instance", show_default=True,
+              type=click.Choice(("instance", "gavel", "philly", "helios", "openb", "native",
+                                 "openb-nodes", "cluster", "profile")),
+              help="What the files are: instances, traces, node lists, cluster JSON or "
+              "profiles (tidy CSV, Gavel JSON).")
+@click.option("--model", default=None,
+              help="Instances: also warn about jobs this model cannot run: "
+              + ", ".join(names()) + ".")
+@click.option("--cluster", "cluster_spec", default=None,
+              help="Traces: check them as a replay on this cluster would read them.")
+@click.option("--throughput", "throughput_path", default=None,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Traces, node lists, clusters: the throughput model to check against.")
+@click.option("--reference-gpu", default=None, help="Traces: as for replay.")
+@click.option("--gpu-alias", "gpu_aliases", default=None, help="As for replay: g3=a100.")
+def validate_command(files: tuple[Path, ...], file_format: str, model: str | None,
+                     cluster_spec: str | None, throughput_path: Path | None,
+                     reference_gpu: str | None, gpu_aliases: str | None) -> None:
+    """Check FILES (instances by default; --format for traces, node lists, profiles)
+    without running them: one line per file.
+
+    Exit codes: 0 all valid; 2 some file is bad; 3 all valid, with warnings on stderr
+    (--model cannot run a job; GPUs of a type no throughput covers).
+    """
+    from hetsched.files.replay_inputs import parse_gpu_aliases
+    from hetsched.files.validate import check_file
+
+    if model is not None:
+        if file_format != "instance":
+            raise InputError("--model checks instances only", path="--model", value=model,
+                             expected="--format instance")
+        entry(model, "--model")
+    aliases = parse_gpu_aliases(gpu_aliases)
+    bad = warned = 0
+    for path in files:
+        try:
+            verdict = check_file(path, file_format, cluster_spec=cluster_spec,
+                                 throughput_path=throughput_path, reference_gpu=reference_gpu,
+                                 gpu_aliases=aliases)
+            warnings = list(verdict.warnings)
+            if model is not None:
+                warnings += model_warnings(load_instance(path), model)
+        except InputError as exc:
+            bad += 1
+            click.echo(f"error: {as_typed(exc)}", err=True)
+            continue
+        click.echo(f"{path}: {verdict.summary}")
+        for note in verdict.notes:
+            click.echo(f"  note: {note}")
+        for warning in warnings:
+            click.echo(f"warning: {path}: {warning}", err=True)
+        warned += bool(warnings)
+    if bad:
+        sys.exit(2)
+    if warned:
+        sys.exit(3)

@@ -1,0 +1,69 @@
+"""GPU sharing as data: how fast a job runs when it shares its GPU with others
+(:class:`CoLocationModel`). The simulator advances jobs with it and the checker
+verifies with it (docs/traces.md, "GPU shares, CPUs and memory"); what a job needs of
+each node is :meth:`hetsched.core.records.Job.node_demand`.
+
+**Interference.** Jobs that ask for a share of a GPU (``Job.gpu_share``) may run on one
+GPU at once when their shares add up to at most 1. A job alone on its GPU runs at its
+throughput (the throughput model's, one GPU, packed). A job with co-runners runs at
+that throughput times a factor:
+
+* with exactly one co-runner, Gavel's measured pair ratio where the profile has it
+  (``throughput of the job beside the other / throughput alone``, same GPU type, one
+  GPU each: space sharing, median 0.58 over Gavel's 1,881 measured pairs);
+* otherwise (no measurement, a pair measured at 0, or two or more co-runners)
+  ``default_factor`` (:data:`DEFAULT_COLOCATION_FACTOR`, 0.9 unless set): openb's
+  durations were logged while pods ran on their share, so the share's slice is already
+  in them; the factor is the slowdown co-runners add beyond it (memory bandwidth,
+  context switches), an assumption to state with results.
+
+The factor changes when co-runners start or stop; the simulator then ends the job's run
+segment and continues it at the new speed (``Assignment.continued``: no restart
+penalty).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from hetsched.core.errors import InputError
+
+#: The speed factor of a job beside co-runners without a measured pair (module docstring).
+DEFAULT_COLOCATION_FACTOR = 0.9
+
+PairKey = tuple[str, str, str]  # (GPU type, job type, co-runner's job type)
+
+
+@dataclass(frozen=True)
+class CoLocationModel:
+    """Speed factors of jobs sharing a GPU (module docstring): measured pairs
+    ``{(gpu_type, job_type, other_job_type): factor}`` and the default factor."""
+
+    pairs: Mapping[PairKey, float] = field(default_factory=dict)
+    default_factor: float = DEFAULT_COLOCATION_FACTOR
+
+    def __post_init__(self) -> None:
+        factor = self.default_factor
+        if isinstance(factor, bool) or not isinstance(factor, int | float) or \
+                not 0 < factor <= 1:
+            raise InputError("bad co-location factor", path="colocation_factor",
+                             value=factor, expected="a speed factor > 0 and <= 1")
+        object.__setattr__(self, "pairs", MappingProxyType(dict(self.pairs)))
+
+    def __reduce__(self) -> tuple[type[CoLocationModel], tuple[dict[PairKey, float], float]]:
+        """Pickled as its pairs and default factor (for worker processes and Ray's object
+        store)."""
+        return type(self), (dict(self.pairs), self.default_factor)
+
+    def factor(self, job_type: str, gpu_type: str, others: Sequence[str]) -> float:
+        """The speed factor of ``job_type`` on a GPU of ``gpu_type`` it shares with jobs
+        of the types ``others`` (1 alone)."""
+        if not others:
+            return 1.0
+        if len(others) == 1:
+            measured = self.pairs.get((gpu_type, job_type, others[0]))
+            if measured is not None:
+                return measured
+        return self.default_factor

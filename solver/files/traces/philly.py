@@ -1,0 +1,70 @@
+"""The Philly job list of the Pollux artifact (``philly.csv``).
+
+Columns ``timestamp, duration, num_gpus, gpu_time, cluster``: submission time as a
+wall-clock string (``2017-10-09 07:01:55``), run time in s, GPUs, GPU-seconds and the
+virtual cluster. Rows are not sorted. There is no job type and no GPU type: the job
+type is drawn (seeded) and work derived from the duration on the reference GPU type
+(docs/traces.md). ``gpu_time`` and ``cluster`` are not used.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from hetsched.core.records import MAX_DURATION_S, MAX_GPUS_PER_JOB
+from hetsched.files.traces.base import (
+    BadRowError,
+    Options,
+    Reading,
+    Row,
+    Trace,
+    check_width,
+    csv_rows,
+    integer,
+    number,
+)
+from hetsched.files.traces.rules import build_trace
+
+COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
+_EPOCH = datetime(1970, 1, 1)
+
+
+def wall_clock(text: str, column: str) -> float:
+    """Seconds since 1970-01-01 of a naive ``YYYY-MM-DD HH:MM:SS`` string (no time zone,
+    so no daylight-saving jumps), or of a number of seconds."""
+    try:
+        return number(text, column, low=0.0)
+    except BadRowError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadRowError(f"bad {column}", text, "a time 'YYYY-MM-DD HH:MM:SS' or seconds",
+                     column) from None
+    if moment.tzinfo is not None:
+        moment = moment.replace(tzinfo=None) - moment.utcoffset()  # type: ignore[operator]
+    return (moment - _EPOCH).total_seconds()
+
+
+def read_philly(path: Path, options: Options) -> Trace:
+    """Read ``philly.csv`` into a :class:`~hetsched.files.traces.base.Trace`."""
+    reading = Reading(path, "philly", options)
+    rows: list[Row] = []
+    for line, cells in csv_rows(path, COLUMNS):
+        try:
+            check_width(cells)
+            num_gpus = integer(cells["num_gpus"], "num_gpus", high=MAX_GPUS_PER_JOB)
+            duration = number(cells["duration"], "duration", low=0.0, high=MAX_DURATION_S,
+                              what=f"a time in s from 0 to {MAX_DURATION_S:g}")
+            arrival = wall_clock(cells["timestamp"], "timestamp")
+        except BadRowError as error:
+            reading.bad_row(line, error)
+            continue
+        if num_gpus == 0:
+            reading.exclude("num_gpus 0")
+        elif duration == 0:
+            reading.exclude("duration 0")
+        else:
+            rows.append(Row(line, arrival, num_gpus, duration=duration))
+    return build_trace(reading, rows)

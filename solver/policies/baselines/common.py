@@ -1,0 +1,223 @@
+"""What the baseline policies share: predicted speeds and the types worth starting on
+(from :mod:`hetsched.policies.starting`, re-exported here), GPU choice on a node (best fit), a
+priority-order realiser with or without preemption, and the starvation guard.
+
+Every placement goes through :meth:`~hetsched.allocation.layout.FreeGpuIndex.best_fit`, which only
+returns GPUs of one type where the job's throughput (as the policy sees it) is positive
+for the placement the GPUs imply, so no baseline ever puts a job where it cannot run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+from hetsched.allocation.free_gpus import FreeGpuIndex
+from hetsched.allocation.layout import Start
+from hetsched.core.records import Job
+from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
+from hetsched.policies.starting import (
+    RESTART_PENALTY_S,
+    ReleaseTimes,
+    SpeedBook,
+    TypeChoice,
+    types_worth_starting,
+    worth_starting,
+)
+
+__all__ = ["BOUNDARY_TOLERANCE_S", "RESTART_PENALTY_S", "GuardedOrder", "ReleaseTimes",
+           "RoundClock", "SpeedBook", "StarvationGuard", "TypeChoice", "active_jobs",
+           "cluster_order", "place", "preempt_in_order", "start_in_order",
+           "types_worth_starting", "worth_starting"]
+
+#: A decision this close (s) before a round boundary is on it (floating-point error).
+BOUNDARY_TOLERANCE_S = 1e-3
+
+
+class RoundClock:
+    """A policy's round boundaries: its first decision plus multiples of ``round_s`` (s),
+    where the simulator calls it (see ``RollingPolicy.round_s``). :meth:`boundary` says
+    whether a decision is the first one at or after a boundary not seen yet, so a round
+    is realised once even if events fall on its boundary, and a boundary the policy was
+    not called at (nothing ran) is simply skipped."""
+
+    def __init__(self, round_s: float) -> None:
+        if not (math.isfinite(round_s) and round_s > 0):
+            raise ValueError(f"a round must be finite and > 0 s, got {round_s}")
+        self.round_s = round_s
+        self.origin: float | None = None
+        self.last = -1  # the last boundary index seen
+
+    def boundary(self, now: float) -> bool:
+        """Whether the decision at ``now`` (s) realises a round (the first call does)."""
+        if self.origin is None:
+            self.origin = now
+        index = math.floor((now - self.origin + BOUNDARY_TOLERANCE_S) / self.round_s)
+        if index > self.last:
+            self.last = index
+            return True
+        return False
+
+
+def cluster_order(state: ClusterState, job: Job) -> list[str]:
+    """The heterogeneity-agnostic type preference: the cluster's order, allowed types only."""
+    return [t for t in state.cluster.type_names if job.may_use(t)]
+
+
+def place(state: ClusterState, job: Job, gpu_types: Iterable[str], count: int,
+          pool: FreeGpuIndex, *, preempting: bool = False) -> Start | None:
+    """The first of ``gpu_types`` (in order) where :meth:`FreeGpuIndex.best_fit` finds a
+    gang, first on free GPUs only, then (if ``preempting``) taking victims; the GPUs are
+    taken from ``pool``."""
+    types = list(gpu_types)
+    for with_victims in ((False, True) if preempting else (False,)):
+        for gpu_type in types:
+            gpus = pool.best_fit(job, gpu_type, count, state.throughput, with_victims)
+            if gpus is not None:
+                pool.take(gpus, job)
+                return Start(job.id, gpu_type, gpus)
+    return None
+
+
+TypesFor = Callable[[Job], Sequence[str]]
+
+
+def start_in_order(state: ClusterState, order: Sequence[Job], types_for: TypesFor, *,
+                   reserves: Callable[[Job], bool] | None = None) -> Decision:
+    """Non-preemptive: start pending jobs of ``order`` on free GPUs while they fit, skipping
+    those that do not (backfilling), except that a job for which ``reserves(job)`` is true
+    and which fits nowhere reserves its first GPU type: no later job starts on that type in
+    this decision, so the type drains until the job fits."""
+    pool = state.pool()
+    reserved: set[str] = set()
+    starts = []
+    for job in order:
+        if not pool.has_free():
+            break
+        types = [t for t in types_for(job) if t not in reserved]
+        chosen = place(state, job, types, job.num_gpus, pool)
+        if chosen is not None:
+            starts.append(chosen)
+            if isinstance(types_for, TypeChoice):
+                types_for.started(job, chosen)
+        elif reserves is not None and reserves(job) and types:
+            reserved.add(types[0])
+    return Decision(tuple(starts))
+
+
+def preempt_in_order(state: ClusterState, order: Sequence[Job], types_for: TypesFor) -> Decision:
+    """Preemptive: walk ``order`` (pending and running jobs, highest priority first). A
+    running job keeps its GPUs unless a job before it took some of them, in which case it
+    is preempted; a pending job starts on free GPUs if it can, else on GPUs of running
+    jobs later in the order (the lowest priority first). So a job is only preempted for a
+    job of higher priority that actually starts on its GPUs. Running jobs missing from
+    ``order`` are never preempted, nor are jobs running on a share of a GPU (their GPU
+    is not theirs alone to give)."""
+    running = {r.job.id: r for r in state.running}
+    rank = {job.id: i for i, job in enumerate(order)}
+    pool = state.pool({g: rank[job_id] for job_id, r in running.items() if job_id in rank
+                       and r.job.gpu_share is None for g in r.gpus})
+    taken: set[str] = set()
+    starts: list[Start] = []
+    preempt: list[str] = []
+    for job in order:
+        run = running.get(job.id)
+        if run is not None:
+            if run.job.gpu_share is not None or taken.isdisjoint(run.gpus):
+                pool.keep(run.gpus)
+                continue
+            preempt.append(job.id)
+            pool.keep(run.gpus)
+            pool.release([g for g in run.gpus if g not in taken], run.job)
+            continue
+        if not pool.victims and not pool.has_free():
+            continue
+        chosen = place(state, job, types_for(job), job.num_gpus, pool, preempting=True)
+        if chosen is not None:
+            starts.append(chosen)
+            taken.update(chosen.gpus)
+            if isinstance(types_for, TypeChoice):
+                types_for.started(job, chosen)
+    return Decision(tuple(starts), tuple(preempt))
+
+
+def active_jobs(state: ClusterState) -> list[Job]:
+    """Pending and running jobs."""
+    return [*state.pending, *(r.job for r in state.running)]
+
+
+class StarvationGuard:
+    """Promotes a pending job that has waited ``factor`` times its predicted duration
+    (since its arrival, or since it was last preempted). A promoted job keeps the
+    promotion until it finishes; the policies put promoted jobs first, oldest arrival
+    first, and a promoted job that does not fit reserves its preferred GPU type (no job
+    after it starts there) until it does."""
+
+    def __init__(self, factor: float = 8.0) -> None:
+        if not factor > 0:
+            raise ValueError(f"starvation factor must be > 0, got {factor}")
+        self.factor = factor
+        self.promoted: set[str] = set()
+        self._since: dict[str, float] = {}
+        self._ran: set[str] = set()
+        self._last_now = -math.inf
+
+    def update(self, state: ClusterState, predicted_s: Callable[[Job], float]) -> set[str]:
+        """Record who waits since when; return the promoted job ids."""
+        running = {r.job.id for r in state.running}
+        for job in state.pending:
+            if job.id not in self._since:
+                # Preemptions happen at decisions: a job seen running before waits since
+                # the previous decision.
+                self._since[job.id] = self._last_now if job.id in self._ran else job.arrival
+            if job.id not in self.promoted and \
+                    state.now - self._since[job.id] >= self.factor * predicted_s(job):
+                self.promoted.add(job.id)
+        for job_id in running:
+            self._since.pop(job_id, None)
+        alive = running | {job.id for job in state.pending}
+        self._ran = (self._ran | running) & alive
+        self.promoted &= alive
+        for job_id in [j for j in self._since if j not in alive]:
+            del self._since[job_id]
+        self._last_now = state.now
+        return self.promoted
+
+
+class GuardedOrder(PolicyHooks):
+    """A non-preemptive ordering policy with backfilling and the starvation guard: pending
+    jobs in the order of :meth:`rank` (promoted jobs first, by arrival), each on the
+    fastest GPU type worth starting (:func:`types_worth_starting`); a promoted job that fits
+    nowhere reserves its fastest type. Subclasses give ``name`` and :meth:`rank`."""
+
+    name = "guarded-order"
+    #: Events only: a non-preemptive order has nothing to do while nobody waits.
+    round_s: float | None = None
+
+    def __init__(self, *, starvation_factor: float = 8.0) -> None:
+        self.speeds = SpeedBook()
+        self.guard = StarvationGuard(starvation_factor)
+
+    def rank(self, state: ClusterState, job: Job) -> tuple[float, float, str]:
+        """The order among jobs that are not promoted (smallest first)."""
+        raise NotImplementedError
+
+    def quiet_until(self, state: ClusterState) -> float:
+        """Until the next event when nobody waits (only the guard's clock moves, and the
+        call at the last boundary moves it as far)."""
+        return -math.inf if state.pending else math.inf
+
+    def decide(self, state: ClusterState) -> Decision:
+        """Start the pending jobs that fit, in order."""
+        promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job))
+        if not state.pending or not state.has_free():
+            return Decision()
+
+        def key(job: Job) -> tuple[int, tuple[float, float, str]]:
+            if job.id in promoted:
+                return (0, (job.arrival, 0.0, job.id))
+            return (1, self.rank(state, job))
+
+        order = sorted(state.pending, key=key)
+        return start_in_order(state, order, types_worth_starting(state, self.speeds, promoted),
+                              reserves=lambda job: job.id in promoted)

@@ -1,0 +1,96 @@
+"""Shortest job first (non-preemptive) and shortest remaining time first (preemptive), on
+predicted durations: remaining steps over the job's fastest configuration in the
+throughput model the policy sees (the fitted one in a replay)."""
+
+from __future__ import annotations
+
+import math
+
+from hetsched.core.records import Job
+from hetsched.policies.baselines.common import (
+    RESTART_PENALTY_S,
+    GuardedOrder,
+    SpeedBook,
+    StarvationGuard,
+    preempt_in_order,
+    types_worth_starting,
+)
+from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
+
+
+class ShortestJobFirst(GuardedOrder):
+    """Non-preemptive SJF with backfilling.
+
+    Pending jobs in order of predicted duration (remaining steps / fastest steps/s at the
+    requested gang size); each starts on the fastest GPU type with a free gang (packed if
+    a node holds it, else spread), or the next fastest; a job that fits nowhere is
+    skipped (backfilling). Starvation guard: a job that has waited ``starvation_factor``
+    times its predicted duration is promoted; promoted jobs go first in arrival order, and
+    one that fits nowhere reserves its fastest GPU type (no later job starts there) until
+    it fits.
+    """
+
+    name = "sjf"
+
+    def rank(self, state: ClusterState, job: Job) -> tuple[float, float, str]:
+        """Predicted duration, then arrival."""
+        return (self.speeds.predicted_s(state, job), job.arrival, job.id)
+
+
+class ShortestRemainingTimeFirst(PolicyHooks):
+    """Preemptive SRTF on predicted remaining time.
+
+    Every active job gets a key from its predicted remaining time on its fastest
+    configuration (whatever type it runs on now, so a job's key does not jump when it
+    moves): a running job that time; a pending job that time times ``1 + margin``, plus
+    ``restart_penalty_s``. Jobs are taken in key order and a pending job
+    preempts running jobs of larger keys only if it then starts on their GPUs. So a pending
+    job displaces a running one only if it is shorter by the margin and the restart
+    penalty the victim will pay; a job's key only shrinks while it runs, so the job that
+    took the GPUs is never displaced back by the one it preempted (no thrashing). Decisions
+    at every arrival and completion, and every ``round_s`` for the guard (a boundary
+    where nobody waits changes nothing: SRTF does not migrate a running job). Starvation
+    guard as in :class:`ShortestJobFirst`; promoted running jobs are never preempted.
+    """
+
+    name = "srtf"
+
+    def __init__(self, *, margin: float = 0.2, restart_penalty_s: float = RESTART_PENALTY_S,
+                 starvation_factor: float = 8.0, round_s: float = 600.0) -> None:
+        if margin < 0 or restart_penalty_s < 0 or not round_s > 0:
+            raise ValueError("margin and restart penalty must be >= 0, round > 0")
+        self.margin = margin
+        self.restart_penalty_s = restart_penalty_s
+        self.round_s = round_s
+        self.speeds = SpeedBook()
+        self.guard = StarvationGuard(starvation_factor)
+
+    def quiet_until(self, state: ClusterState) -> float:
+        """Until the next event when nobody waits (only the guard's clock moves, and the
+        call at the last boundary moves it as far)."""
+        return -math.inf if state.pending else math.inf
+
+    def decide(self, state: ClusterState) -> Decision:
+        """Keep or start the jobs of shortest remaining time; preempt the rest."""
+        promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job))
+        if not state.pending:
+            return Decision()
+        keys: dict[str, tuple[float, float, float, str]] = {}
+        for run in state.running:
+            job = run.job
+            if job.id in promoted:
+                keys[job.id] = (0, 0, job.arrival, job.id)
+                continue
+            left = self.speeds.predicted_s(state, job, run.remaining)
+            keys[job.id] = (1, left, job.arrival, job.id)
+        for job in state.pending:
+            if job.id in promoted:
+                keys[job.id] = (0, 1, job.arrival, job.id)
+                continue
+            left = self.speeds.predicted_s(state, job) * (1 + self.margin) \
+                + self.restart_penalty_s
+            keys[job.id] = (1, left, job.arrival, job.id)
+        order = sorted([*state.pending, *(r.job for r in state.running)],
+                       key=lambda job: keys[job.id])
+        return preempt_in_order(state, order,
+                                types_worth_starting(state, self.speeds, promoted))

@@ -1,0 +1,408 @@
+"""Gavel (Narayanan et al., OSDI 2020): a heterogeneity-aware allocation LP over time
+fractions per GPU type, realised round by round."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hetsched.allocation.free_gpus import FreeGpuIndex
+from hetsched.allocation.layout import Start
+from hetsched.core.errors import InputError
+from hetsched.core.records import Job
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.gavel.problem import AllocationProblem, Array
+from hetsched.policies.baselines.common import RoundClock, SpeedBook, place
+from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
+
+log = logging.getLogger(__name__)
+
+#: The most POP partitions (``--partitions``).
+MAX_PARTITIONS = 256
+#: An LP answer may exceed a constraint by this much (GPUs, or time fractions) and be used.
+FEASIBILITY_TOLERANCE = 1e-6
+
+
+class Gavel(PolicyHooks):
+    """Gavel's allocation ``X[job, gpu_type]`` (time fractions, an LP built as arrays and
+    solved by HiGHS, each solve warm-started from the previous one, or PuLP's model on CBC
+    or SCIP: ``hetsched.formulations.gavel``), realised in rounds of ``round_s`` seconds.
+    With ``partitions`` k > 1 the LP is split into POP's k random sub-problems
+    (:mod:`hetsched.formulations.gavel.pop`); each solve's note in decisions.csv gives
+    the objective it reached over the monolithic optimum. An ``executor`` (a process
+    pool, Ray's: ``hetsched.bench.ray_engine``) solves the k sub-problems side by side, with the
+    same allocations as solving them here in turn.
+
+    The LP is solved again at the first round boundary after the set of active jobs
+    changed (an arrival or a completion), as Gavel's scheduler does. Each job's priority
+    on each type is ``X_jk`` divided by the fraction of the time since that solve it has
+    run on type k (infinite if it has not run there yet; 0 where ``X_jk = 0``, and for
+    jobs that arrived after the solve). At every round boundary (every ``round_s``, the
+    policy's declared round: the simulator calls it there while any job runs or waits)
+    the (job, type) pairs are taken by decreasing priority, ties by larger ``X``, then
+    arrival, and a job is scheduled if its type still has ``num_gpus`` GPUs unclaimed
+    this round (Gavel's greedy). Jobs scheduled on the type they run on keep their GPUs;
+    the other running jobs are preempted; scheduled jobs start, largest gangs first,
+    packed on the fullest node that holds them, else spread. So jobs time-share the types
+    as their allocation says, and migrate: a job alone after the others left gets its
+    best type at the next round. A preempted job whose GPUs end up unused keeps running.
+    GPUs left over, and GPUs freed between boundaries, go to waiting jobs by priority
+    (Gavel's rounds are not work conserving; ours are, without preempting anybody).
+
+    Only a feasible LP answer is used. If the LP gives none (no solution in its time
+    limit, or one that over-fills a GPU type), every job gets an equal time share of each
+    type it can run on (:func:`equal_shares`, feasible by construction); the decisions
+    until the next solve are marked as fallbacks (counted in ``summary.json``'s
+    ``fallbacks`` and ``warnings``), and the first failure is logged as a warning.
+
+    Starvation guard: max-min fairness gives every job ``X > 0``; on top of it (and for
+    max-sum throughput, which can give ``X = 0``), a job waiting ``starvation_rounds``
+    rounds since it last ran goes before every pair at the next round boundary.
+    """
+
+    def __init__(self, *, objective: str = "max-min", round_s: float = 360.0,
+                 backend: str = "highs", time_limit_s: float | None = None,
+                 deterministic: bool = False,
+                 starvation_rounds: float = 20.0, partitions: int = 1,
+                 executor: Executor | None = None) -> None:
+        from hetsched.formulations.gavel import AllocationSolver, Objective, PartitionedSolver
+
+        if not round_s > 0 or not starvation_rounds > 0:
+            raise ValueError("round_s and starvation_rounds must be > 0")
+        if backend not in ("highs", "cbc", "scip"):
+            raise ValueError(f"gavel's LP runs on highs, cbc or scip, not {backend}")
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or not (
+                1 <= partitions <= MAX_PARTITIONS):
+            raise InputError("bad number of partitions", path="partitions", value=partitions,
+                             expected=f"an integer from 1 to {MAX_PARTITIONS}")
+        if partitions > 1 and backend != "highs":
+            raise InputError("POP partitions run on highs only", path="partitions",
+                             value=partitions, expected=f"1 with backend {backend}")
+        self.objective = Objective(objective)
+        #: POP's number of partitions (1: the monolithic LP)
+        self.partitions = partitions
+        #: the LP kept between solves (warm starts), when it runs on HiGHS
+        self._solver = AllocationSolver(self.objective) if partitions == 1 else \
+            PartitionedSolver(self.objective, partitions, executor=executor)
+        #: POP: each solve's objective over the monolithic optimum
+        self.pop_ratios: list[float] = []
+        self.name = "gavel" if self.objective is Objective.MAX_MIN else "gavel-max-sum"
+        self.round_s = round_s
+        self.backend = backend
+        self.time_limit_s = time_limit_s
+        #: the time limit counts deterministic work (an LP then runs to its optimum)
+        self.deterministic = deterministic
+        self.starvation_rounds = starvation_rounds
+        self.speeds = SpeedBook()
+        self.allocation: dict[str, dict[str, float]] = {}
+        self.solves = 0
+        self._solved_for: frozenset[str] | None = None
+        self._lp_failed = ""
+        self._reset_at = 0.0
+        #: seconds each job ran on each type (columns: the cluster's types) since the solve
+        self._time_on: dict[str, Array] = {}
+        #: each job's rounded share of each type, and its predicted speeds
+        self._share: dict[str, Array] = {}
+        self._speed_rows: dict[str, Array] = {}
+        self._last_ran: dict[str, float] = {}
+        self._last_now: float | None = None
+        self.clock = RoundClock(round_s)
+        self._warned = False
+        self._pop_note = ""
+
+    def decide(self, state: ClusterState) -> Decision:
+        """Recompute the allocation if the jobs changed; realise the round."""
+        now = state.now
+        elapsed = 0.0 if self._last_now is None else now - self._last_now
+        self._last_now = now
+        types = state.cluster.type_names
+        for run in state.running:  # every running job ran since the previous decision
+            ran = self._time_on.get(run.job.id)
+            if ran is None:
+                ran = self._time_on[run.job.id] = np.zeros(len(types))
+            column = types.index(run.gpu_type)
+            ran[column] = ran[column] + elapsed
+            self._last_ran[run.job.id] = now
+        jobs = [*state.pending, *(r.job for r in state.running)]
+        active = frozenset(job.id for job in jobs)
+        if len(self._last_ran) > len(active) or len(self._speed_rows) > len(active):
+            for job_id in [j for j in self._last_ran if j not in active]:
+                del self._last_ran[job_id]
+            for job_id in [j for j in self._speed_rows if j not in active]:
+                del self._speed_rows[job_id]
+        # Rounds go on while anything runs (the simulator calls at every boundary): a
+        # round can move running jobs between types even when nobody waits.
+        boundary = self.clock.boundary(now)
+        if not boundary and not state.pending:
+            return Decision()
+        if boundary and not state.pending and len(state.cluster.type_names) == 1:
+            return Decision()  # one type, nobody waiting: every running job keeps its GPUs
+        if boundary and active != self._solved_for:
+            # As Gavel: the allocation is recomputed at the first round after jobs arrived
+            # or left.
+            self._solve(state, jobs)
+            self._solved_for = active
+        if boundary:
+            decision = self._round(state, jobs)
+        else:
+            decision = self._fill(state, state.pending, self._pairs(state, state.pending),
+                                  state.pool())
+        if self._lp_failed:
+            return Decision(decision.start, decision.preempt, True, self._lp_failed)
+        if self._pop_note and boundary:
+            note, self._pop_note = self._pop_note, ""
+            return Decision(decision.start, decision.preempt, False, note)
+        return decision
+
+    def figures(self) -> dict[str, object]:
+        """With POP partitions: their number, and the objective each solve reached over
+        the monolithic optimum (solves, min, mean); nothing without."""
+        if self.partitions == 1:
+            return {}
+        ratios = self.pop_ratios
+        return {"partitions": self.partitions, "pop_solves": len(ratios),
+                "pop_objective_ratio_min": min(ratios, default=math.nan),
+                "pop_objective_ratio_mean": sum(ratios) / len(ratios) if ratios else math.nan}
+
+    def quiet_until(self, state: ClusterState) -> float:
+        """Until the next event (``inf``) when nobody waits and either the cluster has one
+        GPU type or the allocation, solved for the running jobs, gives every one of them
+        a share of its own type only and the LP did not fail; else no promise.
+
+        Then every boundary until a job arrives or ends is an empty decision: each job's
+        only (job, type) pair is the type it holds, and its GPUs are there. What skipped
+        calls would change is the time on each type (``_time_on``, only in float rounding:
+        one sum instead of several) and ``_last_ran``/``_last_now``/the clock, which the
+        call at the last boundary sets as they would be. ``_time_on`` is read for running
+        jobs' priorities only, which cannot change a round with one pair per job, and it
+        is reset by the solve at the first boundary after the jobs change."""
+        if state.pending or self._lp_failed:
+            return -math.inf
+        if len(state.cluster.type_names) == 1:
+            return math.inf
+        if frozenset(r.job.id for r in state.running) != self._solved_for:
+            return -math.inf
+        for run in state.running:
+            shares = [t for t, x in self.allocation.get(run.job.id, {}).items() if x > 1e-9]
+            if shares != [run.gpu_type]:
+                return -math.inf
+        return math.inf
+
+    def _solve(self, state: ClusterState, jobs: list[Job]) -> None:
+        """Gavel's LP on the active jobs; resets the time each job has run."""
+        from hetsched.formulations.gavel import (
+            AllocationProblem,
+            PartitionedSolver,
+            solve_allocation,
+        )
+
+        types = state.cluster.type_names
+        throughput = np.array([self._speed_row(state, job) for job in jobs]).reshape(
+            len(jobs), len(types))
+        problem = AllocationProblem(
+            tuple(job.id for job in jobs), types, throughput,
+            np.array([float(job.num_gpus) for job in jobs]),
+            np.array([float(state.cluster.num_gpus(t)) for t in types]),
+            np.array([job.weight for job in jobs]))
+        budget = Budget(self.time_limit_s, deterministic=self.deterministic)
+        self._pop_note = ""
+        if self.backend != "highs":
+            result = solve_allocation(problem, self.objective, backend=self.backend,
+                                      budget=budget)
+        elif isinstance(self._solver, PartitionedSolver):
+            split = self._solver.solve(problem, budget)
+            result = split.allocation
+            if result.ok:
+                self.pop_ratios.append(split.ratio)
+                self._pop_note = (f"POP k={self.partitions}: objective {split.ratio:.6f} of "
+                                  "the monolithic optimum")
+        else:
+            result = self._solver.solve(problem, budget)
+        self.solves += 1
+        # Only a feasible allocation is used: one that over-fills a GPU type (or gives a
+        # job more than all of its time, or time where it cannot run) never is.
+        feasible = result.ok and problem.is_feasible(result.fractions, FEASIBILITY_TOLERANCE)
+        if feasible:
+            fractions = result.fractions
+            self._lp_failed = ""
+            if not result.optimal:
+                log.debug("t=%g: gavel LP not solved to optimality (%d jobs): its feasible "
+                         "allocation is used", state.now, len(jobs))
+        else:
+            fractions = equal_shares(problem)
+            over = bool(np.any(problem.scale_factors @ result.fractions
+                               > problem.capacity + FEASIBILITY_TOLERANCE))
+            why = "no solution" if not math.isfinite(result.value) else \
+                "an allocation that over-fills a GPU type" if over else "an infeasible allocation"
+            self._lp_failed = f"gavel LP failed ({why}): equal time shares instead"
+            if not self._warned:
+                self._warned = True
+                log.warning("t=%g: %s, %d active jobs (later failures are counted in "
+                            "summary.json)", state.now, self._lp_failed, len(jobs))
+            else:
+                log.debug("t=%g: %s, %d active jobs", state.now, self._lp_failed, len(jobs))
+        # Rounded (Python's correctly rounded decimal): solver noise must not decide ties.
+        shares = np.array([[round(v, 6) for v in row] for row in fractions.tolist()])
+        self._share = dict(zip(problem.job_ids, shares.reshape(-1, len(types)), strict=True))
+        self.allocation = {job_id: dict(zip(types, row.tolist(), strict=True))
+                           for job_id, row in self._share.items()}
+        self._reset_at = state.now
+        self._time_on = {}
+
+    def _pairs(self, state: ClusterState, jobs: Sequence[Job]) -> _Pairs:
+        """The (job, type) pairs of ``jobs`` as arrays (rows: jobs, columns: the cluster's
+        types): each pair's priority ``X_jk / (time on k since the solve / time since the
+        solve)`` (infinite when the job has not run on k yet; 0 where ``X_jk = 0``), share
+        and predicted speed; whether each job is starved; and each job's types in
+        preference order (priority, share, speed, then cluster order; usable types only)."""
+        types = state.cluster.type_names
+        width = len(types)
+        zero = np.zeros(width)
+        share = np.array([self._share.get(job.id, zero) for job in jobs]).reshape(-1, width)
+        ran = np.array([self._time_on.get(job.id, zero) for job in jobs]).reshape(-1, width)
+        speed = np.array([self._speed_row(state, job) for job in jobs]).reshape(-1, width)
+        since = state.now - self._reset_at
+        with np.errstate(divide="ignore", invalid="ignore"):
+            unserved = (ran <= 0) | (since <= 0)
+            priority = np.where(share > 1e-9,
+                                np.where(unserved, math.inf, share / (ran / since)), 0.0)
+        usable = speed > 0
+        column = np.broadcast_to(np.arange(width), share.shape)
+        preference = np.lexsort((column, -speed, -share, -priority, ~usable), axis=-1)
+        limit = self.starvation_rounds * self.round_s
+        starved = np.array([state.now - self._last_ran.get(job.id, job.arrival) >= limit
+                            for job in jobs], dtype=bool)
+        return _Pairs(priority, share, usable, preference, starved)
+
+    def _speed_row(self, state: ClusterState, job: Job) -> Array:
+        """The job's predicted steps/s on each of the cluster's types (0: cannot run)."""
+        row = self._speed_rows.get(job.id)
+        if row is None:
+            speeds = self.speeds.speeds(state, job)
+            row = np.array([speeds.get(t, 0.0) for t in state.cluster.type_names])
+            self._speed_rows[job.id] = row
+        return row
+
+    def _round(self, state: ClusterState, jobs: list[Job]) -> Decision:
+        """A round boundary: Gavel's greedy over (job, type) pairs, then the realisation.
+
+        The pairs are taken starved jobs first (waiting ones only), then by decreasing
+        priority, larger share, earlier arrival, job id and cluster order; a pair is
+        taken if its job has none yet and its type has the job's GPUs unclaimed."""
+        pairs = self._pairs(state, jobs)
+        running = {r.job.id: r for r in state.running}
+        starved = pairs.starved & np.array([job.id not in running for job in jobs], dtype=bool)
+        rank = _arrival_rank(jobs)
+        rows, cols = np.nonzero(pairs.usable & ((pairs.priority > 0) | starved[:, None]))
+        order = np.lexsort((cols, rank[rows], -pairs.share[rows, cols],
+                            -pairs.priority[rows, cols], ~starved[rows]))
+        types = state.cluster.type_names
+        left = [state.cluster.num_gpus(t) for t in types]
+        unclaimed = sum(left)
+        gangs = [job.num_gpus for job in jobs]
+        chosen: dict[str, str] = {}
+        taken: dict[int, int] = {}
+        for row, col in zip(rows[order].tolist(), cols[order].tolist(), strict=True):
+            if row in taken or left[col] < gangs[row]:
+                continue
+            taken[row] = col
+            chosen[jobs[row].id] = types[col]
+            left[col] -= gangs[row]
+            unclaimed -= gangs[row]
+            if not unclaimed:  # every GPU is claimed: no later pair can be taken
+                break
+        preempt = [job_id for job_id, run in running.items()
+                   if chosen.get(job_id) != run.gpu_type]
+        pool = state.pool()
+        for job_id in preempt:
+            pool.release(running[job_id].gpus, running[job_id].job)
+        to_start = sorted(
+            (row for row, col in taken.items()
+             if types[col] != getattr(running.get(jobs[row].id), "gpu_type", None)),
+            key=lambda row: (-gangs[row], -pairs.priority[row, taken[row]],
+                             jobs[row].arrival, jobs[row].id))
+        starts: list[Start] = []
+        for row in to_start:
+            job = jobs[row]
+            start = place(state, job, [chosen[job.id]], job.num_gpus, pool)
+            if start is not None:
+                starts.append(start)
+        restarted = {s.job for s in starts}
+        kept = [j for j in preempt
+                if j not in restarted and pool.can_hold(running[j].gpus, running[j].job)]
+        for job_id in kept:  # nobody needed its GPUs: it keeps running
+            pool.take(running[job_id].gpus, running[job_id].job)
+        preempted = tuple(j for j in preempt if j not in kept)
+        waiting = [row for row, job in enumerate(jobs[:len(state.pending)])
+                   if job.id not in restarted and job.id not in preempted]
+        filled = self._fill(state, [jobs[row] for row in waiting], pairs.rows(waiting), pool)
+        return Decision((*starts, *filled.start), preempted)
+
+    def _fill(self, state: ClusterState, waiting: Sequence[Job], pairs: _Pairs,
+              pool: FreeGpuIndex) -> Decision:
+        """Free GPUs to waiting jobs (``pairs``: theirs, row by row), best priority first,
+        without preempting (jobs that arrived since the last solve have no share yet: they
+        come after, by arrival)."""
+        if not waiting or not pool.has_free():
+            return Decision()
+        rows = np.arange(len(waiting))
+        best = pairs.preference[:, 0]
+        rank = _arrival_rank(waiting)
+        order = np.lexsort((rank, -pairs.share[rows, best], -pairs.priority[rows, best],
+                            ~pairs.starved))
+        types = state.cluster.type_names
+        starts = []
+        for row in order[pairs.usable[order, best[order]]].tolist():
+            if not pool.has_free():
+                break
+            job = waiting[row]
+            choices = [types[k] for k in pairs.preference[row].tolist() if pairs.usable[row, k]]
+            start = place(state, job, choices, job.num_gpus, pool)
+            if start is not None:
+                starts.append(start)
+        return Decision(tuple(starts))
+
+
+def _arrival_rank(jobs: Sequence[Job]) -> npt.NDArray[np.int64]:
+    """Each job's place in the order of (arrival, id)."""
+    rank = np.empty(len(jobs), dtype=np.int64)
+    rank[sorted(range(len(jobs)), key=lambda j: (jobs[j].arrival, jobs[j].id))] = \
+        np.arange(len(jobs))
+    return rank
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """A decision's (job, type) pairs as arrays, rows in the order of the jobs asked for
+    (:meth:`Gavel._pairs`)."""
+
+    priority: Array
+    share: Array
+    usable: npt.NDArray[np.bool_]
+    #: each row's columns in preference order (usable ones first)
+    preference: npt.NDArray[np.int64]
+    starved: npt.NDArray[np.bool_]
+
+    def rows(self, index: Sequence[int]) -> _Pairs:
+        """The pairs of the jobs at ``index``."""
+        at = np.asarray(index, dtype=np.int64)
+        return _Pairs(self.priority[at], self.share[at], self.usable[at],
+                      self.preference[at], self.starved[at])
+
+
+def equal_shares(problem: AllocationProblem) -> Array:
+    """A feasible allocation without an LP (the fallback when the LP fails): every job gets
+    the same time share ``C_k / max(sum_j s_j, sum_k C_k)`` of each GPU type k it can run
+    on (Gavel's equal share, scaled so that no type is over-filled: ``sum_j s_j X_jk <=
+    C_k`` and ``sum_k X_jk <= 1``)."""
+    scale = max(float(problem.scale_factors.sum()), float(problem.capacity.sum()), 1.0)
+    fractions = np.where(problem.throughput > 0, problem.capacity[np.newaxis, :] / scale, 0.0)
+    if not problem.is_feasible(fractions):
+        raise RuntimeError("equal shares over-fill a GPU type")  # cannot happen (above)
+    return np.asarray(fractions, dtype=np.float64)

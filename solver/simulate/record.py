@@ -1,0 +1,461 @@
+"""The outcome of a replay and its output files.
+
+:class:`Replay` holds what happened to every job (:class:`JobRecord`) and every decision
+point (:class:`DecisionLog`); :meth:`Replay.write` writes them as one set of files into a
+folder of their own: ``summary.json``, ``jobs.csv`` and ``decisions.csv``, which are the
+same for the same input, and ``timing.json``, the wall-clock figures (docs/traces.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import shutil
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hetsched.core.errors import InputError
+from hetsched.core.records import Cluster, Job
+from hetsched.core.result import Assignment, Schedule, completion_figures
+from hetsched.core.sharing import CoLocationModel
+
+
+@dataclass
+class JobRecord:
+    """What happened to one job."""
+
+    job: Job
+    first_start: float | None = None
+    finish: float | None = None
+    gpu_types: list[str] = field(default_factory=list)
+    gpus: tuple[str, ...] = ()
+    preemptions: int = 0
+    gpu_seconds: float = 0.0
+    #: Its run segments, in order (:class:`~hetsched.core.result.Assignment` with ``work``).
+    segments: list[Assignment] = field(default_factory=list)
+
+    @property
+    def met(self) -> bool | None:
+        """Deadline met (``None`` without a deadline or before it finishes)."""
+        if self.job.deadline is None or self.finish is None:
+            return None
+        return self.finish <= self.job.deadline + 1e-6
+
+
+@dataclass(frozen=True)
+class DecisionLog:
+    """One decision point: the time (s), the pending and running jobs and the busy GPUs
+    right after the decision, the jobs it started and preempted, how long the policy took
+    (s), whether a fallback decided, and the policy's note."""
+
+    time: float
+    pending: int
+    running: int
+    busy_gpus: int
+    started: int
+    preempted: int
+    decision_time_s: float
+    fallback: bool
+    note: str
+
+
+#: The files of one replay's output folder (:meth:`Replay.write`): nothing else may be in
+#: it, since the folder is replaced as a whole.
+OUTPUT_FILES = ("summary.json", "jobs.csv", "decisions.csv", "timing.json")
+#: Files a replay's folder may hold besides: ``run.toml``, the settings ``hetsched replay``
+#: ran with (:mod:`hetsched.cli.run_config`), written with the others as one set.
+COMMAND_FILES = ("run.toml",)
+#: ``summary.json`` lists at most this many distinct fallback notes.
+MAX_WARNINGS = 10
+#: The wall-clock fields, kept out of ``summary.json`` (they go to ``timing.json``).
+TIMING_FIELDS = ("wall_time_s", "decision_time_p50_s", "decision_time_p95_s",
+                 "decision_time_max_s")
+
+
+@dataclass(frozen=True)
+class ReplaySummary:
+    """The metrics of one replay (seconds unless stated), as summary.json holds them and
+    as a bench's results.csv row carries them (:meth:`to_cells`, :meth:`from_cells`).
+    Averages and percentiles are NaN when no job finished."""
+
+    jobs: int
+    completed: int
+    avg_jct_s: float
+    p50_jct_s: float
+    p95_jct_s: float
+    p99_jct_s: float
+    makespan_s: float
+    avg_queue_s: float
+    deadline_jobs: int
+    deadline_met: int
+    total_tardiness_s: float
+    utilization: float  # busy GPU-seconds / (usable GPUs x makespan)
+    utilization_all_gpus: float  # the same over every GPU of the cluster
+    usable_gpus: int
+    preemptions: int
+    decisions: int
+    fallbacks: int
+    warnings: tuple[str, ...]
+    round_s: float | None
+    interval_s: float | None
+    restart_penalty_s: float
+    interrupted: bool
+
+    def to_dict(self) -> dict[str, object]:
+        """summary.json's fields, in its order (``warnings`` a list)."""
+        values: dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["warnings"] = list(self.warnings)
+        return values
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> ReplaySummary:
+        """Inverse of :meth:`to_dict`; reads a replay's ``summary.json`` (its other keys,
+        the trace, policy, bounds, ..., are ignored; null numbers are NaN, as written).
+        A missing field is an :class:`InputError` naming it."""
+        missing = [f.name for f in fields(cls) if f.name not in values]
+        if missing:
+            raise InputError("not a replay summary", path=missing[0],
+                             expected="the fields of summary.json: "
+                             + ", ".join(f.name for f in fields(cls)))
+
+        def number(name: str) -> float:
+            value = values[name]
+            return math.nan if value is None else float(value)
+
+        def optional(name: str) -> float | None:
+            value = values[name]
+            return None if value is None else float(value)
+
+        counts = {f.name for f in fields(cls) if f.type in ("int", int)}
+        floats = {f.name for f in fields(cls) if f.type in ("float", float)}
+        made: dict[str, Any] = {
+            **{name: int(values[name]) for name in counts},
+            **{name: number(name) for name in floats},
+            "warnings": tuple(str(w) for w in values["warnings"] or ()),
+            "round_s": optional("round_s"), "interval_s": optional("interval_s"),
+            "interrupted": bool(values["interrupted"])}
+        return cls(**made)
+
+    def to_frame(self) -> Any:
+        """The metrics as a one-row pandas DataFrame (``warnings`` joined by ``"; "``), e.g.
+        to set replays side by side with ``pandas.concat``."""
+        import pandas as pd
+
+        row: dict[str, object] = self.to_dict()
+        row["warnings"] = "; ".join(self.warnings)
+        return pd.DataFrame([row])
+
+    def to_cells(self) -> dict[str, str]:
+        """The fields as results.csv cells (:func:`cell_text`)."""
+        return {name: cell_text(value) for name, value in self.to_dict().items()}
+
+    @classmethod
+    def from_cells(cls, cells: Mapping[str, str]) -> ReplaySummary:
+        """The summary a results.csv row carries (:meth:`to_cells`'s inverse; a missing
+        or empty cell is NaN, 0, None or false, by the field's type)."""
+        def number(name: str) -> float:
+            return cell_float(cells.get(name))
+
+        def count(name: str) -> int:
+            return cell_int(cells.get(name))
+
+        def optional(name: str) -> float | None:
+            value = number(name)
+            return value if math.isfinite(value) else None
+
+        text = cells.get("warnings", "")
+        warnings = tuple(str(w) for w in json.loads(text)) if text else ()
+        return cls(
+            jobs=count("jobs"), completed=count("completed"), avg_jct_s=number("avg_jct_s"),
+            p50_jct_s=number("p50_jct_s"), p95_jct_s=number("p95_jct_s"),
+            p99_jct_s=number("p99_jct_s"), makespan_s=number("makespan_s"),
+            avg_queue_s=number("avg_queue_s"), deadline_jobs=count("deadline_jobs"),
+            deadline_met=count("deadline_met"), total_tardiness_s=number("total_tardiness_s"),
+            utilization=number("utilization"),
+            utilization_all_gpus=number("utilization_all_gpus"),
+            usable_gpus=count("usable_gpus"), preemptions=count("preemptions"),
+            decisions=count("decisions"), fallbacks=count("fallbacks"), warnings=warnings,
+            round_s=optional("round_s"), interval_s=optional("interval_s"),
+            restart_penalty_s=number("restart_penalty_s"),
+            interrupted=cells.get("interrupted", "") == "true")
+
+
+@dataclass
+class Replay:
+    """The outcome of a replay: per-job records and the decision log, and the settings
+    that shaped it (the policy's round, the extra decision interval, the restart
+    penalty, all in s)."""
+
+    records: dict[str, JobRecord]
+    decisions: list[DecisionLog]
+    cluster: Cluster
+    wall_time_s: float
+    start_time: float
+    interrupted: bool = False
+    round_s: float | None = None
+    interval_s: float | None = None
+    restart_penalty_s: float = 30.0
+    #: GPUs of a type some job can run on (:func:`hetsched.core.bounds.usable_gpus`); ``None``:
+    #: every GPU of the cluster
+    usable_gpus: int | None = None
+    #: how fast jobs sharing a GPU ran (hetsched.core.sharing), for the checker
+    colocation: CoLocationModel | None = None
+
+    def summary(self) -> dict[str, object]:
+        """The replay's metrics (seconds unless stated) as summary.json holds them: a
+        function of the input alone, no wall-clock field (those are :meth:`timing`'s)."""
+        return self.metrics().to_dict()
+
+    def metrics(self) -> ReplaySummary:
+        """The replay's metrics as a typed record (:class:`ReplaySummary`)."""
+        done = [r for r in self.records.values() if r.finish is not None]
+        queue = np.array([(r.first_start or 0.0) - r.job.arrival for r in done])
+        busy = sum(r.gpu_seconds for r in self.records.values())
+        # Utilisation counts the GPUs some job can use: a type no job runs on is idle
+        # whatever the policy does (``utilization_all_gpus`` counts every GPU).
+        usable = self.usable_gpus or len(self.cluster.gpus)
+        finish = {r.job.id: r.finish for r in done if r.finish is not None}
+        jobs = [r.job for r in self.records.values()]
+        figures = completion_figures(jobs, finish, self.start_time, busy, usable)
+        capacity_all = len(self.cluster.gpus) * figures.makespan_s
+
+        return ReplaySummary(
+            jobs=len(self.records),
+            completed=len(done),
+            avg_jct_s=figures.mean_jct(),
+            p50_jct_s=figures.percentile_jct(50),
+            p95_jct_s=figures.percentile_jct(95),
+            p99_jct_s=figures.percentile_jct(99),
+            makespan_s=figures.makespan_s,
+            avg_queue_s=float(queue.mean()) if len(queue) else math.nan,
+            deadline_jobs=figures.deadline_jobs,
+            deadline_met=figures.deadline_met,
+            total_tardiness_s=figures.total_tardiness_s,
+            utilization=figures.utilization,
+            utilization_all_gpus=busy / capacity_all if capacity_all > 0 else 0.0,
+            usable_gpus=usable,
+            preemptions=sum(r.preemptions for r in self.records.values()),
+            decisions=len(self.decisions),
+            fallbacks=sum(1 for d in self.decisions if d.fallback),
+            warnings=tuple(self.warnings()),
+            round_s=self.round_s,
+            interval_s=self.interval_s,
+            restart_penalty_s=self.restart_penalty_s,
+            interrupted=self.interrupted,
+        )
+
+    def schedule(self) -> Schedule:
+        """What ran where and when, for :func:`hetsched.core.check.check` (against the measured
+        throughput; an interrupted replay has the segments that ended): a job that ran
+        once is one assignment, a preempted job one per run segment, each with the work
+        it did, and the replay's restart penalty."""
+        return Schedule(tuple(
+            segment for r in self.records.values() for segment in (
+                [dataclasses.replace(r.segments[0], work=None)]
+                if len(r.segments) == 1 and r.finish is not None else r.segments)),
+            self.restart_penalty_s)
+
+    def job_rows(self) -> list[tuple[object, ...]]:
+        """One row per job (the columns :data:`JOB_COLUMNS`, jobs.csv's), by arrival:
+        times in s, ``None`` where unknown (not started, not finished, no deadline)."""
+        rows: list[tuple[object, ...]] = []
+        for record in sorted(self.records.values(), key=lambda r: (r.job.arrival, r.job.id)):
+            job = record.job
+            rows.append((
+                job.id, job.job_type, job.arrival, record.first_start, record.finish,
+                None if record.finish is None else record.finish - job.arrival,
+                "|".join(dict.fromkeys(record.gpu_types)), len(record.gpus),
+                " ".join(record.gpus), record.preemptions, record.gpu_seconds,
+                job.deadline, "" if record.met is None else int(record.met)))
+        return rows
+
+    def jobs_frame(self) -> Any:
+        """jobs.csv as a pandas DataFrame (numbers as numbers, NaN where unknown)."""
+        import pandas as pd
+
+        frame = pd.DataFrame(self.job_rows(), columns=list(JOB_COLUMNS))
+        frame["met"] = frame["met"].replace("", None).astype("Float64")
+        return frame
+
+    def warnings(self) -> list[str]:
+        """One line per distinct fallback note (the first :data:`MAX_WARNINGS`, in order of
+        first use): how many decisions fell back with it and from when (s)."""
+        seen: dict[str, list[float]] = {}  # note -> [count, first time]
+        for decision in self.decisions:
+            if decision.fallback:
+                entry = seen.setdefault(decision.note or "(no note)", [0, decision.time])
+                entry[0] += 1
+        lines = [f"{count:.0f} fallback decision{'s' if count != 1 else ''} from t = "
+                 f"{first:.0f} s: {note}"
+                 for note, (count, first) in list(seen.items())[:MAX_WARNINGS]]
+        if len(seen) > MAX_WARNINGS:
+            lines.append(f"... and {len(seen) - MAX_WARNINGS} other fallback notes")
+        return lines
+
+    def timing(self) -> dict[str, float]:
+        """The wall-clock figures (s): the replay's wall time and the policy's decision
+        time (p50, p95, max over the decision points). They differ from run to run."""
+        times = np.array([d.decision_time_s for d in self.decisions]) if self.decisions \
+            else np.zeros(1)
+        return {"wall_time_s": self.wall_time_s,
+                "decision_time_p50_s": float(np.percentile(times, 50)),
+                "decision_time_p95_s": float(np.percentile(times, 95)),
+                "decision_time_max_s": float(times.max())}
+
+    def write(self, out_dir: str | Path, extra: dict[str, object] | None = None,
+              files: Mapping[str, str] | None = None) -> None:
+        """Write :meth:`files` into ``out_dir`` as one set (see :func:`write_folder`), and
+        ``files`` (name -> text, names of :data:`COMMAND_FILES`: ``run.toml``, the
+        command's settings)."""
+        write_folder(out_dir, {**self.files(extra), **(files or {})})
+
+    def files(self, extra: dict[str, object] | None = None) -> dict[str, str]:
+        """The outputs as text, by file name: ``summary.json`` (:meth:`summary` and
+        ``extra``), ``jobs.csv`` (one row per job), ``decisions.csv`` (one row per decision
+        point), all three the same for the same input, and ``timing.json`` (:meth:`timing`
+        and ``decision_time_s``, the policy's wall-clock time at each decision point, in
+        the order of decisions.csv's rows)."""
+        summary = {**self.summary(), **(extra or {})}
+        rows = io.StringIO()
+        writer = csv.writer(rows, lineterminator="\n")
+        writer.writerow(JOB_COLUMNS)
+        for row in self.job_rows():
+            writer.writerow([_num(v) if name in TIME_COLUMNS else v  # type: ignore[arg-type]
+                             for name, v in zip(JOB_COLUMNS, row, strict=True)])
+        decisions = io.StringIO()
+        writer = csv.writer(decisions, lineterminator="\n")
+        writer.writerow(DECISION_COLUMNS)
+        for decision in self.decisions:
+            values = (getattr(decision, name) for name in DECISION_COLUMNS)
+            writer.writerow([_num(v) if isinstance(v, float) else v for v in values])
+        timing = {**self.timing(),
+                  "decision_time_s": [d.decision_time_s for d in self.decisions]}
+        return {"summary.json": _json(summary), "jobs.csv": rows.getvalue(),
+                "decisions.csv": decisions.getvalue(), "timing.json": _json(timing)}
+
+
+#: The columns of jobs.csv (:meth:`Replay.job_rows`).
+JOB_COLUMNS = ("job", "job_type", "arrival", "start", "finish", "jct", "gpu_types",
+               "num_gpus", "gpus", "preemptions", "gpu_seconds", "deadline", "met")
+#: The columns of jobs.csv written as repr-exact floats (empty when unknown).
+TIME_COLUMNS = frozenset({"arrival", "start", "finish", "jct", "gpu_seconds", "deadline"})
+#: The columns of decisions.csv: every field of :class:`DecisionLog` but the wall clock.
+DECISION_COLUMNS = tuple(f.name for f in fields(DecisionLog) if f.name != "decision_time_s")
+
+
+def cell_text(value: object) -> str:
+    """A value for a CSV cell (results.csv): floats repr-exact, NaN and None empty,
+    booleans ``true``/``false``, lists and dicts as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ""
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def cell_float(text: str | None) -> float:
+    """A results.csv cell as a number; NaN if empty or not a number."""
+    try:
+        return float(text) if text not in (None, "") else math.nan
+    except ValueError:
+        return math.nan
+
+
+def cell_int(text: str | None) -> int:
+    """A results.csv cell as an integer; 0 if empty or not a number."""
+    value = cell_float(text)
+    return int(value) if math.isfinite(value) else 0
+
+
+def _json(values: dict[str, object]) -> str:
+    """JSON with non-finite floats as null."""
+    def clean(value: object) -> object:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    return json.dumps({k: clean(v) for k, v in values.items()}, indent=1) + "\n"
+
+
+def _num(value: float | None) -> str:
+    """A float for CSV: repr-exact, empty for None."""
+    return "" if value is None else repr(float(value))
+
+
+def check_out_folder(out_dir: str | Path) -> None:
+    """Refuse an output folder that is a file or holds anything but a replay's outputs
+    (:data:`OUTPUT_FILES`, :data:`COMMAND_FILES`): :func:`write_folder` replaces the folder
+    as a whole."""
+    folder = Path(out_dir)
+    try:  # one look at a time: another replay into it may move the folder away meanwhile
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return  # absent, or just moved aside by another replay into it
+    except NotADirectoryError:
+        if folder.exists():
+            raise InputError("the output folder is a file", file=str(folder), path="out",
+                             expected="a new folder, or one a replay wrote") from None
+        return  # a parent is a file: hetsched.core.outputs.check_output_folder says so
+    else:
+        foreign = sorted(name for name in names if name not in OUTPUT_FILES + COMMAND_FILES
+                         and not name.endswith(".tmp"))
+        if foreign:
+            raise InputError("the output folder holds files that are not a replay's",
+                             file=str(folder), path="out", value=", ".join(foreign[:5]),
+                             expected="a new folder, or one holding only "
+                             + ", ".join(OUTPUT_FILES + COMMAND_FILES)
+                             + " (it is replaced as a whole)")
+
+
+def write_folder(out_dir: str | Path, files: Mapping[str, str]) -> None:
+    """Write ``files`` (name -> text) as the whole content of the folder ``out_dir``: into
+    a temporary folder beside it, then renamed into place (a folder already there, which
+    may only hold a replay's outputs, is moved aside first and removed). A reader, or a
+    second replay into the same folder, never sees a mix of two replays' files; an
+    interrupted write leaves the folder as it was."""
+    folder = Path(out_dir).absolute()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    temporary = folder.with_name(f".{folder.name}.tmp-{token}")
+    try:
+        temporary.mkdir()
+        for name, text in files.items():
+            (temporary / name).write_text(text, encoding="utf-8")
+        for attempt in range(20):
+            try:
+                os.rename(temporary, folder)  # absent, or (POSIX) an empty folder
+                return
+            except OSError:
+                if not folder.exists():
+                    continue
+            check_out_folder(folder)
+            aside = folder.with_name(f".{folder.name}.old-{token}-{attempt}")
+            try:
+                os.rename(folder, aside)
+            except FileNotFoundError:  # another replay moved it first
+                continue
+            try:
+                os.rename(temporary, folder)
+                return
+            except OSError:  # another replay's folder landed in between: try again
+                continue
+            finally:
+                shutil.rmtree(aside, ignore_errors=True)
+        raise RuntimeError(f"could not write {folder}: other replays keep replacing it")
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)

@@ -1,0 +1,2 @@
+"""Throughput: measured profiles and the fitted speed model (settings, fit, its file, leave-one-out
+accuracy)."""
