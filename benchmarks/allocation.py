@@ -75,8 +75,8 @@ COLUMNS = ("objective", "jobs", "classes", "solver", "median_s", "build_s", "hig
 
 def problem(jobs: int) -> AllocationProblem:
     """The benchmark's allocation problem with ``jobs`` active jobs (see the module)."""
+    from hetsched.files.replay_inputs import throughput_pair
     from hetsched.files.traces import read_trace
-    from hetsched.replaying import throughput_pair
 
     truth, _ = throughput_pair(GAVEL / "simulation_throughputs.json")
     traces = [GAVEL / "traces" / "ee9e8c.trace",

@@ -3,7 +3,8 @@ the bench's job sets.
 
 Inputs: the jobs ``benchmarks/bench_policies.py`` replays with seed 0 (Gavel's
 ``ee9e8c`` and ``6214e9`` traces, the first 1,000 jobs, half with a synthetic deadline,
-which the bound ignores), read as the replays read them (``hetsched.replaying.trace_jobs``:
+which the bound ignores), read as the replays read them
+(``hetsched.files.replay_inputs.trace_jobs``:
 measured throughput, arrivals scaled by the load), on 36 V100 + 36 P100 + 36 K80, loads
 0.5 and 1; then 2,000 jobs, for the time. For each: the LP's size (grid intervals,
 blocks, columns, rows, tangent cuts), build and HiGHS time, the bound on the average JCT
@@ -27,9 +28,10 @@ import math
 import time
 from pathlib import Path
 
+from hetsched.core.settings import ReplaySettings
 from hetsched.files.cluster_spec import parse_cluster
+from hetsched.files.replay_inputs import trace_jobs
 from hetsched.formulations.completion import CompletionBoundSettings, completion_bound
-from hetsched.replaying import trace_jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "gavel" / "traces"
@@ -81,8 +83,9 @@ def main() -> None:
     for jobs in (int(n) for n in args.jobs.split(",")):
         for trace in args.traces.split(","):
             for load in (float(v) for v in args.loads.split(",")):
-                read = trace_jobs(DATA / f"{trace}.trace", "gavel", cluster, seed=0,
-                                  limit_jobs=jobs, deadline_fraction=0.5, load=load)
+                read = trace_jobs(DATA / f"{trace}.trace", "gavel", cluster,
+                                  settings=ReplaySettings(seed=0, limit_jobs=jobs,
+                                                          deadline_fraction=0.5, load=load))
                 began = time.perf_counter()
                 bound = completion_bound(read.jobs, cluster, read.truth, settings=settings)
                 wall = time.perf_counter() - began

@@ -7,14 +7,15 @@ import math
 from dataclasses import dataclass
 
 from hetsched.core.errors import InputError
+from hetsched.core.ranges import MAX_SEED, check_seed
 from hetsched.core.result import Schedule
 from hetsched.formulations.budget import Budget
 
 #: Most solver threads a solve may ask for: HiGHS starts one OS thread per thread asked
 #: for (100,000 did not stop within its limit) and CP-SAT takes at most 10,000 workers.
 MAX_THREADS = 256
-#: Solver seeds are 32-bit signed integers in CP-SAT, HiGHS and SCIP.
-MAX_SEED = 2**31 - 1
+
+__all__ = ["MAX_SEED", "MAX_THREADS", "SolveOptions", "check_seed"]
 
 
 @dataclass(frozen=True)
@@ -57,12 +58,3 @@ class SolveOptions:
                 math.isfinite(self.gap) and self.gap >= 0):
             raise InputError("bad gap", path="gap", value=self.gap,
                              expected="a finite number >= 0")
-
-
-def check_seed(seed: int, path: str = "seed") -> int:
-    """A solver seed: an integer from 0 to :data:`MAX_SEED` (``path`` names it in the
-    error)."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise InputError("bad seed", path=path, value=seed,
-                         expected=f"an integer from 0 to {MAX_SEED:,}")
-    return seed

@@ -11,6 +11,7 @@ from hetsched.core.check import Violation, check  # noqa: E402 (after STARTED_AT
 from hetsched.core.errors import InputError  # noqa: E402
 from hetsched.core.records import Cluster, Configuration, Gpu, GpuType, Instance, Job, Node  # noqa: E402
 from hetsched.core.result import Assignment, Metrics, Result, Schedule, Status, compute_metrics  # noqa: E402
+from hetsched.core.settings import ReplaySettings  # noqa: E402
 from hetsched.core.throughput import Placement, ThroughputModel, ThroughputTable  # noqa: E402
 from hetsched.files.instance import load_instance, save_instance  # noqa: E402
 from hetsched.registry import names  # noqa: E402
@@ -33,6 +34,7 @@ __all__ = [
     "Node",
     "Placement",
     "Replay",
+    "ReplaySettings",
     "ReplaySummary",
     "Result",
     "Schedule",

@@ -38,7 +38,8 @@ ENTRY_POINT_GROUP = "hetsched.policies"
 
 #: What a policy needs (the :class:`~hetsched.policies.rolling.RollingPolicy` protocol); the last
 #: three come with :class:`~hetsched.policies.rolling.PolicyHooks`.
-REQUIRED_MEMBERS = ("name", "round_s", "decide", "quiet_until", "on_finished", "figures")
+REQUIRED_MEMBERS = ("name", "round_s", "decide", "quiet_until", "on_finished", "figures",
+                    "on_stall")
 
 _REFERENCE = re.compile(r"^(?P<target>[^:]+(?::[\\/][^:]*)?):(?P<cls>[A-Za-z_][A-Za-z0-9_]*)$")
 

@@ -23,17 +23,17 @@ from typing import Any
 from hetsched import plugins
 from hetsched.core.errors import InputError
 from hetsched.core.records import Instance
+from hetsched.core.settings import DECISION_LIMIT, RESTART_PENALTY_S
+from hetsched.policies.backends import BACKENDS, BACKENDS_OF
 from hetsched.policies.baselines.agnostic import AGNOSTIC_SUFFIX, HeterogeneityAgnostic
 from hetsched.policies.planner import Planner, SolveOptions
 from hetsched.policies.replanning import Replanning
 from hetsched.policies.rolling import RollingPolicy
 from hetsched.simulate.simulated import Simulated
 
-__all__ = ["AGNOSTIC_SUFFIX", "ENTRIES", "Entry", "entry", "is_exact", "model_warnings",
+__all__ = ["AGNOSTIC_SUFFIX", "BACKENDS", "ENTRIES", "Entry", "entry", "is_exact", "model_warnings",
            "names", "planner", "policy_settings", "rolling", "takes"]
 
-#: The MILP back-ends every exact model and Gavel's LP run on.
-MIP = ("highs", "cbc", "scip")
 
 
 @dataclass(frozen=True)
@@ -61,13 +61,15 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           planner="hetsched.policies.fifo:FifoPolicy",
           policy="hetsched.policies.rolling:RollingFifo"),
     Entry("deadline", "deadline-aware heterogeneous assignment (Hydra), exact",
-          planner="hetsched.policies.deadline.planner:DeadlinePolicy", backends=("cpsat", *MIP),
+          planner="hetsched.policies.deadline.planner:DeadlinePolicy",
+          backends=BACKENDS_OF["deadline"],
           exact=True),
     Entry("allox", "AlloX min-cost matching of jobs to GPU slots, exact",
-          planner="hetsched.policies.allox:AlloxPolicy", backends=("matching", *MIP),
+          planner="hetsched.policies.allox:AlloxPolicy", backends=BACKENDS_OF["allox"],
           exact=True),
     Entry("topology", "FIFO admission, exact topology-aware placement",
-          planner="hetsched.simulate.topology_planner:TopologyPolicy", backends=("cpsat", *MIP),
+          planner="hetsched.simulate.topology_planner:TopologyPolicy",
+          backends=BACKENDS_OF["topology"],
           exact=True),
     Entry("sjf", "shortest (predicted) job first",
           policy="hetsched.policies.baselines.duration:ShortestJobFirst"),
@@ -81,13 +83,14 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           policy="hetsched.policies.baselines.gandiva:Gandiva"),
     Entry("gavel", "Gavel: max-min fairness LP in rounds (OSDI 2020)",
           policy="hetsched.policies.baselines.gavel:Gavel", params={"objective": "max-min"},
-          backends=MIP),
+          backends=BACKENDS_OF["gavel"]),
     Entry("gavel-max-sum", "Gavel: max-sum throughput LP in rounds",
           policy="hetsched.policies.baselines.gavel:Gavel", params={"objective": "max-sum"},
-          backends=MIP),
+          backends=BACKENDS_OF["gavel-max-sum"]),
     Entry("progress", "allocation MILP over every active job each round: weighted progress "
           "on remaining work, urgent deadlines first, restart-aware (preemptive)",
-          policy="hetsched.policies.progress:Progress", backends=MIP, exact=True),
+          policy="hetsched.policies.progress:Progress", backends=BACKENDS_OF["progress"],
+          exact=True),
     Entry("optimus", "Optimus: marginal-gain GPU allocation (EuroSys 2018)",
           policy="hetsched.policies.baselines.optimus:Optimus"),
 )}
@@ -137,11 +140,14 @@ def _load(target: str) -> Any:
     return plugins.load_class(target)
 
 
-def rolling(name: str, *, backend: str | None = None, time_limit_s: float | None = 5.0,
-            seed: int = 0, deterministic: bool = False, **params: Any) -> RollingPolicy:
+def rolling(name: str, *, backend: str | None = None,
+            time_limit_s: float | None = DECISION_LIMIT, seed: int = 0,
+            deterministic: bool = True, **params: Any) -> RollingPolicy:
     """A fresh rolling policy called ``name``: its own, or its static model re-solved at
     every decision point. ``backend``, ``time_limit_s`` (per decision; deterministic work
-    units with ``deterministic``) and ``seed`` reach the policies that solve a model;
+    units with ``deterministic``; the defaults are a replay's,
+    :class:`~hetsched.core.settings.ReplaySettings`) and ``seed`` reach the policies that
+    solve a model;
     ``params`` override the policy's constructor arguments (e.g. ``round_s``)."""
     base, agnostic = _split(name)
     found = entry(name)
@@ -201,35 +207,36 @@ def policy_settings(name: str) -> tuple[str, ...]:
     return tuple(inspect.signature(_load(found.policy)).parameters)
 
 
-def planner(name: str, *, restart_penalty_s: float = 30.0, **knobs: Any) -> Planner:
+def planner(name: str, *, restart_penalty_s: float = RESTART_PENALTY_S, **own: Any
+            ) -> Planner:
     """A static planner called ``name``: its own model, or its rolling policy run by the
     simulator on the instance (preempted jobs lose ``restart_penalty_s`` per restart).
-    ``knobs`` go to the model's constructor (or the rolling policy's); one it does not
-    take is an :class:`InputError` naming it."""
+    ``own`` (the model's own settings) go to its constructor (or the rolling policy's);
+    one it does not take is an :class:`InputError` naming it."""
     _, agnostic = _split(name)
     found = entry(name, "model")
     if found.planner is not None and not agnostic:
         cls = _load(found.planner)
-        _check_knobs(name, cls, knobs)
-        made: Planner = cls(**knobs)
+        _check_settings(name, cls, own)
+        made: Planner = cls(**own)
         return made
-    if knobs and found.policy is not None:
-        _check_knobs(name, _load(found.policy), knobs)
+    if own and found.policy is not None:
+        _check_settings(name, _load(found.policy), own)
 
     def make(options: SolveOptions) -> RollingPolicy:
         return rolling(name, backend=options.backend, time_limit_s=None, seed=options.seed,
-                       deterministic=options.deterministic, **knobs)
+                       deterministic=options.deterministic, **own)
 
     return Simulated(name, make, backends=found.backends, restart_penalty_s=restart_penalty_s)
 
 
-def _check_knobs(name: str, cls: Any, knobs: Mapping[str, Any]) -> None:
-    """Every knob is a keyword argument of ``cls``'s constructor."""
+def _check_settings(name: str, cls: Any, own: Mapping[str, Any]) -> None:
+    """Every setting is a keyword argument of ``cls``'s constructor."""
     accepted = {p.name for p in inspect.signature(cls).parameters.values()
                 if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-    for knob in knobs:
-        if knob not in accepted:
-            raise InputError(f"model {name} has no setting {knob}", path=knob,
+    for setting in own:
+        if setting not in accepted:
+            raise InputError(f"model {name} has no setting {setting}", path=setting,
                              expected="one of " + (", ".join(sorted(accepted)) or "none"))
 
 

@@ -12,28 +12,20 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from hetsched.core.errors import InputError, InvalidScheduleError
 from hetsched.core.outputs import check_output_folder, writing
 from hetsched.core.records import Cluster, Job
-from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR, CoLocationModel
+from hetsched.core.settings import ReplaySettings
+from hetsched.core.sharing import CoLocationModel
 from hetsched.core.throughput import ThroughputModel
 from hetsched.files.replay_inputs import (
-    MAX_LOAD,
-    MIN_LOAD,
     ReplayInputs,
-    TraceJobs,
-    check_load,
-    default_throughput,
-    parse_gpu_aliases,
     read_jobs,
     replay_inputs,
     scale_arrivals,
-    throughput_pair,
-    trace_jobs,
 )
-from hetsched.formulations.options import check_seed
 from hetsched.policies.rolling import RollingPolicy
 from hetsched.simulate.record import Replay
 
@@ -41,10 +33,8 @@ if TYPE_CHECKING:
     from hetsched.core.check import Violation
     from hetsched.files.traces import Trace
 
-__all__ = ["MAX_LOAD", "MIN_LOAD", "ReplayInputs", "ReplayOutput", "TraceJobs", "check_load",
-           "check_replay", "default_throughput", "read_jobs", "replay", "replay_inputs",
-           "replay_trace", "rolling_policy", "run_replay", "scale_arrivals",
-           "throughput_pair", "trace_jobs"]
+__all__ = ["ReplayBar", "ReplayOutput", "check_replay", "replay", "replay_trace",
+           "rolling_policy", "run_replay"]
 
 log = logging.getLogger(__name__)
 
@@ -53,91 +43,102 @@ log = logging.getLogger(__name__)
 REPLAY_ARGUMENTS = frozenset({"backend", "time_limit_s", "deterministic", "seed", "executor"})
 
 
-def rolling_policy(name: str, *, backend: str | None = None, time_limit_s: float | None = 5.0,
-                   seed: int = 0, deterministic: bool = False, partitions: int = 1,
+def rolling_policy(name: str, settings: ReplaySettings | None = None, *,
                    params: Mapping[str, object] | None = None,
                    executor: Executor | None = None) -> RollingPolicy:
-    """The rolling policy called ``name`` (:func:`hetsched.registry.rolling`). With
-    ``deterministic``, ``time_limit_s`` counts deterministic work units per decision (see
-    :mod:`hetsched.formulations.budget`): the same replay on any machine. ``partitions``
-    > 1 splits an allocation LP into POP's sub-problems (policies that take it: gavel,
-    gavel-max-sum; others raise an :class:`InputError` naming it), which ``executor``
-    (a process pool, Ray's) then solves side by side. ``params`` are the policy's own
-    constructor arguments (``round_s``, ``partitions``, ...: a sweep spec's policy
-    settings); one it does not take is an :class:`InputError` naming it."""
+    """The rolling policy called ``name`` (:func:`hetsched.registry.rolling`) with the
+    solver settings of ``settings`` (default :class:`ReplaySettings`): its back-end, its
+    limit per decision (deterministic work units unless ``deterministic`` is off: see
+    :mod:`hetsched.formulations.budget`), its seed. ``partitions`` > 1 splits an
+    allocation LP into POP's sub-problems (policies that take it: gavel, gavel-max-sum;
+    others raise an :class:`InputError` naming it), which ``executor`` (a process pool,
+    Ray's) then solves side by side. ``params`` are the policy's own constructor
+    arguments (``round_s``, ``partitions``, ...: a sweep spec's policy settings); one it
+    does not take is an :class:`InputError` naming it."""
     from hetsched.registry import policy_settings, rolling, takes
 
-    settings = dict(params or {})
-    if partitions != 1:
+    settings = settings or ReplaySettings()
+    own: dict[str, Any] = dict(params or {})
+    if settings.partitions != 1:
         if not takes(name, "partitions"):
             raise InputError(f"policy {name} has no partitions", path="partitions",
-                             value=partitions, expected="1 (partitions split an allocation "
-                             "LP: gavel, gavel-max-sum)")
-        settings["partitions"] = partitions
-    for key, value in settings.items():
+                             value=settings.partitions, expected="1 (partitions split an "
+                             "allocation LP: gavel, gavel-max-sum)")
+        own["partitions"] = settings.partitions
+    for key, value in own.items():
         if key in REPLAY_ARGUMENTS or not takes(name, key):
-            own = [s for s in policy_settings(name) if s not in REPLAY_ARGUMENTS]
+            allowed = [s for s in policy_settings(name) if s not in REPLAY_ARGUMENTS]
             raise InputError(f"policy {name} has no setting {key}", path=key, value=value,
-                             expected=("one of " + ", ".join(own) if own else
+                             expected=("one of " + ", ".join(allowed) if allowed else
                                        f"none: {name} has no settings of its own") + (
                                  " (the replay sets it)" if key in REPLAY_ARGUMENTS else ""))
-    if executor is not None and settings.get("partitions", 1) != 1:
-        settings["executor"] = executor
-    return rolling(name, backend=backend, time_limit_s=time_limit_s, seed=seed,
-                   deterministic=deterministic, **settings)
+    if executor is not None and own.get("partitions", 1) != 1:
+        own["executor"] = executor
+    return rolling(name, **settings.policy_arguments(), **own)
 
 
 def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = "fifo", *,
            throughput: ThroughputModel, model: ThroughputModel | None = None,
-           interval_s: float | None = None, restart_penalty_s: float = 30.0,
-           time_limit_s: float | None = 0.1, deterministic: bool = True, seed: int = 0,
-           backend: str | None = None, load: float = 1.0, progress: bool = False,
+           settings: ReplaySettings | None = None, progress: bool = False,
            colocation: CoLocationModel | None = None) -> Replay:
     """Replay ``jobs`` on ``cluster`` under ``policy`` (a registered name or a rolling
     policy object), in memory, the same way ``hetsched replay`` does.
 
     ``throughput`` advances the jobs (measured); ``model`` is what the policy sees (the
-    fitted one; default ``throughput``). ``time_limit_s`` is the solver limit per
-    decision, in deterministic work units unless ``deterministic`` is false; ``load``
-    scales the arrival rate; ``progress`` shows a bar (jobs done, ETA) on a terminal or in
-    Jupyter (:mod:`hetsched.core.bars`); ``colocation`` how fast jobs sharing a GPU run
-    (hetsched.core.sharing; default factors). What ran
+    fitted one; default ``throughput``). ``settings`` (default :class:`ReplaySettings`,
+    the command's defaults) set the solver of each decision, the decision interval, the
+    restart penalty and ``load`` (the arrival rate's multiplier); their trace-reading
+    fields do not apply to jobs given as objects. ``progress`` shows a bar (jobs done,
+    ETA) on a terminal or in Jupyter (:mod:`hetsched.core.bars`); ``colocation`` how fast
+    jobs sharing a GPU run (hetsched.core.sharing; default factors). What ran
     (:meth:`~hetsched.simulate.record.Replay.schedule`) is verified by
     :func:`hetsched.core.check.check` against ``throughput``;
     :class:`~hetsched.core.errors.InvalidScheduleError` if it fails."""
     from hetsched.core.records import configurations
-    from hetsched.simulate.simulator import Simulator, check_interval, check_restart_penalty
 
-    made = policy if not isinstance(policy, str) else rolling_policy(
-        policy, backend=backend, time_limit_s=time_limit_s, seed=seed,
-        deterministic=deterministic)
-    check_interval(interval_s)
-    check_restart_penalty(restart_penalty_s)
-    check_seed(seed)
+    settings = settings or ReplaySettings()
+    made = policy if not isinstance(policy, str) else rolling_policy(policy, settings)
     for index, job in enumerate(jobs):
         if not configurations(cluster, throughput, job):
             raise InputError("job cannot run on this cluster", path=f"jobs[{index}]",
                              value=f"{job.num_gpus} x {job.job_type}",
                              expected="a GPU type of the cluster with throughput > 0")
-    scaled = scale_arrivals(jobs, load)
-    bar = Progress(len(scaled), enabled=None if progress else False)
-    try:
-        outcome = Simulator(cluster, scaled, made, truth=throughput, model=model,
-                            interval_s=interval_s, restart_penalty_s=restart_penalty_s,
-                            progress=bar if bar.enabled else None,
-                            colocation=colocation).run()
-        bar.finish(outcome)
-    finally:
-        bar.close()
+    scaled = scale_arrivals(jobs, settings.load)
+    bar = ReplayBar(len(scaled), enabled=None if progress else False)
+    outcome = _simulate(cluster, scaled, made, settings, truth=throughput, model=model,
+                        colocation=colocation, bar=bar if bar.enabled else None)
     violations = check_replay(outcome, scaled, throughput)
     if violations:
         raise InvalidScheduleError("the replay", violations)
     return outcome
 
 
-class Progress:
-    """The bar of a replay (:class:`hetsched.core.bars.ProgressBar`): jobs done of the total
-    with rate and ETA, then the simulated time and the decisions so far; shown on a
+def _simulate(cluster: Cluster, jobs: Sequence[Job], policy: RollingPolicy,
+              settings: ReplaySettings, *, truth: ThroughputModel,
+              model: ThroughputModel | None, colocation: CoLocationModel | None,
+              bar: ReplayBar | None) -> Replay:
+    """The one way every replay runs: the simulator on ``jobs`` (arrivals already scaled)
+    under ``policy`` with the settings' decision interval and restart penalty, the bar
+    (if any) updated and closed."""
+    from hetsched.simulate.simulator import Simulator
+
+    simulator = Simulator(cluster, jobs, policy, truth=truth, model=model,
+                          interval_s=settings.interval_s,
+                          restart_penalty_s=settings.restart_penalty_s, progress=bar,
+                          colocation=colocation)
+    try:
+        replay = simulator.run()
+        if bar is not None:
+            bar.finish(replay)
+    finally:
+        if bar is not None:
+            bar.close()
+    return replay
+
+
+class ReplayBar:
+    """The bar of a replay (:class:`hetsched.core.bars.ProgressBar`): jobs done of the
+    total with rate and ETA, then the simulated time and the decisions so far; shown on a
     terminal or in Jupyter, silent elsewhere (``stream``: another stream, e.g. a test's)."""
 
     def __init__(self, total: int, stream: TextIO | None = None,
@@ -169,8 +170,8 @@ class Progress:
 class ReplayOutput:
     """A finished replay: its summary (``summary.json``'s keys, ``timing.json``'s figures,
     and ``cpu_time_s``, the CPU seconds it took in its process) and its files as text
-    (:meth:`hetsched.simulate.record.Replay.files`), which a bench worker hands back for the bench
-    to write."""
+    (:meth:`hetsched.simulate.record.Replay.files`), which a bench worker hands back for the
+    bench to write."""
 
     summary: dict[str, object]
     files: dict[str, str]
@@ -182,45 +183,35 @@ class ReplayOutput:
 
 
 def replay_trace(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *,
-                 policy_name: str, seed: int = 0, load: float = 1.0,
-                 interval_s: float | None = None, restart_penalty_s: float = 30.0,
-                 time_limit_s: float | None = 5.0, deterministic: bool = True,
+                 policy_name: str, settings: ReplaySettings | None = None,
                  params: Mapping[str, object] | None = None,
-                 progress: Progress | None = None, out: Path | None = None,
+                 progress: ReplayBar | None = None, out: Path | None = None,
                  files: Mapping[str, str] | None = None) -> ReplayOutput:
-    """Replay the jobs of ``trace`` (arrivals scaled by ``load``) under ``policy`` and
-    render its outputs (:func:`run_replay`'s, whose arguments these are; ``params``, the
-    policy's own settings, are recorded in the summary as ``policy_params``). With
-    ``out``, the files (and ``files``: ``run.toml``) are written there as one set before
-    a Ctrl-C that came meanwhile takes effect."""
+    """Replay the jobs of ``trace`` (arrivals scaled by the settings' ``load``) under
+    ``policy`` and render its outputs (:func:`run_replay`'s; ``params``, the policy's own
+    settings, are recorded in the summary as ``policy_params``). With ``out``, the files
+    (and ``files``: ``run.toml``) are written there as one set before a Ctrl-C that came
+    meanwhile takes effect."""
     from hetsched.core.interrupts import deferred_interrupts
     from hetsched.formulations.versions import solver_versions
     from hetsched.simulate.record import write_folder
-    from hetsched.simulate.simulator import Simulator
 
+    settings = settings or ReplaySettings()
     cpu_began = time.process_time()
     cluster = inputs.cluster
-    jobs = scale_arrivals(trace.jobs, load)
-    simulator = Simulator(cluster, jobs, policy, truth=inputs.truth, model=inputs.model,
-                          interval_s=interval_s, restart_penalty_s=restart_penalty_s,
-                          progress=progress, colocation=inputs.colocation)
-    try:
-        replay = simulator.run()
-        if progress is not None:
-            progress.finish(replay)
-    finally:
-        if progress is not None:
-            progress.close()
+    jobs = scale_arrivals(trace.jobs, settings.load)
+    replay = _simulate(cluster, jobs, policy, settings, truth=inputs.truth,
+                       model=inputs.model, colocation=inputs.colocation, bar=progress)
     extra: dict[str, object] = {
         "trace": str(inputs.trace_path), "format": inputs.trace_format,
         "cluster": inputs.cluster_spec, "gpus": len(cluster.gpus), "policy": policy_name,
-        **({"policy_params": dict(params)} if params else {}), "seed": seed,
+        **({"policy_params": dict(params)} if params else {}), "seed": settings.seed,
         **policy.figures(),
         "throughput": str(inputs.source) if inputs.source else "built-in catalogue",
         "skipped_rows": trace.skipped_rows, "excluded": dict(trace.excluded),
-        "notes": list(trace.notes), "load": load, **inputs.settings(trace, jobs),
-        "solver_limit": {"per_decision": time_limit_s,
-                         "unit": "work units" if deterministic else "s wall"},
+        "notes": list(trace.notes), "load": settings.load, **inputs.settings(trace, jobs),
+        "solver_limit": {"per_decision": settings.time_limit_s,
+                         "unit": "work units" if settings.deterministic else "s wall"},
         "solver_versions": solver_versions()}
     # A Ctrl-C from here on stops after the files are rendered (and written); a write that
     # fails (a full disk) leaves the folder as it was and ends in one line naming it.
@@ -241,58 +232,38 @@ def replay_trace(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *,
 
 
 def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_name: str, *,
-               out: Path, throughput_path: Path | None = None, backend: str | None = None,
-               interval_s: float | None = None, time_limit_s: float | None = 5.0,
-               seed: int = 0, limit_jobs: int | None = None, on_bad_row: str = "fatal",
-               deadline_fraction: float | None = None, restart_penalty_s: float = 30.0,
-               show_progress: bool = True, load: float = 1.0,
-               deterministic: bool = True, partitions: int = 1,
-               reference_gpu: str | None = None,
-               gpu_aliases: str | Mapping[str, str] | None = None,
-               unknown_gpus: str = "error", gpu_sharing: bool = True,
-               colocation_factor: float = DEFAULT_COLOCATION_FACTOR,
+               out: Path, settings: ReplaySettings | None = None,
+               throughput_path: Path | None = None, show_progress: bool = True,
                executor: Executor | None = None,
                files: Mapping[str, str] | None = None) -> dict[str, object]:
     """Read the trace, replay it under the policy, write the outputs into the folder
     ``out`` (new, or one a replay wrote: it is replaced as a whole); returns the summary
-    and the wall-clock figures of ``timing.json``. The policy is called at every boundary
-    of its own round (``round_s``), and every ``interval_s`` if given, while any job runs
-    or waits. ``load`` scales the arrival rate (:func:`scale_arrivals`); the summary
-    carries the lower bounds of :func:`hetsched.core.bounds.lower_bounds` (``bound_*``, measured
-    throughput). ``deterministic`` (the default) makes every solver limit a deterministic
-    work limit, so the same command gives byte-identical ``summary.json``, ``jobs.csv``
-    and ``decisions.csv``; ``False`` uses wall-clock limits (``--wall-clock``).
-    ``reference_gpu``, ``gpu_aliases`` (``g3=a100``), ``unknown_gpus``, ``gpu_sharing``
-    and ``colocation_factor`` are :func:`hetsched.files.replay_inputs.trace_jobs`'s;
-    summary.json records what they did. ``executor`` solves POP's ``partitions`` side by
-    side (the same results). ``files`` (name -> text) join the outputs: the command
-    writes its settings, ``run.toml`` (:mod:`hetsched.cli.run_config`)."""
+    and the wall-clock figures of ``timing.json``. ``settings`` (default
+    :class:`ReplaySettings`: the ``hetsched replay`` command's defaults) say how: the
+    policy is called at every boundary of its own round (``round_s``), and every
+    ``interval_s`` if given, while any job runs or waits; ``load`` scales the arrival rate
+    (:func:`scale_arrivals`); with ``deterministic`` (the default) every solver limit is
+    a deterministic work limit, so the same call gives byte-identical ``summary.json``,
+    ``jobs.csv`` and ``decisions.csv``. The summary carries the lower bounds of
+    :func:`hetsched.core.bounds.lower_bounds` (``bound_*``, measured throughput) and
+    records how the trace was read. ``executor`` solves POP's ``partitions`` side by side
+    (the same results). ``files`` (name -> text) join the outputs: the command writes its
+    settings, ``run.toml`` (:mod:`hetsched.cli.run_config`)."""
     from hetsched.files.cluster_spec import parse_cluster
-    from hetsched.simulate.simulator import check_interval, check_out_folder, check_restart_penalty
+    from hetsched.simulate.simulator import check_out_folder
 
+    settings = settings or ReplaySettings()
     # Options first, so that a typo is reported before a trace of 80,000 rows is read.
-    policy = rolling_policy(policy_name, backend=backend, time_limit_s=time_limit_s, seed=seed,
-                            deterministic=deterministic, partitions=partitions,
-                            executor=executor)
-    check_interval(interval_s)
-    check_restart_penalty(restart_penalty_s)
-    check_load(load)
-    check_seed(seed)
-    aliases = parse_gpu_aliases(gpu_aliases)
+    policy = rolling_policy(policy_name, settings, executor=executor)
     cluster = parse_cluster(cluster_spec)
     check_out_folder(out)
     check_output_folder(out)  # before the work: a run must not end in a write error
     inputs = replay_inputs(trace_path, trace_format, cluster_spec,
                            throughput_path=throughput_path, cluster=cluster,
-                           reference_gpu=reference_gpu, gpu_aliases=aliases,
-                           unknown_gpus=unknown_gpus, gpu_sharing=gpu_sharing,
-                           colocation_factor=colocation_factor)
-    trace = read_jobs(inputs, seed=seed, on_bad_row=on_bad_row, limit_jobs=limit_jobs,
-                      deadline_fraction=deadline_fraction)
-    progress = Progress(len(trace.jobs)) if show_progress else None
-    return replay_trace(inputs, trace, policy, policy_name=policy_name, seed=seed, load=load,
-                        interval_s=interval_s, restart_penalty_s=restart_penalty_s,
-                        time_limit_s=time_limit_s, deterministic=deterministic,
+                           settings=settings)
+    trace = read_jobs(inputs, settings)
+    progress = ReplayBar(len(trace.jobs)) if show_progress else None
+    return replay_trace(inputs, trace, policy, policy_name=policy_name, settings=settings,
                         progress=progress, out=out, files=files).summary
 
 

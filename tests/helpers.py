@@ -21,8 +21,9 @@ from hetsched.speeds.profiles import Profile, ProfilePoint
 if TYPE_CHECKING:
     from hetsched.bench.engine import Cell
     from hetsched.bench.runner import BenchSettings
+    from hetsched.files.replay_inputs import ReplayInputs
     from hetsched.files.traces import Trace
-    from hetsched.replaying import ReplayInputs, ReplayOutput
+    from hetsched.replaying import ReplayOutput
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ROOT / "instances"
@@ -164,7 +165,7 @@ def engine_bench(trace: Path, **changes: object) -> BenchSettings:
     """A bench of :func:`engine_trace` for comparing engines: fifo, srtf, gavel, and gavel
     with POP's 2 partitions (``gavel-pop2``), seeds 0 and 1 (half of the jobs get a
     deadline the seed draws), load 1, no LP bound; ``changes`` override fields."""
-    from hetsched.bench.runner import BenchSettings, PolicyVariant
+    from hetsched.bench.runner import PolicyVariant, bench_settings
 
     values: dict[str, object] = {
         "trace": trace, "trace_format": "native", "cluster": ENGINE_CLUSTER,
@@ -173,7 +174,7 @@ def engine_bench(trace: Path, **changes: object) -> BenchSettings:
         "seeds": (0, 1), "loads": (1.0,), "workers": 1, "time_limit_s": 0.1,
         "deadline_fraction": 0.5, "lp_bound": False}
     values.update(changes)
-    return BenchSettings(**values)  # type: ignore[arg-type]
+    return bench_settings(**values)
 
 
 def set_faults(trace: Path, **which: str) -> None:

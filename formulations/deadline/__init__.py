@@ -30,14 +30,12 @@ from hetsched.formulations.options import SolveOptions
 
 log = logging.getLogger(__name__)
 
-#: Time limit (s) when the caller gives none, for the whole solve.
-DEFAULT_TIME_LIMIT_S = 60.0
 #: The local search that improves the start plan gets this share of the budget, at most
 #: ``LOCAL_SEARCH_MAX`` (seconds or work units).
 LOCAL_SEARCH_SHARE = 0.05
 LOCAL_SEARCH_MAX = 2.0
 
-__all__ = ["DEFAULT_TIME_LIMIT_S", "LOCAL_SEARCH_MAX", "LOCAL_SEARCH_SHARE", "DeadlineObjective",
+__all__ = ["LOCAL_SEARCH_MAX", "LOCAL_SEARCH_SHARE", "DeadlineObjective",
            "DeadlineOutcome", "build_problem", "conclude", "prepare", "run_stages", "warm_plan"]
 
 

@@ -6,7 +6,8 @@ engine.
 
 A *cell* is one replay of a sweep (a policy, a seed, a load of one trace on one
 cluster). Its inputs (the cluster, the throughput model, the jobs of each seed:
-:class:`~hetsched.replaying.ReplayInputs` and :class:`~hetsched.files.traces.Trace`) are read
+:class:`~hetsched.files.replay_inputs.ReplayInputs` and
+:class:`~hetsched.files.traces.Trace`) are read
 once by the bench and handed to the engine as one mapping; the engine delivers each to
 every worker once (the local pool's initializer, Ray's object store), and a cell names
 the two it needs by key. A worker returns the replay's summary and files
@@ -32,12 +33,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from hetsched.core.errors import InputError
+from hetsched.core.settings import ReplaySettings
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
+    from hetsched.files.replay_inputs import ReplayInputs
     from hetsched.files.traces import Trace
-    from hetsched.replaying import ReplayInputs, ReplayOutput
+    from hetsched.replaying import ReplayOutput
 
 log = logging.getLogger(__name__)
 
@@ -51,26 +54,13 @@ DRAIN_S = 60.0
 
 
 @dataclass(frozen=True)
-class CellOptions:
-    """The replay settings every cell of one bench shares (``run_replay``'s): the
-    solver back-end, the limit per decision (deterministic work units or wall seconds),
-    the extra decision interval and the restart penalty (s)."""
-
-    backend: str | None
-    time_limit_s: float
-    deterministic: bool
-    interval_s: float | None
-    restart_penalty_s: float
-
-
-@dataclass(frozen=True)
 class Cell:
     """One replay: ``name`` (its run folder, ``<label>-s<seed>-l<load>``), ``label`` (its
     policy as results.csv names it), the bench it belongs to (``bench``, an index), the
     keys of its inputs in the engine's mapping (``inputs``: the
-    :class:`~hetsched.replaying.ReplayInputs`; ``jobs``: the seed's
+    :class:`~hetsched.files.replay_inputs.ReplayInputs`; ``jobs``: the seed's
     :class:`~hetsched.files.traces.Trace`), the registered policy ``policy`` with its own
-    settings ``params``, the seed, the load and the replay options."""
+    settings ``params``, and the replay's settings (its seed and load among them)."""
 
     name: str
     label: str
@@ -79,9 +69,17 @@ class Cell:
     jobs: str
     policy: str
     params: tuple[tuple[str, object], ...]
-    seed: int
-    load: float
-    options: CellOptions
+    settings: ReplaySettings
+
+    @property
+    def seed(self) -> int:
+        """The run's seed."""
+        return self.settings.seed
+
+    @property
+    def load(self) -> float:
+        """The run's arrival-rate multiplier."""
+        return self.settings.load
 
 
 #: What runs one cell: the cell, its inputs, its jobs, and an executor for POP's
@@ -94,17 +92,10 @@ def run_cell(cell: Cell, inputs: ReplayInputs, trace: Trace,
     """Replay one cell (in a worker) and return its summary and files."""
     from hetsched.replaying import replay_trace, rolling_policy
 
-    options = cell.options
     params = dict(cell.params)
-    policy = rolling_policy(cell.policy, backend=options.backend,
-                            time_limit_s=options.time_limit_s, seed=cell.seed,
-                            deterministic=options.deterministic, params=params,
-                            executor=executor)
-    return replay_trace(inputs, trace, policy, policy_name=cell.policy, seed=cell.seed,
-                        load=cell.load, interval_s=options.interval_s,
-                        restart_penalty_s=options.restart_penalty_s,
-                        time_limit_s=options.time_limit_s,
-                        deterministic=options.deterministic, params=params)
+    policy = rolling_policy(cell.policy, cell.settings, params=params, executor=executor)
+    return replay_trace(inputs, trace, policy, policy_name=cell.policy,
+                        settings=cell.settings, params=params)
 
 
 class WorkerLostError(RuntimeError):

@@ -4,7 +4,7 @@ kept in the bench folder (``lp_bounds.json``), added to every row of ``results.c
 ``bound_lp_avg_jct_s`` and ``avg_jct_over_lp_bound`` (docs/bench.md).
 
 The job set of a (seed, load) cell is read as the replays read it
-(:func:`hetsched.replaying.trace_jobs`). Cells with the same jobs share one bound: the LP
+(:func:`hetsched.files.replay_inputs.trace_jobs`). Cells with the same jobs share one bound: the LP
 ignores deadlines, so the seeds of a Gavel trace (which only draw deadlines) share one.
 A cached bound is keyed by everything it depends on (the jobs, the cluster, the
 throughput file's bytes, the LP's settings and :data:`VERSION`), so a changed input or
@@ -31,6 +31,7 @@ from hetsched.core.errors import InputError
 from hetsched.core.interrupts import deferred_interrupts
 from hetsched.core.outputs import write_text
 from hetsched.core.records import Cluster, Job
+from hetsched.core.settings import ReplaySettings
 from hetsched.core.throughput import ThroughputModel
 from hetsched.formulations.completion import (
     CompletionBound,
@@ -68,7 +69,8 @@ class LpBoundFigures:
 
 
 class TraceSource(Protocol):
-    """What the replays of a bench read: the run_replay arguments that shape the jobs
+    """What the replays of a bench read: the trace, its format, the cluster, the
+    throughput file and the settings of the run of one seed and load
     (:class:`hetsched.bench.runner.BenchSettings` has them)."""
 
     @property
@@ -79,22 +81,7 @@ class TraceSource(Protocol):
     def cluster(self) -> str: ...
     @property
     def throughput(self) -> Path | None: ...
-    @property
-    def limit_jobs(self) -> int | None: ...
-    @property
-    def on_bad_row(self) -> str: ...
-    @property
-    def deadline_fraction(self) -> float | None: ...
-    @property
-    def reference_gpu(self) -> str | None: ...
-    @property
-    def gpu_aliases(self) -> Mapping[str, str]: ...
-    @property
-    def unknown_gpus(self) -> str: ...
-    @property
-    def gpu_sharing(self) -> bool: ...
-    @property
-    def colocation_factor(self) -> float: ...
+    def run_settings(self, seed: int, load: float) -> ReplaySettings: ...
 
 
 def job_set_key(jobs: Sequence[Job], cluster: Cluster, throughput_bytes: bytes,
@@ -285,17 +272,13 @@ class LpBounds:
     def _job_set(self, seed: int, load: float
                  ) -> tuple[str, tuple[Job, ...], Cluster, ThroughputModel]:
         from hetsched.files.cluster_spec import parse_cluster
-        from hetsched.replaying import trace_jobs
+        from hetsched.files.replay_inputs import trace_jobs
 
         source = self.source
         cluster = parse_cluster(source.cluster)
         read = trace_jobs(source.trace, source.trace_format, cluster,
-                          throughput_path=source.throughput, seed=seed,
-                          on_bad_row=source.on_bad_row, limit_jobs=source.limit_jobs,
-                          deadline_fraction=source.deadline_fraction, load=load,
-                          reference_gpu=source.reference_gpu, gpu_aliases=source.gpu_aliases,
-                          unknown_gpus=source.unknown_gpus, gpu_sharing=source.gpu_sharing,
-                          colocation_factor=source.colocation_factor)
+                          throughput_path=source.throughput,
+                          settings=source.run_settings(seed, load))
         table = read.source.read_bytes() if read.source is not None else b"catalogue"
         key = self._keys[(seed, load)] = job_set_key(read.jobs, read.cluster, table,
                                                       self.settings)

@@ -35,8 +35,9 @@ from hetsched.bench.engine import (
     run_cell,
 )
 from hetsched.core.errors import InputError
+from hetsched.files.replay_inputs import ReplayInputs
 from hetsched.files.traces import Trace
-from hetsched.replaying import ReplayInputs, ReplayOutput
+from hetsched.replaying import ReplayOutput
 
 log = logging.getLogger(__name__)
 

@@ -26,16 +26,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from hetsched.bench.engine import (
     Cell,
-    CellOptions,
     Engine,
     default_workers,
     likely_longest_first,
@@ -56,25 +54,28 @@ from hetsched.bench.status import BenchProgress
 from hetsched.core.errors import InputError
 from hetsched.core.interrupts import deferred_interrupts
 from hetsched.core.outputs import check_output_folder, locked_folder, write_text, writing
+from hetsched.core.settings import MAX_LOAD, MIN_LOAD, ReplaySettings
 from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR
 from hetsched.formulations.options import MAX_SEED
-from hetsched.replaying import MAX_LOAD, MIN_LOAD
 
 if TYPE_CHECKING:
     from hetsched.replaying import ReplayOutput
 
-__all__ = ["BenchOutcome", "BenchSettings", "PolicyVariant", "RunSpec",
+__all__ = ["BenchOutcome", "BenchSettings", "PolicyVariant", "RunSpec", "bench_settings",
            "default_workers", "load_label", "make_engine", "plan", "run_bench",
            "run_benches"]
 
 log = logging.getLogger(__name__)
 
 
-#: The settings recorded in ``bench.json``; a rerun into the same folder must match them.
+#: The settings recorded in ``bench.json`` (the bench's own, then those of its replay
+#: settings); a rerun into the same folder must match them.
 SETTING_FIELDS = ("trace", "trace_format", "cluster", "limit_jobs", "time_limit_s",
                   "deterministic", "throughput", "backend", "interval_s", "deadline_fraction",
                   "restart_penalty_s", "on_bad_row", "reference_gpu", "gpu_aliases",
                   "unknown_gpus", "gpu_sharing", "colocation_factor")
+#: The replay settings a bench runs with; each run sets its own ``seed`` and ``load``.
+REPLAY_FIELDS = frozenset(f.name for f in fields(ReplaySettings)) - {"seed", "load"}
 #: Settings added after benches were first recorded, and their value in a bench.json
 #: written before (so that such a bench resumes).
 SETTING_DEFAULTS: dict[str, Any] = {"reference_gpu": None, "gpu_aliases": {},
@@ -116,9 +117,10 @@ class BenchSettings:
 
     ``seeds`` seed the trace reader (drawn job types, synthetic deadlines) and the
     policies; ``loads`` multiply the arrival rate (2 halves the inter-arrival times);
-    ``time_limit_s`` is the solver limit per decision, in deterministic work units with
-    ``deterministic`` (the default: every run repeats exactly) or in wall seconds; the
-    other fields are :func:`hetsched.replaying.run_replay`'s.
+    ``replay`` are the settings every run shares (:class:`ReplaySettings`, the replay
+    command's defaults: a solver limit per decision in deterministic work units, so every
+    run repeats exactly), each run with its own seed and load (:meth:`run_settings`).
+    :func:`bench_settings` makes one from flat values.
     """
 
     trace: Path
@@ -128,20 +130,8 @@ class BenchSettings:
     seeds: tuple[int, ...] = (0,)
     loads: tuple[float, ...] = (1.0,)
     workers: int = field(default_factory=default_workers)
-    limit_jobs: int | None = None
-    time_limit_s: float = 1.0
-    deterministic: bool = True
     throughput: Path | None = None
-    backend: str | None = None
-    interval_s: float | None = None
-    deadline_fraction: float | None = None
-    restart_penalty_s: float = 30.0
-    on_bad_row: str = "fatal"
-    reference_gpu: str | None = None
-    gpu_aliases: Mapping[str, str] = field(default_factory=dict)
-    unknown_gpus: str = "error"
-    gpu_sharing: bool = True
-    colocation_factor: float = DEFAULT_COLOCATION_FACTOR
+    replay: ReplaySettings = field(default_factory=ReplaySettings)
     #: add the LP bound on the average JCT to every row (hetsched.bench.lp_bounds)
     lp_bound: bool = True
     #: the policies of ``policies`` that are labels of a policy with settings
@@ -170,13 +160,6 @@ class BenchSettings:
                 self.workers < 1:
             raise InputError("bad worker count", path="workers", value=self.workers,
                              expected="an integer >= 1")
-        if not (math.isfinite(self.time_limit_s) and self.time_limit_s > 0):
-            raise InputError("bad time limit", path="time_limit_s", value=self.time_limit_s,
-                             expected="seconds > 0")
-        from hetsched.simulate.simulator import check_interval, check_restart_penalty
-
-        check_interval(self.interval_s)
-        check_restart_penalty(self.restart_penalty_s)
         if not self.trace.is_file():
             raise InputError("no such trace file", file=str(self.trace), path="trace")
         if self.throughput is not None and not self.throughput.is_file():
@@ -186,9 +169,9 @@ class BenchSettings:
     def identity(self) -> dict[str, Any]:
         """The settings that shape every run's result (``bench.json``): the fields of
         :data:`SETTING_FIELDS`, and each labelled policy's name and settings."""
-        values = asdict(self)
-        identity = {name: values[name] for name in SETTING_FIELDS}
-        identity["gpu_aliases"] = dict(self.gpu_aliases)
+        identity = {name: getattr(self.replay if name in REPLAY_FIELDS else self, name)
+                    for name in SETTING_FIELDS}
+        identity["gpu_aliases"] = dict(self.replay.gpu_aliases)
         identity["trace"] = str(self.trace.resolve())
         identity["throughput"] = None if self.throughput is None else \
             str(self.throughput.resolve())
@@ -204,10 +187,19 @@ class BenchSettings:
                 return variant.policy, variant.params
         return label, ()
 
-    def cell_options(self) -> CellOptions:
-        """The replay settings every cell of this bench shares."""
-        return CellOptions(self.backend, self.time_limit_s, self.deterministic,
-                           self.interval_s, self.restart_penalty_s)
+    def run_settings(self, seed: int, load: float) -> ReplaySettings:
+        """The settings of the run with ``seed`` at ``load``."""
+        return self.replay.replace(seed=seed, load=load)
+
+
+def bench_settings(**values: Any) -> BenchSettings:
+    """:class:`BenchSettings` from flat values: those named like a field of
+    :class:`ReplaySettings` (``limit_jobs``, ``time_limit_s``, ...) make its replay
+    settings (those of ``replay``, if given, changed), the others are the bench's own."""
+    flat = {name: value for name, value in values.items() if name in REPLAY_FIELDS}
+    own = {name: value for name, value in values.items() if name not in REPLAY_FIELDS}
+    replay = own.pop("replay", None) or ReplaySettings()
+    return BenchSettings(**own, replay=replay.replace(**flat) if flat else replay)
 
 
 @dataclass(frozen=True)
@@ -373,21 +365,17 @@ class _Bench:
                                  beside=self.settings.workers > 1)
         if not self.todo:
             return []
-        from hetsched.replaying import read_jobs, replay_inputs
+        from hetsched.files.replay_inputs import read_jobs, replay_inputs
 
         settings, key = self.settings, str(self.index)
         shared = inputs[key] = replay_inputs(
             settings.trace, settings.trace_format, settings.cluster,
-            throughput_path=settings.throughput, reference_gpu=settings.reference_gpu,
-            gpu_aliases=settings.gpu_aliases, unknown_gpus=settings.unknown_gpus,
-            gpu_sharing=settings.gpu_sharing, colocation_factor=settings.colocation_factor)
+            throughput_path=settings.throughput, settings=settings.replay)
         for seed in dict.fromkeys(spec.seed for spec in self.todo):
-            inputs[f"{key}/s{seed}"] = read_jobs(
-                shared, seed=seed, on_bad_row=settings.on_bad_row,
-                limit_jobs=settings.limit_jobs, deadline_fraction=settings.deadline_fraction)
-        options = settings.cell_options()
+            inputs[f"{key}/s{seed}"] = read_jobs(shared, settings.run_settings(seed, 1.0))
         return [Cell(spec.name, spec.policy, self.index, key, f"{key}/s{spec.seed}",
-                     *settings.policy_of(spec.policy), spec.seed, spec.load, options)
+                     *settings.policy_of(spec.policy),
+                     settings.run_settings(spec.seed, spec.load))
                 for spec in self.todo]
 
     def record(self, cell: Cell, output: ReplayOutput, seconds: float) -> None:

@@ -27,14 +27,15 @@ from hetsched.bench.runner import (
     BenchOutcome,
     BenchSettings,
     PolicyVariant,
+    bench_settings,
     default_workers,
     load_label,
     run_benches,
 )
 from hetsched.core.errors import InputError
 from hetsched.core.outputs import check_output_folder, locked_folder, write_text, writing
+from hetsched.core.settings import MAX_LOAD, MIN_LOAD
 from hetsched.formulations.options import MAX_SEED, check_seed
-from hetsched.replaying import MAX_LOAD, MIN_LOAD
 
 #: The name of the spec's copy in the output folder.
 COPY = "sweep.toml"
@@ -61,7 +62,7 @@ def parse_policies(text: str) -> tuple[str, ...]:
     expected = ""
     for name in names:
         try:
-            rolling_policy(name, time_limit_s=1.0)
+            rolling_policy(name)
         except InputError as exc:
             unknown.append(name)
             expected = exc.expected or ""
@@ -154,7 +155,7 @@ def options_sweep(*, trace: Path | None, trace_format: str | None, cluster: str 
     assert trace_format is not None
     assert cluster is not None
     parse_cluster(cluster)
-    return Sweep(((("", BenchSettings(
+    return Sweep(((("", bench_settings(
         trace=trace, trace_format=trace_format, cluster=cluster,
         policies=parse_policies(policies or ""), seeds=parse_seeds(seeds),
         loads=parse_loads(loads), workers=workers or default_workers(), **settings))),))
@@ -259,8 +260,8 @@ def load_sweep(path: Path) -> Sweep:
 
 def _shared(reader: _Reader, spec: Mapping[str, Any]) -> dict[str, Any]:
     """The BenchSettings fields every bench of the spec shares."""
+    from hetsched.core.settings import MAX_RESTART_PENALTY_S, check_interval
     from hetsched.registry import ENTRIES
-    from hetsched.simulate.simulator import check_interval
 
     seeds = tuple(dict.fromkeys(
         int(reader.number(seed, f"seeds[{i}]", 0, MAX_SEED, integer=True))
@@ -273,8 +274,6 @@ def _shared(reader: _Reader, spec: Mapping[str, Any]) -> dict[str, Any]:
     if "time_limit" in spec:
         shared["time_limit_s"] = float(reader.number(spec["time_limit"], "time_limit", 1e-6,
                                                      1e6))
-    else:
-        shared["time_limit_s"] = 0.1  # as the command's --time-limit
     shared["deterministic"] = not reader.flag(spec.get("wall_clock", False), "wall_clock")
     if "backend" in spec:
         backends = sorted({b for entry in ENTRIES.values() for b in entry.backends})
@@ -284,7 +283,7 @@ def _shared(reader: _Reader, spec: Mapping[str, Any]) -> dict[str, Any]:
             spec["interval"], "interval", 1.0, 1e9))
     if "restart_penalty" in spec:
         shared["restart_penalty_s"] = float(reader.number(
-            spec["restart_penalty"], "restart_penalty", 0, 86_400))
+            spec["restart_penalty"], "restart_penalty", 0, MAX_RESTART_PENALTY_S))
     shared["lp_bound"] = reader.flag(spec.get("lp_bound", True), "lp_bound")
     return shared
 
@@ -309,7 +308,7 @@ def _policies(reader: _Reader, value: object
                 raise reader.error("bad value", f"{key}.{setting}", setting_value,
                                    "a number, a string or true/false")
         try:
-            rolling_policy(name, time_limit_s=1.0, params=params)
+            rolling_policy(name, params=params)
         except (InputError, TypeError, ValueError) as exc:
             where = key if isinstance(item, str) else f"{key}.{_bad_key(exc, params)}"
             raise reader.error(getattr(exc, "problem", str(exc)), where,
@@ -393,7 +392,7 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
         reader.within(where, lambda t: parse_cluster(t, base_dir=root), text)
         absolute = _cluster_paths(text, root)
         folder = name if len(specs) == 1 else f"{name}/{_slug(text)}"
-        settings = reader.within(key, lambda c: BenchSettings(
+        settings = reader.within(key, lambda c: bench_settings(
             trace=trace, trace_format=trace_format, cluster=c, policies=labels,
             variants=variants, workers=default_workers(), **shared, **own), absolute)
         benches.append((folder, settings))
@@ -402,7 +401,7 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
 
 def _reading(reader: _Reader, setting: str, value: object, where: str) -> Any:
     """A trace-reading setting of :data:`READING_KEYS`, checked as the command checks it."""
-    from hetsched.files.replay_inputs import UNKNOWN_GPUS, parse_gpu_aliases
+    from hetsched.core.settings import UNKNOWN_GPUS, parse_gpu_aliases
 
     if setting == "reference_gpu":
         return reader.text(value, where, "a GPU type, e.g. t4")

@@ -23,25 +23,25 @@ from hetsched.cli import run_config
 from hetsched.cli.compare_command import compare_command
 from hetsched.cli.data_commands import fit_command, generate_command
 from hetsched.cli.printing import (
-    MODEL_KNOBS,
+    MODEL_SETTINGS,
     PARAMETER_FLAGS,
     as_typed,
     plan_table,
     summary_lines,
 )
-from hetsched.cli.validate_command import trace_reading_options, validate_command
+from hetsched.cli.replay_options import DEFAULTS, replay_settings, replay_settings_options
+from hetsched.cli.validate_command import validate_command
 from hetsched.core.check import check
 from hetsched.core.errors import InputError
 from hetsched.core.outputs import check_output_file, check_plot_file, write_text, writing
 from hetsched.core.result import Schedule
 from hetsched.files.instance import load_instance
 from hetsched.policies.planner import MAX_SEED, MAX_THREADS
-from hetsched.registry import names
+from hetsched.registry import BACKENDS, names
 from hetsched.solving import solve
 
 log = logging.getLogger("hetsched")
 
-BACKENDS = ("cpsat", "highs", "cbc", "scip", "matching")
 #: ``--engine``: where replays run (``hetsched.bench.engines.ENGINES``).
 ENGINES = ("local", "ray")
 
@@ -63,12 +63,12 @@ def _command_start() -> float:
 
 def _solver_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """The options of ``hetsched solve`` as :func:`hetsched.solve` arguments: the solve
-    settings, and the model knobs given on the command line (reads --warm-start)."""
+    settings, and the model own given on the command line (reads --warm-start)."""
     context = click.get_current_context()
-    options = {key: value for key, value in settings.items() if key not in MODEL_KNOBS}
-    for option, (knob, _) in MODEL_KNOBS.items():
+    options = {key: value for key, value in settings.items() if key not in MODEL_SETTINGS}
+    for option, (setting, _) in MODEL_SETTINGS.items():
         if context.get_parameter_source(option) is ParameterSource.COMMANDLINE:
-            options[knob] = settings[option]
+            options[setting] = settings[option]
     path = options.pop("warm_start", None)
     if path is not None:
         try:
@@ -216,49 +216,20 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
               help="v100=36,p100=36,k80=36 (servers of 4 GPUs; TYPE=NxPER for other sizes), "
               "a cluster JSON, openb:NODE_LIST.csv or pai:pai_machine_spec.csv.")
 @click.option("--policy", default="fifo", show_default=True, help="Rolling policy or model.")
-@click.option("--backend", type=click.Choice(BACKENDS), default=None)
-@click.option("--interval", type=click.FloatRange(min=1.0), default=None,
-              help="Also decide every S seconds (S >= 1) while jobs run or wait (besides "
-              "the policy's own rounds).")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=0.1,
-              show_default=True,
-              help="Solver limit per decision: deterministic work units (about seconds of one "
-              "core; the same replay on any machine), or wall seconds with --wall-clock.")
-@click.option("--wall-clock", is_flag=True,
-              help="Limit solvers by wall time instead of deterministic work (faster machines "
-              "find more; results are no longer byte-identical from run to run).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--limit-jobs", type=click.IntRange(min=1), default=None,
-              help="Only the N earliest jobs.")
-@click.option("--throughput", "throughput_path", type=click.Path(dir_okay=False,
-              path_type=Path), default=None,
-              help="Profile (Gavel JSON, tidy CSV) or fitted model; default: Gavel's beside a "
-              "Gavel trace, else the built-in catalogue.")
-@click.option("--restart-penalty", type=click.FloatRange(min=0, max=86_400), default=30.0,
-              show_default=True,
-              help="Seconds without progress after a preemption (0 to 86,400).")
-@click.option("--on-bad-row", type=click.Choice(("fatal", "skip")), default="fatal",
-              show_default=True)
-@click.option("--deadline-fraction", type=click.FloatRange(min=0, max=1), default=None,
-              help="Give this fraction of jobs a synthetic deadline (docs/traces.md).")
-@click.option("--load", type=float, default=1.0, show_default=True,
+@click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
+@click.option("--load", type=float, default=DEFAULTS.load, show_default=True,
               help="Arrival-rate multiplier (2: arrivals twice as fast).")
-@click.option("--partitions", type=int, default=1, show_default=True,
+@click.option("--partitions", type=int, default=DEFAULTS.partitions, show_default=True,
               help="gavel, gavel-max-sum: split the LP into K random sub-problems (POP).")
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
               help="Where POP's K sub-problems are solved: in turn here, or as Ray tasks.")
 @click.option("--address", default=None,
               help="--engine ray: the Ray cluster (HOST:6379, or auto); default: a local Ray.")
-@trace_reading_options
+@replay_settings_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: str,
-                   backend: str | None, interval: float | None, time_limit: float,
-                   wall_clock: bool, seed: int,
-                   limit_jobs: int | None, throughput_path: Path | None,
-                   restart_penalty: float, on_bad_row: str, deadline_fraction: float | None,
-                   load: float, partitions: int, engine: str, address: str | None,
-                   out: Path, reference_gpu: str | None, gpu_aliases: str | None,
-                   unknown_gpus: str, gpu_sharing: bool, colocation_factor: float) -> None:
+                   seed: int, load: float, partitions: int, engine: str, address: str | None,
+                   out: Path, throughput_path: Path | None, **options: Any) -> None:
     """Replay TRACE on a cluster under a policy; write summary.json, jobs.csv,
     decisions.csv (the same for the same input) and timing.json (wall clock) into --out,
     a new folder or one a replay wrote (replaced as a whole)."""
@@ -278,17 +249,10 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
         solving = make_engine(engine, address=address).partition_executor()
     context = click.get_current_context()
     with run_config.located_errors(context, PARAMETER_FLAGS), solving as executor:
+        settings = replay_settings(options, seed=seed, load=load, partitions=partitions)
         summary = run_replay(trace, trace_format, cluster_spec, policy, out=out,
-                             throughput_path=throughput_path, backend=backend,
-                             interval_s=interval, time_limit_s=time_limit,
-                             deterministic=not wall_clock, seed=seed, limit_jobs=limit_jobs,
-                             on_bad_row=on_bad_row, deadline_fraction=deadline_fraction,
-                             restart_penalty_s=restart_penalty, load=load,
-                             partitions=partitions, executor=executor,
-                             reference_gpu=reference_gpu, gpu_aliases=gpu_aliases,
-                             unknown_gpus=unknown_gpus, gpu_sharing=gpu_sharing,
-                             colocation_factor=colocation_factor,
-                             files=run_config.config_files(context))
+                             settings=settings, throughput_path=throughput_path,
+                             executor=executor, files=run_config.config_files(context))
     for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
                 "deadline_met", "utilization", "preemptions", "decisions", "round_s",
                 "restart_penalty_s", "fallbacks", "decision_time_p95_s", "wall_time_s"):
@@ -323,27 +287,6 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Parallel replays (default: min(2, CPUs); with --engine ray --address: "
               "at most this many, default every CPU of the cluster).")
-@click.option("--limit-jobs", type=click.IntRange(min=1), default=None,
-              help="Only the N earliest jobs.")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=0.1,
-              show_default=True,
-              help="Solver limit per decision: deterministic work units, or wall seconds with "
-              "--wall-clock.")
-@click.option("--wall-clock", is_flag=True,
-              help="Limit solvers by wall time instead of deterministic work.")
-@click.option("--throughput", "throughput_path", type=click.Path(dir_okay=False,
-              path_type=Path), default=None,
-              help="Profile or fitted model; default as for replay.")
-@click.option("--backend", type=click.Choice(BACKENDS), default=None)
-@click.option("--interval", type=click.FloatRange(min=1.0), default=None,
-              help="Also decide every S seconds (S >= 1) while jobs run or wait.")
-@click.option("--deadline-fraction", type=click.FloatRange(min=0, max=1), default=None,
-              help="Give this fraction of jobs a synthetic deadline (docs/traces.md).")
-@click.option("--restart-penalty", type=click.FloatRange(min=0, max=86_400), default=30.0,
-              show_default=True,
-              help="Seconds without progress after a preemption (0 to 86,400).")
-@click.option("--on-bad-row", type=click.Choice(("fatal", "skip")), default="fatal",
-              show_default=True)
 @click.option("--lp-bound/--no-lp-bound", default=True, show_default=True,
               help="Bound the average JCT by the LP relaxation (docs/bench.md).")
 @click.option("--spec", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -354,22 +297,17 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
 @click.option("--address", default=None,
               help="--engine ray: the Ray cluster (HOST:6379, or auto); default: a local Ray "
               "on this machine.")
-@trace_reading_options
+@replay_settings_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def bench_command(trace: Path | None, trace_format: str | None, cluster_spec: str | None,
                   policies: str | None, seeds: str, loads: str, workers: int | None,
-                  limit_jobs: int | None, time_limit: float, wall_clock: bool,
-                  throughput_path: Path | None, backend: str | None, interval: float | None,
-                  deadline_fraction: float | None, restart_penalty: float, on_bad_row: str,
                   lp_bound: bool, spec: Path | None, engine: str, address: str | None,
-                  out: Path, reference_gpu: str | None, gpu_aliases: str | None,
-                  unknown_gpus: str, gpu_sharing: bool, colocation_factor: float) -> None:
+                  out: Path, throughput_path: Path | None, **options: Any) -> None:
     """Replay TRACE under every policy x seed x load (or every bench of a --spec); write
     results.csv, report.md and plots into --out (docs/bench.md). Rerunning the same
     command resumes."""
     from hetsched.bench.runner import make_engine
     from hetsched.bench.spec import load_sweep, options_sweep, run_sweep
-    from hetsched.files.replay_inputs import parse_gpu_aliases
 
     if spec is not None:
         _only_how_with_spec()
@@ -377,13 +315,8 @@ def bench_command(trace: Path | None, trace_format: str | None, cluster_spec: st
     else:
         sweep = options_sweep(
             trace=trace, trace_format=trace_format, cluster=cluster_spec, policies=policies,
-            seeds=seeds, loads=loads, workers=workers, limit_jobs=limit_jobs,
-            time_limit_s=time_limit, deterministic=not wall_clock, throughput=throughput_path,
-            backend=backend, interval_s=interval, deadline_fraction=deadline_fraction,
-            restart_penalty_s=restart_penalty, on_bad_row=on_bad_row, lp_bound=lp_bound,
-            reference_gpu=reference_gpu, gpu_aliases=parse_gpu_aliases(gpu_aliases),
-            unknown_gpus=unknown_gpus, gpu_sharing=gpu_sharing,
-            colocation_factor=colocation_factor)
+            seeds=seeds, loads=loads, workers=workers, throughput=throughput_path,
+            lp_bound=lp_bound, replay=replay_settings(options))
     outcomes = run_sweep(sweep, out, engine=make_engine(engine, workers=workers,
                                                         address=address))
     for (name, _), outcome in zip(sweep.benches, outcomes, strict=True):

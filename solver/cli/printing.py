@@ -95,10 +95,10 @@ def summary_lines(result: Result) -> list[str]:
     return lines
 
 
-#: ``hetsched solve``'s options that are a model's own knobs: option -> (constructor
-#: argument, the option as typed). Passed only when given, so a model without that knob
+#: ``hetsched solve``'s options that are a model's own own: option -> (constructor
+#: argument, the option as typed). Passed only when given, so a model without that setting
 #: is told so (exit 2) rather than silently ignoring it.
-MODEL_KNOBS = {"deadline_objective": ("objective", "--deadline-objective"),
+MODEL_SETTINGS = {"deadline_objective": ("objective", "--deadline-objective"),
                "alpha": ("alpha", "--alpha")}
 
 
@@ -118,7 +118,7 @@ PARAMETER_FLAGS = {
     "reference_gpu": "--reference-gpu", "gpu_aliases": "--gpu-alias",
     "unknown_gpus": "--unknown-gpus", "on_bad_row": "--on-bad-row",
     "colocation_factor": "--colocation-factor", "engine": "--engine", "address": "--address",
-    **dict(MODEL_KNOBS.values())}
+    **dict(MODEL_SETTINGS.values())}
 
 
 def as_typed(error: InputError) -> InputError:

@@ -1,49 +1,17 @@
-"""``hetsched validate`` (instances, traces, node lists, clusters, profiles checked without
-running them) and the trace-reading options ``replay`` and ``bench`` share. Registered on
-the ``hetsched`` group by :mod:`hetsched.cli.main`."""
+"""``hetsched validate``: instances, traces, node lists, clusters, profiles checked without
+running them. Registered on the ``hetsched`` group by :mod:`hetsched.cli.main`."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from hetsched.cli.printing import as_typed
 from hetsched.core.errors import InputError
-from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR
 from hetsched.files.instance import load_instance
 from hetsched.registry import entry, model_warnings, names
-
-
-def trace_reading_options(command: Any) -> Any:
-    """``--reference-gpu``, ``--gpu-alias`` and ``--unknown-gpus``, shared by replay and
-    bench (docs/traces.md)."""
-    for option in reversed((
-        click.option("--reference-gpu", default=None,
-                     help="GPU type the durations of philly, helios and openb traces were "
-                     "measured on (default: v100 if the throughput model knows it, else the "
-                     "cluster's GPU type with the most GPUs that it knows)."),
-        click.option("--gpu-alias", "gpu_aliases", default=None,
-                     help="CLUSTER_TYPE=MODEL_TYPE[,...]: cluster GPU types that take the "
-                     "throughput of a type the model knows, e.g. g3=a100 (summary.json "
-                     "records them)."),
-        click.option("--unknown-gpus", type=click.Choice(("error", "drop")), default="error",
-                     show_default=True,
-                     help="A cluster GPU type the throughput model does not know: an error, "
-                     "or its nodes left out (summary.json: dropped_gpus)."),
-        click.option("--gpu-sharing/--no-gpu-sharing", default=True, show_default=True,
-                     help="Jobs may ask for a share of one GPU (openb's gpu_milli); off: "
-                     "every share is rounded up to a whole GPU."),
-        click.option("--colocation-factor", type=click.FloatRange(0, 1, min_open=True),
-                     default=DEFAULT_COLOCATION_FACTOR, show_default=True,
-                     help="Speed factor of a job sharing its GPU with others, where no "
-                     "pair was measured (docs/traces.md, GPU shares)."),
-    )):
-        command = option(command)
-    return command
-
 
 
 @click.command("validate")
@@ -73,7 +41,7 @@ def validate_command(files: tuple[Path, ...], file_format: str, model: str | Non
     Exit codes: 0 all valid; 2 some file is bad; 3 all valid, with warnings on stderr
     (--model cannot run a job; GPUs of a type no throughput covers).
     """
-    from hetsched.files.replay_inputs import parse_gpu_aliases
+    from hetsched.core.settings import parse_gpu_aliases
     from hetsched.files.validate import check_file
 
     if model is not None:

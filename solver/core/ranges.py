@@ -39,6 +39,9 @@ MIN_GPU_SHARE = 0.001
 MAX_CPUS = 1_000_000
 MAX_MEMORY_GB = 1e7
 MAX_PRICE_PER_HOUR = 1e6
+#: Seeds (the trace reader's, the policies', the solvers'): 32-bit signed integers in
+#: CP-SAT, HiGHS and SCIP.
+MAX_SEED = 2**31 - 1
 
 
 def is_int(value: Any) -> bool:
@@ -79,3 +82,11 @@ def check_optional(value: Any, field_name: str, expected: str, high: float) -> N
     """:func:`check_range` from 0 to ``high``, unless ``value`` is ``None``."""
     if value is not None:
         check_range(value, field_name, expected, 0.0, high)
+
+
+def check_seed(seed: int, path: str = "seed") -> int:
+    """A seed: an integer from 0 to :data:`MAX_SEED` (``path`` names it in the error)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise InputError("bad seed", path=path, value=seed,
+                         expected=f"an integer from 0 to {MAX_SEED:,}")
+    return seed

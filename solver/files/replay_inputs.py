@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hetsched.core.errors import InputError
 from hetsched.core.records import MAX_TIME_S, Cluster, Job
+from hetsched.core.settings import (
+    UNKNOWN_GPUS,
+    ReplaySettings,
+    check_load,
+)
 from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR, CoLocationModel
 from hetsched.core.throughput import AliasedThroughput, PolicyView, ThroughputModel
 from hetsched.files.generate import GPU_TYPES, catalogue_table
@@ -23,41 +27,6 @@ if TYPE_CHECKING:
     from hetsched.files.traces import Trace
 
 log = logging.getLogger(__name__)
-
-#: What to do with a cluster's GPU type the throughput model does not know: ``error``
-#: (the default: exit 2 naming it) or ``drop`` (its nodes are left out, with a warning,
-#: and counted in summary.json's ``dropped_gpus``).
-UNKNOWN_GPUS = ("error", "drop")
-
-_ALIAS = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=([A-Za-z0-9][A-Za-z0-9_. ()-]*)$")
-
-
-def parse_gpu_aliases(text: str | Mapping[str, str] | None) -> dict[str, str]:
-    """``g3=a100,g2=v100`` -> ``{"g3": "a100", "g2": "v100"}``: each cluster GPU type
-    (left) takes the throughput of a type the model knows (right). Names are compared as
-    written (openb's models are lower-cased: ``g3``)."""
-    if text is None:
-        return {}
-    if isinstance(text, Mapping):
-        items = [f"{key}={value}" for key, value in text.items()]
-    else:
-        items = [item.strip() for item in text.split(",")] if text.strip() else []
-    aliases: dict[str, str] = {}
-    for item in items:
-        match = _ALIAS.match(item)
-        if match is None:
-            raise InputError("bad GPU alias", path="gpu_aliases", value=item,
-                             expected="CLUSTER_TYPE=MODEL_TYPE[,...], e.g. g3=a100")
-        name, target = match.group(1), match.group(2).strip()
-        if name in aliases:
-            raise InputError("GPU type aliased twice", path="gpu_aliases", value=name,
-                             expected="each cluster GPU type once")
-        if name == target:
-            raise InputError("GPU type aliased to itself", path="gpu_aliases", value=item,
-                             expected="another GPU type, one the throughput model knows")
-        aliases[name] = target
-    return aliases
-
 
 def model_gpu_types(model: ThroughputModel) -> tuple[str, ...]:
     """The GPU types ``model`` lists, sorted; () when it lists none (then every type is
@@ -198,23 +167,6 @@ def known_gpu_cluster(cluster: Cluster, speeds: Throughputs, *, unknown_gpus: st
     return Cluster(types, nodes), dropped
 
 
-#: The range of ``--load`` (arrival-rate multipliers): 1/1000 stretches a year of
-#: arrivals to a millennium; beyond, times leave the range the validation allows
-#: (``hetsched.core.records.MAX_TIME_S``) and the clock's resolution eats the job durations.
-MIN_LOAD = 1e-3
-MAX_LOAD = 1e3
-
-
-def check_load(load: float) -> float:
-    """A ``--load`` value: a number from :data:`MIN_LOAD` to :data:`MAX_LOAD`."""
-    if isinstance(load, bool) or not isinstance(load, int | float) or not (
-            MIN_LOAD <= load <= MAX_LOAD):
-        raise InputError("bad load", path="load", value=load,
-                         expected=f"a number from {MIN_LOAD:g} to {MAX_LOAD:g} (2 = arrivals "
-                         "twice as fast)")
-    return float(load)
-
-
 def scale_arrivals(jobs: Sequence[Job], load: float) -> tuple[Job, ...]:
     """The jobs with the arrival rate multiplied by ``load``: every arrival's offset from
     the first arrival divided by ``load`` (2 halves every inter-arrival time); a deadline
@@ -285,38 +237,39 @@ class ReplayInputs:
 
 def replay_inputs(trace_path: Path, trace_format: str, cluster_spec: str, *,
                   throughput_path: Path | None = None, cluster: Cluster | None = None,
-                  reference_gpu: str | None = None,
-                  gpu_aliases: str | Mapping[str, str] | None = None,
-                  unknown_gpus: str = "error", gpu_sharing: bool = True,
-                  colocation_factor: float = DEFAULT_COLOCATION_FACTOR) -> ReplayInputs:
+                  settings: ReplaySettings | None = None) -> ReplayInputs:
     """The shared inputs of replays of ``trace_path``: the cluster of ``cluster_spec``
     (``cluster`` if already parsed), the throughput source (``throughput_path``, else
-    Gavel's table beside a Gavel trace, else the built-in catalogue) with ``gpu_aliases``
-    (:func:`throughputs`), and the cluster's GPU types checked against it
-    (:func:`known_gpu_cluster`); the other arguments are :func:`trace_jobs`'s."""
+    Gavel's table beside a Gavel trace, else the built-in catalogue) with the settings'
+    GPU aliases (:func:`throughputs`), and the cluster's GPU types checked against it
+    (:func:`known_gpu_cluster`, the settings' ``unknown_gpus``)."""
     from hetsched.files.cluster_spec import parse_cluster
 
+    settings = settings or ReplaySettings()
     cluster = cluster if cluster is not None else parse_cluster(cluster_spec)
     speeds = throughputs(cluster, throughput_path or default_throughput(trace_path,
                                                                         trace_format),
-                         parse_gpu_aliases(gpu_aliases), colocation_factor)
-    cluster, dropped = known_gpu_cluster(cluster, speeds, unknown_gpus=unknown_gpus)
+                         settings.gpu_aliases, settings.colocation_factor)
+    cluster, dropped = known_gpu_cluster(cluster, speeds, unknown_gpus=settings.unknown_gpus)
     return ReplayInputs(trace_path, trace_format, cluster_spec, cluster, speeds.truth,
                         speeds.model, speeds.source, speeds.aliases, dropped,
-                        speeds.colocation, gpu_sharing, reference_gpu)
+                        speeds.colocation, settings.gpu_sharing, settings.reference_gpu)
 
 
-def read_jobs(inputs: ReplayInputs, *, seed: int = 0, on_bad_row: str = "fatal",
-              limit_jobs: int | None = None, deadline_fraction: float | None = None) -> Trace:
+def read_jobs(inputs: ReplayInputs, settings: ReplaySettings | None = None) -> Trace:
     """The trace of ``inputs`` read with the measured throughput (durations on the
     reference GPU; default: ``v100`` if the model knows it, else the cluster's GPU type
-    with the most GPUs it knows; ``seed`` draws what the trace lacks: job types, synthetic
-    deadlines), every job checked to run on the cluster: a job no node of its GPU types
-    can hold (CPUs, memory) is an error, or left out with ``on_bad_row="skip"``."""
+    with the most GPUs it knows; the settings' ``seed`` draws what the trace lacks: job
+    types, synthetic deadlines; their ``limit_jobs``, ``on_bad_row`` and
+    ``deadline_fraction``), every job checked to run on the cluster: a job no node of its
+    GPU types can hold (CPUs, memory) is an error, or left out with ``on_bad_row="skip"``."""
     from hetsched.allocation.layout import fits_a_node
     from hetsched.core.records import configurations
     from hetsched.files.traces import read_trace
 
+    settings = settings or ReplaySettings()
+    seed, on_bad_row = settings.seed, settings.on_bad_row
+    limit_jobs, deadline_fraction = settings.limit_jobs, settings.deadline_fraction
     cluster, trace_path = inputs.cluster, inputs.trace_path
     by_size = sorted(cluster.type_names, key=lambda t: -cluster.num_gpus(t))  # (stable)
     trace = read_trace(trace_path, inputs.trace_format, throughput=inputs.truth,
@@ -382,25 +335,17 @@ class TraceJobs:
 
 
 def trace_jobs(trace_path: Path, trace_format: str, cluster: Cluster, *,
-               throughput_path: Path | None = None, seed: int = 0,
-               on_bad_row: str = "fatal", limit_jobs: int | None = None,
-               deadline_fraction: float | None = None, load: float = 1.0,
-               reference_gpu: str | None = None, gpu_aliases: Mapping[str, str] | None = None,
-               unknown_gpus: str = "error", gpu_sharing: bool = True,
-               colocation_factor: float = DEFAULT_COLOCATION_FACTOR) -> TraceJobs:
-    """Read a trace as :func:`hetsched.replaying.run_replay` does (its arguments, the same
-    jobs): :func:`replay_inputs` (the throughput source with ``gpu_aliases``, the
-    cluster's GPU types checked against it), :func:`read_jobs` (durations on
-    ``reference_gpu``, every job checked to run on the cluster), arrivals scaled by
-    ``load``. ``gpu_sharing``: jobs may ask for a share of a GPU (off: shares rounded
-    up); ``colocation_factor``: the speed factor of a job beside co-runners without a
-    measured pair (hetsched.core.sharing)."""
+               throughput_path: Path | None = None,
+               settings: ReplaySettings | None = None) -> TraceJobs:
+    """Read a trace as :func:`hetsched.replaying.run_replay` does with ``settings`` (the
+    same jobs): :func:`replay_inputs` (the throughput source with the GPU aliases, the
+    cluster's GPU types checked against it), :func:`read_jobs` (durations on the reference
+    GPU, every job checked to run on the cluster), arrivals scaled by the settings'
+    ``load``."""
+    settings = settings or ReplaySettings()
     inputs = replay_inputs(trace_path, trace_format, "", throughput_path=throughput_path,
-                           cluster=cluster, reference_gpu=reference_gpu,
-                           gpu_aliases=gpu_aliases, unknown_gpus=unknown_gpus,
-                           gpu_sharing=gpu_sharing, colocation_factor=colocation_factor)
-    trace = read_jobs(inputs, seed=seed, on_bad_row=on_bad_row, limit_jobs=limit_jobs,
-                      deadline_fraction=deadline_fraction)
-    return TraceJobs(scale_arrivals(trace.jobs, load), inputs.truth, inputs.model, trace,
-                     inputs.source, inputs.cluster, inputs.aliases, inputs.dropped_gpus,
-                     inputs.colocation, gpu_sharing)
+                           cluster=cluster, settings=settings)
+    trace = read_jobs(inputs, settings)
+    return TraceJobs(scale_arrivals(trace.jobs, settings.load), inputs.truth, inputs.model,
+                     trace, inputs.source, inputs.cluster, inputs.aliases,
+                     inputs.dropped_gpus, inputs.colocation, settings.gpu_sharing)

@@ -111,12 +111,13 @@ def _trace(path: Path, file_format: str, cluster_spec: str | None,
     from hetsched.files.traces import read_trace
 
     if cluster_spec is not None:
+        from hetsched.core.settings import ReplaySettings
         from hetsched.files.cluster_spec import parse_cluster
         from hetsched.files.replay_inputs import trace_jobs
 
         read = trace_jobs(path, file_format, parse_cluster(cluster_spec),
-                          throughput_path=throughput_path, reference_gpu=reference_gpu,
-                          gpu_aliases=gpu_aliases)
+                          throughput_path=throughput_path, settings=ReplaySettings(
+                              reference_gpu=reference_gpu, gpu_aliases=gpu_aliases or {}))
         trace = read.trace
     else:
         from hetsched.files.replay_inputs import default_throughput, throughput_pair

@@ -13,6 +13,7 @@ from typing import ClassVar
 from hetsched.core.errors import InputError
 from hetsched.core.records import Instance
 from hetsched.core.result import Result
+from hetsched.policies.backends import BACKENDS_OF
 from hetsched.policies.planner import SolveOptions, outcome_result
 
 
@@ -20,7 +21,7 @@ class AlloxPolicy:
     """The AlloX matching on an assignment algorithm or a MILP back-end."""
 
     name: ClassVar[str] = "allox"
-    backends: ClassVar[tuple[str, ...]] = ("matching", "highs", "cbc", "scip")
+    backends: ClassVar[tuple[str, ...]] = BACKENDS_OF["allox"]
     default_time_limit_s: ClassVar[float | None] = 60.0
     replan_preemptive: ClassVar[bool] = False
 

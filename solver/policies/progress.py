@@ -42,11 +42,12 @@ import numpy as np
 
 from hetsched.allocation.layout import Start, layout, throughput_of
 from hetsched.core.records import Job
+from hetsched.core.settings import DECISION_LIMIT, RESTART_PENALTY_S
 from hetsched.core.throughput import Placement
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.progress import RoundPlan, RoundProblem, solve_round
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RunningJob
-from hetsched.policies.starting import RESTART_PENALTY_S, SpeedBook, types_worth_starting
+from hetsched.policies.starting import SpeedBook, types_worth_starting
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class Progress(PolicyHooks):
     def __init__(self, *, round_s: float = 1800.0, horizon_s: float = 360.0,
                  restart_penalty_s: float = RESTART_PENALTY_S, urgent_slack: float = 0.5,
                  critical_rounds: float = 2.0,
-                 backend: str = "highs", time_limit_s: float | None = 5.0,
+                 backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
                  deterministic: bool = True) -> None:
         for label, value in (("round_s", round_s), ("horizon_s", horizon_s)):
             if not (math.isfinite(value) and value > 0):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from hetsched.allocation.layout import SpeedView, Start
 from hetsched.core.records import Cluster, Instance, Job
+from hetsched.core.settings import DECISION_LIMIT
 from hetsched.core.throughput import Placement
 from hetsched.policies.planner import Planner, run_planner
 from hetsched.policies.rolling import (
@@ -76,7 +77,7 @@ class Replanning(PolicyHooks):
     STARVATION_MIN_S = 6 * 3600.0
 
     def __init__(self, planner: Planner, *, backend: str | None = None,
-                 time_limit_s: float | None = 5.0, window: int = 48,
+                 time_limit_s: float | None = DECISION_LIMIT, window: int = 48,
                  preemptive: bool | None = None, preempt_after_s: float = 600.0,
                  deterministic: bool = True, seed: int = 0) -> None:
         self.planner = planner

@@ -95,15 +95,17 @@ class RollingPolicy(Protocol):
     wait; a policy without rounds only at those events. A boundary where nothing changes
     should return an empty :class:`Decision` quickly.
 
-    Two hooks, with defaults in :class:`PolicyHooks` (which every policy class inherits):
+    Four hooks, with defaults in :class:`PolicyHooks` (which every policy class inherits):
     ``quiet_until(state)``, asked right after ``decide(state)`` returned an empty
     decision at a boundary: the time (s; ``inf``: until the next event, ``-inf``: no
     promise) before which calls at later boundaries, with no arrival or completion in
     between, would return empty decisions and change nothing that matters to its later
     decisions, provided it is still called at the last boundary before the next event
     (the simulator then skips the others, :mod:`hetsched.simulate.simulator`); and
-    ``on_finished(job, now)``, called when a job completes; and ``figures()``, what the
-    policy reports of itself in ``summary.json`` (nothing by default)."""
+    ``on_finished(job, now)``, called when a job completes; ``figures()``, what the
+    policy reports of itself in ``summary.json`` (nothing by default); and
+    ``on_stall(state)``, what to start when the policy started nothing on an idle cluster
+    with nothing more to arrive (by default FIFO, so every replay ends)."""
 
     name: str
 
@@ -128,11 +130,17 @@ class RollingPolicy(Protocol):
         """The policy's own figures for ``summary.json`` (e.g. POP's objective ratios)."""
         ...
 
+    def on_stall(self, state: ClusterState) -> Decision:
+        """What to start when ``decide`` started nothing while nothing runs and nothing
+        more will arrive (the replay would otherwise never end): a decision marked
+        ``fallback``."""
+        ...
+
 
 class PolicyHooks:
     """The hooks of :class:`RollingPolicy` with their defaults: no promise of quiet
-    rounds, nothing to do when a job finishes. Every policy class inherits it and
-    overrides what it uses."""
+    rounds, nothing to do when a job finishes, no figures, FIFO when stalled. Every policy
+    class inherits it and overrides what it uses."""
 
     def quiet_until(self, state: ClusterState) -> float:
         """No promise: ``-inf``."""
@@ -144,6 +152,11 @@ class PolicyHooks:
     def figures(self) -> dict[str, object]:
         """None."""
         return {}
+
+    def on_stall(self, state: ClusterState) -> Decision:
+        """First in, first out (:class:`RollingFifo`), marked as a fallback."""
+        started = RollingFifo().decide(state).start
+        return Decision(started, (), True, "the policy started nothing on an idle cluster: FIFO")
 
 
 @runtime_checkable

@@ -15,9 +15,6 @@ from hetsched.allocation.layout import SpeedView, Start, layout, throughput_of
 from hetsched.core.records import Job
 from hetsched.policies.rolling import ClusterState, RunningJob
 
-#: The simulator's default restart penalty (s); policies that weigh a preemption use it.
-RESTART_PENALTY_S = 30.0
-
 
 class SpeedBook:
     """Predicted steps/s of a job per GPU type, at a gang size, on the best placement the

@@ -26,6 +26,7 @@ import numpy as np
 from hetsched.core.errors import InputError
 from hetsched.core.records import Cluster, Job
 from hetsched.core.result import Assignment, Schedule, completion_figures
+from hetsched.core.settings import RESTART_PENALTY_S
 from hetsched.core.sharing import CoLocationModel
 
 
@@ -203,7 +204,7 @@ class Replay:
     interrupted: bool = False
     round_s: float | None = None
     interval_s: float | None = None
-    restart_penalty_s: float = 30.0
+    restart_penalty_s: float = RESTART_PENALTY_S
     #: GPUs of a type some job can run on (:func:`hetsched.core.bounds.usable_gpus`); ``None``:
     #: every GPU of the cluster
     usable_gpus: int | None = None

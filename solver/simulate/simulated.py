@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from hetsched.core.records import Instance
 from hetsched.core.result import Result, Status
+from hetsched.core.settings import RESTART_PENALTY_S
 from hetsched.formulations.options import SolveOptions
 from hetsched.policies.rolling import RollingPolicy
 from hetsched.simulate.record import Replay
@@ -20,7 +21,7 @@ from hetsched.simulate.simulator import Simulator
 
 
 def simulate_instance(instance: Instance, policy: RollingPolicy,
-                      restart_penalty_s: float = 30.0) -> Replay:
+                      restart_penalty_s: float = RESTART_PENALTY_S) -> Replay:
     """``policy`` run by the simulator on every job of ``instance`` (measured at its
     throughput) from ``instance.now``: a job that arrived earlier is released at ``now``.
     A Ctrl-C raises :class:`KeyboardInterrupt` (a static solve keeps no partial run)."""
@@ -43,7 +44,8 @@ class Simulated:
     replan_preemptive = False
 
     def __init__(self, name: str, make: Callable[[SolveOptions], RollingPolicy], *,
-                 backends: tuple[str, ...] = (), restart_penalty_s: float = 30.0) -> None:
+                 backends: tuple[str, ...] = (),
+                 restart_penalty_s: float = RESTART_PENALTY_S) -> None:
         self.name = name
         self.make = make
         self.backends = backends

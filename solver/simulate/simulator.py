@@ -25,13 +25,18 @@ from hetsched.core.bounds import usable_gpus
 from hetsched.core.errors import InputError
 from hetsched.core.log_levels import per_decision_logs
 from hetsched.core.records import Cluster, Job
+from hetsched.core.settings import (
+    RESTART_PENALTY_S,
+    check_interval,
+    check_period,
+    check_restart_penalty,
+)
 from hetsched.core.sharing import CoLocationModel
 from hetsched.core.throughput import ThroughputModel
 from hetsched.policies.rolling import (
     ClusterState,
     Decision,
     QueuePolicy,
-    RollingFifo,
     RollingPolicy,
     RunningJob,
     quiet_until,
@@ -46,19 +51,13 @@ from hetsched.simulate.record import (
 )
 from hetsched.simulate.runs import Run, Sharers
 
-__all__ = ["EPS", "MAX_RESTART_PENALTY_S", "MIN_PERIOD_S", "OUTPUT_FILES", "DecisionLog",
-           "JobRecord", "Replay", "Simulator", "check_interval", "check_out_folder",
-           "check_restart_penalty", "write_folder"]
+__all__ = ["EPS", "OUTPUT_FILES", "DecisionLog", "JobRecord", "Replay", "Simulator",
+           "check_out_folder", "write_folder"]
 
 log = logging.getLogger(__name__)
 
 #: Times closer than this (s) are one event.
 EPS = 1e-9
-#: The shortest decision interval (``--interval``) and policy round (s): shorter ones
-#: make a replay of jobs that run for days take millions of decisions.
-MIN_PERIOD_S = 1.0
-#: The longest restart penalty (s): one day (``--restart-penalty``).
-MAX_RESTART_PENALTY_S = 86_400.0
 
 
 class _LiveState(ClusterState):
@@ -183,7 +182,7 @@ class Simulator:
 
     def __init__(self, cluster: Cluster, jobs: Sequence[Job], policy: RollingPolicy, *,
                  truth: ThroughputModel, model: ThroughputModel | None = None,
-                 interval_s: float | None = None, restart_penalty_s: float = 30.0,
+                 interval_s: float | None = None, restart_penalty_s: float = RESTART_PENALTY_S,
                  progress: Callable[[int, int, float, int], None] | None = None,
                  skip_quiet_rounds: bool = True,
                  colocation: CoLocationModel | None = None) -> None:
@@ -193,8 +192,8 @@ class Simulator:
         self.policy = policy
         self.truth = truth
         self.model = model or truth
-        self.interval_s = _period(interval_s, "interval_s")
-        self.round_s = _period(policy.round_s, f"{policy.name}'s round_s")
+        self.interval_s = check_interval(interval_s)
+        self.round_s = check_period(policy.round_s, f"{policy.name}'s round_s")
         self.restart_penalty_s = check_restart_penalty(restart_penalty_s)
         self.progress = progress
         self.skip_quiet_rounds = skip_quiet_rounds
@@ -302,9 +301,7 @@ class Simulator:
                         state = _LiveState.make(now, self.cluster, self.model,
                                                 tuple(pending.values()), free, (), records,
                                                 left)
-                    decision = RollingFifo().decide(state)
-                    decision = Decision(decision.start, (), True,
-                                        "the policy started nothing on an idle cluster: FIFO")
+                    decision = self.policy.on_stall(state)
                     log.warning("t=%g: %s", now, decision.note)
                 # Until when the policy's boundary calls would change nothing (see the
                 # class docstring); asked while it may still read the state.
@@ -442,31 +439,6 @@ class Simulator:
                                  self.cluster.placement_of(start.gpus)) <= 0:
             raise RuntimeError(f"{name} put {job.id} where its measured throughput is 0")
 
-
-
-def _period(value: float | None, what: str) -> float | None:
-    """A round or interval (s): ``None``, or finite and at least :data:`MIN_PERIOD_S`."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-            math.isfinite(value) and value >= MIN_PERIOD_S):
-        raise InputError("bad decision interval", path=what, value=value,
-                         expected=f"seconds >= {MIN_PERIOD_S:g}, finite")
-    return float(value)
-
-
-def check_interval(value: float | None) -> float | None:
-    """``--interval`` (s): ``None``, or finite and at least :data:`MIN_PERIOD_S`."""
-    return _period(value, "interval_s")
-
-
-def check_restart_penalty(value: float) -> float:
-    """The restart penalty (s): finite, from 0 to :data:`MAX_RESTART_PENALTY_S`."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-            0 <= value <= MAX_RESTART_PENALTY_S):
-        raise InputError("bad restart penalty", path="restart_penalty_s", value=value,
-                         expected=f"seconds from 0 to {MAX_RESTART_PENALTY_S:,.0f} (one day)")
-    return float(value)
 
 
 def _last_boundary_before(end: float, origin: float, periods: Sequence[float]

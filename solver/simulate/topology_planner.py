@@ -11,6 +11,7 @@ from hetsched.core.records import Instance
 from hetsched.core.result import Result
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.options import SolveOptions
+from hetsched.policies.backends import BACKENDS_OF
 from hetsched.policies.topology import TopologyAdmission
 from hetsched.simulate.simulated import simulate_instance
 
@@ -20,7 +21,7 @@ class TopologyPolicy:
     :mod:`hetsched.policies.topology`)."""
 
     name: ClassVar[str] = "topology"
-    backends: ClassVar[tuple[str, ...]] = ("cpsat", "highs", "cbc", "scip")
+    backends: ClassVar[tuple[str, ...]] = BACKENDS_OF["topology"]
     default_time_limit_s: ClassVar[float | None] = 60.0
     replan_preemptive: ClassVar[bool] = False
 

@@ -17,12 +17,14 @@ from hetsched.bench.engine import Cell, run_cell
 from hetsched.bench.local_engine import LocalEngine
 from hetsched.bench.report import busy_gpus_over_time, write_report
 from hetsched.bench.results import append_result, is_heuristic, read_results
-from hetsched.bench.runner import BenchSettings, run_bench
+from hetsched.bench.runner import BenchSettings, bench_settings, run_bench
 from hetsched.cli.main import main
 from hetsched.core.errors import InputError
 from hetsched.core.records import Job
+from hetsched.core.settings import ReplaySettings
+from hetsched.files.replay_inputs import ReplayInputs, scale_arrivals
 from hetsched.files.traces import Trace, write_native
-from hetsched.replaying import ReplayInputs, ReplayOutput, scale_arrivals
+from hetsched.replaying import ReplayOutput
 
 CLUSTER = "v100=2,k80=2"
 
@@ -45,7 +47,7 @@ def settings(trace: Path, **changes: object) -> BenchSettings:
                                  "seeds": (0,), "loads": (1.0,), "workers": 1,
                                  "time_limit_s": 1.0}
     values.update(changes)
-    return BenchSettings(**values)  # type: ignore[arg-type]
+    return bench_settings(**values)
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
@@ -295,13 +297,14 @@ def test_an_openb_bench_with_aliases_and_shares_runs_in_worker_processes(
     of one process, and summary.json records how the trace was read."""
     import pickle
 
-    from hetsched.replaying import replay_inputs
+    from hetsched.files.replay_inputs import replay_inputs
     from tests.helpers import ROOT, same_results
 
     data = ROOT / "tests" / "data" / "traces"
     cluster = f"openb:{data / 'openb_small_nodes.csv'}"
     inputs = replay_inputs(data / "openb_small_pods.csv", "openb", cluster,
-                           gpu_aliases="g3=a100", colocation_factor=0.7)
+                           settings=ReplaySettings(gpu_aliases="g3=a100",
+                                                   colocation_factor=0.7))
     again = pickle.loads(pickle.dumps(inputs))
     assert (dict(again.aliases), again.colocation) == ({"g3": "a100"}, inputs.colocation)
     assert again.truth.throughput("image-cnn-small", "g3", 1, "packed") == \

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hetsched.bench import lp_bounds as bench_bounds
-from hetsched.bench.runner import BenchSettings, run_bench
+from hetsched.bench.runner import BenchSettings, bench_settings, run_bench
 from hetsched.core.records import Job
 from hetsched.files.traces import write_native
 
@@ -37,7 +37,7 @@ def settings(trace: Path, **changes: object) -> BenchSettings:
                                  "seeds": (0, 1), "loads": (1.0, 2.0), "workers": 1,
                                  "time_limit_s": 1.0}
     values.update(changes)
-    return BenchSettings(**values)  # type: ignore[arg-type]
+    return bench_settings(**values)
 
 
 def rows(out: Path) -> list[dict[str, str]]:

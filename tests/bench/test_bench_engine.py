@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.bench.engine import ATTEMPTS, Cell, CellOptions, likely_longest_first
+from hetsched.bench.engine import ATTEMPTS, Cell, likely_longest_first
 from hetsched.bench.local_engine import LocalEngine
 from hetsched.bench.results import read_results
 from hetsched.bench.runner import make_engine, run_bench
 from hetsched.core.errors import InputError
+from hetsched.core.settings import ReplaySettings
 from tests.helpers import (
     ENGINE_CLUSTER,
     ROOT,
@@ -153,9 +154,8 @@ def test_replay_takes_an_engine_only_for_pop_partitions(
 def test_cells_start_likely_longest_first() -> None:
     # Exact models (a solver at each decision) first, then the higher load; otherwise the
     # planned order: list scheduling longest first keeps both slots busy to the end.
-    options = CellOptions(None, 0.1, True, None, 30.0)
     cells = [Cell(f"{policy}-s{seed}-l{load:g}", policy, 0, "0", f"0/s{seed}", policy, (),
-                  seed, load, options)
+                  ReplaySettings(seed=seed, load=load))
              for load in (0.5, 1.0) for policy in ("fifo", "deadline-agnostic", "gavel",
                                                    "allox") for seed in (0, 1)]
     assert [cell.name for cell in likely_longest_first(cells)] == [

@@ -200,7 +200,7 @@ def test_the_documented_example_spec_reads(shared_data: Path) -> None:
     first, _, last = (settings for _, settings in sweep.benches)
     # (resolved: ../shared may be a link to the data elsewhere)
     assert first.trace == (shared_data / "gavel" / "traces" / "ee9e8c.trace").resolve()
-    assert (first.seeds, first.loads, first.limit_jobs, last.limit_jobs) == \
+    assert (first.seeds, first.loads, first.replay.limit_jobs, last.replay.limit_jobs) == \
         ((0, 1), (0.5, 1.0), 200, 100)
     assert first.policies == ("fifo", "gavel", "gavel-pop4")
     assert first.policy_of("gavel-pop4") == ("gavel", (("partitions", 4),))
@@ -214,6 +214,7 @@ def test_the_trace_reading_keys_reach_the_benchs_settings(tmp_path: Path) -> Non
                          trace='gpu_aliases = {p100 = "v100"}\ngpu_sharing = false\n'
                          'unknown_gpus = "drop"\nreference_gpu = "v100"\n'))
     ((_, settings),) = load_sweep(path).benches
-    assert (settings.reference_gpu, dict(settings.gpu_aliases), settings.unknown_gpus,
-            settings.gpu_sharing, settings.colocation_factor) == \
+    replay = settings.replay
+    assert (replay.reference_gpu, dict(replay.gpu_aliases), replay.unknown_gpus,
+            replay.gpu_sharing, replay.colocation_factor) == \
         ("v100", {"p100": "v100"}, "drop", False, 0.5)

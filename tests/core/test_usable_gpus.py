@@ -13,8 +13,10 @@ from hetsched.core.bounds import lower_bounds, usable_gpus
 from hetsched.core.errors import InputError
 from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
 from hetsched.core.result import Assignment, Schedule, compute_metrics
+from hetsched.core.settings import MAX_LOAD, MIN_LOAD, ReplaySettings
 from hetsched.core.throughput import ThroughputTable
-from hetsched.replaying import MAX_LOAD, MIN_LOAD, rolling_policy, scale_arrivals
+from hetsched.files.replay_inputs import scale_arrivals
+from hetsched.replaying import rolling_policy
 from hetsched.simulate.simulator import Simulator
 
 #: Jobs run on V100s only: the 8 K80s are idle whatever a policy does.
@@ -45,7 +47,7 @@ def test_usable_gpus_are_those_of_a_type_some_job_runs_on() -> None:
 def test_bounds_never_exceed_what_a_replay_achieves(name: str, load: float) -> None:
     for seed in range(2):
         work = scale_arrivals(jobs(seed), load)
-        policy = rolling_policy(name, backend="highs", time_limit_s=None)
+        policy = rolling_policy(name, settings=ReplaySettings(backend="highs", time_limit_s=None))
         replay = Simulator(CLUSTER, work, policy, truth=TABLE).run()
         summary = replay.summary()
         bounds = lower_bounds(work, CLUSTER, TABLE)

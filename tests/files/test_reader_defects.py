@@ -14,8 +14,8 @@ import pytest
 
 from hetsched.cli.main import main
 from hetsched.core.errors import InputError
+from hetsched.core.settings import parse_gpu_aliases
 from hetsched.core.throughput import AliasedThroughput, Placement, ThroughputTable
-from hetsched.files.replay_inputs import parse_gpu_aliases
 from hetsched.files.traces import read_trace
 from hetsched.files.traces.base import MAX_SKIPPED_ROWS
 from hetsched.speeds.fit import fit_throughput_model

@@ -328,8 +328,9 @@ def test_below_every_replay_on_a_gavel_trace(shared_data: Path) -> None:
     # above the isolated bound.
     from hetsched.core.throughput import PolicyView
     from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.files.replay_inputs import throughput_pair
     from hetsched.files.traces import read_trace
-    from hetsched.replaying import replay, throughput_pair
+    from hetsched.replaying import replay
 
     data = shared_data / "gavel"
     truth, fitted = throughput_pair(data / "simulation_throughputs.json")

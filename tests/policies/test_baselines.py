@@ -13,6 +13,7 @@ import pytest
 from hetsched.core.check import check
 from hetsched.core.errors import InputError
 from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
+from hetsched.core.settings import ReplaySettings
 from hetsched.core.throughput import Placement, ThroughputModel, ThroughputTable
 from hetsched.files.instance import load_instance
 from hetsched.formulations.gavel import AllocationProblem, solve_allocation
@@ -344,7 +345,7 @@ def test_no_policy_places_a_job_where_its_throughput_is_zero(name: str) -> None:
                          remaining={"K": 100.0, "N": 100.0},
                          running=(RunningJob(busy, "k80", ("k/0",), 0.0, 1e5),),
                          free=frozenset({"v/0", "v/1"}))
-    policy = rolling_policy(name, time_limit_s=2.0, deterministic=True)
+    policy = rolling_policy(name, settings=ReplaySettings(time_limit_s=2.0, deterministic=True))
     decision = policy.decide(state)
     started = {s.job: s for s in decision.start}
     assert "N" in started or name.startswith("fifo")
@@ -423,7 +424,8 @@ def test_replay_uses_the_policy_round_and_lists_baselines(tmp_path: Path) -> Non
                          out=tmp_path / "g", show_progress=False)
     assert (summary["round_s"], summary["interval_s"]) == (360.0, None)
     summary = run_replay(SAMPLES / "philly_small.csv", "philly", "v100=4,k80=4", "gavel",
-                         out=tmp_path / "h", interval_s=50.0, show_progress=False)
+                         out=tmp_path / "h", show_progress=False,
+                         settings=ReplaySettings(interval_s=50.0))
     assert (summary["round_s"], summary["interval_s"]) == (360.0, 50.0)
     assert summary["restart_penalty_s"] == 30.0
     with pytest.raises(InputError) as error:

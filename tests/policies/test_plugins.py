@@ -153,5 +153,5 @@ def test_a_class_missing_members_is_told_which(tmp_path: Path,
     path = _write(tmp_path, "class MyPolicy:\n    name = 'x'\n")
     err = exits_2(["replay", str(SAMPLE), "--format", "philly", "--cluster", "v100=4",
                    "--policy", f"{path}:MyPolicy", "--out", str(tmp_path / "out")], capsys)
-    assert "(missing: round_s, decide, quiet_until, on_finished, figures; inherit " \
+    assert "(missing: round_s, decide, quiet_until, on_finished, figures, on_stall; inherit " \
         "hetsched.policy_api.PolicyHooks for the hooks" in err

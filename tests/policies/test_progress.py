@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hetsched.core.records import Cluster, GpuType, Job, Node
+from hetsched.core.settings import ReplaySettings
 from hetsched.core.throughput import ThroughputTable
 from hetsched.policies.progress import Progress
 from hetsched.policies.rolling import ClusterState, Decision, RunningJob
@@ -152,8 +153,9 @@ def test_a_gavel_trace_with_deadlines(shared_data: Path, tmp_path: Path) -> None
 
     def replay(policy: str, out: str) -> dict[str, object]:
         return run_replay(trace, "gavel", "v100=16,p100=16,k80=16", policy,
-                          out=tmp_path / out, limit_jobs=150, deadline_fraction=0.5,
-                          show_progress=False, time_limit_s=0.1)
+                          out=tmp_path / out, show_progress=False,
+                          settings=ReplaySettings(limit_jobs=150, deadline_fraction=0.5,
+                                                  time_limit_s=0.1))
 
     ours = replay("progress", "p")
     again = replay("progress", "q")

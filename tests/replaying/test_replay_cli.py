@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hetsched.cli.main import main
+from hetsched.core.settings import ReplaySettings
 from tests.helpers import ROOT
 
 SAMPLES = ROOT / "tests" / "data" / "traces"
@@ -216,7 +217,7 @@ def test_an_interrupted_replay_bounds_only_the_jobs_it_finished(
     write_native([Job("long", 0.0, "rnn-lm", 1, 2e7), Job("s1", 0.0, "rnn-lm", 1, 2000.0),
                   Job("s2", 0.0, "rnn-lm", 1, 2000.0)], trace)
     summary = run_replay(trace, "native", "v100=4", "fifo", out=tmp_path / "r",
-                         interval_s=1000.0, show_progress=False)
+                         show_progress=False, settings=ReplaySettings(interval_s=1000.0))
     written = json.loads((tmp_path / "r" / "summary.json").read_text())
     for got in (summary, written):
         assert (got["interrupted"], got["completed"], got["jobs"]) == (True, 2, 3)

@@ -13,6 +13,7 @@ import pytest
 
 from hetsched.core.errors import InputError
 from hetsched.core.records import Cluster, GpuType, Job, Node
+from hetsched.core.settings import MAX_RESTART_PENALTY_S, MIN_PERIOD_S, ReplaySettings
 from hetsched.core.throughput import ThroughputTable
 from hetsched.policies.baselines.gavel import Gavel
 from hetsched.policies.baselines.tiresias import Tiresias
@@ -20,7 +21,7 @@ from hetsched.policies.rolling import ClusterState, Decision, RollingFifo
 from hetsched.registry import rolling
 from hetsched.replaying import rolling_policy
 from hetsched.simulate.record import Replay
-from hetsched.simulate.simulator import MAX_RESTART_PENALTY_S, MIN_PERIOD_S, Simulator
+from hetsched.simulate.simulator import Simulator
 from tests.helpers import ROOT, exits_2
 
 TABLE = ThroughputTable.from_rows([
@@ -78,7 +79,7 @@ def test_skipped_quiet_rounds_give_the_same_jobs(name: str, seed: int,
     interval = 100.0 if name in ("fifo", "sjf") else None
     runs = {}
     for skip in (False, True):
-        policy = rolling_policy(name, backend="highs", time_limit_s=None)
+        policy = rolling_policy(name, settings=ReplaySettings(backend="highs", time_limit_s=None))
         replay = Simulator(cluster(), jobs(seed), policy, truth=TABLE, interval_s=interval,
                            restart_penalty_s=30.0, skip_quiet_rounds=skip).run()
         assert replay.summary()["completed"] == len(replay.records)

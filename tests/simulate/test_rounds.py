@@ -17,11 +17,12 @@ import pytest
 from hetsched.allocation.layout import Start
 from hetsched.core.records import Cluster, GpuType, Job, Node
 from hetsched.core.throughput import Placement, ThroughputTable
+from hetsched.files.replay_inputs import throughput_pair
 from hetsched.policies.baselines import HeterogeneityAgnostic
 from hetsched.policies.baselines.optimus import Optimus
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RollingFifo, RunningJob
 from hetsched.registry import ENTRIES, rolling
-from hetsched.replaying import run_replay, throughput_pair
+from hetsched.replaying import run_replay
 from hetsched.simulate.simulator import Simulator
 
 

@@ -130,6 +130,27 @@ def test_a_policy_that_starts_nothing_cannot_stall_the_replay() -> None:
     assert replay.summary()["fallbacks"] >= 1
 
 
+class LastFirstWhenStalled(NeverStarts):
+    """Declares its own fallback: the latest arrival first (FIFO would start "a")."""
+
+    def on_stall(self, state: ClusterState) -> Decision:
+        job = max(state.pending, key=lambda job: job.arrival)
+        chosen = state.pool().first_fit(job, job.num_gpus, state.throughput)
+        assert chosen is not None
+        return Decision((chosen,), (), True, "last first")
+
+
+def test_the_fallback_is_the_policys_own_on_stall() -> None:
+    # The simulator knows no policy by name: it asks the policy's on_stall hook. Both
+    # jobs are waiting at t = 5 (nothing started at t = 0, "b" still to arrive), so "b"
+    # runs first, from 5 to 15 s, then "a" from 15 to 25 s (100 steps at 10 steps/s).
+    cluster, table = one_gpu()
+    jobs = [Job("a", 0.0, "cnn", 1, 100.0), Job("b", 5.0, "cnn", 1, 100.0)]
+    replay = Simulator(cluster, jobs, LastFirstWhenStalled(), truth=table).run()
+    assert (replay.records["b"].finish, replay.records["a"].finish) == (15.0, 25.0)
+    assert [d.note for d in replay.decisions if d.fallback] == ["last first"] * 2
+
+
 class Cheater(PolicyHooks):
     name = "cheater"
     round_s = None

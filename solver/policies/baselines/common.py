@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Sequence
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.allocation.layout import Start
 from hetsched.core.records import Job
+from hetsched.core.settings import RESTART_PENALTY_S
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 from hetsched.policies.starting import (
-    RESTART_PENALTY_S,
     ReleaseTimes,
     SpeedBook,
     TypeChoice,

@@ -16,8 +16,10 @@ from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.allocation.layout import Start
 from hetsched.core.errors import InputError
 from hetsched.core.records import Job
+from hetsched.core.settings import DECISION_LIMIT
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.gavel.problem import AllocationProblem, Array
+from hetsched.policies.backends import BACKENDS_OF
 from hetsched.policies.baselines.common import RoundClock, SpeedBook, place
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
@@ -67,16 +69,17 @@ class Gavel(PolicyHooks):
     """
 
     def __init__(self, *, objective: str = "max-min", round_s: float = 360.0,
-                 backend: str = "highs", time_limit_s: float | None = None,
-                 deterministic: bool = False,
+                 backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
+                 deterministic: bool = True,
                  starvation_rounds: float = 20.0, partitions: int = 1,
                  executor: Executor | None = None) -> None:
         from hetsched.formulations.gavel import AllocationSolver, Objective, PartitionedSolver
 
         if not round_s > 0 or not starvation_rounds > 0:
             raise ValueError("round_s and starvation_rounds must be > 0")
-        if backend not in ("highs", "cbc", "scip"):
-            raise ValueError(f"gavel's LP runs on highs, cbc or scip, not {backend}")
+        if backend not in BACKENDS_OF["gavel"]:
+            raise ValueError(f"gavel's LP runs on {', '.join(BACKENDS_OF['gavel'])}, not "
+                             f"{backend}")
         if isinstance(partitions, bool) or not isinstance(partitions, int) or not (
                 1 <= partitions <= MAX_PARTITIONS):
             raise InputError("bad number of partitions", path="partitions", value=partitions,

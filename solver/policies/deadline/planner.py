@@ -20,6 +20,7 @@ from hetsched.core.result import Result
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.deadline.problem import DeadlineProblem, Plan, StagePlans
 from hetsched.formulations.deadline.relaxation import Relaxation
+from hetsched.policies.backends import BACKENDS_OF
 from hetsched.policies.planner import SolveOptions, outcome_result
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class DeadlinePolicy:
     """The ``deadline`` model on CP-SAT or a MILP back-end."""
 
     name: ClassVar[str] = "deadline"
-    backends: ClassVar[tuple[str, ...]] = ("cpsat", "highs", "cbc", "scip")
+    backends: ClassVar[tuple[str, ...]] = BACKENDS_OF["deadline"]
     default_time_limit_s: ClassVar[float | None] = 60.0
     #: Replanned in a replay, it sees the running jobs (pinned to their nodes) and may
     #: preempt them (:class:`~hetsched.policies.replanning.Replanning`).
@@ -90,7 +91,6 @@ class DeadlinePolicy:
         is returned with status TIME_LIMIT and a message saying so."""
         from hetsched.formulations.budget import BudgetExhaustedError
         from hetsched.formulations.deadline import (
-            DEFAULT_TIME_LIMIT_S,
             LOCAL_SEARCH_MAX,
             LOCAL_SEARCH_SHARE,
             conclude,
@@ -99,7 +99,7 @@ class DeadlinePolicy:
         )
         from hetsched.policies.deadline.search import improve_plan, start_plan
 
-        budget = options.budget or Budget(options.time_limit_s or DEFAULT_TIME_LIMIT_S,
+        budget = options.budget or Budget(options.time_limit_s or self.default_time_limit_s,
                                           deterministic=options.deterministic)
         problem, notes, extra, done = prepare(instance, self.objective)
         if done is not None:

@@ -1,0 +1,106 @@
+"""The options that make a replay's settings, written once for ``replay`` and ``bench``:
+their defaults are :class:`~hetsched.core.settings.ReplaySettings`'s, and
+:func:`replay_settings` turns the values a command received into that record (checked
+there, once). ``--seed`` and ``--load`` differ between the commands (one value, or a list
+for the bench) and stay theirs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hetsched.core.settings import (
+    MAX_RESTART_PENALTY_S,
+    MIN_PERIOD_S,
+    ON_BAD_ROW,
+    UNKNOWN_GPUS,
+    ReplaySettings,
+)
+from hetsched.registry import BACKENDS
+
+#: The settings a replay runs with when no option says otherwise.
+DEFAULTS = ReplaySettings()
+
+#: The click parameters :func:`replay_settings` reads (each command's function takes
+#: them as keyword arguments and hands them on whole).
+SETTING_PARAMS = ("backend", "interval", "time_limit", "wall_clock", "limit_jobs",
+                  "restart_penalty", "on_bad_row", "deadline_fraction", "reference_gpu",
+                  "gpu_aliases", "unknown_gpus", "gpu_sharing", "colocation_factor")
+
+
+def replay_settings_options(command: Any) -> Any:
+    """The options of :data:`SETTING_PARAMS` and ``--throughput`` (the throughput file,
+    an input beside the trace), shared by ``replay`` and ``bench`` (docs/traces.md)."""
+    for option in reversed((
+        click.option("--backend", type=click.Choice(BACKENDS), default=DEFAULTS.backend,
+                     help="Solver back-end of the policies that solve a model (default: "
+                     "each policy's first)."),
+        click.option("--interval", type=click.FloatRange(min=MIN_PERIOD_S),
+                     default=DEFAULTS.interval_s,
+                     help=f"Also decide every S seconds (S >= {MIN_PERIOD_S:g}) while jobs "
+                     "run or wait (besides the policy's own rounds)."),
+        click.option("--time-limit", type=click.FloatRange(min=0, min_open=True),
+                     default=DEFAULTS.time_limit_s, show_default=True,
+                     help="Solver limit per decision: deterministic work units (about "
+                     "seconds of one core; the same replay on any machine), or wall seconds "
+                     "with --wall-clock."),
+        click.option("--wall-clock", is_flag=True, default=not DEFAULTS.deterministic,
+                     help="Limit solvers by wall time instead of deterministic work (faster "
+                     "machines find more; results are no longer byte-identical from run "
+                     "to run)."),
+        click.option("--limit-jobs", type=click.IntRange(min=1), default=DEFAULTS.limit_jobs,
+                     help="Only the N earliest jobs."),
+        click.option("--throughput", "throughput_path",
+                     type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="Profile (Gavel JSON, tidy CSV) or fitted model; default: Gavel's "
+                     "beside a Gavel trace, else the built-in catalogue."),
+        click.option("--restart-penalty",
+                     type=click.FloatRange(min=0, max=MAX_RESTART_PENALTY_S),
+                     default=DEFAULTS.restart_penalty_s, show_default=True,
+                     help="Seconds without progress after a preemption (0 to "
+                     f"{MAX_RESTART_PENALTY_S:,.0f})."),
+        click.option("--on-bad-row", type=click.Choice(ON_BAD_ROW),
+                     default=DEFAULTS.on_bad_row, show_default=True),
+        click.option("--deadline-fraction", type=click.FloatRange(min=0, max=1),
+                     default=DEFAULTS.deadline_fraction,
+                     help="Give this fraction of jobs a synthetic deadline (docs/traces.md)."),
+        click.option("--reference-gpu", default=DEFAULTS.reference_gpu,
+                     help="GPU type the durations of philly, helios and openb traces were "
+                     "measured on (default: v100 if the throughput model knows it, else the "
+                     "cluster's GPU type with the most GPUs that it knows)."),
+        click.option("--gpu-alias", "gpu_aliases", default=None,
+                     help="CLUSTER_TYPE=MODEL_TYPE[,...]: cluster GPU types that take the "
+                     "throughput of a type the model knows, e.g. g3=a100 (summary.json "
+                     "records them)."),
+        click.option("--unknown-gpus", type=click.Choice(UNKNOWN_GPUS),
+                     default=DEFAULTS.unknown_gpus, show_default=True,
+                     help="A cluster GPU type the throughput model does not know: an error, "
+                     "or its nodes left out (summary.json: dropped_gpus)."),
+        click.option("--gpu-sharing/--no-gpu-sharing", default=DEFAULTS.gpu_sharing,
+                     show_default=True,
+                     help="Jobs may ask for a share of one GPU (openb's gpu_milli); off: "
+                     "every share is rounded up to a whole GPU."),
+        click.option("--colocation-factor", type=click.FloatRange(0, 1, min_open=True),
+                     default=DEFAULTS.colocation_factor, show_default=True,
+                     help="Speed factor of a job sharing its GPU with others, where no "
+                     "pair was measured (docs/traces.md, GPU shares)."),
+    )):
+        command = option(command)
+    return command
+
+
+def replay_settings(values: Mapping[str, Any], **more: Any) -> ReplaySettings:
+    """The settings of the options in ``values`` (a command's keyword arguments, those of
+    :data:`SETTING_PARAMS`) and ``more`` (``seed``, ``load``, ``partitions``: the
+    command's own)."""
+    return ReplaySettings(
+        backend=values["backend"], time_limit_s=values["time_limit"],
+        deterministic=not values["wall_clock"], interval_s=values["interval"],
+        limit_jobs=values["limit_jobs"], restart_penalty_s=values["restart_penalty"],
+        on_bad_row=values["on_bad_row"], deadline_fraction=values["deadline_fraction"],
+        reference_gpu=values["reference_gpu"], gpu_aliases=values["gpu_aliases"],
+        unknown_gpus=values["unknown_gpus"], gpu_sharing=values["gpu_sharing"],
+        colocation_factor=values["colocation_factor"], **more)

@@ -1,0 +1,215 @@
+"""How a replay runs: one frozen, validated record, :class:`ReplaySettings`, built once
+(by the ``replay`` and ``bench`` commands from their options, by a bench for each of its
+runs, by a Python caller) and carried through every layer: the registry's rolling
+policies, the trace reader, the simulator and the files a replay writes. Every default
+of a replay is a field's default here, defined once: the commands' options, the sweep
+spec files, :func:`hetsched.replay`, :func:`hetsched.replaying.run_replay`, the registry
+and the bench read them from this module.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from hetsched.core.errors import InputError
+from hetsched.core.ranges import MAX_TIME_S, check_seed, in_range, is_int
+from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR
+
+__all__ = ["DECISION_LIMIT", "MAX_LOAD", "MAX_RESTART_PENALTY_S", "MIN_LOAD", "MIN_PERIOD_S",
+           "ON_BAD_ROW", "RESTART_PENALTY_S", "UNKNOWN_GPUS", "ReplaySettings",
+           "check_interval", "check_load", "check_period", "check_restart_penalty",
+           "check_time_limit", "parse_gpu_aliases"]
+
+#: The solver limit of one decision of a replay: deterministic work units (about seconds
+#: of one core) unless ``deterministic`` is off, then wall seconds.
+DECISION_LIMIT = 0.1
+#: Seconds a preempted job makes no progress when it starts again (checkpoint, reload),
+#: and the most a replay accepts (one day).
+RESTART_PENALTY_S = 30.0
+MAX_RESTART_PENALTY_S = 86_400.0
+#: The shortest decision interval (``--interval``) and policy round (s): shorter ones
+#: make a replay of jobs that run for days take millions of decisions.
+MIN_PERIOD_S = 1.0
+#: The range of ``--load`` (arrival-rate multipliers): 1/1000 stretches a year of
+#: arrivals to a millennium; beyond, times leave the range the validation allows
+#: (``hetsched.core.ranges.MAX_TIME_S``) and the clock's resolution eats the job durations.
+MIN_LOAD = 1e-3
+MAX_LOAD = 1e3
+#: What to do with a trace row that cannot be read: stop (exit 2 naming it) or skip it.
+ON_BAD_ROW = ("fatal", "skip")
+#: What to do with a cluster's GPU type the throughput model does not know: ``error``
+#: (the default: exit 2 naming it) or ``drop`` (its nodes are left out, with a warning,
+#: and counted in summary.json's ``dropped_gpus``).
+UNKNOWN_GPUS = ("error", "drop")
+
+_ALIAS = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=([A-Za-z0-9][A-Za-z0-9_. ()-]*)$")
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """Everything that shapes a replay besides its inputs (trace, format, cluster,
+    throughput file, policy), checked when made: an :class:`InputError` names the field.
+
+    The solver of each decision: ``backend`` (``None``: the policy's default),
+    ``time_limit_s`` per decision (``None``: none), in deterministic work units unless
+    ``deterministic`` is off, ``seed`` (also the trace reader's: drawn job types,
+    synthetic deadlines), ``partitions`` (POP's sub-problems of an allocation LP).
+    The simulator: ``interval_s`` (also decide every so many seconds), the restart
+    penalty, ``load`` (the arrival rate's multiplier). Reading the trace: ``limit_jobs``
+    (the earliest N), ``on_bad_row``, ``deadline_fraction`` (synthetic deadlines),
+    ``reference_gpu``, ``gpu_aliases`` (a cluster GPU type answered by one the model
+    knows), ``unknown_gpus``, ``gpu_sharing`` (jobs may ask for a share of a GPU) and
+    ``colocation_factor`` (the speed of a job beside co-runners without a measured pair).
+    """
+
+    backend: str | None = None
+    time_limit_s: float | None = DECISION_LIMIT
+    deterministic: bool = True
+    seed: int = 0
+    partitions: int = 1
+    interval_s: float | None = None
+    restart_penalty_s: float = RESTART_PENALTY_S
+    load: float = 1.0
+    limit_jobs: int | None = None
+    on_bad_row: str = "fatal"
+    deadline_fraction: float | None = None
+    reference_gpu: str | None = None
+    #: (left out of the hash: a bench's cells, which carry their settings, are dict keys)
+    gpu_aliases: Mapping[str, str] = field(default_factory=dict, hash=False)
+    unknown_gpus: str = "error"
+    gpu_sharing: bool = True
+    colocation_factor: float = DEFAULT_COLOCATION_FACTOR
+
+    def __post_init__(self) -> None:
+        if self.backend is not None and not (isinstance(self.backend, str) and self.backend):
+            raise InputError("bad back-end", path="backend", value=self.backend,
+                             expected="a back-end's name")
+        check_time_limit(self.time_limit_s)
+        for name in ("deterministic", "gpu_sharing"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"bad {name}", path=name, value=getattr(self, name),
+                                 expected="true or false")
+        check_seed(self.seed)
+        if not is_int(self.partitions) or self.partitions < 1:
+            raise InputError("bad partition count", path="partitions", value=self.partitions,
+                             expected="an integer >= 1")
+        check_interval(self.interval_s)
+        object.__setattr__(self, "restart_penalty_s",
+                           check_restart_penalty(self.restart_penalty_s))
+        object.__setattr__(self, "load", check_load(self.load))
+        if self.limit_jobs is not None and (not is_int(self.limit_jobs) or self.limit_jobs < 1):
+            raise InputError("bad job limit", path="limit_jobs", value=self.limit_jobs,
+                             expected="an integer >= 1")
+        _choice(self.on_bad_row, "on_bad_row", ON_BAD_ROW)
+        _choice(self.unknown_gpus, "unknown_gpus", UNKNOWN_GPUS)
+        if self.deadline_fraction is not None and not in_range(self.deadline_fraction, 0, 1):
+            raise InputError("bad deadline fraction", path="deadline_fraction",
+                             value=self.deadline_fraction, expected="a number from 0 to 1")
+        if self.reference_gpu is not None and not (
+                isinstance(self.reference_gpu, str) and self.reference_gpu):
+            raise InputError("bad reference GPU", path="reference_gpu",
+                             value=self.reference_gpu, expected="a GPU type's name")
+        object.__setattr__(self, "gpu_aliases", parse_gpu_aliases(self.gpu_aliases))
+        factor = self.colocation_factor
+        if not in_range(factor, 0, 1, strict_low=True):
+            raise InputError("bad co-location factor", path="colocation_factor",
+                             value=factor, expected="a speed factor > 0 and <= 1")
+
+    def replace(self, **changes: Any) -> ReplaySettings:
+        """A copy with ``changes`` (checked again)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        unknown = sorted(set(changes) - set(values))
+        if unknown:
+            raise InputError("no such replay setting", path=unknown[0],
+                             value=changes[unknown[0]],
+                             expected="one of " + ", ".join(values))
+        return ReplaySettings(**{**values, **changes})
+
+    def policy_arguments(self) -> dict[str, Any]:
+        """What a rolling policy's constructor takes of these settings (the registry's
+        ``rolling``)."""
+        return {"backend": self.backend, "time_limit_s": self.time_limit_s,
+                "seed": self.seed, "deterministic": self.deterministic}
+
+
+def _choice(value: Any, name: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise InputError(f"bad {name}", path=name, value=value,
+                         expected="one of " + ", ".join(allowed))
+
+
+def check_time_limit(value: float | None, path: str = "time_limit_s") -> float | None:
+    """A solver limit per decision: ``None`` (none), or a finite number > 0."""
+    if value is not None and not in_range(value, 0, MAX_TIME_S, strict_low=True):
+        raise InputError("bad time limit", path=path, value=value,
+                         expected=f"seconds > 0, finite (at most {MAX_TIME_S:g})")
+    return value
+
+
+def check_period(value: float | None, what: str) -> float | None:
+    """A round or interval (s): ``None``, or finite and at least :data:`MIN_PERIOD_S`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            math.isfinite(value) and value >= MIN_PERIOD_S):
+        raise InputError("bad decision interval", path=what, value=value,
+                         expected=f"seconds >= {MIN_PERIOD_S:g}, finite")
+    return float(value)
+
+
+def check_interval(value: float | None) -> float | None:
+    """``--interval`` (s): ``None``, or finite and at least :data:`MIN_PERIOD_S`."""
+    return check_period(value, "interval_s")
+
+
+def check_restart_penalty(value: float) -> float:
+    """The restart penalty (s): finite, from 0 to :data:`MAX_RESTART_PENALTY_S`."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            0 <= value <= MAX_RESTART_PENALTY_S):
+        raise InputError("bad restart penalty", path="restart_penalty_s", value=value,
+                         expected=f"seconds from 0 to {MAX_RESTART_PENALTY_S:,.0f} (one day)")
+    return float(value)
+
+
+def check_load(load: float) -> float:
+    """A ``--load`` value: a number from :data:`MIN_LOAD` to :data:`MAX_LOAD`."""
+    if isinstance(load, bool) or not isinstance(load, int | float) or not (
+            MIN_LOAD <= load <= MAX_LOAD):
+        raise InputError("bad load", path="load", value=load,
+                         expected=f"a number from {MIN_LOAD:g} to {MAX_LOAD:g} (2 = arrivals "
+                         "twice as fast)")
+    return float(load)
+
+
+def parse_gpu_aliases(text: str | Mapping[str, str] | None) -> dict[str, str]:
+    """``g3=a100,g2=v100`` -> ``{"g3": "a100", "g2": "v100"}``: each cluster GPU type
+    (left) takes the throughput of a type the model knows (right). Names are compared as
+    written (openb's models are lower-cased: ``g3``)."""
+    if text is None:
+        return {}
+    if isinstance(text, Mapping):
+        items = [f"{key}={value}" for key, value in text.items()]
+    elif isinstance(text, str):
+        items = [item.strip() for item in text.split(",")] if text.strip() else []
+    else:
+        raise InputError("bad GPU aliases", path="gpu_aliases", value=text,
+                         expected="CLUSTER_TYPE=MODEL_TYPE[,...], e.g. g3=a100")
+    aliases: dict[str, str] = {}
+    for item in items:
+        match = _ALIAS.match(item)
+        if match is None:
+            raise InputError("bad GPU alias", path="gpu_aliases", value=item,
+                             expected="CLUSTER_TYPE=MODEL_TYPE[,...], e.g. g3=a100")
+        name, target = match.group(1), match.group(2).strip()
+        if name in aliases:
+            raise InputError("GPU type aliased twice", path="gpu_aliases", value=name,
+                             expected="each cluster GPU type once")
+        if name == target:
+            raise InputError("GPU type aliased to itself", path="gpu_aliases", value=item,
+                             expected="another GPU type, one the throughput model knows")
+        aliases[name] = target
+    return aliases
