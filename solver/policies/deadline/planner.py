@@ -29,19 +29,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: A finer grid of the time-indexed relaxation is tried while what is left of its part of
-#: the budget is this many times what the last grid cost. On ``medium.json`` (priced as
-#: arrays, :mod:`~hetsched.formulations.deadline.ti_pricing`) the first grid, 400 slots,
-#: both runs and the plans they order, cost 1.9-2.4 s; 600 adaptive slots 2.4-3.1 s more,
-#: 900 6.2-7.3 s more (759,986-760,437 s, 1,083-1,534 s above 600's: 2.7 times the 600
-#: slots' cost) and 1,349 16.0 s more (761,199 s). With half of a 30-s budget
-#: (:data:`~hetsched.formulations.deadline.timeindexed.TI_SHARE`) the 400 slots leave
-#: 12.9 s against 5.7-7.2 s needed at 3x, the 600 slots 10.2-10.4 s against 7.3-8.1 s, and
-#: the 900 slots 2.9-3.3 s, short of 1,349's. At 2x and 2.5x, with 40 % of the budget, the
-#: 900 slots were tried with 6.9-7.5 s left and sometimes ran out before their optimum.
+#: the budget is this many times what the last grid cost: each finer grid costs about
+#: 2.5-3 times the last, and one cut short before its optimum gives a weaker bound than
+#: the coarser grid it replaces (docs/formulations.md, "Time-indexed relaxation of the
+#: deadline model's own plans", has the costs measured).
 REFINE_COST = 3.0
 #: Each finer grid has this many halves of the last one's slots, adaptive (half of them
-#: where the last LP's columns start): on ``medium.json`` 600 such slots gave 758,902 s in
-#: 3.8 s, 800 even ones 758,113 s in 4.9 s (both from the 400-slot LP's columns).
+#: where the last LP's columns start, where the bound gains most per slot).
 REFINE_FACTOR = 3
 #: ... and never beyond this many slots, nor this many (job, kind, slot) columns priced
 #: (what the pricing keeps between rounds is about 21-29 bytes per column: 230 MB here).

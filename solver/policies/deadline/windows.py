@@ -8,10 +8,9 @@ take any mode (node, GPU type, gang size): moves between the nodes, to other typ
 any other node where the fixed jobs leave room. Once that gains little, each keeps its
 kind (GPU type, gang size) and the windows grow. Each sweep groups the nodes at random (of
 any GPU types; of one type once kinds are kept), so the next sweep searches other
-neighbourhoods. On ``medium.json`` windows of two nodes in any mode took the local
-search's plan from 834,570 s to 802,000-805,000 s in 19 s, where windows of 8 jobs
-consecutive over all nodes reached 820,000 s (docs/formulations.md, "Windows" and "Where
-the gap stands").
+neighbourhoods. Windows of a few nodes beat windows of consecutive jobs over all nodes:
+they let jobs move between those nodes (the figures are in docs/formulations.md,
+"Windows" and "Where the gap stands").
 """
 
 from __future__ import annotations
@@ -40,28 +39,18 @@ class WindowShape:
     keep_kinds: bool
 
 
-#: Windows first free the jobs of two nodes, 8 at a time, in any mode. Measured on
-#: ``medium.json`` (19 s from the local search's plan): 3 nodes and 9 or 12 jobs reached
-#: 811,000 s, 2 nodes and 12 jobs 810,600 s, windows doubling after a sweep that gains
-#: little 806,600 s, 2 nodes and 8 jobs 802,300-805,200 s.
+#: Windows first free the jobs of two nodes, 8 at a time, in any mode: the shape that
+#: gained most of those measured (docs/formulations.md, "Windows").
 ANY_MODE = WindowShape(nodes=2, jobs=8, keep_kinds=False)
 #: After a sweep of those that gains less than ``SWITCH_GAIN``, the jobs keep their kinds
-#: (a plan of 802,318 s changed 3 of its 200 jobs' kinds on the way to a 786,177-s plan of
-#: the model that pools each type's nodes), and windows grow: from that plan, 20 s of
-#: windows of 4 nodes and 12 jobs reached 798,428 s (3 and 12: 798,696 s; 4 and 16:
-#: 799,154 s; 2 and 8: a stall at 802,063 s), those in any mode 801,050 s. Their nodes are
-#: of one GPU type (jobs that keep their kinds on nodes of other types never meet): over
-#: 12 seeds, 22 s from the local search's 834,570-s plan reached a median of 797,200 s
-#: (793,936-802,909 s), mixed groups 801,200 s (798,338-803,965 s; both with CP-SAT's
-#: linearization level 0, :data:`~hetsched.formulations.deadline.window.LINEARIZATION_LEVEL`,
-#: which alone gave 800,600 s over 6 seeds).
+#: (by then few plans still change a job's kind), and windows grow, since a window of
+#: fixed kinds is a smaller model. Their nodes are of one GPU type: jobs that keep their
+#: kinds on nodes of other types never meet, so a mixed group would be several small
+#: windows (docs/formulations.md, "Windows", has the shapes and groupings measured).
 SAME_KIND = WindowShape(nodes=4, jobs=12, keep_kinds=True)
 SWITCH_GAIN = 1e-2
 #: A window of 8 jobs gets this part of the budget, a larger one in proportion: wall
-#: seconds (over 12 seeds, 22.5 s of windows from the 30-s solve's local-search plan of
-#: ``medium.json``, 834,570 s, reached 791,753-798,354 s, median 796,800 s, at 0.18 s;
-#: 793,936-801,699 s, median 797,700 s, at 0.25 s; 0.35 s spread wider over 6 seeds,
-#: 793,269-803,005 s) ...
+#: seconds (the best median of those measured over seeds, docs/formulations.md) ...
 WINDOW_S = 0.18
 #: ... or work units (deterministic budgets; CP-SAT's deterministic time, 0.1 per unit).
 WINDOW_UNITS = 0.25
