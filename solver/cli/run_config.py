@@ -82,6 +82,10 @@ def read_config(path: Path, ctx: click.Context) -> dict[str, Any]:
                 value)):
             raise InputError("bad value", file=file, path=f"key {key}", value=value,
                              expected="a string, a number or true/false")
+        kinds, expected = _toml_type(param)
+        if isinstance(value, bool) is not (bool in kinds) or not isinstance(value, kinds):
+            raise InputError("bad value", file=file, path=f"key {key}", value=value,
+                             expected=f"{expected} (a TOML {type(value).__name__} is not one)")
         try:
             param.type_cast_value(ctx, value)
         except click.BadParameter as exc:
@@ -89,6 +93,22 @@ def read_config(path: Path, ctx: click.Context) -> dict[str, Any]:
                              expected=exc.message) from None
         settings[param.name] = value
     return settings
+
+
+def _toml_type(param: click.Parameter) -> tuple[tuple[type, ...], str]:
+    """The TOML value types a key may hold, and how to say so: true/false for a flag, an
+    integer for an integer option, a number (integer or float) for a float one, a string
+    for the rest (names, choices, paths). No other type is coerced: ``seed = 0.9`` is not
+    0, ``limit-jobs = true`` is not 1, ``trace = 0`` is not a file descriptor."""
+    kind = param.type
+    if (isinstance(param, click.Option) and param.is_flag) or isinstance(
+            kind, click.types.BoolParamType):
+        return (bool,), "true or false"
+    if isinstance(kind, click.types.IntParamType):
+        return (int,), "an integer"
+    if isinstance(kind, click.types.FloatParamType):
+        return (int, float), "a number"
+    return (str,), "a string"
 
 
 def use_config(ctx: click.Context, _: click.Parameter, path: Path | None) -> Path | None:

@@ -76,15 +76,30 @@ def test_run_toml_repeats_the_run_exactly_from_any_folder(
 
 @pytest.mark.parametrize(("text", "piece"), [
     ('polcy = "srtf"\n', "key polcy: unknown key (got 'srtf'; expected one of trace, format, "),
-    ('load = "fast"\n', "key load: bad value (got 'fast'; expected 'fast' is not a valid float"),
+    ('load = "fast"\n', "key load: bad value (got 'fast'; expected a number (a TOML str is "
+     "not one)"),
     ('format = "csv"\n', "key format: bad value (got 'csv'; expected 'csv' is not one of"),
     ("limit-jobs = 0\n", "key limit-jobs: bad value (got 0; expected 0 is not in the range x>=1"),
     ("seeds = [1, 2]\n", "key seeds: unknown key"),
     ("seed = [1, 2]\n", "key seed: bad value (got [1, 2]; expected a string, a number or "
      "true/false"),
     ('policy = "srtf\n', "--config: not valid TOML"),
+    # Issue 33, item 5: a value of the wrong TOML type is refused, never coerced.
+    ("seed = 0.9\n", "key seed: bad value (got 0.9; expected an integer (a TOML float is "
+     "not one)"),
+    ('gpu-sharing = ""\n', "key gpu-sharing: bad value (got ''; expected true or false (a "
+     "TOML str is not one)"),
+    ("gpu-sharing = 1\n", "key gpu-sharing: bad value (got 1; expected true or false"),
+    ("limit-jobs = true\n", "key limit-jobs: bad value (got True; expected an integer (a "
+     "TOML bool is not one)"),
+    ("time-limit = true\n", "key time-limit: bad value (got True; expected a number"),
+    ("trace = 0\n", "key trace: bad value (got 0; expected a string (a TOML int is not one)"),
+    ("seed = 1979-05-27\n", "key seed: bad value (got datetime.date(1979, 5, 27); expected "
+     "an integer (a TOML date is not one)"),
+    ("wall-clock = 1979-05-27T07:32:00\n", "key wall-clock: bad value"),
 ], ids=["unknown-key", "not-a-number", "bad-choice", "out-of-range", "unknown-list",
-        "list", "syntax"])
+        "list", "syntax", "float-seed", "empty-flag", "int-flag", "bool-int", "bool-float",
+        "int-path", "date", "datetime"])
 def test_a_bad_config_exits_2_naming_the_file_key_and_value(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, piece: str) -> None:
     config = _config(tmp_path, text)
