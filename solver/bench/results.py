@@ -111,8 +111,9 @@ def resume_rows(path: Path, warn: Callable[[str], None] | None = None) -> list[d
 
     Each physical line is one row. A bad last row (torn: no line end, too few fields, a
     value that does not parse) is dropped: ``warn`` (default: the log) is told, and the
-    file is rewritten without it. A bad header or a bad row before the last raises an
-    :class:`InputError` naming the line, the column and the value.
+    file is rewritten without it. A bad header, a bad row before the last, or one run
+    (policy, seed, load) in two rows (the report would count it twice) raises an
+    :class:`InputError` naming the lines, the column and the value.
     """
     if not path.is_file():
         return []
@@ -135,6 +136,7 @@ def resume_rows(path: Path, warn: Callable[[str], None] | None = None) -> list[d
                          expected="the header hetsched bench writes (columns policy, seed, "
                          "load, ...), or a fresh --out")
     rows: list[dict[str, str]] = []
+    seen: dict[tuple[str, str, float], int] = {}
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
@@ -142,13 +144,23 @@ def resume_rows(path: Path, warn: Callable[[str], None] | None = None) -> list[d
             if not line.endswith("\n"):
                 raise InputError("torn row (no line end)", file=str(path),
                                  path=f"line {number}", value=line[-40:], expected=FIX)
-            rows.append(_row(path, number, header, line))
+            row = _row(path, number, header, line)
         except InputError as exc:
             if number != len(lines):
                 raise
             (warn or log.warning)(f"{path}: {exc.path}: {exc.problem} (a write cut short): "
                                   "row dropped, its run is done again")
             write_text(path, "".join(lines[:-1]), "out", "results.csv")
+            continue
+        key = (row["policy"], row["seed"], _number(row["load"]))
+        if key in seen:
+            raise InputError("the same run in two rows", file=str(path),
+                             path=f"lines {seen[key]} and {number}",
+                             value=f"policy {row['policy']}, seed {row['seed']}, load "
+                             f"{row['load']}", expected="one row per policy, seed and load "
+                             "(the report would count it twice); delete one of them")
+        seen[key] = number
+        rows.append(row)
     return rows
 
 

@@ -93,6 +93,27 @@ def test_resume_refuses_a_bad_row_before_the_last(trace: Path, tmp_path: Path, c
     assert results.read_bytes() == before
 
 
+@pytest.mark.parametrize("where", ["middle", "last"])
+def test_one_run_in_two_rows_is_refused_naming_both(trace: Path, tmp_path: Path,
+                                                    where: str) -> None:
+    # Issue 33, item 6: a row copied twice was taken, and the report counted its run twice
+    # (a mean over three rows of two runs). Refused wherever the copy stands, the file
+    # left as it was.
+    out = tmp_path / "b"
+    run_bench(settings(trace, (0, 1)), out, report=False)
+    results = out / "results.csv"
+    header, first, second = results.read_text(encoding="utf-8").splitlines()
+    lines = [header, first, first, second] if where == "middle" else [header, first, second,
+                                                                      first]
+    results.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    before = results.read_bytes()
+    twice = "2 and 3" if where == "middle" else "2 and 4"
+    with pytest.raises(InputError, match=rf"results.csv: lines {twice}: the same run in two "
+                       r"rows \(got 'policy fifo, seed 0, load 1'"):
+        run_bench(settings(trace, (0, 1)), out, report=False)
+    assert results.read_bytes() == before
+
+
 def test_a_row_with_too_many_fields_in_the_middle_is_refused(trace: Path,
                                                               tmp_path: Path) -> None:
     out = tmp_path / "b"
