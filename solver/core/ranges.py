@@ -90,3 +90,19 @@ def check_seed(seed: int, path: str = "seed") -> int:
         raise InputError("bad seed", path=path, value=seed,
                          expected=f"an integer from 0 to {MAX_SEED:,}")
     return seed
+
+
+def text_float(text: str) -> float:
+    """The number written in ``text``, in ASCII only: Python's ``float`` also reads
+    full-width and other Unicode digits (U+FF18, a full-width 8), which no format hetsched
+    reads writes; a :class:`ValueError` for those, as for any text that is not a number."""
+    if not text.isascii():
+        raise ValueError(f"not ASCII: {text!r}")
+    return float(text)
+
+
+def text_int(text: str) -> int:
+    """The integer written in ``text`` (``"4"``), in ASCII only (see :func:`text_float`)."""
+    if not text.isascii():
+        raise ValueError(f"not ASCII: {text!r}")
+    return int(text)

@@ -43,7 +43,7 @@ FILE_SPECS: dict[str, tuple[str, str, Callable[[Path], Cluster]]] = {
     "pai:": ("machine list", "pai:pai_machine_spec.csv", pai_cluster),
 }
 
-_ITEM = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=(\d+)(?:x(\d+))?$")
+_ITEM = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=([0-9]+)(?:x([0-9]+))?$")
 
 
 def parse_cluster(spec: str, *, base_dir: Path | None = None) -> Cluster:

@@ -120,7 +120,7 @@ def parse_gpu_counts(text: str) -> dict[str, int]:
     for part in text.split(","):
         name, sep, number = part.strip().partition("=")
         digits = number.strip()
-        if not sep or not name or not digits.isdigit() or len(digits) > 9 \
+        if not sep or not name or not (digits.isascii() and digits.isdigit()) or len(digits) > 9 \
                 or not 1 <= int(digits) <= MAX_CLUSTER_GPUS:
             raise InputError("bad GPU count", path="gpus", value=part,
                              expected=f"TYPE=COUNT with COUNT an integer from 1 to "

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from hetsched.core.errors import InputError
 from hetsched.core.json_files import json_path, read_json
+from hetsched.core.ranges import text_float, text_int
 from hetsched.core.records import (
     MAX_GPUS_PER_JOB,
     MAX_THROUGHPUT,
@@ -204,8 +205,8 @@ def _csv_entries(reader: csv.DictReader[str], file: str
     for line, row in enumerate(reader, start=2):
         where = f"line {line}"
         try:
-            count = int(row["num_gpus"])
-            speed = float(row["throughput"])
+            count = text_int(row["num_gpus"])
+            speed = text_float(row["throughput"])
             placement = Placement(row["placement"])
         except (TypeError, ValueError):
             raise InputError("bad row", path=where, file=file, value=row,

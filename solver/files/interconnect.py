@@ -19,6 +19,7 @@ from pathlib import Path
 import networkx as nx
 
 from hetsched.core.errors import InputError
+from hetsched.core.ranges import text_float
 from hetsched.core.records import SWITCH, Cluster, GpuType, Instance, Job, Node, gpu_id
 from hetsched.core.throughput import Placement
 
@@ -349,13 +350,18 @@ def pai_cluster(path: str | Path, *, servers: dict[str, ServerTopology] | None =
             raise InputError(f"missing column '{missing[0]}'", file=str(path), path="line 1",
                              expected="columns " + ", ".join(need))
         for line, row in enumerate(reader, start=2):
-            try:
-                gpus = int(float(row["cap_gpu"] or 0))
-                cpus = int(float(row["cap_cpu"]))
-                memory = float(row["cap_mem"])
-            except ValueError:
-                raise InputError("bad row", file=str(path), path=f"line {line}", value=row,
-                                 expected="numeric cap_cpu, cap_mem, cap_gpu") from None
+            for column in ("cap_gpu", "cap_cpu", "cap_mem"):
+                try:
+                    value = text_float(row[column] or ("0" if column == "cap_gpu" else ""))
+                except (TypeError, ValueError):
+                    value = math.nan
+                if not (math.isfinite(value) and value >= 0):
+                    raise InputError(f"bad {column}", file=str(path),
+                                     path=f"line {line}.{column}", value=row[column],
+                                     expected="a finite number >= 0")
+            gpus = int(text_float(row["cap_gpu"] or "0"))
+            cpus = int(text_float(row["cap_cpu"]))
+            memory = text_float(row["cap_mem"])
             if gpus <= 0 or row["gpu_type"] in ("", "CPU"):
                 continue
             gpu_type = PAI_GPU_TYPES.get(row["gpu_type"], row["gpu_type"].lower())

@@ -31,6 +31,7 @@ from typing import Any
 
 from hetsched.core.errors import InputError
 from hetsched.core.json_files import read_json
+from hetsched.core.ranges import text_float, text_int
 from hetsched.core.records import MAX_GPUS_PER_JOB, MAX_THROUGHPUT, MIN_THROUGHPUT, in_range
 from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR, CoLocationModel
 from hetsched.core.throughput import Placement, ThroughputTable
@@ -41,7 +42,7 @@ PROFILE_COLUMNS = ("job_type", "gpu_type", "num_gpus", "placement", "throughput"
 OPTIONAL_COLUMNS = ("batch_size", "family")
 #: Gavel's worker type suffix for GPUs spread over several servers.
 UNCONSOLIDATED = "_unconsolidated"
-_BATCH_SUFFIX = re.compile(r"\s*\(batch size (\d+)\)\s*$")
+_BATCH_SUFFIX = re.compile(r"\s*\(batch size ([0-9]+)\)\s*$")
 
 PointKey = tuple[str, str, int, Placement]
 
@@ -423,14 +424,14 @@ def _csv_point(row: dict[str, Any], where: str, file: str) -> ProfilePoint:
 
     def integer(name: str, text: str) -> int:
         try:
-            return int(text)
+            return text_int(text)
         except ValueError:
             raise InputError(f"bad {name}", path=f"{where}.{name}", file=file, value=text,
                              expected="an integer >= 1") from None
 
     count = integer("num_gpus", cell("num_gpus"))
     try:
-        speed = float(cell("throughput"))
+        speed = text_float(cell("throughput"))
     except ValueError:
         raise InputError("bad throughput", path=f"{where}.throughput", file=file,
                          value=cell("throughput"), expected="a number of steps/s") from None

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hetsched.core.errors import InputError
+from hetsched.core.ranges import text_float
 from hetsched.core.records import Job
 from hetsched.core.throughput import ThroughputModel
 
@@ -258,7 +259,7 @@ def number(text: str, column: str, *, low: float | None = None, strict: bool = F
     """A finite float from a cell, optionally ``> low`` (strict) or ``>= low``, and
     ``<= high``."""
     try:
-        value = float(text)
+        value = text_float(text)
     except ValueError:
         value = math.nan
     ok = math.isfinite(value) and value <= high
@@ -272,7 +273,7 @@ def number(text: str, column: str, *, low: float | None = None, strict: bool = F
 def integer(text: str, column: str, *, low: int = 0, high: float = math.inf) -> int:
     """An integer from a cell (``"4"`` or ``"4.0"``) from ``low`` to ``high``."""
     try:
-        value = float(text)
+        value = text_float(text)
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value != int(value) or not low <= value <= high:

@@ -9,6 +9,7 @@ type is drawn (seeded) and work derived from the duration on the reference GPU t
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -28,20 +29,29 @@ from hetsched.files.traces.rules import build_trace
 
 COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
 _EPOCH = datetime(1970, 1, 1)
+#: Philly's one time format (all 82,247 rows of the Pollux artifact's philly.csv).
+_PHILLY_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}")
 
 
-def wall_clock(text: str, column: str) -> float:
+def wall_clock(text: str, column: str, *, or_seconds: bool = True) -> float:
     """Seconds since 1970-01-01 of a naive ``YYYY-MM-DD HH:MM:SS`` string (no time zone,
-    so no daylight-saving jumps), or of a number of seconds."""
+    so no daylight-saving jumps), or, with ``or_seconds``, of a number of seconds.
+    Without it (Philly's ``timestamp``), the string must be exactly that format: a
+    number such as ``1.5`` is a bad row, not a time in 1970."""
+    if or_seconds:
+        try:
+            return number(text, column, low=0.0)
+        except BadRowError:
+            pass
+    elif not _PHILLY_TIME.fullmatch(text):
+        raise BadRowError(f"bad {column}", text, "a time 'YYYY-MM-DD HH:MM:SS'", column)
     try:
-        return number(text, column, low=0.0)
-    except BadRowError:
-        pass
-    try:
+        if not text.isascii():
+            raise ValueError(text)
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise BadRowError(f"bad {column}", text, "a time 'YYYY-MM-DD HH:MM:SS' or seconds",
-                     column) from None
+        raise BadRowError(f"bad {column}", text, "a time 'YYYY-MM-DD HH:MM:SS'" + (
+            " or seconds" if or_seconds else ""), column) from None
     if moment.tzinfo is not None:
         moment = moment.replace(tzinfo=None) - moment.utcoffset()  # type: ignore[operator]
     return (moment - _EPOCH).total_seconds()
@@ -57,7 +67,7 @@ def read_philly(path: Path, options: Options) -> Trace:
             num_gpus = integer(cells["num_gpus"], "num_gpus", high=MAX_GPUS_PER_JOB)
             duration = number(cells["duration"], "duration", low=0.0, high=MAX_DURATION_S,
                               what=f"a time in s from 0 to {MAX_DURATION_S:g}")
-            arrival = wall_clock(cells["timestamp"], "timestamp")
+            arrival = wall_clock(cells["timestamp"], "timestamp", or_seconds=False)
         except BadRowError as error:
             reading.bad_row(line, error)
             continue

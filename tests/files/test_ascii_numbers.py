@@ -1,0 +1,91 @@
+"""Issue 33, items 3 and 7: numbers are read from ASCII digits only, everywhere (Python's
+``float`` and ``int`` also read full-width and other Unicode digits, which no format here
+writes), Philly's timestamp is its one format (a number was read as epoch seconds: a
+47.8-year makespan with exit 0), and a machine list's ``inf`` is a clear error. Every
+file is written here from the column lists of docs/traces.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, exits_2
+
+SAMPLES = ROOT / "tests" / "data" / "traces"
+FULL_WIDTH_8 = "\uff18"
+PHILLY = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("stamp", ["1.5", "5e-324", "1507532515", FULL_WIDTH_8 * 4,
+                                   "2017-10-09T07:01:55", "2017-10-09 07:01:55+02:00",
+                                   "2017-10-09"])
+def test_a_philly_timestamp_is_yyyy_mm_dd_hh_mm_ss_only(
+        stamp: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, "philly.csv", PHILLY + f"{stamp},100.0,1,100.0,c1\n")
+    err = exits_2(["validate", "--format", "philly", str(path)], capsys)
+    assert err == (f"error: {path}: line 2.timestamp: bad timestamp (got {stamp!r}; "
+                   "expected a time 'YYYY-MM-DD HH:MM:SS')\n")
+
+
+@pytest.mark.parametrize(("file_format", "name", "text", "column"), [
+    ("philly", "philly.csv", PHILLY + f"2017-10-09 07:01:55,1{FULL_WIDTH_8}0.0,1,100.0,c1\n",
+     "line 2.duration"),
+    ("philly", "philly.csv", PHILLY + f"2017-10-09 07:01:55,100.0,{FULL_WIDTH_8},100.0,c1\n",
+     "line 2.num_gpus"),
+    ("native", "jobs.csv", "id,arrival,job_type,num_gpus,work,deadline,weight,user,"
+     f"allowed_gpu_counts,allowed_gpu_types\nj1,{FULL_WIDTH_8},resnet50,1,1000,,1,,,\n",
+     "line 2.arrival"),
+    ("openb-nodes", "nodes.csv", "sn,cpu_milli,memory_mib,gpu,model\n"
+     f"n0,32000,131072,{FULL_WIDTH_8},T4\n", "line 2.gpu"),
+    ("profile", "profile.csv", "job_type,gpu_type,num_gpus,placement,throughput\n"
+     f"cnn,v100,1,packed,{FULL_WIDTH_8}.5\n", "line 2.throughput"),
+    ("profile", "profile.csv", "job_type,gpu_type,num_gpus,placement,throughput\n"
+     f"cnn,v100,{FULL_WIDTH_8},packed,2.5\n", "line 2.num_gpus"),
+], ids=["philly-duration", "philly-gpus", "native-arrival", "openb-nodes-gpu",
+        "profile-throughput", "profile-gpus"])
+def test_a_full_width_digit_in_a_csv_field_is_a_bad_value(
+        file_format: str, name: str, text: str, column: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, name, text)
+    err = exits_2(["validate", "--format", file_format, str(path)], capsys)
+    assert err.startswith(f"error: {path}: {column}: bad "), err
+    assert FULL_WIDTH_8 in err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("spec", [f"v100={FULL_WIDTH_8}", f"v100=8x{FULL_WIDTH_8}"])
+def test_a_full_width_digit_in_a_cluster_spec_is_refused(
+        spec: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = exits_2(["replay", str(SAMPLES / "philly_small.csv"), "--format", "philly",
+                   "--cluster", spec, "--out", str(tmp_path / "out")], capsys)
+    assert err.startswith(f"error: --cluster: bad cluster spec item (got {spec!r}"), err
+
+
+def test_a_full_width_gpu_count_in_generate_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = exits_2(["generate", "--jobs", "3", "--gpus", f"v100={FULL_WIDTH_8}",
+                   "-o", str(tmp_path / "i.json")], capsys)
+    assert err.startswith(f"error: --gpus: bad GPU count (got 'v100={FULL_WIDTH_8}'"), err
+
+
+@pytest.mark.parametrize(("row", "column"), [
+    ("m1,V100,inf,512,8", "cap_cpu"), ("m1,V100,96,512,inf", "cap_gpu"),
+    ("m1,V100,96,nan,8", "cap_mem"), (f"m1,V100,9{FULL_WIDTH_8},512,8", "cap_cpu"),
+    ("m1,V100,-4,512,8", "cap_cpu"),
+])
+def test_a_machine_list_value_that_is_not_a_finite_count_names_its_line_and_column(
+        row: str, column: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before, inf in cap_cpu or cap_gpu ended in "internal error" (int(inf)).
+    path = _write(tmp_path, "pai.csv", "machine,gpu_type,cap_cpu,cap_mem,cap_gpu\n"
+                  f"{row}\nm2,V100,96,512,8\n")
+    err = exits_2(["replay", str(SAMPLES / "philly_small.csv"), "--format", "philly",
+                   "--cluster", f"pai:{path}", "--out", str(tmp_path / "out")], capsys)
+    assert err.startswith(f"error: {path}: line 2.{column}: bad {column} (got "), err
+    assert "expected a finite number >= 0" in err
