@@ -36,14 +36,33 @@ class _LongInteger(str):
     the error can name its JSON path."""
 
 
+class _TwiceKeyed(dict[str, Any]):
+    """An object that names a key twice (JSON lets the last win silently), kept so that
+    the error can name its JSON path."""
+
+    twice: str = ""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            made = _TwiceKeyed(pairs)
+            made.twice = key
+            return made
+        seen.add(key)
+    return dict(pairs)
+
+
 def _parse_int(text: str) -> int | _LongInteger:
     return _LongInteger(text) if len(text.lstrip("-")) > MAX_INT_DIGITS else int(text)
 
 
 def read_json(path: Path) -> Any:
     """Parse a JSON file; clear errors for a missing, unreadable or malformed file, NaN or
-    infinite numbers, integers of more than :data:`MAX_INT_DIGITS` digits and nesting
-    deeper than :data:`MAX_DEPTH` levels. A UTF-8 byte order mark is skipped."""
+    infinite numbers, integers of more than :data:`MAX_INT_DIGITS` digits, nesting
+    deeper than :data:`MAX_DEPTH` levels and a key given twice in one object. A UTF-8 byte
+    order mark is skipped."""
     file = str(path)
     if path.exists() and not path.is_file() and not path.is_dir():
         raise InputError("not a regular file (a device, pipe or socket)", file=file)
@@ -61,7 +80,7 @@ def read_json(path: Path) -> Any:
     if not text.strip():
         raise InputError("the file is empty", file=file, expected="a JSON object")
     try:
-        doc = json.loads(text, parse_int=_parse_int)
+        doc = json.loads(text, parse_int=_parse_int, object_pairs_hook=_object)
     except json.JSONDecodeError as exc:
         hint = " (the file looks truncated)" if exc.pos >= len(text.rstrip()) else ""
         raise InputError(
@@ -78,6 +97,10 @@ def read_json(path: Path) -> Any:
         if isinstance(value, float) and not math.isfinite(value):
             raise InputError("not a finite number", path=json_path(where), value=value,
                              expected="a finite number (JSON has no NaN or Infinity)", file=file)
+        if isinstance(value, _TwiceKeyed):
+            raise InputError("a key given twice in one object", file=file,
+                             path=json_path((*where, value.twice)), value=value[value.twice],
+                             expected="each key once (JSON would keep the last silently)")
         if isinstance(value, _LongInteger):
             raise InputError("number too long", path=json_path(where),
                              value=f"{value[:12]}... ({len(value.lstrip('-'))} digits)",

@@ -121,6 +121,13 @@ def check_plot_file(path: Path | str, option: str = "plot") -> None:
     check_output_file(path, option, "the plot")
 
 
+def new_file_mode() -> int:
+    """The mode a new file gets from ``open``: 0666 less the process's umask."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_text(path: Path | str, text: str, option: str,
                what: str = "the output file") -> None:
     """Write ``text`` as the whole of ``path``: into a temporary file beside it, flushed
@@ -140,6 +147,9 @@ def write_text(path: Path | str, text: str, option: str,
                 stream.write(text)
                 stream.flush()
                 os.fsync(stream.fileno())
+            # mkstemp makes the file 0600; a file written here gets the mode any other
+            # new file of the user would (0644 under the usual umask 022).
+            os.chmod(temporary, new_file_mode())
             os.replace(temporary, target)
         except BaseException:
             with contextlib.suppress(OSError):

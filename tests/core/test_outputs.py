@@ -178,3 +178,22 @@ def test_checks_name_the_problem(tmp_path: Path) -> None:
     (tmp_path / "dir.png").mkdir()
     with pytest.raises(InputError, match=r"plot: the plot is a folder"):
         check_plot_file(tmp_path / "dir.png")
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640)])
+def test_files_written_whole_get_the_mode_the_umask_gives(tmp_path: Path, umask: int,
+                                                          mode: int) -> None:
+    # Issue 33, item 7: solve --out, bench.json and results.csv were 0600 whatever the
+    # umask (mkstemp's mode), while a replay's files were 0644.
+    previous = os.umask(umask)
+    try:
+        main(["solve", str(INSTANCES / "tiny.json"), "--out", str(tmp_path / "r.json")])
+        main(["bench", "--trace", str(ROOT / "tests" / "data" / "traces" / "philly_small.csv"),
+              "--format", "philly", "--cluster", "v100=4", "--policies", "fifo",
+              "--workers", "1", "--no-lp-bound", "--out", str(tmp_path / "b")])
+    finally:
+        os.umask(previous)
+    for path in (tmp_path / "r.json", tmp_path / "b" / "bench.json",
+                 tmp_path / "b" / "results.csv", tmp_path / "b" / "report.md",
+                 tmp_path / "b" / "runs" / "fifo-s0-l1" / "jobs.csv"):
+        assert (path.name, oct(path.stat().st_mode & 0o777)) == (path.name, oct(mode))
