@@ -370,8 +370,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.exceptions.Abort as exc:  # click's wrapping of KeyboardInterrupt
         click.echo("aborted", err=True)
         sys.exit(exit_code(exc.__cause__))
+    except click.UsageError as exc:  # click's own: an unknown or missing option, a bad value
+        # One line, like every other error (click prints usage, a hint and the error on
+        # four or more).
+        command = exc.ctx.command_path if exc.ctx is not None else "hetsched"
+        message = " ".join(exc.format_message().split()).rstrip(".")
+        click.echo(f"error: {message} (see {command} --help)", err=True)
+        sys.exit(2)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

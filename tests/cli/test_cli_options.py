@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from hetsched.cli.main import cli
-from tests.helpers import ROOT
+from tests.helpers import ROOT, exits_2
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -74,3 +74,21 @@ def test_help_shows_the_defaults() -> None:
         text = _help(command)
         assert "-v, --verbose" in text, command
         assert "--debug" in text, command
+
+
+@pytest.mark.parametrize(("args", "start"), [
+    (["replay", "trace.csv"], "error: Missing option '--format'. Choose from: gavel, philly, "
+     "helios, openb, native (see hetsched replay --help)"),
+    (["solve", "--nope"], "error: No such option '--nope'"),
+    (["frob"], "error: No such command 'frob' (see hetsched --help)"),
+    (["solve", "instances/tiny.json", "--threads", "0"],
+     "error: Invalid value for '--threads': 0 is not in the range 1<=x<=256"),
+    (["solve", "instances/tiny.json", "--model"], "error: Option '--model' requires an "
+     "argument"),
+])
+def test_clicks_usage_errors_are_one_line_like_every_other_error(
+        args: list[str], start: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 33, item 7: click printed its usage, a hint and the error on four lines.
+    err = exits_2(args, capsys)
+    assert err.startswith(start), err
+    assert err.count("\n") == 1, err
