@@ -84,6 +84,12 @@ def _profile(path: Path) -> FileCheck:
 
     profile = read_profile(path)
     check_counts(profile, FitSettings())
+    if not any(point.throughput > 0 for point in profile.points):
+        # Every replay with it would stop (no job type runs anywhere): say so here.
+        raise InputError("no measurement above 0 steps/s", file=str(path),
+                         value=f"{len(profile)} measurements, all 0",
+                         expected="at least one job type that runs on some GPU type "
+                         "(throughput > 0)")
     counts = sorted({p.num_gpus for p in profile.points})
     return FileCheck(f"OK (profile: {len(profile)} measurements, {len(profile.job_types)} "
                      f"job types, GPU types {', '.join(profile.gpu_types)}, "

@@ -1,8 +1,9 @@
-"""Issue 33, items 3 and 7: numbers are read from ASCII digits only, everywhere (Python's
-``float`` and ``int`` also read full-width and other Unicode digits, which no format here
-writes), Philly's timestamp is its one format (a number was read as epoch seconds: a
-47.8-year makespan with exit 0), and a machine list's ``inf`` is a clear error. Every
-file is written here from the column lists of docs/traces.md."""
+"""Issue 33, items 3 and 7: files that were misread. Numbers are read from ASCII digits
+only, everywhere (Python's ``float`` and ``int`` also read full-width and other Unicode
+digits, which no format here writes); Philly's timestamp is its one format (a number was
+read as epoch seconds: a 47.8-year makespan with exit 0); a machine list's ``inf`` is a
+clear error; a profile of zeros fails ``validate``. Every file is written here from the
+column lists of docs/traces.md."""
 
 from __future__ import annotations
 
@@ -89,3 +90,14 @@ def test_a_machine_list_value_that_is_not_a_finite_count_names_its_line_and_colu
                    "--cluster", f"pai:{path}", "--out", str(tmp_path / "out")], capsys)
     assert err.startswith(f"error: {path}: line 2.{column}: bad {column} (got "), err
     assert "expected a finite number >= 0" in err
+
+
+def test_validate_refuses_a_profile_whose_throughputs_are_all_zero(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 33, item 7: validate said OK although every replay with it exits 2.
+    path = _write(tmp_path, "zero.csv", "job_type,gpu_type,num_gpus,placement,throughput\n"
+                  "cnn,v100,1,packed,0\nlm,k80,1,packed,0\n")
+    err = exits_2(["validate", "--format", "profile", str(path)], capsys)
+    assert err == (f"error: {path}: no measurement above 0 steps/s (got '2 measurements, all "
+                   "0'; expected at least one job type that runs on some GPU type (throughput "
+                   "> 0))\n")
