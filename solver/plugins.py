@@ -25,19 +25,27 @@ import importlib.util
 import logging
 import re
 import sys
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hetsched.core.errors import InputError
+from hetsched.core.interrupts import Overrun, wall_clock_limit
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
 #: The entry-point group in which installed packages register rolling policies.
 ENTRY_POINT_GROUP = "hetsched.policies"
 
-#: What a policy needs (the :class:`~hetsched.policies.rolling.RollingPolicy` protocol); the last
-#: three come with :class:`~hetsched.policies.rolling.PolicyHooks`.
+#: Wall seconds that importing a policy of yours, or making one, may take: past them a
+#: module that loops or sleeps at import is a bad ``--policy`` (exit 2), not a hang.
+LOAD_TIMEOUT_S = 60.0
+
+#: What a policy needs (the :class:`~hetsched.policies.rolling.RollingPolicy` protocol); the
+#: hooks come with :class:`~hetsched.policies.rolling.PolicyHooks`.
 REQUIRED_MEMBERS = ("name", "round_s", "decide", "quiet_until", "on_finished", "figures",
                     "on_stall")
 
@@ -82,13 +90,31 @@ def _module_from_file(path: Path, parameter: str, reference: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
+        guarded(functools.partial(spec.loader.exec_module, module))
+    except InputError as exc:
         del sys.modules[module_name]
-        raise InputError(f"the policy file failed to load: {type(exc).__name__}: {exc}",
-                         path=parameter, value=reference, file=str(path),
-                         expected="a Python file that imports cleanly") from exc
+        raise InputError(f"the policy file failed to load: {exc.problem}", path=parameter,
+                         value=reference, file=str(path),
+                         expected="a Python file that imports cleanly") from None
     return module
+
+
+def guarded(call: Callable[[], T]) -> T:
+    """``call()`` (importing or making a policy of yours) within :data:`LOAD_TIMEOUT_S`
+    wall seconds; whatever else than a return ends it (an exception, ``sys.exit``, a hang)
+    becomes an :class:`InputError` saying which (the caller names what it did: a bad
+    ``--policy``, exit 2). Ctrl-C passes."""
+    try:
+        with wall_clock_limit(LOAD_TIMEOUT_S):
+            return call()
+    except KeyboardInterrupt:
+        raise
+    except Overrun:
+        raise InputError(f"still running after {LOAD_TIMEOUT_S:g} s") from None
+    except SystemExit as exc:
+        raise InputError(f"sys.exit({exc.code!r}) was called") from None
+    except Exception as exc:
+        raise InputError(f"{type(exc).__name__}: {exc}") from exc
 
 
 def load_class(reference: str, parameter: str = "policy") -> Any:
@@ -99,12 +125,12 @@ def load_class(reference: str, parameter: str = "policy") -> Any:
         module = _module_from_file(Path(target), parameter, reference)
     else:
         try:
-            module = importlib.import_module(target)
-        except ImportError as exc:
-            raise InputError(f"cannot import the policy's module: {exc}", path=parameter,
-                             value=reference, expected="module.path:Class with the module "
-                             "importable (installed, or on PYTHONPATH), or "
-                             "path/to/file.py:Class") from exc
+            module = guarded(functools.partial(importlib.import_module, target))
+        except InputError as exc:
+            raise InputError(f"cannot import the policy's module: {exc.problem}",
+                             path=parameter, value=reference, expected="module.path:Class "
+                             "with the module importable (installed, or on PYTHONPATH), or "
+                             "path/to/file.py:Class") from None
     found = getattr(module, class_name, None)
     if not isinstance(found, type):
         raise InputError("no such class in the policy's module", path=parameter,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from hetsched import plugins
@@ -182,11 +183,11 @@ def _plugin(target: str, name: str, settings: Mapping[str, Any],
     kwargs = {**{key: value for key, value in settings.items() if key in accepted},
               **params}
     try:
-        made = cls(**kwargs)
-    except TypeError as exc:
-        raise InputError(f"cannot make the policy: {exc}", path="policy", value=name,
+        made = plugins.guarded(partial(cls, **kwargs))
+    except InputError as exc:
+        raise InputError(f"cannot make the policy: {exc.problem}", path="policy", value=name,
                          expected="a class whose constructor needs no argument (it may take "
-                         "backend, time_limit_s, seed, deterministic)") from exc
+                         "backend, time_limit_s, seed, deterministic) and returns") from None
     plugins.check_policy(made, name)
     policy: RollingPolicy = made
     return policy

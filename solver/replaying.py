@@ -107,6 +107,9 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
     bar = ReplayBar(len(scaled), enabled=None if progress else False)
     outcome = _simulate(cluster, scaled, made, settings, truth=throughput, model=model,
                         colocation=colocation, bar=bar if bar.enabled else None)
+    if outcome.failure is not None:
+        outcome.failure.replay = outcome  # what ran until the policy failed
+        raise outcome.failure
     violations = check_replay(outcome, scaled, throughput)
     if violations:
         raise InvalidScheduleError("the replay", violations)
@@ -125,7 +128,8 @@ def _simulate(cluster: Cluster, jobs: Sequence[Job], policy: RollingPolicy,
     simulator = Simulator(cluster, jobs, policy, truth=truth, model=model,
                           interval_s=settings.interval_s,
                           restart_penalty_s=settings.restart_penalty_s, progress=bar,
-                          colocation=colocation)
+                          colocation=colocation,
+                          decision_timeout_s=settings.decision_timeout_s)
     try:
         replay = simulator.run()
         if bar is not None:
@@ -212,7 +216,8 @@ def replay_trace(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *,
         "notes": list(trace.notes), "load": settings.load, **inputs.settings(trace, jobs),
         "solver_limit": {"per_decision": settings.time_limit_s,
                          "unit": "work units" if settings.deterministic else "s wall"},
-        "solver_versions": solver_versions()}
+        "solver_versions": solver_versions(),
+        **({"policy_failure": str(replay.failure)} if replay.failure is not None else {})}
     # A Ctrl-C from here on stops after the files are rendered (and written); a write that
     # fails (a full disk) leaves the folder as it was and ends in one line naming it.
     with deferred_interrupts():
@@ -225,6 +230,8 @@ def replay_trace(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *,
                                                output.violations)
     if output.violations:
         raise InvalidScheduleError("the replay", output.violations)
+    if replay.failure is not None:  # after the files of what ran are written
+        raise replay.failure
     # The CPU time of this process (a bench worker's), which other users' jobs on a shared
     # machine do not inflate as they do the wall time: in results.csv, not in the files.
     cpu_s = time.process_time() - cpu_began

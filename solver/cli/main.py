@@ -32,7 +32,7 @@ from hetsched.cli.printing import (
 from hetsched.cli.replay_options import DEFAULTS, replay_settings, replay_settings_options
 from hetsched.cli.validate_command import validate_command
 from hetsched.core.check import check
-from hetsched.core.errors import InputError
+from hetsched.core.errors import EXIT_POLICY_FAILED, InputError, PolicyError
 from hetsched.core.outputs import check_output_file, check_plot_file, write_text, writing
 from hetsched.core.result import Schedule
 from hetsched.files.instance import load_instance
@@ -367,6 +367,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except InputError as exc:
         click.echo(f"error: {as_typed(exc)}", err=True)
         sys.exit(2)
+    except PolicyError as exc:  # what ran until then is written (replay --out)
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_POLICY_FAILED)
     except click.exceptions.Abort as exc:  # click's wrapping of KeyboardInterrupt
         click.echo("aborted", err=True)
         sys.exit(exit_code(exc.__cause__))

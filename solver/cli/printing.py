@@ -117,6 +117,7 @@ PARAMETER_FLAGS = {
     "elastic_fraction": "--elastic-fraction", "partitions": "--partitions",
     "reference_gpu": "--reference-gpu", "gpu_aliases": "--gpu-alias",
     "unknown_gpus": "--unknown-gpus", "on_bad_row": "--on-bad-row",
+    "decision_timeout_s": "--decision-timeout",
     "colocation_factor": "--colocation-factor", "engine": "--engine", "address": "--address",
     **dict(MODEL_SETTINGS.values())}
 

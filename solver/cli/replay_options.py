@@ -28,7 +28,8 @@ DEFAULTS = ReplaySettings()
 #: them as keyword arguments and hands them on whole).
 SETTING_PARAMS = ("backend", "interval", "time_limit", "wall_clock", "limit_jobs",
                   "restart_penalty", "on_bad_row", "deadline_fraction", "reference_gpu",
-                  "gpu_aliases", "unknown_gpus", "gpu_sharing", "colocation_factor")
+                  "gpu_aliases", "unknown_gpus", "gpu_sharing", "colocation_factor",
+                  "decision_timeout")
 
 
 def replay_settings_options(command: Any) -> Any:
@@ -51,6 +52,11 @@ def replay_settings_options(command: Any) -> Any:
                      help="Limit solvers by wall time instead of deterministic work (faster "
                      "machines find more; results are no longer byte-identical from run "
                      "to run)."),
+        click.option("--decision-timeout", type=click.FloatRange(min=0, min_open=True),
+                     default=DEFAULTS.decision_timeout_s, show_default=True,
+                     help="Wall seconds one call of the policy may take (its decide, its "
+                     "hooks); past it the replay stops as the policy's failure (exit 3), "
+                     "what finished written."),
         click.option("--limit-jobs", type=click.IntRange(min=1), default=DEFAULTS.limit_jobs,
                      help="Only the N earliest jobs."),
         click.option("--throughput", "throughput_path",
@@ -103,4 +109,5 @@ def replay_settings(values: Mapping[str, Any], **more: Any) -> ReplaySettings:
         on_bad_row=values["on_bad_row"], deadline_fraction=values["deadline_fraction"],
         reference_gpu=values["reference_gpu"], gpu_aliases=values["gpu_aliases"],
         unknown_gpus=values["unknown_gpus"], gpu_sharing=values["gpu_sharing"],
-        colocation_factor=values["colocation_factor"], **more)
+        colocation_factor=values["colocation_factor"],
+        decision_timeout_s=values["decision_timeout"], **more)

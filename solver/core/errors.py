@@ -89,3 +89,27 @@ class InvalidScheduleError(RuntimeError):
         """Pickled as what failed and the violations (a worker process's error reaches the
         bench as itself, not as a dead worker)."""
         return type(self), (self.what, self.violations)
+
+
+#: The exit code of a replay whose policy failed (docs/traces.md, "Exit codes").
+EXIT_POLICY_FAILED = 3
+
+
+class PolicyError(RuntimeError):
+    """A rolling policy failed at a decision: it raised, exited, ran over its time per
+    decision, or returned a decision that breaks the rules (a job that is not pending, a
+    GPU twice, ...). The replay stops there and keeps what finished, as an interrupt
+    does; ``replay`` is that partial replay when the caller has it."""
+
+    def __init__(self, policy: str, time_s: float, problem: str,
+                 job: str | None = None) -> None:
+        self.policy, self.time_s, self.problem, self.job = policy, time_s, problem, job
+        self.replay: Any = None
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        job = f", job {self.job}" if self.job is not None else ""
+        return f"policy {self.policy} failed at t = {self.time_s:,.1f} s{job}: {self.problem}"
+
+    def __reduce__(self) -> tuple[type[PolicyError], tuple[str, float, str, str | None]]:
+        return type(self), (self.policy, self.time_s, self.problem, self.job)

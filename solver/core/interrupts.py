@@ -80,3 +80,29 @@ def deferred_interrupts() -> Iterator[None]:
             signal.signal(sig, handler)
     if pending:
         raise Terminated("signal 15") if pending[0] == signal.SIGTERM else KeyboardInterrupt
+
+
+class Overrun(BaseException):
+    """Raised inside a block that ran over its wall-clock limit (:func:`wall_clock_limit`);
+    a ``BaseException``, so that a policy's ``except Exception`` does not swallow it."""
+
+
+@contextmanager
+def wall_clock_limit(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`Overrun` in the block once it has run ``seconds`` of wall time (a
+    Python loop or a ``sleep``; code that holds the interpreter in C ends first). Only in
+    the main thread, where signals arrive; elsewhere, and with ``None``, no limit."""
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def overrun(signum: int, frame: FrameType | None) -> None:
+        raise Overrun(seconds)
+
+    previous = signal.signal(signal.SIGALRM, overrun)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -19,14 +19,18 @@ from hetsched.core.errors import InputError
 from hetsched.core.ranges import MAX_TIME_S, check_seed, in_range, is_int
 from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR
 
-__all__ = ["DECISION_LIMIT", "MAX_LOAD", "MAX_RESTART_PENALTY_S", "MIN_LOAD", "MIN_PERIOD_S",
-           "ON_BAD_ROW", "RESTART_PENALTY_S", "UNKNOWN_GPUS", "ReplaySettings",
-           "check_interval", "check_load", "check_period", "check_restart_penalty",
-           "check_time_limit", "parse_gpu_aliases"]
+__all__ = ["DECISION_LIMIT", "DECISION_TIMEOUT_S", "MAX_LOAD", "MAX_RESTART_PENALTY_S",
+           "MIN_LOAD", "MIN_PERIOD_S", "ON_BAD_ROW", "RESTART_PENALTY_S", "UNKNOWN_GPUS",
+           "ReplaySettings", "check_interval", "check_load", "check_period",
+           "check_restart_penalty", "check_time_limit", "parse_gpu_aliases"]
 
 #: The solver limit of one decision of a replay: deterministic work units (about seconds
 #: of one core) unless ``deterministic`` is off, then wall seconds.
 DECISION_LIMIT = 0.1
+#: The wall-clock limit of one call of a policy (its ``decide``, its hooks): a policy
+#: that runs longer (a loop, a sleep) ends the replay as failed (exit 3). Generous: a
+#: decision of a built-in policy takes milliseconds to seconds.
+DECISION_TIMEOUT_S = 600.0
 #: Seconds a preempted job makes no progress when it starts again (checkpoint, reload),
 #: and the most a replay accepts (one day).
 RESTART_PENALTY_S = 30.0
@@ -64,6 +68,8 @@ class ReplaySettings:
     ``reference_gpu``, ``gpu_aliases`` (a cluster GPU type answered by one the model
     knows), ``unknown_gpus``, ``gpu_sharing`` (jobs may ask for a share of a GPU) and
     ``colocation_factor`` (the speed of a job beside co-runners without a measured pair).
+    ``decision_timeout_s``: the wall-clock limit of one call of the policy (``None``:
+    none), past which the replay ends as the policy's failure.
     """
 
     backend: str | None = None
@@ -83,12 +89,14 @@ class ReplaySettings:
     unknown_gpus: str = "error"
     gpu_sharing: bool = True
     colocation_factor: float = DEFAULT_COLOCATION_FACTOR
+    decision_timeout_s: float | None = DECISION_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if self.backend is not None and not (isinstance(self.backend, str) and self.backend):
             raise InputError("bad back-end", path="backend", value=self.backend,
                              expected="a back-end's name")
         check_time_limit(self.time_limit_s)
+        check_time_limit(self.decision_timeout_s, "decision_timeout_s")
         for name in ("deterministic", "gpu_sharing"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"bad {name}", path=name, value=getattr(self, name),

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from hetsched.core.errors import InputError
+from hetsched.core.errors import InputError, PolicyError
 from hetsched.core.records import Cluster, Job
 from hetsched.core.result import Assignment, Schedule, completion_figures
 from hetsched.core.settings import RESTART_PENALTY_S
@@ -210,6 +210,8 @@ class Replay:
     usable_gpus: int | None = None
     #: how fast jobs sharing a GPU ran (hetsched.core.sharing), for the checker
     colocation: CoLocationModel | None = None
+    #: the policy's failure that stopped the replay (``interrupted`` then too)
+    failure: PolicyError | None = None
 
     def summary(self) -> dict[str, object]:
         """The replay's metrics (seconds unless stated) as summary.json holds them: a

@@ -17,12 +17,12 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import cached_property
+from functools import cached_property, partial
 
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.allocation.layout import Start
 from hetsched.core.bounds import usable_gpus
-from hetsched.core.errors import InputError
+from hetsched.core.errors import InputError, PolicyError
 from hetsched.core.log_levels import per_decision_logs
 from hetsched.core.records import Cluster, Job
 from hetsched.core.settings import (
@@ -41,6 +41,7 @@ from hetsched.policies.rolling import (
     RunningJob,
     quiet_until,
 )
+from hetsched.simulate.guard import ask, checked_decision
 from hetsched.simulate.record import (
     OUTPUT_FILES,
     DecisionLog,
@@ -185,7 +186,8 @@ class Simulator:
                  interval_s: float | None = None, restart_penalty_s: float = RESTART_PENALTY_S,
                  progress: Callable[[int, int, float, int], None] | None = None,
                  skip_quiet_rounds: bool = True,
-                 colocation: CoLocationModel | None = None) -> None:
+                 colocation: CoLocationModel | None = None,
+                 decision_timeout_s: float | None = None) -> None:
         self.cluster = cluster
         self.colocation = colocation or CoLocationModel()
         self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.id))
@@ -197,6 +199,8 @@ class Simulator:
         self.restart_penalty_s = check_restart_penalty(restart_penalty_s)
         self.progress = progress
         self.skip_quiet_rounds = skip_quiet_rounds
+        #: the policy's wall-clock limit per call (:mod:`hetsched.simulate.guard`)
+        self.decision_timeout_s = decision_timeout_s
         ids = [j.id for j in self.jobs]
         if len(set(ids)) != len(ids):
             raise InputError("duplicate job ids in the trace", value=len(ids) - len(set(ids)),
@@ -233,7 +237,9 @@ class Simulator:
         periods = tuple(p for p in (self.round_s, self.interval_s) if p is not None)
         next_tick = _next_boundary(start_time, start_time, periods)
         interrupted = False
+        failure: PolicyError | None = None
         warned = False
+        name, limit = self.policy.name, self.decision_timeout_s
         try:
             while done < len(arrivals):
                 # 1. the next event time
@@ -262,7 +268,8 @@ class Simulator:
                     record.gpu_seconds += run.gpu_seconds_at(run.finish)
                     record.finish = run.finish
                     record.segments.append(run.segment(run.finish, run.work_left))
-                    self.policy.on_finished(record.job, run.finish)
+                    ask(name, now, "on_finished",
+                        partial(self.policy.on_finished, record.job, run.finish), limit)
                     free.release(run.gpus, record.job)
                     del running[job_id]
                     if record.job.gpu_share is not None:
@@ -292,7 +299,8 @@ class Simulator:
                     state = _LiveState.make(now, self.cluster, self.model,
                                             tuple(pending.values()), free,
                                             tuple(running.values()), records, left)
-                    decision = self.policy.decide(state)
+                    decision = checked_decision(name, now, ask(
+                        name, now, "decide", partial(self.policy.decide, state), limit))
                 spent = time.perf_counter() - clock
                 if pending and not decision.start and not running and not decision.preempt \
                         and next_arrival >= len(arrivals):
@@ -301,14 +309,16 @@ class Simulator:
                         state = _LiveState.make(now, self.cluster, self.model,
                                                 tuple(pending.values()), free, (), records,
                                                 left)
-                    decision = self.policy.on_stall(state)
+                    decision = checked_decision(name, now, ask(
+                        name, now, "on_stall", partial(self.policy.on_stall, state), limit))
                     log.warning("t=%g: %s", now, decision.note)
                 # Until when the policy's boundary calls would change nothing (see the
                 # class docstring); asked while it may still read the state.
                 quiet = -math.inf
                 if tick and self.skip_quiet_rounds and not (
                         decision.start or decision.preempt or decision.fallback):
-                    quiet = math.inf if queue_policy is not None else self._quiet_until(state)
+                    quiet = math.inf if queue_policy is not None else ask(
+                        name, now, "quiet_until", partial(self._quiet_until, state), limit)
                 if state is not None:
                     state.close()
                 if decision.fallback and not warned:
@@ -318,7 +328,8 @@ class Simulator:
                 for job_id in decision.preempt:
                     run = running.pop(job_id, None)
                     if run is None:
-                        raise RuntimeError(f"{self.policy.name} preempted {job_id}, not running")
+                        raise PolicyError(name, now, "preempted a job that is not running",
+                                          job_id)
                     left[job_id] = run.remaining_at(now)
                     records[job_id].gpu_seconds += run.gpu_seconds_at(now)
                     records[job_id].segments.append(
@@ -330,7 +341,7 @@ class Simulator:
                         version = self._co_runners_changed(run, now, sharers, running,
                                                            completions, version, leaving=True)
                 for start in decision.start:
-                    self._check_start(start, pending, free)
+                    self._check_start(start, pending, free, now)
                     job = pending.pop(start.job)
                     record = records[job.id]
                     speed = self.truth.throughput(job.job_type, start.gpu_type, len(start.gpus),
@@ -373,6 +384,9 @@ class Simulator:
             log.warning("replay interrupted at %g s: %d of %d jobs done", now, done,
                         len(arrivals))
             interrupted = True
+        except PolicyError as error:
+            log.error("%s; replay stopped: %d of %d jobs done", error, done, len(arrivals))
+            interrupted, failure = True, error
         fallbacks = sum(1 for d in decisions if d.fallback)
         if fallbacks > 1:
             log.warning("%s fell back at %d of %d decisions (summary.json: warnings)",
@@ -380,7 +394,7 @@ class Simulator:
         usable = usable_gpus(self.jobs, self.cluster, self.truth) if self.jobs else None
         return Replay(records, decisions, self.cluster, time.perf_counter() - began, start_time,
                       interrupted, self.round_s, self.interval_s, self.restart_penalty_s,
-                      usable or None, self.colocation)
+                      usable or None, self.colocation, failure)
 
     def _quiet_until(self, state: _LiveState | None) -> float:
         """The policy's ``quiet_until(state)`` (s); ``-inf`` without a state."""
@@ -415,29 +429,34 @@ class Simulator:
             heapq.heappush(completions, (moved.finish, version, other))
         return version
 
-    def _check_start(self, start: Start, pending: dict[str, Job], free: FreeGpuIndex) -> None:
-        """A policy's start must name a pending job, free GPUs of one allowed type, an
-        allowed gang size and a configuration with measured throughput > 0."""
+    def _check_start(self, start: Start, pending: dict[str, Job], free: FreeGpuIndex,
+                     now: float) -> None:
+        """A policy's start must name a pending job, free GPUs of the cluster of one
+        allowed type, an allowed gang size and a configuration with measured throughput
+        > 0; a :class:`PolicyError` names what it broke."""
         name = self.policy.name
         job = pending.get(start.job)
         if job is None:
-            raise RuntimeError(f"{name} started {start.job}, which is not pending")
-        if len(set(start.gpus)) != len(start.gpus) or not free.can_hold(start.gpus, job):
-            raise RuntimeError(f"{name} started {job.id} on GPUs that are not free (or "
-                               "without its share, CPUs or memory there): "
-                               f"{list(start.gpus)}")
+            raise PolicyError(name, now, "started a job that is not pending", start.job)
         gpus = self.cluster.gpu_by_id
+        unknown = [g for g in start.gpus if g not in gpus]
+        if unknown:
+            raise PolicyError(name, now, f"started it on GPUs the cluster does not have: "
+                              f"{unknown[:3]}", job.id)
+        if len(set(start.gpus)) != len(start.gpus) or not free.can_hold(start.gpus, job):
+            raise PolicyError(name, now, "started it on GPUs that are not free (or without "
+                              f"its share, CPUs or memory there): {list(start.gpus)}", job.id)
         if any(gpus[g].gpu_type != start.gpu_type for g in start.gpus) or not job.may_use(
                 start.gpu_type):
-            raise RuntimeError(f"{name} started {job.id} on GPUs of the wrong type")
+            raise PolicyError(name, now, "started it on GPUs of the wrong type", job.id)
         if any(not job.may_use_node(gpus[g].node) for g in start.gpus):
-            raise RuntimeError(f"{name} started {job.id} on a node it may not use")
+            raise PolicyError(name, now, "started it on a node it may not use", job.id)
         if len(start.gpus) not in job.gpu_counts:
-            raise RuntimeError(f"{name} gave {job.id} {len(start.gpus)} GPUs, allowed "
-                               f"{job.gpu_counts}")
+            raise PolicyError(name, now, f"gave it {len(start.gpus)} GPUs, allowed "
+                              f"{list(job.gpu_counts)}", job.id)
         if self.truth.throughput(job.job_type, start.gpu_type, len(start.gpus),
                                  self.cluster.placement_of(start.gpus)) <= 0:
-            raise RuntimeError(f"{name} put {job.id} where its measured throughput is 0")
+            raise PolicyError(name, now, "put it where its measured throughput is 0", job.id)
 
 
 

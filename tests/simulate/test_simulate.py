@@ -160,10 +160,15 @@ class Cheater(PolicyHooks):
 
 
 def test_invalid_decisions_are_refused() -> None:
+    # Both jobs on the one GPU: "a" starts, "b" is refused; the replay stops there as the
+    # policy's failure, "a"'s run left unfinished (interrupted).
     cluster, table = one_gpu()
     jobs = [Job("a", 0.0, "cnn", 1, 100.0), Job("b", 0.0, "cnn", 1, 100.0)]
-    with pytest.raises(RuntimeError, match="not free"):
-        Simulator(cluster, jobs, Cheater(), truth=table).run()
+    replay = Simulator(cluster, jobs, Cheater(), truth=table).run()
+    assert replay.interrupted
+    assert str(replay.failure) == ("policy cheater failed at t = 0.0 s, job b: started it on "
+                                   "GPUs that are not free (or without its share, CPUs or "
+                                   "memory there): ['n/0']")
 
 
 @pytest.mark.parametrize("model", ["fifo", "topology", "allox", "deadline"])
