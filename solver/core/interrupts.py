@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 #: Exit codes of a process stopped by SIGINT and by SIGTERM (128 + signal number).
 EXIT_INTERRUPTED = 130
@@ -87,22 +88,49 @@ class Overrun(BaseException):
     a ``BaseException``, so that a policy's ``except Exception`` does not swallow it."""
 
 
+class WallClockLimit:
+    """A wall-clock limit for calls made in a block: the ``with`` statement installs the
+    handler once (a replay), :meth:`call` arms the timer for one call (a decision) and
+    raises :class:`Overrun` in it once it has run ``seconds`` of wall time (a Python loop
+    or a ``sleep``; code that holds the interpreter in C ends first). Only in the main
+    thread, where signals arrive; elsewhere, and with ``None``, no limit."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.active = False
+        self._previous: Any = None
+
+    def __enter__(self) -> WallClockLimit:
+        if self.seconds is not None and threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGALRM, self._overrun)
+            self.active = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.active:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._previous)
+            self.active = False
+
+    def _overrun(self, signum: int, frame: FrameType | None) -> None:
+        raise Overrun(self.seconds)
+
+    @contextmanager
+    def call(self) -> Iterator[None]:
+        """The limit on the block (one call)."""
+        if not self.active:
+            yield
+            return
+        assert self.seconds is not None
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+
 @contextmanager
 def wall_clock_limit(seconds: float | None) -> Iterator[None]:
-    """Raise :class:`Overrun` in the block once it has run ``seconds`` of wall time (a
-    Python loop or a ``sleep``; code that holds the interpreter in C ends first). Only in
-    the main thread, where signals arrive; elsewhere, and with ``None``, no limit."""
-    if seconds is None or threading.current_thread() is not threading.main_thread():
+    """:class:`WallClockLimit` on one block."""
+    with WallClockLimit(seconds) as limit, limit.call():
         yield
-        return
-
-    def overrun(signum: int, frame: FrameType | None) -> None:
-        raise Overrun(seconds)
-
-    previous = signal.signal(signal.SIGALRM, overrun)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from hetsched.allocation.layout import Start
 from hetsched.core.errors import PolicyError
-from hetsched.core.interrupts import Overrun, wall_clock_limit
+from hetsched.core.interrupts import Overrun, WallClockLimit
 from hetsched.policies.rolling import Decision
 
 __all__ = ["ask", "checked_decision"]
@@ -21,18 +21,18 @@ T = TypeVar("T")
 
 
 def ask(name: str, now: float, what: str, call: Callable[[], T],
-        limit_s: float | None) -> T:
-    """``call()`` (the policy's ``what``, e.g. ``decide``) within ``limit_s`` wall seconds
-    (``None``: no limit); a :class:`PolicyError` for whatever else than a return ends it.
-    Ctrl-C and SIGTERM pass through."""
+        limit: WallClockLimit) -> T:
+    """``call()`` (the policy's ``what``, e.g. ``decide``) within ``limit``; a
+    :class:`PolicyError` for whatever else than a return ends it. Ctrl-C and SIGTERM pass
+    through."""
     try:
-        with wall_clock_limit(limit_s):
+        with limit.call():
             return call()
     except KeyboardInterrupt:
         raise
     except Overrun:
-        raise PolicyError(name, now, f"{what} ran over its limit of {limit_s:g} s wall time "
-                          "per decision (--decision-timeout)") from None
+        raise PolicyError(name, now, f"{what} ran over its limit of {limit.seconds:g} s wall "
+                          "time per decision (--decision-timeout)") from None
     except SystemExit as exc:
         raise PolicyError(name, now, f"{what} called sys.exit({exc.code!r})") from None
     except Exception as exc:

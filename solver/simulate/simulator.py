@@ -23,6 +23,7 @@ from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.allocation.layout import Start
 from hetsched.core.bounds import usable_gpus
 from hetsched.core.errors import InputError, PolicyError
+from hetsched.core.interrupts import WallClockLimit
 from hetsched.core.log_levels import per_decision_logs
 from hetsched.core.records import Cluster, Job
 from hetsched.core.settings import (
@@ -209,10 +210,10 @@ class Simulator:
     def run(self) -> Replay:
         """Replay every job to completion. The solves of its decisions log their stages at
         DEBUG (:mod:`hetsched.core.log_levels`): ``-v`` shows the replay, ``-vv`` each decision."""
-        with per_decision_logs():
-            return self._run()
+        with per_decision_logs(), WallClockLimit(self.decision_timeout_s) as limit:
+            return self._run(limit)
 
-    def _run(self) -> Replay:
+    def _run(self, limit: WallClockLimit) -> Replay:
         began = time.perf_counter()
         records = {j.id: JobRecord(j) for j in self.jobs}
         left = {j.id: j.work for j in self.jobs}  # steps left of jobs not running
@@ -239,7 +240,7 @@ class Simulator:
         interrupted = False
         failure: PolicyError | None = None
         warned = False
-        name, limit = self.policy.name, self.decision_timeout_s
+        name = self.policy.name
         try:
             while done < len(arrivals):
                 # 1. the next event time
