@@ -15,7 +15,7 @@ from hetsched.core.settings import ReplaySettings  # noqa: E402
 from hetsched.core.throughput import Placement, ThroughputModel, ThroughputTable  # noqa: E402
 from hetsched.files.instance import load_instance, save_instance  # noqa: E402
 from hetsched.registry import names  # noqa: E402
-from hetsched.replaying import replay  # noqa: E402
+from hetsched.replaying import replay, replay_trace  # noqa: E402
 from hetsched.simulate.record import Replay, ReplaySummary  # noqa: E402
 from hetsched.solving import solve  # noqa: E402
 
@@ -47,6 +47,7 @@ __all__ = [
     "load_instance",
     "names",
     "replay",
+    "replay_trace",
     "save_instance",
     "solve",
 ]

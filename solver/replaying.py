@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from hetsched.core.check import Violation
     from hetsched.files.traces import Trace
 
-__all__ = ["ReplayBar", "ReplayOutput", "check_replay", "replay", "replay_trace",
-           "rolling_policy", "run_replay"]
+__all__ = ["ReplayBar", "ReplayOutput", "check_replay", "replay", "replay_rendered",
+           "replay_trace", "rolling_policy", "run_replay"]
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,28 @@ def _simulate(cluster: Cluster, jobs: Sequence[Job], policy: RollingPolicy,
     return replay
 
 
+def replay_trace(trace: str | Path, trace_format: str, cluster: str,
+                 policy: str | RollingPolicy = "fifo", *,
+                 settings: ReplaySettings | None = None,
+                 throughput_path: str | Path | None = None,
+                 progress: bool = False) -> Replay:
+    """Replay a trace file in memory, as ``hetsched replay`` does, and return what ran:
+    ``trace`` of ``trace_format`` (gavel, philly, helios, openb, native) on the cluster
+    spec ``cluster`` (``v100=36,p100=36,k80=36``, a cluster JSON, ``openb:NODES.csv``,
+    ``pai:MACHINES.csv``) under ``policy`` (a name, ``file.py:Class``, or a rolling policy
+    object), read with the settings' seed, job limit and trace options, the throughput of
+    ``throughput_path`` (default: Gavel's table beside a Gavel trace, else the built-in
+    catalogue). The same jobs, and the same ``jobs.csv``, as the command (a test checks
+    it); nothing is written. ``progress`` shows a bar on a terminal or in Jupyter."""
+    settings = settings or ReplaySettings()
+    inputs = replay_inputs(Path(trace), trace_format, cluster,
+                           throughput_path=None if throughput_path is None
+                           else Path(throughput_path), settings=settings)
+    jobs = read_jobs(inputs, settings).jobs
+    return replay(jobs, inputs.cluster, policy, throughput=inputs.truth, model=inputs.model,
+                  settings=settings, progress=progress, colocation=inputs.colocation)
+
+
 class ReplayBar:
     """The bar of a replay (:class:`hetsched.core.bars.ProgressBar`): jobs done of the
     total with rate and ETA, then the simulated time and the decisions so far; shown on a
@@ -186,7 +208,7 @@ class ReplayOutput:
         return bool(self.summary.get("interrupted"))
 
 
-def replay_trace(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *,
+def replay_rendered(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *,
                  policy_name: str, settings: ReplaySettings | None = None,
                  params: Mapping[str, object] | None = None,
                  progress: ReplayBar | None = None, out: Path | None = None,
@@ -270,7 +292,7 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                            settings=settings)
     trace = read_jobs(inputs, settings)
     progress = ReplayBar(len(trace.jobs)) if show_progress else None
-    return replay_trace(inputs, trace, policy, policy_name=policy_name, settings=settings,
+    return replay_rendered(inputs, trace, policy, policy_name=policy_name, settings=settings,
                         progress=progress, out=out, files=files).summary
 
 

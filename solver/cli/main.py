@@ -215,7 +215,10 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
 @click.option("--cluster", "cluster_spec", required=True,
               help="v100=36,p100=36,k80=36 (servers of 4 GPUs; TYPE=NxPER for other sizes), "
               "a cluster JSON, openb:NODE_LIST.csv or pai:pai_machine_spec.csv.")
-@click.option("--policy", default="fifo", show_default=True, help="Rolling policy or model.")
+@click.option("--policy", default="fifo", show_default=True,
+              help="Rolling policy or model: " + ", ".join(names()) + " (any with -agnostic), "
+              "or a class of yours: path/to/file.py:Class or module.path:Class "
+              "(docs/policies.md).")
 @click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
 @click.option("--load", type=float, default=DEFAULTS.load, show_default=True,
               help="Arrival-rate multiplier (2: arrivals twice as fast).")
@@ -279,7 +282,9 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
 @click.option("--cluster", "cluster_spec", default=None,
               help="v100=36,p100=36,k80=36, a cluster JSON, openb:NODE_LIST.csv or "
               "pai:MACHINES.csv.")
-@click.option("--policies", default=None, help="Comma-separated policy names.")
+@click.option("--policies", default=None,
+              help="Comma-separated policies: registered names, or classes of yours "
+              "(path/to/file.py:Class, module.path:Class).")
 @click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
 @click.option("--load", "loads", default="1", show_default=True,
               help="Comma-separated arrival-rate multipliers (2 = twice as many arrivals "

@@ -282,11 +282,15 @@ class Replay:
         return rows
 
     def jobs_frame(self) -> Any:
-        """jobs.csv as a pandas DataFrame (numbers as numbers, NaN where unknown)."""
+        """jobs.csv as a pandas DataFrame: times as floats (NaN where unknown: not started,
+        not finished, no deadline), ``met`` as a nullable boolean (``<NA>`` for a job
+        without a deadline or not finished)."""
         import pandas as pd
 
         frame = pd.DataFrame(self.job_rows(), columns=list(JOB_COLUMNS))
-        frame["met"] = frame["met"].replace("", None).astype("Float64")
+        for column in TIME_COLUMNS:
+            frame[column] = frame[column].astype(float)
+        frame["met"] = frame["met"].replace("", None).astype("boolean")
         return frame
 
     def warnings(self) -> list[str]:

@@ -138,7 +138,7 @@ def test_a_second_bench_into_the_same_folder_is_refused(trace: Path, tmp_path: P
                                                         ) -> None:
     out = tmp_path / "b"
     out.mkdir()
-    monkeypatch.setattr(replays, "replay_trace", _no_run)
+    monkeypatch.setattr(replays, "replay_rendered", _no_run)
     with locked_folder(out), pytest.raises(
             InputError, match=rf"{out}: out: another bench is writing into this folder "
             rf"\(process {os.getpid()}\)"):
@@ -153,7 +153,7 @@ def _no_run(*args: object, **kwargs: object) -> dict[str, object]:
 def test_an_unwritable_out_is_refused_before_any_run(
         trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(replays, "replay_trace", _no_run)
+    monkeypatch.setattr(replays, "replay_rendered", _no_run)
     (tmp_path / "file").write_text("x")
     outs = [tmp_path / "file" / "b"] + ([Path("/proc/nope")] if Path("/proc/self").is_dir()
                                         else [])

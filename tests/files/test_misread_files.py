@@ -101,3 +101,22 @@ def test_validate_refuses_a_profile_whose_throughputs_are_all_zero(
     assert err == (f"error: {path}: no measurement above 0 steps/s (got '2 measurements, all "
                    "0'; expected at least one job type that runs on some GPU type (throughput "
                    "> 0))\n")
+
+
+def test_notes_count_the_jobs_replayed_not_every_row_of_the_trace(tmp_path: Path) -> None:
+    # Issue 33, item 9: "--limit-jobs 300" printed "GPU count capped: 373 jobs": the rows
+    # of the whole trace. Four 64-GPU rows (no job type of the catalogue runs on 64 GPUs:
+    # each capped), the earliest two kept.
+    from hetsched.files.traces import read_trace
+
+    rows = "".join(f"2017-10-09 07:0{i}:00,100.0,64,6400.0,c1\n" for i in range(4))
+    path = _write(tmp_path, "philly.csv", PHILLY + rows)
+    everything = read_trace(path, "philly", gpu_types=["v100"])
+    two = read_trace(path, "philly", gpu_types=["v100"], limit_jobs=2)
+    assert len(everything.jobs) == 4
+    assert len(two.jobs) == 2
+    assert [note.rsplit(": ", 1)[1] for note in everything.notes] == ["4 jobs"] * len(
+        everything.notes)
+    assert [note.rsplit(": ", 1)[1] for note in two.notes] == ["2 jobs"] * len(two.notes)
+    assert any("capped at" in note for note in two.notes)
+    assert any("built-in catalogue" in note for note in two.notes)

@@ -57,12 +57,15 @@ def test_every_entry_point_replays_alike_by_default(policy: str, tmp_path: Path)
     reference = outputs["cli"][:2]
     assert {name: files[:2] == reference for name, files in outputs.items()} == dict.fromkeys(
         outputs, True)
-    # hetsched.replay on the jobs the trace reader gives (the same reader, the same seed).
+    # In memory: hetsched.replay on the jobs the trace reader gives (the same reader, the
+    # same seed), and hetsched.replay_trace on the file.
     inputs = replay_inputs(trace, "native", CLUSTER)
     jobs = read_jobs(inputs).jobs
     outcome = hetsched.replay(jobs, inputs.cluster, policy, throughput=inputs.truth,
                               model=inputs.model, colocation=inputs.colocation)
     files = outcome.files()
+    assert (files["jobs.csv"], files["decisions.csv"]) == reference
+    files = hetsched.replay_trace(trace, "native", CLUSTER, policy).files()
     assert (files["jobs.csv"], files["decisions.csv"]) == reference
 
 

@@ -52,6 +52,9 @@ def test_jobs_frame_is_jobs_csv(tmp_path: Path) -> None:
     written = pd.read_csv(tmp_path / "run" / "jobs.csv")
     assert list(frame.columns) == list(written.columns)
     assert len(frame) == len(written) == 3
+    # met: a nullable boolean in memory (issue 33, item 17), 0/1/empty in jobs.csv
+    assert str(frame["met"].dtype) == "boolean"
+    frame["met"] = frame["met"].astype("Float64")
     for column in frame.columns:
         if pd.api.types.is_numeric_dtype(written[column]):  # NaN where unknown, in both
             np.testing.assert_allclose(frame[column].astype(float),
@@ -132,3 +135,18 @@ def test_a_replays_metrics_are_the_schedules() -> None:
     assert metrics.total_tardiness_s == pytest.approx(record.total_tardiness_s, abs=1e-9)
     # Busy time: the segments' GPU-seconds are what the records charged.
     assert metrics.utilization == pytest.approx(record.utilization, rel=1e-9)
+
+
+def test_jobs_frame_types_met_as_boolean_and_deadline_as_float() -> None:
+    # Issue 33, item 17: met was a float (1.0/0.0) and a deadline-less job's deadline
+    # None in an object column. Seed 0 gives the first two jobs of philly_small deadlines,
+    # the third none.
+    outcome = hetsched.replay_trace(SAMPLE, "philly", "v100=4,k80=4", "srtf",
+                                    settings=hetsched.ReplaySettings(deadline_fraction=0.5))
+    frame = outcome.jobs_frame()
+    assert str(frame["met"].dtype) == "boolean"
+    assert frame["deadline"].dtype == np.float64
+    has_deadline = frame["deadline"].notna()
+    assert frame.loc[~has_deadline, "met"].isna().all()
+    assert frame.loc[has_deadline, "met"].notna().all()
+    assert 0 < has_deadline.sum() < len(frame)

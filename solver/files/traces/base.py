@@ -91,6 +91,8 @@ class Row:
     cpus: float | None = None  # cores
     memory_gb: float | None = None
     note: str | None = None  # a fallback used for this row, counted if its job is kept
+    #: the shared rules' fallbacks for this row (a GPU count capped), counted likewise
+    rule_notes: list[str] = field(default_factory=list)
 
 
 class BadRowError(Exception):

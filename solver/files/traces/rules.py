@@ -132,8 +132,6 @@ def build_trace(reading: Reading, rows: list[Row]) -> Trace:
     model = options.throughput
     if model is None and needs_model:
         model = catalogue_throughput()
-        reading.notes["no throughput model given: the built-in catalogue (hetsched.files.generate) "
-                      "used for job types and work"] = len(rows)
     speeds = _speeds(reading, model) if model is not None else None
     # With neither a model nor the cluster's types, nothing says which GPU types exist:
     # a row's allowed types are kept as they are, not checked against the catalogue.
@@ -157,6 +155,9 @@ def build_trace(reading: Reading, rows: list[Row]) -> Trace:
         reading.excluded["beyond limit_jobs"] += len(kept) - options.limit_jobs
         kept = kept[: options.limit_jobs]
     jobs = _jobs(reading, kept, speeds)
+    if options.throughput is None and needs_model:
+        reading.notes["no throughput model given: the built-in catalogue "
+                      "(hetsched.files.generate) used for job types and work"] = len(jobs)
     _check_skipped(reading, in_scope, len(jobs))
     excluded = {reason: count for reason, count in reading.excluded.items() if count}
     notes = tuple(f"{text}: {count} jobs" for text, count in reading.notes.items())
@@ -229,7 +230,7 @@ def _fit_to_model(reading: Reading, row: Row, speeds: Speeds, draw: float,
     allowed = row.allowed_gpu_types if check_types else None
     if row.job_type is None:
         assert reference is not None
-        row.num_gpus, row.job_type = _draw_job_type(reading, speeds, row.num_gpus, draw,
+        row.num_gpus, row.job_type = _draw_job_type(row, speeds, row.num_gpus, draw,
                                                     reference)
     elif speeds.best(row.job_type, row.num_gpus, allowed) <= 0:
         count = speeds.largest_count(row.job_type, row.num_gpus, allowed)
@@ -237,9 +238,8 @@ def _fit_to_model(reading: Reading, row: Row, speeds: Speeds, draw: float,
             raise BadRowError("job type has no positive throughput in the throughput model",
                          row.job_type, "a job type the model knows on "
                          + ", ".join(allowed or speeds.gpu_types), "job_type")
-        reading.note(CAPPED)
-        reading.note(f"({row.job_type}, {row.num_gpus}): 0 steps/s on every GPU type of the "
-                     f"throughput model; capped at {count} GPUs")
+        row.rule_notes += [CAPPED, f"({row.job_type}, {row.num_gpus}): 0 steps/s on every GPU "
+                           f"type of the throughput model; capped at {count} GPUs"]
         row.num_gpus = count
         if row.allowed_gpu_counts is not None:
             row.allowed_gpu_counts = tuple(c for c in row.allowed_gpu_counts if c <= count) \
@@ -253,7 +253,7 @@ def _fit_to_model(reading: Reading, row: Row, speeds: Speeds, draw: float,
         row.work = row.duration * speed
 
 
-def _draw_job_type(reading: Reading, speeds: Speeds, num_gpus: int,
+def _draw_job_type(row: Row, speeds: Speeds, num_gpus: int,
                    draw: float, reference: str) -> tuple[int, str]:
     """A job type drawn uniformly among those with throughput > 0 on the reference GPU
     at ``num_gpus`` (packed); the count is capped when no type runs at it."""
@@ -271,8 +271,8 @@ def _draw_job_type(reading: Reading, speeds: Speeds, num_gpus: int,
                          path="reference_gpu", value=reference,
                          expected="a GPU type with throughput > 0 for some job type")
     if count != num_gpus:
-        reading.note(f"{num_gpus} GPUs: no job type has throughput > 0 on {reference} x "
-                     f"{num_gpus}; capped at {count} GPUs")
+        row.rule_notes.append(f"{num_gpus} GPUs: no job type has throughput > 0 on "
+                              f"{reference} x {num_gpus}; capped at {count} GPUs")
     names = speeds.candidates(reference, count)
     return count, names[min(int(draw * len(names)), len(names) - 1)]
 
@@ -324,6 +324,6 @@ def _jobs(reading: Reading, rows: list[Row], speeds: Speeds | None) -> list[Job]
             continue
         seen[job_id] = row.line
         jobs.append(job)
-        if row.note is not None:
-            reading.note(row.note)
+        for text in (*([row.note] if row.note is not None else []), *row.rule_notes):
+            reading.note(text)  # counted for the jobs kept (after limit_jobs), not the rows
     return jobs
