@@ -26,6 +26,7 @@ from hetsched.files.replay_inputs import (
     replay_inputs,
     scale_arrivals,
 )
+from hetsched.policies.backends import check_installed
 from hetsched.policies.rolling import RollingPolicy
 from hetsched.simulate.record import Replay
 
@@ -58,6 +59,7 @@ def rolling_policy(name: str, settings: ReplaySettings | None = None, *,
     from hetsched.registry import policy_settings, rolling, takes
 
     settings = settings or ReplaySettings()
+    check_installed(settings.backend)
     own: dict[str, Any] = dict(params or {})
     if settings.partitions != 1:
         if not takes(name, "partitions"):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("first", "second"), [("ortools.sat.python.cp_model", "highspy"),
                       ("highspy", "ortools.sat.python.cp_model")],
@@ -38,6 +39,7 @@ SOLVER_MODULES = ("ortools.sat.python.cp_model", "ortools.linear_solver.pywraplp
                   "pyscipopt")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", list(itertools.permutations(SOLVER_MODULES)),
                          ids=lambda order: "-".join(m.split(".")[-1] for m in order))
 def test_solver_packages_import_and_solve_in_any_order(order: tuple[str, ...]) -> None:
@@ -74,6 +76,7 @@ def test_cbcbox_binary_runs() -> None:
     assert "COIN-OR Branch and Cut" in done.stdout
 
 
+@pytest.mark.slow
 def test_mip_engines_are_imported_only_when_asked_for() -> None:
     code = (
         "import sys\n"
@@ -97,6 +100,7 @@ def test_pulp_sees_cbc_and_highs() -> None:
     assert "HiGHS" in done.stdout, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_python_dash_m_solver_works_like_hetsched() -> None:
     done = subprocess.run([sys.executable, "-m", "hetsched", "--help"], capture_output=True,
                           text=True, timeout=60)
@@ -113,6 +117,7 @@ def test_schema_is_shipped_inside_the_package() -> None:
     assert schema["oneOf"] == [{"required": ["throughput"]}, {"required": ["throughput_model"]}]
 
 
+@pytest.mark.slow
 def test_solver_package_does_not_import_pulp_or_ortools() -> None:
     # Only formulations/ may import the solver libraries; importing the core package and
     # running the FIFO policy must not load them.
@@ -125,6 +130,7 @@ def test_solver_package_does_not_import_pulp_or_ortools() -> None:
     assert done.stdout.strip() == "False", done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_only_hetsched_is_importable_outside_the_checkout(tmp_path: Path) -> None:
     # The distribution installs one import name; solver/ and formulations/ are its source
     # folders (setup.cfg package_dir), not packages of their own. Run from an empty

@@ -77,7 +77,8 @@ def _engine_module(engine: str) -> ModuleType:
         raise ValueError(f"unknown MILP engine {engine!r} (expected one of {', '.join(ENGINES)})")
     if importlib.util.find_spec(_IMPORTS[engine]) is None:
         raise EngineUnavailableError(f"the {engine} engine needs the {_DISTRIBUTIONS[engine]} "
-                                "package, which is not installed")
+                                     f"package, which is not installed (pip install "
+                                     f"'hetsched[{engine}]')")
     return importlib.import_module(_MODULES[engine])
 
 

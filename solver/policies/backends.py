@@ -6,9 +6,11 @@ for the MILPs, CP-SAT for the constraint models, ``matching`` for AlloX's assign
 
 from __future__ import annotations
 
+from hetsched.core.errors import InputError
 from hetsched.formulations.mip import ENGINES as MIP
+from hetsched.formulations.mip import available_engines
 
-__all__ = ["BACKENDS", "BACKENDS_OF", "MIP"]
+__all__ = ["BACKENDS", "BACKENDS_OF", "EXTRA_OF", "MIP", "check_installed"]
 
 #: Each policy's back-ends, the default first.
 BACKENDS_OF: dict[str, tuple[str, ...]] = {
@@ -22,3 +24,16 @@ BACKENDS_OF: dict[str, tuple[str, ...]] = {
 #: Every back-end of the table, each once.
 BACKENDS: tuple[str, ...] = tuple(dict.fromkeys(
     backend for backends in BACKENDS_OF.values() for backend in backends))
+#: The back-ends that come with an extra of the distribution, not with the lean install.
+EXTRA_OF = {"cbc": "cbc", "scip": "scip"}
+
+
+def check_installed(backend: str | None, path: str = "backend") -> None:
+    """An :class:`InputError` naming the extra to install when ``backend`` is an engine
+    whose package is missing (``pip install 'hetsched[cbc]'``); nothing is imported."""
+    if backend in EXTRA_OF and backend not in available_engines():
+        raise InputError(f"the {backend} back-end is not installed", path=path, value=backend,
+                         expected=f"pip install 'hetsched[{EXTRA_OF[backend]}]' (or -e "
+                         f"\".[{EXTRA_OF[backend]}]\" in a checkout), or another back-end: "
+                         + ", ".join(b for b in BACKENDS if b not in EXTRA_OF
+                                     or b in available_engines()))

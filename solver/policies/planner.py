@@ -22,6 +22,7 @@ from hetsched.core.result import Result, Schedule
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import ScheduleOutcome
 from hetsched.formulations.options import MAX_SEED, MAX_THREADS, SolveOptions
+from hetsched.policies.backends import check_installed
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ def run_planner(planner: Planner, instance: Instance, *, backend: str | None = N
     limit = time_limit if time_limit is not None else planner.default_time_limit_s
     budget = budget if budget is not None else Budget(limit, deterministic=deterministic,
                                                       started=started)
+    check_installed(backend)
     if backend is not None and backend not in planner.backends:
         expected = ", ".join(planner.backends) if planner.backends else \
             "no back-end (a heuristic)"

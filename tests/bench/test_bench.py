@@ -67,6 +67,7 @@ def _table(report: str, load: str) -> dict[str, dict[str, str]]:
     return table
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_bench_rows_report_and_plots(trace: Path, tmp_path: Path, workers: int) -> None:
     out = tmp_path / "b"
@@ -198,6 +199,7 @@ def test_new_columns_rewrite_the_header(tmp_path: Path) -> None:
         write_report(tmp_path / "empty")
 
 
+@pytest.mark.slow
 def test_cli_bench(trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "b"
     main(["bench", "--trace", str(trace), "--format", "native", "--cluster", CLUSTER,
@@ -236,6 +238,7 @@ def test_cli_bad_input_exits_2(trace: Path, tmp_path: Path, args: list[str],
     assert not (tmp_path / "b" / "results.csv").exists()
 
 
+@pytest.mark.slow
 def test_cli_refuses_other_settings_in_the_same_folder(
         trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "b"

@@ -45,6 +45,7 @@ def rows(out: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+@pytest.mark.slow
 def test_every_row_has_the_lp_bound(trace: Path, tmp_path: Path) -> None:
     out = tmp_path / "b"
     log = io.StringIO()
@@ -75,6 +76,7 @@ def test_every_row_has_the_lp_bound(trace: Path, tmp_path: Path) -> None:
     assert "by the LP relaxation" in report
 
 
+@pytest.mark.slow
 def test_bounds_computed_beside_the_runs_are_those_computed_before_them(
         trace: Path, tmp_path: Path) -> None:
     # With two workers the LPs are solved in a process of their own while the runs go on;
@@ -153,6 +155,7 @@ def test_a_resumed_bench_reuses_the_cached_bounds(trace: Path, tmp_path: Path,
     assert all(row["bound_lp_avg_jct_s"] for row in rows(out))
 
 
+@pytest.mark.slow
 def test_a_failed_bound_leaves_empty_cells(trace: Path, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     def fail(*args: object, **kwargs: object) -> None:
@@ -202,6 +205,7 @@ def test_a_rerun_adds_the_bound_to_earlier_rows(trace: Path, tmp_path: Path) -> 
             assert new[column] == direct[column]
 
 
+@pytest.mark.slow
 def test_the_command_line_switch(trace: Path, tmp_path: Path) -> None:
     from click.testing import CliRunner
 

@@ -43,6 +43,7 @@ def clean(tmp_path: Path, trace: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_cell_that_fails_once_is_tried_again_and_recorded(
         tmp_path: Path, trace: Path, clean: Path, workers: int) -> None:
@@ -59,6 +60,7 @@ def test_a_cell_that_fails_once_is_tried_again_and_recorded(
     same_results(tmp_path / "b", clean)
 
 
+@pytest.mark.slow
 def test_a_cell_that_always_fails_is_reported_once_tried_twice_and_the_rest_recorded(
         tmp_path: Path, trace: Path) -> None:
     set_faults(trace, **{"fifo-s0-l1": "always"})
@@ -79,6 +81,7 @@ def test_a_cell_that_always_fails_is_reported_once_tried_twice_and_the_rest_reco
     assert (again.ran, again.skipped, again.failed) == (1, 7, ())
 
 
+@pytest.mark.slow
 def test_a_killed_worker_loses_no_finished_cell_and_the_bench_completes(
         tmp_path: Path, trace: Path, clean: Path) -> None:
     # The worker running gavel-s0-l1 dies (os._exit) on its first attempt: the pool
@@ -93,6 +96,7 @@ def test_a_killed_worker_loses_no_finished_cell_and_the_bench_completes(
     same_results(tmp_path / "b", clean)
 
 
+@pytest.mark.slow
 def test_the_local_engine_never_imports_ray(tmp_path: Path) -> None:
     trace = engine_trace(tmp_path / "t", jobs=6)
     code = (

@@ -167,6 +167,7 @@ def test_an_unwritable_out_is_refused_before_any_run(
         assert err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_drawing_keeps_the_previous_report(
         trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "b"

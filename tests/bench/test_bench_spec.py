@@ -52,6 +52,7 @@ partitions = 2
 """
 
 
+@pytest.mark.slow
 def test_a_spec_runs_every_bench_and_its_copy_runs_it_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -85,6 +86,7 @@ def test_a_spec_runs_every_bench_and_its_copy_runs_it_again(
     assert load_sweep(out / "sweep.toml").benches == load_sweep(folder / "sweep.toml").benches
 
 
+@pytest.mark.slow
 def test_a_changed_policy_setting_under_a_label_is_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     engine_trace(tmp_path / "a")

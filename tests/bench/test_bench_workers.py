@@ -51,6 +51,7 @@ def _alive(pid: int) -> bool:
     return fields is not None and fields[0] != "Z"
 
 
+@pytest.mark.slow
 def test_a_killed_bench_takes_its_workers_with_it(tmp_path: Path) -> None:
     # Before, after SIGKILL the fork server and the workers lived on for ever (each
     # worker held its own task queue's write end and the fork server's "alive" pipe),

@@ -87,6 +87,7 @@ def test_bad_file_exits_2_with_one_clear_line(
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_validate_many_files_reports_each_and_exits_2() -> None:
     files = sorted(str(p) for p in BAD.glob("*.json"))
     good = str(ROOT / "instances" / "tiny.json")

@@ -21,6 +21,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=300, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_solve_prints_plan_and_metrics() -> None:
     done = run("solve", "instances/small.json")
     assert done.returncode == 0, done.stderr
@@ -33,6 +34,7 @@ def test_solve_prints_plan_and_metrics() -> None:
     assert len(re.findall(r"^j\d+ ", out, flags=re.MULTILINE)) == 20
 
 
+@pytest.mark.slow
 def test_solve_json_has_the_promised_keys(tmp_path: Path) -> None:
     out_file = tmp_path / "r.json"
     done = run("solve", "instances/medium.json", "--json", "--out", str(out_file))
@@ -64,6 +66,7 @@ def test_same_seed_same_file_other_seed_other_file(tmp_path: Path) -> None:
     assert a["jobs"] != c["jobs"]
 
 
+@pytest.mark.slow
 def test_unknown_model_lists_the_available_ones() -> None:
     done = run("solve", "instances/tiny.json", "--model", "nope")
     assert done.returncode == 2
@@ -167,6 +170,7 @@ EDGES: dict[str, Any] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", [["fifo"], ["deadline", "--backend", "cpsat"], ["allox"]])
 def test_the_largest_accepted_values_solve_or_end_cleanly(
         model: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,6 +18,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=300, cwd=ROOT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [
     ("-v", "solve", "instances/tiny.json"),
     ("solve", "instances/tiny.json", "-v"),
@@ -31,6 +32,7 @@ def test_verbose_works_before_and_after_the_subcommand(args: tuple[str, ...]) ->
     assert "DEBUG" not in done.stderr
 
 
+@pytest.mark.slow
 def test_verbose_counts_add_up_across_the_subcommand() -> None:
     # -v before and -v after make -vv: the details (DEBUG) of the deadline model's stages.
     done = run("-v", "solve", "instances/tiny.json", "--model", "deadline", "-v",
@@ -39,12 +41,14 @@ def test_verbose_counts_add_up_across_the_subcommand() -> None:
     assert re.search(r"^DEBUG hetsched\.", done.stderr, flags=re.MULTILINE), done.stderr
 
 
+@pytest.mark.slow
 def test_without_verbose_nothing_is_logged() -> None:
     done = run("solve", "instances/tiny.json")
     assert done.returncode == 0, done.stderr
     assert "INFO" not in done.stderr
 
 
+@pytest.mark.slow
 def test_nested_commands_take_the_global_options_too() -> None:
     done = run("topology", "show", "tests/data/no-such-topology.txt", "-v", "--debug")
     assert "No such option" not in done.stderr

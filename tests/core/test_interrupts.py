@@ -19,6 +19,7 @@ from hetsched.core.interrupts import (
 from tests.helpers import ROOT
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, EXIT_INTERRUPTED),
                                               (signal.SIGTERM, EXIT_TERMINATED)])
 def test_an_interrupted_deadline_replay_writes_what_finished(

@@ -101,6 +101,7 @@ def _write_sets(out: str, tag: str, count: int) -> None:
         outcome.write_folder(out, dict.fromkeys(outcome.OUTPUT_FILES, f"{tag}-{index}\n"))
 
 
+@pytest.mark.slow
 def test_concurrent_replays_into_one_folder_leave_one_whole_set(tmp_path: Path) -> None:
     out = tmp_path / "r"
     context = multiprocessing.get_context("spawn")
@@ -180,6 +181,7 @@ def test_checks_name_the_problem(tmp_path: Path) -> None:
         check_plot_file(tmp_path / "dir.png")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640)])
 def test_files_written_whole_get_the_mode_the_umask_gives(tmp_path: Path, umask: int,
                                                           mode: int) -> None:

@@ -59,6 +59,7 @@ def corrupt(a: Assignment, field: str, shift: float, instance: Instance) -> Assi
     return dataclasses.replace(a, work=a.work + 100 * shift)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(segmented=st.booleans(), index=st.integers(0, 10_000), field=st.sampled_from(FIELDS),
        shift=SHIFTS)

@@ -254,6 +254,7 @@ def test_csv_table_that_is_not_text(tmp_path: Path) -> None:
     assert error.value.file == str(table)
 
 
+@pytest.mark.slow
 def test_reading_an_instance_skips_the_slow_optional_import_and_restores_it() -> None:
     # In a fresh interpreter: loading an instance validates it with jsonschema, imported
     # without rfc3987_syntax (its 38 grammars took 1 of the 1.2 s of the import); the

@@ -103,6 +103,7 @@ def test_replay_reference_gpu_option_and_default_by_gpu_count(
         "(got 'h100'; expected one of a100, g3, t4)" in err
 
 
+@pytest.mark.slow
 def test_bench_takes_the_reference_gpu_and_aliases(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pods, nodes = SAMPLES / "openb_small_pods.csv", SAMPLES / "openb_small_nodes.csv"

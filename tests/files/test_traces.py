@@ -328,6 +328,7 @@ def test_real_gavel_trace(shared_data: Path) -> None:
     assert max(j.num_gpus for j in measured.jobs) == 8
 
 
+@pytest.mark.slow
 def test_real_philly_trace(shared_data: Path) -> None:
     profile = read_gavel_throughputs(shared_data / "gavel" / "simulation_throughputs.json")
     model = throughput_model(profile, "fitted")

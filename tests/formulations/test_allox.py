@@ -67,6 +67,7 @@ def present_instance(seed: int, jobs: int = 4) -> Instance:
                            deadlines=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 def test_equals_brute_force(backend: str, seed: int) -> None:
     instance = present_instance(seed, jobs=4 if seed % 2 else 5)

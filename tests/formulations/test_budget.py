@@ -72,6 +72,7 @@ def test_a_budget_must_be_positive_and_finite(bad: float) -> None:
         Budget(bad)
 
 
+@pytest.mark.slow
 def test_cpsat_hinted_with_a_plan_that_breaks_its_symmetry_breaking_ends_worse() -> None:
     # The cause of issue 12's first defect, deterministically. The four nodes are two pairs
     # of identical nodes, and the model only lets job j use the second node of a pair once
@@ -95,6 +96,7 @@ def test_cpsat_hinted_with_a_plan_that_breaks_its_symmetry_breaking_ends_worse()
     assert problem.evaluate(fixed.completion_plan) <= problem.evaluate(start)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", [0.05, 0.5, 1.5])
 def test_a_solve_is_never_worse_than_its_start_plan(limit: float) -> None:
     # Whatever the budget, the result is at most the greedy plan's objective (the local
@@ -117,6 +119,7 @@ def no_plan() -> StagePlans:
     return StagePlans(stats, deadline=stats)
 
 
+@pytest.mark.slow
 def test_what_the_stages_leave_goes_to_the_local_search() -> None:
     # 30 gangs: the greedy plan's weighted end is 659,870,196 model units; the local search
     # reaches 452,604,283 with 1 work unit and 443,631,909 unlimited (its local optimum,
@@ -139,6 +142,7 @@ def test_what_the_stages_leave_goes_to_the_local_search() -> None:
     assert "leftover_search_s" in extra
 
 
+@pytest.mark.slow
 def test_the_leftover_search_starts_from_the_best_plan_found() -> None:
     # The first stage's plan (here: the local optimum) beats the start: the search starts
     # from it, so it can only return it (nothing improves a local optimum).
@@ -163,6 +167,7 @@ def test_no_leftover_search_after_a_proof_or_without_budget() -> None:
     assert _search_the_rest(problem, start, no_plan(), spent, {}) is None
 
 
+@pytest.mark.slow
 def test_deterministic_solves_repeat_exactly() -> None:
     instance = gangs_instance(20, seed=3)
     first = solve(instance, model="deadline", backend="cpsat", time_limit=1.0,
@@ -243,6 +248,7 @@ SIGINT_DURING_SOLVE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_ctrl_c_after_a_cpsat_solve_reaches_python() -> None:
     # OR-Tools used to leave SIGINT at its default action after a solve: the process died
     # before Python's handler ran (and before an interrupted replay wrote anything).
@@ -252,6 +258,7 @@ def test_ctrl_c_after_a_cpsat_solve_reaches_python() -> None:
     assert done.stdout.strip() == "handled"
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_cpsat_solve_stops_it_and_raises() -> None:
     process = subprocess.Popen([sys.executable, "-c", SIGINT_DURING_SOLVE], cwd=ROOT,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -321,6 +321,7 @@ def test_bad_settings_are_input_errors() -> None:
 # --- real data: never above what the policies achieve ---------------------------------------
 
 
+@pytest.mark.slow
 def test_below_every_replay_on_a_gavel_trace(shared_data: Path) -> None:
     # The first 60 jobs of ee9e8c on 8 V100 + 8 P100 + 8 K80 (two 4-GPU servers a type:
     # 8-GPU jobs run spread; on 4 GPUs a type they could not run), measured throughput:

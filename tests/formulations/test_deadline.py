@@ -88,6 +88,7 @@ def test_lexicographic_deadline_before_completion_time(backend: str) -> None:
     assert result.extra["deadline_term"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_equals_brute_force_on_random_instances(backend: str, seed: int) -> None:
     instance = random_instance(seed, jobs=4 if seed % 2 else 5)
@@ -138,6 +139,7 @@ def test_infeasible_with_reason_when_a_gang_cannot_be_packed() -> None:
     assert len(result.schedule) == 0
 
 
+@pytest.mark.slow
 def test_warm_start_from_fifo_keeps_the_optimum(backend: str) -> None:
     instance = random_instance(3, jobs=5)
     warm = fifo_schedule(instance)
@@ -232,6 +234,7 @@ def test_cpsat_with_and_without_cuts_agree(seed: int) -> None:
 SMALL_OPTIMUM_S = 33_888.15
 
 
+@pytest.mark.slow
 def test_small_json_is_proven_optimal_by_cpsat() -> None:
     instance = load_instance(INSTANCES / "small.json")
     result = run(instance, "cpsat")
@@ -241,6 +244,7 @@ def test_small_json_is_proven_optimal_by_cpsat() -> None:
     assert result.extra["missed_deadlines"] == []
 
 
+@pytest.mark.slow
 def test_small_json_cbc_returns_the_same_objective() -> None:
     # CBC does not prove it in a few hundred nodes, but starts from the local search's plan
     # (which reaches the optimum with 0.23 work units; it gets 5% of 10) and returns it: a
@@ -267,6 +271,7 @@ def test_local_search_reaches_small_json_optimum_and_never_worsens() -> None:
         problem.evaluate(start)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 def test_local_search_is_valid_and_never_worse_on_random_instances(seed: int) -> None:
     instance = random_instance(seed, jobs=6)

@@ -59,6 +59,7 @@ def test_the_bound_is_tighter_than_isolated_when_jobs_compete() -> None:
     assert relaxed.bound_s > 1.05 * isolated_term(problem)
 
 
+@pytest.mark.slow
 def test_medium_bound_and_lp_order_start() -> None:
     # medium.json: 200 jobs on 96 GPUs, where neither CP-SAT nor the MILP gives a bound in
     # a minute. The LP (no clock: deterministic) bounds the completion term at about
@@ -78,6 +79,7 @@ def test_medium_bound_and_lp_order_start() -> None:
     assert problem.completion_seconds(problem.evaluate(ordered)[1]) > relaxed.bound_s
 
 
+@pytest.mark.slow
 def test_solve_reports_the_relaxations_bound_and_never_claims_more() -> None:
     # congested.json with a deterministic budget: the time-indexed relaxation of the
     # model's own plans converges; its bound (for plans missing no more deadlines than the
@@ -103,6 +105,7 @@ def test_solve_reports_the_relaxations_bound_and_never_claims_more() -> None:
     assert "time_indexed" not in without.extra
 
 
+@pytest.mark.slow
 def test_the_preemptive_lp_runs_when_the_time_indexed_one_does_not_converge(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # One round of column generation leaves the time-indexed relaxation unconverged (its

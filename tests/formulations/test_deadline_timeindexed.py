@@ -149,6 +149,7 @@ def test_a_lower_cap_never_lowers_the_bound() -> None:
     assert loose.result().bound_s == pytest.approx(fresh.bound_s, rel=1e-7)
 
 
+@pytest.mark.slow
 def test_medium_bound_and_guided_plans() -> None:
     # medium.json: 200 jobs on 96 GPUs. The preemptive relaxation bounds the completion
     # term at 698,817 s (tests/formulations/test_deadline_relaxation.py); plans that run

@@ -39,6 +39,7 @@ def serial_plan(problem: DeadlineProblem) -> Plan:
     return plan
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(8))
 def test_a_window_of_every_job_is_the_brute_force_optimum(seed: int) -> None:
     # Without deadlines the completion term alone decides: CP-SAT on a window of all the
@@ -107,6 +108,7 @@ def test_node_groups_cover_every_node_once_within_a_type_when_asked() -> None:
     assert any(gpu_type[order[0][0]] == "k80" for order in orders)
 
 
+@pytest.mark.slow
 def test_the_window_search_takes_the_local_search_further_and_repeats_exactly() -> None:
     # medium.json (200 jobs, 96 GPUs): the greedy plan after 1 unit of local search misses
     # 7 deadlines, weighted end 1,528,178,610 model units; 1 unit of windows (the jobs of
@@ -123,6 +125,7 @@ def test_the_window_search_takes_the_local_search_further_and_repeats_exactly() 
     assert problem.evaluate(first)[0] < problem.evaluate(local)[0]
 
 
+@pytest.mark.slow
 def test_windows_never_worsen_a_plan() -> None:
     # 30 gangs of 4 GPUs: windows improve the greedy plan (659,870,196 model units) and
     # leave the local search's optimum (443,631,909) no worse.
@@ -136,6 +139,7 @@ def test_windows_never_worsen_a_plan() -> None:
         problem.evaluate(local)
 
 
+@pytest.mark.slow
 def test_solve_uses_windows_when_the_whole_model_is_too_large(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # With the whole model's limit at 0 job-modes every CP-SAT solve goes to windows: the
@@ -193,6 +197,7 @@ def test_windows_searched_at_once_merge_only_when_the_plan_stays_valid() -> None
     assert merge_windows(problem, base, [early, clash]) == early
 
 
+@pytest.mark.slow
 def test_windows_on_two_threads_never_worsen_a_plan() -> None:
     # Wall-clock budget, 2 threads: pairs of nodes searched at once, their moves merged;
     # however far the search gets, the plan is valid and no worse than the greedy one.

@@ -11,6 +11,7 @@ from hetsched.solving import solve
 from tests.helpers import assert_valid, random_instance
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), jobs=st.integers(1, 5), weights=st.booleans(),
        objective=st.sampled_from(["missed", "tardiness"]))

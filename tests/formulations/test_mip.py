@@ -209,6 +209,7 @@ def test_optimal_start_is_returned_at_one_node(engine: str) -> None:
     assert result.bound <= best[0] + 1e-9
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINE)
 def test_deterministic_budget_repeats_exactly(engine: str) -> None:
     m = multi_knapsack(40, seed=2)
@@ -291,6 +292,7 @@ def fake_cbc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> li
     return launches
 
 
+@pytest.mark.slow
 @pytest.mark.skipif("cbc" not in available_engines(), reason="cbcbox is not installed")
 @pytest.mark.parametrize(("script", "outcome", "key", "value"), [
     # What PuLP's CBC 2.10.3 did while reading a start: die from SIGSEGV. An error, once.
@@ -384,6 +386,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("engine", ENGINE)
 def test_interrupt_stops_the_solve(engine: str, how: str, tmp_path: Path) -> None:

@@ -191,6 +191,7 @@ def brute_force_max_min(problem: AllocationProblem, step: float = 0.1) -> float:
     return best
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["highs", "cbc"])
 def test_gavel_lp_two_jobs_two_types_matches_the_hand_optimum(backend: str) -> None:
     # One V100 and one K80. A: 3 and 1 steps/s, B: 1 and 1. Equal shares E = (2, 1).

@@ -57,6 +57,7 @@ def _fails(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("body", "problem"), [
     ("sys.exit(0)", "decide called sys.exit(0)"),
     ("raise ValueError('nope')", "decide raised ValueError: nope"),
@@ -106,6 +107,7 @@ def test_in_python_the_failure_is_raised_with_what_ran(tmp_path: Path) -> None:
     assert partial.summary()["completed"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("text", "problem"), [
     ("import sys\nsys.exit(3)\n", "the policy file failed to load: sys.exit(3) was called"),
     ("raise ImportError('no lab here')\n",

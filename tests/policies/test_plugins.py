@@ -136,6 +136,7 @@ def test_an_installed_entry_point_is_a_registered_name(installed_package: str) -
     assert hetsched.solve(SMALL, model=installed_package).is_feasible()
 
 
+@pytest.mark.slow
 def test_a_plugin_runs_in_a_bench_under_a_folder_name_of_its_own(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert plugins.label(_reference()) == "my_policy.MyPolicy"

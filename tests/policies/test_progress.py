@@ -144,6 +144,7 @@ def test_bad_settings_are_refused() -> None:
         Progress(restart_penalty_s=-1)
 
 
+@pytest.mark.slow
 def test_a_gavel_trace_with_deadlines(shared_data: Path, tmp_path: Path) -> None:
     # The first 150 jobs of ee9e8c on 48 GPUs, half with a deadline: the replay passes the
     # checker (run_replay raises otherwise), never falls back, is reproducible, and beats

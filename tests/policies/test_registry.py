@@ -101,6 +101,7 @@ def test_unknown_names_and_back_ends_name_the_parameter() -> None:
     assert error.value.path == "backend"
 
 
+@pytest.mark.slow
 def test_cli_solve_with_a_rolling_policy() -> None:
     # The acceptance command; the JSON's schedule has the run segments.
     done = subprocess.run([sys.executable, "-m", "hetsched", "solve",

@@ -80,6 +80,7 @@ def test_link_factor_end_points() -> None:
     assert link_factor(0.0, 6.0) == 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["small.json", "medium.json"])
 def test_topology_policy_on_examples_is_valid_and_fifo(name: str) -> None:
     instance = load_instance(INSTANCES / name)

@@ -32,6 +32,7 @@ def _files(folder: Path) -> tuple[str, str, object]:
 
 # gavel solves an LP at every round and deadline a MILP at every event, under the limit
 # per decision; srtf solves nothing.
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["srtf", "gavel", "deadline"])
 def test_every_entry_point_replays_alike_by_default(policy: str, tmp_path: Path) -> None:
     # 20 jobs of the built-in catalogue on 4 V100 + 4 K80, arriving every 2 minutes on

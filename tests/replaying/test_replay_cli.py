@@ -17,6 +17,7 @@ from tests.helpers import ROOT
 SAMPLES = ROOT / "tests" / "data" / "traces"
 
 
+@pytest.mark.slow
 def test_replay_gavel_trace_with_fifo(shared_data: Path, tmp_path: Path) -> None:
     trace = shared_data / "gavel" / "traces" / "ee9e8c.trace"
     done = subprocess.run(
@@ -48,6 +49,7 @@ def test_replay_philly_sample_with_a_model_policy(tmp_path: Path,
     assert (tmp_path / "r" / "jobs.csv").read_text().count("\n") == summary["jobs"] + 1
 
 
+@pytest.mark.slow
 def test_replay_gavel_with_pop_partitions_at_load_2(shared_data: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     # 300 jobs arriving twice as fast on 24 GPUs (hundreds active), the LP split in 4:

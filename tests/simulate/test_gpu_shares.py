@@ -141,6 +141,7 @@ def test_a_fork_holds_shares_and_gives_them_back() -> None:
     assert master.is_free("n0/0")  # the master never saw any of it
 
 
+@pytest.mark.slow
 def test_every_policy_replays_openb_with_shares_and_the_checker_agrees(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         caplog: pytest.LogCaptureFixture) -> None:

@@ -311,6 +311,7 @@ def gavel(shared_data: Path) -> Profile:
     return read_gavel_throughputs(shared_data / "gavel" / "simulation_throughputs.json")
 
 
+@pytest.mark.slow
 def test_local_refits_give_the_whole_refits_leave_one_out(gavel: Profile) -> None:
     # Issue 17 (defect 8): refitting only the held-out point's group on its GPU type
     # predicts every point exactly as refitting the whole table does, float for float,
