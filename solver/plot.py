@@ -26,7 +26,7 @@ def _fits(ax: Axes, start: float, finish: float, text: str, fontsize: float) -> 
 
 
 def gantt(instance: Instance, schedule: Schedule, ax: Axes | None = None,
-          label_jobs: bool | None = None) -> Axes:
+          label_jobs: bool | None = None, model: str | None = None) -> Axes:
     """A Gantt chart: one row per GPU (grouped by node), one bar per job on each of its
     GPUs (each run segment of a preempted job), coloured by job type; a job that misses
     its deadline is hatched; the legend sits beside the chart.
@@ -34,7 +34,10 @@ def gantt(instance: Instance, schedule: Schedule, ax: Axes | None = None,
     ``label_jobs`` writes job ids on the bars wide enough to hold them (default: when
     there are at most 60 bars); a bar too short for its label is left unlabelled rather
     than overlapped. An empty schedule is drawn as a note saying so, not as empty axes.
+    The title names the instance and ``model`` (the policy that made the schedule), so
+    two charts of one instance tell which is which.
     """
+    name = (instance.name or "schedule") + (f" under {model}" if model else "")
     gpus = instance.cluster.gpus
     if ax is None:
         figure = Figure(figsize=(11, max(2.5, 0.28 * len(gpus) + 1.2)))
@@ -42,7 +45,7 @@ def gantt(instance: Instance, schedule: Schedule, ax: Axes | None = None,
     if not len(schedule):
         ax.text(0.5, 0.5, f"empty schedule: none of the {len(instance.jobs)} jobs was "
                 "scheduled", transform=ax.transAxes, ha="center", va="center", fontsize=11)
-        ax.set_title(f"{instance.name or 'schedule'}: no schedule")
+        ax.set_title(f"{name}: no schedule")
         ax.set_xticks([])
         ax.set_yticks([])
         return ax
@@ -72,8 +75,7 @@ def gantt(instance: Instance, schedule: Schedule, ax: Axes | None = None,
                         bbox={"boxstyle": "square,pad=0.1", "facecolor": "white",
                               "edgecolor": "none", "alpha": 0.7})
     ax.set_xlabel("time (s)")
-    ax.set_title(f"{instance.name or 'schedule'}: {len(schedule.segments())} jobs on "
-                 f"{len(gpus)} GPUs")
+    ax.set_title(f"{name}: {len(schedule.segments())} jobs on {len(gpus)} GPUs")
     handles = [Patch(color=colours[name], label=name) for name in job_types]
     handles.append(Patch(facecolor="white", edgecolor="black", hatch="///",
                          label="deadline missed"))

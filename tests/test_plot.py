@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hetsched import solve
+from hetsched.core.result import Schedule
 from hetsched.files.instance import load_instance
 from hetsched.plot import gantt, save
 from hetsched.policies.fifo import fifo_schedule
@@ -91,3 +93,14 @@ def test_topology_plot_has_a_legend_and_tells_link_kinds_apart(shared_data: Path
     assert _link_style("NV2") != _link_style("NV1")
     assert _link_width(6.0) == 0.8
     assert _link_width(25.0) < _link_width(50.0) < _link_width(300.0) == 4.0
+
+
+def test_the_title_names_the_model() -> None:
+    # Issue 33, item 13: every chart was titled with the instance only, so fifo.png and
+    # deadline.png looked the same.
+    instance = load_instance(INSTANCES / "tiny.json")
+    schedule = solve(instance, model="fifo").schedule
+    assert gantt(instance, schedule, model="fifo").get_title() == \
+        "tiny under fifo: 3 jobs on 2 GPUs"
+    assert gantt(instance, Schedule(), model="deadline").get_title() == \
+        "tiny under deadline: no schedule"

@@ -154,7 +154,7 @@ def solve_command(instance: Path, model: str, backend: str | None, time_limit: f
         from hetsched import plot as plots  # matplotlib is slow to import: only when asked
 
         with writing(plot, "--plot", "the plot"):
-            plots.save(plots.gantt(data, result.schedule), plot)
+            plots.save(plots.gantt(data, result.schedule, model=result.model), plot)
     if as_json:
         click.echo(json.dumps(document))
     else:

@@ -3,7 +3,9 @@ running them. Registered on the ``hetsched`` group by :mod:`hetsched.cli.main`."
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import click
@@ -64,7 +66,7 @@ def validate_command(files: tuple[Path, ...], file_format: str, model: str | Non
             click.echo(f"error: {as_typed(exc)}", err=True)
             continue
         click.echo(f"{path}: {verdict.summary}")
-        for note in verdict.notes:
+        for note in grouped_notes(verdict.notes):
             click.echo(f"  note: {note}")
         for warning in warnings:
             click.echo(f"warning: {path}: {warning}", err=True)
@@ -73,3 +75,39 @@ def validate_command(files: tuple[Path, ...], file_format: str, model: str | Non
         sys.exit(2)
     if warned:
         sys.exit(3)
+
+
+#: A trace reader's note on one (job type, GPU count) pair whose count was capped.
+_CAPPED_PAIR = re.compile(r"^\((.+), (\d+)\): 0 steps/s on every GPU type of the throughput "
+                          r"model; capped at (\d+) GPUs: (\d+) jobs$")
+
+
+def grouped_notes(notes: Iterable[str]) -> list[str]:
+    """The notes of a file, the per-pair GPU-count caps of a trace (one note per job type
+    and count: 53 on Gavel's ee9e8c) grouped by the count they were capped at, each group
+    with its pairs and jobs counted and its three largest pairs named; the others as they
+    are, most jobs first."""
+    groups: dict[int, list[tuple[int, str]]] = {}
+    rest: list[str] = []
+    for note in notes:
+        match = _CAPPED_PAIR.match(note)
+        if match is None:
+            rest.append(note)
+            continue
+        job_type, count, capped, jobs = match.groups()
+        groups.setdefault(int(capped), []).append((int(jobs), f"{job_type} x {count}"))
+    lines = sorted(rest, key=lambda note: -_jobs_of(note))
+    for capped, pairs in sorted(groups.items()):
+        pairs.sort(key=lambda pair: (-pair[0], pair[1]))
+        largest = ", ".join(f"{name}: {jobs}" for jobs, name in pairs[:3])
+        lines.append(f"capped at {capped} GPU{'s' if capped != 1 else ''}: "
+                     f"{sum(jobs for jobs, _ in pairs)} jobs of {len(pairs)} (job type, GPU "
+                     f"count) pairs with 0 steps/s on every GPU type (most: {largest})")
+    return lines
+
+
+def _jobs_of(note: str) -> int:
+    """The job count a note ends with (``...: 373 jobs``), 0 without one."""
+    head, _, tail = note.rpartition(": ")
+    number = tail.removesuffix(" jobs")
+    return int(number) if head and number.isascii() and number.isdigit() else 0

@@ -120,3 +120,21 @@ def test_notes_count_the_jobs_replayed_not_every_row_of_the_trace(tmp_path: Path
     assert [note.rsplit(": ", 1)[1] for note in two.notes] == ["2 jobs"] * len(two.notes)
     assert any("capped at" in note for note in two.notes)
     assert any("built-in catalogue" in note for note in two.notes)
+
+
+def test_validate_groups_the_gpu_count_caps_of_a_trace() -> None:
+    # Issue 33, item 13: validate of a Gavel trace printed 55 unsorted note lines, one per
+    # (job type, GPU count) pair capped. Grouped by the count they were capped at.
+    from hetsched.cli.validate_command import grouped_notes
+
+    pair = ("({}, {}): 0 steps/s on every GPU type of the throughput model; capped at {} "
+            "GPUs: {} jobs")
+    notes = ["all (job type, GPU count) pairs with 0 steps/s on every GPU type: GPU count "
+             "capped: 10 jobs", pair.format("A3C", 4, 1, 2), pair.format("LM", 16, 8, 3),
+             pair.format("CycleGAN", 8, 1, 5), "no throughput model given: 1 jobs"]
+    assert grouped_notes(notes) == [
+        notes[0], notes[4],
+        "capped at 1 GPU: 7 jobs of 2 (job type, GPU count) pairs with 0 steps/s on every "
+        "GPU type (most: CycleGAN x 8: 5, A3C x 4: 2)",
+        "capped at 8 GPUs: 3 jobs of 1 (job type, GPU count) pairs with 0 steps/s on every "
+        "GPU type (most: LM x 16: 3)"]
