@@ -55,6 +55,10 @@ class Entry:
     #: a user's class (a ``module:Class`` or ``file.py:Class`` reference, or an installed
     #: package's entry point, :mod:`hetsched.plugins`): checked against the protocol
     plugin: bool = False
+    #: what a static solve's objective (and bound) measure, with the unit
+    objective: str = "total weighted completion time, s"
+    #: what the bound and gap prove, where that is less than the whole schedule
+    proven: str = ""
 
 
 ENTRIES: dict[str, Entry] = {e.name: e for e in (
@@ -64,14 +68,17 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("deadline", "deadline-aware heterogeneous assignment (Hydra), exact",
           planner="hetsched.policies.deadline.planner:DeadlinePolicy",
           backends=BACKENDS_OF["deadline"],
-          exact=True),
+          exact=True, objective="total weighted completion time, s, once missed deadlines "
+          "(or tardiness) are least"),
     Entry("allox", "AlloX min-cost matching of jobs to GPU slots, exact",
           planner="hetsched.policies.allox:AlloxPolicy", backends=BACKENDS_OF["allox"],
           exact=True),
     Entry("topology", "FIFO admission, exact topology-aware placement",
           planner="hetsched.simulate.topology_planner:TopologyPolicy",
           backends=BACKENDS_OF["topology"],
-          exact=True),
+          exact=True, objective="communication cost of the placements, s per GB weighted by "
+          "sensitivity", proven="each admitted batch's placement; the FIFO admission order "
+          "is not optimised"),
     Entry("sjf", "shortest (predicted) job first",
           policy="hetsched.policies.baselines.duration:ShortestJobFirst"),
     Entry("srtf", "shortest remaining time first, preemptive",

@@ -71,12 +71,21 @@ def summary_lines(result: Result) -> list[str]:
             return "-"
         return f"{value:,.6g}{unit}"
 
+    from hetsched.registry import entry
+
+    try:
+        described = entry(result.model) if result.model else None
+    except InputError:  # a result of a model no longer registered: no description
+        described = None
+    proven = f" ({described.proven})" if described is not None and described.proven else ""
     lines = [
         f"model: {result.model}" + (f" ({result.backend})" if result.backend else ""),
         f"status: {result.status.value}",
-        f"objective: {number(result.objective)}",
+        f"objective: {number(result.objective)}"
+        + (f" ({described.objective})" if described is not None else ""),
         f"bound: {number(result.bound)}",
-        f"gap: {'-' if result.gap is None else f'{100 * result.gap:.3g}%'}",
+        f"gap: {'-' if result.gap is None else f'{100 * result.gap:.3g}%'}"
+        + (proven if result.gap is not None else ""),
         f"runtime: {result.runtime_s:.3f} s",
     ]
     if result.message:
@@ -95,7 +104,7 @@ def summary_lines(result: Result) -> list[str]:
     return lines
 
 
-#: ``hetsched solve``'s options that are a model's own own: option -> (constructor
+#: ``hetsched solve``'s options that are a model's own settings: option -> (constructor
 #: argument, the option as typed). Passed only when given, so a model without that setting
 #: is told so (exit 2) rather than silently ignoring it.
 MODEL_SETTINGS = {"deadline_objective": ("objective", "--deadline-objective"),

@@ -196,3 +196,22 @@ def test_the_largest_accepted_values_solve_or_end_cleanly(
         assert err.startswith("no schedule: ")
     if model == ["fifo"]:
         assert code == 0
+
+
+def test_solve_says_what_the_objective_measures_and_what_is_proven(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 33, item 10: topology printed "status: FEASIBLE", "gap: 0%" and an objective
+    # without a unit; the gap is of the placements only (FIFO admission is not optimised).
+    from hetsched.cli.main import main
+
+    main(["solve", str(ROOT / "instances" / "small.json"), "--model", "topology"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "status: FEASIBLE" in lines
+    assert any(line.startswith("objective: ") and line.endswith(
+        "(communication cost of the placements, s per GB weighted by sensitivity)")
+        for line in lines)
+    assert "gap: 0% (each admitted batch's placement; the FIFO admission order is not " \
+        "optimised)" in lines
+    main(["solve", str(ROOT / "instances" / "tiny.json"), "--model", "fifo"])
+    assert "objective: 13,258.1 (total weighted completion time, s)" in \
+        capsys.readouterr().out.splitlines()
