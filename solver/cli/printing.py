@@ -37,21 +37,34 @@ def _fmt_time(seconds: float) -> str:
 
 
 def plan_table(instance: Instance, result: Result) -> str:
-    """The schedule as a fixed-width table, one row per job, in start order."""
+    """The schedule as a fixed-width table, one row per run, in start order. A job run in
+    segments (preempted, or continued at another speed) has one row per segment, marked
+    ``(k/n)``; its JCT and deadline verdict stand on its last segment only, where it
+    finished."""
     jobs = instance.job_by_id
     header = ("job", "type", "gpus", "arrival", "start", "finish", "jct", "deadline")
     rows = [header]
+    total: dict[str, int] = {}
+    for a in result.schedule:
+        total[a.job] = total.get(a.job, 0) + 1
+    seen: dict[str, int] = {}
     for a in result.schedule:
         job = jobs[a.job]
-        if job.deadline is None:
-            deadline = "-"
+        seen[a.job] = seen.get(a.job, 0) + 1
+        last = seen[a.job] == total[a.job]
+        name = a.job if total[a.job] == 1 else f"{a.job} ({seen[a.job]}/{total[a.job]})"
+        if not last:
+            jct, deadline = "", ""
+        elif job.deadline is None:
+            jct, deadline = _fmt_time(a.finish - job.arrival), "-"
         else:
             late = a.finish - job.deadline
+            jct = _fmt_time(a.finish - job.arrival)
             deadline = f"{_fmt_time(job.deadline)} " + ("met" if late <= 1e-6 else
                                                       f"late {_fmt_time(late)}")
-        rows.append((a.job, f"{len(a.gpus)}x{a.gpu_type}", format_gpus(a.gpus),
+        rows.append((name, f"{len(a.gpus)}x{a.gpu_type}", format_gpus(a.gpus),
                      _fmt_time(job.arrival), _fmt_time(a.start), _fmt_time(a.finish),
-                     _fmt_time(a.finish - job.arrival), deadline))
+                     jct, deadline))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
     numeric = {3, 4, 5, 6}
     lines = []

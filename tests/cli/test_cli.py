@@ -215,3 +215,26 @@ def test_solve_says_what_the_objective_measures_and_what_is_proven(
     main(["solve", str(ROOT / "instances" / "tiny.json"), "--model", "fifo"])
     assert "objective: 13,258.1 (total weighted completion time, s)" in \
         capsys.readouterr().out.splitlines()
+
+
+def test_a_job_run_in_segments_has_one_jct_on_its_last_segment(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 33, item 11: each run segment of a preempted job showed its own JCT and
+    # "met" (a first segment's "jct 11,651 s, met" though the job finished later).
+    from hetsched.cli.main import main
+
+    main(["solve", str(ROOT / "instances" / "congested.json"), "--model", "srtf"])
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()
+            if re.fullmatch(r"j[0-9]{2}", line.split(" ", 1)[0])]
+    by_job: dict[str, list[list[str]]] = {}
+    for row in rows:
+        by_job.setdefault(row[0], []).append(row)
+    segmented = {job: runs for job, runs in by_job.items() if len(runs) > 1}
+    assert segmented  # srtf preempts on congested.json
+    for job, runs in segmented.items():
+        assert [run[1] for run in runs] == [f"({k}/{len(runs)})" for k in
+                                            range(1, len(runs) + 1)]
+        # job, (k/n), type, GPUs, arrival, start, finish: no JCT, no deadline verdict
+        assert [len(run) for run in runs[:-1]] == [7] * (len(runs) - 1)
+        assert len(runs[-1]) > 7, job
+    assert len(by_job) == 20
