@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,8 @@ class RunRecord:
     load: float
     seed: int
     jct: npt.NDArray[np.float64]
+    #: the trace file as summary.json names it (``trace`` is its name alone)
+    trace_file: str = ""
 
 
 def _not_a_replay(folder: Path, why: str, expected: str | None = None) -> InputError:
@@ -74,7 +76,8 @@ def read_run(folder: str | Path, label: str | None = None) -> RunRecord:
     return RunRecord(label or path.name, path, summary, str(document.get("policy", "?")),
                      Path(str(document.get("trace", "?"))).name,
                      str(document.get("cluster", "?")), float(document.get("load", 1.0)),
-                     int(document.get("seed", 0)), _completion_times(path / "jobs.csv"))
+                     int(document.get("seed", 0)), _completion_times(path / "jobs.csv"),
+                     str(document.get("trace", "?")))
 
 
 def _completion_times(path: Path) -> npt.NDArray[np.float64]:
@@ -165,11 +168,34 @@ def comparison_lines(runs: Sequence[RunRecord]) -> list[str]:
             cell.rjust(columns[i]) for i, cell in enumerate(cells)).rstrip())
         if index == 0:
             lines.append("-" * width + "  " + "  ".join("-" * c for c in columns))
-    jobs = {(r.trace, r.summary.jobs, r.load, r.seed) for r in runs}
-    if len(jobs) > 1:
-        lines.append("note: the runs did not replay the same jobs (trace, job count, load "
-                     "or seed differ): compare with care")
+    lines += [f"note: {warning}" for warning in comparison_warnings(runs)]
     return lines
+
+
+#: What runs compared side by side should share, and how to read it off a run.
+_ALIKE: tuple[tuple[str, Callable[[RunRecord], object]], ...] = (
+    ("traces", lambda r: r.trace_file), ("job counts", lambda r: r.summary.jobs),
+    ("loads", lambda r: r.load), ("seeds", lambda r: r.seed),
+    ("clusters", lambda r: r.cluster))
+
+
+def comparison_warnings(runs: Sequence[RunRecord]) -> list[str]:
+    """What makes ``runs`` unlike for a comparison: different traces, job counts, loads,
+    seeds or clusters (each run's value named), and runs stopped before every job finished
+    (their metrics cover the finished jobs only)."""
+    warnings = []
+    for what, value in _ALIKE:
+        values = [value(r) for r in runs]
+        if len(set(values)) > 1:
+            warnings.append(f"the runs replayed different {what}: " + ", ".join(
+                f"{r.label} {v}" for r, v in zip(runs, values, strict=True))
+                + ": compare with care")
+    for run in runs:
+        if run.summary.interrupted:
+            warnings.append(f"{run.label} was stopped before every job finished "
+                            f"({run.summary.completed} of {run.summary.jobs}): its metrics "
+                            "cover the finished jobs only")
+    return warnings
 
 
 def to_frame(runs: Sequence[RunRecord]) -> Any:

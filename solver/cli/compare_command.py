@@ -21,13 +21,20 @@ def compare_command(run_dirs: tuple[Path, ...], plot: Path | None,
     """Print the metrics of the replays in RUN_DIRS side by side (folders written by
     hetsched replay --out, or a bench's runs/*): JCTs, makespan, deadlines, utilisation,
     preemptions, each run's average JCT against the first's."""
-    from hetsched.bench.compare import comparison_lines, read_runs, to_frame
+    from hetsched.bench.compare import (
+        comparison_lines,
+        comparison_warnings,
+        read_runs,
+        to_frame,
+    )
 
     if plot is not None:
         check_plot_file(plot)
     if csv_path is not None:
         check_output_file(csv_path, "--csv")
     runs = read_runs(run_dirs)
+    for warning in comparison_warnings(runs):
+        click.echo(f"warning: {warning}", err=True)
     click.echo("\n".join(comparison_lines(runs)))
     if csv_path is not None:
         write_text(csv_path, to_frame(runs).to_csv(index=False), "--csv")

@@ -86,3 +86,31 @@ def test_a_folder_that_is_not_a_replay_exits_2(runs: tuple[Path, Path], tmp_path
     err = exits_2(["compare", str(broken)], capsys)
     assert "unreadable summary.json" in err
     assert err.count("\n") == 1
+
+
+def test_compare_warns_when_the_runs_are_unlike(
+        runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 33, item 8: runs of different traces or job counts, or an interrupted run
+    # beside a finished one, were set side by side without a word.
+    fifo, _ = runs
+    other = tmp_path / "other"
+    run_replay(ROOT / "tests" / "data" / "traces" / "helios_small.csv", "helios",
+               "v100=4,k80=4", "fifo", out=other, show_progress=False)
+    stopped = tmp_path / "stopped"
+    stopped.mkdir()
+    for name in ("summary.json", "jobs.csv"):
+        (stopped / name).write_text((fifo / name).read_text())
+    summary = json.loads((stopped / "summary.json").read_text())
+    summary.update(interrupted=True, completed=1)
+    (stopped / "summary.json").write_text(json.dumps(summary))
+    main(["compare", str(fifo), str(other), str(stopped)])
+    captured = capsys.readouterr()
+    warnings = [line for line in captured.err.splitlines() if line.startswith("warning: ")]
+    assert warnings[0].startswith("warning: the runs replayed different traces: fifo ")
+    assert any(w.startswith("warning: the runs replayed different job counts: fifo 3, "
+                            "other ") for w in warnings)
+    assert warnings[-1] == ("warning: stopped was stopped before every job finished (1 of 3): "
+                            "its metrics cover the finished jobs only")
+    notes = [line for line in captured.out.splitlines() if line.startswith("note: ")]
+    assert [note.removeprefix("note: ") for note in notes] == [
+        w.removeprefix("warning: ") for w in warnings]
