@@ -26,6 +26,7 @@ from hetsched.cli.printing import (
     MODEL_SETTINGS,
     PARAMETER_FLAGS,
     as_typed,
+    format_number,
     plan_table,
     summary_lines,
 )
@@ -259,8 +260,7 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
     for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
                 "deadline_met", "utilization", "preemptions", "decisions", "round_s",
                 "restart_penalty_s", "fallbacks", "decision_time_p95_s", "wall_time_s"):
-        value = summary.get(key)
-        click.echo(f"{key}: {value:,.6g}" if isinstance(value, float) else f"{key}: {value}")
+        click.echo(f"{key}: {format_number(summary.get(key))}")
     for name in ("warnings", "notes"):
         items = summary.get(name)
         if isinstance(items, list) and items:

@@ -32,6 +32,27 @@ def format_gpus(ids: Sequence[str]) -> str:
     return "+".join(parts)
 
 
+def format_number(value: object) -> str:
+    """A number as every line the commands print writes it (one style, no exponent):
+    thousands separated with one decimal from 1,000 on (``766,250.0``, ``1,658,630.5``),
+    six significant digits from 1 (``30``, ``2.5``), six decimals below (``0.439407``,
+    ``0.000145``); ``-`` for none or not finite; integers whole (``2,000``)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if not isinstance(value, float):
+        return str(value)
+    magnitude = abs(value)
+    if magnitude >= 1000:
+        return f"{value:,.1f}"
+    if magnitude >= 1 or value == 0:
+        return f"{value:.6g}"
+    return f"{value:.6f}".rstrip("0")
+
+
 def _fmt_time(seconds: float) -> str:
     return f"{seconds:,.1f}"
 
@@ -80,9 +101,8 @@ def plan_table(instance: Instance, result: Result) -> str:
 def summary_lines(result: Result) -> list[str]:
     """Status, objective, bound, gap, runtime and the metrics as ``name: value`` lines."""
     def number(value: float | None, unit: str = "") -> str:
-        if value is None or (isinstance(value, float) and not math.isfinite(value)):
-            return "-"
-        return f"{value:,.6g}{unit}"
+        text = format_number(value)
+        return text if text == "-" else text + unit
 
     from hetsched.registry import entry
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -238,3 +239,29 @@ def test_a_job_run_in_segments_has_one_jct_on_its_last_segment(
         assert [len(run) for run in runs[:-1]] == [7] * (len(runs) - 1)
         assert len(runs[-1]) > 7, job
     assert len(by_job) == 20
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (766250.06, "766,250.1"), (1658629.2, "1,658,629.2"), (4.56112e6, "4,561,120.0"),
+    (30.0, "30"), (2.5, "2.5"), (0.439407, "0.439407"), (0.000144742, "0.000145"),
+    (0.0, "0"), (None, "-"), (math.nan, "-"), (2000, "2,000"), (True, "true"),
+])
+def test_every_number_is_written_in_one_style(value: object, text: str) -> None:
+    # Issue 33, item 12: one output mixed 766,250, 1.65863e+06 and None.
+    from hetsched.cli.printing import format_number
+
+    assert format_number(value) == text
+
+
+def test_replay_prints_no_exponent_and_no_none(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from hetsched.cli.main import main
+
+    main(["replay", str(ROOT / "tests" / "data" / "traces" / "philly_small.csv"), "--format",
+          "philly", "--cluster", "v100=4,k80=4", "--out", str(tmp_path / "r")])
+    lines = capsys.readouterr().out.splitlines()
+    values = [line.split(": ", 1)[1] for line in lines if ": " in line
+              and not line.startswith(("wrote", "note", "warning"))]
+    assert values
+    assert not [v for v in values if re.search(r"[0-9]e[+-][0-9]|None", v)]
+    assert "round_s: -" in lines  # fifo has no rounds
