@@ -20,12 +20,7 @@ from hetsched.core.records import Cluster, Job
 from hetsched.core.settings import ReplaySettings
 from hetsched.core.sharing import CoLocationModel
 from hetsched.core.throughput import ThroughputModel
-from hetsched.files.replay_inputs import (
-    ReplayInputs,
-    read_jobs,
-    replay_inputs,
-    scale_arrivals,
-)
+from hetsched.files.replay_inputs import ReplayInputs, read_jobs, replay_inputs, scale_arrivals
 from hetsched.policies.backends import check_installed
 from hetsched.policies.rolling import RollingPolicy
 from hetsched.simulate.record import Replay

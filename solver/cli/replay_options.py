@@ -43,20 +43,17 @@ def replay_settings_options(command: Any) -> Any:
                      default=DEFAULTS.interval_s,
                      help=f"Also decide every S seconds (S >= {MIN_PERIOD_S:g}) while jobs "
                      "run or wait (besides the policy's own rounds)."),
-        click.option("--time-limit", type=click.FloatRange(min=0, min_open=True),
-                     default=DEFAULTS.time_limit_s, show_default=True,
-                     help="Solver limit per decision: deterministic work units (about "
-                     "seconds of one core; the same replay on any machine), or wall seconds "
-                     "with --wall-clock."),
+        _seconds("--time-limit", DEFAULTS.time_limit_s,
+                 "Solver limit per decision: deterministic work units (about seconds of one "
+                 "core; the same replay on any machine), or wall seconds with --wall-clock."),
         click.option("--wall-clock", is_flag=True, default=not DEFAULTS.deterministic,
                      help="Limit solvers by wall time instead of deterministic work (faster "
                      "machines find more; results are no longer byte-identical from run "
                      "to run)."),
-        click.option("--decision-timeout", type=click.FloatRange(min=0, min_open=True),
-                     default=DEFAULTS.decision_timeout_s, show_default=True,
-                     help="Wall seconds one call of the policy may take (its decide, its "
-                     "hooks); past it the replay stops as the policy's failure (exit 3), "
-                     "what finished written."),
+        _seconds("--decision-timeout", DEFAULTS.decision_timeout_s,
+                 "Wall seconds one call of the policy may take (its decide, its hooks); past "
+                 "it the replay stops as the policy's failure (exit 3), what finished "
+                 "written."),
         click.option("--limit-jobs", type=click.IntRange(min=1), default=DEFAULTS.limit_jobs,
                      help="Only the N earliest jobs."),
         click.option("--throughput", "throughput_path",
@@ -96,6 +93,12 @@ def replay_settings_options(command: Any) -> Any:
     )):
         command = option(command)
     return command
+
+
+def _seconds(flag: str, default: float | None, text: str) -> Any:
+    """An option of seconds > 0 (checked finite by :class:`ReplaySettings`)."""
+    return click.option(flag, type=click.FloatRange(min=0, min_open=True), default=default,
+                        show_default=True, help=text)
 
 
 def replay_settings(values: Mapping[str, Any], **more: Any) -> ReplaySettings:
