@@ -14,10 +14,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hetsched.core.result import Schedule, Status
+
+if TYPE_CHECKING:
+    from hetsched.formulations.mip.model import Vector
 
 #: Length of one tick of the time grid, in seconds.
 TICK_S = 1e-3
@@ -54,26 +56,51 @@ def integer_weights(weights: Iterable[float]) -> tuple[int, list[int], bool]:
     return scale, [max(1, round(value * scale)) for value in values], False
 
 
-class Outcome(str, Enum):
-    """How one solver call ended, before it is mapped onto :class:`hetsched.core.result.Status`."""
+@dataclass(frozen=True, eq=False)
+class SolverResult:
+    """How one solver call ended, the one record every back-end returns: an array MILP
+    engine (:func:`~hetsched.formulations.mip.solve_mip`, with the column ``values``), a
+    readable PuLP model (:mod:`hetsched.formulations.pulp_backend`, values left in the
+    model) or CP-SAT (values read off the solver by the model). ``outcome`` is a
+    :class:`~hetsched.core.result.Status` (``TIME_LIMIT``: stopped before any solution).
 
-    OPTIMAL = "optimal"  # proven optimal (within the requested gap, which may be 0)
-    FEASIBLE = "feasible"  # a solution, stopped by the time limit or a gap limit
-    INFEASIBLE = "infeasible"
-    NO_SOLUTION = "no-solution"  # stopped (time limit) before any solution
-    ERROR = "error"
+    ``objective`` and ``bound`` are in the model's units and include its ``offset``
+    (``objective = cost @ values + offset``; ``bound`` a proven lower bound on it, ``None``
+    when unknown). ``values`` has one entry per column (integer columns rounded), ``None``
+    without a solution. ``wall_s``: wall seconds of the whole call (files, engine, reading
+    back). ``hit_limit``: stopped by a time or node limit (or the wall watchdog), not by a
+    proof or the gap. ``work``: deterministic work units used (branch-and-bound nodes /
+    :data:`hetsched.formulations.budget.HIGHS_NODES_PER_UNIT`), in every mode. ``detail``: the
+    engine and its version, ``engine_status`` (the engine's own words), ``nodes``
+    explored, ``limit_time_s``/``limit_nodes``, ``source`` of the values (``"engine"``, or
+    ``"start"`` when the start was better than anything the engine returned),
+    ``start_feasible``, ``start`` (what the engine said of it: HiGHS and SCIP ``"given"``
+    or ``"rejected"``, CBC ``"accepted"``, ``"read"`` or ``"not read"``), ``violation``
+    (scaled, of the engine's values), ``message`` on ERROR, ``unbounded``, ``watchdog``
+    (stopped past its time limit), CBC's ``returncode``/``signal``/``log_tail``.
+    """
 
-
-@dataclass
-class SolveStats:
-    """What a back-end reports about one solve: outcome, objective, bound, time."""
-
-    outcome: Outcome
+    outcome: Status
     objective: float | None = None
     bound: float | None = None
+    values: Vector | None = None
     wall_s: float = 0.0
-    hit_time_limit: bool = False
-    detail: dict[str, object] = field(default_factory=dict)
+    hit_limit: bool = False
+    work: float = 0.0
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float | None:
+        """``(objective - bound) / max(|objective|, 1e-9)`` (dimensionless), ``None``
+        without both."""
+        if self.objective is None or self.bound is None:
+            return None
+        return max(0.0, self.objective - self.bound) / max(abs(self.objective), 1e-9)
+
+    @property
+    def has_solution(self) -> bool:
+        """Whether ``values`` holds a solution."""
+        return self.values is not None
 
 
 @dataclass

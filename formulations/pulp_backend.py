@@ -3,7 +3,7 @@
 
 The model is read into arrays once (:func:`hetsched.formulations.mip.pulp_io.from_pulp`),
 solved, and the values are written back into the PuLP variables, so the caller reads
-``varValue`` as with PuLP's own solvers. Outcome and bound come from the engine's API,
+``varValue`` as with PuLP's own solvers. Status and bound come from the engine's API,
 never from a log; a solver that fails is reported as such, never solved a second time.
 """
 
@@ -15,7 +15,7 @@ import pulp
 
 from hetsched.core.log_levels import solve_log_level
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.common import SolveStats
+from hetsched.formulations.common import SolverResult
 from hetsched.formulations.mip import ENGINES, MipSettings
 from hetsched.formulations.mip.pulp_io import solve_pulp
 
@@ -25,7 +25,7 @@ BACKENDS = ENGINES
 
 
 def run(problem: pulp.LpProblem, backend: str, budget: Budget | None = None,
-        settings: MipSettings | None = None, warm_start: bool = False) -> SolveStats:
+        settings: MipSettings | None = None, warm_start: bool = False) -> SolverResult:
     """Solve ``problem`` on ``backend`` within ``budget``; variable values are left in it.
     With ``warm_start``, the variables' initial values (``setInitialValue``) are the start.
     Objective and bound are in PuLP's sense (a maximisation's bound is an upper bound)."""
@@ -36,5 +36,5 @@ def run(problem: pulp.LpProblem, backend: str, budget: Budget | None = None,
     bound = None if result.bound is None else sign * result.bound
     log.log(solve_log_level(), "%s: %s objective %s bound %s in %.3f s",
             backend, result.outcome.value, objective, bound, result.wall_s)
-    return SolveStats(result.outcome, objective, bound, result.wall_s,
-                      hit_time_limit=result.hit_limit, detail=dict(result.detail))
+    return SolverResult(result.outcome, objective, bound, wall_s=result.wall_s,
+                        hit_limit=result.hit_limit, detail=dict(result.detail))

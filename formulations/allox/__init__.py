@@ -24,7 +24,7 @@ from hetsched.formulations.allox.problem import (
     sequences,
 )
 from hetsched.formulations.budget import Budget, BudgetExhaustedError
-from hetsched.formulations.common import Outcome, ScheduleOutcome
+from hetsched.formulations.common import ScheduleOutcome
 from hetsched.formulations.options import SolveOptions
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def _user(job: Job) -> str:
 
 
 def exact_matching(problem: MatchingProblem, budget: Budget | None
-                   ) -> tuple[dict[int, tuple[int, int]], Outcome, float | None]:
+                   ) -> tuple[dict[int, tuple[int, int]], Status, float | None]:
     """The optimal matching: scipy's assignment on the dense matrix when it has at most
     :data:`DENSE_ENTRIES_MAX` entries, else OR-Tools' min-cost flow (same optimum, integer
     costs in microseconds; 2,000 jobs on 96 nodes: 1 s against 33 s). Neither can be
@@ -60,17 +60,17 @@ def exact_matching(problem: MatchingProblem, budget: Budget | None
     arcs = sum(problem.classes[c].levels for (_, c) in problem.runs)
     left = None if budget is None or budget.deterministic else budget.remaining()
     if left is not None and arcs * FLOW_S_PER_ARC > left:
-        return greedy_matching(problem), Outcome.FEASIBLE, None
+        return greedy_matching(problem), Status.FEASIBLE, None
     columns = sum(len(cls.machines) * cls.levels for cls in problem.classes)
     if len(problem.jobs) * columns <= DENSE_ENTRIES_MAX:
         matching = solve_assignment(problem)
     else:
         matching = solve_flow(problem)
-    return matching, Outcome.OPTIMAL, problem.matching_value(matching)
+    return matching, Status.OPTIMAL, problem.matching_value(matching)
 
 
 def _match(problem: MatchingProblem, backend: str, options: SolveOptions
-           ) -> tuple[dict[int, tuple[int, int]] | None, Outcome, float | None]:
+           ) -> tuple[dict[int, tuple[int, int]] | None, Status, float | None]:
     """A matching, whether it is proven optimal, and the solver's bound on its cost (s)."""
     if backend == "matching":
         return exact_matching(problem, options.budget)
@@ -91,7 +91,7 @@ def _match(problem: MatchingProblem, backend: str, options: SolveOptions
             1.0, abs(start_value)):
         # Never worse than the start: the greedy matching when the engine found nothing
         # (or something worse).
-        return start, Outcome.FEASIBLE, result.bound
+        return start, Status.FEASIBLE, result.bound
     return found, result.outcome, result.bound
 
 
@@ -143,17 +143,17 @@ def solve_allox(instance: Instance, options: SolveOptions, *, alpha: float = 1.0
             if fallback not in notes_budget:
                 notes_budget.append(fallback)
             matching, outcome, bound = exact_matching(problem, options.budget)
-            outcome = Outcome.FEASIBLE
-        if backend == "matching" and outcome is Outcome.FEASIBLE:
+            outcome = Status.FEASIBLE
+        if backend == "matching" and outcome is Status.FEASIBLE:
             greedy = ("the budget is too small for the exact matching: the greedy matching "
                       "is used")
             if greedy not in notes_budget:
                 notes_budget.append(greedy)
         if matching is None:
-            status = Status.TIME_LIMIT if outcome is Outcome.NO_SOLUTION else Status.ERROR
+            status = Status.TIME_LIMIT if outcome is Status.TIME_LIMIT else Status.ERROR
             return AlloxOutcome(status, None, message="the solver found no matching",
                                 extra=extra)
-        proven = proven and outcome is Outcome.OPTIMAL
+        proven = proven and outcome is Status.OPTIMAL
         model_cost += problem.matching_value(matching)
         bound_cost = None if bound is None or bound_cost is None else bound_cost + bound
         placed = _decode(instance, problem, matching, serial)

@@ -14,7 +14,7 @@ import pulp
 
 from hetsched.formulations.allox.problem import MatchingProblem
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.common import SolveStats
+from hetsched.formulations.common import SolverResult
 from hetsched.formulations.mip import MipSettings
 from hetsched.formulations.pulp_backend import run
 
@@ -64,7 +64,7 @@ class AlloxMilp:
     def solve(self, backend: str, settings: MipSettings | None = None,
               budget: Budget | None = None,
               start: dict[int, tuple[int, int]] | None = None) -> tuple[
-                  dict[int, tuple[int, int]] | None, SolveStats]:
+                  dict[int, tuple[int, int]] | None, SolverResult]:
         """Solve within ``budget`` from ``start`` (if given; the engine returns it if it
         finds nothing better); the matching (``None`` without a solution) and the
         statistics."""

@@ -18,7 +18,7 @@ from typing import Any
 from hetsched.core.records import Instance
 from hetsched.core.result import Schedule, Status
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.common import TICK_S, Outcome, ScheduleOutcome, SolveStats
+from hetsched.formulations.common import TICK_S, ScheduleOutcome, SolverResult
 from hetsched.formulations.deadline.problem import (
     DeadlineObjective,
     DeadlineProblem,
@@ -124,7 +124,7 @@ def conclude(problem: DeadlineProblem, backend: str, start: Plan, plans: StagePl
         if plans.completion_plan is not None:
             candidates.append(("solver", plans.completion_plan))
         failed = [s for s in (plans.deadline, plans.completion) if s is not None and
-                  s.outcome in (Outcome.ERROR, Outcome.INFEASIBLE)]
+                  s.outcome in (Status.ERROR, Status.INFEASIBLE)]
         if failed:
             notes.append(f"{backend} ended with {failed[0].outcome.value}"
                          + (f" ({failed[0].detail.get('message')})"
@@ -174,21 +174,21 @@ def _status_and_bound(problem: DeadlineProblem, backend: str, plans: StagePlans 
     stats = plans.completion
     stages = [s for s in (plans.deadline, stats) if s is not None]
     own: float | None = None
-    first_proven = plans.deadline is None or plans.deadline.outcome is Outcome.OPTIMAL
+    first_proven = plans.deadline is None or plans.deadline.outcome is Status.OPTIMAL
     if first_proven and stats.bound is not None:
         own = stats.bound if backend != "cpsat" else problem.completion_seconds(stats.bound)
         own = min(own, objective)
     bound = max((b for b in (own, unconditional) if b is not None), default=None)
-    if source == "solver" and all(s.outcome is Outcome.OPTIMAL for s in stages):
+    if source == "solver" and all(s.outcome is Status.OPTIMAL for s in stages):
         return Status.OPTIMAL, objective if bound is None else bound
     if first_proven and bound is not None and \
             objective - bound < TICK_S / problem.weight_scale / 2:
         return Status.OPTIMAL, bound
-    if ran_out or any(s.hit_time_limit for s in stages):
+    if ran_out or any(s.hit_limit for s in stages):
         return Status.TIME_LIMIT, bound
     return Status.FEASIBLE, bound
 
 
-def _describe(stats: SolveStats) -> dict[str, Any]:
+def _describe(stats: SolverResult) -> dict[str, Any]:
     return {"outcome": stats.outcome.value, "objective": stats.objective, "bound": stats.bound,
-            "wall_s": round(stats.wall_s, 4), "hit_time_limit": stats.hit_time_limit}
+            "wall_s": round(stats.wall_s, 4), "hit_time_limit": stats.hit_limit}

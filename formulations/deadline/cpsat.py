@@ -25,8 +25,9 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from hetsched.core.log_levels import solve_log_level
+from hetsched.core.result import Status
 from hetsched.formulations.budget import Budget, BudgetExhaustedError
-from hetsched.formulations.common import Outcome, SolveStats
+from hetsched.formulations.common import SolverResult
 from hetsched.formulations.cpsat_run import run_cpsat
 from hetsched.formulations.deadline.problem import (
     DEADLINE_STAGE_SHARE,
@@ -367,7 +368,7 @@ class DeadlineCpSat:
         complete = warm_start is not None and len(warm_start) == len(self.problem.jobs)
         if warm_start:
             self.add_hint(warm_start)
-        plans = StagePlans(SolveStats(Outcome.NO_SOLUTION))
+        plans = StagePlans(SolverResult(Status.TIME_LIMIT))
         if self.problem.has_deadlines:
             budget.check("the deadline stage")
             self.model.minimize(self.deadline_term())
@@ -375,7 +376,7 @@ class DeadlineCpSat:
             plans.deadline = _stats(solver, status, settings)
             log.log(solve_log_level(), "cpsat deadline stage: %s %s (bound %s)",
                     plans.deadline.outcome, plans.deadline.objective, plans.deadline.bound)
-            if plans.deadline.outcome not in (Outcome.OPTIMAL, Outcome.FEASIBLE):
+            if plans.deadline.outcome not in (Status.OPTIMAL, Status.FEASIBLE):
                 plans.completion = plans.deadline
                 return plans
             assert plans.deadline.objective is not None
@@ -399,7 +400,7 @@ class DeadlineCpSat:
         log.log(solve_log_level(), "cpsat completion stage: %s %s (bound %s)",
                 stats.outcome, stats.objective, stats.bound)
         plans.completion = stats
-        if stats.outcome in (Outcome.OPTIMAL, Outcome.FEASIBLE):
+        if stats.outcome in (Status.OPTIMAL, Status.FEASIBLE):
             plans.completion_plan = self._plan(solver)
         return plans
 
@@ -416,19 +417,19 @@ class DeadlineCpSat:
         return solver, status
 
 
-def _stats(solver: cp_model.CpSolver, status: Any, settings: CpSatSettings) -> SolveStats:
+def _stats(solver: cp_model.CpSolver, status: Any, settings: CpSatSettings) -> SolverResult:
     wall = solver.wall_time
     if status == cp_model.OPTIMAL:
         # OPTIMAL in CP-SAT means proven within relative_gap_limit, which may be > 0.
         proven = settings.gap == 0 or solver.objective_value == solver.best_objective_bound
-        return SolveStats(Outcome.OPTIMAL if proven else Outcome.FEASIBLE,
-                          solver.objective_value, solver.best_objective_bound, wall)
+        return SolverResult(Status.OPTIMAL if proven else Status.FEASIBLE,
+                            solver.objective_value, solver.best_objective_bound, wall_s=wall)
     if status == cp_model.FEASIBLE:
-        return SolveStats(Outcome.FEASIBLE, solver.objective_value, solver.best_objective_bound,
-                          wall, hit_time_limit=True)
+        return SolverResult(Status.FEASIBLE, solver.objective_value,
+                            solver.best_objective_bound, wall_s=wall, hit_limit=True)
     if status == cp_model.INFEASIBLE:
-        return SolveStats(Outcome.INFEASIBLE, wall_s=wall)
+        return SolverResult(Status.INFEASIBLE, wall_s=wall)
     if status == cp_model.MODEL_INVALID:
-        return SolveStats(Outcome.ERROR, wall_s=wall,
-                          detail={"message": solver.response_proto.solution_info})
-    return SolveStats(Outcome.NO_SOLUTION, wall_s=wall, hit_time_limit=True)
+        return SolverResult(Status.ERROR, wall_s=wall,
+                            detail={"message": solver.response_proto.solution_info})
+    return SolverResult(Status.TIME_LIMIT, wall_s=wall, hit_limit=True)

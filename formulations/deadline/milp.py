@@ -17,14 +17,16 @@ start plan).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
 
+from hetsched.core.result import Status
 from hetsched.formulations.budget import Budget, BudgetExhaustedError
-from hetsched.formulations.common import TICK_S, Outcome, SolveStats, seconds
+from hetsched.formulations.common import TICK_S, seconds
 from hetsched.formulations.deadline.problem import (
     DEADLINE_STAGE_SHARE,
     DeadlineObjective,
@@ -33,7 +35,13 @@ from hetsched.formulations.deadline.problem import (
     StagePlans,
 )
 from hetsched.formulations.deadline.timing import left_justify
-from hetsched.formulations.mip import MatrixBuilder, MatrixModel, MipResult, MipSettings, solve_mip
+from hetsched.formulations.mip import (
+    MatrixBuilder,
+    MatrixModel,
+    MipSettings,
+    SolverResult,
+    solve_mip,
+)
 from hetsched.formulations.mip.model import Vector
 
 log = logging.getLogger(__name__)
@@ -362,7 +370,7 @@ class DeadlineMilp:
         completion stage in seconds of weighted JCT, of the deadline stage in its unit."""
         budget = self.budget
         start = None if warm_start is None else self.start_values(warm_start)
-        plans = StagePlans(SolveStats(Outcome.NO_SOLUTION))
+        plans = StagePlans(SolverResult(Status.TIME_LIMIT))
         model = self.model
         if self.problem.has_deadlines:
             budget.check("the deadline stage")
@@ -391,7 +399,7 @@ class DeadlineMilp:
             # The cuts' LP bound holds for every schedule (floored against LP round-off).
             lp_bound = self.problem.completion_seconds(self.lp_bound * (1 - 1e-9))
             if stats.bound is None or stats.bound < lp_bound:
-                stats.bound = lp_bound
+                stats = dataclasses.replace(stats, bound=lp_bound)
         plans.completion = stats
         if result.values is not None:
             plans.completion_plan = self.plan_of(result.values)
@@ -403,9 +411,9 @@ class DeadlineMilp:
                 "nonzeros": int(self.model.matrix.nnz)}
 
 
-def _stats(result: MipResult) -> SolveStats:
-    return SolveStats(result.outcome, result.objective, result.bound, result.wall_s,
-                      hit_time_limit=result.hit_limit, detail=dict(result.detail))
+def _stats(result: SolverResult) -> SolverResult:
+    """The result without its column values (the plan is read out of them already)."""
+    return dataclasses.replace(result, values=None, detail=dict(result.detail))
 
 
 def size_summary(model: MatrixModel) -> str:

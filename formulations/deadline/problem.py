@@ -22,7 +22,7 @@ from hetsched.core.result import Assignment, Schedule
 from hetsched.core.throughput import Placement
 from hetsched.formulations.common import (
     TICK_S,
-    SolveStats,
+    SolverResult,
     integer_weights,
     seconds,
     ticks_down,
@@ -190,8 +190,8 @@ class StagePlans:
     statistics (objective and bound in model units; ``deadline`` is ``None`` when the
     first stage is skipped)."""
 
-    completion: SolveStats
-    deadline: SolveStats | None = None
+    completion: SolverResult
+    deadline: SolverResult | None = None
     completion_plan: Plan | None = None
     deadline_plan: Plan | None = None
 

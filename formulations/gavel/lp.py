@@ -25,8 +25,8 @@ import time
 import numpy as np
 import pulp
 
+from hetsched.core.result import Status
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.common import Outcome
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array, Objective
 from hetsched.formulations.pulp_backend import run
 
@@ -101,7 +101,7 @@ class GavelLp:
             return Allocation(problem, np.zeros((0, len(problem.gpu_types))), 0.0, True)
         budget = budget or Budget.unlimited()
         stats = run(self.lp, backend, budget)
-        optimal = stats.outcome is Outcome.OPTIMAL
+        optimal = stats.outcome is Status.OPTIMAL
         if stats.objective is None:
             log.warning("gavel LP: %s", stats.outcome.value)
             return Allocation(problem, self._values(), math.nan, False,
@@ -117,7 +117,7 @@ class GavelLp:
                 log.warning("gavel LP second stage: %s", second.outcome.value)
                 for (j, k), var in self.fraction.items():
                     var.varValue = float(first[j, k])
-            optimal = optimal and second.outcome is Outcome.OPTIMAL
+            optimal = optimal and second.outcome is Status.OPTIMAL
         fractions = self._values()
         return Allocation(problem, fractions, problem.objective_value(self.objective, fractions),
                           optimal, time.perf_counter() - began)

@@ -29,11 +29,12 @@ from types import ModuleType
 import numpy as np
 
 from hetsched.core.log_levels import solve_log_level
+from hetsched.core.result import Status
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.common import Outcome
+from hetsched.formulations.common import SolverResult
 from hetsched.formulations.mip.engine import EngineRun, Limits, RunKind, finish
 from hetsched.formulations.mip.model import MatrixBuilder, MatrixModel, Vector
-from hetsched.formulations.mip.result import MipResult, MipSettings
+from hetsched.formulations.mip.result import MipSettings
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ def _checked_start(model: MatrixModel, start: Vector | None) -> Vector | None:
 
 def solve_mip(model: MatrixModel, engine: str, budget: Budget,
               settings: MipSettings = DEFAULT_SETTINGS, start: Vector | None = None
-              ) -> MipResult:
+              ) -> SolverResult:
     """Minimise ``model`` on ``engine`` within ``budget``, from ``start`` (a full vector
     of values, or ``None``). Raises ValueError (unknown engine, start of the wrong length
     or not finite) or :class:`EngineUnavailableError` before solving; every other failure is
@@ -130,16 +131,26 @@ def solve_mip(model: MatrixModel, engine: str, budget: Budget,
     return result
 
 
-def _without_columns(model: MatrixModel, engine: str, began: float) -> MipResult:
+def _without_columns(model: MatrixModel, engine: str, began: float) -> SolverResult:
     """A model without columns: every row's activity is 0 (no engine is called)."""
     feasible = bool(np.all(model.row_lower <= 0.0) and np.all(model.row_upper >= 0.0))
     detail = {"engine": engine, "engine_status": "no columns", "nodes": 0}
     if not feasible:
-        return MipResult(Outcome.INFEASIBLE, wall_s=time.monotonic() - began, detail=detail)
-    return MipResult(Outcome.OPTIMAL, model.offset, model.offset, np.zeros(0),
+        return SolverResult(Status.INFEASIBLE, wall_s=time.monotonic() - began, detail=detail)
+    return SolverResult(Status.OPTIMAL, model.offset, model.offset, np.zeros(0),
                      time.monotonic() - began, detail=detail)
 
 
-__all__ = ["DEFAULT_SETTINGS", "ENGINES", "EngineUnavailableError", "MatrixBuilder",
-           "MatrixModel", "MipResult", "MipSettings", "Outcome", "available_engines",
-           "engine_version", "solve_mip"]
+__all__ = [
+    "DEFAULT_SETTINGS",
+    "ENGINES",
+    "EngineUnavailableError",
+    "MatrixBuilder",
+    "MatrixModel",
+    "MipSettings",
+    "SolverResult",
+    "Status",
+    "available_engines",
+    "engine_version",
+    "solve_mip",
+]

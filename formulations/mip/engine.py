@@ -1,6 +1,6 @@
 """What the engines share: limits from a budget, the raw report of a run, a solve in a
 worker thread that Ctrl-C can stop, and the one mapping from a report to a
-:class:`~hetsched.formulations.mip.result.MipResult`.
+:class:`~hetsched.formulations.mip.result.SolverResult`.
 
 Interrupts. HiGHS and SCIP run in a worker thread (both release the GIL) while the
 calling thread waits on an event, so a signal handler (Python's SIGINT handler raising
@@ -25,10 +25,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from hetsched.core.result import Status
 from hetsched.formulations.budget import HIGHS_NODES_PER_UNIT, Budget
-from hetsched.formulations.common import Outcome
+from hetsched.formulations.common import SolverResult
 from hetsched.formulations.mip.model import MatrixModel, Vector
-from hetsched.formulations.mip.result import MipResult, MipSettings
+from hetsched.formulations.mip.result import MipSettings
 
 log = logging.getLogger(__name__)
 
@@ -212,8 +213,8 @@ def _better(first: float, second: float) -> bool:
 
 
 def finish(model: MatrixModel, run: EngineRun, settings: MipSettings,
-           start: Vector | None, began: float) -> MipResult:
-    """The :class:`MipResult` of ``run``: values checked against the model (an
+           start: Vector | None, began: float) -> SolverResult:
+    """The :class:`SolverResult` of ``run``: values checked against the model (an
     infeasible answer is dropped), the start kept when it beats the engine's answer,
     OPTIMAL only with a proof (and, with ``settings.gap > 0``, a bound equal to the
     objective), FEASIBLE / NO_SOLUTION after a limit."""
@@ -241,40 +242,40 @@ def finish(model: MatrixModel, run: EngineRun, settings: MipSettings,
     if bound is not None and objective is not None and bound > objective:
         bound = objective  # the engine's round-off: a bound is never above a solution
     outcome, hit_limit = _outcome(run, values, objective, bound, settings, detail)
-    if outcome is Outcome.OPTIMAL:
+    if outcome is Status.OPTIMAL:
         detail["engine_bound"] = bound
         bound = objective
-    elif outcome in (Outcome.INFEASIBLE, Outcome.ERROR):
+    elif outcome in (Status.INFEASIBLE, Status.ERROR):
         values, objective, bound, detail["source"] = None, None, None, None
     work = run.nodes / HIGHS_NODES_PER_UNIT
-    return MipResult(outcome, objective, bound, values, time.monotonic() - began, hit_limit,
+    return SolverResult(outcome, objective, bound, values, time.monotonic() - began, hit_limit,
                      work, detail)
 
 
 def _outcome(run: EngineRun, values: Vector | None, objective: float | None,
              bound: float | None, settings: MipSettings,
-             detail: dict[str, Any]) -> tuple[Outcome, bool]:
+             detail: dict[str, Any]) -> tuple[Status, bool]:
     if run.kind is RunKind.ERROR:
-        return Outcome.ERROR, False
+        return Status.ERROR, False
     if run.kind is RunKind.UNBOUNDED:
         detail["unbounded"] = True
         detail.setdefault("message", f"no finite optimum: {run.status}")
-        return Outcome.ERROR, False
+        return Status.ERROR, False
     if run.kind is RunKind.INFEASIBLE:
         if values is None:
-            return Outcome.INFEASIBLE, False
+            return Status.INFEASIBLE, False
         log.warning("the engine reports %s but the start is feasible", run.status)
-        return Outcome.FEASIBLE, False
+        return Status.FEASIBLE, False
     if values is None or objective is None:
         if run.kind is RunKind.LIMIT:
-            return Outcome.NO_SOLUTION, True
+            return Status.TIME_LIMIT, True
         detail.setdefault("message", f"{run.status} without a usable solution")
-        return Outcome.ERROR, False
+        return Status.ERROR, False
     if run.kind is RunKind.LIMIT:
-        return Outcome.FEASIBLE, True
+        return Status.FEASIBLE, True
     # The engine claims optimality (within settings.gap).
     if detail["source"] == "start":
-        return Outcome.FEASIBLE, False  # the start beat what the engine called optimal
+        return Status.FEASIBLE, False  # the start beat what the engine called optimal
     if settings.gap == 0.0 or (bound is not None and not _better(bound, objective)):
-        return Outcome.OPTIMAL, False
-    return Outcome.FEASIBLE, False
+        return Status.OPTIMAL, False
+    return Status.FEASIBLE, False

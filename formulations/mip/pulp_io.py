@@ -17,10 +17,11 @@ import numpy as np
 import pulp
 import scipy.sparse as sp
 
+from hetsched.core.result import Status
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.common import Outcome
+from hetsched.formulations.common import SolverResult
 from hetsched.formulations.mip.model import INF, MatrixModel, Vector
-from hetsched.formulations.mip.result import MipResult, MipSettings
+from hetsched.formulations.mip.result import MipSettings
 
 
 def from_pulp(problem: pulp.LpProblem) -> tuple[MatrixModel, list[pulp.LpVariable]]:
@@ -80,17 +81,17 @@ def pulp_start(variables: Sequence[pulp.LpVariable]) -> Vector | None:
 
 #: PuLP's (status, solution status) for each outcome.
 _PULP_STATUS = {
-    Outcome.OPTIMAL: (pulp.LpStatusOptimal, pulp.LpSolutionOptimal),
-    Outcome.FEASIBLE: (pulp.LpStatusOptimal, pulp.LpSolutionIntegerFeasible),
-    Outcome.INFEASIBLE: (pulp.LpStatusInfeasible, pulp.LpSolutionInfeasible),
-    Outcome.NO_SOLUTION: (pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound),
-    Outcome.ERROR: (pulp.LpStatusUndefined, pulp.LpSolutionNoSolutionFound),
+    Status.OPTIMAL: (pulp.LpStatusOptimal, pulp.LpSolutionOptimal),
+    Status.FEASIBLE: (pulp.LpStatusOptimal, pulp.LpSolutionIntegerFeasible),
+    Status.INFEASIBLE: (pulp.LpStatusInfeasible, pulp.LpSolutionInfeasible),
+    Status.TIME_LIMIT: (pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound),
+    Status.ERROR: (pulp.LpStatusUndefined, pulp.LpSolutionNoSolutionFound),
 }
 
 
 def set_pulp_values(variables: Sequence[pulp.LpVariable], values: Vector | None,
                     problem: pulp.LpProblem | None = None,
-                    outcome: Outcome | None = None) -> None:
+                    outcome: Status | None = None) -> None:
     """Write ``values`` (column order of :func:`from_pulp`) into the variables'
     ``varValue`` (``None`` everywhere when ``values`` is ``None``); with ``problem`` and
     ``outcome``, also set ``problem.status`` and ``problem.sol_status`` the way PuLP's own
@@ -104,7 +105,7 @@ def set_pulp_values(variables: Sequence[pulp.LpVariable], values: Vector | None,
 
 
 def solve_pulp(problem: pulp.LpProblem, engine: str, budget: Budget,
-               settings: MipSettings | None = None, *, warm_start: bool = False) -> MipResult:
+               settings: MipSettings | None = None, *, warm_start: bool = False) -> SolverResult:
     """:func:`from_pulp`, :func:`~hetsched.formulations.mip.solve_mip` and :func:`set_pulp_values`
     in one call: the variables' ``varValue`` and the problem's status are set as PuLP's
     solvers set them. With ``warm_start``, the variables' initial values are the start

@@ -1,4 +1,5 @@
-"""What a MILP solve is asked (:class:`MipSettings`) and what it returns (:class:`MipResult`)."""
+"""What a MILP solve is asked (:class:`MipSettings`); what it returns is the one record
+every back-end returns, :class:`hetsched.formulations.common.SolverResult`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from hetsched.formulations.common import Outcome
+from hetsched.core.result import Status
 from hetsched.formulations.mip.model import Vector
 
 
@@ -37,8 +38,7 @@ class MipSettings:
             raise ValueError(f"seed must be >= 0, got {self.seed!r}")
 
 
-@dataclass(frozen=True, eq=False)
-class MipResult:
+class SolverResult:
     """How one :func:`~hetsched.formulations.mip.solve_mip` call ended.
 
     ``objective`` and ``bound`` are in the model's units and include its ``offset``
@@ -57,7 +57,7 @@ class MipResult:
     (stopped past its time limit), CBC's ``returncode``/``signal``/``log_tail``.
     """
 
-    outcome: Outcome
+    outcome: Status
     objective: float | None = None
     bound: float | None = None
     values: Vector | None = None

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from hetsched.core.result import Status
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.common import Outcome
 from hetsched.formulations.mip import solve_mip
 from hetsched.formulations.mip.model import MatrixBuilder, MatrixModel
 from hetsched.formulations.mip.result import MipSettings
@@ -50,7 +50,7 @@ class RoundPlan:
     chosen: npt.NDArray[np.bool_]
     value: float
     bound: float | None
-    outcome: Outcome
+    outcome: Status
     source: str
     work: float
     wall_s: float
@@ -103,10 +103,10 @@ def solve_round(problem: RoundProblem, budget: Budget, engine: str = "highs") ->
     start: the previous round's choice if still feasible, else the greedy one)."""
     if problem.num_options == 0 or not problem.value.any():  # nothing is worth anything
         return RoundPlan(np.zeros(problem.num_options, dtype=np.bool_), 0.0, 0.0,
-                         Outcome.OPTIMAL, "start", 0.0, 0.0)
+                         Status.OPTIMAL, "start", 0.0, 0.0)
     best = best_each(problem)
     if best is not None:  # everyone's best option fits: optimal without a solve
-        return RoundPlan(best, problem.worth(best), problem.worth(best), Outcome.OPTIMAL,
+        return RoundPlan(best, problem.worth(best), problem.worth(best), Status.OPTIMAL,
                          "best", 0.0, 0.0)
     fallback = greedy(problem)  # (a loop over the options: only when the MILP runs)
     start = fallback

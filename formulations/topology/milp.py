@@ -16,7 +16,6 @@ import pulp
 
 from hetsched.core.result import Status
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.common import Outcome
 from hetsched.formulations.mip import MipSettings
 from hetsched.formulations.pulp_backend import run
 from hetsched.formulations.topology.problem import PlacementModel
@@ -116,14 +115,14 @@ class PlacementMilp:
         self.problem.setObjective(self.cost)
         first_stats = run(self.problem, backend, budget.part(0.7), settings,
                           warm_start=self.warm)
-        if first_stats.outcome not in (Outcome.OPTIMAL, Outcome.FEASIBLE):
+        if first_stats.outcome not in (Status.OPTIMAL, Status.FEASIBLE):
             wall = time.perf_counter() - started
-            if first_stats.outcome is Outcome.INFEASIBLE:
+            if first_stats.outcome is Status.INFEASIBLE:
                 return PlacementOutcome(Status.INFEASIBLE, {}, math.inf, None, 0, wall, backend,
                                         message="no placement puts every gang on free GPUs")
             return PlacementOutcome(Status.UNKNOWN, {}, math.inf, None, 0, wall, backend,
                                     message=f"solver outcome {first_stats.outcome.value}")
-        proven = first_stats.outcome is Outcome.OPTIMAL
+        proven = first_stats.outcome is Status.OPTIMAL
         best = pulp.value(self.cost) or 0.0  # None when every cost is 0
         first = [i for i, var in enumerate(self.take) if (var.value() or 0) > 0.5]
         for index, var in enumerate(self.take):
@@ -132,11 +131,11 @@ class PlacementMilp:
         self.problem += self.cost <= best + slack, "cost_at_optimum"
         self.problem.setObjective(pulp.lpSum(self.partial.values()))
         second_stats = run(self.problem, backend, budget, settings, warm_start=True)
-        second_ok = second_stats.outcome in (Outcome.OPTIMAL, Outcome.FEASIBLE)
+        second_ok = second_stats.outcome in (Status.OPTIMAL, Status.FEASIBLE)
         chosen = [i for i, var in enumerate(self.take) if (var.value() or 0) > 0.5] \
             if second_ok else first
         wall = time.perf_counter() - started
-        status = Status.OPTIMAL if proven and second_stats.outcome is Outcome.OPTIMAL \
+        status = Status.OPTIMAL if proven and second_stats.outcome is Status.OPTIMAL \
             else Status.FEASIBLE
         try:
             outcome = decode(self.data, chosen, status, wall, backend)

@@ -13,7 +13,7 @@ import pytest
 
 from hetsched.core.result import Status
 from hetsched.formulations.budget import Budget, BudgetExhaustedError
-from hetsched.formulations.common import Outcome, SolveStats
+from hetsched.formulations.common import SolverResult
 from hetsched.formulations.deadline import build_problem
 from hetsched.formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
 from hetsched.formulations.deadline.problem import StagePlans
@@ -115,7 +115,7 @@ def test_a_solve_is_never_worse_than_its_start_plan(limit: float) -> None:
 
 def no_plan() -> StagePlans:
     """What the stages give when the first finds no plan (the second is skipped)."""
-    stats = SolveStats(Outcome.NO_SOLUTION, hit_time_limit=True)
+    stats = SolverResult(Status.TIME_LIMIT, hit_limit=True)
     return StagePlans(stats, deadline=stats)
 
 
@@ -160,7 +160,7 @@ def test_the_leftover_search_starts_from_the_best_plan_found() -> None:
 def test_no_leftover_search_after_a_proof_or_without_budget() -> None:
     problem = build_problem(gangs_instance())
     start = greedy_plan(problem)
-    proven = StagePlans(SolveStats(Outcome.OPTIMAL, 1.0, 1.0), completion_plan=dict(start))
+    proven = StagePlans(SolverResult(Status.OPTIMAL, 1.0, 1.0), completion_plan=dict(start))
     assert _search_the_rest(problem, start, proven, Budget.work(1.0), {}) is None
     spent = Budget.work(1.0)
     spent.charge(1.0)

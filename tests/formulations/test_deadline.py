@@ -13,7 +13,7 @@ from hetsched.core.result import Result, Status
 from hetsched.core.throughput import Placement, ThroughputTable
 from hetsched.files.instance import load_instance
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.common import TICK_S, Outcome
+from hetsched.formulations.common import TICK_S
 from hetsched.formulations.deadline import build_problem
 from hetsched.formulations.deadline.bruteforce import solve_by_enumeration
 from hetsched.formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
@@ -222,7 +222,7 @@ def test_cpsat_with_and_without_cuts_agree(seed: int) -> None:
             CpSatSettings(completion_cuts=completion_cuts))
         plan = plans.completion_plan
         assert plan is not None
-        assert plans.completion.outcome is Outcome.OPTIMAL
+        assert plans.completion.outcome is Status.OPTIMAL
         values.append(problem.evaluate(plan))
     assert values[0] == values[1]
 

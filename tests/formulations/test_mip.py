@@ -18,8 +18,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
 
+from hetsched.core.result import Status
 from hetsched.formulations.budget import HIGHS_NODES_PER_UNIT, Budget
-from hetsched.formulations.common import Outcome
 from hetsched.formulations.mip import (
     ENGINES,
     MatrixBuilder,
@@ -113,7 +113,7 @@ def random_binary(seed: int, n: int = 10, rows: int = 4) -> MatrixModel:
 def test_knapsack_optimum_with_offset(engine: str, offset: float) -> None:
     # The knapsack's optimum is -20; the offset is in the objective and the bound.
     result = solve_mip(knapsack(offset), engine, Budget.unlimited())
-    assert result.outcome is Outcome.OPTIMAL
+    assert result.outcome is Status.OPTIMAL
     assert result.objective == pytest.approx(offset - 20.0, abs=1e-9)
     assert result.bound == result.objective
     assert result.values is not None
@@ -134,7 +134,7 @@ def test_assignment_equals_linear_sum_assignment(engine: str) -> None:
         b.add_rows(np.repeat(np.arange(n), n), x.T.ravel(), np.ones(n * n), 1.0, 1.0)
         result = solve_mip(b.build(cost.ravel()), engine, Budget.unlimited())
         rows, cols = linear_sum_assignment(cost)
-        assert result.outcome is Outcome.OPTIMAL
+        assert result.outcome is Status.OPTIMAL
         assert result.objective == pytest.approx(cost[rows, cols].sum(), abs=1e-9)
 
 
@@ -146,7 +146,7 @@ def test_infeasible(engine: str) -> None:
     crossing = model([1], [[1], [1]], [2, -INF], [INF, 1], [0], [INF], [False])
     for m in (parity, crossing):
         result = solve_mip(m, engine, Budget.unlimited())
-        assert result.outcome is Outcome.INFEASIBLE
+        assert result.outcome is Status.INFEASIBLE
         assert result.values is None
         assert result.objective is None
         assert result.bound is None
@@ -157,7 +157,7 @@ def test_unbounded_is_an_error_without_values(engine: str) -> None:
     # min -x - y with x >= 1 integer and y >= 0 unbounded above.
     m = model([-1, -1], [[1, 0]], [1], [INF], [0, 0], [INF, INF], [True, False])
     result = solve_mip(m, engine, Budget.unlimited())
-    assert result.outcome is Outcome.ERROR
+    assert result.outcome is Status.ERROR
     assert result.detail["unbounded"] is True
     assert result.values is None
 
@@ -167,7 +167,7 @@ def test_models_without_rows_or_columns(engine: str) -> None:
     # No rows: min x0 - x1 + 10, x0 integer in [2.5, 7] -> 3, x1 in [0, 3.5] -> 3.5.
     free = model([1, -1], [], [], [], [2.5, 0], [7, 3.5], [True, False], offset=10.0)
     result = solve_mip(free, engine, Budget.unlimited())
-    assert result.outcome is Outcome.OPTIMAL
+    assert result.outcome is Status.OPTIMAL
     assert result.objective == pytest.approx(9.5, abs=1e-9)
     assert result.values is not None
     np.testing.assert_allclose(result.values, [3.0, 3.5], atol=1e-9)
@@ -175,10 +175,10 @@ def test_models_without_rows_or_columns(engine: str) -> None:
     empty = MatrixModel(np.zeros(0), sp.csr_matrix((1, 0)), np.array([-1.0]), np.array([2.0]),
                         np.zeros(0), np.zeros(0), np.zeros(0, bool), 4.5)
     result = solve_mip(empty, engine, Budget.unlimited())
-    assert result.outcome is Outcome.OPTIMAL
+    assert result.outcome is Status.OPTIMAL
     assert result.objective == 4.5
     impossible = empty.with_row(np.zeros(0), 1.0, 2.0)
-    assert solve_mip(impossible, engine, Budget.unlimited()).outcome is Outcome.INFEASIBLE
+    assert solve_mip(impossible, engine, Budget.unlimited()).outcome is Status.INFEASIBLE
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -188,7 +188,7 @@ def test_engines_agree_with_brute_force(seed: int) -> None:
     assert best is not None  # feasible by construction
     for engine in available_engines():
         result = solve_mip(m, engine, Budget.unlimited(), MipSettings(seed=seed))
-        assert result.outcome is Outcome.OPTIMAL, engine
+        assert result.outcome is Status.OPTIMAL, engine
         assert result.objective == pytest.approx(best[0], abs=1e-9), engine
         assert result.values is not None
         assert m.violation(result.values) <= 1e-9
@@ -204,7 +204,7 @@ def test_optimal_start_is_returned_at_one_node(engine: str) -> None:
     result = solve_mip(m, engine, budget, start=best[1])
     assert result.objective == pytest.approx(best[0], abs=1e-9)
     assert result.detail["source"] == "engine"  # the engine took it, not the fallback
-    assert result.outcome in (Outcome.OPTIMAL, Outcome.FEASIBLE)
+    assert result.outcome in (Status.OPTIMAL, Status.FEASIBLE)
     assert result.bound is not None
     assert result.bound <= best[0] + 1e-9
 
@@ -222,7 +222,7 @@ def test_deterministic_budget_repeats_exactly(engine: str) -> None:
                      budget.spent(), r.detail["nodes"]))
     assert runs[0] == runs[1]
     outcome, hit_limit, objective, bound, _, work, spent, nodes = runs[0]
-    assert outcome is Outcome.FEASIBLE
+    assert outcome is Status.FEASIBLE
     assert hit_limit
     assert bound is not None
     assert objective is not None
@@ -239,13 +239,13 @@ def test_gap_stop_is_feasible_with_its_bound(engine: str) -> None:
     assert result.gap is not None  # objective and bound are known
     assert result.gap <= 0.05 + 1e-9
     assert not result.hit_limit
-    assert result.outcome is (Outcome.OPTIMAL if result.gap == 0 else Outcome.FEASIBLE)
+    assert result.outcome is (Status.OPTIMAL if result.gap == 0 else Status.FEASIBLE)
 
 
 @pytest.mark.parametrize("engine", ENGINE)
 def test_node_limit_without_solution(engine: str) -> None:
     result = solve_mip(market_split(0), engine, Budget.work(1 / HIGHS_NODES_PER_UNIT))
-    assert result.outcome is Outcome.NO_SOLUTION
+    assert result.outcome is Status.TIME_LIMIT
     assert result.hit_limit
     assert result.values is None
     assert result.objective is None
@@ -256,7 +256,7 @@ def test_bad_starts(engine: str) -> None:
     m = knapsack()
     # Every item taken weighs 20 > 9: infeasible; the engine still solves (once).
     result = solve_mip(m, engine, Budget.unlimited(), start=np.ones(5))
-    assert result.outcome is Outcome.OPTIMAL
+    assert result.outcome is Status.OPTIMAL
     assert result.objective == pytest.approx(-20.0)
     assert result.detail["start_feasible"] is False
     with pytest.raises(ValueError, match="all 5 columns"):
@@ -296,19 +296,19 @@ def fake_cbc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> li
 @pytest.mark.skipif("cbc" not in available_engines(), reason="cbcbox is not installed")
 @pytest.mark.parametrize(("script", "outcome", "key", "value"), [
     # What PuLP's CBC 2.10.3 did while reading a start: die from SIGSEGV. An error, once.
-    ("kill -SEGV $$", Outcome.ERROR, "signal", "SIGSEGV"),
+    ("kill -SEGV $$", Status.ERROR, "signal", "SIGSEGV"),
     # A CBC that ignores its time limit is killed by the watchdog: the (optimal) start is
     # all there is, unproven.
-    ("exec sleep 60", Outcome.FEASIBLE, "watchdog", True),
+    ("exec sleep 60", Status.FEASIBLE, "watchdog", True),
 ])
-def test_cbc_crash_or_overrun_ends_one_solve(script: str, outcome: Outcome, key: str,
+def test_cbc_crash_or_overrun_ends_one_solve(script: str, outcome: Status, key: str,
                                              value: object, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     launches = fake_cbc(tmp_path, monkeypatch, script)
     result = solve_mip(knapsack(), "cbc", Budget.wall(0.3), start=np.array([0, 1, 1, 0, 0.0]))
     assert result.outcome is outcome
     assert result.detail[key] == value
-    assert result.hit_limit is (result.values is not None) is (outcome is Outcome.FEASIBLE)
+    assert result.hit_limit is (result.values is not None) is (outcome is Status.FEASIBLE)
     assert result.detail["source"] == ("start" if result.hit_limit else None)
     assert result.wall_s < 50  # killed, not waited for
     assert launches == [1]
@@ -465,7 +465,7 @@ def test_placement_milp_round_trip(engine: str) -> None:
     assert expected == pytest.approx(6 / 32 + 9 / 5)  # the 1-GPU gang fits for free
     m, _ = from_pulp(problem())
     result = solve_mip(m, engine, Budget.unlimited())
-    assert result.outcome is Outcome.OPTIMAL
+    assert result.outcome is Status.OPTIMAL
     assert result.objective == pytest.approx(expected, abs=1e-9)
 
 
@@ -486,7 +486,7 @@ def test_allox_and_gavel_round_trip(engine: str) -> None:
     assert pulp_highs_optimum(AlloxMilp(matching).lp) == pytest.approx(value, rel=1e-9)
     m, _ = from_pulp(AlloxMilp(matching).lp)
     result = solve_mip(m, engine, Budget.unlimited())
-    assert result.outcome is Outcome.OPTIMAL
+    assert result.outcome is Status.OPTIMAL
     assert result.objective == pytest.approx(value, rel=1e-9)
     # Gavel's max-min LP (tests/policies/test_baselines.py): t = 1 at the optimum, so -t = -1.
     allocation = AllocationProblem(("A", "B"), ("v100", "k80"),
@@ -496,7 +496,7 @@ def test_allox_and_gavel_round_trip(engine: str) -> None:
     lp, _ = from_pulp(GavelLp(allocation, "max-min").lp)
     assert not lp.integer.any()
     result = solve_mip(lp, engine, Budget.work(0.001))  # an LP: no limit even so
-    assert result.outcome is Outcome.OPTIMAL
+    assert result.outcome is Status.OPTIMAL
     assert result.objective == pytest.approx(-1.0, abs=1e-9)
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from hetsched.core.errors import InputError
 from hetsched.core.records import Instance
-from hetsched.core.result import Result
+from hetsched.core.result import Result, Status
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.deadline.problem import DeadlineProblem, Plan, StagePlans
 from hetsched.formulations.deadline.relaxation import Relaxation
@@ -142,10 +142,9 @@ def _search_the_rest(problem: DeadlineProblem, start: Plan, plans: StagePlans,
     stages end early (the first stage finding no plan skips the second: 200 jobs on 96
     GPUs, the solver's model has 5,712 modes); ``None`` when nothing is left, or when the
     solver proved its plan optimal. The search and its plan: see :func:`_search`."""
-    from hetsched.formulations.common import Outcome
 
     stages = [s for s in (plans.deadline, plans.completion) if s is not None]
-    if plans.completion_plan is not None and all(s.outcome is Outcome.OPTIMAL for s in stages):
+    if plans.completion_plan is not None and all(s.outcome is Status.OPTIMAL for s in stages):
         return None
     if budget.expired():
         return None
