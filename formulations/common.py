@@ -56,6 +56,19 @@ def integer_weights(weights: Iterable[float]) -> tuple[int, list[int], bool]:
     return scale, [max(1, round(value * scale)) for value in values], False
 
 
+#: How one solver call's status is written in notes, logs and decisions.csv: the words
+#: these outputs have always used (a replay's files stay byte-identical).
+_CALL_WORDS = {Status.OPTIMAL: "optimal", Status.FEASIBLE: "feasible",
+               Status.INFEASIBLE: "infeasible", Status.TIME_LIMIT: "no-solution",
+               Status.UNKNOWN: "unknown", Status.ERROR: "error"}
+
+
+def call_word(status: Status) -> str:
+    """``status`` of one solver call as notes and logs write it (``optimal``,
+    ``no-solution``: stopped before any solution, ...)."""
+    return _CALL_WORDS[status]
+
+
 @dataclass(frozen=True, eq=False)
 class SolverResult:
     """How one solver call ended, the one record every back-end returns: an array MILP

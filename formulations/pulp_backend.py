@@ -15,7 +15,7 @@ import pulp
 
 from hetsched.core.log_levels import solve_log_level
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.common import SolverResult
+from hetsched.formulations.common import SolverResult, call_word
 from hetsched.formulations.mip import ENGINES, MipSettings
 from hetsched.formulations.mip.pulp_io import solve_pulp
 
@@ -35,6 +35,6 @@ def run(problem: pulp.LpProblem, backend: str, budget: Budget | None = None,
     objective = None if result.objective is None else sign * result.objective
     bound = None if result.bound is None else sign * result.bound
     log.log(solve_log_level(), "%s: %s objective %s bound %s in %.3f s",
-            backend, result.outcome.value, objective, bound, result.wall_s)
+            backend, call_word(result.outcome), objective, bound, result.wall_s)
     return SolverResult(result.outcome, objective, bound, wall_s=result.wall_s,
                         hit_limit=result.hit_limit, detail=dict(result.detail))

@@ -18,7 +18,7 @@ from typing import Any
 from hetsched.core.records import Instance
 from hetsched.core.result import Schedule, Status
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.common import TICK_S, ScheduleOutcome, SolverResult
+from hetsched.formulations.common import TICK_S, ScheduleOutcome, SolverResult, call_word
 from hetsched.formulations.deadline.problem import (
     DeadlineObjective,
     DeadlineProblem,
@@ -126,7 +126,7 @@ def conclude(problem: DeadlineProblem, backend: str, start: Plan, plans: StagePl
         failed = [s for s in (plans.deadline, plans.completion) if s is not None and
                   s.outcome in (Status.ERROR, Status.INFEASIBLE)]
         if failed:
-            notes.append(f"{backend} ended with {failed[0].outcome.value}"
+            notes.append(f"{backend} ended with {call_word(failed[0].outcome)}"
                          + (f" ({failed[0].detail.get('message')})"
                             if failed[0].detail.get("message") else ""))
     # The best plan, lexicographically; on a tie the solver's (its proof stays valid).
@@ -190,5 +190,5 @@ def _status_and_bound(problem: DeadlineProblem, backend: str, plans: StagePlans 
 
 
 def _describe(stats: SolverResult) -> dict[str, Any]:
-    return {"outcome": stats.outcome.value, "objective": stats.objective, "bound": stats.bound,
+    return {"outcome": call_word(stats.outcome), "objective": stats.objective, "bound": stats.bound,
             "wall_s": round(stats.wall_s, 4), "hit_time_limit": stats.hit_limit}

@@ -27,6 +27,7 @@ import pulp
 
 from hetsched.core.result import Status
 from hetsched.formulations.budget import Budget
+from hetsched.formulations.common import call_word
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array, Objective
 from hetsched.formulations.pulp_backend import run
 
@@ -103,7 +104,7 @@ class GavelLp:
         stats = run(self.lp, backend, budget)
         optimal = stats.outcome is Status.OPTIMAL
         if stats.objective is None:
-            log.warning("gavel LP: %s", stats.outcome.value)
+            log.warning("gavel LP: %s", call_word(stats.outcome))
             return Allocation(problem, self._values(), math.nan, False,
                               time.perf_counter() - began)
         if self.objective is Objective.MAX_MIN:
@@ -114,7 +115,7 @@ class GavelLp:
             first = self._values()
             second = run(self.lp, backend, budget)
             if second.objective is None:  # keep the first stage's vertex
-                log.warning("gavel LP second stage: %s", second.outcome.value)
+                log.warning("gavel LP second stage: %s", call_word(second.outcome))
                 for (j, k), var in self.fraction.items():
                     var.varValue = float(first[j, k])
             optimal = optimal and second.outcome is Status.OPTIMAL

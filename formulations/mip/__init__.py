@@ -31,7 +31,7 @@ import numpy as np
 from hetsched.core.log_levels import solve_log_level
 from hetsched.core.result import Status
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.common import SolverResult
+from hetsched.formulations.common import SolverResult, call_word
 from hetsched.formulations.mip.engine import EngineRun, Limits, RunKind, finish
 from hetsched.formulations.mip.model import MatrixBuilder, MatrixModel, Vector
 from hetsched.formulations.mip.result import MipSettings
@@ -126,7 +126,7 @@ def solve_mip(model: MatrixModel, engine: str, budget: Budget,
     result = finish(model, run, settings, checked, began)
     budget.charge(result.work)
     log.log(solve_log_level(), "%s: %s objective %s bound %s in %.2f s (%s nodes)",
-            engine, result.outcome.value, result.objective, result.bound, result.wall_s,
+            engine, call_word(result.outcome), result.objective, result.bound, result.wall_s,
             result.detail.get("nodes"))
     return result
 

@@ -16,6 +16,7 @@ import pulp
 
 from hetsched.core.result import Status
 from hetsched.formulations.budget import Budget
+from hetsched.formulations.common import call_word
 from hetsched.formulations.mip import MipSettings
 from hetsched.formulations.pulp_backend import run
 from hetsched.formulations.topology.problem import PlacementModel
@@ -121,7 +122,7 @@ class PlacementMilp:
                 return PlacementOutcome(Status.INFEASIBLE, {}, math.inf, None, 0, wall, backend,
                                         message="no placement puts every gang on free GPUs")
             return PlacementOutcome(Status.UNKNOWN, {}, math.inf, None, 0, wall, backend,
-                                    message=f"solver outcome {first_stats.outcome.value}")
+                                    message=f"solver outcome {call_word(first_stats.outcome)}")
         proven = first_stats.outcome is Status.OPTIMAL
         best = pulp.value(self.cost) or 0.0  # None when every cost is 0
         first = [i for i, var in enumerate(self.take) if (var.value() or 0) > 0.5]

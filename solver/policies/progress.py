@@ -45,6 +45,7 @@ from hetsched.core.records import Job
 from hetsched.core.settings import DECISION_LIMIT, RESTART_PENALTY_S
 from hetsched.core.throughput import Placement
 from hetsched.formulations.budget import Budget
+from hetsched.formulations.common import call_word
 from hetsched.formulations.progress import RoundPlan, RoundProblem, solve_round
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RunningJob
 from hetsched.policies.starting import SpeedBook, types_worth_starting
@@ -366,4 +367,4 @@ def _spreadable(state: ClusterState, option: Option) -> bool:
 def _note(plan: RoundPlan) -> str:
     """The round's line in decisions.csv."""
     bound = "" if plan.bound is None else f" bound {plan.bound:.6g}"
-    return f"progress: {plan.source} value {plan.value:.6g}{bound} ({plan.outcome.value})"
+    return f"progress: {plan.source} value {plan.value:.6g}{bound} ({call_word(plan.outcome)})"
