@@ -208,8 +208,10 @@ class Simulator:
                              expected="unique ids")
 
     def run(self) -> Replay:
-        """Replay every job to completion. The solves of its decisions log their stages at
-        DEBUG (:mod:`hetsched.core.log_levels`): ``-v`` shows the replay, ``-vv`` each decision."""
+        """Replay every job to completion, or until Ctrl-C or the policy fails
+        (:mod:`hetsched.simulate.guard`): then the replay is ``interrupted`` and, on a
+        failure, its ``failure`` says why. The solves of its decisions log their stages at
+        DEBUG (:mod:`hetsched.core.log_levels`): ``-v`` shows the replay."""
         with per_decision_logs(), WallClockLimit(self.decision_timeout_s) as limit:
             return self._run(limit)
 
