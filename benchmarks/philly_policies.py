@@ -1,0 +1,106 @@
+"""Issue 33, item 18: the whole Philly trace (82,247 jobs of ../shared/data/philly/philly.csv
+on v100=192,p100=192,k80=192) under every registered rolling policy, each in a process of
+its own under a wall-clock cap (default 600 s, the target): at the cap the replay gets
+SIGINT and writes what finished, so a policy that is too slow is still measured (jobs
+done by the cap, decisions, decision time p95). Prints a line per policy and writes CSV.
+
+    python benchmarks/philly_policies.py --out benchmarks/results/philly_policies.csv
+    python benchmarks/philly_policies.py --policies srtf,gavel --cap 120 --out /tmp/p.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PHILLY = ROOT.parent / "shared" / "data" / "philly" / "philly.csv"
+CLUSTER = "v100=192,p100=192,k80=192"
+#: Seconds a replay gets, after SIGINT at the cap, to write what finished.
+GRACE_S = 120.0
+
+
+def run(policy: str, cap_s: float, folder: Path) -> dict[str, object]:
+    """One replay of the whole trace under ``policy``, stopped by SIGINT at ``cap_s``."""
+    out = folder / policy
+    log = folder / f"{policy}.log"  # a file, not a pipe nobody reads while it runs
+    began = time.perf_counter()
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "hetsched", "replay", str(PHILLY), "--format", "philly",
+             "--cluster", CLUSTER, "--policy", policy, "--out", str(out)],
+            stdout=subprocess.DEVNULL, stderr=stderr)
+        capped = _wait(process, cap_s)
+    wall = time.perf_counter() - began
+    row: dict[str, object] = {"policy": policy, "cap_s": cap_s, "wall_s": round(wall, 1),
+                              "finished": not capped and process.returncode == 0,
+                              "exit": process.returncode}
+    summary_path = out / "summary.json"
+    if summary_path.is_file():
+        summary = json.loads(summary_path.read_text())
+        timing = json.loads((out / "timing.json").read_text())
+        row.update(jobs=summary["jobs"], completed=summary["completed"],
+                   decisions=summary["decisions"],
+                   decision_time_p95_s=timing.get("decision_time_p95_s"),
+                   simulated_h=round(float(summary.get("makespan_s") or 0.0) / 3600, 1))
+    else:
+        row["error"] = log.read_text()[-200:]
+    return row
+
+
+def _wait(process: subprocess.Popen[bytes], cap_s: float) -> bool:
+    """Wait for ``process``; at ``cap_s`` send SIGINT (it writes what finished) and wait
+    :data:`GRACE_S` more before killing it. Whether the cap was reached."""
+    try:
+        process.wait(timeout=cap_s)
+        return False
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=GRACE_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    return True
+
+
+def main() -> None:
+    """Run every policy asked for, print a line each, write the CSV."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--policies", default=None, help="default: every registered one")
+    parser.add_argument("--cap", type=float, default=600.0, help="wall seconds per policy")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    if not PHILLY.is_file():
+        sys.exit(f"{PHILLY} is absent: this benchmark needs ../shared/data")
+    import hetsched
+
+    policies = args.policies.split(",") if args.policies else hetsched.names()
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for policy in policies:
+            row = run(policy, args.cap, Path(folder))
+            rows.append(row)
+            print(f"{policy:14s} {'finished' if row['finished'] else 'capped  '} "
+                  f"{row['wall_s']:>7} s  {row.get('completed', '?')}/{row.get('jobs', '?')} "
+                  f"jobs  {row.get('decisions', '?')} decisions  "
+                  f"p95 {row.get('decision_time_p95_s', '?')} s", flush=True)
+    first = ["policy", "cap_s", "finished", "exit", "wall_s", "jobs", "completed", "decisions",
+             "decision_time_p95_s", "simulated_h"]
+    columns = first + sorted({key for row in rows for key in row} - set(first))
+    with args.out.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
