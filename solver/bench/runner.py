@@ -55,7 +55,6 @@ from hetsched.core.errors import InputError
 from hetsched.core.interrupts import deferred_interrupts
 from hetsched.core.outputs import check_output_folder, locked_folder, write_text, writing
 from hetsched.core.settings import MAX_LOAD, MIN_LOAD, ReplaySettings
-from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR
 from hetsched.formulations.options import MAX_SEED
 
 if TYPE_CHECKING:
@@ -78,9 +77,10 @@ SETTING_FIELDS = ("trace", "trace_format", "cluster", "limit_jobs", "time_limit_
 REPLAY_FIELDS = frozenset(f.name for f in fields(ReplaySettings)) - {"seed", "load"}
 #: Settings added after benches were first recorded, and their value in a bench.json
 #: written before (so that such a bench resumes).
-SETTING_DEFAULTS: dict[str, Any] = {"reference_gpu": None, "gpu_aliases": {},
-                                    "unknown_gpus": "error", "gpu_sharing": True,
-                                    "colocation_factor": DEFAULT_COLOCATION_FACTOR}
+SETTING_DEFAULTS: dict[str, Any] = {
+    name: getattr(ReplaySettings(), name) for name in ("reference_gpu", "gpu_aliases",
+                                                       "unknown_gpus", "gpu_sharing",
+                                                       "colocation_factor")}
 #: A policy label: what results.csv's ``policy`` column and the run folders carry.
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
