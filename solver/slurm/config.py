@@ -1,0 +1,157 @@
+"""The files of a local Slurm cluster (hetsched.slurm.local): slurm.conf, gres.conf, the
+GPUs' placeholder device files, the MUNGE key and ``local-cluster.json``.
+
+docs/slurm.md ("The settings, and why") explains each setting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from hetsched.core.errors import InputError
+
+#: Memory (MB) of a job per CPU when it asks for none (else it would hold a whole node).
+DEFAULT_MEMORY_PER_CPU_MB = 1024
+#: Released jobs start within a second (slurmctld's default batch_sched_delay=3 held them
+#: up to 3 s); Slurm's own backfill looks every second, not every 30 s.
+SCHEDULER_PARAMETERS = "batch_sched_delay=0,sched_min_interval=0,bf_interval=1"
+#: Node and GPU type names Slurm reads as one plain name (no hostlist brackets, commas).
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """One node: its Slurm name, ``gpus`` GPUs of ``gpu_type``, CPUs and memory (MB)."""
+
+    name: str
+    gpu_type: str
+    gpus: int
+    cpus: int
+    memory_mb: int
+
+
+def check_name(name: str, what: str) -> None:
+    """Raise an InputError unless Slurm takes ``name`` as a node or GPU type name."""
+    if not _NAME.match(name):
+        raise InputError(f"{what} Slurm cannot take", path="cluster_spec", value=name,
+                         expected="a letter, then letters, digits, '-' or '_'")
+
+
+class Layout(Protocol):
+    """What the files are written from: a :class:`hetsched.slurm.local.LocalCluster`."""
+
+    @property
+    def nodes(self) -> tuple[SlurmNode, ...]: ...
+    @property
+    def state_dir(self) -> Path: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def partition(self) -> str: ...
+    @property
+    def min_job_age_s(self) -> int: ...
+    @property
+    def kill_wait_s(self) -> int: ...
+    @property
+    def conf_path(self) -> Path: ...
+    @property
+    def munge_socket(self) -> Path: ...
+    @property
+    def log_dir(self) -> Path: ...
+    def node_port(self, index: int) -> int: ...
+
+
+def slurm_conf(cluster: Layout) -> str:
+    """The text of the cluster's slurm.conf."""
+    state, logs = cluster.state_dir, cluster.log_dir
+    settings = {
+        "ClusterName": cluster.name, "SlurmctldHost": "localhost",
+        "SlurmctldPort": cluster.port, "SlurmUser": "root", "SlurmdUser": "root",
+        "AuthType": "auth/munge", "CredType": "cred/munge",
+        "AuthInfo": f"socket={cluster.munge_socket}",
+        "StateSaveLocation": state / "ctld", "SlurmdSpoolDir": state / "spool" / "%n",
+        "SlurmctldPidFile": state / "run" / "slurmctld.pid",
+        "SlurmdPidFile": state / "run" / "slurmd-%n.pid",
+        "SlurmctldLogFile": logs / "slurmctld.log", "SlurmdLogFile": logs / "slurmd-%n.log",
+        "SelectType": "select/cons_tres", "SelectTypeParameters": "CR_Core_Memory",
+        "DefMemPerCPU": DEFAULT_MEMORY_PER_CPU_MB, "GresTypes": "gpu",
+        "SlurmdParameters": "config_overrides",
+        "ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/none",
+        "JobAcctGatherType": "jobacct_gather/none",
+        "AccountingStorageType": "accounting_storage/none",
+        "JobCompType": "jobcomp/filetxt", "JobCompLoc": logs / "jobcomp.txt",
+        "SchedulerType": "sched/backfill", "SchedulerParameters": SCHEDULER_PARAMETERS,
+        "PreemptType": "preempt/none", "JobRequeue": 1, "ReturnToService": 2,
+        "MinJobAge": cluster.min_job_age_s, "KillWait": cluster.kill_wait_s,
+        "SlurmdTimeout": 30, "MpiDefault": "none", "MailProg": "/bin/true",
+    }
+    lines = ["# Written by hetsched (hetsched.slurm.local.LocalCluster); rewritten on each "
+             "start.", *(f"{key}={value}" for key, value in settings.items())]
+    lines += [f"NodeName={node.name} NodeHostname=localhost NodeAddr=127.0.0.1 "
+              f"Port={cluster.node_port(index)} CPUs={node.cpus} "
+              f"RealMemory={node.memory_mb} Gres=gpu:{node.gpu_type}:{node.gpus} "
+              "State=UNKNOWN" for index, node in enumerate(cluster.nodes)]
+    lines.append(f"PartitionName={cluster.partition} Nodes=ALL Default=YES "
+                 "MaxTime=INFINITE State=UP")
+    return "\n".join(lines) + "\n"
+
+
+def gpu_files(cluster: Layout, node: SlurmNode) -> list[Path]:
+    """The device files of ``node``'s GPUs, ``dev/NODE/gpuI`` (I = Slurm's GPU index)."""
+    return [cluster.state_dir / "dev" / node.name / f"gpu{index}"
+            for index in range(node.gpus)]
+
+
+def gres_conf(cluster: Layout) -> str:
+    """The text of the cluster's gres.conf: each node's typed GPUs over their files."""
+    lines = ["AutoDetect=off"]
+    for node in cluster.nodes:
+        files = gpu_files(cluster, node)
+        pattern = files[0] if len(files) == 1 else \
+            f"{files[0].parent}/gpu[0-{len(files) - 1}]"
+        lines.append(f"NodeName={node.name} Name=gpu Type={node.gpu_type} File={pattern}")
+    return "\n".join(lines) + "\n"
+
+
+def write_files(cluster: Layout, description: Mapping[str, Any]) -> None:
+    """Make the cluster's folders, MUNGE key (once) and GPU files, and write
+    gres.conf, slurm.conf and ``local-cluster.json`` (``description``, the cluster's
+    fields)."""
+    state = cluster.state_dir
+    for folder in ("munge", "ctld", "run", "log", *(f"spool/{n.name}" for n in cluster.nodes),
+                   *(f"dev/{n.name}" for n in cluster.nodes)):
+        (state / folder).mkdir(mode=0o755, parents=True, exist_ok=True)
+    (state / "munge").chmod(0o755)  # munged: its socket's folder open to all
+    key = state / "munge" / "munge.key"
+    if not key.exists():  # munged: owned by its user (root), read by nobody else
+        descriptor = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(os.urandom(1024))
+    for node in cluster.nodes:
+        for path in gpu_files(cluster, node):
+            _placeholder_device(path)
+    (state / "local-cluster.json").write_text(json.dumps(description, indent=1) + "\n",
+                                              encoding="utf-8")
+    (state / "gres.conf").write_text(gres_conf(cluster), encoding="utf-8")
+    cluster.conf_path.write_text(slurm_conf(cluster), encoding="utf-8")
+
+
+def _placeholder_device(path: Path) -> None:
+    """A GPU's device file: a character device like /dev/null (1, 3), as slurmd checks;
+    an empty file where this system allows no device nodes (slurmd then logs an error
+    per GPU, and schedules them all the same)."""
+    if path.exists():
+        return
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except OSError:
+        path.touch()

@@ -1,0 +1,71 @@
+"""Slurm's commands against a test cluster, and the ports of the test clusters."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from typing import Any
+
+from hetsched.slurm.local import LocalCluster
+from hetsched.slurm.processes import INSTALL_HINT, busy_ports, missing_programs
+
+#: Where the search for each test cluster's ports starts (:func:`free_port`), away from
+#: the default 16817 of ``hetsched slurm cluster start`` so that a cluster of yours runs on.
+PORTS = {"session": 17817, "restart": 17917, "cli": 18017, "taken": 18117}
+
+
+def free_port(cluster: str, nodes: int) -> int:
+    """A port for slurmctld of test cluster ``cluster`` with the ``nodes`` ports after it
+    free too: the first such from ``PORTS[cluster]`` on, in steps of 1000."""
+    for port in range(PORTS[cluster], 60000, 1000):
+        if not busy_ports(range(port, port + nodes + 1)):
+            return port
+    raise AssertionError(f"no free ports for test cluster {cluster}")
+
+
+def skip_reason() -> str | None:
+    """Why the Slurm tests cannot run here, or None."""
+    missing = missing_programs()
+    if missing:
+        return f"Slurm is not installed (missing {', '.join(missing)}: {INSTALL_HINT})"
+    if os.geteuid() != 0:
+        return "a local Slurm cluster runs as root"
+    return None
+
+
+def run_slurm(cluster: LocalCluster, *command: str) -> str:
+    """Run a Slurm command against ``cluster``; its stdout (fails the test on an error)."""
+    done = subprocess.run(command, env=cluster.env(), capture_output=True, text=True,
+                          timeout=30, check=False)
+    assert done.returncode == 0, f"{' '.join(command)}: {done.stderr.strip()}"
+    return done.stdout.strip()
+
+
+def job_record(cluster: LocalCluster, job_id: str) -> dict[str, Any]:
+    """The job's record in ``squeue --json`` (openapi v0.0.38)."""
+    jobs = json.loads(run_slurm(cluster, "squeue", "--json"))["jobs"]
+    found = [job for job in jobs if str(job["job_id"]) == job_id]
+    assert found, f"job {job_id} is not in squeue --json"
+    return dict(found[0])
+
+
+def wait_for_state(cluster: LocalCluster, job_id: str, states: set[str],
+                   timeout_s: float = 60.0) -> tuple[dict[str, Any], float]:
+    """Poll ``squeue --json`` until the job is in one of ``states``: its record, and the
+    seconds that took."""
+    began = time.monotonic()
+    while True:
+        record = job_record(cluster, job_id)
+        if record["job_state"] in states:
+            return record, time.monotonic() - began
+        assert time.monotonic() - began < timeout_s, \
+            f"job {job_id} still {record['job_state']} ({record['state_reason']})"
+        time.sleep(0.05)
+
+
+def submit_held(cluster: LocalCluster, seconds: float, comment: str = "hetsched-test") -> str:
+    """``sbatch -H``: a held job of ``seconds`` of sleep asking for no GPU; its id."""
+    return run_slurm(cluster, "sbatch", "--parsable", "-H", "-o", "/dev/null",
+                     f"--comment={comment}", "--wrap", f"sleep {seconds}")
