@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 GAVEL = ROOT.parent / "shared" / "data" / "gavel" / "traces" / "ee9e8c.trace"
+PHILLY = ROOT.parent / "shared" / "data" / "philly" / "philly.csv"
 FILES = ("summary.json", "jobs.csv", "decisions.csv")
 OPENB_ALIASES = "v100m16=v100,v100m32=v100,a10=v100,g2=v100,g3=a100"
 OPENB_POLICIES = ("fifo", "sjf", "srtf", "edf", "tiresias", "gandiva", "gavel", "optimus",
@@ -44,11 +45,18 @@ def digest(path: Path, ignore: tuple[str, ...] = ()) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def cells(openb: Path | None, policies: list[str]) -> list[tuple[str, str, list[str]]]:
+def cells(openb: Path | None, policies: list[str],
+          philly_jobs: int = 0) -> list[tuple[str, str, list[str]]]:
     """``(trace label, policy, replay arguments)`` for every cell."""
     found = [("ee9e8c-300", policy, [str(GAVEL), "--format", "gavel", "--cluster",
                                      "v100=36,p100=36,k80=36", "--limit-jobs", "300"])
              for policy in policies]
+    if philly_jobs:
+        # A long queue (the first jobs of Philly on a sixth of its cluster): the cells
+        # where a decision walks hundreds of pending jobs.
+        found += [(f"philly-{philly_jobs}", policy, [
+            str(PHILLY), "--format", "philly", "--cluster", "v100=32,p100=32,k80=32",
+            "--limit-jobs", str(philly_jobs)]) for policy in policies]
     if openb is not None:
         found += [("openb-400", policy, [
             str(openb / "openb_pod_list_gpuspec33.csv"), "--format", "openb", "--cluster",
@@ -64,6 +72,9 @@ def main() -> None:
     parser.add_argument("--openb", type=Path, default=None,
                         help="a folder with openb_pod_list_gpuspec33.csv and "
                         "openb_node_list_gpu_node.csv")
+    parser.add_argument("--philly-jobs", type=int, default=0,
+                        help="also replay the first N jobs of Philly on v100=32,p100=32,"
+                        "k80=32 (a long queue)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--compare", type=Path, default=None)
     parser.add_argument("--ignore-summary-keys", default="",
@@ -78,7 +89,7 @@ def main() -> None:
     ignore = tuple(k for k in args.ignore_summary_keys.split(",") if k)
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        for label, policy, replay_args in cells(args.openb, policies):
+        for label, policy, replay_args in cells(args.openb, policies, args.philly_jobs):
             out = Path(folder) / f"{label}-{policy}"
             began = time.perf_counter()
             subprocess.run([sys.executable, "-m", "hetsched", "replay", *replay_args,
@@ -88,7 +99,7 @@ def main() -> None:
             row = {"trace": label, "policy": policy, "wall_s": round(wall, 1),
                    **{name: digest(out / name, ignore) for name in FILES}}
             rows.append(row)
-            print(f"{label:10} {policy:13} {wall:6.1f} s  "
+            print(f"{label:11} {policy:13} {wall:6.1f} s  "
                   + "  ".join(f"{name} {row[name]}" for name in FILES), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="", encoding="utf-8") as handle:

@@ -10,6 +10,7 @@ import bisect
 import math
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
+from functools import cached_property
 
 from hetsched.allocation.layout import SpeedView, Start, layout, throughput_of
 from hetsched.core.records import Job
@@ -23,12 +24,18 @@ class SpeedBook:
 
     def __init__(self) -> None:
         self._view: SpeedView | None = None
+        # (job type, GPU type, GPUs) -> steps/s of a running job, for self._view.
+        self._running: dict[tuple[str, str, tuple[str, ...]], float] = {}
+        # job id -> (the job, its steps left, predicted_s), for self._view.
+        self._predicted: dict[str, tuple[Job, float, float]] = {}
 
     def view(self, state: ClusterState) -> SpeedView:
         """The speed view of ``state``'s cluster and model (a new one when either changes)."""
         view = self._view
         if view is None or view.model is not state.throughput or view.cluster is not state.cluster:
             view = self._view = SpeedView(state.cluster, state.throughput)
+            self._running.clear()
+            self._predicted.clear()
         return view
 
     def speeds(self, state: ClusterState, job: Job, count: int | None = None) -> dict[str, float]:
@@ -43,14 +50,37 @@ class SpeedBook:
     def predicted_s(self, state: ClusterState, job: Job, work: float | None = None) -> float:
         """Seconds to do ``work`` steps (default: its remaining steps) on its fastest
         configuration at its requested gang size."""
-        steps = state.remaining.get(job.id, job.work) if work is None else work
+        if work is not None:
+            speed = self.fastest(state, job)
+            return work / speed if speed > 0 else math.inf
+        # A waiting job's steps do not change: remembered per job (the same job object).
+        steps = state.remaining.get(job.id, job.work)
+        self.view(state)  # forgets them when the model or the cluster changed
+        known = self._predicted
+        found = known.get(job.id)
+        if found is not None and found[0] is job and found[1] == steps:
+            return found[2]
         speed = self.fastest(state, job)
-        return steps / speed if speed > 0 else math.inf
+        seconds = steps / speed if speed > 0 else math.inf
+        if len(known) > 1 << 17:
+            known.clear()
+        known[job.id] = (job, steps, seconds)
+        return seconds
 
     def running_speed(self, state: ClusterState, run: RunningJob) -> float:
-        """Predicted steps/s of a running job where it runs now."""
-        return throughput_of(state.throughput, run.job.job_type, run.gpu_type, len(run.gpus),
-                             state.cluster.placement_of(run.gpus))
+        """Predicted steps/s of a running job where it runs now (remembered per job type
+        and GPUs for the model and cluster of :meth:`view`)."""
+        known = self._running
+        self.view(state)  # forgets them when the model or the cluster changed
+        key = (run.job.job_type, run.gpu_type, run.gpus)
+        speed = known.get(key)
+        if speed is None:
+            if len(known) > 1 << 16:
+                known.clear()
+            speed = known[key] = throughput_of(
+                state.throughput, run.job.job_type, run.gpu_type, len(run.gpus),
+                state.cluster.placement_of(run.gpus))
+        return speed
 
 
 class ReleaseTimes:
@@ -129,18 +159,45 @@ class TypeChoice:
         self.state = state
         self.book = book
         self.promoted = promoted
-        self.releases = ReleaseTimes(state, book)
+        # (GPU type, gang size) -> ReleaseTimes.earliest, until the next start.
+        self._earliest: dict[tuple[str, int], float] = {}
+
+    @cached_property
+    def releases(self) -> ReleaseTimes:
+        """When each GPU frees (built when first needed: a decision where no job can
+        start never needs it; the state does not change during a decision)."""
+        return ReleaseTimes(self.state, self.book)
 
     def __call__(self, job: Job) -> list[str]:
-        """The types to try for ``job``, fastest first."""
-        speeds = self.book.speeds(self.state, job)
-        return list(speeds) if job.id in self.promoted else \
-            worth_starting(self.state, job, speeds, self.releases)
+        """The types to try for ``job``, fastest first (:func:`worth_starting`'s answer,
+        computed the same way, with the earliest releases remembered between starts)."""
+        state = self.state
+        speeds = self.book.speeds(state, job)
+        if job.id in self.promoted or not speeds:
+            return list(speeds)
+        steps = state.remaining.get(job.id, job.work)
+        count = job.num_gpus
+        earliest = self._earliest
+        best = math.inf
+        for gpu_type, speed in speeds.items():
+            key = (gpu_type, count)
+            free_at = earliest.get(key)
+            if free_at is None:
+                free_at = earliest[key] = self.releases.earliest(gpu_type, count)
+            best = min(best, free_at + steps / speed)
+        limit = best + 1e-9 * max(1.0, abs(best))
+        now = state.now
+        return [t for t, s in speeds.items() if now + steps / s <= limit]
+
+    def candidates(self, job: Job) -> list[str]:
+        """Every type ``job`` could be given (what :meth:`__call__` picks from)."""
+        return list(self.book.speeds(self.state, job))
 
     def started(self, job: Job, start: Start) -> None:
         """``job`` starts now as ``start`` says: its GPUs are busy until its predicted end."""
         speed = self.book.speeds(self.state, job, len(start.gpus)).get(start.gpu_type, 0.0)
         steps = self.state.remaining.get(job.id, job.work)
+        self._earliest.clear()
         self.releases.hold(start.gpus, self.state.now + steps / speed if speed > 0
                            else math.inf)
 

@@ -25,7 +25,7 @@ from hetsched.policies.starting import (
     worth_starting,
 )
 
-__all__ = ["BOUNDARY_TOLERANCE_S", "RESTART_PENALTY_S", "GuardedOrder", "ReleaseTimes",
+__all__ = ["BOUNDARY_TOLERANCE_S", "RESTART_PENALTY_S", "GuardedOrder", "Misses", "ReleaseTimes",
            "RoundClock", "SpeedBook", "StarvationGuard", "TypeChoice", "active_jobs",
            "cluster_order", "place", "preempt_in_order", "start_in_order",
            "types_worth_starting", "worth_starting"]
@@ -64,18 +64,75 @@ def cluster_order(state: ClusterState, job: Job) -> list[str]:
     return [t for t in state.cluster.type_names if job.may_use(t)]
 
 
+class Misses:
+    """The gangs that found no GPUs earlier in one decision, so that a long queue of jobs
+    that cannot start costs a look-up each, not a search of the cluster.
+
+    Within a walk of :func:`start_in_order` or :func:`preempt_in_order`, what a request
+    may get only shrinks: starts take free GPUs, passing a running job keeps its GPUs
+    (no longer victims); a preempted job's GPUs were victims already. So a gang of a job
+    type, a size and a GPU type that found nothing finds nothing later in the walk either,
+    on free GPUs or with victims. The exceptions clear or bypass the record: a preempted
+    job gives its nodes' CPUs and memory back (:meth:`clear`), and jobs asking for a
+    share of a GPU, for CPUs and memory, or for some nodes only are never recorded
+    (their answers depend on more than the job type)."""
+
+    def __init__(self) -> None:
+        self._failed: set[tuple[str, int, str, bool]] = set()
+
+    @staticmethod
+    def recordable(job: Job) -> bool:
+        """Whether a failed request of ``job`` says something about its job type's."""
+        return job.gpu_share is None and job.allowed_nodes is None and \
+            not job.needs_node_resources
+
+    def failed(self, job: Job, gpu_type: str, count: int, with_victims: bool) -> bool:
+        """Whether this gang already found nothing (with victims counts for both)."""
+        failed = self._failed
+        return (job.job_type, count, gpu_type, True) in failed or \
+            (not with_victims and (job.job_type, count, gpu_type, False) in failed)
+
+    def add(self, job: Job, gpu_type: str, count: int, with_victims: bool) -> None:
+        """Record that this gang found nothing (a job of a recordable kind)."""
+        self._failed.add((job.job_type, count, gpu_type, with_victims))
+
+    def hopeless(self, job: Job, gpu_types: Iterable[str], pool: FreeGpuIndex,
+                 with_victims: bool) -> bool:
+        """Whether ``job`` at its gang size cannot start now on any of ``gpu_types`` (so
+        on no subset of them either): on each, fewer GPUs could be given than it asks
+        for (:meth:`FreeGpuIndex.best_fit`'s first test), or the gang already found
+        nothing there. Never for a job asking for a share of a GPU."""
+        if job.gpu_share is not None:
+            return False
+        count = job.num_gpus
+        recordable = self.recordable(job)
+        return all(pool.available(t, with_victims) < count or (
+            recordable and self.failed(job, t, count, with_victims)) for t in gpu_types)
+
+    def clear(self) -> None:
+        """Forget every failure (after something came back: CPUs and memory)."""
+        self._failed.clear()
+
+
 def place(state: ClusterState, job: Job, gpu_types: Iterable[str], count: int,
-          pool: FreeGpuIndex, *, preempting: bool = False) -> Start | None:
+          pool: FreeGpuIndex, *, preempting: bool = False,
+          misses: Misses | None = None) -> Start | None:
     """The first of ``gpu_types`` (in order) where :meth:`FreeGpuIndex.best_fit` finds a
     gang, first on free GPUs only, then (if ``preempting``) taking victims; the GPUs are
-    taken from ``pool``."""
+    taken from ``pool``. With ``misses``, gangs that found nothing earlier in the same
+    walk are not searched again, and new failures are recorded there."""
     types = list(gpu_types)
+    memo = misses if misses is not None and Misses.recordable(job) else None
     for with_victims in ((False, True) if preempting else (False,)):
         for gpu_type in types:
+            if memo is not None and memo.failed(job, gpu_type, count, with_victims):
+                continue
             gpus = pool.best_fit(job, gpu_type, count, state.throughput, with_victims)
             if gpus is not None:
                 pool.take(gpus, job)
                 return Start(job.id, gpu_type, gpus)
+            if memo is not None and job.may_use(gpu_type):
+                memo.add(job, gpu_type, count, with_victims)
     return None
 
 
@@ -91,11 +148,15 @@ def start_in_order(state: ClusterState, order: Sequence[Job], types_for: TypesFo
     pool = state.pool()
     reserved: set[str] = set()
     starts = []
+    misses = Misses()
     for job in order:
         if not pool.has_free():
             break
+        if isinstance(types_for, TypeChoice) and not (reserves is not None and reserves(job)) \
+                and misses.hopeless(job, types_for.candidates(job), pool, False):
+            continue  # nothing it could try has room
         types = [t for t in types_for(job) if t not in reserved]
-        chosen = place(state, job, types, job.num_gpus, pool)
+        chosen = place(state, job, types, job.num_gpus, pool, misses=misses)
         if chosen is not None:
             starts.append(chosen)
             if isinstance(types_for, TypeChoice):
@@ -120,6 +181,7 @@ def preempt_in_order(state: ClusterState, order: Sequence[Job], types_for: Types
     taken: set[str] = set()
     starts: list[Start] = []
     preempt: list[str] = []
+    misses = Misses()
     for job in order:
         run = running.get(job.id)
         if run is not None:
@@ -129,10 +191,16 @@ def preempt_in_order(state: ClusterState, order: Sequence[Job], types_for: Types
             preempt.append(job.id)
             pool.keep(run.gpus)
             pool.release([g for g in run.gpus if g not in taken], run.job)
+            if run.job.needs_node_resources:
+                misses.clear()
             continue
         if not pool.victims and not pool.has_free():
             continue
-        chosen = place(state, job, types_for(job), job.num_gpus, pool, preempting=True)
+        if isinstance(types_for, TypeChoice) and \
+                misses.hopeless(job, types_for.candidates(job), pool, True):
+            continue
+        chosen = place(state, job, types_for(job), job.num_gpus, pool, preempting=True,
+                       misses=misses)
         if chosen is not None:
             starts.append(chosen)
             taken.update(chosen.gpus)
@@ -158,30 +226,44 @@ class StarvationGuard:
             raise ValueError(f"starvation factor must be > 0, got {factor}")
         self.factor = factor
         self.promoted: set[str] = set()
-        self._since: dict[str, float] = {}
+        # A waiting job: since when (s), and how long it may wait (s), fixed while it
+        # waits (its steps left do not change), for the model and cluster of ``_model``.
+        self._since: dict[str, tuple[float, float]] = {}
+        self._model: tuple[object, object] = (None, None)
         self._ran: set[str] = set()
         self._last_now = -math.inf
 
     def update(self, state: ClusterState, predicted_s: Callable[[Job], float]) -> set[str]:
         """Record who waits since when; return the promoted job ids."""
         running = {r.job.id for r in state.running}
+        since = self._since
+        model, cluster = self._model
+        if state.throughput is not model or state.cluster is not cluster:
+            # Another model or cluster: other predictions.
+            self._model = (state.throughput, state.cluster)
+            since.update({job_id: (start, math.nan) for job_id, (start, _) in since.items()})
+        factor = self.factor
+        promoted = self.promoted
+        now = state.now
         for job in state.pending:
-            if job.id not in self._since:
+            found = since.get(job.id)
+            if found is None or found[1] != found[1]:  # new, or its wait is to compute
                 # Preemptions happen at decisions: a job seen running before waits since
                 # the previous decision.
-                self._since[job.id] = self._last_now if job.id in self._ran else job.arrival
-            if job.id not in self.promoted and \
-                    state.now - self._since[job.id] >= self.factor * predicted_s(job):
-                self.promoted.add(job.id)
+                start = found[0] if found is not None else \
+                    self._last_now if job.id in self._ran else job.arrival
+                found = since[job.id] = (start, factor * predicted_s(job))
+            if now - found[0] >= found[1]:
+                promoted.add(job.id)
         for job_id in running:
-            self._since.pop(job_id, None)
+            since.pop(job_id, None)
         alive = running | {job.id for job in state.pending}
         self._ran = (self._ran | running) & alive
-        self.promoted &= alive
-        for job_id in [j for j in self._since if j not in alive]:
-            del self._since[job_id]
-        self._last_now = state.now
-        return self.promoted
+        promoted &= alive
+        for job_id in [j for j in since if j not in alive]:
+            del since[job_id]
+        self._last_now = now
+        return promoted
 
 
 class GuardedOrder(PolicyHooks):
