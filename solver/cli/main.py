@@ -32,6 +32,7 @@ from hetsched.cli.printing import (
 )
 from hetsched.cli.replay_options import DEFAULTS, replay_settings, replay_settings_options
 from hetsched.cli.slurm_command import slurm_group
+from hetsched.cli.slurm_run_command import slurm_run_command
 from hetsched.cli.validate_command import validate_command
 from hetsched.core.check import check
 from hetsched.core.errors import EXIT_POLICY_FAILED, InputError, PolicyError
@@ -356,6 +357,7 @@ def _only_how_with_spec() -> None:
 
 for command in (compare_command, fit_command, generate_command, validate_command):
     cli.add_command(command)
+slurm_group.add_command(slurm_run_command)
 cli.add_command(slurm_group)
 cli_options.accept_global_options(cli)  # -v and --debug after the subcommand too
 

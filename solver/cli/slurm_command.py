@@ -1,18 +1,24 @@
 """``hetsched slurm``: hetsched and Slurm. ``hetsched slurm cluster start|stop|status``
-runs a local Slurm cluster on this machine (hetsched.slurm.local, docs/slurm.md)."""
+runs a local Slurm cluster on this machine (hetsched.slurm.local); ``hetsched slurm
+submit`` submits a trace's jobs to it, each running the training emulator
+(hetsched.slurm.submit, hetsched.slurm.emulator; docs/slurm.md)."""
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
 from hetsched.core.errors import InputError
+from hetsched.core.settings import MAX_RESTART_PENALTY_S, RESTART_PENALTY_S, ReplaySettings
 from hetsched.slurm.local import DEFAULT_PORT, DEFAULT_STATE_DIR, LocalCluster, LocalClusterError
+from hetsched.slurm.metadata import MAX_SPEEDUP
 from hetsched.slurm.processes import INSTALL_HINT, missing_programs
 
 _DIR_OPTION = click.option(
@@ -93,6 +99,76 @@ def status_command(state_dir: Path) -> None:
     click.echo(f"export SLURM_CONF={cluster.conf_path}")
     if down:
         sys.exit(1)
+
+
+@slurm_group.command("submit")
+@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "trace_format", required=True,
+              type=click.Choice(("gavel", "philly", "helios", "openb", "native")))
+@click.option("--cluster-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=DEFAULT_STATE_DIR,
+              help="The local cluster's folder: its nodes are the cluster the trace is read "
+              "for, its SLURM_CONF the Slurm submitted to.")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where checkpoints/, logs/ and submitted.csv go (default: --cluster-dir).")
+@click.option("--partition", default=None, help="Slurm partition (default: the local "
+              "cluster's, gpu).")
+@click.option("--speedup", type=click.FloatRange(min=0, max=MAX_SPEEDUP, min_open=True),
+              default=1.0, help="X: trace seconds per wall second (arrivals and the "
+              "emulated training run X times faster).")
+@click.option("--limit-jobs", type=click.IntRange(min=1), default=None,
+              help="Only the N earliest jobs.")
+@click.option("--throughput", "throughput_path",
+              type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Profile (Gavel JSON, tidy CSV) or fitted model, as replay's; default: "
+              "Gavel's beside a Gavel trace, else the built-in catalogue.")
+@click.option("--restart-penalty", type=click.FloatRange(min=0, max=MAX_RESTART_PENALTY_S),
+              default=RESTART_PENALTY_S, help="Trace seconds without progress after a "
+              "requeue.")
+@click.option("--slurm-schedules", is_flag=True,
+              help="Submit the jobs not held, each asking for its GPU count of any type, "
+              "for Slurm's own scheduler (the anchor; no agent touches them).")
+def submit_command(trace: Path, trace_format: str, cluster_dir: Path, state_dir: Path | None,
+                   partition: str | None, speedup: float, limit_jobs: int | None,
+                   throughput_path: Path | None, restart_penalty: float,
+                   slurm_schedules: bool) -> None:
+    """Submit TRACE's jobs to the local Slurm cluster at their arrival times divided by
+    --speedup, each running hetsched's training emulator; held for the agent (hetsched
+    slurm run) unless --slurm-schedules. Writes STATE/submitted.csv as it goes."""
+    from hetsched.core.bars import ProgressBar
+    from hetsched.core.interrupts import exit_code
+    from hetsched.slurm import submit
+
+    cluster = LocalCluster.load(cluster_dir)
+    submit.check_partition(cluster, partition or cluster.partition)
+    settings = ReplaySettings(limit_jobs=limit_jobs, restart_penalty_s=restart_penalty)
+    plan = submit.prepare(trace, trace_format, cluster, speedup=speedup, settings=settings,
+                          throughput_path=throughput_path, partition=partition,
+                          state_dir=state_dir, slurm_schedules=slurm_schedules)
+    first, last = plan.metas[0], plan.metas[-1]
+    click.echo(f"submitting {len(plan.metas)} jobs to partition {plan.partition} "
+               f"({'Slurm schedules them' if slurm_schedules else 'held for the agent'}): "
+               f"trace time 0 = Unix {first.origin:.3f}, speedup {speedup:g}, the last "
+               f"in {last.unix_time(last.job.arrival) - time.time():,.1f} s")
+    with ProgressBar(len(plan.metas), desc="submit", unit="job") as bar:
+        def progress(done: int, total: int, following: float) -> None:
+            wait = following - time.time()
+            bar.update_to(done, "" if math.isinf(following) else f"next in {wait:,.1f} s",
+                          force=True)
+
+        try:
+            outcome = submit.submit(plan, cluster.env(), progress=progress)
+        except RuntimeError as error:
+            done = len(submit.submitted_rows(plan.submitted_csv))
+            raise click.ClickException(f"{error} (submitted {done} of {len(plan.metas)} "
+                                       f"jobs, in {plan.submitted_csv})") from None
+    ids = list(outcome.slurm_ids.values())
+    where = f"Slurm jobs {ids[0]} to {ids[-1]}" if ids else "none"
+    click.echo(f"submitted {len(ids)} of {outcome.total} jobs ({where}); wrote "
+               f"{plan.submitted_csv}; checkpoints in {plan.checkpoints}, logs in {plan.logs}")
+    if outcome.interrupted:
+        click.echo(f"interrupted: submitted {len(ids)} of {outcome.total} jobs", err=True)
+        sys.exit(exit_code())
 
 
 def _require_slurm() -> None:

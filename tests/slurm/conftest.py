@@ -4,7 +4,9 @@ One cluster for the session (``v100=8,k80=4`` in nodes of 4 GPUs: ``v100-0``,
 ``v100-1``, ``k80-0``); tests that start and stop clusters of their own use other ports
 (``commands.free_port``). Every test here skips, with the reason, when Slurm and MUNGE are
 not installed (``apt-get install slurm-wlm munge``; .ci/run installs them) or the tests
-do not run as root.
+do not run as root, except in the modules that set ``NEEDS_SLURM = False`` (unit tests of
+the Slurm code that need no daemon: metadata, the emulator's arithmetic, sbatch's
+arguments).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from tests.slurm.commands import free_port, run_slurm, skip_reason
 
 
 @pytest.fixture(autouse=True)
-def _slurm_installed() -> None:
+def _slurm_installed(request: pytest.FixtureRequest) -> None:
+    if not getattr(request.module, "NEEDS_SLURM", True):
+        return  # a module of unit tests (NEEDS_SLURM = False): runs anywhere
     reason = skip_reason()
     if reason is not None:
         pytest.skip(reason)

@@ -1,0 +1,123 @@
+"""``hetsched slurm run``: the agent (hetsched.slurm.agent) driving a live Slurm cluster
+with a registered rolling policy, until its stop condition or Ctrl-C, then its files."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from hetsched.core.errors import InputError
+from hetsched.slurm.local import DEFAULT_STATE_DIR
+
+log = logging.getLogger("hetsched")
+
+#: Exit codes of an agent stopped by a signal (as ``hetsched replay``).
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
+@click.command("run")
+@click.option("--policy", "policy_name", required=True,
+              help="A registered rolling policy (hetsched.names()) or path/file.py:Class.")
+@click.option("--partition", default="gpu", show_default=True,
+              help="The partition whose jobs the agent manages.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Where jobs.csv, decisions.csv, summary.json and events.jsonl go; an agent "
+              "restarted on the same folder carries on from its events.jsonl.")
+@click.option("--cluster-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="A local cluster's folder (hetsched slurm cluster start --dir); default: "
+              f"$SLURM_CONF if set, else {DEFAULT_STATE_DIR} if a cluster runs there.")
+@click.option("--throughput", "throughput_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Throughput profile or fitted model the policy plans with "
+              "(default: the built-in catalogue; the same file as `slurm submit`'s).")
+@click.option("--checkpoints", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The training emulator's checkpoint folder (`slurm submit`'s, "
+              "CLUSTER_DIR/checkpoints by default when --cluster-dir is given): what ran, "
+              "exactly, for jobs.csv and the checker.")
+@click.option("--poll", "poll_s", type=float, default=0.25, show_default=True,
+              help="Wall seconds between readings of the cluster.")
+@click.option("--stop-after", type=int, default=None,
+              help="Stop once this many managed jobs have ended.")
+@click.option("--idle-exit", "idle_exit_s", type=float, default=None,
+              help="Stop after this many wall seconds with no managed job pending or running.")
+def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: Path | None,
+                      throughput_path: Path | None, checkpoints: Path | None, poll_s: float,
+                      stop_after: int | None, idle_exit_s: float | None) -> None:
+    """Schedule the managed jobs of a live Slurm cluster with a rolling policy: jobs
+    submitted held with hetsched metadata in their comment (docs/slurm.md); every other
+    job is left to Slurm and its GPUs are never given away. Ctrl-C or SIGTERM writes the
+    files and exits (130/143)."""
+    from hetsched.files.replay_inputs import throughputs
+    from hetsched.replaying import rolling_policy
+    from hetsched.slurm.agent import Agent, AgentSettings, SlurmCluster
+    from hetsched.slurm.control import SlurmControl, SlurmUnreachableError
+    from hetsched.slurm.history import History
+
+    settings = AgentSettings(poll_s=poll_s, stop_after=stop_after, idle_exit_s=idle_exit_s)
+    policy = rolling_policy(policy_name)
+    if out.exists() and not out.is_dir():
+        raise InputError("not a folder", path="--out", value=str(out), expected="a folder")
+    control = SlurmControl(env=_slurm_env(cluster_dir))
+    live = SlurmCluster(control, partition)
+    try:
+        first = live.read()
+    except SlurmUnreachableError as exc:
+        raise InputError(str(exc), path="--cluster-dir", value=str(cluster_dir or ""),
+                         expected="a running Slurm cluster") from None
+    speeds = throughputs(first.cluster, throughput_path)
+    history = History(out / "events.jsonl")
+    agent = Agent(live, policy, speeds.model, history, settings)
+    log.info("agent: policy %s on %d nodes (%d GPUs), partition %s", policy_name,
+             len(first.cluster.nodes), len(first.cluster.gpus), partition)
+    code = 0
+    began = time.monotonic()
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        agent.run()
+        click.echo(f"stopped: {agent.stopped_because}", err=True)
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    except _TerminatedError:
+        code = EXIT_TERMINATED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        history.close()
+    if checkpoints is None and cluster_dir is not None:
+        checkpoints = cluster_dir / "checkpoints"
+    summary = history.write(out, policy=policy_name, truth=speeds.truth,
+                            wall_s=time.monotonic() - began,
+                            checkpoints=checkpoints) if history.cluster else {}
+    click.echo(f"{summary.get('completed', 0)} of {summary.get('jobs', 0)} jobs completed; "
+               f"wrote {out}/summary.json, jobs.csv, decisions.csv", err=True)
+    if code:
+        raise SystemExit(code)
+
+
+class _TerminatedError(Exception):
+    """SIGTERM arrived."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise _TerminatedError
+
+
+def _slurm_env(cluster_dir: Path | None) -> dict[str, str]:
+    """The environment of Slurm's commands: a local cluster's SLURM_CONF, or this
+    process's (a real cluster's /etc/slurm)."""
+    env = dict(os.environ)
+    if cluster_dir is not None:
+        conf = cluster_dir / "slurm.conf"
+        if not conf.is_file():
+            raise InputError("no slurm.conf in the cluster folder", path="--cluster-dir",
+                             value=str(cluster_dir), expected="a folder of `hetsched slurm "
+                             "cluster start --dir`")
+        env["SLURM_CONF"] = str(conf)
+    elif "SLURM_CONF" not in env and (DEFAULT_STATE_DIR / "slurm.conf").is_file():
+        env["SLURM_CONF"] = str(DEFAULT_STATE_DIR / "slurm.conf")
+    return env

@@ -1,0 +1,304 @@
+"""The agent behind ``hetsched slurm run``: any registered rolling policy driving a live
+Slurm cluster through the same ``RollingPolicy.decide(ClusterState) -> Decision`` the
+simulator uses (docs/slurm.md, "The agent").
+
+Each cycle reads the cluster (:mod:`hetsched.slurm.state`) and, when something changed
+(a job arrived, started, ended) or a round of the policy is due, asks the policy and
+applies its decision with Slurm's commands (:class:`LiveCluster`): a preemption
+requeues the job held, a start pins a held job to its nodes and releases it. The agent
+keeps no scheduling state of its own: a restarted agent reads everything it decides
+on from Slurm (pending, running, where). What it remembers, for its output files and
+its predictions of a job's progress, it appends to ``OUT/events.jsonl`` as it goes and
+reads back on a restart (:mod:`hetsched.slurm.history`).
+
+Time is the jobs' trace time (:class:`~hetsched.slurm.metadata.JobMeta`): Unix time
+minus the origin, times the speedup; a cluster with real jobs runs at speedup 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from hetsched.allocation.layout import Start, throughput_of
+from hetsched.core.errors import InputError
+from hetsched.core.records import Cluster, Job
+from hetsched.core.throughput import ThroughputModel
+from hetsched.policies.rolling import ClusterState, Decision, RollingPolicy, RunningJob
+from hetsched.slurm.control import SlurmControl, SlurmRefusedError
+from hetsched.slurm.history import History
+from hetsched.slurm.state import Snapshot, read_snapshot
+
+log = logging.getLogger(__name__)
+
+
+class LiveCluster(Protocol):
+    """The boundary between a policy and a live cluster: read its state, apply a
+    decision. :class:`SlurmCluster` is the Slurm binding; a Kubernetes one (Volcano or
+    kube-batch PodGroups pinned with node affinity on GPU product labels) would be a
+    second implementation of the same three methods."""
+
+    def read(self) -> Snapshot:
+        """The cluster now: its GPU nodes, the managed jobs, the busy GPUs."""
+        ...
+
+    def start(self, job: str, nodes: Sequence[str], per_node: int) -> None:
+        """Run the held job ``job`` (hetsched id) on ``nodes``, ``per_node`` GPUs each."""
+        ...
+
+    def preempt(self, job: str) -> None:
+        """Stop the running job ``job`` and hold it until it is started again."""
+        ...
+
+
+@dataclass
+class SlurmCluster:
+    """:class:`LiveCluster` on Slurm: the jobs of ``partition`` (all when ``None``)."""
+
+    control: SlurmControl
+    partition: str | None = None
+    _ids: dict[str, int] = field(default_factory=dict)
+    _requeued: set[str] = field(default_factory=set)
+    _reported: set[int] = field(default_factory=set)
+
+    def read(self) -> Snapshot:
+        """``sinfo --json`` and ``squeue --json`` as a :class:`Snapshot`."""
+        nodes = self.control.nodes(self.partition)
+        jobs = self.control.jobs(self.partition)
+        snapshot = read_snapshot(nodes, jobs, reported=self._reported)
+        self._ids = {job_id: job.slurm_id for job_id, job in snapshot.jobs.items()}
+        self._requeued = {job_id for job_id, job in snapshot.jobs.items() if job.restarts}
+        return snapshot
+
+    def start(self, job: str, nodes: Sequence[str], per_node: int) -> None:
+        """Pin and release (``scontrol update ... NodeList= TresPerNode=``, ``release``)."""
+        self.control.start(self._ids[job], nodes, per_node, requeued=job in self._requeued)
+
+    def preempt(self, job: str) -> None:
+        """``scontrol requeuehold``."""
+        self.control.preempt(self._ids[job])
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """How the agent runs: its poll interval (wall s), when it stops (after
+    ``stop_after`` managed jobs ended, or after ``idle_exit_s`` wall seconds with
+    nothing managed pending or running; ``None``: never, until Ctrl-C), and the restart
+    penalty it predicts with when a job carries none."""
+
+    poll_s: float = 0.25
+    stop_after: int | None = None
+    idle_exit_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.poll_s) and 0.01 <= self.poll_s <= 60):
+            raise InputError("bad poll interval", path="--poll", value=self.poll_s,
+                             expected="seconds from 0.01 to 60")
+        if self.stop_after is not None and self.stop_after < 1:
+            raise InputError("bad job count", path="--stop-after", value=self.stop_after,
+                             expected="an integer >= 1")
+
+
+def gang_nodes(start: Start, cluster: Cluster) -> tuple[list[str], int] | None:
+    """The nodes of a start's GPUs and the GPUs on each, or ``None`` if the gang is
+    uneven over its nodes (Slurm gives every node of a job the same GPU count)."""
+    per: dict[str, int] = {}
+    node_of = {g: node.name for node in cluster.nodes for g in node.gpu_ids()}
+    for gpu in start.gpus:
+        per[node_of[gpu]] = per.get(node_of[gpu], 0) + 1
+    counts = set(per.values())
+    return (list(per), counts.pop()) if len(counts) == 1 else None
+
+
+class Agent:
+    """One policy on one live cluster (module docstring). ``clock`` is Unix time (s)."""
+
+    def __init__(self, live: LiveCluster, policy: RollingPolicy, model: ThroughputModel,
+                 history: History, settings: AgentSettings | None = None, *,
+                 clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.live = live
+        self.policy = policy
+        self.model = model
+        self.history = history
+        self.settings = settings or AgentSettings()
+        self.clock = clock
+        self.sleep = sleep
+        self._last_seen: tuple[object, ...] = ()
+        self._next_round = -math.inf
+        self._idle_since: float | None = None
+        self.stopped_because = ""
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self) -> None:
+        """Cycle until a stop condition holds (:class:`AgentSettings`) or Ctrl-C."""
+        while not self.cycle():
+            self.sleep(self.settings.poll_s)
+
+    def cycle(self) -> bool:
+        """One reading, and a decision if one is due; whether to stop."""
+        snapshot = self.live.read()
+        unix = self.clock()
+        self.history.observe(snapshot, unix)
+        managed = snapshot.jobs
+        if not managed:
+            return self._idle(unix)
+        now = self.history.trace_time(unix)
+        seen = self._fingerprint(snapshot)
+        due = seen != self._last_seen or now >= self._next_round
+        active = any(j.waiting for j in managed.values())
+        if due and active:
+            self._decide(snapshot, now, unix)
+        self._last_seen = seen
+        round_s = getattr(self.policy, "round_s", None)
+        if round_s and now >= self._next_round:
+            self._next_round = now + float(round_s)
+        return self._done(snapshot, unix)
+
+    def _idle(self, unix: float) -> bool:
+        idle = self.settings.idle_exit_s
+        if idle is None:
+            return False
+        self._idle_since = self._idle_since or unix
+        if unix - self._idle_since >= idle:
+            self.stopped_because = f"nothing to manage for {idle:g} s"
+            return True
+        return False
+
+    def _done(self, snapshot: Snapshot, unix: float) -> bool:
+        ended = self.history.ended_count()
+        if self.settings.stop_after is not None and ended >= self.settings.stop_after:
+            self.stopped_because = f"{ended} jobs ended"
+            return True
+        if any(not job.ended for job in snapshot.jobs.values()):
+            self._idle_since = None
+            return False
+        return self._idle(unix)
+
+    @staticmethod
+    def _fingerprint(snapshot: Snapshot) -> tuple[object, ...]:
+        return tuple(sorted((job_id, job.state, job.held, job.gpus)
+                            for job_id, job in snapshot.jobs.items()))
+
+    # -- deciding ------------------------------------------------------------------------
+    def state(self, snapshot: Snapshot, now: float) -> ClusterState:
+        """What the policy sees: the waiting jobs (pending, with their steps left as
+        the history predicts them), the running ones, the free GPUs."""
+        pending = sorted((j.meta.job for j in snapshot.jobs.values() if j.waiting),
+                         key=lambda job: (job.arrival, job.id))
+        running = []
+        for job in snapshot.jobs.values():
+            if job.holding and job.gpus:
+                gpu_type = snapshot.cluster.node_by_name[job.nodes[0]].gpu_type if job.nodes else ""
+                left = self.history.remaining(job.meta.job, now, self.model, snapshot.cluster)
+                running.append(RunningJob(job.meta.job, gpu_type, job.gpus,
+                                          self.history.started(job.job_id, now), left))
+        remaining = {job.id: self.history.remaining(job, now, self.model, snapshot.cluster)
+                     for job in pending}
+        return ClusterState(now, snapshot.cluster, self.model, tuple(pending), remaining,
+                            tuple(running), snapshot.free,
+                            attained=self.history.attained(now),
+                            preemptions=self.history.preemptions())
+
+    def _decide(self, snapshot: Snapshot, now: float, unix: float) -> None:
+        state = self.state(snapshot, now)
+        began = time.perf_counter()
+        try:
+            decision = self.policy.decide(state)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # a policy's failure stops nothing that runs
+            log.error("policy %s failed at t = %.0f s: %s: %s; nothing changed",
+                      self.policy.name, now, type(exc).__name__, exc)
+            return
+        spent = time.perf_counter() - began
+        if not isinstance(decision, Decision):
+            log.error("policy %s returned %s, not a Decision", self.policy.name,
+                      type(decision).__name__)
+            return
+        started, preempted = self.apply(decision, snapshot, state, unix)
+        self.history.decided(now, unix, pending=len(state.pending) - len(started),
+                             running=len(state.running) - len(preempted) + len(started),
+                             started=started, preempted=preempted, spent_s=spent,
+                             fallback=decision.fallback, note=decision.note)
+
+    def apply(self, decision: Decision, snapshot: Snapshot, state: ClusterState,
+              unix: float) -> tuple[list[str], list[str]]:
+        """Apply ``decision``: preemptions first, then the starts that are valid (a held
+        job, GPUs free after the preemptions and not given twice, of a type the job may
+        run on with positive throughput, even over their nodes); the ids started and
+        preempted. An invalid start is logged and skipped."""
+        running = {r.job.id: r for r in state.running}
+        free = set(snapshot.free)
+        preempted: list[str] = []
+        for job_id in dict.fromkeys(decision.preempt):
+            run = running.get(job_id)
+            if run is None:
+                log.warning("preemption of %s skipped: it does not run", job_id)
+                continue
+            try:
+                self.live.preempt(job_id)
+            except SlurmRefusedError as exc:
+                log.warning("preemption of %s refused by Slurm: %s", job_id, exc)
+                continue
+            preempted.append(job_id)
+            free.update(run.gpus)
+            self.history.preempting(job_id, unix)
+        waiting = {job.id: job for job in state.pending}
+        started: list[str] = []
+        for start in decision.start:
+            problem = self._invalid(start, waiting, free, snapshot.cluster)
+            if problem:
+                log.warning("start of %s skipped: %s", start.job, problem)
+                continue
+            spread = gang_nodes(start, snapshot.cluster)
+            assert spread is not None
+            try:
+                self.live.start(start.job, spread[0], spread[1])
+            except SlurmRefusedError as exc:
+                log.warning("start of %s refused by Slurm: %s", start.job, exc)
+                continue
+            free.difference_update(start.gpus)
+            del waiting[start.job]
+            started.append(start.job)
+            self.history.starting(start.job, unix)
+        return started, preempted
+
+    def _invalid(self, start: Start, waiting: Mapping[str, Job], free: set[str],
+                 cluster: Cluster) -> str:
+        """Why ``start`` may not be applied ("" if it may)."""
+        job = waiting.get(start.job)
+        if job is None:
+            return "not a held job"
+        gpus = cluster.gpu_by_id
+        if not start.gpus or any(g not in gpus for g in start.gpus):
+            return f"unknown GPUs {start.gpus}"
+        if len(set(start.gpus)) != len(start.gpus) or not free.issuperset(start.gpus):
+            return f"GPUs not free: {sorted(set(start.gpus) - free)}"
+        types = {gpus[g].gpu_type for g in start.gpus}
+        meta_job = job
+        if types != {start.gpu_type}:
+            return f"GPU type {start.gpu_type} is not the GPUs' ({sorted(types)})"
+        if not meta_job.may_use(start.gpu_type):
+            return f"GPU type {start.gpu_type} not allowed ({meta_job.allowed_gpu_types})"
+        if len(start.gpus) not in (meta_job.allowed_gpu_counts or (meta_job.num_gpus,)):
+            return f"a gang of {len(start.gpus)} GPUs"
+        placement = cluster.placement_of(start.gpus)
+        if throughput_of(self.model, meta_job.job_type, start.gpu_type, len(start.gpus),
+                         placement) <= 0:
+            return f"no throughput on {len(start.gpus)} x {start.gpu_type} ({placement.value})"
+        if gang_nodes(start, cluster) is None:
+            return "uneven over its nodes (Slurm gives each node of a job the same GPUs)"
+        return ""
+
+
+def write_outputs(history: History, out: Path, *, policy: str,
+                  truth: ThroughputModel | None) -> dict[str, object]:
+    """Write ``jobs.csv``, ``decisions.csv``, ``summary.json`` and ``timing.json`` of
+    what ran (:meth:`History.replay`); the summary."""
+    return history.write(out, policy=policy, truth=truth)

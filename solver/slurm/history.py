@@ -1,0 +1,336 @@
+"""What the agent saw happen on the live cluster, in trace time: each managed job's runs
+(GPU type, GPUs, start, end), its preemptions and finish, and each decision. It serves
+the policy's view of progress (steps left, GPU-seconds received) and the output files,
+the same ``jobs.csv``, ``decisions.csv`` and ``summary.json`` as a replay
+(:class:`~hetsched.simulate.record.Replay`), so ``hetsched compare`` puts a real run
+beside a replay.
+
+Every change is appended to ``OUT/events.jsonl`` (one JSON object a line, flushed) as it
+is seen, and read back when an agent restarts on the same ``--out``: nothing seen is
+lost when the agent is killed. Scheduling never depends on it (Slurm says what waits
+and what runs); only the predicted progress of jobs that ran before does.
+
+Times: a run starts at Slurm's ``start_time`` and a finished job ends at its
+``end_time`` (whole Unix seconds: each is taken as the middle of its second, +0.5 s); a
+preempted run ends when the agent asked for the requeue.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from hetsched.allocation.layout import throughput_of
+from hetsched.core.outputs import write_text
+from hetsched.core.records import Cluster, Job
+from hetsched.core.result import Assignment
+from hetsched.core.throughput import ThroughputModel
+from hetsched.simulate.record import DecisionLog, JobRecord, Replay
+from hetsched.slurm.checkpoint import checkpoint_path, read_checkpoint
+from hetsched.slurm.metadata import JobMeta
+from hetsched.slurm.state import Snapshot
+
+log = logging.getLogger(__name__)
+
+#: Slurm's times are whole seconds: the middle of the second.
+HALF_SECOND = 0.5
+
+
+@dataclass
+class Run:
+    """One run of a job (Unix seconds; ``end`` ``None`` while it runs)."""
+
+    gpu_type: str
+    gpus: tuple[str, ...]
+    start: float
+    end: float | None = None
+    finished: bool = False
+
+
+@dataclass
+class Seen:
+    """A managed job: its metadata, runs, when the agent asked to start or preempt it,
+    and whether it ended (and how)."""
+
+    meta: JobMeta
+    runs: list[Run] = field(default_factory=list)
+    asked_start: float | None = None
+    asked_preempt: float | None = None
+    ended: str = ""  # "", or Slurm's final state
+    latencies: list[float] = field(default_factory=list)
+    slurm_id: int | None = None
+
+
+class History:
+    """The agent's memory (module docstring), journaled to ``journal`` if given."""
+
+    def __init__(self, journal: Path | None = None) -> None:
+        self.jobs: dict[str, Seen] = {}
+        self.decisions: list[DecisionLog] = []
+        self.cluster: Cluster | None = None
+        self._origin: tuple[float, float] | None = None
+        self._handle: TextIO | None = None
+        self.path = journal
+        if journal is not None:
+            if journal.is_file():
+                self._replay_journal(journal)
+            journal.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = journal.open("a", encoding="utf-8")
+
+    # -- journal ---------------------------------------------------------------------------
+    def _log(self, event: dict[str, Any]) -> None:
+        if self._handle is not None:
+            self._handle.write(json.dumps(event) + "\n")
+            self._handle.flush()
+
+    def _replay_journal(self, path: Path) -> None:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            try:
+                event = json.loads(line)
+                self._apply(event)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("%s, line %d: skipped (%s)", path, number, exc)
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        kind = event["event"]
+        if kind == "job":
+            self._know(JobMeta.from_comment(event["comment"])).slurm_id = event.get("slurm_id")
+            return
+        if kind == "decision":
+            self.decisions.append(DecisionLog(**event["log"]))
+            return
+        seen = self.jobs[event["job"]]
+        if kind == "run":
+            seen.runs.append(Run(event["gpu_type"], tuple(event["gpus"]), event["start"]))
+        elif kind == "end":
+            seen.runs[-1].end = event["end"]
+            seen.runs[-1].finished = event["finished"]
+        elif kind == "ended":
+            seen.ended = event["state"]
+
+    def _know(self, meta: JobMeta) -> Seen:
+        seen = self.jobs.get(meta.job.id)
+        if seen is None:
+            seen = self.jobs[meta.job.id] = Seen(meta)
+            if self._origin is None:
+                self._origin = (meta.origin, meta.speedup)
+            elif self._origin != (meta.origin, meta.speedup):
+                log.warning("job %s has another time scale (origin %s, speedup %s) than the "
+                            "first job's %s: its times are read on the first's", meta.job.id,
+                            meta.origin, meta.speedup, self._origin)
+        return seen
+
+    def close(self) -> None:
+        """Close the journal."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    # -- time ------------------------------------------------------------------------------
+    def trace_time(self, unix: float) -> float:
+        """Trace seconds of a Unix time, on the first job's scale."""
+        if self._origin is None:
+            return 0.0
+        origin, speedup = self._origin
+        return (unix - origin) * speedup
+
+    # -- observing -------------------------------------------------------------------------
+    def observe(self, snapshot: Snapshot, unix: float) -> None:
+        """Record what changed since the last reading: runs that began or ended, jobs
+        that ended."""
+        self.cluster = snapshot.cluster
+        for job_id, job in snapshot.jobs.items():
+            seen = self.jobs.get(job_id)
+            if seen is None or seen.slurm_id != job.slurm_id:
+                seen = self._know(job.meta)
+                seen.slurm_id = job.slurm_id
+                self._log({"event": "job", "comment": job.meta.to_comment(),
+                           "slurm_id": job.slurm_id})
+            open_run = seen.runs[-1] if seen.runs and seen.runs[-1].end is None else None
+            running = job.state in ("RUNNING", "COMPLETING") and bool(job.gpus)
+            if running and open_run is None and not job.ended:
+                start = (job.start_unix or unix) + (HALF_SECOND if job.start_unix else 0.0)
+                gpu_type = snapshot.cluster.node_by_name[job.nodes[0]].gpu_type
+                seen.runs.append(Run(gpu_type, job.gpus, start))
+                if seen.asked_start is not None:
+                    seen.latencies.append(start - seen.asked_start)
+                    seen.asked_start = None
+                self._log({"event": "run", "job": job_id, "gpu_type": gpu_type,
+                           "gpus": list(job.gpus), "start": start})
+            elif open_run is not None and not running:
+                finished = job.state == "COMPLETED"
+                if job.ended and job.end_unix is not None:
+                    end = job.end_unix + HALF_SECOND
+                else:
+                    end = seen.asked_preempt or unix
+                open_run.end, open_run.finished = max(end, open_run.start), finished
+                seen.asked_preempt = None
+                self._log({"event": "end", "job": job_id, "end": open_run.end,
+                           "finished": finished})
+            if job.ended and not seen.ended:
+                seen.ended = job.state
+                self._log({"event": "ended", "job": job_id, "state": job.state})
+                if job.state != "COMPLETED":
+                    log.warning("job %s (Slurm %d) ended %s", job_id, job.slurm_id, job.state)
+
+    def starting(self, job_id: str, unix: float) -> None:
+        """The agent released ``job_id`` at ``unix``."""
+        if job_id in self.jobs:
+            self.jobs[job_id].asked_start = unix
+
+    def preempting(self, job_id: str, unix: float) -> None:
+        """The agent requeued ``job_id`` at ``unix``."""
+        if job_id in self.jobs:
+            self.jobs[job_id].asked_preempt = unix
+
+    def decided(self, now: float, unix: float, *, pending: int, running: int,
+                started: list[str], preempted: list[str], spent_s: float, fallback: bool,
+                note: str) -> None:
+        """Log one decision (at trace time ``now``)."""
+        busy = sum(len(r.gpus) for s in self.jobs.values() for r in s.runs if r.end is None)
+        entry = DecisionLog(now, pending, running, busy, len(started), len(preempted),
+                            spent_s, fallback, note)
+        self.decisions.append(entry)
+        self._log({"event": "decision", "log": entry.__dict__, "unix": unix})
+
+    # -- what the policy sees ----------------------------------------------------------------
+    def job(self, job_id: str) -> Job | None:
+        """The job ``job_id`` (its metadata's)."""
+        seen = self.jobs.get(job_id)
+        return None if seen is None else seen.meta.job
+
+    def _speed(self, job: Job, run: Run, model: ThroughputModel, cluster: Cluster) -> float:
+        return throughput_of(model, job.job_type, run.gpu_type, len(run.gpus),
+                             cluster.placement_of(run.gpus))
+
+    def remaining(self, job: Job, now: float, model: ThroughputModel, cluster: Cluster) -> float:
+        """Steps left of ``job`` at trace time ``now`` as ``model`` predicts them from
+        its runs (a resumed run pays the restart penalty first); at least a tiny part."""
+        seen = self.jobs.get(job.id)
+        if seen is None:
+            return job.work
+        done = 0.0
+        for index, run in enumerate(seen.runs):
+            begin = self.trace_time(run.start) + (seen.meta.restart_penalty_s if index else 0.0)
+            end = self.trace_time(run.end) if run.end is not None else now
+            done += self._speed(job, run, model, cluster) * max(0.0, end - begin)
+        return max(job.work - done, job.work * 1e-6)
+
+    def started(self, job_id: str, now: float) -> float:
+        """When the job's current run began (trace s)."""
+        seen = self.jobs.get(job_id)
+        runs = seen.runs if seen is not None else []
+        return self.trace_time(runs[-1].start) if runs else now
+
+    def attained(self, now: float) -> dict[str, float]:
+        """GPU-seconds every job received so far (trace s)."""
+        return {job_id: sum(len(r.gpus) * ((self.trace_time(r.end) if r.end is not None
+                                             else now) - self.trace_time(r.start))
+                            for r in seen.runs)
+                for job_id, seen in self.jobs.items() if seen.runs}
+
+    def preemptions(self) -> dict[str, int]:
+        """Runs each job lost to a preemption."""
+        return {job_id: sum(1 for r in seen.runs if r.end is not None and not r.finished)
+                for job_id, seen in self.jobs.items()}
+
+    def ended_count(self) -> int:
+        """Managed jobs that ended for good."""
+        return sum(1 for seen in self.jobs.values() if seen.ended)
+
+    def latencies(self) -> list[float]:
+        """Wall seconds from each release the agent asked for to the run's start."""
+        return [x for seen in self.jobs.values() for x in seen.latencies]
+
+    # -- outputs ---------------------------------------------------------------------------
+    def runs_of(self, seen: Seen, checkpoints: Path | None) -> list[tuple[Run, float | None]]:
+        """A job's ended runs, each with the steps it did if known: from the training
+        emulator's checkpoint (``checkpoints``: its folder) when there is one, its
+        exact times and steps (runs killed unwritten or that could not run left out);
+        else as the agent saw them, steps unknown."""
+        path = None if checkpoints is None or seen.slurm_id is None else \
+            checkpoint_path(checkpoints, str(seen.slurm_id))
+        found = read_checkpoint(path) if path is not None else None
+        if found is None:
+            return [(r, None) for r in seen.runs if r.end is not None]
+        return [(Run(r.gpu_type, r.gpus, r.start, r.end, r.state == "completed"),
+                 r.steps_end - r.steps_start)
+                for r in found.runs if r.state in ("stopped", "completed")]
+
+    def replay(self, truth: ThroughputModel | None, *, wall_s: float = 0.0,
+               checkpoints: Path | None = None) -> Replay:
+        """What ran as a :class:`Replay` in trace time: one segment per run, with the
+        steps it did: the emulator's (:meth:`runs_of`), else those ``truth`` says it
+        did, a finished job's last run doing the rest of its work."""
+        assert self.cluster is not None, "nothing was read from the cluster"
+        records: dict[str, JobRecord] = {}
+        penalty = 0.0
+        for job_id, seen in self.jobs.items():
+            job = seen.meta.job
+            penalty = seen.meta.restart_penalty_s
+            record = records[job_id] = JobRecord(job)
+            closed = self.runs_of(seen, checkpoints)
+            for index, (run, steps) in enumerate(closed):
+                start, end = self.trace_time(run.start), self.trace_time(run.end or run.start)
+                length = max(0.0, end - start - (penalty if index else 0.0))
+                if steps is not None:
+                    work = steps
+                elif run.finished:
+                    work = job.work - sum(s.work or 0.0 for s in record.segments)
+                elif truth is not None:
+                    work = min(self._speed(job, run, truth, self.cluster) * length,
+                               job.work - sum(s.work or 0.0 for s in record.segments))
+                else:
+                    work = 0.0
+                record.segments.append(Assignment(job_id, run.gpu_type, run.gpus, start, end,
+                                                  max(work, 0.0)))
+                record.gpu_types.append(run.gpu_type)
+                record.gpus = run.gpus
+                record.gpu_seconds += len(run.gpus) * (end - start)
+                record.first_start = start if record.first_start is None else record.first_start
+                if run.finished:
+                    record.finish = end
+                else:
+                    record.preemptions += 1
+        first = min((seen.meta.job.arrival for seen in self.jobs.values()), default=0.0)
+        unfinished = any(r.finish is None for r in records.values())
+        return Replay(records, list(self.decisions), self.cluster, wall_s, first,
+                      interrupted=unfinished, restart_penalty_s=penalty)
+
+    def write(self, out: Path, *, policy: str, truth: ThroughputModel | None,
+              wall_s: float = 0.0, checkpoints: Path | None = None) -> dict[str, object]:
+        """Write the replay's files into ``out`` (beside ``events.jsonl``); the summary
+        with the agent's figures (release-to-start latency p50 and p95, wall s) and,
+        with the emulator's ``checkpoints`` and ``truth``, the independent checker's
+        verdict on what ran (``checker_violations``; the first few in the log)."""
+        replay = self.replay(truth, wall_s=wall_s, checkpoints=checkpoints)
+        latencies = sorted(self.latencies())
+        extra: dict[str, object] = {
+            "policy": policy, "source": "slurm",
+            "start_latency_p50_s": _percentile(latencies, 50),
+            "start_latency_p95_s": _percentile(latencies, 95),
+            "starts_measured": len(latencies)}
+        if checkpoints is not None and truth is not None:
+            from hetsched.replaying import check_replay
+
+            violations = check_replay(replay, [r.job for r in replay.records.values()], truth)
+            extra["checker_violations"] = len(violations)
+            for violation in violations[:5]:
+                log.warning("checker: %s", violation)
+        files = replay.files(extra)
+        for name, text in files.items():
+            write_text(out / name, text, "--out")
+        return {**replay.summary(), **extra}
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    position = (len(values) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (position - low)

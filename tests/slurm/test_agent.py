@@ -1,0 +1,146 @@
+"""The agent (hetsched.slurm.agent) against the real local cluster: it starts held jobs
+where the policy says, on nodes of the right GPU type, never touches a job without
+metadata nor gives away its GPUs, leaves a job with bad metadata pending, preempts by
+requeueing held, and, restarted, starts nothing twice. The jobs here sleep (the
+training emulator's own tests run it); times in the metadata are at speedup 1."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from hetsched.allocation.layout import Start
+from hetsched.core.records import Job
+from hetsched.files.replay_inputs import throughputs
+from hetsched.policies.rolling import Decision
+from hetsched.registry import rolling
+from hetsched.slurm.agent import Agent, AgentSettings, SlurmCluster
+from hetsched.slurm.control import SlurmControl
+from hetsched.slurm.history import History
+from hetsched.slurm.local import LocalCluster
+from hetsched.slurm.metadata import JobMeta
+from tests.slurm.commands import job_record, run_slurm, wait_for_state
+
+
+def submit(cluster: LocalCluster, comment: str, seconds: int = 60) -> str:
+    """A held job of ``cluster``'s partition with ``comment``, no GPU request."""
+    return run_slurm(cluster, "sbatch", "-H", "--parsable", f"--partition={cluster.partition}",
+                     f"--comment={comment}", "--output=/dev/null", "--wrap",
+                     f"sleep {seconds}")
+
+
+#: Trace time 0 of every job here (speedup 1).
+ORIGIN = time.time()
+
+
+def meta(job_id: str, gpus: int, arrival: float = 0.0, job_type: str = "image-cnn-small",
+         work: float = 1e6) -> str:
+    """The metadata comment of a job (trace time from :data:`ORIGIN`, speedup 1)."""
+    return JobMeta(Job(job_id, arrival, job_type, gpus, work), origin=ORIGIN,
+                   speedup=1.0, restart_penalty_s=0.0).to_comment()
+
+
+def agent_for(cluster: LocalCluster, policy: str, journal: Path) -> tuple[Agent, SlurmCluster]:
+    live = SlurmCluster(SlurmControl(env=cluster.env(), patience_s=30), cluster.partition)
+    model = throughputs(live.read().cluster, None).model
+    return Agent(live, rolling(policy), model, History(journal),
+                 AgentSettings(poll_s=0.1)), live
+
+
+def cycle_until(agent: Agent, done: object, timeout_s: float = 60.0) -> None:
+    """Run agent cycles until ``done()`` holds."""
+    began = time.monotonic()
+    while not done():  # type: ignore[operator]
+        assert time.monotonic() - began < timeout_s, "the agent did not get there"
+        agent.cycle()
+        time.sleep(0.1)
+
+
+def test_starts_where_the_policy_says_and_leaves_foreign_jobs_alone(
+        cluster: LocalCluster, tmp_path: Path) -> None:
+    # A job without metadata holds all of k80-0 (Slurm placed it). Three managed jobs
+    # of 4 GPUs and one with bad metadata wait, held. FIFO can start two (one per V100
+    # node); the third must wait for a node: k80-0 is not free, whatever the policy
+    # sees, and the bad one stays pending.
+    foreign = run_slurm(cluster, "sbatch", "--parsable", f"--partition={cluster.partition}",
+                        "--nodelist=k80-0", "--gres=gpu:4", "--output=/dev/null", "--wrap",
+                        "sleep 120")
+    wait_for_state(cluster, foreign, {"RUNNING"})
+    managed = [submit(cluster, meta(f"m{i}", 4, arrival=float(i))) for i in range(3)]
+    bad = submit(cluster, 'hetsched {"v": 1, "job": {"id": "x", "num_gpus": -2}}')
+    agent, live = agent_for(cluster, "fifo", tmp_path / "events.jsonl")
+    cycle_until(agent, lambda: sum(job_record(cluster, j)["job_state"] == "RUNNING"
+                                   for j in managed) == 2)
+    for _ in range(5):
+        agent.cycle()
+    records = {j: job_record(cluster, j) for j in [*managed, bad, foreign]}
+    running = [records[j] for j in managed if records[j]["job_state"] == "RUNNING"]
+    assert sorted(r["nodes"] for r in running) == ["v100-0", "v100-1"]
+    assert all(r["gres_detail"] == ["gpu:v100:4(IDX:0-3)"] for r in running)
+    assert records[managed[2]]["job_state"] == "PENDING"  # fifo: m0, m1 first
+    assert records[managed[2]]["priority"] == 0  # still held: never given k80-0
+    assert (records[bad]["job_state"], records[bad]["priority"]) == ("PENDING", 0)
+    assert int(bad) in live.read().rejected
+    assert records[foreign]["job_state"] == "RUNNING"
+    assert (records[foreign]["nodes"], records[foreign]["restart_cnt"]) == ("k80-0", 0)
+
+
+def test_preempts_by_requeueing_held_and_starts_again_elsewhere(
+        cluster: LocalCluster, tmp_path: Path) -> None:
+    job = submit(cluster, meta("p0", 2))
+    agent, live = agent_for(cluster, "fifo", tmp_path / "events.jsonl")
+    snapshot = live.read()
+    state = agent.state(snapshot, 0.0)
+    first = Start("p0", "v100", ("v100-1/2", "v100-1/3"))
+    assert agent.apply(Decision((first,)), snapshot, state, time.time()) == (["p0"], [])
+    record, _ = wait_for_state(cluster, job, {"RUNNING"})
+    assert record["nodes"] == "v100-1"
+    agent.history.observe(live.read(), time.time())
+    snapshot = live.read()
+    state = agent.state(snapshot, 1.0)
+    assert [r.job.id for r in state.running] == ["p0"]
+    started, preempted = agent.apply(Decision(preempt=("p0",)), snapshot, state, time.time())
+    assert (started, preempted) == ([], ["p0"])
+    record, _ = wait_for_state(cluster, job, {"PENDING"})
+    assert (record["priority"], record["restart_cnt"]) == (0, 1)  # held, same job id
+    # Started again on the other GPU type: k80-0.
+    snapshot = live.read()
+    state = agent.state(snapshot, 2.0)
+    assert [j.id for j in state.pending] == ["p0"]
+    moved = Start("p0", "k80", ("k80-0/0", "k80-0/1"))
+    assert agent.apply(Decision((moved,)), snapshot, state, time.time()) == (["p0"], [])
+    record, _ = wait_for_state(cluster, job, {"RUNNING"})
+    assert record["nodes"] == "k80-0"
+    assert record["gres_detail"] == ["gpu:k80:2(IDX:0-1)"]
+
+
+def test_a_restarted_agent_starts_nothing_twice(cluster: LocalCluster, tmp_path: Path) -> None:
+    jobs = [submit(cluster, meta(f"r{i}", 4, arrival=float(i))) for i in range(4)]
+    journal = tmp_path / "events.jsonl"
+    agent, _ = agent_for(cluster, "fifo", journal)
+    cycle_until(agent, lambda: sum(job_record(cluster, j)["job_state"] == "RUNNING"
+                                   for j in jobs) == 3)
+    agent.history.close()
+    del agent  # killed: a new agent on the same journal
+    again, live = agent_for(cluster, "fifo", journal)
+    mine = {"r0", "r1", "r2", "r3"}
+    assert mine <= set(again.history.jobs)  # (and the ended jobs of other tests)
+    for _ in range(8):
+        again.cycle()
+        time.sleep(0.1)
+    records = [job_record(cluster, j) for j in jobs]
+    assert [r["restart_cnt"] for r in records] == [0, 0, 0, 0]
+    assert sorted(r["job_state"] for r in records) == ["PENDING", "RUNNING", "RUNNING",
+                                                       "RUNNING"]
+    assert records[3]["job_state"] == "PENDING"  # no node left for the fourth
+    assert sum(len(run.gpus) for job_id in mine for run in again.history.jobs[job_id].runs) \
+        == 12
+    assert live.read().free == frozenset()
+
+
+def test_an_unmanaged_partition_shows_no_jobs(cluster: LocalCluster) -> None:
+    live = SlurmCluster(SlurmControl(env=cluster.env(), patience_s=30), "another")
+    with pytest.raises(Exception, match="no GPU nodes"):
+        live.read()
