@@ -40,6 +40,10 @@ EXIT_TERMINATED = 143
               help="The training emulator's checkpoint folder (`slurm submit`'s, "
               "CLUSTER_DIR/checkpoints by default when --cluster-dir is given): what ran, "
               "exactly, for jobs.csv and the checker.")
+@click.option("--gpu-types", "type_order", default=None,
+              help="The cluster's GPU types in order, v100,p100,k80 (the type preference "
+              "of FIFO-like policies; a replay takes it from --cluster's order); default: "
+              "a local cluster's spec order with --cluster-dir, else by name.")
 @click.option("--poll", "poll_s", type=float, default=0.25, show_default=True,
               help="Wall seconds between readings of the cluster.")
 @click.option("--stop-after", type=int, default=None,
@@ -47,7 +51,8 @@ EXIT_TERMINATED = 143
 @click.option("--idle-exit", "idle_exit_s", type=float, default=None,
               help="Stop after this many wall seconds with no managed job pending or running.")
 def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: Path | None,
-                      throughput_path: Path | None, checkpoints: Path | None, poll_s: float,
+                      throughput_path: Path | None, checkpoints: Path | None,
+                      type_order: str | None, poll_s: float,
                       stop_after: int | None, idle_exit_s: float | None) -> None:
     """Schedule the managed jobs of a live Slurm cluster with a rolling policy: jobs
     submitted held with hetsched metadata in their comment (docs/slurm.md); every other
@@ -64,7 +69,12 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
     if out.exists() and not out.is_dir():
         raise InputError("not a folder", path="--out", value=str(out), expected="a folder")
     control = SlurmControl(env=_slurm_env(cluster_dir))
-    live = SlurmCluster(control, partition)
+    order: list[str] = [t for t in (type_order or "").split(",") if t]
+    if not order and cluster_dir is not None and (cluster_dir / "local-cluster.json").is_file():
+        from hetsched.slurm.local import LocalCluster
+
+        order = [node.name for node in LocalCluster.load(cluster_dir).nodes]
+    live = SlurmCluster(control, partition, order)
     try:
         first = live.read()
     except SlurmUnreachableError as exc:

@@ -62,17 +62,21 @@ class SlurmCluster:
 
     control: SlurmControl
     partition: str | None = None
+    #: Node or GPU type names in the cluster's order (:func:`read_cluster`).
+    order: Sequence[str] = ()
     _ids: dict[str, int] = field(default_factory=dict)
     _requeued: set[str] = field(default_factory=set)
+    _released: set[str] = field(default_factory=set)
     _reported: set[int] = field(default_factory=set)
 
     def read(self) -> Snapshot:
         """``sinfo --json`` and ``squeue --json`` as a :class:`Snapshot`."""
         nodes = self.control.nodes(self.partition)
         jobs = self.control.jobs(self.partition)
-        snapshot = read_snapshot(nodes, jobs, reported=self._reported)
+        snapshot = read_snapshot(nodes, jobs, reported=self._reported, order=self.order)
         self._ids = {job_id: job.slurm_id for job_id, job in snapshot.jobs.items()}
         self._requeued = {job_id for job_id, job in snapshot.jobs.items() if job.restarts}
+        self._released = {job_id for job_id, job in snapshot.jobs.items() if job.released}
         return snapshot
 
     def start(self, job: str, nodes: Sequence[str], per_node: int) -> None:
@@ -80,8 +84,12 @@ class SlurmCluster:
         self.control.start(self._ids[job], nodes, per_node, requeued=job in self._requeued)
 
     def preempt(self, job: str) -> None:
-        """``scontrol requeuehold``."""
-        self.control.preempt(self._ids[job])
+        """``scontrol requeuehold``; ``scontrol hold`` for a job released but not yet
+        started (Slurm cannot requeue it)."""
+        if job in self._released:
+            self.control.hold(self._ids[job])
+        else:
+            self.control.preempt(self._ids[job])
 
 
 @dataclass(frozen=True)
@@ -252,6 +260,10 @@ class Agent:
         waiting = {job.id: job for job in state.pending}
         started: list[str] = []
         for start in decision.start:
+            if start.job in preempted:  # a move: it starts again once Slurm requeued it
+                log.info("start of %s left to a later decision: it is being requeued",
+                         start.job)
+                continue
             problem = self._invalid(start, waiting, free, snapshot.cluster)
             if problem:
                 log.warning("start of %s skipped: %s", start.job, problem)

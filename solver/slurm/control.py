@@ -159,3 +159,7 @@ class SlurmControl:
         """Requeue a running job held (it stays pending, held, until the agent starts it
         again; Slurm sends it SIGTERM, then SIGKILL after ``KillWait``)."""
         self.run("scontrol", "requeuehold", str(job_id))
+
+    def hold(self, job_id: int) -> None:
+        """Hold a pending job again (a job released that has not started)."""
+        self.run("scontrol", "hold", str(job_id))

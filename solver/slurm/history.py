@@ -98,7 +98,11 @@ class History:
     def _apply(self, event: dict[str, Any]) -> None:
         kind = event["event"]
         if kind == "job":
-            self._know(JobMeta.from_comment(event["comment"])).slurm_id = event.get("slurm_id")
+            meta = JobMeta.from_comment(event["comment"])
+            known = self.jobs.get(meta.job.id)
+            if known is not None and known.slurm_id != event.get("slurm_id"):
+                del self.jobs[meta.job.id]  # submitted again
+            self._know(meta).slurm_id = event.get("slurm_id")
             return
         if kind == "decision":
             self.decisions.append(DecisionLog(**event["log"]))
@@ -146,6 +150,10 @@ class History:
         for job_id, job in snapshot.jobs.items():
             seen = self.jobs.get(job_id)
             if seen is None or seen.slurm_id != job.slurm_id:
+                if job.ended:
+                    continue  # it ended before this agent knew it (an earlier run's)
+                if seen is not None:  # submitted again: a new job of the same id
+                    del self.jobs[job_id]
                 seen = self._know(job.meta)
                 seen.slurm_id = job.slurm_id
                 self._log({"event": "job", "comment": job.meta.to_comment(),
@@ -157,7 +165,9 @@ class History:
                 gpu_type = snapshot.cluster.node_by_name[job.nodes[0]].gpu_type
                 seen.runs.append(Run(gpu_type, job.gpus, start))
                 if seen.asked_start is not None:
-                    seen.latencies.append(start - seen.asked_start)
+                    # Release to RUNNING as this reading sees it: at most a poll late
+                    # (Slurm's start_time is a whole second, too coarse for this).
+                    seen.latencies.append(unix - seen.asked_start)
                     seen.asked_start = None
                 self._log({"event": "run", "job": job_id, "gpu_type": gpu_type,
                            "gpus": list(job.gpus), "start": start})
@@ -176,6 +186,15 @@ class History:
                 self._log({"event": "ended", "job": job_id, "state": job.state})
                 if job.state != "COMPLETED":
                     log.warning("job %s (Slurm %d) ended %s", job_id, job.slurm_id, job.state)
+
+        for job_id, seen in self.jobs.items():  # gone from Slurm's list (MinJobAge)
+            if job_id not in snapshot.jobs and not seen.ended and seen.slurm_id is not None:
+                if seen.runs and seen.runs[-1].end is None:
+                    seen.runs[-1].end = unix
+                    self._log({"event": "end", "job": job_id, "end": unix, "finished": False})
+                seen.ended = "GONE"
+                self._log({"event": "ended", "job": job_id, "state": "GONE"})
+                log.warning("job %s left Slurm's job list unseen: its end is unknown", job_id)
 
     def starting(self, job_id: str, unix: float) -> None:
         """The agent released ``job_id`` at ``unix``."""
@@ -279,6 +298,9 @@ class History:
                 length = max(0.0, end - start - (penalty if index else 0.0))
                 if steps is not None:
                     work = steps
+                    if truth is not None and run.finished:
+                        end = self._clock_end(job, run, truth, start, work,
+                                              penalty if index else 0.0, end)
                 elif run.finished:
                     work = job.work - sum(s.work or 0.0 for s in record.segments)
                 elif truth is not None:
@@ -300,6 +322,21 @@ class History:
         unfinished = any(r.finish is None for r in records.values())
         return Replay(records, list(self.decisions), self.cluster, wall_s, first,
                       interrupted=unfinished, restart_penalty_s=penalty)
+
+    def _clock_end(self, job: Job, run: Run, truth: ThroughputModel, start: float,
+                   work: float, penalty: float, end: float) -> float:
+        """A completed emulated run's end as its own arithmetic has it (start, penalty,
+        steps over the throughput), when that is within the resolution of the Unix
+        clock the emulator wrote (a microsecond of wall time, times the speedup: about
+        0.01 trace s at 10,000): trace times are Unix times scaled up, and their last
+        bits are noise the checker would count."""
+        assert self.cluster is not None
+        speed = self._speed(job, run, truth, self.cluster)
+        if speed <= 0:
+            return end
+        exact = start + penalty + work / speed
+        resolution = 1e-6 * (self._origin[1] if self._origin is not None else 1.0)
+        return exact if abs(exact - end) <= max(resolution, 1e-6) else end
 
     def write(self, out: Path, *, policy: str, truth: ThroughputModel | None,
               wall_s: float = 0.0, checkpoints: Path | None = None) -> dict[str, object]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,12 +99,29 @@ class Snapshot:
         return frozenset(g for node in self.cluster.nodes for g in node.gpu_ids()) - self.busy
 
 
-def read_cluster(nodes: Iterable[Mapping[str, Any]]) -> tuple[Cluster, frozenset[str]]:
+def _natural(name: str) -> tuple[object, ...]:
+    """``v100-2`` before ``v100-10``."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+def read_cluster(nodes: Iterable[Mapping[str, Any]], order: Sequence[str] = ()
+                 ) -> tuple[Cluster, frozenset[str]]:
     """The GPU nodes of ``sinfo --json`` as a cluster, and the GPUs of nodes nobody may
-    use now (down, drained, not responding)."""
+    use now (down, drained, not responding). ``order``: node names or GPU type names in
+    the order the cluster lists them (a local cluster's spec order; the cluster order
+    is the type preference of FIFO-like policies); the rest follow, by name."""
+    rank = {name: index for index, name in enumerate(order)}
+
+    def key(record: Mapping[str, Any]) -> tuple[object, ...]:
+        name = str(record.get("name"))
+        gres = NODE_GRES.search(str(record.get("gres") or ""))
+        gpu_type = gres.group("type") if gres else ""
+        return (rank.get(gpu_type, rank.get(name, len(rank))), rank.get(name, len(rank)),
+                _natural(name))
+
     found: list[Node] = []
     unusable: set[str] = set()
-    for record in sorted(nodes, key=lambda n: str(n.get("name"))):
+    for record in sorted(nodes, key=key):
         gres = NODE_GRES.search(str(record.get("gres") or ""))
         if gres is None:
             continue
@@ -148,11 +165,11 @@ def _per_node(record: Mapping[str, Any]) -> int:
 
 
 def read_snapshot(nodes: Iterable[Mapping[str, Any]], jobs: Iterable[Mapping[str, Any]],
-                  *, reported: set[int] | None = None) -> Snapshot:
+                  *, reported: set[int] | None = None, order: Sequence[str] = ()) -> Snapshot:
     """A :class:`Snapshot` of ``sinfo --json``'s nodes and ``squeue --json``'s jobs (of
     the managed partition). Bad metadata is logged once per job (``reported``: the
-    Slurm ids already logged) and the job left pending."""
-    cluster, unusable = read_cluster(nodes)
+    Slurm ids already logged) and the job left pending. ``order``: :func:`read_cluster`'s."""
+    cluster, unusable = read_cluster(nodes, order)
     busy = set(unusable)
     node_gpus = {node.name: node.gpu_ids() for node in cluster.nodes}
     managed: dict[str, SlurmJob] = {}

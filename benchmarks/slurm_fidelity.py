@@ -1,0 +1,229 @@
+"""Issue 34's targets on a local Slurm cluster (hetsched.slurm.local): the first 100
+jobs of Gavel's ee9e8c trace on v100=8,p100=8,k80=8 (nodes of 4 GPUs), time-compressed
+by --speedup, each job the training emulator.
+
+For each policy (fifo, srtf, progress): the agent (`hetsched slurm run`) schedules the
+jobs `hetsched slurm submit` hands Slurm at their arrival times; then `hetsched replay`
+runs the same jobs on the same cluster with the same restart penalty. Printed and
+written to CSV: the average JCT on Slurm (trace seconds) against the replay's, the
+per-job JCT error (p50, p95), the agent's release-to-RUNNING latency (p50, p95 wall s),
+and, as the anchor, the same jobs under Slurm's own scheduler (no agent; each asks for
+its GPU count of any type): average JCT and makespan beside `progress`'s.
+With --crash, `progress` is run once more and the agent is killed (SIGKILL) halfway
+and restarted: every job must finish once.
+
+    python benchmarks/slurm_fidelity.py --out benchmarks/results/slurm_fidelity.csv
+    python benchmarks/slurm_fidelity.py --quick      # 30 jobs, fifo and progress
+
+It starts (and stops) its own local cluster in a temporary folder on ports from 19817
+when none is given with --cluster-dir. Needs root, slurm-wlm and munge, ../shared/data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACE = ROOT.parent / "shared" / "data" / "gavel" / "traces" / "ee9e8c.trace"
+THROUGHPUT = ROOT.parent / "shared" / "data" / "gavel" / "simulation_throughputs.json"
+CLUSTER = "v100=8,p100=8,k80=8"
+HETSCHED = [sys.executable, "-m", "hetsched"]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (linear), NaN for none."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def jcts(folder: Path) -> dict[str, float]:
+    """Job id -> JCT (s) of a run folder's jobs.csv (finished jobs)."""
+    with (folder / "jobs.csv").open(newline="") as handle:
+        return {row["job"]: float(row["jct"]) for row in csv.DictReader(handle) if row["jct"]}
+
+
+def submit(cluster_dir: Path, jobs: int, speedup: float, *, slurm: bool = False) -> None:
+    """`hetsched slurm submit` of the trace's first ``jobs`` jobs (blocks until the last
+    is submitted)."""
+    subprocess.run([*HETSCHED, "slurm", "submit", str(TRACE), "--format", "gavel",
+                    "--cluster-dir", str(cluster_dir), "--limit-jobs", str(jobs),
+                    "--speedup", str(speedup), "--throughput", str(THROUGHPUT),
+                    *(["--slurm-schedules"] if slurm else [])], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def agent(cluster_dir: Path, policy: str, out: Path, jobs: int) -> subprocess.Popen[bytes]:
+    """`hetsched slurm run` in the background until ``jobs`` managed jobs ended."""
+    log = (out.parent / f"{out.name}.log").open("ab")
+    return subprocess.Popen([*HETSCHED, "slurm", "run", "--policy", policy, "--out", str(out),
+                             "--cluster-dir", str(cluster_dir), "--throughput",
+                             str(THROUGHPUT), "--stop-after", str(jobs)],
+                            stdout=log, stderr=log)
+
+
+def wait_idle(cluster_dir: Path, timeout_s: float) -> None:
+    """Until the partition has no pending or running job."""
+    env = {"SLURM_CONF": str(cluster_dir / "slurm.conf"), "PATH": "/usr/bin:/bin"}
+    began = time.monotonic()
+    while time.monotonic() - began < timeout_s:
+        listing = subprocess.run(["squeue", "-h", "-t", "PD,R,CG", "-o", "%i"], env=env,
+                                 capture_output=True, text=True, check=False).stdout
+        if not listing.strip():
+            return
+        time.sleep(1.0)
+    raise SystemExit(f"jobs still in Slurm after {timeout_s:.0f} s")
+
+
+def replay(policy: str, jobs: int, out: Path) -> dict[str, float]:
+    """`hetsched replay` of the same jobs on the same cluster: job id -> JCT."""
+    subprocess.run([*HETSCHED, "replay", str(TRACE), "--format", "gavel", "--cluster", CLUSTER,
+                    "--limit-jobs", str(jobs), "--policy", policy, "--throughput",
+                    str(THROUGHPUT), "--out", str(out)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return jcts(out)
+
+
+def slurm_anchor_jcts(cluster_dir: Path) -> tuple[dict[str, float], float]:
+    """JCTs (trace s) and makespan of jobs Slurm placed itself, from the emulator's
+    checkpoints (each records its runs in Unix time) and the metadata's arrivals."""
+    from hetsched.slurm.metadata import JobMeta
+
+    found: dict[str, float] = {}
+    ends: list[float] = []
+    arrivals: list[float] = []
+    for path in sorted((cluster_dir / "checkpoints").glob("*.json")):
+        record = json.loads(path.read_text())
+        meta = JobMeta.from_comment(record["comment"])
+        runs = record.get("runs") or []
+        if not runs or record.get("steps", 0.0) < meta.job.work * (1 - 1e-9):
+            continue
+        finish = meta.trace_time(float(runs[-1]["end"]))
+        found[meta.job.id] = finish - meta.job.arrival
+        ends.append(finish)
+        arrivals.append(meta.job.arrival)
+    return found, (max(ends) - min(arrivals)) if ends else math.nan
+
+
+def main() -> None:
+    """Run the cells, print the figures, write the CSV."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--speedup", type=float, default=10000.0)
+    parser.add_argument("--policies", default="fifo,srtf,progress")
+    parser.add_argument("--quick", action="store_true", help="30 jobs, fifo and progress")
+    parser.add_argument("--crash", action="store_true", help="also kill -9 the agent once")
+    parser.add_argument("--no-anchor", action="store_true", help="skip Slurm's own scheduler")
+    parser.add_argument("--cluster-dir", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    if not TRACE.is_file():
+        sys.exit(f"{TRACE} is absent: this benchmark needs ../shared/data")
+    if args.quick:
+        args.jobs, args.policies = 30, "fifo,progress"
+    from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.slurm.local import LocalCluster
+
+    rows: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        local = None
+        cluster_dir = args.cluster_dir
+        if cluster_dir is None:
+            cluster_dir = folder / "cluster"
+            local = LocalCluster.from_cluster(parse_cluster(CLUSTER), gpus_per_node=4,
+                                              state_dir=cluster_dir, port=19817)
+            local.start()
+        try:
+            for policy in args.policies.split(","):
+                rows.append(cell(policy, cluster_dir, folder, args, crash=False))
+            if args.crash:
+                rows.append(cell("progress", cluster_dir, folder, args, crash=True))
+            if not args.no_anchor:
+                rows.append(anchor(cluster_dir, args, rows))
+        finally:
+            if local is not None:
+                local.stop()
+    for row in rows:
+        print("  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                        for k, v in row.items()))
+    if args.out is not None:
+        columns = sorted({key for row in rows for key in row}, key=lambda k: (k != "case", k))
+        with args.out.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, columns)
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"wrote {args.out}")
+
+
+def cell(policy: str, cluster_dir: Path, folder: Path, args: argparse.Namespace, *,
+         crash: bool) -> dict[str, object]:
+    """One policy through the agent, and its replay."""
+    name = f"{policy}{'-crash' if crash else ''}"
+    out = folder / name
+    began = time.monotonic()
+    running = agent(cluster_dir, policy, out, args.jobs)
+    time.sleep(1.0)
+    submitter = subprocess.Popen([*HETSCHED, "slurm", "submit", str(TRACE), "--format", "gavel",
+                                  "--cluster-dir", str(cluster_dir), "--limit-jobs",
+                                  str(args.jobs), "--speedup", str(args.speedup),
+                                  "--throughput", str(THROUGHPUT)],
+                                 stdout=subprocess.DEVNULL)
+    if crash:
+        time.sleep(60.0)
+        running.send_signal(signal.SIGKILL)
+        running.wait()
+        running = agent(cluster_dir, policy, out, args.jobs)
+    submitter.wait()
+    running.wait(timeout=3600)
+    wall = time.monotonic() - began
+    wait_idle(cluster_dir, 120)
+    real = jcts(out)
+    summary = json.loads((out / "summary.json").read_text())
+    predicted = replay(policy, args.jobs, folder / f"{name}-replay")
+    both = sorted(set(real) & set(predicted))
+    errors = [abs(real[j] - predicted[j]) / predicted[j] for j in both]
+    slurm_avg = sum(real.values()) / len(real) if real else math.nan
+    replay_avg = sum(predicted.values()) / len(predicted)
+    return {"case": name, "jobs": args.jobs, "speedup": args.speedup,
+            "completed": len(real), "slurm_avg_jct_s": slurm_avg,
+            "replay_avg_jct_s": replay_avg, "avg_jct_error": slurm_avg / replay_avg - 1,
+            "job_error_p50": percentile(errors, 50), "job_error_p95": percentile(errors, 95),
+            "makespan_s": summary.get("makespan_s"),
+            "preemptions": summary.get("preemptions"),
+            "latency_p50_s": summary.get("start_latency_p50_s"),
+            "latency_p95_s": summary.get("start_latency_p95_s"), "wall_s": wall}
+
+
+def anchor(cluster_dir: Path, args: argparse.Namespace,
+           rows: list[dict[str, object]]) -> dict[str, object]:
+    """The same jobs under Slurm's own scheduler, beside progress."""
+    for old in (cluster_dir / "checkpoints").glob("*.json"):
+        old.unlink()
+    began = time.monotonic()
+    submit(cluster_dir, args.jobs, args.speedup, slurm=True)
+    wait_idle(cluster_dir, 3600)
+    found, makespan = slurm_anchor_jcts(cluster_dir)
+    average = sum(found.values()) / len(found) if found else math.nan
+    progress = next((r for r in rows if r["case"] == "progress"), None)
+    ratio = math.nan if progress is None else average / float(progress["slurm_avg_jct_s"])
+    return {"case": "slurm-backfill", "jobs": args.jobs, "speedup": args.speedup,
+            "completed": len(found), "slurm_avg_jct_s": average, "makespan_s": makespan,
+            "avg_jct_vs_progress": ratio, "wall_s": time.monotonic() - began}
+
+
+if __name__ == "__main__":
+    main()
