@@ -36,7 +36,7 @@ def run(policy: str, cap_s: float, folder: Path) -> dict[str, object]:
         process = subprocess.Popen(
             [sys.executable, "-m", "hetsched", "replay", str(PHILLY), "--format", "philly",
              "--cluster", CLUSTER, "--policy", policy, "--out", str(out)],
-            stdout=subprocess.DEVNULL, stderr=stderr)
+            stdout=subprocess.DEVNULL, stderr=stderr, preexec_fn=_default_sigint)
         capped = _wait(process, cap_s)
     wall = time.perf_counter() - began
     row: dict[str, object] = {"policy": policy, "cap_s": cap_s, "wall_s": round(wall, 1),
@@ -53,6 +53,13 @@ def run(policy: str, cap_s: float, folder: Path) -> dict[str, object]:
     else:
         row["error"] = log.read_text()[-200:]
     return row
+
+
+def _default_sigint() -> None:
+    """In the child: Ctrl-C's default action. A shell without job control starts its
+    background commands with SIGINT ignored, and children inherit that: the SIGINT at
+    the cap would then be lost and the replay run on."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait(process: subprocess.Popen[bytes], cap_s: float) -> bool:

@@ -127,6 +127,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="30 jobs, fifo and progress")
     parser.add_argument("--crash", action="store_true", help="also kill -9 the agent once")
     parser.add_argument("--no-anchor", action="store_true", help="skip Slurm's own scheduler")
+    parser.add_argument("--anchor-only", action="store_true",
+                        help="only Slurm's own scheduler (beside --progress-jct)")
+    parser.add_argument("--anchor-speedup", type=float, default=None,
+                        help="the anchor's speedup (default --speedup): Slurm's own "
+                        "scheduler puts long jobs on K80s, and its makespan is the longest")
+    parser.add_argument("--progress-jct", type=float, default=None,
+                        help="progress's average JCT on Slurm (s) from an earlier run, for "
+                        "the anchor's ratio with --anchor-only")
     parser.add_argument("--cluster-dir", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -148,8 +156,10 @@ def main() -> None:
                                               state_dir=cluster_dir, port=19817)
             local.start()
         try:
-            for policy in args.policies.split(","):
+            for policy in [] if args.anchor_only else args.policies.split(","):
                 rows.append(cell(policy, cluster_dir, folder, args, crash=False))
+            if args.progress_jct is not None:
+                rows.append({"case": "progress", "slurm_avg_jct_s": args.progress_jct})
             if args.crash:
                 rows.append(cell("progress", cluster_dir, folder, args, crash=True))
             if not args.no_anchor:
@@ -214,13 +224,14 @@ def anchor(cluster_dir: Path, args: argparse.Namespace,
     for old in (cluster_dir / "checkpoints").glob("*.json"):
         old.unlink()
     began = time.monotonic()
-    submit(cluster_dir, args.jobs, args.speedup, slurm=True)
+    speedup = args.anchor_speedup or args.speedup
+    submit(cluster_dir, args.jobs, speedup, slurm=True)
     wait_idle(cluster_dir, 3600)
     found, makespan = slurm_anchor_jcts(cluster_dir)
     average = sum(found.values()) / len(found) if found else math.nan
     progress = next((r for r in rows if r["case"] == "progress"), None)
     ratio = math.nan if progress is None else average / float(progress["slurm_avg_jct_s"])
-    return {"case": "slurm-backfill", "jobs": args.jobs, "speedup": args.speedup,
+    return {"case": "slurm-backfill", "jobs": args.jobs, "speedup": speedup,
             "completed": len(found), "slurm_avg_jct_s": average, "makespan_s": makespan,
             "avg_jct_vs_progress": ratio, "wall_s": time.monotonic() - began}
 
