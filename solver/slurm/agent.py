@@ -22,7 +22,6 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from hetsched.allocation.layout import Start, throughput_of
@@ -308,9 +307,3 @@ class Agent:
             return "uneven over its nodes (Slurm gives each node of a job the same GPUs)"
         return ""
 
-
-def write_outputs(history: History, out: Path, *, policy: str,
-                  truth: ThroughputModel | None) -> dict[str, object]:
-    """Write ``jobs.csv``, ``decisions.csv``, ``summary.json`` and ``timing.json`` of
-    what ran (:meth:`History.replay`); the summary."""
-    return history.write(out, policy=policy, truth=truth)

@@ -69,3 +69,25 @@ def submit_held(cluster: LocalCluster, seconds: float, comment: str = "hetsched-
     """``sbatch -H``: a held job of ``seconds`` of sleep asking for no GPU; its id."""
     return run_slurm(cluster, "sbatch", "--parsable", "-H", "-o", "/dev/null",
                      f"--comment={comment}", "--wrap", f"sleep {seconds}")
+
+
+def start_pinned(cluster: LocalCluster, job_id: str, tres: str, node: str) -> dict[str, Any]:
+    """Pin a held job to ``node`` with ``tres`` (``gres:gpu:2``), release it, wait until
+    it runs: its record."""
+    run_slurm(cluster, "scontrol", "update", f"JobId={job_id}", f"TresPerNode={tres}",
+              f"NodeList={node}")
+    run_slurm(cluster, "scontrol", "release", job_id)
+    record, _ = wait_for_state(cluster, job_id, {"RUNNING"})
+    return record
+
+
+def exit_code(argv: list[str]) -> int:
+    """``hetsched`` with ``argv`` in this process: its exit code."""
+    from hetsched.cli.main import main
+
+    try:
+        main(argv)
+    except SystemExit as exited:
+        return int(exited.code or 0)
+    return 0
+

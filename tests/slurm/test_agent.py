@@ -144,3 +144,4 @@ def test_an_unmanaged_partition_shows_no_jobs(cluster: LocalCluster) -> None:
     live = SlurmCluster(SlurmControl(env=cluster.env(), patience_s=30), "another")
     with pytest.raises(Exception, match="no GPU nodes"):
         live.read()
+

@@ -6,16 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.cli.main import main
-from tests.slurm.commands import free_port
-
-
-def _exit_code(argv: list[str]) -> int:
-    try:
-        main(argv)
-    except SystemExit as exited:
-        return int(exited.code or 0)
-    return 0
+from tests.slurm.commands import exit_code, free_port
 
 
 def test_start_status_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -23,21 +14,21 @@ def test_start_status_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     where = ["--dir", str(folder)]
     port = free_port("cli", 2)
     try:
-        assert _exit_code(["slurm", "cluster", "start", "--cluster", "k80=6",
+        assert exit_code(["slurm", "cluster", "start", "--cluster", "k80=6",
                            "--gpus-per-node", "3", "--port", str(port), *where]) == 0
         out = capsys.readouterr().out.splitlines()
         assert out[0] == f"started a local Slurm cluster of 2 nodes, 6 GPUs, in {folder}"
         assert out[1].split() == ["node", "GPUs", "CPUs", "memory", "port"]
         assert out[2].split() == ["k80-0", "3", "x", "k80", "24", "96", "GB", str(port + 1)]
         assert out[-1] == f"export SLURM_CONF={folder}/slurm.conf"
-        assert _exit_code(["slurm", "cluster", "status", *where]) == 0
+        assert exit_code(["slurm", "cluster", "status", *where]) == 0
         out = capsys.readouterr().out.splitlines()
         assert out[0] == f"local Slurm cluster in {folder}: running"
         assert out[2].split()[-1] == "idle"
     finally:
-        assert _exit_code(["slurm", "cluster", "stop", *where]) == 0
+        assert exit_code(["slurm", "cluster", "stop", *where]) == 0
     assert capsys.readouterr().out.startswith(f"stopped the local Slurm cluster in {folder}")
-    assert _exit_code(["slurm", "cluster", "status", *where]) == 1
+    assert exit_code(["slurm", "cluster", "status", *where]) == 1
     assert f"{folder}: not running" in capsys.readouterr().out
 
 
@@ -51,7 +42,7 @@ def test_start_status_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 ])
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], pieces: list[str], tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    assert _exit_code(["slurm", "cluster", *argv, "--dir", str(tmp_path / "none")]) == 2
+    assert exit_code(["slurm", "cluster", *argv, "--dir", str(tmp_path / "none")]) == 2
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1, captured.err
@@ -63,7 +54,7 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], pieces: list[str], tm
 def test_missing_slurm_names_the_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # sinfo, sbatch, ... are in /usr/bin
-    assert _exit_code(["slurm", "cluster", "start", "--cluster", "v100=4", "--dir",
+    assert exit_code(["slurm", "cluster", "start", "--cluster", "v100=4", "--dir",
                        str(tmp_path / "c")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: Slurm programs not found: ")

@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.cli.main import main
 from hetsched.files.generate import catalogue_table
 from hetsched.slurm.checkpoint import checkpoint_path, read_checkpoint
 from hetsched.slurm.emulator import Allocation, gang_speed
 from hetsched.slurm.local import LocalCluster
 from hetsched.slurm.metadata import JobMeta, is_managed
 from hetsched.slurm.submit import submitted_rows
-from tests.slurm.commands import job_record, wait_for_state
+from tests.slurm.commands import exit_code, job_record, wait_for_state
 
 HEADER = ("id,arrival,job_type,num_gpus,work,deadline,weight,user,allowed_gpu_counts,"
           "allowed_gpu_types\n")
@@ -37,19 +36,11 @@ TRACE = HEADER + "\n".join([
 SPEEDUP = 100.0
 
 
-def _exit_code(argv: list[str]) -> int:
-    try:
-        main(argv)
-    except SystemExit as exited:
-        return int(exited.code or 0)
-    return 0
-
-
 def _submit(cluster: LocalCluster, folder: Path, *extra: str) -> list[dict[str, str]]:
     trace = folder / "trace.csv"
     trace.write_text(TRACE, encoding="utf-8")
     began = time.time()
-    assert _exit_code(["slurm", "submit", str(trace), "--format", "native", "--cluster-dir",
+    assert exit_code(["slurm", "submit", str(trace), "--format", "native", "--cluster-dir",
                        str(cluster.state_dir), "--state-dir", str(folder), "--speedup",
                        str(SPEEDUP), "--restart-penalty", "12", *extra]) == 0
     rows = submitted_rows(folder / "submitted.csv")
@@ -160,7 +151,7 @@ def test_bad_input_is_one_line_and_exit_2(cluster: LocalCluster, tmp_path: Path,
     options = {"--format": "native", "--cluster-dir": str(cluster.state_dir),
                "--state-dir": str(tmp_path)}
     options.update(dict(zip(argv[::2], argv[1::2], strict=True)))
-    assert _exit_code(["slurm", "submit", str(trace),
+    assert exit_code(["slurm", "submit", str(trace),
                        *(part for pair in options.items() for part in pair)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
@@ -173,6 +164,6 @@ def test_a_folder_without_a_cluster_is_bad_input(tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "trace.csv"
     trace.write_text(TRACE, encoding="utf-8")
-    assert _exit_code(["slurm", "submit", str(trace), "--format", "native",
+    assert exit_code(["slurm", "submit", str(trace), "--format", "native",
                        "--cluster-dir", str(tmp_path / "none")]) == 2
     assert "--dir: no local cluster there" in capsys.readouterr().err
