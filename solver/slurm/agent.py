@@ -115,9 +115,9 @@ def gang_nodes(start: Start, cluster: Cluster) -> tuple[list[str], int] | None:
     """The nodes of a start's GPUs and the GPUs on each, or ``None`` if the gang is
     uneven over its nodes (Slurm gives every node of a job the same GPU count)."""
     per: dict[str, int] = {}
-    node_of = {g: node.name for node in cluster.nodes for g in node.gpu_ids()}
+    gpus = cluster.gpu_by_id
     for gpu in start.gpus:
-        per[node_of[gpu]] = per.get(node_of[gpu], 0) + 1
+        per[gpus[gpu].node] = per.get(gpus[gpu].node, 0) + 1
     counts = set(per.values())
     return (list(per), counts.pop()) if len(counts) == 1 else None
 

@@ -52,6 +52,7 @@ from hetsched.slurm.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
+from hetsched.slurm.control import expand_nodes
 from hetsched.slurm.metadata import JobMeta
 from hetsched.slurm.processes import program
 
@@ -220,15 +221,6 @@ def slurm_record(job_id: str, environment: Mapping[str, str] | None = None,
         log.warning("%s; asking again in %.1f s", problem, delay)
         time.sleep(delay)
         delay = min(2 * delay, 5.0)
-
-
-def expand_nodes(nodes: str) -> list[str]:
-    """Slurm's host list ``k80-0,v100-[0-1]`` as names, in Slurm's order."""
-    if "[" not in nodes:
-        return [name for name in nodes.split(",") if name]
-    done = subprocess.run([program("scontrol") or "scontrol", "show", "hostnames", nodes],
-                          capture_output=True, text=True, timeout=30, check=True)
-    return done.stdout.split()
 
 
 class Emulator:
