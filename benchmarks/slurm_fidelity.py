@@ -56,22 +56,54 @@ def jcts(folder: Path) -> dict[str, float]:
         return {row["job"]: float(row["jct"]) for row in csv.DictReader(handle) if row["jct"]}
 
 
-def submit(cluster_dir: Path, jobs: int, speedup: float, *, slurm: bool = False) -> None:
+def band_trace(folder: Path, jobs: int, band_h: tuple[float, float]) -> Path:
+    """The first ``jobs`` jobs of the trace whose duration on their fastest allowed GPU
+    type (at their gang size, packed; Gavel's throughputs) lies in ``band_h`` hours,
+    written as a Gavel trace (the original lines, arrivals kept) into ``folder``.
+
+    ee9e8c's job lengths span five orders of magnitude (5 % under 300 s, 5 % over a
+    month): no speedup keeps a run under 15 minutes and the shortest jobs long against
+    Slurm's start latency (up to a second of wall time, its backfill cycle) times X. A
+    band keeps the trace's jobs, types, gangs and arrivals, and drops the tails."""
+    from hetsched.core.throughput import Placement
+    from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.files.replay_inputs import trace_jobs
+
+    read = trace_jobs(TRACE, "gavel", parse_cluster(CLUSTER), throughput_path=THROUGHPUT)
+    lines = TRACE.read_text().splitlines()
+    kept: list[str] = []
+    for job in read.jobs:
+        fastest = max(read.truth.throughput(job.job_type, gpu_type, job.num_gpus,
+                                            Placement.PACKED)
+                      for gpu_type in ("v100", "p100", "k80") if job.may_use(gpu_type))
+        if band_h[0] * 3600 <= job.work / fastest <= band_h[1] * 3600:
+            kept.append(lines[int(job.id)])
+        if len(kept) == jobs:
+            break
+    path = folder / f"ee9e8c-band-{band_h[0]:g}-{band_h[1]:g}h.trace"
+    path.write_text("\n".join(kept) + "\n")
+    return path
+
+
+def submit(trace: Path, cluster_dir: Path, jobs: int, speedup: float, *,
+           slurm: bool = False) -> None:
     """`hetsched slurm submit` of the trace's first ``jobs`` jobs (blocks until the last
     is submitted)."""
-    subprocess.run([*HETSCHED, "slurm", "submit", str(TRACE), "--format", "gavel",
+    subprocess.run([*HETSCHED, "slurm", "submit", str(trace), "--format", "gavel",
                     "--cluster-dir", str(cluster_dir), "--limit-jobs", str(jobs),
                     "--speedup", str(speedup), "--throughput", str(THROUGHPUT),
                     *(["--slurm-schedules"] if slurm else [])], check=True,
                    stdout=subprocess.DEVNULL)
 
 
-def agent(cluster_dir: Path, policy: str, out: Path, jobs: int) -> subprocess.Popen[bytes]:
+def agent(cluster_dir: Path, policy: str, out: Path, jobs: int, poll_s: float
+          ) -> subprocess.Popen[bytes]:
     """`hetsched slurm run` in the background until ``jobs`` managed jobs ended."""
     log = (out.parent / f"{out.name}.log").open("ab")
     return subprocess.Popen([*HETSCHED, "slurm", "run", "--policy", policy, "--out", str(out),
                              "--cluster-dir", str(cluster_dir), "--throughput",
-                             str(THROUGHPUT), "--stop-after", str(jobs)],
+                             str(THROUGHPUT), "--stop-after", str(jobs),
+                             "--poll", str(poll_s)],
                             stdout=log, stderr=log)
 
 
@@ -88,9 +120,9 @@ def wait_idle(cluster_dir: Path, timeout_s: float) -> None:
     raise SystemExit(f"jobs still in Slurm after {timeout_s:.0f} s")
 
 
-def replay(policy: str, jobs: int, out: Path) -> dict[str, float]:
+def replay(trace: Path, policy: str, jobs: int, out: Path) -> dict[str, float]:
     """`hetsched replay` of the same jobs on the same cluster: job id -> JCT."""
-    subprocess.run([*HETSCHED, "replay", str(TRACE), "--format", "gavel", "--cluster", CLUSTER,
+    subprocess.run([*HETSCHED, "replay", str(trace), "--format", "gavel", "--cluster", CLUSTER,
                     "--limit-jobs", str(jobs), "--policy", policy, "--throughput",
                     str(THROUGHPUT), "--out", str(out)], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -137,6 +169,13 @@ def main() -> None:
                         "the anchor's ratio with --anchor-only")
     parser.add_argument("--cluster-dir", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--band", default=None, metavar="LOW:HIGH",
+                        help="only jobs lasting LOW to HIGH hours on their fastest GPU "
+                        "(band_trace); default: the trace's first jobs")
+    parser.add_argument("--poll", type=float, default=0.25,
+                        help="the agent's poll interval (wall s)")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep each run's folder (agent output, replay, logs) here")
     args = parser.parse_args()
     if not TRACE.is_file():
         sys.exit(f"{TRACE} is absent: this benchmark needs ../shared/data")
@@ -147,7 +186,12 @@ def main() -> None:
 
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as scratch:
-        folder = Path(scratch)
+        folder = Path(scratch) if args.keep is None else args.keep
+        folder.mkdir(parents=True, exist_ok=True)
+        args.trace = TRACE
+        if args.band is not None:
+            low, _, high = args.band.partition(":")
+            args.trace = band_trace(folder, args.jobs, (float(low), float(high)))
         local = None
         cluster_dir = args.cluster_dir
         if cluster_dir is None:
@@ -185,9 +229,10 @@ def cell(policy: str, cluster_dir: Path, folder: Path, args: argparse.Namespace,
     name = f"{policy}{'-crash' if crash else ''}"
     out = folder / name
     began = time.monotonic()
-    running = agent(cluster_dir, policy, out, args.jobs)
+    running = agent(cluster_dir, policy, out, args.jobs, args.poll)
     time.sleep(1.0)
-    submitter = subprocess.Popen([*HETSCHED, "slurm", "submit", str(TRACE), "--format", "gavel",
+    submitter = subprocess.Popen([*HETSCHED, "slurm", "submit", str(args.trace), "--format",
+                                  "gavel",
                                   "--cluster-dir", str(cluster_dir), "--limit-jobs",
                                   str(args.jobs), "--speedup", str(args.speedup),
                                   "--throughput", str(THROUGHPUT)],
@@ -196,19 +241,20 @@ def cell(policy: str, cluster_dir: Path, folder: Path, args: argparse.Namespace,
         time.sleep(60.0)
         running.send_signal(signal.SIGKILL)
         running.wait()
-        running = agent(cluster_dir, policy, out, args.jobs)
+        running = agent(cluster_dir, policy, out, args.jobs, args.poll)
     submitter.wait()
     running.wait(timeout=3600)
     wall = time.monotonic() - began
     wait_idle(cluster_dir, 120)
     real = jcts(out)
     summary = json.loads((out / "summary.json").read_text())
-    predicted = replay(policy, args.jobs, folder / f"{name}-replay")
+    predicted = replay(args.trace, policy, args.jobs, folder / f"{name}-replay")
     both = sorted(set(real) & set(predicted))
     errors = [abs(real[j] - predicted[j]) / predicted[j] for j in both]
     slurm_avg = sum(real.values()) / len(real) if real else math.nan
     replay_avg = sum(predicted.values()) / len(predicted)
-    return {"case": name, "jobs": args.jobs, "speedup": args.speedup,
+    return {"case": name, "jobs": args.jobs, "band_h": args.band or "", "poll_s": args.poll,
+            "speedup": args.speedup,
             "completed": len(real), "slurm_avg_jct_s": slurm_avg,
             "replay_avg_jct_s": replay_avg, "avg_jct_error": slurm_avg / replay_avg - 1,
             "job_error_p50": percentile(errors, 50), "job_error_p95": percentile(errors, 95),
@@ -225,7 +271,7 @@ def anchor(cluster_dir: Path, args: argparse.Namespace,
         old.unlink()
     began = time.monotonic()
     speedup = args.anchor_speedup or args.speedup
-    submit(cluster_dir, args.jobs, speedup, slurm=True)
+    submit(args.trace, cluster_dir, args.jobs, speedup, slurm=True)
     wait_idle(cluster_dir, 3600)
     found, makespan = slurm_anchor_jcts(cluster_dir)
     average = sum(found.values()) / len(found) if found else math.nan

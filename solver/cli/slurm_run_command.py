@@ -20,6 +20,8 @@ log = logging.getLogger("hetsched")
 #: Exit codes of an agent stopped by a signal (as ``hetsched replay``).
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
+#: Exit code of an agent whose slurmctld stayed silent past the retry budget (files written).
+EXIT_SLURM_SILENT = 1
 
 
 @click.command("run")
@@ -57,7 +59,8 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
     """Schedule the managed jobs of a live Slurm cluster with a rolling policy: jobs
     submitted held with hetsched metadata in their comment (docs/slurm.md); every other
     job is left to Slurm and its GPUs are never given away. Ctrl-C or SIGTERM writes the
-    files and exits (130/143)."""
+    files and exits (130/143); so does a slurmctld silent for 10 minutes of retries (exit
+    1)."""
     from hetsched.files.replay_inputs import throughputs
     from hetsched.replaying import rolling_policy
     from hetsched.slurm.agent import Agent, AgentSettings, SlurmCluster
@@ -95,6 +98,9 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
         code = EXIT_INTERRUPTED
     except _TerminatedError:
         code = EXIT_TERMINATED
+    except SlurmUnreachableError as exc:
+        log.error("agent stopped: %s", exc)
+        code = EXIT_SLURM_SILENT
     finally:
         signal.signal(signal.SIGTERM, previous)
         history.close()

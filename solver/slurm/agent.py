@@ -35,6 +35,10 @@ from hetsched.slurm.state import Snapshot, read_snapshot
 
 log = logging.getLogger(__name__)
 
+#: Why a start is not applied as the policy gave it: its gang is uneven over its nodes
+#: (it is laid evenly, :func:`even_gang`, if it can be).
+UNEVEN = "uneven over its nodes (Slurm gives each node of a job the same GPUs)"
+
 
 class LiveCluster(Protocol):
     """The boundary between a policy and a live cluster: read its state, apply a
@@ -120,6 +124,33 @@ def gang_nodes(start: Start, cluster: Cluster) -> tuple[list[str], int] | None:
         per[gpus[gpu].node] = per.get(gpus[gpu].node, 0) + 1
     counts = set(per.values())
     return (list(per), counts.pop()) if len(counts) == 1 else None
+
+
+def even_gang(start: Start, free: set[str], cluster: Cluster) -> Start | None:
+    """``start``'s gang laid evenly over nodes of its GPU type (Slurm gives every node of
+    a job the same GPU count), from the ``free`` GPUs: on the policy's own nodes first,
+    then in cluster order, on as few nodes as hold it (2, then 3, ... nodes of
+    ``size / k`` free GPUs each); always spread over two nodes or more, as the policy's
+    uneven gang was, so that the job runs at the speed the policy chose for it. ``None``
+    if no even layout is free."""
+    size = len(start.gpus)
+    gpus = cluster.gpu_by_id
+    chosen = list(dict.fromkeys(gpus[g].node for g in start.gpus))
+    order = chosen + [n.name for n in cluster.nodes
+                      if n.gpu_type == start.gpu_type and n.name not in chosen]
+    by_node: dict[str, list[str]] = {}
+    for gpu in sorted(free, key=lambda g: (gpus[g].node, g)):
+        if gpus[gpu].gpu_type == start.gpu_type:
+            by_node.setdefault(gpus[gpu].node, []).append(gpu)
+    for nodes in range(2, size + 1):
+        if size % nodes:
+            continue
+        each = size // nodes
+        fit = [n for n in order if len(by_node.get(n, ())) >= each][:nodes]
+        if len(fit) == nodes:
+            return Start(start.job, start.gpu_type,
+                         tuple(g for n in fit for g in by_node[n][:each]))
+    return None
 
 
 class Agent:
@@ -238,8 +269,10 @@ class Agent:
               unix: float) -> tuple[list[str], list[str]]:
         """Apply ``decision``: preemptions first, then the starts that are valid (a held
         job, GPUs free after the preemptions and not given twice, of a type the job may
-        run on with positive throughput, even over their nodes); the ids started and
-        preempted. An invalid start is logged and skipped."""
+        run on with positive throughput), each pinned with its GPUs on each node; the ids
+        started and preempted. A gang uneven over its nodes is laid evenly over GPUs of its
+        type still free after the other starts (:func:`even_gang`), or left to a later
+        decision. An invalid start is logged and skipped."""
         running = {r.job.id: r for r in state.running}
         free = set(snapshot.free)
         preempted: list[str] = []
@@ -258,27 +291,44 @@ class Agent:
             self.history.preempting(job_id, unix)
         waiting = {job.id: job for job in state.pending}
         started: list[str] = []
+        uneven: list[Start] = []
         for start in decision.start:
             if start.job in preempted:  # a move: it starts again once Slurm requeued it
                 log.info("start of %s left to a later decision: it is being requeued",
                          start.job)
                 continue
             problem = self._invalid(start, waiting, free, snapshot.cluster)
-            if problem:
+            if problem == UNEVEN:
+                uneven.append(start)
+            elif problem:
                 log.warning("start of %s skipped: %s", start.job, problem)
+            else:
+                self._start(start, snapshot.cluster, free, waiting, started, unix)
+        for start in uneven:  # once the even gangs have their GPUs
+            even = even_gang(start, free, snapshot.cluster)
+            if even is None:
+                log.info("start of %s left to a later decision: no even layout of %d x %s "
+                         "free (Slurm gives each node of a job the same GPUs)", start.job,
+                         len(start.gpus), start.gpu_type)
                 continue
-            spread = gang_nodes(start, snapshot.cluster)
-            assert spread is not None
-            try:
-                self.live.start(start.job, spread[0], spread[1])
-            except SlurmRefusedError as exc:
-                log.warning("start of %s refused by Slurm: %s", start.job, exc)
-                continue
-            free.difference_update(start.gpus)
-            del waiting[start.job]
-            started.append(start.job)
-            self.history.starting(start.job, unix)
+            log.debug("start of %s laid evenly: %s for %s", start.job, even.gpus, start.gpus)
+            self._start(even, snapshot.cluster, free, waiting, started, unix)
         return started, preempted
+
+    def _start(self, start: Start, cluster: Cluster, free: set[str], waiting: dict[str, Job],
+               started: list[str], unix: float) -> None:
+        """Pin and release one valid, even start; its GPUs leave ``free``."""
+        spread = gang_nodes(start, cluster)
+        assert spread is not None
+        try:
+            self.live.start(start.job, spread[0], spread[1])
+        except SlurmRefusedError as exc:
+            log.warning("start of %s refused by Slurm: %s", start.job, exc)
+            return
+        free.difference_update(start.gpus)
+        del waiting[start.job]
+        started.append(start.job)
+        self.history.starting(start.job, unix)
 
     def _invalid(self, start: Start, waiting: Mapping[str, Job], free: set[str],
                  cluster: Cluster) -> str:
@@ -304,6 +354,6 @@ class Agent:
                          placement) <= 0:
             return f"no throughput on {len(start.gpus)} x {start.gpu_type} ({placement.value})"
         if gang_nodes(start, cluster) is None:
-            return "uneven over its nodes (Slurm gives each node of a job the same GPUs)"
+            return UNEVEN
         return ""
 

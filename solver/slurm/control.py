@@ -17,7 +17,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +25,35 @@ log = logging.getLogger(__name__)
 #: down, restarting or overloaded): retried, never taken for an answer.
 UNREACHABLE = re.compile(r"Unable to contact slurm controller|Socket timed out|"
                          r"Connection refused|Zero Bytes were transmitted|"
-                         r"Communication connection failure|slurm_load_.*error", re.I)
+                         r"Communication connection failure|slurm_load_.*error|"
+                         r"Unexpected message received", re.I)
 #: A GPU GRES with its indices in ``squeue --json``'s ``gres_detail``:
 #: ``gpu:k80:2(IDX:0-1)``, ``gpu:v100:3(IDX:0,2-3)``, ``gpu:2(IDX:1,3)``.
 GRES_DETAIL = re.compile(r"^gpu(?::(?P<type>[^:(]+))?(?::(?P<count>\d+))?\(IDX:(?P<idx>[^)]*)\)")
+
+
+_Answer = TypeVar("_Answer")
+
+
+class _NoAnswerError(Exception):
+    """A command exited 0 with an answer that says slurmctld was not reached."""
+
+
+def _json_answer(text: str) -> dict[str, Any]:
+    """A ``--json`` answer; :class:`_NoAnswerError` if it carries ``errors``."""
+    try:
+        answer = json.loads(text)
+    except ValueError as exc:
+        raise SlurmRefusedError(f"no JSON in Slurm's answer: {text[:200]}") from exc
+    if not isinstance(answer, dict):
+        raise SlurmRefusedError(f"Slurm's JSON answer is a {type(answer).__name__}")
+    errors = answer.get("errors") or []
+    if errors:
+        first = errors[0] if isinstance(errors[0], dict) else {"error": str(errors[0])}
+        raise _NoAnswerError("; ".join(str(first.get(k)) for k in ("source", "error",
+                                                                    "description")
+                                       if first.get(k)) or "errors in the answer")
+    return answer
 
 
 class SlurmRefusedError(RuntimeError):
@@ -89,6 +114,16 @@ class SlurmControl:
         """Run one Slurm command; its stdout. Retries an outage with backoff (logged);
         :class:`SlurmRefusedError` for an error Slurm answered, :class:`SlurmUnreachableError`
         when the controller stayed silent for ``patience_s``."""
+        return self._retrying(command, str)
+
+    def json(self, *command: str) -> dict[str, Any]:
+        """A command's JSON answer (``--json`` is added). An answer with ``errors`` is no
+        answer: with slurmctld down, Slurm 22.05's ``sinfo --json`` and ``squeue --json``
+        exit 0 after about 9 s with ``"errors": [...]`` and no nodes or jobs, which taken
+        for the cluster's state would end every job; it is retried as an outage."""
+        return self._retrying((*command, "--json"), _json_answer)
+
+    def _retrying(self, command: Sequence[str], read: Callable[[str], _Answer]) -> _Answer:
         began = time.monotonic()
         wait = 0.5
         warned = False
@@ -99,17 +134,20 @@ class SlurmControl:
                                       check=False)
                 problem = done.stderr.strip()
                 if done.returncode == 0:
+                    answer = read(done.stdout)
                     if warned:
                         log.warning("slurmctld answers again (%s)", command[0])
-                    return done.stdout
+                    return answer
                 if not UNREACHABLE.search(problem):
                     raise SlurmRefusedError(f"{' '.join(command[:3])}: {problem or 'failed'}")
             except subprocess.TimeoutExpired:
                 problem = f"no answer within {self.timeout_s:g} s"
+            except _NoAnswerError as exc:
+                problem = str(exc)
             spent = time.monotonic() - began
             if spent >= self.patience_s:
                 raise SlurmUnreachableError(f"slurmctld did not answer for {spent:.0f} s "
-                                       f"({command[0]}: {problem})")
+                                            f"({command[0]}: {problem})")
             if not warned:
                 self.outages += 1
                 log.warning("slurmctld does not answer (%s: %s); retrying with backoff",
@@ -119,18 +157,6 @@ class SlurmControl:
                 log.info("still no answer from slurmctld; next try in %.1f s", wait)
             self.sleep(wait)
             wait = min(wait * 2, self.max_backoff_s)
-
-    def json(self, *command: str) -> dict[str, Any]:
-        """A command's JSON answer (``--json`` is added)."""
-        text = self.run(*command, "--json")
-        try:
-            answer = json.loads(text)
-        except ValueError as exc:
-            raise SlurmRefusedError(
-                f"{command[0]} --json did not answer JSON: {text[:200]}") from exc
-        if not isinstance(answer, dict):
-            raise SlurmRefusedError(f"{command[0]} --json answered {type(answer).__name__}")
-        return answer
 
     def nodes(self, partition: str | None = None) -> list[dict[str, Any]]:
         """``sinfo --json``'s nodes (of ``partition`` if given)."""

@@ -145,3 +145,18 @@ def test_an_unmanaged_partition_shows_no_jobs(cluster: LocalCluster) -> None:
     with pytest.raises(Exception, match="no GPU nodes"):
         live.read()
 
+
+
+def test_an_uneven_gang_runs_laid_evenly(cluster: LocalCluster, tmp_path: Path) -> None:
+    # The policy gives u0 three V100s of v100-0 and one of v100-1; Slurm gives each node
+    # of a job the same GPU count, so the agent pins it two and two (v100-0 first: the
+    # policy's own nodes first) and Slurm runs it there.
+    job = submit(cluster, meta("u0", 4))
+    agent, live = agent_for(cluster, "fifo", tmp_path / "events.jsonl")
+    snapshot = live.read()
+    state = agent.state(snapshot, 0.0)
+    uneven = Start("u0", "v100", ("v100-0/0", "v100-0/1", "v100-0/2", "v100-1/0"))
+    assert agent.apply(Decision((uneven,)), snapshot, state, time.time()) == (["u0"], [])
+    record, _ = wait_for_state(cluster, job, {"RUNNING"})
+    assert record["nodes"] == "v100-[0-1]"
+    assert record["gres_detail"] == ["gpu:v100:2(IDX:0-1)", "gpu:v100:2(IDX:0-1)"]
