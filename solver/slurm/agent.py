@@ -71,6 +71,10 @@ class SlurmCluster:
     _requeued: set[str] = field(default_factory=set)
     _released: set[str] = field(default_factory=set)
     _reported: set[int] = field(default_factory=set)
+    #: When (Unix s) this agent requeued each job: a job released in a later second needs
+    #: no begin time (see :meth:`start`).
+    _requeued_at: dict[str, float] = field(default_factory=dict)
+    clock: Callable[[], float] = time.time
 
     def read(self) -> Snapshot:
         """``sinfo --json`` and ``squeue --json`` as a :class:`Snapshot`."""
@@ -83,8 +87,16 @@ class SlurmCluster:
         return snapshot
 
     def start(self, job: str, nodes: Sequence[str], per_node: int) -> None:
-        """Pin and release (``scontrol update ... NodeList= TresPerNode=``, ``release``)."""
-        self.control.start(self._ids[job], nodes, per_node, requeued=job in self._requeued)
+        """Pin and release (``scontrol update ... NodeList= TresPerNode=``, ``release``).
+        A requeued job released within the wall second of its requeue (or requeued by
+        another agent: when is unknown) gets a begin time of the next second: Slurm
+        kills a job that starts in the second its credential was revoked. Released in a
+        later second, it begins now: Slurm's next scheduling pass, up to a second
+        sooner."""
+        requeued_at = self._requeued_at.get(job)
+        same_second = requeued_at is None or int(self.clock()) <= int(requeued_at)
+        self.control.start(self._ids[job], nodes, per_node, requeued=job in self._requeued,
+                           same_second=same_second)
 
     def preempt(self, job: str) -> None:
         """``scontrol requeuehold``; ``scontrol hold`` for a job released but not yet
@@ -93,6 +105,7 @@ class SlurmCluster:
             self.control.hold(self._ids[job])
         else:
             self.control.preempt(self._ids[job])
+            self._requeued_at[job] = self.clock()
 
 
 @dataclass(frozen=True)

@@ -170,13 +170,14 @@ class SlurmControl:
         return [j for j in jobs if partition is None or j.get("partition") == partition]
 
     def start(self, job_id: int, nodes: Sequence[str], per_node: int, *,
-              requeued: bool = False) -> None:
+              requeued: bool = False, same_second: bool = True) -> None:
         """Pin a held job to ``nodes`` with ``per_node`` GPUs on each (untyped: a node has
         one GPU type, and a typed request could never move to another type) and release
-        it. A requeued job's begin time (Slurm sets it 120 s ahead) is moved to the next
-        second: released within the second of its requeue, Slurm kills it ("Job
-        credential revoked") and it ends FAILED."""
-        when = ["StartTime=now+1"] if requeued else []
+        it. A requeued job's begin time (Slurm sets it 120 s ahead) is moved to now, or,
+        released within the second of its requeue (``same_second``), to the next second:
+        started in that second, Slurm kills it ("Job credential revoked") and it ends
+        FAILED."""
+        when = [f"StartTime={'now+1' if same_second else 'now'}"] if requeued else []
         self.run("scontrol", "update", f"JobId={job_id}", f"NumNodes={len(nodes)}",
                  f"NodeList={','.join(nodes)}", f"TresPerNode=gres:gpu:{per_node}", *when)
         self.run("scontrol", "release", str(job_id))

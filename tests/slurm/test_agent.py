@@ -160,3 +160,31 @@ def test_an_uneven_gang_runs_laid_evenly(cluster: LocalCluster, tmp_path: Path) 
     record, _ = wait_for_state(cluster, job, {"RUNNING"})
     assert record["nodes"] == "v100-[0-1]"
     assert record["gres_detail"] == ["gpu:v100:2(IDX:0-1)", "gpu:v100:2(IDX:0-1)"]
+
+
+def test_a_job_released_seconds_after_its_requeue_starts_and_stays(
+        cluster: LocalCluster, tmp_path: Path) -> None:
+    # Released in a later wall second than its requeue, a job needs no begin time (Slurm
+    # kills only a job started in the second its credential was revoked): it starts at
+    # Slurm's next pass and keeps running, requeued once.
+    job = submit(cluster, meta("q0", 2))
+    agent, live = agent_for(cluster, "fifo", tmp_path / "events.jsonl")
+    snapshot = live.read()
+    first = Start("q0", "v100", ("v100-0/0", "v100-0/1"))
+    agent.apply(Decision((first,)), snapshot, agent.state(snapshot, 0.0), time.time())
+    wait_for_state(cluster, job, {"RUNNING"})
+    agent.history.observe(live.read(), time.time())
+    snapshot = live.read()
+    agent.apply(Decision(preempt=("q0",)), snapshot, agent.state(snapshot, 1.0), time.time())
+    requeued = time.time()
+    wait_for_state(cluster, job, {"PENDING"})
+    time.sleep(max(0.0, int(requeued) + 1.05 - time.time()))
+    snapshot = live.read()
+    again = Start("q0", "k80", ("k80-0/0", "k80-0/1"))
+    assert agent.apply(Decision((again,)), snapshot, agent.state(snapshot, 2.0),
+                       time.time()) == (["q0"], [])
+    record, _ = wait_for_state(cluster, job, {"RUNNING"})
+    time.sleep(1.5)
+    record = job_record(cluster, job)
+    assert (record["job_state"], record["nodes"], record["restart_cnt"]) == (
+        "RUNNING", "k80-0", 1)
