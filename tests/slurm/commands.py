@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from hetsched.slurm.local import LocalCluster
@@ -23,6 +25,16 @@ def free_port(cluster: str, nodes: int) -> int:
         if not busy_ports(range(port, port + nodes + 1)):
             return port
     raise AssertionError(f"no free ports for test cluster {cluster}")
+
+
+@contextmanager
+def running(cluster: LocalCluster) -> Iterator[LocalCluster]:
+    """``cluster`` started, and stopped at the end (a test's own cluster)."""
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 def skip_reason() -> str | None:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from hetsched.slurm.local import LocalCluster
-from tests.slurm.commands import free_port, run_slurm, skip_reason
+from tests.slurm.commands import free_port, run_slurm, running, skip_reason
 
 
 @pytest.fixture(autouse=True)
@@ -34,14 +34,10 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
     reason = skip_reason()
     if reason is not None:
         pytest.skip(reason)
-    cluster = LocalCluster.from_gpus({"v100": 8, "k80": 4}, gpus_per_node=4,
-                                     state_dir=tmp_path_factory.mktemp("slurm"),
-                                     port=free_port("session", 3))
-    cluster.start()
-    try:
+    with running(LocalCluster.from_gpus({"v100": 8, "k80": 4}, gpus_per_node=4,
+                                        state_dir=tmp_path_factory.mktemp("slurm"),
+                                        port=free_port("session", 3))) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 
 from hetsched.slurm.control import SlurmControl, SlurmUnreachableError
 from hetsched.slurm.local import LocalCluster
-from tests.slurm.commands import free_port, wait_for_state
+from tests.slurm.commands import free_port, running, wait_for_state
 from tests.slurm.test_agent import meta, submit
 
 
@@ -69,13 +69,9 @@ def test_ctrl_c_stops_the_agent_with_its_files_written(cluster: LocalCluster,
 @pytest.fixture
 def outage_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """A cluster of its own (one node), whose slurmctld a test may kill."""
-    local = LocalCluster.from_gpus({"k80": 4}, state_dir=tmp_path_factory.mktemp("outage"),
-                                   port=free_port("outage", 1))
-    local.start()
-    try:
+    with running(LocalCluster.from_gpus({"k80": 4}, state_dir=tmp_path_factory.mktemp("outage"),
+                                        port=free_port("outage", 1))) as local:
         yield local
-    finally:
-        local.stop()
 
 
 def _kill_slurmctld(local: LocalCluster) -> None:
