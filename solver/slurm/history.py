@@ -182,6 +182,15 @@ class History:
                 self._log({"event": "end", "job": job_id, "end": open_run.end,
                            "finished": finished})
             if job.ended and not seen.ended:
+                last = seen.runs[-1] if seen.runs else None
+                if job.state == "COMPLETED" and last is not None and not last.finished:
+                    # Requeued as it completed (the requeue closed its run first): the job
+                    # finished in that run, at Slurm's end time.
+                    last.finished = True
+                    if job.end_unix is not None:
+                        last.end = max(job.end_unix + HALF_SECOND, last.start)
+                    self._log({"event": "end", "job": job_id, "end": last.end,
+                               "finished": True})
                 seen.ended = job.state
                 self._log({"event": "ended", "job": job_id, "state": job.state})
                 if job.state != "COMPLETED":
