@@ -77,7 +77,7 @@ def band_trace(folder: Path, jobs: int, band_h: tuple[float, float]) -> Path:
     for job in read.jobs:
         fastest = max(read.truth.throughput(job.job_type, gpu_type, job.num_gpus,
                                             Placement.PACKED)
-                      for gpu_type in ("v100", "p100", "k80") if job.may_use(gpu_type))
+                      for gpu_type in read.cluster.type_names if job.may_use(gpu_type))
         if band_h[0] * 3600 <= job.work / fastest <= band_h[1] * 3600:
             kept.append(lines[int(job.id)])
         if len(kept) == jobs:

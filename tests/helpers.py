@@ -37,6 +37,17 @@ def assert_valid(instance: Instance, schedule: Schedule, *, complete: bool = Tru
     assert not violations, "\n".join(map(str, violations))
 
 
+def exit_code(args: list[str]) -> int:
+    """``hetsched`` with ``args`` in this process: its exit code."""
+    from hetsched.cli.main import main
+
+    try:
+        main(args)
+    except SystemExit as exited:
+        return int(exited.code or 0)
+    return 0
+
+
 def exits_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     """Run the CLI with ``args``; it must exit 2 without a traceback; its stderr."""
     from hetsched.cli.main import main

@@ -35,10 +35,6 @@ from hetsched.slurm.state import Snapshot, read_snapshot
 
 log = logging.getLogger(__name__)
 
-#: Why a start is not applied as the policy gave it: its gang is uneven over its nodes
-#: (it is laid evenly, :func:`even_gang`, if it can be).
-UNEVEN = "uneven over its nodes (Slurm gives each node of a job the same GPUs)"
-
 
 class LiveCluster(Protocol):
     """The boundary between a policy and a live cluster: read its state, apply a
@@ -311,28 +307,30 @@ class Agent:
                          start.job)
                 continue
             problem = self._invalid(start, waiting, free, snapshot.cluster)
-            if problem == UNEVEN:
-                uneven.append(start)
-            elif problem:
+            if problem:
                 log.warning("start of %s skipped: %s", start.job, problem)
+                continue
+            spread = gang_nodes(start, snapshot.cluster)
+            if spread is None:
+                uneven.append(start)
             else:
-                self._start(start, snapshot.cluster, free, waiting, started, unix)
+                self._start(start, spread, free, waiting, started, unix)
         for start in uneven:  # once the even gangs have their GPUs
             even = even_gang(start, free, snapshot.cluster)
-            if even is None:
+            spread = None if even is None else gang_nodes(even, snapshot.cluster)
+            if even is None or spread is None:
                 log.info("start of %s left to a later decision: no even layout of %d x %s "
                          "free (Slurm gives each node of a job the same GPUs)", start.job,
                          len(start.gpus), start.gpu_type)
                 continue
             log.debug("start of %s laid evenly: %s for %s", start.job, even.gpus, start.gpus)
-            self._start(even, snapshot.cluster, free, waiting, started, unix)
+            self._start(even, spread, free, waiting, started, unix)
         return started, preempted
 
-    def _start(self, start: Start, cluster: Cluster, free: set[str], waiting: dict[str, Job],
-               started: list[str], unix: float) -> None:
-        """Pin and release one valid, even start; its GPUs leave ``free``."""
-        spread = gang_nodes(start, cluster)
-        assert spread is not None
+    def _start(self, start: Start, spread: tuple[list[str], int], free: set[str],
+               waiting: dict[str, Job], started: list[str], unix: float) -> None:
+        """Pin and release one valid start on ``spread`` (its nodes, GPUs on each); its
+        GPUs leave ``free``."""
         try:
             self.live.start(start.job, spread[0], spread[1])
         except SlurmRefusedError as exc:
@@ -366,7 +364,5 @@ class Agent:
         if throughput_of(self.model, meta_job.job_type, start.gpu_type, len(start.gpus),
                          placement) <= 0:
             return f"no throughput on {len(start.gpus)} x {start.gpu_type} ({placement.value})"
-        if gang_nodes(start, cluster) is None:
-            return UNEVEN
         return ""
 

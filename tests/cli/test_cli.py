@@ -14,7 +14,7 @@ import pytest
 
 from hetsched.cli.main import main
 from hetsched.cli.printing import format_gpus
-from tests.helpers import INSTANCES, ROOT, SPREAD_ONLY
+from tests.helpers import INSTANCES, ROOT, SPREAD_ONLY, exit_code
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -176,11 +176,7 @@ EDGES: dict[str, Any] = {
 def test_the_largest_accepted_values_solve_or_end_cleanly(
         model: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, "edges.json", EDGES)
-    code = 0
-    try:
-        main(["solve", str(path), "--model", *model, "--time-limit", "2", "--json"])
-    except SystemExit as exited:
-        code = int(exited.code or 0)
+    code = exit_code(["solve", str(path), "--model", *model, "--time-limit", "2", "--json"])
     out, err = capsys.readouterr()
     assert code in (0, 3), err
     assert "internal error" not in err

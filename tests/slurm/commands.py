@@ -91,15 +91,3 @@ def start_pinned(cluster: LocalCluster, job_id: str, tres: str, node: str) -> di
     run_slurm(cluster, "scontrol", "release", job_id)
     record, _ = wait_for_state(cluster, job_id, {"RUNNING"})
     return record
-
-
-def exit_code(argv: list[str]) -> int:
-    """``hetsched`` with ``argv`` in this process: its exit code."""
-    from hetsched.cli.main import main
-
-    try:
-        main(argv)
-    except SystemExit as exited:
-        return int(exited.code or 0)
-    return 0
-

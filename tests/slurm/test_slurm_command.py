@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.commands import exit_code, free_port
+from tests.helpers import exit_code
+from tests.slurm.commands import free_port
 
 
 def test_start_status_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,7 +20,8 @@ from hetsched.slurm.emulator import Allocation, gang_speed
 from hetsched.slurm.local import LocalCluster
 from hetsched.slurm.metadata import JobMeta, is_managed
 from hetsched.slurm.submit import submitted_rows
-from tests.slurm.commands import exit_code, job_record, wait_for_state
+from tests.helpers import exit_code
+from tests.slurm.commands import job_record, wait_for_state
 
 HEADER = ("id,arrival,job_type,num_gpus,work,deadline,weight,user,allowed_gpu_counts,"
           "allowed_gpu_types\n")

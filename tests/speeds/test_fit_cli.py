@@ -8,22 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.cli.main import main
 from hetsched.core.throughput import Placement, ThroughputTable
 from hetsched.files.instance import load_instance
 from hetsched.speeds.fit import fit_throughput_model
 from hetsched.speeds.model import FittedThroughputModel
 from hetsched.speeds.model_file import load_model, save_model
 from hetsched.speeds.profiles import Profile, write_profile_csv
-from tests.helpers import ROOT, synthetic_profile
-
-
-def run(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exited:
-        return int(exited.code or 0)
-    return 0
+from tests.helpers import ROOT, exit_code, synthetic_profile
 
 
 def test_fit_writes_a_model_and_reports_leave_one_out(
@@ -31,7 +22,7 @@ def test_fit_writes_a_model_and_reports_leave_one_out(
     profile_path, model_path, plot_path = (tmp_path / "p.csv", tmp_path / "m.json",
                                            tmp_path / "loo.png")
     write_profile_csv(synthetic_profile(counts=(1, 2, 4, 8)), profile_path)
-    code = run(["fit", str(profile_path), "-o", str(model_path), "--report",
+    code = exit_code(["fit", str(profile_path), "-o", str(model_path), "--report",
                 "--plot", str(plot_path)])
     out = capsys.readouterr().out
     assert code == 0
@@ -51,7 +42,7 @@ def test_fit_writes_a_model_and_reports_leave_one_out(
 def test_fit_without_report_prints_no_accuracy(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     write_profile_csv(synthetic_profile(), tmp_path / "p.csv")
-    assert run(["fit", str(tmp_path / "p.csv"), "-o", str(tmp_path / "m.json")]) == 0
+    assert exit_code(["fit", str(tmp_path / "p.csv"), "-o", str(tmp_path / "m.json")]) == 0
     out = capsys.readouterr().out
     assert "median APE" not in out
     assert "(6 own-data, 0 family-shape, 0 single-gpu-only, 0 no-data) from 27 measurements" \
@@ -66,7 +57,7 @@ def test_fit_bad_profile_exits_2_with_one_line(tmp_path: Path, text: str, piece:
                                                capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "bad.csv"
     path.write_text(text)
-    assert run(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 2
+    assert exit_code(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert piece in err
@@ -106,7 +97,7 @@ def test_instance_takes_throughput_from_a_model_file(
     # 4 packed GPUs measured at 0.8 x 4 x the 1-GPU speed of 8.0 steps/s on a V100.
     assert instance.throughput.throughput("image-cnn-large", "v100", 4, Placement.PACKED) == \
         pytest.approx(25.6, rel=0.02)
-    assert run(["solve", str(path)]) == 0
+    assert exit_code(["solve", str(path)]) == 0
     assert "checker: OK" in capsys.readouterr().out
 
 
@@ -134,7 +125,7 @@ def test_bad_model_reference_exits_2(tmp_path: Path, change: object, pieces: lis
         for node in doc["nodes"]:
             node["gpu_type"] = "h100" if node["gpu_type"] == "v100" else node["gpu_type"]
     path.write_text(json.dumps(doc))
-    assert run(["validate", str(path)]) == 2
+    assert exit_code(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     for piece in pieces:
@@ -148,7 +139,7 @@ def test_model_file_errors_name_the_model_file(tmp_path: Path,
     doc = json.loads(model_path.read_text())
     doc["series"][0]["coefficients"][0] = -1
     model_path.write_text(json.dumps(doc))
-    assert run(["validate", str(path)]) == 2
+    assert exit_code(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert str(model_path) in err
     assert "$.series[0].coefficients[0]" in err
