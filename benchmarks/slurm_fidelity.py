@@ -176,6 +176,9 @@ def main() -> None:
                         "(band_trace); 'none': the trace's first jobs")
     parser.add_argument("--poll", type=float, default=0.1,
                         help="the agent's poll interval (wall s)")
+    parser.add_argument("--epilog", type=float, default=None,
+                        help="seconds each node's epilog lasts (default: the local "
+                        "cluster's, hetsched.slurm.config.EPILOG_S; 0: none)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep each run's folder (agent output, replay, logs) here")
     args = parser.parse_args()
@@ -184,7 +187,11 @@ def main() -> None:
     if args.quick:
         args.jobs, args.policies = 30, "fifo,progress"
     from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.slurm.config import EPILOG_S
     from hetsched.slurm.local import LocalCluster
+
+    if args.epilog is None:
+        args.epilog = EPILOG_S
 
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -199,7 +206,8 @@ def main() -> None:
         if cluster_dir is None:
             cluster_dir = folder / "cluster"
             local = LocalCluster.from_cluster(parse_cluster(CLUSTER), gpus_per_node=4,
-                                              state_dir=cluster_dir, port=19817)
+                                              state_dir=cluster_dir, port=19817,
+                                              epilog_s=args.epilog)
             local.start()
         try:
             for policy in [] if args.anchor_only else args.policies.split(","):
@@ -256,6 +264,7 @@ def cell(policy: str, cluster_dir: Path, folder: Path, args: argparse.Namespace,
     slurm_avg = sum(real.values()) / len(real) if real else math.nan
     replay_avg = sum(predicted.values()) / len(predicted)
     return {"case": name, "jobs": args.jobs, "band_h": args.band, "poll_s": args.poll,
+            "epilog_s": args.epilog,
             "speedup": args.speedup,
             "completed": len(real), "slurm_avg_jct_s": slurm_avg,
             "replay_avg_jct_s": replay_avg, "avg_jct_error": slurm_avg / replay_avg - 1,
@@ -278,8 +287,9 @@ def anchor(cluster_dir: Path, args: argparse.Namespace,
     found, makespan = slurm_anchor_jcts(cluster_dir)
     average = sum(found.values()) / len(found) if found else math.nan
     progress = next((r for r in rows if r["case"] == "progress"), None)
-    ratio = math.nan if progress is None else average / float(progress["slurm_avg_jct_s"])
+    ratio = math.nan if progress is None else average / float(str(progress["slurm_avg_jct_s"]))
     return {"case": "slurm-backfill", "jobs": args.jobs, "speedup": speedup,
+            "epilog_s": args.epilog,
             "completed": len(found), "slurm_avg_jct_s": average, "makespan_s": makespan,
             "avg_jct_vs_progress": ratio, "wall_s": time.monotonic() - began}
 

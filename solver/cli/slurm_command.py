@@ -17,6 +17,7 @@ import click
 
 from hetsched.core.errors import InputError
 from hetsched.core.settings import MAX_RESTART_PENALTY_S, RESTART_PENALTY_S, ReplaySettings
+from hetsched.slurm.config import EPILOG_S
 from hetsched.slurm.local import DEFAULT_PORT, DEFAULT_STATE_DIR, LocalCluster, LocalClusterError
 from hetsched.slurm.metadata import MAX_SPEEDUP
 from hetsched.slurm.processes import INSTALL_HINT, missing_programs
@@ -48,8 +49,12 @@ def cluster_group() -> None:
 @_DIR_OPTION
 @click.option("--port", type=click.IntRange(min=1024, max=65535), default=DEFAULT_PORT,
               help="slurmctld's port; the nodes take the next ones, one each.")
+@click.option("--epilog", "epilog_s", type=click.FloatRange(min=0, max=60),
+              default=EPILOG_S, show_default=True,
+              help="Seconds each node's epilog lasts; the agent hands a job's GPUs to the "
+              "next during it (0: no epilog).")
 def start_command(cluster_spec: str, gpus_per_node: int | None, state_dir: Path,
-                  port: int) -> None:
+                  port: int, epilog_s: float) -> None:
     """Start a local Slurm cluster of the --cluster spec's nodes (named TYPE-0, TYPE-1,
     ...) and wait until every node is idle; reuse it if it already runs from --dir with
     the same nodes. Prints the SLURM_CONF line Slurm's commands need."""
@@ -58,7 +63,7 @@ def start_command(cluster_spec: str, gpus_per_node: int | None, state_dir: Path,
     _require_slurm()
     cluster = LocalCluster.from_cluster(parse_cluster(cluster_spec),
                                         gpus_per_node=gpus_per_node, state_dir=state_dir,
-                                        port=port)
+                                        port=port, epilog_s=epilog_s)
     with _cluster_errors():
         started = cluster.start()
     gpus = sum(node.gpus for node in cluster.nodes)

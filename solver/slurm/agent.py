@@ -235,12 +235,13 @@ class Agent:
     # -- deciding ------------------------------------------------------------------------
     def state(self, snapshot: Snapshot, now: float) -> ClusterState:
         """What the policy sees: the waiting jobs (pending, with their steps left as
-        the history predicts them), the running ones, the free GPUs."""
+        the history predicts them), the running ones, the free GPUs (a job COMPLETING
+        neither runs nor waits: its GPUs are free, see :mod:`hetsched.slurm.state`)."""
         pending = sorted((j.meta.job for j in snapshot.jobs.values() if j.waiting),
                          key=lambda job: (job.arrival, job.id))
         running = []
         for job in snapshot.jobs.values():
-            if job.holding and job.gpus:
+            if job.holding and job.gpus and not job.handing_over:
                 gpu_type = snapshot.cluster.node_by_name[job.nodes[0]].gpu_type if job.nodes else ""
                 left = self.history.remaining(job.meta.job, now, self.model, snapshot.cluster)
                 running.append(RunningJob(job.meta.job, gpu_type, job.gpus,

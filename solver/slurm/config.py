@@ -22,6 +22,13 @@ DEFAULT_MEMORY_PER_CPU_MB = 1024
 #: Released jobs start within a second (slurmctld's default batch_sched_delay=3 held them
 #: up to 3 s); Slurm's own backfill looks every second, not every 30 s.
 SCHEDULER_PARAMETERS = "batch_sched_delay=0,sched_min_interval=0,bf_interval=1"
+#: Seconds a node's epilog lasts (slurm.conf ``Epilog=``). slurmctld 22.05 starts a pending
+#: job at once only when an epilog completes; otherwise at its next pass, up to a second
+#: later. A managed job's GPUs pass to the next job during its epilog: the agent sees the
+#: job COMPLETING, decides and releases the next one onto them, and Slurm starts it as the
+#: epilog ends (docs/slurm.md, "Handing GPUs over"). Longer than the agent's reaction
+#: (a poll of 0.1 s, a reading, a decision, two ``scontrol`` calls).
+EPILOG_S = 0.3
 #: Node and GPU type names Slurm reads as one plain name (no hostlist brackets, commas).
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
@@ -62,6 +69,8 @@ class Layout(Protocol):
     @property
     def kill_wait_s(self) -> int: ...
     @property
+    def epilog_s(self) -> float: ...
+    @property
     def conf_path(self) -> Path: ...
     @property
     def munge_socket(self) -> Path: ...
@@ -94,6 +103,8 @@ def slurm_conf(cluster: Layout) -> str:
         "MinJobAge": cluster.min_job_age_s, "KillWait": cluster.kill_wait_s,
         "SlurmdTimeout": 30, "MpiDefault": "none", "MailProg": "/bin/true",
     }
+    if cluster.epilog_s > 0:
+        settings["Epilog"] = epilog_path(cluster)
     lines = ["# Written by hetsched (hetsched.slurm.local.LocalCluster); rewritten on each "
              "start.", *(f"{key}={value}" for key, value in settings.items())]
     lines += [f"NodeName={node.name} NodeHostname=localhost NodeAddr=127.0.0.1 "
@@ -103,6 +114,18 @@ def slurm_conf(cluster: Layout) -> str:
     lines.append(f"PartitionName={cluster.partition} Nodes=ALL Default=YES "
                  "MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
+
+
+def epilog_path(cluster: Layout) -> Path:
+    """The nodes' epilog script (slurm.conf's ``Epilog=``)."""
+    return cluster.state_dir / "epilog"
+
+
+def epilog_script(cluster: Layout) -> str:
+    """The text of the epilog: it waits the cluster's ``epilog_s`` (:data:`EPILOG_S`)."""
+    return ("#!/bin/sh\n# Written by hetsched: the GPUs of a job that ended pass to the next "
+            "job as this ends\n# (docs/slurm.md, \"Handing GPUs over\").\n"
+            f"exec sleep {cluster.epilog_s:g}\n")
 
 
 def gpu_files(cluster: Layout, node: SlurmNode) -> list[Path]:
@@ -142,6 +165,9 @@ def write_files(cluster: Layout, description: Mapping[str, Any]) -> None:
     (state / "local-cluster.json").write_text(json.dumps(description, indent=1) + "\n",
                                               encoding="utf-8")
     (state / "gres.conf").write_text(gres_conf(cluster), encoding="utf-8")
+    if cluster.epilog_s > 0:
+        epilog_path(cluster).write_text(epilog_script(cluster), encoding="utf-8")
+        epilog_path(cluster).chmod(0o755)
     cluster.conf_path.write_text(slurm_conf(cluster), encoding="utf-8")
 
 

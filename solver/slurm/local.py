@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import subprocess
@@ -90,6 +91,8 @@ class LocalCluster:
     #: Seconds between SIGTERM and SIGKILL when a job is cancelled or requeued (KillWait).
     kill_wait_s: int = 5
     partition: str = "gpu"
+    #: Seconds each node's epilog lasts (0: no epilog); see :data:`config.EPILOG_S`.
+    epilog_s: float = config.EPILOG_S
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir).absolute())
@@ -107,6 +110,9 @@ class LocalCluster:
             raise InputError("bad port", path="--port", value=self.port,
                              expected=f"1024 to {65535 - len(self.nodes) - 1} (the nodes "
                              "take the ports after it)")
+        if not (math.isfinite(self.epilog_s) and 0 <= self.epilog_s <= 60):
+            raise InputError("bad epilog length", path="--epilog", value=self.epilog_s,
+                             expected="seconds from 0 to 60")
         if re.search(r"[\s#=,\"']", str(self.state_dir)):
             raise InputError("a folder slurm.conf cannot name", path="--dir",
                              value=str(self.state_dir),
@@ -267,7 +273,8 @@ class LocalCluster:
                                     f"(install them: {INSTALL_HINT})")
         deadline = time.monotonic() + timeout_s
         same = self._written("slurm.conf", self.slurm_conf()) and \
-            self._written("gres.conf", self.gres_conf())
+            self._written("gres.conf", self.gres_conf()) and \
+            (self.epilog_s == 0 or self._written("epilog", config.epilog_script(self)))
         if same and self.is_running() and not self._ready(self.node_states()):
             log.info("the local Slurm cluster in %s already runs", self.state_dir)
             return False

@@ -9,6 +9,14 @@ GPU ids are hetsched's, ``NODE/INDEX`` with Slurm's GPU index (``gres_detail``'s
 agent released has not started yet (its GPUs are booked on its pinned nodes), or when
 its node is down, drained or not responding; jobs without metadata are never touched,
 and the GPUs they hold are never given away.
+
+A managed job that is COMPLETING (it ended, or is being requeued, and its node's epilog
+runs) hands its GPUs over: they are not busy, so the agent may release the next job onto
+them, and Slurm starts that job when the epilog ends. slurmctld starts a pending job at
+once only then; a job released after the epilog waits for its next pass, up to a second
+(docs/slurm.md, "Handing GPUs over"). Slurm itself never gives a GPU twice. (Slurm 22.05
+lists no ``gres_detail`` for a COMPLETING job; should it, a managed job's GPUs are still
+handed over, a foreign job's still busy.)
 """
 
 from __future__ import annotations
@@ -69,6 +77,12 @@ class SlurmJob:
     def released(self) -> bool:
         """Pending, released by the agent onto its nodes, not started yet."""
         return self.state == "PENDING" and not self.held and bool(self.nodes)
+
+    @property
+    def handing_over(self) -> bool:
+        """Ended or being requeued, its node's epilog running: its GPUs pass to the
+        next job as the epilog ends."""
+        return self.state == "COMPLETING"
 
     @property
     def holding(self) -> bool:
@@ -181,19 +195,22 @@ def read_snapshot(nodes: Iterable[Mapping[str, Any]], jobs: Iterable[Mapping[str
         state = str(record.get("job_state", ""))
         comment = str(record.get("comment") or "")
         held_nodes, gpus = held_gpus(record) if state in HOLDING else ((), ())
-        busy.update(gpus)
         if not is_managed(comment):
+            busy.update(gpus)
             foreign += bool(gpus)
             continue
         try:
             meta = JobMeta.from_comment(comment)
         except InputError as exc:
+            busy.update(gpus)
             rejected[slurm_id] = str(exc)
             if reported is not None and slurm_id not in reported:
                 reported.add(slurm_id)
                 log.error("Slurm job %d: bad hetsched metadata, left pending: %s",
                           slurm_id, exc)
             continue
+        if state != "COMPLETING":  # a managed job's epilog: its GPUs are handed over
+            busy.update(gpus)
         held = record.get("priority") == 0 or str(record.get("state_reason")) in (
             "JobHeldUser", "JobHeldAdmin")
         if state == "PENDING" and not held:

@@ -15,7 +15,8 @@ from hetsched.slurm.processes import INSTALL_HINT, busy_ports, missing_programs
 
 #: Where the search for each test cluster's ports starts (:func:`free_port`), away from
 #: the default 16817 of ``hetsched slurm cluster start`` so that a cluster of yours runs on.
-PORTS = {"session": 17817, "restart": 17917, "cli": 18017, "taken": 18117, "outage": 18217}
+PORTS = {"session": 17817, "restart": 17917, "cli": 18017, "taken": 18117, "outage": 18217,
+         "handover": 18317}
 
 
 def free_port(cluster: str, nodes: int) -> int:

@@ -4,8 +4,10 @@ Slurm 22.05's ``sinfo --json`` / ``squeue --json`` print them (openapi v0.0.38).
 
 from __future__ import annotations
 
+from hetsched.core.records import Job
 from hetsched.slurm.control import expand_nodes, gpu_indices
-from hetsched.slurm.state import held_gpus, read_cluster
+from hetsched.slurm.metadata import JobMeta
+from hetsched.slurm.state import held_gpus, read_cluster, read_snapshot
 
 NEEDS_SLURM = False  # (tests/slurm/conftest.py)
 
@@ -38,3 +40,40 @@ def test_held_gpus_come_from_gres_detail_one_entry_per_node() -> None:
                                  ("v100-0/0", "v100-0/2", "v100-0/3", "v100-1/1"))
     assert gpu_indices("gpu:k80:2(IDX:N/A)") == []
     assert expand_nodes("k80-0,v100-[08-10]") == ["k80-0", "v100-08", "v100-09", "v100-10"]
+
+
+def _job(slurm_id: int, state: str, *, job: str | None, gpus: str = "", nodes: str = "v100-0",
+         **fields: object) -> dict[str, object]:
+    """A ``squeue --json`` job; managed (hetsched's comment) when ``job`` names it."""
+    comment = "" if job is None else JobMeta(
+        Job(job, 0.0, "resnet50", 2, work=5000.0), 1_795_742_878.5, 60.0, 30.0).to_comment()
+    return {"job_id": slurm_id, "job_state": state, "comment": comment, "priority": 1,
+            "nodes": nodes if gpus else "", "gres_detail": [gpus] if gpus else [],
+            **fields}
+
+
+def test_a_managed_job_completing_hands_its_gpus_over_and_a_foreign_one_keeps_them() -> None:
+    # Slurm 22.05 lists no gres_detail while a job completes; here it does, as another
+    # version might: the managed job's GPUs are handed over all the same.
+    nodes = [node("v100-0", "gpu:v100:4"), node("v100-1", "gpu:v100:4")]
+    jobs = [
+        _job(1, "COMPLETING", job="a", gpus="gpu:v100:2(IDX:0-1)"),  # its epilog runs
+        _job(2, "COMPLETING", job=None, gpus="gpu:v100:2(IDX:2-3)"),  # not hetsched's
+        _job(3, "RUNNING", job="c", gpus="gpu:v100:2(IDX:0-1)", nodes="v100-1"),
+        # Released onto v100-0 while job 1 completes: Slurm starts it as the epilog ends.
+        _job(4, "PENDING", job="b", required_nodes="v100-0", tres_per_node="gres:gpu:2"),
+    ]
+    snapshot = read_snapshot(nodes, jobs)
+    a, b = snapshot.jobs["a"], snapshot.jobs["b"]
+    assert a.handing_over
+    assert a.gpus == ("v100-0/0", "v100-0/1")
+    assert not snapshot.jobs["c"].handing_over
+    assert b.released
+    # a's two GPUs are b's, booked; the foreign job's stay busy until Slurm frees them; of
+    # the eight only v100-1's last two are free.
+    assert b.gpus == ("v100-0/0", "v100-0/1")
+    assert snapshot.free == frozenset({"v100-1/2", "v100-1/3"})
+    assert snapshot.foreign_jobs == 1
+    # With nothing released onto them, a's GPUs are free for the policy.
+    assert read_snapshot(nodes, jobs[:3]).free == frozenset(
+        {"v100-0/0", "v100-0/1", "v100-1/2", "v100-1/3"})
