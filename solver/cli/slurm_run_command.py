@@ -42,6 +42,10 @@ EXIT_SLURM_SILENT = 1
               help="The training emulator's checkpoint folder (`slurm submit`'s, "
               "CLUSTER_DIR/checkpoints by default when --cluster-dir is given): what ran, "
               "exactly, for jobs.csv and the checker.")
+@click.option("--handover", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="A folder the nodes' epilogs watch: the agent writes a file per job whose "
+              "GPUs it has decided on, and the epilog ends (default: a local cluster's "
+              "CLUSTER_DIR/handover; docs/slurm.md, \"Handing GPUs over\").")
 @click.option("--gpu-types", "type_order", default=None,
               help="The cluster's GPU types in order, v100,p100,k80 (the type preference "
               "of FIFO-like policies; a replay takes it from --cluster's order); default: "
@@ -54,7 +58,7 @@ EXIT_SLURM_SILENT = 1
               help="Stop after this many wall seconds with no managed job pending or running.")
 def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: Path | None,
                       throughput_path: Path | None, checkpoints: Path | None,
-                      type_order: str | None, poll_s: float,
+                      handover: Path | None, type_order: str | None, poll_s: float,
                       stop_after: int | None, idle_exit_s: float | None) -> None:
     """Schedule the managed jobs of a live Slurm cluster with a rolling policy: jobs
     submitted held with hetsched metadata in their comment (docs/slurm.md); every other
@@ -71,13 +75,20 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
     policy = rolling_policy(policy_name)
     if out.exists() and not out.is_dir():
         raise InputError("not a folder", path="--out", value=str(out), expected="a folder")
-    control = SlurmControl(env=_slurm_env(cluster_dir))
+    env = _slurm_env(cluster_dir)
+    control = SlurmControl(env=env)
     order: list[str] = [t for t in (type_order or "").split(",") if t]
     if not order and cluster_dir is not None and (cluster_dir / "local-cluster.json").is_file():
         from hetsched.slurm.local import LocalCluster
 
         order = [node.name for node in LocalCluster.load(cluster_dir).nodes]
-    live = SlurmCluster(control, partition, order)
+    local_handover = Path(env.get("SLURM_CONF", "/nonexistent")).parent / "handover"
+    if handover is None and local_handover.is_dir():  # a local cluster's
+        handover = local_handover
+    if handover is not None and not handover.is_dir():
+        raise InputError("no such folder", path="--handover", value=str(handover),
+                         expected="the folder the nodes' epilogs watch")
+    live = SlurmCluster(control, partition, order, handover=handover)
     try:
         first = live.read()
     except SlurmUnreachableError as exc:

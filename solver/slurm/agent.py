@@ -22,6 +22,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from hetsched.allocation.layout import Start, throughput_of
@@ -54,6 +55,11 @@ class LiveCluster(Protocol):
         """Stop the running job ``job`` and hold it until it is started again."""
         ...
 
+    def handed_over(self, jobs: Sequence[str]) -> None:
+        """The agent has decided what follows on the GPUs of ``jobs`` (completing, or
+        just preempted): the cluster may pass them on now."""
+        ...
+
 
 @dataclass
 class SlurmCluster:
@@ -71,12 +77,18 @@ class SlurmCluster:
     #: no begin time (see :meth:`start`).
     _requeued_at: dict[str, float] = field(default_factory=dict)
     clock: Callable[[], float] = time.time
+    #: Where the nodes' epilogs wait for :meth:`handed_over`'s files (``None``: no such
+    #: epilog); a folder the agent and the nodes share (docs/slurm.md, "Handing GPUs over").
+    handover: Path | None = None
+    _holding: set[int] = field(default_factory=set)
 
     def read(self) -> Snapshot:
         """``sinfo --json`` and ``squeue --json`` as a :class:`Snapshot`."""
         nodes = self.control.nodes(self.partition)
         jobs = self.control.jobs(self.partition)
         snapshot = read_snapshot(nodes, jobs, reported=self._reported, order=self.order)
+        self._holding = {job.slurm_id for job in snapshot.jobs.values()
+                         if job.state in ("RUNNING", "COMPLETING")}
         self._ids = {job_id: job.slurm_id for job_id, job in snapshot.jobs.items()}
         self._requeued = {job_id for job_id, job in snapshot.jobs.items() if job.restarts}
         self._released = {job_id for job_id, job in snapshot.jobs.items() if job.released}
@@ -102,6 +114,21 @@ class SlurmCluster:
         else:
             self.control.preempt(self._ids[job])
             self._requeued_at[job] = self.clock()
+
+    def handed_over(self, jobs: Sequence[str]) -> None:
+        """Write ``HANDOVER/SLURM_ID`` for each job, which ends its node's epilog (it
+        removes the file); remove the files of jobs neither running nor completing (their
+        epilog ended without them)."""
+        if self.handover is None:
+            return
+        try:
+            for job in jobs:
+                (self.handover / str(self._ids[job])).touch()
+            for path in self.handover.iterdir():
+                if not (path.name.isdigit() and int(path.name) in self._holding):
+                    path.unlink(missing_ok=True)
+        except OSError as exc:  # the epilog then waits its longest; nothing else changes
+            log.warning("cannot write the hand-over files in %s: %s", self.handover, exc)
 
 
 @dataclass(frozen=True)
@@ -199,8 +226,11 @@ class Agent:
         seen = self._fingerprint(snapshot)
         due = seen != self._last_seen or now >= self._next_round
         active = any(j.waiting for j in managed.values())
-        if due and active:
-            self._decide(snapshot, now, unix)
+        preempted = self._decide(snapshot, now, unix) if due and active else []
+        # Decided: the GPUs of jobs completing or just preempted may pass on (their
+        # epilogs end), and the jobs released onto them start.
+        self.live.handed_over([*(job_id for job_id, job in managed.items()
+                                 if job.handing_over), *preempted])
         self._last_seen = seen
         round_s = getattr(self.policy, "round_s", None)
         if round_s and now >= self._next_round:
@@ -253,7 +283,8 @@ class Agent:
                             attained=self.history.attained(now),
                             preemptions=self.history.preemptions())
 
-    def _decide(self, snapshot: Snapshot, now: float, unix: float) -> None:
+    def _decide(self, snapshot: Snapshot, now: float, unix: float) -> list[str]:
+        """Ask the policy and apply its decision; the jobs preempted."""
         state = self.state(snapshot, now)
         began = time.perf_counter()
         try:
@@ -263,17 +294,18 @@ class Agent:
         except Exception as exc:  # a policy's failure stops nothing that runs
             log.error("policy %s failed at t = %.0f s: %s: %s; nothing changed",
                       self.policy.name, now, type(exc).__name__, exc)
-            return
+            return []
         spent = time.perf_counter() - began
         if not isinstance(decision, Decision):
             log.error("policy %s returned %s, not a Decision", self.policy.name,
                       type(decision).__name__)
-            return
+            return []
         started, preempted = self.apply(decision, snapshot, state, unix)
         self.history.decided(now, unix, pending=len(state.pending) - len(started),
                              running=len(state.running) - len(preempted) + len(started),
                              started=started, preempted=preempted, spent_s=spent,
                              fallback=decision.fallback, note=decision.note)
+        return preempted
 
     def apply(self, decision: Decision, snapshot: Snapshot, state: ClusterState,
               unix: float) -> tuple[list[str], list[str]]:

@@ -22,13 +22,16 @@ DEFAULT_MEMORY_PER_CPU_MB = 1024
 #: Released jobs start within a second (slurmctld's default batch_sched_delay=3 held them
 #: up to 3 s); Slurm's own backfill looks every second, not every 30 s.
 SCHEDULER_PARAMETERS = "batch_sched_delay=0,sched_min_interval=0,bf_interval=1"
-#: Seconds a node's epilog lasts (slurm.conf ``Epilog=``). slurmctld 22.05 starts a pending
-#: job at once only when an epilog completes; otherwise at its next pass, up to a second
-#: later. A managed job's GPUs pass to the next job during its epilog: the agent sees the
-#: job COMPLETING, decides and releases the next one onto them, and Slurm starts it as the
-#: epilog ends (docs/slurm.md, "Handing GPUs over"). Longer than the agent's reaction
-#: (a poll of 0.1 s, a reading, a decision, two ``scontrol`` calls).
-EPILOG_S = 0.3
+#: The longest (s) a node's epilog (slurm.conf ``Epilog=``) waits for the agent. slurmctld
+#: 22.05 starts a pending job at once only when an epilog completes; otherwise at its next
+#: pass, up to a second later. So a managed job's GPUs pass to the next job during its
+#: epilog: the agent sees the job COMPLETING (or preempts it), releases the next job onto
+#: its GPUs, then writes ``handover/JOBID``; the epilog ends when it sees that file, and
+#: Slurm starts the next job (docs/slurm.md, "Handing GPUs over"). Longer than the agent's
+#: reaction (a poll of 0.1 s, a reading, a decision, two ``scontrol`` calls).
+EPILOG_S = 0.5
+#: How often (s) the epilog looks for the agent's file.
+EPILOG_LOOK_S = 0.01
 #: Node and GPU type names Slurm reads as one plain name (no hostlist brackets, commas).
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
@@ -121,11 +124,32 @@ def epilog_path(cluster: Layout) -> Path:
     return cluster.state_dir / "epilog"
 
 
+def handover_dir(cluster: Layout) -> Path:
+    """Where the agent tells the epilogs that it has decided on a job's GPUs: a file per
+    Slurm job id (``hetsched slurm run --handover``)."""
+    return cluster.state_dir / "handover"
+
+
 def epilog_script(cluster: Layout) -> str:
-    """The text of the epilog: it waits the cluster's ``epilog_s`` (:data:`EPILOG_S`)."""
-    return ("#!/bin/sh\n# Written by hetsched: the GPUs of a job that ended pass to the next "
-            "job as this ends\n# (docs/slurm.md, \"Handing GPUs over\").\n"
-            f"exec sleep {cluster.epilog_s:g}\n")
+    """The text of the epilog: it ends when the agent's file for the job appears
+    (:func:`handover_dir`), removing it, or after the cluster's ``epilog_s``."""
+    looks = max(1, round(cluster.epilog_s / EPILOG_LOOK_S))
+    return f"""#!/bin/sh
+# Written by hetsched: a job's GPUs pass to the next job as this epilog ends. It ends when
+# the agent has decided on them (it writes {handover_dir(cluster)}/JOBID),
+# or after {cluster.epilog_s:g} s ({looks} looks) (docs/slurm.md, "Handing GPUs over").
+marker="{handover_dir(cluster)}/$SLURM_JOB_ID"
+i=0
+while [ "$i" -lt {looks} ]; do
+    if [ -e "$marker" ]; then
+        rm -f "$marker"
+        exit 0
+    fi
+    sleep {EPILOG_LOOK_S:g}
+    i=$((i + 1))
+done
+exit 0
+"""
 
 
 def gpu_files(cluster: Layout, node: SlurmNode) -> list[Path]:
@@ -150,7 +174,8 @@ def write_files(cluster: Layout, description: Mapping[str, Any]) -> None:
     gres.conf, slurm.conf and ``local-cluster.json`` (``description``, the cluster's
     fields)."""
     state = cluster.state_dir
-    for folder in ("munge", "ctld", "run", "log", *(f"spool/{n.name}" for n in cluster.nodes),
+    for folder in ("munge", "ctld", "run", "log", "handover",
+                   *(f"spool/{n.name}" for n in cluster.nodes),
                    *(f"dev/{n.name}" for n in cluster.nodes)):
         (state / folder).mkdir(mode=0o755, parents=True, exist_ok=True)
     (state / "munge").chmod(0o755)  # munged: its socket's folder open to all

@@ -91,7 +91,8 @@ class LocalCluster:
     #: Seconds between SIGTERM and SIGKILL when a job is cancelled or requeued (KillWait).
     kill_wait_s: int = 5
     partition: str = "gpu"
-    #: Seconds each node's epilog lasts (0: no epilog); see :data:`config.EPILOG_S`.
+    #: The longest (s) each node's epilog waits for the agent (0: no epilog); see
+    #: :data:`config.EPILOG_S`.
     epilog_s: float = config.EPILOG_S
 
     def __post_init__(self) -> None:
@@ -190,6 +191,11 @@ class LocalCluster:
     def log_dir(self) -> Path:
         """The daemons' logs: slurmctld.log, slurmd-NODE.log, munged.log, jobcomp.txt."""
         return self.state_dir / "log"
+
+    @property
+    def handover_dir(self) -> Path:
+        """Where the agent tells the nodes' epilogs it has decided on a job's GPUs."""
+        return config.handover_dir(self)
 
     def node_port(self, index: int) -> int:
         """The port of the slurmd of node ``index`` (0-based)."""

@@ -1,8 +1,9 @@
 """Handing GPUs over during the epilog (hetsched.slurm.state, docs/slurm.md): a managed
 job COMPLETING (its node's epilog runs) frees its GPUs for the policy; the agent releases
-the next job onto them, and Slurm starts it when the epilog ends, never sooner. Real
-daemons: a cluster of its own whose epilog lasts 2 s, so that the agent's polls (0.1 s)
-see the job COMPLETING however loaded the machine is."""
+the next job onto them and writes the job's hand-over file, the epilog ends, and Slurm
+starts the next job then, never sooner. Real daemons: a cluster of its own whose epilog
+waits up to 30 s for the agent, so that the agent's polls (0.1 s) see the job COMPLETING
+however loaded the machine is."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from hetsched.slurm.state import Snapshot
 from tests.slurm.commands import free_port, job_record, run_slurm, running, skip_reason
 from tests.slurm.test_agent import meta
 
-EPILOG_S = 2.0
+EPILOG_S = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -62,12 +63,14 @@ def test_the_next_job_is_released_during_the_epilog_and_starts_after_it(
     second = run_slurm(cluster, "sbatch", "-H", "--parsable",
                        f"--comment={meta('h1', 4, arrival=1.0)}", "--output=/dev/null",
                        "--wrap", "sleep 1")
-    live = Watched(SlurmControl(env=cluster.env(), patience_s=30), cluster.partition)
+    live = Watched(SlurmControl(env=cluster.env(), patience_s=30), cluster.partition,
+                   handover=cluster.handover_dir)
     agent = Agent(live, rolling("fifo"), throughputs(live.read().cluster, None).model,
                   History(tmp_path / "events.jsonl"), AgentSettings(poll_s=0.1))
     began = time.monotonic()
     while job_record(cluster, second)["job_state"] != "COMPLETED":
-        assert time.monotonic() - began < 60, "h1 did not complete"
+        # Without the agent's files each epilog would wait 30 s: 60 s in all.
+        assert time.monotonic() - began < 45, "h1 did not complete"
         agent.cycle()
         time.sleep(0.1)
     # Some reading saw h0 COMPLETING with h1 still held: h0's GPUs were free then ...
@@ -88,4 +91,6 @@ def test_the_next_job_is_released_during_the_epilog_and_starts_after_it(
     h0_run, h1_run = (agent.history.jobs[job].runs[0] for job in ("h0", "h1"))
     assert h0_run.end is not None
     assert h1_run.start >= h0_run.end
+    # Each epilog found its file and removed it.
+    assert list(cluster.handover_dir.iterdir()) == []
     run_slurm(cluster, "scancel", f"--partition={cluster.partition}")
