@@ -51,8 +51,8 @@ def cluster_group() -> None:
               help="slurmctld's port; the nodes take the next ones, one each.")
 @click.option("--epilog", "epilog_s", type=click.FloatRange(min=0, max=60),
               default=EPILOG_S, show_default=True,
-              help="Seconds each node's epilog lasts; the agent hands a job's GPUs to the "
-              "next during it (0: no epilog).")
+              help="The longest (s) each node's epilog waits for the agent's hand-over "
+              "file: the agent hands a job's GPUs to the next during it (0: no epilog).")
 def start_command(cluster_spec: str, gpus_per_node: int | None, state_dir: Path,
                   port: int, epilog_s: float) -> None:
     """Start a local Slurm cluster of the --cluster spec's nodes (named TYPE-0, TYPE-1,
