@@ -4,8 +4,11 @@ Slurm 22.05's ``sinfo --json`` / ``squeue --json`` print them (openapi v0.0.38).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hetsched.core.records import Job
-from hetsched.slurm.control import expand_nodes, gpu_indices
+from hetsched.slurm.agent import SlurmCluster
+from hetsched.slurm.control import SlurmControl, expand_nodes, gpu_indices
 from hetsched.slurm.metadata import JobMeta
 from hetsched.slurm.state import held_gpus, read_cluster, read_snapshot
 
@@ -77,3 +80,15 @@ def test_a_managed_job_completing_hands_its_gpus_over_and_a_foreign_one_keeps_th
     # With nothing released onto them, a's GPUs are free for the policy.
     assert read_snapshot(nodes, jobs[:3]).free == frozenset(
         {"v100-0/0", "v100-0/1", "v100-1/2", "v100-1/3"})
+
+
+def test_hand_over_files_are_written_for_the_jobs_and_stale_ones_removed(tmp_path: Path) -> None:
+    # The last reading: Slurm jobs 11 and 13 run or complete; 12 (preempted, say, and now
+    # pending) and 14 do neither, so an epilog waiting on their files has ended already.
+    live = SlurmCluster(SlurmControl(env={}), handover=tmp_path)
+    live._ids = {"a": 11, "b": 12}
+    live._holding = {11, 13}
+    for name in ("13", "14", "notes"):
+        (tmp_path / name).touch()
+    live.handed_over(["a", "b"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["11", "13"]
