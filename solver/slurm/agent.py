@@ -32,7 +32,7 @@ from hetsched.core.throughput import ThroughputModel
 from hetsched.policies.rolling import ClusterState, Decision, RollingPolicy, RunningJob
 from hetsched.slurm.control import SlurmControl, SlurmRefusedError
 from hetsched.slurm.history import History
-from hetsched.slurm.state import Snapshot, read_snapshot
+from hetsched.slurm.state import Snapshot, read_snapshot, slurm_split
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,9 @@ class LiveCluster(Protocol):
         """The cluster now: its GPU nodes, the managed jobs, the busy GPUs."""
         ...
 
-    def start(self, job: str, nodes: Sequence[str], per_node: int) -> None:
-        """Run the held job ``job`` (hetsched id) on ``nodes``, ``per_node`` GPUs each."""
+    def start(self, job: str, nodes: Sequence[str], gpus: Sequence[int]) -> None:
+        """Run the held job ``job`` (hetsched id) on ``nodes``, ``gpus[i]`` GPUs on the
+        i-th."""
         ...
 
     def preempt(self, job: str) -> None:
@@ -94,8 +95,9 @@ class SlurmCluster:
         self._released = {job_id for job_id, job in snapshot.jobs.items() if job.released}
         return snapshot
 
-    def start(self, job: str, nodes: Sequence[str], per_node: int) -> None:
-        """Pin and release (``scontrol update ... NodeList= TresPerNode=``, ``release``).
+    def start(self, job: str, nodes: Sequence[str], gpus: Sequence[int]) -> None:
+        """Pin and release (``scontrol update ... NodeList= TresPerNode=`` or, uneven,
+        ``TresPerJob=``; ``release``).
         A requeued job released within the wall second of its requeue (or requeued by
         another agent: when is unknown) gets a begin time of the next second: Slurm
         kills a job that starts in the second its credential was revoked. Released in a
@@ -103,7 +105,7 @@ class SlurmCluster:
         sooner."""
         requeued_at = self._requeued_at.get(job)
         same_second = requeued_at is None or int(self.clock()) <= int(requeued_at)
-        self.control.start(self._ids[job], nodes, per_node, requeued=job in self._requeued,
+        self.control.start(self._ids[job], nodes, gpus, requeued=job in self._requeued,
                            same_second=same_second)
 
     def preempt(self, job: str) -> None:
@@ -151,42 +153,37 @@ class AgentSettings:
                              expected="an integer >= 1")
 
 
-def gang_nodes(start: Start, cluster: Cluster) -> tuple[list[str], int] | None:
-    """The nodes of a start's GPUs and the GPUs on each, or ``None`` if the gang is
-    uneven over its nodes (Slurm gives every node of a job the same GPU count)."""
-    per: dict[str, int] = {}
+def is_uneven(start: Start, cluster: Cluster) -> bool:
+    """Whether a start's GPUs are not the same count on each of its nodes (3 + 1)."""
     gpus = cluster.gpu_by_id
+    per: dict[str, int] = {}
     for gpu in start.gpus:
         per[gpus[gpu].node] = per.get(gpus[gpu].node, 0) + 1
-    counts = set(per.values())
-    return (list(per), counts.pop()) if len(counts) == 1 else None
+    return len(set(per.values())) > 1
 
 
-def even_gang(start: Start, free: set[str], cluster: Cluster) -> Start | None:
-    """``start``'s gang laid evenly over nodes of its GPU type (Slurm gives every node of
-    a job the same GPU count), from the ``free`` GPUs: on the policy's own nodes first,
-    then in cluster order, on as few nodes as hold it (2, then 3, ... nodes of
-    ``size / k`` free GPUs each); always spread over two nodes or more, as the policy's
-    uneven gang was, so that the job runs at the speed the policy chose for it. ``None``
-    if no even layout is free."""
-    size = len(start.gpus)
+def gang_layout(start: Start, free: set[str], cluster: Cluster
+                ) -> tuple[list[str], list[int], tuple[str, ...]] | None:
+    """How Slurm will run a start: its nodes in cluster order (Slurm's), the GPUs on each,
+    and the GPUs it will take. The same count on every node is the policy's own GPUs; an
+    uneven gang (3 + 1) is a ``TresPerJob`` that Slurm splits over those nodes itself
+    (:func:`~hetsched.slurm.state.slurm_split`), taking the first ``free`` GPUs of each:
+    the same GPU type, count and nodes, so the same speed. ``None`` if Slurm's split
+    does not fit the nodes' ``free`` GPUs."""
     gpus = cluster.gpu_by_id
-    chosen = list(dict.fromkeys(gpus[g].node for g in start.gpus))
-    order = chosen + [n.name for n in cluster.nodes
-                      if n.gpu_type == start.gpu_type and n.name not in chosen]
-    by_node: dict[str, list[str]] = {}
-    for gpu in sorted(free, key=lambda g: (gpus[g].node, g)):
-        if gpus[gpu].gpu_type == start.gpu_type:
-            by_node.setdefault(gpus[gpu].node, []).append(gpu)
-    for nodes in range(2, size + 1):
-        if size % nodes:
-            continue
-        each = size // nodes
-        fit = [n for n in order if len(by_node.get(n, ())) >= each][:nodes]
-        if len(fit) == nodes:
-            return Start(start.job, start.gpu_type,
-                         tuple(g for n in fit for g in by_node[n][:each]))
-    return None
+    per: dict[str, int] = {}
+    for gpu in start.gpus:
+        per[gpus[gpu].node] = per.get(gpus[gpu].node, 0) + 1
+    nodes = [n.name for n in cluster.nodes if n.name in per]
+    counts = [per[n] for n in nodes]
+    if len(set(counts)) == 1:
+        return nodes, counts, start.gpus
+    on_node = {n: [g for g in cluster.node_by_name[n].gpu_ids() if g in free] for n in nodes}
+    split = slurm_split([len(on_node[n]) for n in nodes], len(start.gpus))
+    if split is None:
+        return None
+    return nodes, split, tuple(g for n, k in zip(nodes, split, strict=True)
+                               for g in on_node[n][:k])
 
 
 class Agent:
@@ -312,9 +309,9 @@ class Agent:
         """Apply ``decision``: preemptions first, then the starts that are valid (a held
         job, GPUs free after the preemptions and not given twice, of a type the job may
         run on with positive throughput), each pinned with its GPUs on each node; the ids
-        started and preempted. A gang uneven over its nodes is laid evenly over GPUs of its
-        type still free after the other starts (:func:`even_gang`), or left to a later
-        decision. An invalid start is logged and skipped."""
+        started and preempted. A gang uneven over its nodes (3 + 1) is asked of Slurm as
+        that many GPUs over those nodes, once the other starts have their GPUs; Slurm
+        splits it itself (:func:`gang_layout`). An invalid start is logged and skipped."""
         running = {r.job.id: r for r in state.running}
         free = set(snapshot.free)
         preempted: list[str] = []
@@ -342,34 +339,30 @@ class Agent:
             problem = self._invalid(start, waiting, free, snapshot.cluster)
             if problem:
                 log.warning("start of %s skipped: %s", start.job, problem)
-                continue
-            spread = gang_nodes(start, snapshot.cluster)
-            if spread is None:
+            elif is_uneven(start, snapshot.cluster):
                 uneven.append(start)
             else:
-                self._start(start, spread, free, waiting, started, unix)
-        for start in uneven:  # once the even gangs have their GPUs
-            even = even_gang(start, free, snapshot.cluster)
-            spread = None if even is None else gang_nodes(even, snapshot.cluster)
-            if even is None or spread is None:
-                log.info("start of %s left to a later decision: no even layout of %d x %s "
-                         "free (Slurm gives each node of a job the same GPUs)", start.job,
-                         len(start.gpus), start.gpu_type)
-                continue
-            log.debug("start of %s laid evenly: %s for %s", start.job, even.gpus, start.gpus)
-            self._start(even, spread, free, waiting, started, unix)
+                self._start(start, snapshot.cluster, free, waiting, started, unix)
+        for start in uneven:  # Slurm splits these itself: once the others have their GPUs
+            self._start(start, snapshot.cluster, free, waiting, started, unix)
         return started, preempted
 
-    def _start(self, start: Start, spread: tuple[list[str], int], free: set[str],
+    def _start(self, start: Start, cluster: Cluster, free: set[str],
                waiting: dict[str, Job], started: list[str], unix: float) -> None:
-        """Pin and release one valid start on ``spread`` (its nodes, GPUs on each); its
-        GPUs leave ``free``."""
+        """Pin and release one valid start (:func:`gang_layout`); the GPUs Slurm will
+        take leave ``free``."""
+        layout = gang_layout(start, free, cluster)
+        if layout is None:
+            log.warning("start of %s skipped: Slurm's split of %d GPUs does not fit the "
+                        "free GPUs of its nodes", start.job, len(start.gpus))
+            return
+        nodes, counts, taken = layout
         try:
-            self.live.start(start.job, spread[0], spread[1])
+            self.live.start(start.job, nodes, counts)
         except SlurmRefusedError as exc:
             log.warning("start of %s refused by Slurm: %s", start.job, exc)
             return
-        free.difference_update(start.gpus)
+        free.difference_update(taken)
         del waiting[start.job]
         started.append(start.job)
         self.history.starting(start.job, unix)

@@ -169,17 +169,22 @@ class SlurmControl:
         jobs = self.json("squeue", "--all")["jobs"]
         return [j for j in jobs if partition is None or j.get("partition") == partition]
 
-    def start(self, job_id: int, nodes: Sequence[str], per_node: int, *,
+    def start(self, job_id: int, nodes: Sequence[str], gpus: Sequence[int], *,
               requeued: bool = False, same_second: bool = True) -> None:
-        """Pin a held job to ``nodes`` with ``per_node`` GPUs on each (untyped: a node has
-        one GPU type, and a typed request could never move to another type) and release
-        it. A requeued job's begin time (Slurm sets it 120 s ahead) is moved to now, or,
-        released within the second of its requeue (``same_second``), to the next second:
-        started in that second, Slurm kills it ("Job credential revoked") and it ends
-        FAILED."""
+        """Pin a held job to ``nodes`` with ``gpus[i]`` GPUs on ``nodes[i]`` (untyped: a
+        node has one GPU type, and a typed request could never move to another type) and
+        release it. The same count on every node is ``TresPerNode``; uneven counts
+        (3 + 1) are ``TresPerJob`` over those nodes, which Slurm splits itself
+        (:func:`hetsched.slurm.state.slurm_split`); the other field is cleared. A requeued
+        job's begin time (Slurm sets it 120 s ahead) is moved to now, or, released within
+        the second of its requeue (``same_second``), to the next second: started in that
+        second, Slurm kills it ("Job credential revoked") and it ends FAILED."""
         when = [f"StartTime={'now+1' if same_second else 'now'}"] if requeued else []
+        even = len(set(gpus)) == 1
+        tres = [f"TresPerNode=gres:gpu:{gpus[0]}", "TresPerJob="] if even else \
+            ["TresPerNode=", f"TresPerJob=gres:gpu:{sum(gpus)}"]
         self.run("scontrol", "update", f"JobId={job_id}", f"NumNodes={len(nodes)}",
-                 f"NodeList={','.join(nodes)}", f"TresPerNode=gres:gpu:{per_node}", *when)
+                 f"NodeList={','.join(nodes)}", *tres, *when)
         self.run("scontrol", "release", str(job_id))
 
     def preempt(self, job_id: int) -> None:

@@ -170,12 +170,31 @@ def _time(record: Mapping[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
-def _per_node(record: Mapping[str, Any]) -> int:
-    """GPUs per node a job asks for (``tres_per_node`` ``gres:gpu:2`` or
-    ``gres:gpu:k80:2``); 0 if none."""
-    text = str(record.get("tres_per_node") or "")
-    found = re.search(r"gpu(?::[^:,]+)?:(\d+)", text)
-    return int(found.group(1)) if found else 0
+def _asked(record: Mapping[str, Any]) -> tuple[int, int]:
+    """GPUs a job asks for: per node (``tres_per_node`` ``gres:gpu:2`` or
+    ``gres:gpu:k80:2``) and in all (``tres_per_job``, an uneven gang); 0 if none."""
+    counts = []
+    for key in ("tres_per_node", "tres_per_job"):
+        found = re.search(r"gpu(?::[^:,]+)?:(\d+)", str(record.get(key) or ""))
+        counts.append(int(found.group(1)) if found else 0)
+    return counts[0], counts[1]
+
+
+def slurm_split(free: Sequence[int], total: int) -> list[int] | None:
+    """How Slurm (cons_tres, 22.05) lays a job's ``TresPerJob`` of ``total`` GPUs over its
+    nodes, with ``free[i]`` GPUs free on the i-th (in Slurm's node order): each node in
+    turn as many as it has, leaving one for each node after it (every node of a job gets
+    one GPU at least). Measured on the local cluster: 4 over two idle nodes of 4 is 3 + 1,
+    over nodes with 3 and 1 free 3 + 1. ``None`` if the nodes cannot hold it."""
+    split = []
+    left = total
+    for i, count in enumerate(free):
+        here = min(count, left - (len(free) - 1 - i))
+        if here < 1:
+            return None
+        split.append(here)
+        left -= here
+    return split if left == 0 else None
 
 
 def read_snapshot(nodes: Iterable[Mapping[str, Any]], jobs: Iterable[Mapping[str, Any]],
@@ -189,7 +208,7 @@ def read_snapshot(nodes: Iterable[Mapping[str, Any]], jobs: Iterable[Mapping[str
     managed: dict[str, SlurmJob] = {}
     rejected: dict[int, str] = {}
     foreign = 0
-    booked: list[tuple[str, int]] = []
+    booked: list[tuple[str, int, int]] = []
     for record in jobs:
         slurm_id = int(record["job_id"])
         state = str(record.get("job_state", ""))
@@ -217,7 +236,7 @@ def read_snapshot(nodes: Iterable[Mapping[str, Any]], jobs: Iterable[Mapping[str
             # Released by the agent, not started yet: its pinned nodes, GPUs booked.
             held_nodes = tuple(expand_nodes(str(record.get("required_nodes") or "")))
             if held_nodes:
-                booked.append((meta.job.id, _per_node(record)))
+                booked.append((meta.job.id, *_asked(record)))
         job = SlurmJob(slurm_id, meta, state, held, held_nodes, gpus,
                        _time(record, "start_time") if state not in ("PENDING",) else None,
                        _time(record, "end_time") if state in ENDED else None,
@@ -226,11 +245,12 @@ def read_snapshot(nodes: Iterable[Mapping[str, Any]], jobs: Iterable[Mapping[str
         if old is not None and old.slurm_id > slurm_id:
             continue  # the same hetsched job submitted twice: the latest submission
         managed[job.job_id] = job
-    for job_id, per_node in booked:  # the first free GPUs of each pinned node
+    for job_id, per_node, per_job in booked:  # the first free GPUs of each pinned node
         job = managed[job_id]
-        chosen: list[str] = []
-        for node in job.nodes:
-            chosen += [g for g in node_gpus.get(node, []) if g not in busy][:per_node]
+        free = [[g for g in node_gpus.get(node, []) if g not in busy] for node in job.nodes]
+        counts = [per_node] * len(free) if per_node else \
+            slurm_split([len(ids) for ids in free], per_job) or [0] * len(free)
+        chosen = [g for ids, count in zip(free, counts, strict=True) for g in ids[:count]]
         busy.update(chosen)
         managed[job_id] = dataclasses.replace(job, gpus=tuple(chosen))
     return Snapshot(cluster, managed, frozenset(busy), foreign, rejected)

@@ -147,10 +147,12 @@ def test_an_unmanaged_partition_shows_no_jobs(cluster: LocalCluster) -> None:
 
 
 
-def test_an_uneven_gang_runs_laid_evenly(cluster: LocalCluster, tmp_path: Path) -> None:
-    # The policy gives u0 three V100s of v100-0 and one of v100-1; Slurm gives each node
-    # of a job the same GPU count, so the agent pins it two and two (v100-0 first: the
-    # policy's own nodes first) and Slurm runs it there.
+def test_an_uneven_gang_runs_as_the_policy_laid_it(cluster: LocalCluster, tmp_path: Path
+                                                   ) -> None:
+    # The policy gives u0 three V100s of v100-0 and one of v100-1. Slurm gives every node
+    # of a TresPerNode request the same count, so the agent asks for four GPUs over the
+    # two nodes (TresPerJob), which Slurm splits itself: three on the first node (all it
+    # may take, leaving one for the second), one on the second, as the policy laid it.
     job = submit(cluster, meta("u0", 4))
     agent, live = agent_for(cluster, "fifo", tmp_path / "events.jsonl")
     snapshot = live.read()
@@ -159,7 +161,10 @@ def test_an_uneven_gang_runs_laid_evenly(cluster: LocalCluster, tmp_path: Path) 
     assert agent.apply(Decision((uneven,)), snapshot, state, time.time()) == (["u0"], [])
     record, _ = wait_for_state(cluster, job, {"RUNNING"})
     assert record["nodes"] == "v100-[0-1]"
-    assert record["gres_detail"] == ["gpu:v100:2(IDX:0-1)", "gpu:v100:2(IDX:0-1)"]
+    assert record["gres_detail"] == ["gpu:v100:3(IDX:0-2)", "gpu:v100:1(IDX:0)"]
+    assert record["tres_per_node"] == ""
+    # Read back, the agent sees the GPUs Slurm gave.
+    assert live.read().jobs["u0"].gpus == uneven.gpus
 
 
 def test_a_job_released_seconds_after_its_requeue_starts_and_stays(

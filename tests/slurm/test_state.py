@@ -82,6 +82,19 @@ def test_a_managed_job_completing_hands_its_gpus_over_and_a_foreign_one_keeps_th
         {"v100-0/0", "v100-0/1", "v100-1/2", "v100-1/3"})
 
 
+def test_a_released_uneven_gang_books_the_gpus_slurm_will_split_to_it() -> None:
+    # Released with TresPerJob=gres:gpu:4 over v100-0 (one GPU busy) and v100-1, not
+    # started yet: Slurm will give v100-0 its three free GPUs and v100-1 one.
+    nodes = [node("v100-0", "gpu:v100:4"), node("v100-1", "gpu:v100:4")]
+    jobs = [
+        _job(1, "RUNNING", job="a", gpus="gpu:v100:1(IDX:0)"),
+        _job(2, "PENDING", job="b", required_nodes="v100-[0-1]", tres_per_job="gres:gpu:4"),
+    ]
+    snapshot = read_snapshot(nodes, jobs)
+    assert snapshot.jobs["b"].gpus == ("v100-0/1", "v100-0/2", "v100-0/3", "v100-1/0")
+    assert snapshot.free == frozenset({"v100-1/1", "v100-1/2", "v100-1/3"})
+
+
 def test_hand_over_files_are_written_for_the_jobs_and_stale_ones_removed(tmp_path: Path) -> None:
     # The last reading: Slurm jobs 11 and 13 run or complete; 12 (preempted, say, and now
     # pending) and 14 do neither, so an epilog waiting on their files has ended already.
