@@ -153,13 +153,18 @@ class AgentSettings:
                              expected="an integer >= 1")
 
 
-def is_uneven(start: Start, cluster: Cluster) -> bool:
-    """Whether a start's GPUs are not the same count on each of its nodes (3 + 1)."""
+def _per_node(start: Start, cluster: Cluster) -> dict[str, int]:
+    """A start's GPUs on each of its nodes."""
     gpus = cluster.gpu_by_id
     per: dict[str, int] = {}
     for gpu in start.gpus:
         per[gpus[gpu].node] = per.get(gpus[gpu].node, 0) + 1
-    return len(set(per.values())) > 1
+    return per
+
+
+def is_uneven(start: Start, cluster: Cluster) -> bool:
+    """Whether a start's GPUs are not the same count on each of its nodes (3 + 1)."""
+    return len(set(_per_node(start, cluster).values())) > 1
 
 
 def gang_layout(start: Start, free: set[str], cluster: Cluster
@@ -170,10 +175,7 @@ def gang_layout(start: Start, free: set[str], cluster: Cluster
     (:func:`~hetsched.slurm.state.slurm_split`), taking the first ``free`` GPUs of each:
     the same GPU type, count and nodes, so the same speed. ``None`` if Slurm's split
     does not fit the nodes' ``free`` GPUs."""
-    gpus = cluster.gpu_by_id
-    per: dict[str, int] = {}
-    for gpu in start.gpus:
-        per[gpus[gpu].node] = per.get(gpus[gpu].node, 0) + 1
+    per = _per_node(start, cluster)
     nodes = [n.name for n in cluster.nodes if n.name in per]
     counts = [per[n] for n in nodes]
     if len(set(counts)) == 1:
