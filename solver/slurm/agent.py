@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ from hetsched.core.throughput import ThroughputModel
 from hetsched.policies.rolling import ClusterState, Decision, RollingPolicy, RunningJob
 from hetsched.slurm.control import SlurmControl, SlurmRefusedError
 from hetsched.slurm.history import History
-from hetsched.slurm.state import Snapshot, read_snapshot, slurm_split
+from hetsched.slurm.state import Snapshot, read_snapshot, slurm_takes
 
 log = logging.getLogger(__name__)
 
@@ -156,10 +157,7 @@ class AgentSettings:
 def _per_node(start: Start, cluster: Cluster) -> dict[str, int]:
     """A start's GPUs on each of its nodes."""
     gpus = cluster.gpu_by_id
-    per: dict[str, int] = {}
-    for gpu in start.gpus:
-        per[gpus[gpu].node] = per.get(gpus[gpu].node, 0) + 1
-    return per
+    return Counter(gpus[gpu].node for gpu in start.gpus)
 
 
 def is_uneven(start: Start, cluster: Cluster) -> bool:
@@ -180,12 +178,9 @@ def gang_layout(start: Start, free: set[str], cluster: Cluster
     counts = [per[n] for n in nodes]
     if len(set(counts)) == 1:
         return nodes, counts, start.gpus
-    on_node = {n: [g for g in cluster.node_by_name[n].gpu_ids() if g in free] for n in nodes}
-    split = slurm_split([len(on_node[n]) for n in nodes], len(start.gpus))
-    if split is None:
-        return None
-    return nodes, split, tuple(g for n, k in zip(nodes, split, strict=True)
-                               for g in on_node[n][:k])
+    taken = slurm_takes([[g for g in cluster.node_by_name[n].gpu_ids() if g in free]
+                         for n in nodes], len(start.gpus))
+    return None if taken is None else (nodes, *taken)
 
 
 class Agent:

@@ -197,6 +197,16 @@ def slurm_split(free: Sequence[int], total: int) -> list[int] | None:
     return split if left == 0 else None
 
 
+def slurm_takes(free: Sequence[Sequence[str]], total: int
+                ) -> tuple[list[int], tuple[str, ...]] | None:
+    """:func:`slurm_split` over nodes whose free GPUs are ``free[i]`` (index order), and
+    the GPUs Slurm takes with it: the first ones of each node. ``None`` if it does not fit."""
+    split = slurm_split([len(ids) for ids in free], total)
+    if split is None:
+        return None
+    return split, tuple(g for ids, count in zip(free, split, strict=True) for g in ids[:count])
+
+
 def read_snapshot(nodes: Iterable[Mapping[str, Any]], jobs: Iterable[Mapping[str, Any]],
                   *, reported: set[int] | None = None, order: Sequence[str] = ()) -> Snapshot:
     """A :class:`Snapshot` of ``sinfo --json``'s nodes and ``squeue --json``'s jobs (of
@@ -248,9 +258,9 @@ def read_snapshot(nodes: Iterable[Mapping[str, Any]], jobs: Iterable[Mapping[str
     for job_id, per_node, per_job in booked:  # the first free GPUs of each pinned node
         job = managed[job_id]
         free = [[g for g in node_gpus.get(node, []) if g not in busy] for node in job.nodes]
-        counts = [per_node] * len(free) if per_node else \
-            slurm_split([len(ids) for ids in free], per_job) or [0] * len(free)
-        chosen = [g for ids, count in zip(free, counts, strict=True) for g in ids[:count]]
+        split = None if per_node else slurm_takes(free, per_job)
+        chosen = [g for ids in free for g in ids[:per_node]] if per_node else \
+            list(split[1] if split is not None else ())
         busy.update(chosen)
         managed[job_id] = dataclasses.replace(job, gpus=tuple(chosen))
     return Snapshot(cluster, managed, frozenset(busy), foreign, rejected)
