@@ -16,7 +16,8 @@ from hetsched.core.throughput import Placement, ThroughputModel, ThroughputTable
 from hetsched.files.instance import load_instance, save_instance  # noqa: E402
 from hetsched.registry import names  # noqa: E402
 from hetsched.replaying import replay, replay_trace  # noqa: E402
-from hetsched.simulate.record import Replay, ReplaySummary  # noqa: E402
+from hetsched.simulate.record import Replay  # noqa: E402
+from hetsched.simulate.summary import ReplaySummary  # noqa: E402
 from hetsched.solving import solve  # noqa: E402
 
 __version__ = "0.1.0"

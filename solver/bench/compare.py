@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hetsched.core.errors import InputError
-from hetsched.simulate.record import ReplaySummary
+from hetsched.simulate.summary import ReplaySummary
 
 #: What a replay folder must hold to be compared.
 NEEDED = ("summary.json", "jobs.csv")
@@ -127,6 +127,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds:,.1f} s"
 
 
+def _figure(value: float, spec: str) -> str:
+    """``value`` formatted by ``spec``; "-" when unknown (NaN)."""
+    return format(value, spec) if math.isfinite(value) else "-"
+
+
 def _rows(runs: Sequence[RunRecord]) -> list[tuple[str, list[str]]]:
     first = runs[0].summary.avg_jct_s
     rows: list[tuple[str, list[str]]] = [
@@ -147,6 +152,10 @@ def _rows(runs: Sequence[RunRecord]) -> list[tuple[str, list[str]]]:
         ("deadlines met", [f"{r.summary.deadline_met:,} of {r.summary.deadline_jobs:,}"
                            if r.summary.deadline_jobs else "-" for r in runs]),
         ("utilisation", [f"{r.summary.utilization:.1%}" for r in runs]),
+        ("max rho", [_figure(r.summary.max_rho, ".3f") for r in runs]),
+        ("mean rho", [_figure(r.summary.mean_rho, ".3f") for r in runs]),
+        ("jobs with rho > 1", [_figure(r.summary.rho_above_1, ".1%") for r in runs]),
+        ("tenants' Jain index", [_figure(r.summary.tenant_jain_index, ".3f") for r in runs]),
         ("preemptions", [f"{r.summary.preemptions:,}" for r in runs]),
         ("decisions", [f"{r.summary.decisions:,}" for r in runs]),
         ("fallbacks", [f"{r.summary.fallbacks:,}" for r in runs]),

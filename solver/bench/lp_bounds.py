@@ -38,7 +38,7 @@ from hetsched.formulations.completion import (
     CompletionBoundSettings,
     completion_bound,
 )
-from hetsched.simulate.record import cell_float, cell_text
+from hetsched.simulate.summary import cell_float, cell_text
 
 log = logging.getLogger(__name__)
 

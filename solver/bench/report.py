@@ -26,7 +26,7 @@ from hetsched.bench.results import (
 )
 from hetsched.core.errors import InputError
 from hetsched.core.outputs import writing
-from hetsched.simulate.record import cell_float
+from hetsched.simulate.summary import cell_float
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,8 @@ COLUMNS = (
     _Column("p95 JCT", lambda r: r.summary.p95_jct_s, "min", "time"),
     _Column("deadlines met", _deadline_ratio, "max", "fraction"),
     _Column("utilisation", lambda r: r.summary.utilization, "max", "fraction"),
+    _Column("max rho", lambda r: r.summary.max_rho, "min", "ratio"),
+    _Column("mean rho", lambda r: r.summary.mean_rho, "min", "ratio"),
     _Column("decision p95 (s)", lambda r: r.decision_time_p95_s, "min",
             "seconds"),
     _Column("fallbacks", lambda r: float(r.summary.fallbacks), "min", "count"),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from hetsched.core.errors import InputError
 from hetsched.core.outputs import write_text, writing
-from hetsched.simulate.record import ReplaySummary, cell_float, cell_int, cell_text
+from hetsched.simulate.summary import ReplaySummary, cell_float, cell_int, cell_text
 
 log = logging.getLogger(__name__)
 

@@ -74,7 +74,9 @@ class Job:
     may run on one GPU at once (docs/traces.md, "GPU shares"). ``cpus`` (cores) and
     ``memory_gb`` (GB), when given, are what it needs of its node besides GPUs (a gang
     spread over nodes needs them in proportion to its GPUs on each); a start must fit
-    the node's GPUs, CPUs and memory.
+    the node's GPUs, CPUs and memory. ``tenant``, when given, is who the job is run for (a
+    team, a virtual cluster; docs/fairness.md): the fairness figures and quotas count per
+    tenant, jobs without one in a tenant of their own (``default``).
     """
 
     id: str
@@ -91,6 +93,7 @@ class Job:
     gpu_share: float | None = None
     cpus: float | None = None
     memory_gb: float | None = None
+    tenant: str | None = None
 
     def __post_init__(self) -> None:
         check_name(self.id, "id", "job id")
@@ -113,6 +116,8 @@ class Job:
                 )
         if self.user is not None:
             check_name(self.user, "user", "user")
+        if self.tenant is not None:
+            check_name(self.tenant, "tenant", "tenant (a team, a virtual cluster)")
         if self.allowed_gpu_counts is not None:
             counts = tuple(self.allowed_gpu_counts)
             for index, count in enumerate(counts):

@@ -24,10 +24,13 @@ from typing import Any
 import numpy as np
 
 from hetsched.core.errors import InputError, PolicyError
+from hetsched.core.fairness import FairnessFigures, fairness_figures, finish_time_fairness
 from hetsched.core.records import Cluster, Job
 from hetsched.core.result import Assignment, Schedule, completion_figures
 from hetsched.core.settings import RESTART_PENALTY_S
 from hetsched.core.sharing import CoLocationModel
+from hetsched.core.throughput import ThroughputModel
+from hetsched.simulate.summary import ReplaySummary
 
 
 @dataclass
@@ -82,114 +85,6 @@ TIMING_FIELDS = ("wall_time_s", "decision_time_p50_s", "decision_time_p95_s",
                  "decision_time_max_s")
 
 
-@dataclass(frozen=True)
-class ReplaySummary:
-    """The metrics of one replay (seconds unless stated), as summary.json holds them and
-    as a bench's results.csv row carries them (:meth:`to_cells`, :meth:`from_cells`).
-    Averages and percentiles are NaN when no job finished."""
-
-    jobs: int
-    completed: int
-    avg_jct_s: float
-    p50_jct_s: float
-    p95_jct_s: float
-    p99_jct_s: float
-    makespan_s: float
-    avg_queue_s: float
-    deadline_jobs: int
-    deadline_met: int
-    total_tardiness_s: float
-    utilization: float  # busy GPU-seconds / (usable GPUs x makespan)
-    utilization_all_gpus: float  # the same over every GPU of the cluster
-    usable_gpus: int
-    preemptions: int
-    decisions: int
-    fallbacks: int
-    warnings: tuple[str, ...]
-    round_s: float | None
-    interval_s: float | None
-    restart_penalty_s: float
-    interrupted: bool
-
-    def to_dict(self) -> dict[str, object]:
-        """summary.json's fields, in its order (``warnings`` a list)."""
-        values: dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self)}
-        values["warnings"] = list(self.warnings)
-        return values
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> ReplaySummary:
-        """Inverse of :meth:`to_dict`; reads a replay's ``summary.json`` (its other keys,
-        the trace, policy, bounds, ..., are ignored; null numbers are NaN, as written).
-        A missing field is an :class:`InputError` naming it."""
-        missing = [f.name for f in fields(cls) if f.name not in values]
-        if missing:
-            raise InputError("not a replay summary", path=missing[0],
-                             expected="the fields of summary.json: "
-                             + ", ".join(f.name for f in fields(cls)))
-
-        def number(name: str) -> float:
-            value = values[name]
-            return math.nan if value is None else float(value)
-
-        def optional(name: str) -> float | None:
-            value = values[name]
-            return None if value is None else float(value)
-
-        counts = {f.name for f in fields(cls) if f.type in ("int", int)}
-        floats = {f.name for f in fields(cls) if f.type in ("float", float)}
-        made: dict[str, Any] = {
-            **{name: int(values[name]) for name in counts},
-            **{name: number(name) for name in floats},
-            "warnings": tuple(str(w) for w in values["warnings"] or ()),
-            "round_s": optional("round_s"), "interval_s": optional("interval_s"),
-            "interrupted": bool(values["interrupted"])}
-        return cls(**made)
-
-    def to_frame(self) -> Any:
-        """The metrics as a one-row pandas DataFrame (``warnings`` joined by ``"; "``), e.g.
-        to set replays side by side with ``pandas.concat``."""
-        import pandas as pd
-
-        row: dict[str, object] = self.to_dict()
-        row["warnings"] = "; ".join(self.warnings)
-        return pd.DataFrame([row])
-
-    def to_cells(self) -> dict[str, str]:
-        """The fields as results.csv cells (:func:`cell_text`)."""
-        return {name: cell_text(value) for name, value in self.to_dict().items()}
-
-    @classmethod
-    def from_cells(cls, cells: Mapping[str, str]) -> ReplaySummary:
-        """The summary a results.csv row carries (:meth:`to_cells`'s inverse; a missing
-        or empty cell is NaN, 0, None or false, by the field's type)."""
-        def number(name: str) -> float:
-            return cell_float(cells.get(name))
-
-        def count(name: str) -> int:
-            return cell_int(cells.get(name))
-
-        def optional(name: str) -> float | None:
-            value = number(name)
-            return value if math.isfinite(value) else None
-
-        text = cells.get("warnings", "")
-        warnings = tuple(str(w) for w in json.loads(text)) if text else ()
-        return cls(
-            jobs=count("jobs"), completed=count("completed"), avg_jct_s=number("avg_jct_s"),
-            p50_jct_s=number("p50_jct_s"), p95_jct_s=number("p95_jct_s"),
-            p99_jct_s=number("p99_jct_s"), makespan_s=number("makespan_s"),
-            avg_queue_s=number("avg_queue_s"), deadline_jobs=count("deadline_jobs"),
-            deadline_met=count("deadline_met"), total_tardiness_s=number("total_tardiness_s"),
-            utilization=number("utilization"),
-            utilization_all_gpus=number("utilization_all_gpus"),
-            usable_gpus=count("usable_gpus"), preemptions=count("preemptions"),
-            decisions=count("decisions"), fallbacks=count("fallbacks"), warnings=warnings,
-            round_s=optional("round_s"), interval_s=optional("interval_s"),
-            restart_penalty_s=number("restart_penalty_s"),
-            interrupted=cells.get("interrupted", "") == "true")
-
-
 @dataclass
 class Replay:
     """The outcome of a replay: per-job records and the decision log, and the settings
@@ -212,6 +107,8 @@ class Replay:
     colocation: CoLocationModel | None = None
     #: the policy's failure that stopped the replay (``interrupted`` then too)
     failure: PolicyError | None = None
+    #: the throughput jobs ran at, for the fairness figures (NaN without it)
+    truth: ThroughputModel | None = None
 
     def summary(self) -> dict[str, object]:
         """The replay's metrics (seconds unless stated) as summary.json holds them: a
@@ -230,6 +127,10 @@ class Replay:
         jobs = [r.job for r in self.records.values()]
         figures = completion_figures(jobs, finish, self.start_time, busy, usable)
         capacity_all = len(self.cluster.gpus) * figures.makespan_s
+        fair = FairnessFigures(math.nan, math.nan, math.nan, math.nan) if self.truth is None \
+            else fairness_figures(jobs, finish, {r.job.id: r.gpu_seconds
+                                                 for r in self.records.values()},
+                                  self.cluster, self.truth)
 
         return ReplaySummary(
             jobs=len(self.records),
@@ -243,6 +144,10 @@ class Replay:
             deadline_jobs=figures.deadline_jobs,
             deadline_met=figures.deadline_met,
             total_tardiness_s=figures.total_tardiness_s,
+            max_rho=fair.max_rho,
+            mean_rho=fair.mean_rho,
+            rho_above_1=fair.rho_above_1,
+            tenant_jain_index=fair.tenant_jain_index,
             utilization=figures.utilization,
             utilization_all_gpus=busy / capacity_all if capacity_all > 0 else 0.0,
             usable_gpus=usable,
@@ -269,7 +174,9 @@ class Replay:
 
     def job_rows(self) -> list[tuple[object, ...]]:
         """One row per job (the columns :data:`JOB_COLUMNS`, jobs.csv's), by arrival:
-        times in s, ``None`` where unknown (not started, not finished, no deadline)."""
+        times in s, ``None`` where unknown (not started, not finished, no deadline, no
+        rho: hetsched.core.fairness), the tenant empty for none."""
+        rho = self.rho()
         rows: list[tuple[object, ...]] = []
         for record in sorted(self.records.values(), key=lambda r: (r.job.arrival, r.job.id)):
             job = record.job
@@ -278,8 +185,18 @@ class Replay:
                 None if record.finish is None else record.finish - job.arrival,
                 "|".join(dict.fromkeys(record.gpu_types)), len(record.gpus),
                 " ".join(record.gpus), record.preemptions, record.gpu_seconds,
-                job.deadline, "" if record.met is None else int(record.met)))
+                job.deadline, "" if record.met is None else int(record.met), job.tenant or "",
+                rho.get(job.id)))
         return rows
+
+    def rho(self) -> dict[str, float]:
+        """Each finished job's finish-time fairness (hetsched.core.fairness); none without
+        the throughput the jobs ran at."""
+        if self.truth is None:
+            return {}
+        finish = {r.job.id: r.finish for r in self.records.values() if r.finish is not None}
+        return finish_time_fairness([r.job for r in self.records.values()], finish,
+                                    self.cluster, self.truth)
 
     def jobs_frame(self) -> Any:
         """jobs.csv as a pandas DataFrame: times as floats (NaN where unknown: not started,
@@ -288,7 +205,7 @@ class Replay:
         import pandas as pd
 
         frame = pd.DataFrame(self.job_rows(), columns=list(JOB_COLUMNS))
-        for column in TIME_COLUMNS:
+        for column in FLOAT_COLUMNS:
             frame[column] = frame[column].astype(float)
         frame["met"] = frame["met"].replace("", None).astype("boolean")
         return frame
@@ -336,7 +253,7 @@ class Replay:
         writer = csv.writer(rows, lineterminator="\n")
         writer.writerow(JOB_COLUMNS)
         for row in self.job_rows():
-            writer.writerow([_num(v) if name in TIME_COLUMNS else v  # type: ignore[arg-type]
+            writer.writerow([_num(v) if name in FLOAT_COLUMNS else v  # type: ignore[arg-type]
                              for name, v in zip(JOB_COLUMNS, row, strict=True)])
         decisions = io.StringIO()
         writer = csv.writer(decisions, lineterminator="\n")
@@ -352,39 +269,13 @@ class Replay:
 
 #: The columns of jobs.csv (:meth:`Replay.job_rows`).
 JOB_COLUMNS = ("job", "job_type", "arrival", "start", "finish", "jct", "gpu_types",
-               "num_gpus", "gpus", "preemptions", "gpu_seconds", "deadline", "met")
+               "num_gpus", "gpus", "preemptions", "gpu_seconds", "deadline", "met", "tenant",
+               "rho")
 #: The columns of jobs.csv written as repr-exact floats (empty when unknown).
-TIME_COLUMNS = frozenset({"arrival", "start", "finish", "jct", "gpu_seconds", "deadline"})
+FLOAT_COLUMNS = frozenset({"arrival", "start", "finish", "jct", "gpu_seconds", "deadline",
+                          "rho"})
 #: The columns of decisions.csv: every field of :class:`DecisionLog` but the wall clock.
 DECISION_COLUMNS = tuple(f.name for f in fields(DecisionLog) if f.name != "decision_time_s")
-
-
-def cell_text(value: object) -> str:
-    """A value for a CSV cell (results.csv): floats repr-exact, NaN and None empty,
-    booleans ``true``/``false``, lists and dicts as JSON."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else ""
-    if isinstance(value, dict | list | tuple):
-        return json.dumps(value, sort_keys=True)
-    return str(value)
-
-
-def cell_float(text: str | None) -> float:
-    """A results.csv cell as a number; NaN if empty or not a number."""
-    try:
-        return float(text) if text not in (None, "") else math.nan
-    except ValueError:
-        return math.nan
-
-
-def cell_int(text: str | None) -> int:
-    """A results.csv cell as an integer; 0 if empty or not a number."""
-    value = cell_float(text)
-    return int(value) if math.isfinite(value) else 0
 
 
 def _json(values: dict[str, object]) -> str:

@@ -397,7 +397,7 @@ class Simulator:
         usable = usable_gpus(self.jobs, self.cluster, self.truth) if self.jobs else None
         return Replay(records, decisions, self.cluster, time.perf_counter() - began, start_time,
                       interrupted, self.round_s, self.interval_s, self.restart_penalty_s,
-                      usable or None, self.colocation, failure)
+                      usable or None, self.colocation, failure, self.truth)
 
     def _quiet_until(self, state: _LiveState | None) -> float:
         """The policy's ``quiet_until(state)`` (s); ``-inf`` without a state."""

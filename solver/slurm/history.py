@@ -330,7 +330,7 @@ class History:
         first = min((seen.meta.job.arrival for seen in self.jobs.values()), default=0.0)
         unfinished = any(r.finish is None for r in records.values())
         return Replay(records, list(self.decisions), self.cluster, wall_s, first,
-                      interrupted=unfinished, restart_penalty_s=penalty)
+                      interrupted=unfinished, restart_penalty_s=penalty, truth=truth)
 
     def _clock_end(self, job: Job, run: Run, truth: ThroughputModel, start: float,
                    work: float, penalty: float, end: float) -> float:

@@ -9,8 +9,8 @@ The comment is a prefix, one space and one compact JSON object::
 * ``v``: the format's version, 1.
 * ``job``: the fields of :class:`hetsched.core.records.Job` as in a native trace:
   ``id``, ``arrival`` (trace s), ``job_type``, ``num_gpus``, ``work`` (steps), and when
-  set ``deadline`` (trace s), ``weight`` (when not 1), ``user``, ``allowed_gpu_types``,
-  ``allowed_gpu_counts`` (JSON lists).
+  set ``deadline`` (trace s), ``weight`` (when not 1), ``user``, ``tenant``,
+  ``allowed_gpu_types``, ``allowed_gpu_counts`` (JSON lists).
 * ``origin``: the Unix time (s) trace time 0 maps to.
 * ``speedup`` X: trace seconds per wall second, ``trace_time = (unix_time - origin) * X``.
 * ``restart_penalty_s``: the restart penalty in trace seconds (wall: divided by X).
@@ -49,7 +49,8 @@ MAX_UNIX_TIME_S = 1e11
 
 #: The Job fields the metadata carries, in this order; the rest are left out.
 _REQUIRED = ("id", "arrival", "job_type", "num_gpus", "work")
-_OPTIONAL = ("deadline", "weight", "user", "allowed_gpu_types", "allowed_gpu_counts")
+_OPTIONAL = ("deadline", "weight", "user", "tenant", "allowed_gpu_types",
+             "allowed_gpu_counts")
 _LISTS = ("allowed_gpu_types", "allowed_gpu_counts")
 _TOP = ("v", "job", "origin", "speedup", "restart_penalty_s")
 

@@ -10,7 +10,7 @@ import hetsched
 from hetsched.core.result import Assignment, Metrics, Result, Schedule
 from hetsched.files.instance import load_instance
 from hetsched.replaying import run_replay
-from hetsched.simulate.record import ReplaySummary
+from hetsched.simulate.summary import ReplaySummary
 from tests.helpers import INSTANCES, ROOT
 
 SMALL = load_instance(INSTANCES / "small.json")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from pathlib import Path
@@ -77,6 +78,11 @@ def test_round_trip_keeps_everything(tmp_path: Path) -> None:
     assert again.cluster.nodes == instance.cluster.nodes
     assert again.cluster.gpu_types == instance.cluster.gpu_types
     assert again.throughput.rows() == instance.throughput.rows()  # type: ignore[attr-defined]
+    # A tenant is kept too (the schema knows the field).
+    teams = instance.replace(jobs=tuple(dataclasses.replace(job, tenant=f"team{i % 2}")
+                                        for i, job in enumerate(instance.jobs)))
+    save_instance(teams, tmp_path / "teams.json")
+    assert load_instance(tmp_path / "teams.json").jobs == teams.jobs
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".json"])

@@ -115,6 +115,8 @@ def test_philly_sorts_draws_job_types_and_derives_work() -> None:
     assert second.work == 100.0 * {"A3C": 5.0, RESNET: 10.0}[second.job_type]
     # 4 GPUs: no job type runs on v100 x 4 -> capped at 2, ResNet, 10 s x 18.
     assert (third.job_type, third.num_gpus, third.work) == (RESNET, 2, 180.0)
+    # The virtual cluster is the tenant.
+    assert [j.tenant for j in trace.jobs] == ["c1", "c1", "c2"]
     assert "4 GPUs: no job type has throughput > 0 on v100 x 4; capped at 2 GPUs: 1 jobs" \
         in trace.notes
 
@@ -194,7 +196,8 @@ def test_helios_keeps_gpu_jobs_of_every_state() -> None:
     trace = read_trace(DATA / "helios_small.csv", "helios", throughput=TABLE)
     assert trace.excluded == {"gpu_num 0": 1, "duration 0": 1}
     j4, j1 = trace.jobs
-    assert (j4.id, j4.arrival, j4.user, j4.num_gpus) == ("j4", 0.0, "u3", 1)
+    assert (j4.id, j4.arrival, j4.user, j4.tenant, j4.num_gpus) == ("j4", 0.0, "u3", "vc2", 1)
+    assert j1.tenant == "vc1"  # the virtual cluster
     assert (j1.id, j1.arrival, j1.user, j1.num_gpus, j1.job_type, j1.work) == \
         ("j1", 5.0, "u1", 2, RESNET, 60.0 * 18.0)
 
@@ -241,7 +244,7 @@ def test_openb_cluster_reads_gpu_machines() -> None:
 def test_native_round_trip_is_exact(tmp_path: Path) -> None:
     jobs = (
         Job("a", 0.0, RESNET, 2, 1234.5678901234567, deadline=99.1, weight=2.5, user="u",
-            allowed_gpu_counts=(1, 2, 4), allowed_gpu_types=("v100", "p100")),
+            allowed_gpu_counts=(1, 2, 4), allowed_gpu_types=("v100", "p100"), tenant="team a"),
         Job("b,with comma", 0.1 + 0.2, "A3C", 1, 1e-3),
     )
     write_native(jobs, tmp_path / "t.csv")
@@ -249,6 +252,9 @@ def test_native_round_trip_is_exact(tmp_path: Path) -> None:
     assert trace.jobs == jobs
     write_native(trace, tmp_path / "again.csv")
     assert (tmp_path / "again.csv").read_text() == (tmp_path / "t.csv").read_text()
+    # The tenant column is written only when some job has one.
+    write_native(jobs[1:], tmp_path / "none.csv")
+    assert "tenant" not in (tmp_path / "none.csv").read_text()
 
 
 def test_native_bad_row(tmp_path: Path) -> None:

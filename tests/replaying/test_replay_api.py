@@ -19,8 +19,9 @@ from hetsched.files.instance import load_instance
 from hetsched.files.traces import read_trace
 from hetsched.registry import rolling
 from hetsched.replaying import run_replay
-from hetsched.simulate.record import Replay, ReplaySummary
+from hetsched.simulate.record import Replay
 from hetsched.simulate.simulator import Simulator
+from hetsched.simulate.summary import ReplaySummary
 from tests.helpers import INSTANCES, ROOT
 
 SMALL = load_instance(INSTANCES / "small.json")

@@ -44,8 +44,8 @@ def test_the_comment_is_the_prefix_and_compact_json() -> None:
 
 
 def test_every_field_round_trips() -> None:
-    meta = _meta(deadline=900.5, weight=2.0, user="alice", allowed_gpu_types=("v100", "k80"),
-                 allowed_gpu_counts=(1, 2, 4))
+    meta = _meta(deadline=900.5, weight=2.0, user="alice", tenant="vision",
+                 allowed_gpu_types=("v100", "k80"), allowed_gpu_counts=(1, 2, 4))
     comment = meta.to_comment()
     assert '"allowed_gpu_counts":[1,2,4]' in comment
     assert '"allowed_gpu_types":["v100","k80"]' in comment

@@ -84,6 +84,7 @@ class Row:
     deadline: float | None = None
     weight: float = 1.0
     user: str | None = None
+    tenant: str | None = None
     id: str | None = None
     allowed_gpu_counts: tuple[int, ...] | None = None
     allowed_gpu_types: tuple[str, ...] | None = None

@@ -4,7 +4,8 @@ Columns ``job_id, user, vc, gpu_num, cpu_num, node_num, state, submit_time,
 start_time, end_time, duration, queue``. Every state is kept (a failed or cancelled
 job held its GPUs for ``duration`` all the same); rows with ``gpu_num`` 0 (CPU jobs)
 or ``duration`` 0 are excluded with a count. The job type is drawn and work derived
-from ``duration`` on the reference GPU type, as for Philly (docs/traces.md).
+from ``duration`` on the reference GPU type, as for Philly (docs/traces.md). ``vc``, the
+virtual cluster, is the job's tenant.
 """
 
 from __future__ import annotations
@@ -52,5 +53,6 @@ def read_helios(path: Path, options: Options) -> Trace:
             reading.exclude("duration 0")
         else:
             rows.append(Row(line, arrival, num_gpus, duration=duration,
-                            user=cells["user"] or None, id=cells["job_id"]))
+                            user=cells["user"] or None, tenant=cells["vc"] or None,
+                            id=cells["job_id"]))
     return build_trace(reading, rows)

@@ -2,7 +2,7 @@
 
 Columns (header required, in any order): ``id, arrival, job_type, num_gpus, work,
 deadline, weight, user, allowed_gpu_counts, allowed_gpu_types``, and optionally
-``gpu_share, cpus, memory_gb`` (written only when some job has one). Times in s, work in
+``gpu_share, cpus, memory_gb, tenant`` (written only when some job has one). Times in s, work in
 steps; an empty ``deadline``, ``user``, ``allowed_gpu_counts`` or
 ``allowed_gpu_types`` means none; the two lists are joined by ``|`` (``1|2|4``,
 ``v100|p100``). Numbers are written with Python's ``repr`` so that reading back gives
@@ -42,7 +42,7 @@ from hetsched.files.traces.rules import build_trace
 COLUMNS = ("id", "arrival", "job_type", "num_gpus", "work", "deadline", "weight", "user",
            "allowed_gpu_counts", "allowed_gpu_types")
 #: Columns a file may have (written only when some job has a value).
-OPTIONAL = ("gpu_share", "cpus", "memory_gb")
+OPTIONAL = ("gpu_share", "cpus", "memory_gb", "tenant")
 
 
 def _row(line: int, cells: dict[str, str]) -> Row:
@@ -77,7 +77,8 @@ def _row(line: int, cells: dict[str, str]) -> Row:
         user=cells["user"] or None, id=cells["id"], allowed_gpu_counts=counts,
         allowed_gpu_types=types, gpu_share=_optional(cells, "gpu_share", 1.0),
         cpus=_optional(cells, "cpus", MAX_CPUS), memory_gb=_optional(cells, "memory_gb",
-                                                                     MAX_MEMORY_GB))
+                                                                     MAX_MEMORY_GB),
+        tenant=cells["tenant"] or None)
 
 
 def _optional(cells: dict[str, str], column: str, high: float) -> float | None:
@@ -85,6 +86,13 @@ def _optional(cells: dict[str, str], column: str, high: float) -> float | None:
     text = cells[column]
     return number(text, column, low=0.0, high=high, what=f"a number from 0 to {high:g}, or "
                   "empty") if text else None
+
+
+def _cell(value: float | str | None) -> str:
+    """An optional column's cell: empty for none, a number as ``repr`` (exact), text as is."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else repr(float(value))
 
 
 def read_native(path: Path, options: Options) -> Trace:
@@ -105,6 +113,7 @@ def write_native(trace_or_jobs: Trace | Iterable[Job], path: str | Path) -> None
     path = Path(path)
     for job in jobs:  # the readers take one physical line per row
         for name, text in (("id", job.id), ("job_type", job.job_type), ("user", job.user),
+                           ("tenant", job.tenant),
                            *(("allowed_gpu_types", t) for t in job.allowed_gpu_types or ())):
             if text is not None and ("\n" in text or "\r" in text):
                 raise InputError("a line break in a field", file=str(path),
@@ -127,6 +136,5 @@ def write_native(trace_or_jobs: Trace | Iterable[Job], path: str | Path) -> None
                 repr(float(job.weight)), job.user or "",
                 "|".join(map(str, job.allowed_gpu_counts or ())),
                 "|".join(job.allowed_gpu_types or ()),
-                *("" if getattr(job, name) is None else repr(float(getattr(job, name)))
-                  for name in extra),
+                *(_cell(getattr(job, name)) for name in extra),
             ])

@@ -2,9 +2,9 @@
 
 Columns ``timestamp, duration, num_gpus, gpu_time, cluster``: submission time as a
 wall-clock string (``2017-10-09 07:01:55``), run time in s, GPUs, GPU-seconds and the
-virtual cluster. Rows are not sorted. There is no job type and no GPU type: the job
-type is drawn (seeded) and work derived from the duration on the reference GPU type
-(docs/traces.md). ``gpu_time`` and ``cluster`` are not used.
+virtual cluster, the job's tenant. Rows are not sorted. There is no job type and no GPU
+type: the job type is drawn (seeded) and work derived from the duration on the reference
+GPU type (docs/traces.md). ``gpu_time`` is not used.
 """
 
 from __future__ import annotations
@@ -76,5 +76,6 @@ def read_philly(path: Path, options: Options) -> Trace:
         elif duration == 0:
             reading.exclude("duration 0")
         else:
-            rows.append(Row(line, arrival, num_gpus, duration=duration))
+            rows.append(Row(line, arrival, num_gpus, duration=duration,
+                            tenant=cells["cluster"].strip() or None))
     return build_trace(reading, rows)

@@ -318,7 +318,7 @@ def _jobs(reading: Reading, rows: list[Row], speeds: Speeds | None) -> list[Job]
             job = Job(job_id, arrival, row.job_type, row.num_gpus, row.work, deadline,
                       row.weight, row.user, row.allowed_gpu_counts, row.allowed_gpu_types,
                       gpu_share=row.gpu_share if row.num_gpus == 1 else None, cpus=row.cpus,
-                      memory_gb=row.memory_gb)
+                      memory_gb=row.memory_gb, tenant=row.tenant)
         except InputError as exc:
             reading.bad(row.line, exc.problem, exc.value, exc.expected or "", exc.path)
             continue

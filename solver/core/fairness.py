@@ -1,0 +1,165 @@
+"""Fairness figures of a finished schedule, defined once for replays, real runs and
+comparisons with other simulators: each job's finish-time fairness (rho) and Jain's index
+over tenants.
+
+**Finish-time fairness** (Themis, Mahajan et al., NSDI 2020, section 3.1): a job's rho is
+its completion time when sharing the cluster over its completion time with 1/N of the
+cluster to itself, N the number of jobs contending for it,
+
+    rho_j = JCT_j / T_iso_j,   T_iso_j = W_j / s_iso_j(N_j)
+
+with W_j the job's steps and N_j the average number of active jobs (arrived, not finished,
+the job itself included) over the job's life from arrival to finish, as Themis averages
+the contention ("N_avg"). rho <= 1: the job did at least as well as with its fair share.
+
+"1/N of the cluster" on a heterogeneous cluster with gangs is Gavel's isolated allocation
+(``IsolatedPolicy`` in Gavel's ``finish_time_fairness`` policies): every GPU type's
+``c_t`` GPUs are split equally among N jobs, so a gang of ``k`` GPUs runs on type t a
+time share ``x_t = c_t / (N k)``, all shares scaled down together when they add up to
+more than 1 (a gang runs in one place at a time); its speed is
+``s_iso = sum_t x_t v_t``, ``v_t`` its steps/s on type t at ``k`` GPUs (on the best
+placement the cluster has; 0 on a type it may not use or cannot run on, whose share is
+then lost, as in Gavel). Gavel integrates the same share round by round in its policy; a
+schedule's figure uses N_j's time average, which only needs each job's arrival and finish,
+so the same definition applies to a schedule from any simulator or a real cluster.
+
+**Jain's index** over tenants (Jain, Chiu and Hawe, 1984) of ``x_i``, tenant i's
+GPU-seconds divided by its weight: ``(sum x)^2 / (n sum x^2)``, 1 when every tenant got
+GPU time in proportion to its weight, 1/n when one tenant got all of it."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from hetsched.core.cluster import Cluster
+from hetsched.core.records import Job, configurations
+from hetsched.core.throughput import ThroughputModel
+
+#: The tenant of a job that names none.
+DEFAULT_TENANT = "default"
+
+
+def type_speeds(job: Job, cluster: Cluster, model: ThroughputModel) -> dict[str, float]:
+    """``{gpu_type: steps/s}`` of ``job`` at its requested gang size, on the best placement
+    the cluster has on that type (types where it cannot run are left out)."""
+    speeds: dict[str, float] = {}
+    for config in configurations(cluster, model, job):
+        if config.num_gpus == job.num_gpus:
+            speeds[config.gpu_type] = max(speeds.get(config.gpu_type, 0.0), config.throughput)
+    return speeds
+
+
+def isolated_speed(job: Job, cluster: Cluster, speeds: Mapping[str, float],
+                   contention: float) -> float:
+    """``job``'s steps/s with 1/``contention`` of ``cluster`` to itself (Gavel's isolated
+    allocation, see the module): ``speeds`` as :func:`type_speeds` gives them."""
+    if not contention > 0:
+        raise ValueError(f"contention must be > 0 jobs, got {contention}")
+    shares = {t: cluster.num_gpus(t) / (contention * job.num_gpus) for t in cluster.type_names}
+    total = sum(shares.values())
+    scale = 1.0 / total if total > 1.0 else 1.0
+    return sum(share * scale * speeds.get(t, 0.0) for t, share in shares.items())
+
+
+def average_contention(spans: Mapping[str, tuple[float, float]]) -> dict[str, float]:
+    """For each job of ``spans`` (job id -> (arrival, finish), finish ``inf`` for a job that
+    did not finish, which stays active), the time average of the number of active jobs
+    over its own span (itself included); only finished jobs with a span > 0 get one."""
+    changes: dict[float, int] = {}
+    for arrival, finish in spans.values():
+        changes[arrival] = changes.get(arrival, 0) + 1
+        if math.isfinite(finish):
+            changes[finish] = changes.get(finish, 0) - 1
+    times = sorted(changes)
+    # integral[i]: the integral of the active count from times[0] to times[i].
+    integral = [0.0] * len(times)
+    active = 0
+    for i, when in enumerate(times):
+        if i:
+            integral[i] = integral[i - 1] + active * (when - times[i - 1])
+        active += changes[when]
+
+    def at(when: float) -> float:
+        return integral[bisect.bisect_left(times, when)]
+
+    return {job: (at(finish) - at(arrival)) / (finish - arrival)
+            for job, (arrival, finish) in spans.items()
+            if math.isfinite(finish) and finish > arrival}
+
+
+def finish_time_fairness(jobs: Iterable[Job], finish: Mapping[str, float], cluster: Cluster,
+                         model: ThroughputModel) -> dict[str, float]:
+    """Each finished job's rho (see the module): job id -> rho, for the jobs of ``finish``
+    (job id -> finish time, s) that can run somewhere on ``cluster``. Jobs that did not
+    finish count as active to the end."""
+    listed = list(jobs)
+    spans = {job.id: (job.arrival, finish.get(job.id, math.inf)) for job in listed}
+    contention = average_contention(spans)
+    shapes: dict[tuple[object, ...], dict[str, float]] = {}
+    rho: dict[str, float] = {}
+    for job in listed:
+        if job.id not in contention:
+            continue
+        key = (job.job_type, job.num_gpus, job.allowed_gpu_types, job.allowed_nodes)
+        speeds = shapes.get(key)
+        if speeds is None:
+            speeds = shapes[key] = type_speeds(job, cluster, model)
+        speed = isolated_speed(job, cluster, speeds, contention[job.id])
+        if speed > 0:
+            rho[job.id] = (finish[job.id] - job.arrival) / (job.work / speed)
+    return rho
+
+
+def jain_index(values: Sequence[float]) -> float:
+    """Jain's fairness index of ``values`` (>= 0): ``(sum x)^2 / (n sum x^2)``, from 1/n to
+    1; NaN for no values, 1 when all are 0 (nobody got more than anybody)."""
+    if not values:
+        return math.nan
+    if any(v < 0 or not math.isfinite(v) for v in values):
+        raise ValueError(f"Jain's index needs finite values >= 0, got {list(values)}")
+    squares = sum(v * v for v in values)
+    if squares == 0:
+        return 1.0
+    return sum(values) ** 2 / (len(values) * squares)
+
+
+def tenant_of(job: Job) -> str:
+    """The tenant ``job`` runs for: its ``tenant``, or :data:`DEFAULT_TENANT`."""
+    return job.tenant or DEFAULT_TENANT
+
+
+@dataclass(frozen=True)
+class FairnessFigures:
+    """A schedule's fairness: rho over the finished jobs (its largest, mean and the share
+    of jobs above 1; NaN when none finished) and Jain's index of the tenants' GPU-seconds
+    over their weights."""
+
+    max_rho: float
+    mean_rho: float
+    rho_above_1: float
+    tenant_jain_index: float
+
+
+def fairness_figures(jobs: Iterable[Job], finish: Mapping[str, float],
+                     gpu_seconds: Mapping[str, float], cluster: Cluster,
+                     model: ThroughputModel,
+                     tenant_weights: Mapping[str, float] | None = None) -> FairnessFigures:
+    """The :class:`FairnessFigures` of a schedule: ``finish`` (job id -> s) of the finished
+    jobs, ``gpu_seconds`` (job id -> GPU-s held, finished or not); a tenant's weight is
+    ``tenant_weights[tenant]`` (1 if not given). Every tenant with a job counts in Jain's
+    index, with the GPU time it got (0 if none)."""
+    listed = list(jobs)
+    rho = list(finish_time_fairness(listed, finish, cluster, model).values())
+    weights = tenant_weights or {}
+    used: dict[str, float] = {}
+    for job in listed:
+        tenant = tenant_of(job)
+        used[tenant] = used.get(tenant, 0.0) + gpu_seconds.get(job.id, 0.0)
+    normalised = [seconds / weights.get(tenant, 1.0) for tenant, seconds in used.items()]
+    if not rho:
+        return FairnessFigures(math.nan, math.nan, math.nan, jain_index(normalised))
+    return FairnessFigures(max(rho), sum(rho) / len(rho),
+                           sum(1 for r in rho if r > 1.0) / len(rho), jain_index(normalised))
