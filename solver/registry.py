@@ -95,6 +95,10 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("gavel-max-sum", "Gavel: max-sum throughput LP in rounds",
           policy="hetsched.policies.baselines.gavel:Gavel", params={"objective": "max-sum"},
           backends=BACKENDS_OF["gavel-max-sum"]),
+    Entry("ftf", "finish-time fairness: Gavel's heterogeneity-aware LP in rounds (Themis's "
+          "rho, NSDI 2020)",
+          policy="hetsched.policies.baselines.finish_time:FinishTimeFairness",
+          backends=BACKENDS_OF["ftf"]),
     Entry("progress", "allocation MILP over every active job each round: weighted progress "
           "on remaining work, urgent deadlines first, restart-aware (preemptive)",
           policy="hetsched.policies.progress:Progress", backends=BACKENDS_OF["progress"],

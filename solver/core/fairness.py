@@ -34,6 +34,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from hetsched.core.cluster import Cluster
 from hetsched.core.records import Job, configurations
 from hetsched.core.throughput import ThroughputModel
@@ -52,16 +55,31 @@ def type_speeds(job: Job, cluster: Cluster, model: ThroughputModel) -> dict[str,
     return speeds
 
 
+def isolated_shares(capacity: npt.ArrayLike, gangs: npt.ArrayLike,
+                    contention: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Gavel's isolated allocation (see the module): ``shares[j, t]``, the time share of
+    type t that job j's gang of ``gangs[j]`` GPUs gets with 1/``contention[j]`` (or one N
+    for all) of a cluster of ``capacity[t]`` GPUs per type: ``c_t / (N k)``, each row
+    scaled down to a sum of 1 when it is more."""
+    capacity = np.asarray(capacity, dtype=np.float64)
+    gangs = np.asarray(gangs, dtype=np.float64).reshape(-1, 1)
+    contention = np.asarray(contention, dtype=np.float64).reshape(-1, 1)
+    if np.any(~(contention > 0)):
+        raise ValueError(f"contention must be > 0 jobs, got {contention.ravel().tolist()}")
+    shares = capacity.reshape(1, -1) / (contention * gangs)
+    total = shares.sum(axis=1, keepdims=True)
+    return np.asarray(shares / np.maximum(total, 1.0), dtype=np.float64)
+
+
 def isolated_speed(job: Job, cluster: Cluster, speeds: Mapping[str, float],
                    contention: float) -> float:
     """``job``'s steps/s with 1/``contention`` of ``cluster`` to itself (Gavel's isolated
-    allocation, see the module): ``speeds`` as :func:`type_speeds` gives them."""
-    if not contention > 0:
-        raise ValueError(f"contention must be > 0 jobs, got {contention}")
-    shares = {t: cluster.num_gpus(t) / (contention * job.num_gpus) for t in cluster.type_names}
-    total = sum(shares.values())
-    scale = 1.0 / total if total > 1.0 else 1.0
-    return sum(share * scale * speeds.get(t, 0.0) for t, share in shares.items())
+    allocation, :func:`isolated_shares`): ``speeds`` as :func:`type_speeds` gives them."""
+    types = cluster.type_names
+    shares = isolated_shares([cluster.num_gpus(t) for t in types], [job.num_gpus],
+                             contention)[0]
+    return float(sum(share * speeds.get(t, 0.0) for t, share in zip(types, shares,
+                                                                    strict=True)))
 
 
 def average_contention(spans: Mapping[str, tuple[float, float]]) -> dict[str, float]:

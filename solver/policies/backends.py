@@ -19,6 +19,7 @@ BACKENDS_OF: dict[str, tuple[str, ...]] = {
     "topology": ("cpsat", *MIP),
     "gavel": MIP,
     "gavel-max-sum": MIP,
+    "ftf": ("highs",),
     "progress": MIP,
 }
 #: Every back-end of the table, each once.

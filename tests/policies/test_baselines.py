@@ -37,7 +37,8 @@ BASELINES = sorted(n for n, e in ENTRIES.items() if e.policy is not None and n !
 ALL = [*BASELINES, "sjf-agnostic", "srtf-agnostic", "gavel-agnostic",
        "optimus-agnostic"]
 #: Policies that preempt (optimus only to migrate a running job to faster free GPUs).
-PREEMPTIVE = {"srtf", "tiresias", "gandiva", "gavel", "gavel-max-sum", "optimus", "progress"}
+PREEMPTIVE = {"srtf", "tiresias", "gandiva", "gavel", "gavel-max-sum", "ftf", "optimus",
+              "progress"}
 
 
 def one_gpu(speed: float = 10.0) -> tuple[Cluster, ThroughputTable]:
@@ -440,7 +441,8 @@ def test_replay_uses_the_policy_round_and_lists_baselines(tmp_path: Path) -> Non
     assert rolling_policy("tiresias-agnostic").round_s == 360.0
     assert {name: rolling_policy(name).round_s for name in ALL if "agnostic" not in name} == {
         "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0, "gandiva": 600.0,
-        "gavel": 360.0, "gavel-max-sum": 360.0, "optimus": 600.0, "progress": 1800.0}
+        "gavel": 360.0, "gavel-max-sum": 360.0, "ftf": 360.0, "optimus": 600.0,
+        "progress": 1800.0}
 
 
 def test_cli_replays_with_a_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

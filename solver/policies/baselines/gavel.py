@@ -18,7 +18,7 @@ from hetsched.core.errors import InputError
 from hetsched.core.records import Job
 from hetsched.core.settings import DECISION_LIMIT
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.gavel.problem import AllocationProblem, Array
+from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array
 from hetsched.policies.backends import BACKENDS_OF
 from hetsched.policies.baselines.common import RoundClock, SpeedBook, place
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
@@ -199,12 +199,6 @@ class Gavel(PolicyHooks):
 
     def _solve(self, state: ClusterState, jobs: list[Job]) -> None:
         """Gavel's LP on the active jobs; resets the time each job has run."""
-        from hetsched.formulations.gavel import (
-            AllocationProblem,
-            PartitionedSolver,
-            solve_allocation,
-        )
-
         types = state.cluster.type_names
         throughput = np.array([self._speed_row(state, job) for job in jobs]).reshape(
             len(jobs), len(types))
@@ -215,18 +209,7 @@ class Gavel(PolicyHooks):
             np.array([job.weight for job in jobs]))
         budget = Budget(self.time_limit_s, deterministic=self.deterministic)
         self._pop_note = ""
-        if self.backend != "highs":
-            result = solve_allocation(problem, self.objective, backend=self.backend,
-                                      budget=budget)
-        elif isinstance(self._solver, PartitionedSolver):
-            split = self._solver.solve(problem, budget)
-            result = split.allocation
-            if result.ok:
-                self.pop_ratios.append(split.ratio)
-                self._pop_note = (f"POP k={self.partitions}: objective {split.ratio:.6f} of "
-                                  "the monolithic optimum")
-        else:
-            result = self._solver.solve(problem, budget)
+        result = self._allocate(state, jobs, problem, budget)
         self.solves += 1
         # Only a feasible allocation is used: one that over-fills a GPU type (or gives a
         # job more than all of its time, or time where it cannot run) never is.
@@ -243,7 +226,7 @@ class Gavel(PolicyHooks):
                                > problem.capacity + FEASIBILITY_TOLERANCE))
             why = "no solution" if not math.isfinite(result.value) else \
                 "an allocation that over-fills a GPU type" if over else "an infeasible allocation"
-            self._lp_failed = f"gavel LP failed ({why}): equal time shares instead"
+            self._lp_failed = f"{self.name} LP failed ({why}): equal time shares instead"
             if not self._warned:
                 self._warned = True
                 log.warning("t=%g: %s, %d active jobs (later failures are counted in "
@@ -257,6 +240,23 @@ class Gavel(PolicyHooks):
                            for job_id, row in self._share.items()}
         self._reset_at = state.now
         self._time_on = {}
+
+    def _allocate(self, state: ClusterState, jobs: list[Job], problem: AllocationProblem,
+                  budget: Budget) -> Allocation:
+        """The allocation LP's answer for ``problem`` (``jobs``, in its rows, at ``state``)."""
+        from hetsched.formulations.gavel import PartitionedSolver, solve_allocation
+
+        if self.backend != "highs":
+            return solve_allocation(problem, self.objective, backend=self.backend,
+                                    budget=budget)
+        if isinstance(self._solver, PartitionedSolver):
+            split = self._solver.solve(problem, budget)
+            if split.allocation.ok:
+                self.pop_ratios.append(split.ratio)
+                self._pop_note = (f"POP k={self.partitions}: objective {split.ratio:.6f} of "
+                                  "the monolithic optimum")
+            return split.allocation
+        return self._solver.solve(problem, budget)
 
     def _pairs(self, state: ClusterState, jobs: Sequence[Job]) -> _Pairs:
         """The (job, type) pairs of ``jobs`` as arrays (rows: jobs, columns: the cluster's

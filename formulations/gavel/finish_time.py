@@ -1,0 +1,131 @@
+"""Gavel's heterogeneity-aware finish-time fairness (its ``finish_time_fairness_perf``
+policy; Themis's rho, NSDI 2020): the allocation that minimises the largest ratio of a
+job's expected finish time under the allocation to its finish time with 1/n of the
+cluster to itself,
+
+    min_X  max_j  (since_j + steps_j / r_j(X)) / iso_j,    r_j(X) = sum_k T_jk X_jk
+
+over Gavel's allocations X (time fractions: ``sum_k X_jk <= 1``, ``sum_j s_j X_jk <=
+C_k``). ``since_j`` is the time since job j arrived, ``steps_j`` its steps left, and
+``iso_j`` the time it would take with 1/n of the cluster: the time its steps done so far
+took at the isolated speed of each past solve, plus its steps left at today's isolated
+speed (n the active jobs; :func:`hetsched.core.fairness.isolated_shares`), as Gavel
+accumulates it.
+
+Gavel hands the ratio to a conic solver (cvxpy). It is quasi-convex: for a target z, the
+allocations that finish every job within z are those giving each job at least
+``c_j(z) = steps_j / (z iso_j - since_j)`` steps/s, a polytope. So this solves Gavel's
+max-min LP (:class:`~hetsched.formulations.gavel.matrix.AllocationSolver`, HiGHS, one
+row per job, each solve warm-started from the previous one) with each job's weight set
+so its normalised share is ``r_j / c_j(z)``: the LP's optimum t >= 1 says z is reached,
+and its allocation finishes every job by ``z' = max_j (since_j + steps_j / r_j) / iso_j
+<= z``. Starting from the isolated allocation's z, each solve lowers z (a Dinkelbach
+iteration: z' < z while t > 1) until it gains less than :data:`RELATIVE_GAP`."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetsched.core.fairness import isolated_shares
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.gavel.matrix import AllocationSolver
+from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array, Objective
+
+#: The iteration stops once a solve lowers the worst ratio by less than this (relative).
+RELATIVE_GAP = 1e-6
+#: At most this many LPs per allocation.
+MAX_SOLVES = 50
+
+
+@dataclass(frozen=True, eq=False)
+class FinishTimeProblem:
+    """Gavel's allocation problem (its weights unused) and, per job (rows), the time since
+    its arrival (s), its steps left, and its isolated time (s): the time it would have
+    taken, and takes for its steps left, with 1/n of the cluster (> 0)."""
+
+    allocation: AllocationProblem
+    since_s: Array
+    steps_left: Array
+    isolated_s: Array
+
+    def __post_init__(self) -> None:
+        jobs = len(self.allocation.job_ids)
+        for name in ("since_s", "steps_left", "isolated_s"):
+            array = np.asarray(getattr(self, name), dtype=np.float64)
+            if array.shape != (jobs,) or not np.all(np.isfinite(array)) or np.any(array < 0):
+                raise ValueError(f"{name} must be {jobs} finite numbers >= 0")
+            object.__setattr__(self, name, array)
+        if np.any(self.isolated_s <= 0) or np.any(self.steps_left <= 0):
+            raise ValueError("isolated times and steps left must be > 0")
+
+    def ratios(self, fractions: Array) -> Array:
+        """Each job's expected finish time under ``fractions`` over its isolated time."""
+        speed = (self.allocation.throughput * fractions).sum(axis=1)
+        with np.errstate(divide="ignore"):
+            finish = self.since_s + np.where(speed > 0, self.steps_left / speed, math.inf)
+        return np.asarray(finish / self.isolated_s, dtype=np.float64)
+
+    def worst(self, fractions: Array) -> float:
+        """The objective: the largest ratio (0 for no job)."""
+        return float(self.ratios(fractions).max(initial=0.0))
+
+
+def isolated_speeds(problem: AllocationProblem) -> Array:
+    """Each job's steps/s with 1/n of the cluster (n its jobs; Gavel's isolated allocation)."""
+    jobs = len(problem.job_ids)
+    if not jobs:
+        return np.zeros(0)
+    shares = isolated_shares(problem.capacity, problem.scale_factors, float(jobs))
+    return np.asarray((problem.throughput * shares).sum(axis=1), dtype=np.float64)
+
+
+class FinishTimeSolver:
+    """Solves successive finish-time-fairness allocations (module notes); keeps its LP's
+    basis from solve to solve. One per policy; not thread-safe."""
+
+    def __init__(self) -> None:
+        self._lp = AllocationSolver(Objective.MAX_MIN, by_class=False)
+        #: LPs solved by the last call
+        self.last_solves = 0
+
+    def solve(self, problem: FinishTimeProblem, budget: Budget | None = None) -> Allocation:
+        """The allocation of least worst ratio (within :data:`RELATIVE_GAP`), its worst
+        ratio as the value; not optimal if an LP failed or the solves ran out
+        (:data:`MAX_SOLVES`, or the budget), in which case the best allocation found is
+        still a feasible one."""
+        began = time.perf_counter()
+        base = problem.allocation
+        self.last_solves = 0
+        if not base.job_ids:
+            return Allocation(base, np.zeros((0, len(base.gpu_types))), 0.0, True)
+        budget = budget or Budget.unlimited()
+        # The isolated allocation, where a job can run (feasible: it only takes time off).
+        shares = isolated_shares(base.capacity, base.scale_factors, float(len(base.job_ids)))
+        best = np.where(base.throughput > 0, shares, 0.0)
+        worst = problem.worst(best)
+        equal = base.equal_share_throughput()
+        optimal = False
+        while self.last_solves < MAX_SOLVES and not budget.expired():
+            need = problem.steps_left / (worst * problem.isolated_s - problem.since_s)
+            weights = base.scale_factors * need / equal
+            answer = self._lp.solve(AllocationProblem(
+                base.job_ids, base.gpu_types, base.throughput, base.scale_factors,
+                base.capacity, weights), budget)
+            self.last_solves += 1
+            if not answer.ok:
+                break
+            reached = problem.worst(answer.fractions)
+            if reached < worst:
+                best, gained = answer.fractions, (worst - reached) / worst
+                worst = reached
+                if gained < RELATIVE_GAP:
+                    optimal = True
+                    break
+            else:  # t <= 1: no allocation finishes every job sooner
+                optimal = True
+                break
+        return Allocation(base, best, worst, optimal, time.perf_counter() - began)

@@ -1,0 +1,73 @@
+"""Finish-time fairness (``ftf``): Gavel's heterogeneity-aware ``finish_time_fairness_perf``
+allocation (Themis's rho, NSDI 2020), realised in rounds as ``gavel`` realises its own."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetsched.core.records import Job
+from hetsched.core.settings import DECISION_LIMIT
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.gavel.problem import Allocation, AllocationProblem
+from hetsched.policies.backends import BACKENDS_OF
+from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.rolling import ClusterState
+
+#: A running job about to finish still has this many steps left to the LP (it needs > 0).
+LEAST_STEPS = 1e-9
+
+
+class FinishTimeFairness(Gavel):
+    """Gavel's finish-time-fairness allocation, recomputed as ``gavel`` recomputes its own
+    (the first round boundary after the active jobs changed) and realised the same way
+    (rounds of ``round_s``, priorities by share over time received, the starvation
+    guard).
+
+    Each solve minimises the largest ratio of a job's expected finish time (time since
+    its arrival plus its steps left at the allocation's speed) to its isolated time
+    (:mod:`hetsched.formulations.gavel.finish_time`). A job's isolated time adds up, as
+    Gavel's: the steps it did between two solves at the isolated speed of the earlier
+    one (1/n of the cluster, n the jobs active then), plus its steps left at today's.
+    ``ftf-agnostic`` sees every GPU type alike (the registry's ``-agnostic`` variant),
+    like Gavel's ``finish_time_fairness``, which gives every type the V100's throughput.
+    """
+
+    def __init__(self, *, round_s: float = 360.0, backend: str = "highs",
+                 time_limit_s: float | None = DECISION_LIMIT, deterministic: bool = True,
+                 starvation_rounds: float = 20.0) -> None:
+        from hetsched.formulations.gavel.finish_time import FinishTimeSolver
+
+        if backend not in BACKENDS_OF["ftf"]:
+            raise ValueError(f"ftf's LPs run on {', '.join(BACKENDS_OF['ftf'])}, not {backend}")
+        super().__init__(objective="max-min", round_s=round_s, backend=backend,
+                         time_limit_s=time_limit_s, deterministic=deterministic,
+                         starvation_rounds=starvation_rounds)
+        self.name = "ftf"
+        self._finish = FinishTimeSolver()
+        #: each job's isolated time (s) for the steps it did up to the last solve
+        self._isolated_done: dict[str, float] = {}
+        #: each job's steps left and isolated speed (steps/s) at the last solve
+        self._at_solve: dict[str, tuple[float, float]] = {}
+
+    def _allocate(self, state: ClusterState, jobs: list[Job], problem: AllocationProblem,
+                  budget: Budget) -> Allocation:
+        """The finish-time-fairness allocation of ``jobs`` at ``state``."""
+        from hetsched.formulations.gavel.finish_time import FinishTimeProblem, isolated_speeds
+
+        running = {r.job.id: r.remaining for r in state.running}
+        steps = np.array([max(LEAST_STEPS, running[job.id] if job.id in running
+                              else state.remaining.get(job.id, job.work)) for job in jobs])
+        speeds = isolated_speeds(problem)
+        done = self._isolated_done
+        for index, job in enumerate(jobs):
+            before = self._at_solve.get(job.id)
+            if before is not None:
+                done[job.id] = done.get(job.id, 0.0) + max(0.0, before[0] - steps[index]) \
+                    / before[1]
+        self._at_solve = {job.id: (float(steps[i]), float(speeds[i]))
+                          for i, job in enumerate(jobs)}
+        self._isolated_done = {job.id: done[job.id] for job in jobs if job.id in done}
+        isolated = np.array([self._isolated_done.get(job.id, 0.0) for job in jobs]) \
+            + steps / speeds
+        since = np.array([max(0.0, state.now - job.arrival) for job in jobs])
+        return self._finish.solve(FinishTimeProblem(problem, since, steps, isolated), budget)
