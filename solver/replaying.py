@@ -19,6 +19,7 @@ from hetsched.core.outputs import check_output_folder, writing
 from hetsched.core.records import Cluster, Job
 from hetsched.core.settings import ReplaySettings
 from hetsched.core.sharing import CoLocationModel
+from hetsched.core.tenants import TenantTable
 from hetsched.core.throughput import ThroughputModel
 from hetsched.files.replay_inputs import ReplayInputs, read_jobs, replay_inputs, scale_arrivals
 from hetsched.policies.backends import check_installed
@@ -77,7 +78,8 @@ def rolling_policy(name: str, settings: ReplaySettings | None = None, *,
 def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = "fifo", *,
            throughput: ThroughputModel, model: ThroughputModel | None = None,
            settings: ReplaySettings | None = None, progress: bool = False,
-           colocation: CoLocationModel | None = None) -> Replay:
+           colocation: CoLocationModel | None = None,
+           tenants: TenantTable | None = None) -> Replay:
     """Replay ``jobs`` on ``cluster`` under ``policy`` (a registered name or a rolling
     policy object), in memory, the same way ``hetsched replay`` does.
 
@@ -87,7 +89,8 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
     restart penalty and ``load`` (the arrival rate's multiplier); their trace-reading
     fields do not apply to jobs given as objects. ``progress`` shows a bar (jobs done,
     ETA) on a terminal or in Jupyter (:mod:`hetsched.core.bars`); ``colocation`` how fast
-    jobs sharing a GPU run (hetsched.core.sharing; default factors). What ran
+    jobs sharing a GPU run (hetsched.core.sharing; default factors); ``tenants`` the
+    tenants' weights and quotas for the fairness figures (docs/fairness.md). What ran
     (:meth:`~hetsched.simulate.record.Replay.schedule`) is verified by
     :func:`hetsched.core.check.check` against ``throughput``;
     :class:`~hetsched.core.errors.InvalidScheduleError` if it fails."""
@@ -104,6 +107,7 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
     bar = ReplayBar(len(scaled), enabled=None if progress else False)
     outcome = _simulate(cluster, scaled, made, settings, truth=throughput, model=model,
                         colocation=colocation, bar=bar if bar.enabled else None)
+    outcome.tenants = tenants
     if outcome.failure is not None:
         outcome.failure.replay = outcome  # what ran until the policy failed
         raise outcome.failure
@@ -225,6 +229,7 @@ def replay_rendered(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *
     jobs = scale_arrivals(trace.jobs, settings.load)
     replay = _simulate(cluster, jobs, policy, settings, truth=inputs.truth,
                        model=inputs.model, colocation=inputs.colocation, bar=progress)
+    replay.tenants = inputs.tenants
     extra: dict[str, object] = {
         "trace": str(inputs.trace_path), "format": inputs.trace_format,
         "cluster": inputs.cluster_spec, "gpus": len(cluster.gpus), "policy": policy_name,
@@ -261,7 +266,8 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                out: Path, settings: ReplaySettings | None = None,
                throughput_path: Path | None = None, show_progress: bool = True,
                executor: Executor | None = None,
-               files: Mapping[str, str] | None = None) -> dict[str, object]:
+               files: Mapping[str, str] | None = None,
+               tenants_path: Path | None = None) -> dict[str, object]:
     """Read the trace, replay it under the policy, write the outputs into the folder
     ``out`` (new, or one a replay wrote: it is replaced as a whole); returns the summary
     and the wall-clock figures of ``timing.json``. ``settings`` (default
@@ -274,7 +280,8 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     :func:`hetsched.core.bounds.lower_bounds` (``bound_*``, measured throughput) and
     records how the trace was read. ``executor`` solves POP's ``partitions`` side by side
     (the same results). ``files`` (name -> text) join the outputs: the command writes its
-    settings, ``run.toml`` (:mod:`hetsched.cli.run_config`)."""
+    settings, ``run.toml`` (:mod:`hetsched.cli.run_config`). ``tenants_path``: the tenants'
+    weights and quotas for the fairness figures (docs/fairness.md)."""
     from hetsched.files.cluster_spec import parse_cluster
     from hetsched.simulate.simulator import check_out_folder
 
@@ -286,7 +293,7 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     check_output_folder(out)  # before the work: a run must not end in a write error
     inputs = replay_inputs(trace_path, trace_format, cluster_spec,
                            throughput_path=throughput_path, cluster=cluster,
-                           settings=settings)
+                           settings=settings, tenants_path=tenants_path)
     trace = read_jobs(inputs, settings)
     progress = ReplayBar(len(trace.jobs)) if show_progress else None
     return replay_rendered(inputs, trace, policy, policy_name=policy_name, settings=settings,

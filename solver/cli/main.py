@@ -232,10 +232,14 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
 @click.option("--address", default=None,
               help="--engine ray: the Ray cluster (HOST:6379, or auto); default: a local Ray.")
 @replay_settings_options
+@click.option("--tenants", "tenants_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Tenants' weights and quotas per GPU type (JSON; "
+              "docs/fairness.md), for the fairness figures.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: str,
                    seed: int, load: float, partitions: int, engine: str, address: str | None,
-                   out: Path, throughput_path: Path | None, **options: Any) -> None:
+                   out: Path, throughput_path: Path | None, tenants_path: Path | None,
+                   **options: Any) -> None:
     """Replay TRACE on a cluster under a policy; write summary.json, jobs.csv,
     decisions.csv (the same for the same input) and timing.json (wall clock) into --out,
     a new folder or one a replay wrote (replaced as a whole)."""
@@ -258,7 +262,8 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
         settings = replay_settings(options, seed=seed, load=load, partitions=partitions)
         summary = run_replay(trace, trace_format, cluster_spec, policy, out=out,
                              settings=settings, throughput_path=throughput_path,
-                             executor=executor, files=run_config.config_files(context))
+                             executor=executor, files=run_config.config_files(context),
+                             tenants_path=tenants_path)
     for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
                 "deadline_met", "utilization", "preemptions", "decisions", "round_s",
                 "restart_penalty_s", "fallbacks", "decision_time_p95_s", "wall_time_s"):

@@ -39,6 +39,8 @@ import numpy.typing as npt
 
 from hetsched.core.cluster import Cluster
 from hetsched.core.records import Job, configurations
+from hetsched.core.result import Assignment
+from hetsched.core.tenants import TenantTable
 from hetsched.core.throughput import ThroughputModel
 
 #: The tenant of a job that names none.
@@ -149,35 +151,119 @@ def tenant_of(job: Job) -> str:
     return job.tenant or DEFAULT_TENANT
 
 
+def quota_violations(jobs: Iterable[Job], segments: Iterable[Assignment],
+                     finish: Mapping[str, float], runs_on: Mapping[str, Iterable[str]],
+                     tenants: TenantTable) -> float:
+    """GPU-seconds tenants held beyond their nominal quotas while a tenant within its own
+    waited for that type (docs/fairness.md): at every moment and for every GPU type t,
+    the least of the GPUs of t held beyond quotas (``sum_A max(0, held_A - nominal_A)``)
+    and the GPUs of t owed to waiting tenants (``sum_B min(nominal_B - held_B, GPUs B's
+    waiting jobs that run on t ask for)``, for tenants B below their quota), integrated
+    over time. A job waits from its arrival to its finish while it holds no GPUs (the
+    end of the schedule, for a job that never finishes); ``segments`` are what ran
+    (start, finish, GPUs), ``runs_on`` the GPU types each job can run on."""
+    listed = {job.id: job for job in jobs}
+    events: list[tuple[float, int, str, str, int]] = []  # time, kind, job, type, GPUs
+    for job in listed.values():
+        events.append((job.arrival, 0, job.id, "", 0))
+        if job.id in finish:
+            events.append((finish[job.id], 3, job.id, "", 0))
+    for segment in segments:
+        if segment.job in listed:
+            events.append((segment.start, 1, segment.job, segment.gpu_type, len(segment.gpus)))
+            events.append((segment.finish, 2, segment.job, segment.gpu_type,
+                           len(segment.gpus)))
+    events.sort()
+    held: dict[tuple[str, str], int] = {}  # (tenant, type) -> GPUs held
+    wanted: dict[tuple[str, str], int] = {}  # (tenant, type) -> GPUs its waiting jobs ask for
+    running: dict[str, int] = {}  # job -> segments it holds GPUs in
+    waiting: set[str] = set()
+    arrived: set[str] = set()
+    done: set[str] = set()
+    types = sorted({t for kinds in runs_on.values() for t in kinds})
+    total = 0.0
+
+    def wait(job_id: str, sign: int) -> None:
+        job = listed[job_id]
+        for gpu_type in runs_on.get(job_id, ()):
+            key = (tenant_of(job), gpu_type)
+            wanted[key] = wanted.get(key, 0) + sign * job.num_gpus
+        (waiting.add if sign > 0 else waiting.discard)(job_id)
+
+    def rate() -> float:
+        names = {tenant for tenant, _ in (*held, *wanted)}
+        moment = 0.0
+        for gpu_type in types:
+            over = owed = 0
+            for name in names:
+                nominal = tenants.get(name).quota(gpu_type).nominal
+                has = held.get((name, gpu_type), 0)
+                over += max(0, has - nominal)
+                if has < nominal:
+                    owed += min(nominal - has, wanted.get((name, gpu_type), 0))
+            moment += min(over, owed)
+        return moment
+
+    for index, (when, kind, job_id, gpu_type, gpus) in enumerate(events):
+        tenant = tenant_of(listed[job_id])
+        if kind == 1:
+            held[(tenant, gpu_type)] = held.get((tenant, gpu_type), 0) + gpus
+            running[job_id] = running.get(job_id, 0) + 1
+        elif kind == 2:
+            held[(tenant, gpu_type)] -= gpus
+            running[job_id] -= 1
+        elif kind == 0:
+            arrived.add(job_id)
+        else:
+            done.add(job_id)
+        should = job_id in arrived and job_id not in done and not running.get(job_id, 0)
+        if should != (job_id in waiting):
+            wait(job_id, 1 if should else -1)
+        if index + 1 < len(events) and events[index + 1][0] > when:
+            total += rate() * (events[index + 1][0] - when)
+    return total
+
+
 @dataclass(frozen=True)
 class FairnessFigures:
     """A schedule's fairness: rho over the finished jobs (its largest, mean and the share
-    of jobs above 1; NaN when none finished) and Jain's index of the tenants' GPU-seconds
-    over their weights."""
+    of jobs above 1; NaN when none finished), Jain's index of the tenants' GPU-seconds
+    over their weights, and the GPU-seconds held beyond quotas while a tenant within its
+    own waited (:func:`quota_violations`)."""
 
     max_rho: float
     mean_rho: float
     rho_above_1: float
     tenant_jain_index: float
+    quota_violation_gpu_s: float
 
 
 def fairness_figures(jobs: Iterable[Job], finish: Mapping[str, float],
-                     gpu_seconds: Mapping[str, float], cluster: Cluster,
-                     model: ThroughputModel,
-                     tenant_weights: Mapping[str, float] | None = None) -> FairnessFigures:
+                     segments: Sequence[Assignment], cluster: Cluster, model: ThroughputModel,
+                     tenants: TenantTable | None = None) -> FairnessFigures:
     """The :class:`FairnessFigures` of a schedule: ``finish`` (job id -> s) of the finished
-    jobs, ``gpu_seconds`` (job id -> GPU-s held, finished or not); a tenant's weight is
-    ``tenant_weights[tenant]`` (1 if not given). Every tenant with a job counts in Jain's
+    jobs, ``segments`` what ran (finished or not); tenants' weights and quotas from
+    ``tenants`` (none: weight 1, no quota). Every tenant with a job counts in Jain's
     index, with the GPU time it got (0 if none)."""
     listed = list(jobs)
+    table = tenants or TenantTable()
     rho = list(finish_time_fairness(listed, finish, cluster, model).values())
-    weights = tenant_weights or {}
-    used: dict[str, float] = {}
+    used: dict[str, float] = {tenant_of(job): 0.0 for job in listed}
+    owner = {job.id: tenant_of(job) for job in listed}
+    for segment in segments:
+        if segment.job in owner:
+            used[owner[segment.job]] += len(segment.gpus) * (segment.finish - segment.start)
+    jain = jain_index([seconds / table.get(tenant).weight for tenant, seconds in used.items()])
+    shapes: dict[tuple[object, ...], list[str]] = {}
+    runs_on: dict[str, list[str]] = {}
     for job in listed:
-        tenant = tenant_of(job)
-        used[tenant] = used.get(tenant, 0.0) + gpu_seconds.get(job.id, 0.0)
-    normalised = [seconds / weights.get(tenant, 1.0) for tenant, seconds in used.items()]
+        key = (job.job_type, job.num_gpus, job.allowed_gpu_types, job.allowed_nodes)
+        if key not in shapes:
+            shapes[key] = list(type_speeds(job, cluster, model))
+        runs_on[job.id] = shapes[key]
+    violations = quota_violations(listed, segments, finish, runs_on, table) \
+        if table.tenants else 0.0
     if not rho:
-        return FairnessFigures(math.nan, math.nan, math.nan, jain_index(normalised))
+        return FairnessFigures(math.nan, math.nan, math.nan, jain, violations)
     return FairnessFigures(max(rho), sum(rho) / len(rho),
-                           sum(1 for r in rho if r > 1.0) / len(rho), jain_index(normalised))
+                           sum(1 for r in rho if r > 1.0) / len(rho), jain, violations)

@@ -20,6 +20,7 @@ from hetsched.core.settings import (
     check_load,
 )
 from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR, CoLocationModel
+from hetsched.core.tenants import TenantTable
 from hetsched.core.throughput import AliasedThroughput, PolicyView, ThroughputModel
 from hetsched.files.generate import GPU_TYPES, catalogue_table
 
@@ -227,6 +228,8 @@ class ReplayInputs:
     colocation: CoLocationModel = dataclasses.field(default_factory=CoLocationModel)
     gpu_sharing: bool = True
     reference_gpu: str | None = None
+    #: the tenants' weights and quotas (``--tenants``; docs/fairness.md), or none
+    tenants: TenantTable | None = None
 
     def settings(self, trace: Trace, jobs: Sequence[Job]) -> dict[str, object]:
         """What summary.json records of how ``trace`` was read (:class:`TraceJobs`'s
@@ -237,13 +240,16 @@ class ReplayInputs:
 
 def replay_inputs(trace_path: Path, trace_format: str, cluster_spec: str, *,
                   throughput_path: Path | None = None, cluster: Cluster | None = None,
-                  settings: ReplaySettings | None = None) -> ReplayInputs:
+                  settings: ReplaySettings | None = None,
+                  tenants_path: Path | None = None) -> ReplayInputs:
     """The shared inputs of replays of ``trace_path``: the cluster of ``cluster_spec``
     (``cluster`` if already parsed), the throughput source (``throughput_path``, else
     Gavel's table beside a Gavel trace, else the built-in catalogue) with the settings'
     GPU aliases (:func:`throughputs`), and the cluster's GPU types checked against it
-    (:func:`known_gpu_cluster`, the settings' ``unknown_gpus``)."""
+    (:func:`known_gpu_cluster`, the settings' ``unknown_gpus``); the tenant table of
+    ``tenants_path`` (:func:`hetsched.files.tenants.read_tenants`), if given."""
     from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.files.tenants import read_tenants
 
     settings = settings or ReplaySettings()
     cluster = cluster if cluster is not None else parse_cluster(cluster_spec)
@@ -253,7 +259,8 @@ def replay_inputs(trace_path: Path, trace_format: str, cluster_spec: str, *,
     cluster, dropped = known_gpu_cluster(cluster, speeds, unknown_gpus=settings.unknown_gpus)
     return ReplayInputs(trace_path, trace_format, cluster_spec, cluster, speeds.truth,
                         speeds.model, speeds.source, speeds.aliases, dropped,
-                        speeds.colocation, settings.gpu_sharing, settings.reference_gpu)
+                        speeds.colocation, settings.gpu_sharing, settings.reference_gpu,
+                        read_tenants(tenants_path) if tenants_path is not None else None)
 
 
 def read_jobs(inputs: ReplayInputs, settings: ReplaySettings | None = None) -> Trace:

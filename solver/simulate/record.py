@@ -29,6 +29,7 @@ from hetsched.core.records import Cluster, Job
 from hetsched.core.result import Assignment, Schedule, completion_figures
 from hetsched.core.settings import RESTART_PENALTY_S
 from hetsched.core.sharing import CoLocationModel
+from hetsched.core.tenants import TenantTable
 from hetsched.core.throughput import ThroughputModel
 from hetsched.simulate.summary import ReplaySummary
 
@@ -109,6 +110,8 @@ class Replay:
     failure: PolicyError | None = None
     #: the throughput jobs ran at, for the fairness figures (NaN without it)
     truth: ThroughputModel | None = None
+    #: the tenants' weights and quotas, for the fairness figures (none: weight 1, no quota)
+    tenants: TenantTable | None = None
 
     def summary(self) -> dict[str, object]:
         """The replay's metrics (seconds unless stated) as summary.json holds them: a
@@ -127,10 +130,10 @@ class Replay:
         jobs = [r.job for r in self.records.values()]
         figures = completion_figures(jobs, finish, self.start_time, busy, usable)
         capacity_all = len(self.cluster.gpus) * figures.makespan_s
-        fair = FairnessFigures(math.nan, math.nan, math.nan, math.nan) if self.truth is None \
-            else fairness_figures(jobs, finish, {r.job.id: r.gpu_seconds
-                                                 for r in self.records.values()},
-                                  self.cluster, self.truth)
+        fair = FairnessFigures(math.nan, math.nan, math.nan, math.nan, math.nan) \
+            if self.truth is None else fairness_figures(
+                jobs, finish, [s for r in self.records.values() for s in r.segments],
+                self.cluster, self.truth, self.tenants)
 
         return ReplaySummary(
             jobs=len(self.records),
@@ -148,6 +151,7 @@ class Replay:
             mean_rho=fair.mean_rho,
             rho_above_1=fair.rho_above_1,
             tenant_jain_index=fair.tenant_jain_index,
+            quota_violation_gpu_s=fair.quota_violation_gpu_s,
             utilization=figures.utilization,
             utilization_all_gpus=busy / capacity_all if capacity_all > 0 else 0.0,
             usable_gpus=usable,

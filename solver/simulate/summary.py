@@ -13,7 +13,8 @@ from typing import Any
 from hetsched.core.errors import InputError
 
 #: The fairness figures (hetsched.core.fairness), NaN in a summary from before them.
-FAIRNESS_FIELDS = ("max_rho", "mean_rho", "rho_above_1", "tenant_jain_index")
+FAIRNESS_FIELDS = ("max_rho", "mean_rho", "rho_above_1", "tenant_jain_index",
+                   "quota_violation_gpu_s")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class ReplaySummary:
     mean_rho: float
     rho_above_1: float  # the share of finished jobs with rho > 1
     tenant_jain_index: float
+    quota_violation_gpu_s: float  # GPU-s held beyond quotas while a tenant within its waited
     utilization: float  # busy GPU-seconds / (usable GPUs x makespan)
     utilization_all_gpus: float  # the same over every GPU of the cluster
     usable_gpus: int
@@ -124,6 +126,7 @@ class ReplaySummary:
             deadline_met=count("deadline_met"), total_tardiness_s=number("total_tardiness_s"),
             max_rho=number("max_rho"), mean_rho=number("mean_rho"),
             rho_above_1=number("rho_above_1"), tenant_jain_index=number("tenant_jain_index"),
+            quota_violation_gpu_s=number("quota_violation_gpu_s"),
             utilization=number("utilization"),
             utilization_all_gpus=number("utilization_all_gpus"),
             usable_gpus=count("usable_gpus"), preemptions=count("preemptions"),

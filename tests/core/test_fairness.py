@@ -16,9 +16,12 @@ from hetsched.core.fairness import (
     finish_time_fairness,
     isolated_speed,
     jain_index,
+    quota_violations,
     type_speeds,
 )
 from hetsched.core.records import Job
+from hetsched.core.result import Assignment
+from hetsched.core.tenants import Quota, Tenant, TenantTable
 from hetsched.core.throughput import Placement, ThroughputTable
 from hetsched.files.cluster_spec import parse_cluster
 from hetsched.replaying import replay
@@ -119,13 +122,71 @@ def test_jain_index() -> None:
         jain_index([1.0, -1.0])
 
 
+def run(name: str, start: float, end: float, gpus: int = 1, gpu_type: str = "v100"
+        ) -> Assignment:
+    return Assignment(name, gpu_type, tuple(f"{gpu_type}-{i}" for i in range(gpus)), start, end,
+                      1.0)
+
+
 def test_tenant_index_weighs_gpu_time() -> None:
     jobs = [job("a1", tenant="a"), job("b1", tenant="b"), job("b2", tenant="b"), job("c1")]
-    used = {"a1": 10.0, "b1": 10.0, "b2": 20.0}  # c1 (tenant "default") got none
-    # x = (10, 30, 0): 40^2 / (3 x 1,000).
-    figures = fairness_figures(jobs, {}, used, CLUSTER, TABLE)
+    ran = [run("a1", 0, 10), run("b1", 0, 10), run("b2", 0, 10, gpus=2)]
+    # c1 (tenant "default") got none: x = (10, 30, 0), 40^2 / (3 x 1,000).
+    figures = fairness_figures(jobs, {}, ran, CLUSTER, TABLE)
     assert figures.tenant_jain_index == pytest.approx(1600 / 3000)
     assert math.isnan(figures.max_rho)
+    assert figures.quota_violation_gpu_s == 0.0  # no quotas
     # b weighs 3 and default is left out of the jobs: (10, 10), equal.
-    weighted = fairness_figures(jobs[:3], {}, used, CLUSTER, TABLE, {"b": 3.0})
+    weighted = fairness_figures(jobs[:3], {}, ran, CLUSTER, TABLE,
+                                TenantTable((Tenant("b", 3.0),)))
     assert weighted.tenant_jain_index == pytest.approx(1.0)
+
+
+QUOTAS = TenantTable((Tenant("a", quotas={"v100": Quota(2)}),
+                      Tenant("b", quotas={"v100": Quota(2)})))
+
+
+def test_gpus_held_beyond_a_quota_while_the_owner_waits_are_violations() -> None:
+    # 4 V100s, 2 each. b's 4-GPU job runs from 0 to 100, 2 beyond its quota; a's 2-GPU job
+    # arrives at 10 and waits to 100: 2 GPUs owed for 90 s, 180 GPU-s.
+    jobs = [job("b1", 0.0, gpus=4, tenant="b"), job("a1", 10.0, gpus=2, tenant="a")]
+    ran = [run("b1", 0, 100, gpus=4), run("a1", 100, 150, gpus=2)]
+    finish = {"b1": 100.0, "a1": 150.0}
+    runs_on = {"b1": ["v100"], "a1": ["v100"]}
+    assert quota_violations(jobs, ran, finish, runs_on, QUOTAS) == pytest.approx(180.0)
+    # A 1-GPU job of a's is owed 1 GPU only: 90 GPU-s.
+    small = [jobs[0], job("a1", 10.0, gpus=1, tenant="a")]
+    assert quota_violations(small, [ran[0], run("a1", 100, 150)], finish, runs_on,
+                            QUOTAS) == pytest.approx(90.0)
+    # Nothing is owed for a type the waiting job cannot run on, nor to a tenant without a
+    # quota there, nor when b's quota covers what it holds.
+    assert quota_violations(jobs, ran, finish, {"b1": ["v100"], "a1": ["k80"]},
+                            QUOTAS) == 0.0
+    assert quota_violations(jobs, ran, finish, runs_on,
+                            TenantTable((Tenant("b", quotas={"v100": Quota(2)}),))) == 0.0
+    assert quota_violations(jobs, ran, finish, runs_on,
+                            TenantTable((Tenant("b", quotas={"v100": Quota(4)}),
+                                         Tenant("a", quotas={"v100": Quota(2)})))) == 0.0
+
+
+def test_a_preempted_job_waits_again_and_a_finished_one_does_not() -> None:
+    # b1 holds 3 of the 4 V100s from 0 to 100, 1 beyond b's quota. a1 (1 GPU) runs 0-20
+    # and 50-80: it waits from 20 to 50 (preempted), owed 1 GPU: 30 GPU-s; at 80 it is done.
+    jobs = [job("b1", 0.0, gpus=3, tenant="b"), job("a1", 0.0, gpus=1, tenant="a")]
+    ran = [run("b1", 0, 100, gpus=3), run("a1", 0, 20), run("a1", 50, 80)]
+    finish = {"b1": 100.0, "a1": 80.0}
+    runs_on = {"b1": ["v100"], "a1": ["v100"]}
+    assert quota_violations(jobs, ran, finish, runs_on, QUOTAS) == pytest.approx(30.0)
+
+
+def test_a_replay_counts_violations_with_the_tenant_table() -> None:
+    # fifo on 4 V100s, 2-GPU jobs of 60 s: b1 and b2 start at 0, a1 arrives at 10 and
+    # waits until 60 while b holds 2 GPUs beyond its quota: 2 GPUs x 50 s. Without a
+    # tenant table there are no quotas to break.
+    cluster = parse_cluster("v100=4")
+    jobs = [job("b1", 0.0, tenant="b"), job("b2", 0.0, tenant="b"),
+            job("a1", 10.0, tenant="a")]
+    ran = replay(jobs, cluster, "fifo", throughput=TABLE, tenants=QUOTAS)
+    assert ran.metrics().quota_violation_gpu_s == pytest.approx(100.0)
+    assert replay(jobs, cluster, "fifo", throughput=TABLE).metrics().quota_violation_gpu_s \
+        == 0.0

@@ -322,13 +322,19 @@ PROGRESS = (4400 / V100, 1800 + 30 + (44000 - 1800 * K80) / V100)
 #: nobody waiting (no call); at the first boundary of its 1,800 s round long moves to the
 #: free V100, since V100 x (1 - 30 / 360) > K80. It ran 1,800 s on the K80 (1,114.25
 #: steps) and ends at 1,830 + 42,885.75 / V100 = 11,588.35 s.
+#: ftf: at 0 both jobs' isolated speed is (V100 + K80) / 2 (half of each type, n = 2),
+#: so a job's ratio is that over its speed, and the least worst ratio is the largest
+#: least speed: both types full, each job at (V100 + K80) / 2, which only half of each
+#: type gives (short's time a on the V100 and b on the K80 must have a + b = 1 and
+#: 2 V100 a + 2 K80 b = V100 + K80). That is gavel's allocation, realised by the same
+#: rounds; long alone then takes the V100 (its fastest): GAVEL.
 EXPECTED: dict[str, list[tuple[float, float]]] = {
     "fifo": [FIFO_LIKE], "edf": [FIFO_LIKE], "tiresias": [FIFO_LIKE],
     "gandiva": [FIFO_LIKE], "sjf": [SHORT_FIRST], "srtf": [SHORT_FIRST], "gavel": [GAVEL],
-    "gavel-max-sum": [GAVEL], "optimus": [OPTIMUS], "progress": [PROGRESS]}
+    "gavel-max-sum": [GAVEL], "ftf": [GAVEL], "optimus": [OPTIMUS], "progress": [PROGRESS]}
 ROUNDS = {"fifo": None, "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0,
-          "gandiva": 600.0, "gavel": 360.0, "gavel-max-sum": 360.0, "optimus": 600.0,
-          "progress": 1800.0}
+          "gandiva": 600.0, "gavel": 360.0, "gavel-max-sum": 360.0, "ftf": 360.0,
+          "optimus": 600.0, "progress": 1800.0}
 
 
 def test_the_hand_computed_values() -> None:
