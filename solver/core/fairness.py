@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -157,11 +158,12 @@ def quota_violations(jobs: Iterable[Job], segments: Iterable[Assignment],
     """GPU-seconds tenants held beyond their nominal quotas while a tenant within its own
     waited for that type (docs/fairness.md): at every moment and for every GPU type t,
     the least of the GPUs of t held beyond quotas (``sum_A max(0, held_A - nominal_A)``)
-    and the GPUs of t owed to waiting tenants (``sum_B min(nominal_B - held_B, GPUs B's
-    waiting jobs that run on t ask for)``, for tenants B below their quota), integrated
-    over time. A job waits from its arrival to its finish while it holds no GPUs (the
-    end of the schedule, for a job that never finishes); ``segments`` are what ran
-    (start, finish, GPUs), ``runs_on`` the GPU types each job can run on."""
+    and the GPUs of t owed to waiting tenants (``sum_B min(room_B, GPUs asked for by B's
+    waiting jobs that run on t and whose gang fits in room_B)``, ``room_B = nominal_B -
+    held_B`` for the tenants B below their quota), integrated over time. A job waits
+    from its arrival to its finish while it holds no GPUs (to the end of the schedule,
+    for a job that never finishes); ``segments`` are what ran (start, finish, GPUs),
+    ``runs_on`` the GPU types each job can run on."""
     listed = {job.id: job for job in jobs}
     events: list[tuple[float, int, str, str, int]] = []  # time, kind, job, type, GPUs
     for job in listed.values():
@@ -175,7 +177,8 @@ def quota_violations(jobs: Iterable[Job], segments: Iterable[Assignment],
                            len(segment.gpus)))
     events.sort()
     held: dict[tuple[str, str], int] = {}  # (tenant, type) -> GPUs held
-    wanted: dict[tuple[str, str], int] = {}  # (tenant, type) -> GPUs its waiting jobs ask for
+    # (tenant, type) -> the gangs of its waiting jobs that run there, by size
+    wanted: dict[tuple[str, str], Counter[int]] = {}
     running: dict[str, int] = {}  # job -> segments it holds GPUs in
     waiting: set[str] = set()
     arrived: set[str] = set()
@@ -186,8 +189,7 @@ def quota_violations(jobs: Iterable[Job], segments: Iterable[Assignment],
     def wait(job_id: str, sign: int) -> None:
         job = listed[job_id]
         for gpu_type in runs_on.get(job_id, ()):
-            key = (tenant_of(job), gpu_type)
-            wanted[key] = wanted.get(key, 0) + sign * job.num_gpus
+            wanted.setdefault((tenant_of(job), gpu_type), Counter())[job.num_gpus] += sign
         (waiting.add if sign > 0 else waiting.discard)(job_id)
 
     def rate() -> float:
@@ -196,11 +198,11 @@ def quota_violations(jobs: Iterable[Job], segments: Iterable[Assignment],
         for gpu_type in types:
             over = owed = 0
             for name in names:
-                nominal = tenants.get(name).quota(gpu_type).nominal
-                has = held.get((name, gpu_type), 0)
-                over += max(0, has - nominal)
-                if has < nominal:
-                    owed += min(nominal - has, wanted.get((name, gpu_type), 0))
+                room = tenants.get(name).quota(gpu_type).nominal - held.get((name, gpu_type), 0)
+                over += max(0, -room)
+                gangs = wanted.get((name, gpu_type))
+                if room > 0 and gangs:
+                    owed += min(room, sum(g * n for g, n in gangs.items() if g <= room))
             moment += min(over, owed)
         return moment
 

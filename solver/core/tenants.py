@@ -100,6 +100,10 @@ class TenantTable:
                 return tenant
         return Tenant(name)
 
+    def has_quotas(self) -> bool:
+        """Whether any tenant has a quota of some GPU type."""
+        return any(tenant.quotas for tenant in self.tenants)
+
     def weights(self) -> dict[str, float]:
         """Each named tenant's weight."""
         return {tenant.name: tenant.weight for tenant in self.tenants}

@@ -180,13 +180,18 @@ def test_a_preempted_job_waits_again_and_a_finished_one_does_not() -> None:
 
 
 def test_a_replay_counts_violations_with_the_tenant_table() -> None:
-    # fifo on 4 V100s, 2-GPU jobs of 60 s: b1 and b2 start at 0, a1 arrives at 10 and
-    # waits until 60 while b holds 2 GPUs beyond its quota: 2 GPUs x 50 s. Without a
-    # tenant table there are no quotas to break.
+    # fifo on 4 V100s, 2-GPU jobs of 60 s: b1 and b2 start at 0, a1 arrives at 10. With
+    # the quotas not kept, a1 waits until 60 while b holds 2 GPUs beyond its quota:
+    # 2 GPUs x 50 s. Kept (the default), b2, started last, gives its GPUs back at 10.
     cluster = parse_cluster("v100=4")
     jobs = [job("b1", 0.0, tenant="b"), job("b2", 0.0, tenant="b"),
             job("a1", 10.0, tenant="a")]
-    ran = replay(jobs, cluster, "fifo", throughput=TABLE, tenants=QUOTAS)
-    assert ran.metrics().quota_violation_gpu_s == pytest.approx(100.0)
+    loose = replay(jobs, cluster, "fifo", throughput=TABLE, tenants=QUOTAS, keep_quotas=False)
+    assert loose.metrics().quota_violation_gpu_s == pytest.approx(100.0)
     assert replay(jobs, cluster, "fifo", throughput=TABLE).metrics().quota_violation_gpu_s \
-        == 0.0
+        == 0.0  # no table, no quotas
+    kept = replay(jobs, cluster, "fifo", throughput=TABLE, tenants=QUOTAS)
+    assert kept.metrics().quota_violation_gpu_s == 0.0
+    assert kept.records["a1"].first_start == 10.0
+    assert kept.records["b2"].preemptions == 1
+    assert kept.records["b1"].preemptions == 0

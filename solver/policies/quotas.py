@@ -1,0 +1,293 @@
+"""Tenants' quotas kept around any rolling policy (docs/fairness.md): one mechanism for
+every policy, as a wrapper of its decisions, not a rule inside each.
+
+The tenant table (:class:`~hetsched.core.tenants.TenantTable`) gives each tenant, per GPU
+type, a nominal quota (guaranteed) and a borrowing limit. At every decision:
+
+1. **Limits.** The wrapped policy is shown each waiting job with only the GPU types its
+   tenant may take now, and its starts are kept in its order, but a start that would
+   take its tenant beyond nominal plus borrowing limit on its GPU type is dropped, and
+   so is one that borrows (goes beyond the tenant's nominal): a type on which another
+   tenant is *owed* (it waits with a job of that type whose gang fits in what it holds
+   below its nominal), the GPUs of another tenant's job the policy preempts while it
+   runs within its quota, or any type while the job fits in its own tenant's quota of a
+   type others borrow (it takes that back instead: a tenant uses its quota before it
+   borrows). A preemption whose GPUs no kept start takes, of a job within its tenant's
+   quota that does not start elsewhere, is dropped too (the job keeps running).
+2. **Reclaim.** Each waiting job of an owed tenant (by arrival), on a type where it is
+   owed and where some other tenant holds beyond its nominal or was just refused a
+   borrowed start, is started on free GPUs if it fits, else on GPUs of the borrowers'
+   running jobs there (whole jobs, the latest started first), which are preempted and
+   pay the restart penalty. So a tenant gets its quota back in the decision its jobs
+   arrive at, when the borrowed GPUs can hold them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+
+from hetsched.allocation.layout import SpeedView, Start
+from hetsched.core.fairness import tenant_of
+from hetsched.core.records import Job
+from hetsched.core.tenants import TenantTable
+from hetsched.policies.rolling import (
+    ClusterState,
+    Decision,
+    PolicyHooks,
+    RollingPolicy,
+    RunningJob,
+)
+from hetsched.policies.rolling import quiet_until as policy_quiet_until
+
+Key = tuple[str, str]  # (tenant, GPU type)
+
+
+def with_quotas(policy: RollingPolicy, tenants: TenantTable | None) -> RollingPolicy:
+    """``policy`` kept within the quotas of ``tenants`` (:class:`QuotaKeeper`), or as it is
+    when no tenant has a quota."""
+    return QuotaKeeper(policy, tenants) if tenants is not None and tenants.has_quotas() \
+        else policy
+
+
+class _Ledger:
+    """What each tenant holds of each GPU type during one decision, and the gangs of the
+    jobs that wait, by tenant and type: who may take what (module notes)."""
+
+    def __init__(self, tenants: TenantTable, types_of: Callable[[Job], list[str]],
+                 running: Iterable[RunningJob], waiting: Iterable[Job]) -> None:
+        self.tenants = tenants
+        self.types_of = types_of
+        self.held: Counter[Key] = Counter()
+        for run in running:
+            self.held[(tenant_of(run.job), run.gpu_type)] += len(run.gpus)
+        self.gangs: dict[Key, Counter[int]] = {}
+        for job in waiting:
+            for gpu_type in types_of(job):
+                self.gangs.setdefault((tenant_of(job), gpu_type), Counter())[job.num_gpus] += 1
+
+    def nominal(self, key: Key) -> int:
+        """The tenant's nominal quota of the type."""
+        return self.tenants.get(key[0]).quota(key[1]).nominal
+
+    def borrowed(self, gpu_type: str) -> bool:
+        """Whether some tenant holds ``gpu_type`` beyond its nominal quota."""
+        return any(count > self.nominal(key) for key, count in self.held.items()
+                   if key[1] == gpu_type)
+
+    def owed(self, gpu_type: str, besides: str) -> bool:
+        """Whether a tenant other than ``besides`` waits with a job of ``gpu_type`` whose
+        gang fits in what it holds below its nominal quota."""
+        return any(key[1] == gpu_type and key[0] != besides and
+                   any(n > 0 and g <= self.nominal(key) - self.held[key]
+                       for g, n in counter.items()) for key, counter in self.gangs.items())
+
+    def may_take(self, job: Job, gpu_type: str) -> bool:
+        """Whether ``job`` may start on ``gpu_type`` now: within its tenant's nominal plus
+        borrowing limit, and not borrowing while another tenant is owed the type or while
+        the job fits in its own tenant's quota of a type others borrow."""
+        tenant = tenant_of(job)
+        key = (tenant, gpu_type)
+        after = self.held[key] + job.num_gpus
+        quota = self.tenants.get(tenant).quota(gpu_type)
+        if after > quota.most:
+            return False
+        if after <= quota.nominal:
+            return True
+        return not self.owed(gpu_type, tenant) and not any(
+            self.held[(tenant, t)] + job.num_gpus <= self.nominal((tenant, t))
+            and self.borrowed(t) for t in self.types_of(job))
+
+    def take(self, job: Job, gpu_type: str, gpus: int, sign: int = 1) -> None:
+        """``job`` starts (or, ``sign`` -1, stops) on ``gpus`` GPUs of ``gpu_type``."""
+        self.held[(tenant_of(job), gpu_type)] += sign * gpus
+        counter = self.gangs.get((tenant_of(job), gpu_type))
+        if sign > 0 and counter is not None and counter[job.num_gpus] > 0:
+            counter[job.num_gpus] -= 1
+
+
+class QuotaKeeper(PolicyHooks):
+    """``policy`` within the quotas of ``tenants`` (module notes): it is shown each waiting
+    job with only the GPU types its tenant may take now (a job with none is not shown),
+    its starts are checked again together, and owed tenants' jobs are then started where
+    borrowers hold their GPUs."""
+
+    def __init__(self, policy: RollingPolicy, tenants: TenantTable) -> None:
+        self.policy = policy
+        self.tenants = tenants
+        self.name = policy.name
+        self._view: SpeedView | None = None
+        #: starts of the policy dropped, and jobs preempted to give quotas back
+        self.dropped = 0
+        self.reclaimed = 0
+
+    @property
+    def round_s(self) -> float | None:
+        """The wrapped policy's round (s), or ``None``."""
+        return self.policy.round_s
+
+    def quiet_until(self, state: ClusterState) -> float:
+        """The wrapped policy's (nobody waits then: there is nothing to reclaim for)."""
+        return policy_quiet_until(self.policy, state) if not state.pending else -math.inf
+
+    def on_finished(self, job: Job, now: float) -> None:
+        """The wrapped policy's ``on_finished``."""
+        self.policy.on_finished(job, now)
+
+    def figures(self) -> dict[str, object]:
+        """The wrapped policy's figures, and the quota keeper's counts."""
+        return {**self.policy.figures(), "quota_dropped_starts": self.dropped,
+                "quota_reclaims": self.reclaimed}
+
+    def decide(self, state: ClusterState) -> Decision:
+        """The wrapped policy's decision on what the quotas allow, kept within them."""
+        return self.keep(state, self.policy.decide(self.limited(state)))
+
+    def on_stall(self, state: ClusterState) -> Decision:
+        """The wrapped policy's ``on_stall``, as :meth:`decide`."""
+        return self.keep(state, self.policy.on_stall(self.limited(state)))
+
+    def _types(self, state: ClusterState, job: Job) -> list[str]:
+        """The GPU types ``job`` can run on at its gang size, fastest first."""
+        view = self._view
+        if view is None or view.cluster is not state.cluster or view.model is not state.throughput:
+            view = self._view = SpeedView(state.cluster, state.throughput)
+        return list(view.by_type(job))
+
+    def _ledger(self, state: ClusterState, running: Iterable[RunningJob],
+                waiting: Iterable[Job]) -> _Ledger:
+        return _Ledger(self.tenants, partial(self._types, state), running, waiting)
+
+    def limited(self, state: ClusterState) -> ClusterState:
+        """``state`` with each waiting job allowed only the GPU types its tenant may take
+        now (:meth:`_Ledger.may_take`); jobs with none left out."""
+        ledger = self._ledger(state, state.running, state.pending)
+        shown: list[Job] = []
+        changed = False
+        for job in state.pending:
+            types = self._types(state, job)
+            allowed = [t for t in types if ledger.may_take(job, t)]
+            if len(allowed) == len(types):
+                shown.append(job)
+            else:
+                changed = True
+                if allowed:
+                    shown.append(dataclasses.replace(job, allowed_gpu_types=tuple(allowed)))
+        return dataclasses.replace(state, pending=tuple(shown)) if changed else state
+
+    def keep(self, state: ClusterState, decision: Decision) -> Decision:
+        """``decision`` made to keep the quotas (module notes)."""
+        preempt = list(dict.fromkeys(decision.preempt))
+        running = {r.job.id: r for r in state.running if r.job.id not in preempt}
+        waiting = {job.id: job for job in state.pending}
+        for run in state.running:
+            if run.job.id in preempt:
+                waiting.setdefault(run.job.id, run.job)
+        starting = {s.job for s in decision.start}
+        ledger = self._ledger(state, running.values(),
+                              [j for j in waiting.values() if j.id not in starting])
+        # GPUs of jobs the policy preempts while they run within their tenant's quota: no
+        # other tenant's job borrows them.
+        before: Counter[Key] = Counter()
+        for run in state.running:
+            before[(tenant_of(run.job), run.gpu_type)] += len(run.gpus)
+        protected = {g: tenant_of(run.job) for run in state.running if run.job.id in preempt
+                     and before[(tenant_of(run.job), run.gpu_type)]
+                     <= ledger.nominal((tenant_of(run.job), run.gpu_type)) for g in run.gpus}
+        kept: list[Start] = []
+        refused: set[str] = set()  # types a start was refused on
+        for start in decision.start:
+            job = waiting.get(start.job) or next(r.job for r in state.running
+                                                 if r.job.id == start.job)
+            key = (tenant_of(job), start.gpu_type)
+            displaces = any(protected.get(g, key[0]) != key[0] for g in start.gpus)
+            if not ledger.may_take(job, start.gpu_type) or (
+                    displaces and ledger.held[key] + len(start.gpus) > ledger.nominal(key)):
+                refused.add(start.gpu_type)
+                continue
+            kept.append(start)
+            ledger.take(job, start.gpu_type, len(start.gpus))
+        dropped = len(decision.start) - len(kept)
+        preempt = self._needed(state, ledger, preempt, kept, running, waiting)
+        reclaimed = self._reclaim(state, ledger, waiting, kept, preempt, running, refused)
+        self.dropped += dropped
+        self.reclaimed += len(reclaimed)
+        if not dropped and len(kept) == len(decision.start) and not reclaimed:
+            return decision
+        return Decision(tuple(kept), (*preempt, *reclaimed), decision.fallback, decision.note)
+
+    def _needed(self, state: ClusterState, ledger: _Ledger, preempt: list[str],
+                kept: Sequence[Start], running: dict[str, RunningJob],
+                waiting: dict[str, Job]) -> list[str]:
+        """The preemptions of ``preempt`` still needed once starts were dropped: a job
+        running within its tenant's nominal quota, whose GPUs no kept start takes and
+        which does not start again elsewhere, keeps running (it goes back to ``running``
+        and the ledger)."""
+        taken = {g for s in kept for g in s.gpus}
+        moving = {s.job for s in kept}
+        needed: list[str] = []
+        for job_id in preempt:
+            run = next((r for r in state.running if r.job.id == job_id), None)
+            if run is None or job_id in moving or not taken.isdisjoint(run.gpus) or \
+                    ledger.held[(tenant_of(run.job), run.gpu_type)] + len(run.gpus) \
+                    > ledger.nominal((tenant_of(run.job), run.gpu_type)):
+                needed.append(job_id)
+                continue
+            running[job_id] = run
+            waiting.pop(job_id, None)
+            ledger.take(run.job, run.gpu_type, len(run.gpus))
+        return needed
+
+    def _reclaim(self, state: ClusterState, ledger: _Ledger, waiting: dict[str, Job],
+                 kept: list[Start], preempt: Sequence[str], running: dict[str, RunningJob],
+                 refused: set[str]) -> list[str]:
+        """Start owed tenants' waiting jobs where borrowers hold their GPUs (appending to
+        ``kept``); the running jobs preempted for them."""
+        contested = {t for t in state.cluster.type_names if ledger.borrowed(t)} | refused
+        started = {s.job for s in kept}
+        candidates = [job for job in sorted(waiting.values(), key=lambda j: (j.arrival, j.id))
+                      if job.id not in started]
+        if not contested or not candidates:
+            return []
+        # Victims: running jobs of tenants beyond their nominal, the latest started first.
+        borrowers = sorted((r for r in running.values()
+                            if ledger.held[(tenant_of(r.job), r.gpu_type)]
+                            > ledger.nominal((tenant_of(r.job), r.gpu_type))),
+                           key=lambda r: (r.started, r.job.id))
+        rank = {r.job.id: i for i, r in enumerate(borrowers)}
+        owner = {g: r.job.id for r in borrowers for g in r.gpus}
+        pool = state.pool({g: rank[job_id] for g, job_id in owner.items()})
+        for run in state.running:
+            if run.job.id in preempt:
+                pool.release(run.gpus, run.job)
+        for start in kept:
+            pool.take(start.gpus, waiting.get(start.job))
+        reclaimed: list[str] = []
+        for job in candidates:
+            tenant = tenant_of(job)
+            for gpu_type in self._types(state, job):
+                key = (tenant, gpu_type)
+                if gpu_type not in contested or \
+                        ledger.held[key] + job.num_gpus > ledger.nominal(key):
+                    continue
+                gpus = pool.best_fit(job, gpu_type, job.num_gpus, state.throughput) or \
+                    pool.best_fit(job, gpu_type, job.num_gpus, state.throughput,
+                                  with_victims=True)
+                if gpus is None:
+                    continue
+                for victim in dict.fromkeys(owner[g] for g in gpus if g in owner):
+                    if victim in reclaimed:
+                        continue
+                    run = running[victim]
+                    reclaimed.append(victim)
+                    ledger.take(run.job, run.gpu_type, len(run.gpus), -1)
+                    pool.keep(run.gpus)  # no longer a victim: its GPUs are freed, then taken
+                    pool.release(run.gpus, run.job)
+                pool.take(gpus, job)
+                kept.append(Start(job.id, gpu_type, gpus))
+                ledger.take(job, gpu_type, job.num_gpus)
+                break
+        return reclaimed

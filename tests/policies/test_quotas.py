@@ -1,0 +1,69 @@
+"""Quotas kept around every rolling policy (hetsched.policies.quotas): borrowing idle GPUs,
+the borrowing limit, and a quota given back in the decision its owner's jobs arrive at."""
+
+from __future__ import annotations
+
+import pytest
+
+from hetsched.core.records import Job
+from hetsched.core.tenants import Quota, Tenant, TenantTable
+from hetsched.core.throughput import Placement, ThroughputTable
+from hetsched.files.cluster_spec import parse_cluster
+from hetsched.registry import ENTRIES
+from hetsched.replaying import replay
+from hetsched.simulate.record import Replay
+
+#: One job type, twice as fast on a V100 as on a K80.
+TABLE = ThroughputTable({("m", "v100", 1, Placement.PACKED): 2.0,
+                         ("m", "k80", 1, Placement.PACKED): 1.0})
+CLUSTER = parse_cluster("v100=8,k80=8")
+#: The issue's case: A is guaranteed the 8 V100s, B the 8 K80s, both may borrow.
+TWO = TenantTable((Tenant("A", quotas={"v100": Quota(8)}),
+                   Tenant("B", quotas={"k80": Quota(8)})))
+ROLLING = sorted(name for name, entry in ENTRIES.items() if entry.policy is not None)
+
+
+def jobs() -> list[Job]:
+    """B's 12 jobs at 0 (8 take the V100s, its fastest type, 4 the K80s); A's 6 at 1,000,
+    while B's still run (3,600 steps: 1,800 s on a V100)."""
+    return [*(Job(f"b{i}", 0.0, "m", 1, 3600.0, tenant="B") for i in range(12)),
+            *(Job(f"a{i}", 1000.0, "m", 1, 3600.0, tenant="A") for i in range(6))]
+
+
+def held(ran: Replay, tenant: str, gpu_type: str, when: float) -> int:
+    """GPUs of ``gpu_type`` ``tenant``'s jobs held at ``when``."""
+    return sum(len(s.gpus) for r in ran.records.values() if r.job.tenant == tenant
+               for s in r.segments if s.gpu_type == gpu_type and s.start <= when < s.finish)
+
+
+@pytest.mark.parametrize("policy", ROLLING)
+def test_a_quota_comes_back_in_the_decision_its_jobs_arrive_at(policy: str) -> None:
+    ran = replay(jobs(), CLUSTER, policy, throughput=TABLE, tenants=TWO)
+    summary = ran.metrics()
+    assert summary.completed == 18  # and replay() checked what ran
+    assert held(ran, "B", "v100", 999.0) > 0  # B borrowed idle V100s
+    for index in range(6):  # every A job started when it arrived, on a V100
+        record = ran.records[f"a{index}"]
+        assert record.first_start == 1000.0, (policy, record.first_start)
+        assert record.gpu_types[0] == "v100"
+    assert summary.quota_violation_gpu_s == 0.0
+
+
+def test_without_the_quotas_kept_fifo_breaks_them() -> None:
+    # fifo alone: at 1,000 a0-a3 take the 4 idle K80s, a4 and a5 wait for B's V100 jobs
+    # to end at 1,800 while B holds all 8 V100s beyond its quota of none: 2 GPUs owed to A
+    # for 800 s.
+    loose = replay(jobs(), CLUSTER, "fifo", throughput=TABLE, tenants=TWO, keep_quotas=False)
+    assert [loose.records[f"a{i}"].first_start for i in range(6)] == [1000.0] * 4 + [1800.0] * 2
+    assert loose.metrics().quota_violation_gpu_s == pytest.approx(1600.0)
+
+
+@pytest.mark.parametrize("policy", ["fifo", "srtf", "gavel"])
+def test_a_borrowing_limit_is_never_passed(policy: str) -> None:
+    # B may borrow at most 2 V100s: at any time it holds at most 2.
+    table = TenantTable((Tenant("A", quotas={"v100": Quota(8)}),
+                         Tenant("B", quotas={"k80": Quota(8), "v100": Quota(0, 2)})))
+    ran = replay(jobs(), CLUSTER, policy, throughput=TABLE, tenants=table)
+    starts = sorted({s.start for r in ran.records.values() for s in r.segments})
+    assert max(held(ran, "B", "v100", when) for when in starts) == 2
+    assert ran.metrics().completed == 18
