@@ -1,0 +1,155 @@
+"""Issue 35's targets, side by side with Gavel's own simulator: the first 300 jobs of
+ee9e8c on 36 V100 + 36 P100 + 36 K80 (one server each, see CLUSTER), no restart
+penalty, under hetsched's ``ftf`` and ``ftf-agnostic`` and Gavel's
+``finish_time_fairness_perf`` and ``finish_time_fairness``:
+average JCT, mean and max rho (hetsched.core.fairness, one definition for both sides,
+computed from each job's arrival and finish), and the ratios.
+
+Gavel's side is run outside this project (stanford-futuredata/gavel, fetched; its
+``scheduler/scripts/drivers`` simulator on the trace this script writes with
+``--write-gavel-trace``, which holds exactly the jobs hetsched replays: the gang sizes
+hetsched caps where Gavel's table has no throughput, in Gavel's 10-field layout) and
+handed in as CSV files of ``job,arrival,jct`` (``--gavel NAME=FILE``; job ids are the
+trace's line order). Only measurements are committed, never Gavel's code.
+
+    python benchmarks/fairness.py --write-gavel-trace /tmp/ee300.trace
+    python benchmarks/fairness.py --gavel finish_time_fairness_perf=/tmp/g-perf.csv \\
+        --gavel finish_time_fairness=/tmp/g-agn.csv --out benchmarks/results/fairness.csv
+    python benchmarks/fairness.py --quick     # 60 jobs, hetsched's side only
+
+Prints a line per run and writes CSV. Needs ../shared/data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hetsched.files.replay_inputs import TraceJobs
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACE = ROOT.parent / "shared" / "data" / "gavel" / "traces" / "ee9e8c.trace"
+THROUGHPUT = ROOT.parent / "shared" / "data" / "gavel" / "simulation_throughputs.json"
+#: One server of 36 GPUs per type: Gavel's simulator runs every gang at the table's
+#: (consolidated) throughput wherever its GPUs are, which is hetsched's packed placement;
+#: with servers of 4 GPUs hetsched would run an 8-GPU job spread, up to 9x slower.
+CLUSTER = "v100=36x36,p100=36x36,k80=36x36"
+#: Gavel's policy measured beside each hetsched policy.
+PEERS = {"ftf": "finish_time_fairness_perf", "ftf-agnostic": "finish_time_fairness"}
+
+
+def read_jobs(limit: int) -> TraceJobs:
+    """The jobs, cluster and measured throughput hetsched replays."""
+    from hetsched.core.settings import ReplaySettings
+    from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.files.replay_inputs import trace_jobs
+
+    return trace_jobs(TRACE, "gavel", parse_cluster(CLUSTER), throughput_path=THROUGHPUT,
+                      settings=ReplaySettings(limit_jobs=limit))
+
+
+def write_gavel_trace(path: Path, limit: int) -> None:
+    """The jobs hetsched replays as a Gavel 10-field trace (line i is job i)."""
+    read = read_jobs(limit)
+    with path.open("w") as handle:
+        for job in read.jobs:
+            handle.write("\t".join([job.job_type, "true", "", "-n", "0", str(int(job.work)),
+                                    str(job.num_gpus), "1", "-1", repr(job.arrival)]) + "\n")
+    print(f"wrote {path}: {len(read.jobs)} jobs")
+
+
+def figures(read: TraceJobs, finish: dict[str, float]) -> dict[str, float]:
+    """Average JCT, mean and max rho and the share of jobs with rho > 1."""
+    from hetsched.core.fairness import finish_time_fairness
+
+    jobs = read.jobs
+    rho = finish_time_fairness(jobs, finish, read.cluster, read.truth)
+    arrival = {job.id: job.arrival for job in jobs}
+    jct = [finish[j] - arrival[j] for j in finish]
+    values = list(rho.values())
+    return {"completed": len(finish), "avg_jct_s": sum(jct) / len(jct),
+            "mean_rho": sum(values) / len(values), "max_rho": max(values),
+            "rho_above_1": sum(1 for v in values if v > 1) / len(values)}
+
+
+def hetsched_run(read: TraceJobs, policy: str) -> dict[str, object]:
+    """hetsched's replay of the jobs under ``policy`` with no restart penalty, the
+    policy shown the measured throughput (Gavel's simulator gives its policies the
+    table's throughputs, its "oracle")."""
+    from hetsched.core.settings import ReplaySettings
+    from hetsched.replaying import replay
+
+    began, cpu = time.perf_counter(), time.process_time()
+    ran = replay(read.jobs, read.cluster, policy, throughput=read.truth,
+                 settings=ReplaySettings(restart_penalty_s=0.0))
+    finish = {r.job.id: r.finish for r in ran.records.values() if r.finish is not None}
+    timing = ran.timing()
+    return {"side": "hetsched", "policy": policy, **figures(read, finish),
+            "decision_p95_s": timing["decision_time_p95_s"],
+            "wall_s": time.perf_counter() - began, "cpu_s": time.process_time() - cpu}
+
+
+def gavel_run(read: TraceJobs, name: str, path: Path) -> dict[str, object]:
+    """Gavel's simulator's JCTs (``job,arrival,jct``; job i is line i of the trace)."""
+    jobs = read.jobs
+    finish: dict[str, float] = {}
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            job = jobs[int(row["job"])]
+            if abs(float(row["arrival"]) - job.arrival) > 1e-6 * max(1.0, job.arrival):
+                sys.exit(f"{path}: job {row['job']} arrives at {row['arrival']}, hetsched's "
+                         f"at {job.arrival}: not the same trace")
+            if row["jct"] not in ("", "None"):
+                finish[job.id] = job.arrival + float(row["jct"])
+    return {"side": "gavel", "policy": name, **figures(read, finish)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--quick", action="store_true", help="60 jobs, hetsched's side only")
+    parser.add_argument("--write-gavel-trace", type=Path, default=None)
+    parser.add_argument("--gavel", action="append", default=[], metavar="NAME=FILE",
+                        help="Gavel's per-job JCTs for its policy NAME")
+    parser.add_argument("--policies", default="ftf,ftf-agnostic,gavel")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    if not TRACE.is_file():
+        sys.exit(f"{TRACE} is absent: this benchmark needs ../shared/data")
+    if args.quick:
+        args.jobs, args.gavel = 60, []
+    if args.write_gavel_trace is not None:
+        write_gavel_trace(args.write_gavel_trace, args.jobs)
+        return
+    read = read_jobs(args.jobs)
+    rows = [hetsched_run(read, policy) for policy in args.policies.split(",")]
+    for item in args.gavel:
+        name, _, file = item.partition("=")
+        rows.append(gavel_run(read, name, Path(file)))
+    by_policy = {(str(r["side"]), str(r["policy"])): r for r in rows}
+    for ours, theirs in PEERS.items():
+        mine, peer = by_policy.get(("hetsched", ours)), by_policy.get(("gavel", theirs))
+        if mine is not None and peer is not None:
+            for key in ("avg_jct_s", "mean_rho", "max_rho"):
+                mine[f"{key}_vs_gavel"] = float(str(mine[key])) / float(str(peer[key]))
+    for row in rows:
+        print("  ".join(f"{k}={v:.4g}" if isinstance(v, float) and math.isfinite(v)
+                        else f"{k}={v}" for k, v in row.items()))
+    if args.out is not None:
+        columns = sorted({key for row in rows for key in row},
+                         key=lambda k: (k not in ("side", "policy"), k))
+        with args.out.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, columns)
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
