@@ -25,6 +25,7 @@ from hetsched.core.ranges import (
     check_name,
     check_optional,
     check_range,
+    check_unique,
 )
 from hetsched.core.throughput import Placement
 
@@ -146,12 +147,8 @@ class Cluster:
         if not self.nodes:
             raise InputError("the cluster has no nodes", path="nodes", value=[],
                              expected="at least one node")
-        seen: set[str] = set()
-        for index, gpu_type in enumerate(self.gpu_types):
-            if gpu_type.name in seen:
-                raise InputError("duplicate GPU type name", path=f"gpu_types[{index}].name",
-                                 value=gpu_type.name, expected="unique names")
-            seen.add(gpu_type.name)
+        seen = check_unique((t.name for t in self.gpu_types), "gpu_types[{index}].name",
+                            "duplicate GPU type name", "unique names")
         total = sum(node.num_gpus for node in self.nodes)
         if total > MAX_CLUSTER_GPUS:
             raise InputError("too many GPUs in the cluster", path="nodes", value=total,

@@ -7,6 +7,7 @@ throughput, GB for memory, cores for CPUs.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from hetsched.core.errors import InputError
@@ -69,6 +70,19 @@ def check_name(value: Any, field_name: str, what: str) -> None:
     """Raise an InputError unless ``value`` is a non-empty string."""
     if not isinstance(value, str) or not value.strip():
         raise InputError(f"{what} must be a non-empty string", path=field_name, value=value)
+
+
+def check_unique(names: Iterable[str], field_path: str, problem: str, expected: str
+                 ) -> set[str]:
+    """The set of ``names``; an InputError at ``field_path`` (``{index}`` filled in, e.g.
+    ``gpu_types[{index}].name``) for the first name given twice."""
+    seen: set[str] = set()
+    for index, name in enumerate(names):
+        if name in seen:
+            raise InputError(problem, path=field_path.format(index=index), value=name,
+                             expected=expected)
+        seen.add(name)
+    return seen
 
 
 def check_range(value: Any, field_name: str, expected: str, low: float, high: float, *,

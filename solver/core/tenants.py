@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hetsched.core.errors import InputError
-from hetsched.core.ranges import MAX_WEIGHT, MIN_WEIGHT, check_name, check_range
+from hetsched.core.ranges import MAX_WEIGHT, MIN_WEIGHT, check_name, check_range, check_unique
 
 #: The most GPUs a quota or a borrowing limit names (a cluster of a million GPUs).
 MAX_QUOTA_GPUS = 1_000_000
@@ -85,12 +85,8 @@ class TenantTable:
     tenants: tuple[Tenant, ...] = ()
 
     def __post_init__(self) -> None:
-        seen: set[str] = set()
-        for index, tenant in enumerate(self.tenants):
-            if tenant.name in seen:
-                raise InputError("a tenant named twice", path=f"tenants[{index}].name",
-                                 value=tenant.name, expected="each tenant once")
-            seen.add(tenant.name)
+        check_unique((t.name for t in self.tenants), "tenants[{index}].name",
+                     "a tenant named twice", "each tenant once")
         object.__setattr__(self, "tenants", tuple(self.tenants))
 
     def get(self, name: str) -> Tenant:
