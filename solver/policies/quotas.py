@@ -18,8 +18,11 @@ type, a nominal quota (guaranteed) and a borrowing limit. At every decision:
    owed and where some other tenant holds beyond its nominal or was just refused a
    borrowed start, is started on free GPUs if it fits, else on GPUs of the borrowers'
    running jobs there (whole jobs, the latest started first), which are preempted and
-   pay the restart penalty. So a tenant gets its quota back in the decision its jobs
-   arrive at, when the borrowed GPUs can hold them.
+   pay the restart penalty; a job so preempted may start again where its own tenant is
+   owed. If it is owed a type a borrowed start of the policy's just took, the decision is
+   made again with the job preempted from the start (so that start is refused). So a
+   tenant gets its quota back in the decision its jobs arrive at, when the borrowed GPUs
+   can hold them.
 """
 
 from __future__ import annotations
@@ -65,8 +68,13 @@ class _Ledger:
         for run in running:
             self.held[(tenant_of(run.job), run.gpu_type)] += len(run.gpus)
         self.gangs: dict[Key, Counter[int]] = {}
+        self.wait_for(waiting)
+
+    def wait_for(self, waiting: Iterable[Job]) -> None:
+        """The jobs that wait are ``waiting`` (their gangs, by tenant and type)."""
+        self.gangs = {}
         for job in waiting:
-            for gpu_type in types_of(job):
+            for gpu_type in self.types_of(job):
                 self.gangs.setdefault((tenant_of(job), gpu_type), Counter())[job.num_gpus] += 1
 
     def nominal(self, key: Key) -> int:
@@ -179,16 +187,37 @@ class QuotaKeeper(PolicyHooks):
         return dataclasses.replace(state, pending=tuple(shown)) if changed else state
 
     def keep(self, state: ClusterState, decision: Decision) -> Decision:
-        """``decision`` made to keep the quotas (module notes)."""
-        preempt = list(dict.fromkeys(decision.preempt))
+        """``decision`` made to keep the quotas (module notes). A job preempted to give a
+        quota back may leave its own tenant owed a type a borrowed start of the policy's
+        took; the decision is then made again with that job preempted from the start, so
+        that start is refused and the job placed (a few rounds at most: each adds jobs)."""
+        forced: list[str] = []
+        for _ in range(len(state.running) + 1):
+            kept, preempt, reclaimed, borrowed = self._attempt(state, decision, forced)
+            new = [job for job in reclaimed if job not in forced]
+            if not new or not borrowed:
+                break
+            forced += new
+        dropped = len([s for s in decision.start if s not in kept])
+        self.dropped += dropped
+        self.reclaimed += len(reclaimed) + len(forced)
+        if not dropped and len(kept) == len(decision.start) and not reclaimed and not forced:
+            return decision
+        return Decision(tuple(kept), (*dict.fromkeys([*preempt, *reclaimed]),),
+                        decision.fallback, decision.note)
+
+    def _attempt(self, state: ClusterState, decision: Decision, forced: Sequence[str]
+                 ) -> tuple[list[Start], list[str], list[str], bool]:
+        """One pass of :meth:`keep` with the jobs ``forced`` preempted besides the
+        policy's: the starts kept, the preemptions kept, the jobs preempted to give quotas
+        back, and whether a borrowing start was kept."""
+        preempt = list(dict.fromkeys([*decision.preempt, *forced]))
         running = {r.job.id: r for r in state.running if r.job.id not in preempt}
         waiting = {job.id: job for job in state.pending}
         for run in state.running:
             if run.job.id in preempt:
                 waiting.setdefault(run.job.id, run.job)
-        starting = {s.job for s in decision.start}
-        ledger = self._ledger(state, running.values(),
-                              [j for j in waiting.values() if j.id not in starting])
+        ledger = self._ledger(state, running.values(), ())
         # GPUs of jobs the policy preempts while they run within their tenant's quota: no
         # other tenant's job borrows them.
         before: Counter[Key] = Counter()
@@ -197,27 +226,35 @@ class QuotaKeeper(PolicyHooks):
         protected = {g: tenant_of(run.job) for run in state.running if run.job.id in preempt
                      and before[(tenant_of(run.job), run.gpu_type)]
                      <= ledger.nominal((tenant_of(run.job), run.gpu_type)) for g in run.gpus}
+        jobs = {**{r.job.id: r.job for r in state.running}, **waiting}
         kept: list[Start] = []
-        refused: set[str] = set()  # types a start was refused on
-        for start in decision.start:
-            job = waiting.get(start.job) or next(r.job for r in state.running
-                                                 if r.job.id == start.job)
+        borrowing: list[Start] = []
+        for start in decision.start:  # first the starts within their tenants' quotas
+            job = jobs[start.job]
             key = (tenant_of(job), start.gpu_type)
-            displaces = any(protected.get(g, key[0]) != key[0] for g in start.gpus)
-            if not ledger.may_take(job, start.gpu_type) or (
-                    displaces and ledger.held[key] + len(start.gpus) > ledger.nominal(key)):
+            if ledger.held[key] + len(start.gpus) <= ledger.nominal(key):
+                kept.append(start)
+                ledger.take(job, start.gpu_type, len(start.gpus))
+            else:
+                borrowing.append(start)
+        # Then those that borrow, against who is owed once those are placed: every job that
+        # waits and has not started yet (a start of the policy's may have been dropped).
+        placed = {s.job for s in kept}
+        ledger.wait_for([j for j in waiting.values() if j.id not in placed])
+        refused: set[str] = set()  # types a start was refused on
+        for start in borrowing:
+            job = jobs[start.job]
+            key = (tenant_of(job), start.gpu_type)
+            if ledger.may_take(job, start.gpu_type) and \
+                    all(protected.get(g, key[0]) == key[0] for g in start.gpus):
+                kept.append(start)
+                ledger.take(job, start.gpu_type, len(start.gpus))
+            else:
                 refused.add(start.gpu_type)
-                continue
-            kept.append(start)
-            ledger.take(job, start.gpu_type, len(start.gpus))
-        dropped = len(decision.start) - len(kept)
+        borrowed = len(kept) > len(decision.start) - len(borrowing)
         preempt = self._needed(state, ledger, preempt, kept, running, waiting)
         reclaimed = self._reclaim(state, ledger, waiting, kept, preempt, running, refused)
-        self.dropped += dropped
-        self.reclaimed += len(reclaimed)
-        if not dropped and len(kept) == len(decision.start) and not reclaimed:
-            return decision
-        return Decision(tuple(kept), (*preempt, *reclaimed), decision.fallback, decision.note)
+        return kept, preempt, reclaimed, borrowed
 
     def _needed(self, state: ClusterState, ledger: _Ledger, preempt: list[str],
                 kept: Sequence[Start], running: dict[str, RunningJob],
@@ -245,7 +282,8 @@ class QuotaKeeper(PolicyHooks):
                  kept: list[Start], preempt: Sequence[str], running: dict[str, RunningJob],
                  refused: set[str]) -> list[str]:
         """Start owed tenants' waiting jobs where borrowers hold their GPUs (appending to
-        ``kept``); the running jobs preempted for them."""
+        ``kept``); the running jobs preempted for them, which may start again in the same
+        decision where their own tenant is owed (a migration)."""
         contested = {t for t in state.cluster.type_names if ledger.borrowed(t)} | refused
         started = {s.job for s in kept}
         candidates = [job for job in sorted(waiting.values(), key=lambda j: (j.arrival, j.id))
@@ -266,7 +304,7 @@ class QuotaKeeper(PolicyHooks):
         for start in kept:
             pool.take(start.gpus, waiting.get(start.job))
         reclaimed: list[str] = []
-        for job in candidates:
+        for job in candidates:  # (a job preempted below joins the list: it waits now too)
             tenant = tenant_of(job)
             for gpu_type in self._types(state, job):
                 key = (tenant, gpu_type)
@@ -283,6 +321,7 @@ class QuotaKeeper(PolicyHooks):
                         continue
                     run = running[victim]
                     reclaimed.append(victim)
+                    candidates.append(run.job)
                     ledger.take(run.job, run.gpu_type, len(run.gpus), -1)
                     pool.keep(run.gpus)  # no longer a victim: its GPUs are freed, then taken
                     pool.release(run.gpus, run.job)

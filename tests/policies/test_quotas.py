@@ -3,6 +3,8 @@ the borrowing limit, and a quota given back in the decision its owner's jobs arr
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from hetsched.core.records import Job
@@ -67,3 +69,30 @@ def test_a_borrowing_limit_is_never_passed(policy: str) -> None:
     starts = sorted({s.start for r in ran.records.values() for s in r.segments})
     assert max(held(ran, "B", "v100", when) for when in starts) == 2
     assert ran.metrics().completed == 18
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("policy", ["fifo", "sjf", "srtf", "tiresias", "gavel", "ftf"])
+def test_quotas_hold_on_random_workloads(policy: str, seed: int) -> None:
+    # Three tenants with random nominal quotas and borrowing limits on 4 V100s and 4 K80s,
+    # 1-GPU jobs at random times: no tenant ever holds more than nominal plus borrowing
+    # limit of a type, and no GPU is held beyond a quota while a tenant within its own
+    # waits (one-GPU jobs always fit a GPU a borrower gives back).
+    draw = random.Random(seed)
+    cluster = parse_cluster("v100=4,k80=4")
+    nominal = {t: draw.sample([0, 1, 1, 2, 2, 3], 3) for t in ("v100", "k80")}
+    table = TenantTable(tuple(
+        Tenant(name, quotas={t: Quota(max(0, min(nominal[t][i], 4 - sum(nominal[t][:i]))),
+                                      draw.choice([None, 0, 1, 2]))
+                             for t in ("v100", "k80")})
+        for i, name in enumerate("xyz")))
+    jobs = [Job(f"j{i}", float(draw.randint(0, 4000)), "m", 1,
+                float(draw.randint(200, 6000)), tenant=draw.choice("xyz")) for i in range(24)]
+    ran = replay(jobs, cluster, policy, throughput=TABLE, tenants=table)
+    assert ran.metrics().completed == 24
+    assert ran.metrics().quota_violation_gpu_s == 0.0
+    moments = sorted({s.start for r in ran.records.values() for s in r.segments})
+    for tenant in table.tenants:
+        for gpu_type in ("v100", "k80"):
+            most = tenant.quota(gpu_type).most
+            assert all(held(ran, tenant.name, gpu_type, when) <= most for when in moments)
