@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TRACE = ROOT.parent / "shared" / "data" / "gavel" / "traces" / "ee9e8c.trace"
 THROUGHPUT = ROOT.parent / "shared" / "data" / "gavel" / "simulation_throughputs.json"
 CLUSTER = "v100=8,p100=8,k80=8"
+#: The restart penalty of the emulator and of the replays (trace s): the command's default.
+RESTART_PENALTY_S = 30.0
 HETSCHED = [sys.executable, "-m", "hetsched"]
 
 
@@ -122,11 +124,13 @@ def wait_idle(cluster_dir: Path, timeout_s: float) -> None:
     raise SystemExit(f"jobs still in Slurm after {timeout_s:.0f} s")
 
 
-def replay(trace: Path, policy: str, jobs: int, out: Path) -> dict[str, float]:
+def replay(trace: Path, policy: str, jobs: int, out: Path,
+           restart_penalty_s: float = RESTART_PENALTY_S) -> dict[str, float]:
     """`hetsched replay` of the same jobs on the same cluster: job id -> JCT."""
     subprocess.run([*HETSCHED, "replay", str(trace), "--format", "gavel", "--cluster", CLUSTER,
                     "--limit-jobs", str(jobs), "--policy", policy, "--throughput",
-                    str(THROUGHPUT), "--out", str(out)], check=True,
+                    str(THROUGHPUT), "--restart-penalty", repr(restart_penalty_s),
+                    "--out", str(out)], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return jcts(out)
 

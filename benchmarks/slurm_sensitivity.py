@@ -5,9 +5,10 @@ fidelity rather than the chaos of an overloaded queue.
 On Slurm every job starts a fraction of a second of wall time late (the agent's poll,
 slurmctld's pass, the hand-over), which is that many seconds times the speedup X of trace
 time. This replays, with no Slurm at all, each policy on each band of job lengths
-(slurm_fidelity.band_trace) twice: as is, and with every arrival delayed by a uniform
-draw in [0, LATENCY x X] trace seconds (``--seeds`` draws). Where the average JCT of
-the delayed replays moves by several per cent, a comparison of Slurm against a replay
+(slurm_fidelity.band_trace): as is, with every arrival delayed by a uniform draw in
+[0, LATENCY x X] trace seconds (``--seeds`` draws), and once with the restart penalty
+raised by what a restart costs on Slurm (``--restart-wall`` wall seconds times X). Where
+the average JCT of these replays moves by several per cent, a comparison of Slurm against a replay
 cannot be within a few per cent however exact the agent is. X for each band is the one
 that makes the replay's makespan ``--wall`` seconds of wall time (the benchmark's runs
 must end within 15 minutes).
@@ -30,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from slurm_fidelity import TRACE, band_trace, replay
+from slurm_fidelity import RESTART_PENALTY_S, TRACE, band_trace, replay
 
 BANDS = ("12:36", "3:9", "2:6", "1:4")
 
@@ -64,6 +65,11 @@ def main() -> None:
     parser.add_argument("--wall", type=float, default=870.0,
                         help="wall seconds the longest replay's makespan is compressed to")
     parser.add_argument("--seeds", type=int, default=6)
+    parser.add_argument("--restart-wall", type=float, default=1.3,
+                        help="wall seconds a restart on Slurm costs besides the emulator's "
+                        "restart penalty (requeue to RUNNING of a job the policy moves at "
+                        "once: mean 1.29 s at 12:36 h, X = 7,000): each band is also "
+                        "replayed with the restart penalty plus that times X")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if not TRACE.is_file():
@@ -92,16 +98,29 @@ def main() -> None:
                                          folder / f"{low}-{policy}-{seed}"))
                     moved.append(100.0 * (jct / base[policy] - 1.0))
                     rows.append({"band_h": band, "speedup": round(speedup), "policy": policy,
-                                 "seed": seed, "latency_wall_s": args.latency,
+                                 "case": "arrivals", "seed": seed,
+                                 "latency_wall_s": args.latency,
+                                 "restart_penalty_s": RESTART_PENALTY_S,
                                  "avg_jct_s": round(base[policy], 1),
                                  "delayed_avg_jct_s": round(jct, 1),
                                  "change_pct": round(moved[-1], 2),
                                  "avg_jct_wall_s": round(base[policy] / speedup, 1)})
+                penalty = RESTART_PENALTY_S + args.restart_wall * speedup
+                slow = average(replay(trace, policy, args.jobs, folder / f"{low}-{policy}-r",
+                                      restart_penalty_s=penalty))
+                rows.append({"band_h": band, "speedup": round(speedup), "policy": policy,
+                             "case": "restarts", "seed": "", "latency_wall_s": 0.0,
+                             "restart_penalty_s": round(penalty, 1),
+                             "avg_jct_s": round(base[policy], 1),
+                             "delayed_avg_jct_s": round(slow, 1),
+                             "change_pct": round(100.0 * (slow / base[policy] - 1.0), 2),
+                             "avg_jct_wall_s": round(base[policy] / speedup, 1)})
                 spread = max(abs(m) for m in moved)
                 print(f"band {band:>5} h  X {speedup:6.0f}  {policy:9} avg JCT "
                       f"{base[policy]:11,.0f} s ({base[policy] / speedup:5.1f} wall s)  "
                       f"delayed: mean {statistics.fmean(moved):+5.1f} %, "
-                      f"largest {spread:4.1f} %  [{', '.join(f'{m:+.1f}' for m in moved)}]",
+                      f"largest {spread:4.1f} %  [{', '.join(f'{m:+.1f}' for m in moved)}]; "
+                      f"restarts at {penalty:,.0f} s: {rows[-1]['change_pct']:+.1f} %",
                       flush=True)
     if args.out is not None:
         with args.out.open("w", newline="") as handle:
