@@ -40,8 +40,11 @@ THROUGHPUT = ROOT.parent / "shared" / "data" / "gavel" / "simulation_throughputs
 #: (consolidated) throughput wherever its GPUs are, which is hetsched's packed placement;
 #: with servers of 4 GPUs hetsched would run an 8-GPU job spread, up to 9x slower.
 CLUSTER = "v100=36x36,p100=36x36,k80=36x36"
-#: Gavel's policy measured beside each hetsched policy.
-PEERS = {"ftf": "finish_time_fairness_perf", "ftf-agnostic": "finish_time_fairness"}
+#: Gavel's policy measured beside each hetsched policy (``:rounds``: realised as Gavel's
+#: own rounds are, not work conserving: hetsched's ``work_conserving=False``).
+PEERS = {"ftf": "finish_time_fairness_perf", "ftf:rounds": "finish_time_fairness_perf",
+         "ftf-agnostic": "finish_time_fairness",
+         "ftf-agnostic:rounds": "finish_time_fairness"}
 
 
 def read_jobs(limit: int) -> TraceJobs:
@@ -83,10 +86,13 @@ def hetsched_run(read: TraceJobs, policy: str) -> dict[str, object]:
     policy shown the measured throughput (Gavel's simulator gives its policies the
     table's throughputs, its "oracle")."""
     from hetsched.core.settings import ReplaySettings
+    from hetsched.registry import rolling
     from hetsched.replaying import replay
 
+    name, _, rounds = policy.partition(":")
+    made = rolling(name, **({"work_conserving": False} if rounds else {}))
     began, cpu = time.perf_counter(), time.process_time()
-    ran = replay(read.jobs, read.cluster, policy, throughput=read.truth,
+    ran = replay(read.jobs, read.cluster, made, throughput=read.truth,
                  settings=ReplaySettings(restart_penalty_s=0.0))
     finish = {r.job.id: r.finish for r in ran.records.values() if r.finish is not None}
     timing = ran.timing()
@@ -117,7 +123,10 @@ def main() -> None:
     parser.add_argument("--write-gavel-trace", type=Path, default=None)
     parser.add_argument("--gavel", action="append", default=[], metavar="NAME=FILE",
                         help="Gavel's per-job JCTs for its policy NAME")
-    parser.add_argument("--policies", default="ftf,ftf-agnostic,gavel")
+    parser.add_argument("--policies", default="ftf,ftf:rounds,ftf-agnostic,"
+                        "ftf-agnostic:rounds,gavel",
+                        help="NAME or NAME:rounds (realised as Gavel's rounds: only they "
+                        "start jobs)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if not TRACE.is_file():

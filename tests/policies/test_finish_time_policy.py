@@ -55,3 +55,18 @@ def test_the_agnostic_variant_is_registered() -> None:
     assert isinstance(policy, HeterogeneityAgnostic)
     assert isinstance(policy.policy, FinishTimeFairness)
     assert policy.policy.name == "ftf"
+
+
+@pytest.mark.parametrize("name", ["gavel", "ftf"])
+def test_gavels_own_rounds_start_jobs_only_at_boundaries(name: str) -> None:
+    # One GPU at 1 step/s, rounds of 100 s: a (50 steps) ends at 50; b arrives at 10 (c at
+    # 5,000, so the cluster idle at 50 is no stall). Work conserving (the default), b
+    # takes the GPU a frees at 50; as Gavel's own scheduler (work_conserving=False), only
+    # the round at 100 starts it.
+    jobs = [Job("a", 0.0, "cnn", 1, 50.0), Job("b", 10.0, "cnn", 1, 1000.0),
+            Job("c", 5000.0, "cnn", 1, 10.0)]
+    for conserving, start in ((True, 50.0), (False, 100.0)):
+        policy = rolling(name, round_s=100.0, work_conserving=conserving)
+        ran = Simulator(CLUSTER, jobs, policy, truth=TABLE).run()
+        assert ran.records["b"].first_start == pytest.approx(start)
+        assert ran.records["b"].finish == pytest.approx(start + 1000.0)

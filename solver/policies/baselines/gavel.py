@@ -55,7 +55,9 @@ class Gavel(PolicyHooks):
     as their allocation says, and migrate: a job alone after the others left gets its
     best type at the next round. A preempted job whose GPUs end up unused keeps running.
     GPUs left over, and GPUs freed between boundaries, go to waiting jobs by priority
-    (Gavel's rounds are not work conserving; ours are, without preempting anybody).
+    (Gavel's rounds are not work conserving; ours are, without preempting anybody; with
+    ``work_conserving=False`` only the rounds start jobs and a job not chosen stops, as
+    in Gavel's own scheduler).
 
     Only a feasible LP answer is used. If the LP gives none (no solution in its time
     limit, or one that over-fills a GPU type), every job gets an equal time share of each
@@ -72,7 +74,7 @@ class Gavel(PolicyHooks):
                  backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
                  deterministic: bool = True,
                  starvation_rounds: float = 20.0, partitions: int = 1,
-                 executor: Executor | None = None) -> None:
+                 executor: Executor | None = None, work_conserving: bool = True) -> None:
         from hetsched.formulations.gavel import AllocationSolver, Objective, PartitionedSolver
 
         if not round_s > 0 or not starvation_rounds > 0:
@@ -102,6 +104,10 @@ class Gavel(PolicyHooks):
         #: the time limit counts deterministic work (an LP then runs to its optimum)
         self.deterministic = deterministic
         self.starvation_rounds = starvation_rounds
+        #: GPUs a round leaves over, and GPUs freed between rounds, go to waiting jobs
+        #: (off: only the rounds start jobs, and a job not chosen stops, as in Gavel's
+        #: own scheduler)
+        self.work_conserving = work_conserving
         self.speeds = SpeedBook()
         self.allocation: dict[str, dict[str, float]] = {}
         self.solves = 0
@@ -142,7 +148,7 @@ class Gavel(PolicyHooks):
         # Rounds go on while anything runs (the simulator calls at every boundary): a
         # round can move running jobs between types even when nobody waits.
         boundary = self.clock.boundary(now)
-        if not boundary and not state.pending:
+        if not boundary and (not state.pending or not self.work_conserving):
             return Decision()
         if boundary and not state.pending and len(state.cluster.type_names) == 1:
             return Decision()  # one type, nobody waiting: every running job keeps its GPUs
@@ -162,6 +168,17 @@ class Gavel(PolicyHooks):
             note, self._pop_note = self._pop_note, ""
             return Decision(decision.start, decision.preempt, False, note)
         return decision
+
+    def on_stall(self, state: ClusterState) -> Decision:
+        """Jobs wait on an idle cluster and none will arrive: a round now (not work
+        conserving, the next boundary would come with nothing changed), else FIFO."""
+        if self.work_conserving:
+            return super().on_stall(state)
+        jobs = [*state.pending, *(r.job for r in state.running)]
+        if frozenset(job.id for job in jobs) != self._solved_for:
+            self._solve(state, jobs)
+            self._solved_for = frozenset(job.id for job in jobs)
+        return self._round(state, jobs)
 
     def figures(self) -> dict[str, object]:
         """With POP partitions: their number, and the objective each solve reached over
@@ -337,13 +354,15 @@ class Gavel(PolicyHooks):
             if start is not None:
                 starts.append(start)
         restarted = {s.job for s in starts}
-        kept = [j for j in preempt
-                if j not in restarted and pool.can_hold(running[j].gpus, running[j].job)]
+        kept = [j for j in preempt if self.work_conserving and j not in restarted
+                and pool.can_hold(running[j].gpus, running[j].job)]
         for job_id in kept:  # nobody needed its GPUs: it keeps running
             pool.take(running[job_id].gpus, running[job_id].job)
         preempted = tuple(j for j in preempt if j not in kept)
         waiting = [row for row, job in enumerate(jobs[:len(state.pending)])
                    if job.id not in restarted and job.id not in preempted]
+        if not self.work_conserving:
+            return Decision(tuple(starts), preempted)
         filled = self._fill(state, [jobs[row] for row in waiting], pairs.rows(waiting), pool)
         return Decision((*starts, *filled.start), preempted)
 
