@@ -116,6 +116,67 @@ def gavel_run(read: TraceJobs, name: str, path: Path) -> dict[str, object]:
     return {"side": "gavel", "policy": name, **figures(read, finish)}
 
 
+def decision_times(active: int, repeats: int) -> list[dict[str, object]]:
+    """Wall seconds of one decision with ``active`` jobs waiting at once (the first jobs
+    of Philly's trace, all arrived, on 32 + 32 + 32 GPUs with half of them busy): ``ftf``'s
+    (a first solve, then solves after one arrival) and the quota keeper's around
+    ``fifo`` (instances/philly_tenants.json), median and p95 over ``repeats`` calls."""
+    import dataclasses
+    import statistics
+
+    from hetsched.core.settings import ReplaySettings
+    from hetsched.core.throughput import Placement
+    from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.files.replay_inputs import trace_jobs
+    from hetsched.files.tenants import read_tenants
+    from hetsched.policies.quotas import QuotaKeeper
+    from hetsched.policies.rolling import ClusterState, RunningJob
+    from hetsched.registry import rolling
+
+    philly = ROOT.parent / "shared" / "data" / "philly" / "philly.csv"
+    read = trace_jobs(philly, "philly", parse_cluster("v100=32,p100=32,k80=32"),
+                      throughput_path=THROUGHPUT, settings=ReplaySettings(limit_jobs=active))
+    jobs = [dataclasses.replace(job, arrival=0.0) for job in read.jobs]
+    cluster = read.cluster
+    # The first jobs that fit run on half of each type's GPUs; the rest wait.
+    running: list[RunningJob] = []
+    left = {t: cluster.num_gpus(t) // 2 for t in cluster.type_names}
+    gpus = {t: [g.id for g in cluster.gpus if g.gpu_type == t] for t in cluster.type_names}
+    for job in jobs:
+        for gpu_type in cluster.type_names:
+            if job.num_gpus <= left[gpu_type] and read.truth.throughput(
+                    job.job_type, gpu_type, job.num_gpus, Placement.PACKED) > 0:
+                taken = gpus[gpu_type][:job.num_gpus]
+                gpus[gpu_type] = gpus[gpu_type][job.num_gpus:]
+                left[gpu_type] -= job.num_gpus
+                running.append(RunningJob(job, gpu_type, tuple(taken), 0.0, job.work))
+                break
+    busy = {g for r in running for g in r.gpus}
+    pending = tuple(j for j in jobs if j.id not in {r.job.id for r in running})
+    state = ClusterState(3600.0, cluster, read.truth, pending, {j.id: j.work for j in pending},
+                         tuple(running), frozenset(g.id for g in cluster.gpus) - busy)
+    rows: list[dict[str, object]] = []
+    tenants = read_tenants(ROOT / "instances" / "philly_tenants.json")
+    for label, make in (("ftf", lambda: rolling("ftf")),
+                        ("quotas around fifo", lambda: QuotaKeeper(rolling("fifo"), tenants))):
+        times = []
+        for index in range(repeats):
+            policy = make()
+            if label == "ftf" and index % 2:  # a solve a round after the one before, with
+                # one job more (warm-started)
+                policy.decide(dataclasses.replace(state, now=state.now - 360.0,
+                                                  pending=pending[1:]))
+            began = time.perf_counter()
+            policy.decide(state)
+            times.append(time.perf_counter() - began)
+        times.sort()
+        rows.append({"side": "hetsched", "policy": f"decision time: {label}",
+                     "active_jobs": len(pending) + len(running),
+                     "decision_p50_s": statistics.median(times),
+                     "decision_p95_s": times[min(len(times) - 1, int(0.95 * len(times)))]})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=300)
@@ -127,6 +188,10 @@ def main() -> None:
                         "ftf-agnostic:rounds,gavel",
                         help="NAME or NAME:rounds (realised as Gavel's rounds: only they "
                         "start jobs)")
+    parser.add_argument("--decision-times", type=int, default=0, metavar="N",
+                        help="also time one decision of ftf and of the quota keeper with N "
+                        "active jobs (2,000 in the issue)")
+    parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if not TRACE.is_file():
@@ -137,7 +202,9 @@ def main() -> None:
         write_gavel_trace(args.write_gavel_trace, args.jobs)
         return
     read = read_jobs(args.jobs)
-    rows = [hetsched_run(read, policy) for policy in args.policies.split(",")]
+    rows = [hetsched_run(read, policy) for policy in args.policies.split(",") if policy]
+    if args.decision_times:
+        rows += decision_times(args.decision_times, args.repeats)
     for item in args.gavel:
         name, _, file = item.partition("=")
         rows.append(gavel_run(read, name, Path(file)))
