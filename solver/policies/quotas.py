@@ -73,7 +73,9 @@ class _Ledger:
     def wait_for(self, waiting: Iterable[Job]) -> None:
         """The jobs that wait are ``waiting`` (their gangs, by tenant and type)."""
         self.gangs = {}
+        self.waiting: set[str] = set()
         for job in waiting:
+            self.waiting.add(job.id)
             for gpu_type in self.types_of(job):
                 self.gangs.setdefault((tenant_of(job), gpu_type), Counter())[job.num_gpus] += 1
 
@@ -110,11 +112,13 @@ class _Ledger:
             and self.borrowed(t) for t in self.types_of(job))
 
     def take(self, job: Job, gpu_type: str, gpus: int, sign: int = 1) -> None:
-        """``job`` starts (or, ``sign`` -1, stops) on ``gpus`` GPUs of ``gpu_type``."""
+        """``job`` starts (or, ``sign`` -1, stops) on ``gpus`` GPUs of ``gpu_type``; a job
+        that waited waits no more, on any type."""
         self.held[(tenant_of(job), gpu_type)] += sign * gpus
-        counter = self.gangs.get((tenant_of(job), gpu_type))
-        if sign > 0 and counter is not None and counter[job.num_gpus] > 0:
-            counter[job.num_gpus] -= 1
+        if sign > 0 and job.id in self.waiting:
+            self.waiting.discard(job.id)
+            for kind in self.types_of(job):
+                self.gangs[(tenant_of(job), kind)][job.num_gpus] -= 1
 
 
 class QuotaKeeper(PolicyHooks):
