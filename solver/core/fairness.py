@@ -242,30 +242,34 @@ class FairnessFigures:
 
 def fairness_figures(jobs: Iterable[Job], finish: Mapping[str, float],
                      segments: Sequence[Assignment], cluster: Cluster, model: ThroughputModel,
-                     tenants: TenantTable | None = None) -> FairnessFigures:
+                     tenants: TenantTable | None = None,
+                     rho: Mapping[str, float] | None = None) -> FairnessFigures:
     """The :class:`FairnessFigures` of a schedule: ``finish`` (job id -> s) of the finished
     jobs, ``segments`` what ran (finished or not); tenants' weights and quotas from
     ``tenants`` (none: weight 1, no quota). Every tenant with a job counts in Jain's
-    index, with the GPU time it got (0 if none)."""
+    index, with the GPU time it got (0 if none). ``rho``: the jobs' finish-time fairness
+    if already computed (:func:`finish_time_fairness`)."""
     listed = list(jobs)
     table = tenants or TenantTable()
-    rho = list(finish_time_fairness(listed, finish, cluster, model).values())
+    ratios = list((rho if rho is not None else
+                   finish_time_fairness(listed, finish, cluster, model)).values())
     used: dict[str, float] = {tenant_of(job): 0.0 for job in listed}
     owner = {job.id: tenant_of(job) for job in listed}
     for segment in segments:
         if segment.job in owner:
             used[owner[segment.job]] += len(segment.gpus) * (segment.finish - segment.start)
     jain = jain_index([seconds / table.get(tenant).weight for tenant, seconds in used.items()])
-    shapes: dict[tuple[object, ...], list[str]] = {}
-    runs_on: dict[str, list[str]] = {}
-    for job in listed:
-        key = (job.job_type, job.num_gpus, job.allowed_gpu_types, job.allowed_nodes)
-        if key not in shapes:
-            shapes[key] = list(type_speeds(job, cluster, model))
-        runs_on[job.id] = shapes[key]
-    violations = quota_violations(listed, segments, finish, runs_on, table) \
-        if table.tenants else 0.0
-    if not rho:
+    violations = 0.0
+    if table.has_quotas():
+        shapes: dict[tuple[object, ...], list[str]] = {}
+        runs_on: dict[str, list[str]] = {}
+        for job in listed:
+            key = (job.job_type, job.num_gpus, job.allowed_gpu_types, job.allowed_nodes)
+            if key not in shapes:
+                shapes[key] = list(type_speeds(job, cluster, model))
+            runs_on[job.id] = shapes[key]
+        violations = quota_violations(listed, segments, finish, runs_on, table)
+    if not ratios:
         return FairnessFigures(math.nan, math.nan, math.nan, jain, violations)
-    return FairnessFigures(max(rho), sum(rho) / len(rho),
-                           sum(1 for r in rho if r > 1.0) / len(rho), jain, violations)
+    return FairnessFigures(max(ratios), sum(ratios) / len(ratios),
+                           sum(1 for r in ratios if r > 1.0) / len(ratios), jain, violations)

@@ -112,6 +112,7 @@ class Replay:
     truth: ThroughputModel | None = None
     #: the tenants' weights and quotas, for the fairness figures (none: weight 1, no quota)
     tenants: TenantTable | None = None
+    _rho: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
 
     def summary(self) -> dict[str, object]:
         """The replay's metrics (seconds unless stated) as summary.json holds them: a
@@ -133,7 +134,7 @@ class Replay:
         fair = FairnessFigures(math.nan, math.nan, math.nan, math.nan, math.nan) \
             if self.truth is None else fairness_figures(
                 jobs, finish, [s for r in self.records.values() for s in r.segments],
-                self.cluster, self.truth, self.tenants)
+                self.cluster, self.truth, self.tenants, self.rho())
 
         return ReplaySummary(
             jobs=len(self.records),
@@ -195,12 +196,15 @@ class Replay:
 
     def rho(self) -> dict[str, float]:
         """Each finished job's finish-time fairness (hetsched.core.fairness); none without
-        the throughput the jobs ran at."""
+        the throughput the jobs ran at. Computed once (the summary and jobs.csv read it)."""
         if self.truth is None:
             return {}
-        finish = {r.job.id: r.finish for r in self.records.values() if r.finish is not None}
-        return finish_time_fairness([r.job for r in self.records.values()], finish,
-                                    self.cluster, self.truth)
+        if self._rho is None:
+            finish = {r.job.id: r.finish for r in self.records.values()
+                      if r.finish is not None}
+            self._rho = finish_time_fairness([r.job for r in self.records.values()], finish,
+                                             self.cluster, self.truth)
+        return self._rho
 
     def jobs_frame(self) -> Any:
         """jobs.csv as a pandas DataFrame: times as floats (NaN where unknown: not started,
