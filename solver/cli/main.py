@@ -234,7 +234,8 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
 @replay_settings_options
 @click.option("--tenants", "tenants_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Tenants' weights and quotas per GPU type (JSON; "
-              "docs/fairness.md), for the fairness figures.")
+              "docs/fairness.md): the policy keeps the quotas, the fairness figures count "
+              "per tenant.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: str,
                    seed: int, load: float, partitions: int, engine: str, address: str | None,
