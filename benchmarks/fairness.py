@@ -129,7 +129,7 @@ def decision_times(active: int, repeats: int) -> list[dict[str, object]]:
     from hetsched.files.cluster_spec import parse_cluster
     from hetsched.files.replay_inputs import trace_jobs
     from hetsched.files.tenants import read_tenants
-    from hetsched.policies.quotas import QuotaKeeper
+    from hetsched.policies.quotas import TenantKeeper
     from hetsched.policies.rolling import ClusterState, RunningJob
     from hetsched.registry import rolling
 
@@ -158,7 +158,7 @@ def decision_times(active: int, repeats: int) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     tenants = read_tenants(ROOT / "instances" / "philly_tenants.json")
     for label, make in (("ftf", lambda: rolling("ftf")),
-                        ("quotas around fifo", lambda: QuotaKeeper(rolling("fifo"), tenants))):
+                        ("quotas around fifo", lambda: TenantKeeper(rolling("fifo"), tenants))):
         times = []
         for index in range(repeats):
             policy = make()

@@ -23,7 +23,7 @@ from hetsched.core.tenants import TenantTable
 from hetsched.core.throughput import ThroughputModel
 from hetsched.files.replay_inputs import ReplayInputs, read_jobs, replay_inputs, scale_arrivals
 from hetsched.policies.backends import check_installed
-from hetsched.policies.quotas import with_quotas
+from hetsched.policies.quotas import with_tenants
 from hetsched.policies.rolling import RollingPolicy
 from hetsched.simulate.record import Replay
 
@@ -80,7 +80,7 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
            throughput: ThroughputModel, model: ThroughputModel | None = None,
            settings: ReplaySettings | None = None, progress: bool = False,
            colocation: CoLocationModel | None = None,
-           tenants: TenantTable | None = None, keep_quotas: bool = True) -> Replay:
+           tenants: TenantTable | None = None, keep_tenants: bool = True) -> Replay:
     """Replay ``jobs`` on ``cluster`` under ``policy`` (a registered name or a rolling
     policy object), in memory, the same way ``hetsched replay`` does.
 
@@ -91,7 +91,7 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
     fields do not apply to jobs given as objects. ``progress`` shows a bar (jobs done,
     ETA) on a terminal or in Jupyter (:mod:`hetsched.core.bars`); ``colocation`` how fast
     jobs sharing a GPU run (hetsched.core.sharing; default factors); ``tenants`` the
-    tenants' weights and quotas, for the fairness figures and, with ``keep_quotas``, kept
+    tenants' weights and quotas, for the fairness figures and, with ``keep_tenants``, kept
     by the policy (:mod:`hetsched.policies.quotas`; docs/fairness.md). What ran
     (:meth:`~hetsched.simulate.record.Replay.schedule`) is verified by
     :func:`hetsched.core.check.check` against ``throughput``;
@@ -100,7 +100,7 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
 
     settings = settings or ReplaySettings()
     made = policy if not isinstance(policy, str) else rolling_policy(policy, settings)
-    made = with_quotas(made, tenants if keep_quotas else None)
+    made = with_tenants(made, tenants if keep_tenants else None)
     for index, job in enumerate(jobs):
         if not configurations(cluster, throughput, job):
             raise InputError("job cannot run on this cluster", path=f"jobs[{index}]",
@@ -299,7 +299,7 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                            settings=settings, tenants_path=tenants_path)
     trace = read_jobs(inputs, settings)
     progress = ReplayBar(len(trace.jobs)) if show_progress else None
-    return replay_rendered(inputs, trace, with_quotas(policy, inputs.tenants),
+    return replay_rendered(inputs, trace, with_tenants(policy, inputs.tenants),
                            policy_name=policy_name, settings=settings,
                         progress=progress, out=out, files=files).summary
 

@@ -35,6 +35,7 @@ from functools import partial
 
 from hetsched.allocation.layout import SpeedView, Start
 from hetsched.core.fairness import tenant_of
+from hetsched.core.ranges import MAX_WEIGHT, MIN_WEIGHT
 from hetsched.core.records import Job
 from hetsched.core.tenants import TenantTable
 from hetsched.policies.rolling import (
@@ -49,11 +50,12 @@ from hetsched.policies.rolling import quiet_until as policy_quiet_until
 Key = tuple[str, str]  # (tenant, GPU type)
 
 
-def with_quotas(policy: RollingPolicy, tenants: TenantTable | None) -> RollingPolicy:
-    """``policy`` kept within the quotas of ``tenants`` (:class:`QuotaKeeper`), or as it is
-    when no tenant has a quota."""
-    return QuotaKeeper(policy, tenants) if tenants is not None and tenants.has_quotas() \
-        else policy
+def with_tenants(policy: RollingPolicy, tenants: TenantTable | None) -> RollingPolicy:
+    """``policy`` within the quotas and weights of ``tenants`` (:class:`TenantKeeper`), or
+    as it is when no tenant has a quota or a weight other than 1."""
+    if tenants is None or not (tenants.has_quotas() or set(tenants.weights().values()) - {1.0}):
+        return policy
+    return TenantKeeper(policy, tenants)
 
 
 class _Ledger:
@@ -121,11 +123,17 @@ class _Ledger:
                 self.gangs[(tenant_of(job), kind)][job.num_gpus] -= 1
 
 
-class QuotaKeeper(PolicyHooks):
+class TenantKeeper(PolicyHooks):
     """``policy`` within the quotas of ``tenants`` (module notes): it is shown each waiting
     job with only the GPU types its tenant may take now (a job with none is not shown),
     its starts are checked again together, and owed tenants' jobs are then started where
-    borrowers hold their GPUs."""
+    borrowers hold their GPUs.
+
+    **Weights.** Every job (waiting or running) is shown with its weight times its
+    tenant's weight over the sum of the weights of its tenant's active jobs, so a tenant's
+    jobs share its weight: a policy that weighs jobs (``gavel``'s max-min, whose shares
+    are proportional to the weights; ``progress``) weighs tenants by the table, and
+    within a tenant its jobs as before."""
 
     def __init__(self, policy: RollingPolicy, tenants: TenantTable) -> None:
         self.policy = policy
@@ -175,20 +183,48 @@ class QuotaKeeper(PolicyHooks):
 
     def limited(self, state: ClusterState) -> ClusterState:
         """``state`` with each waiting job allowed only the GPU types its tenant may take
-        now (:meth:`_Ledger.may_take`); jobs with none left out."""
+        now (:meth:`_Ledger.may_take`), jobs with none left out, and every job weighted
+        by its tenant (see the class)."""
         ledger = self._ledger(state, state.running, state.pending)
+        weigh = self._weigher(state)
         shown: list[Job] = []
         changed = False
         for job in state.pending:
             types = self._types(state, job)
             allowed = [t for t in types if ledger.may_take(job, t)]
-            if len(allowed) == len(types):
-                shown.append(job)
-            else:
+            if not allowed:
                 changed = True
-                if allowed:
-                    shown.append(dataclasses.replace(job, allowed_gpu_types=tuple(allowed)))
-        return dataclasses.replace(state, pending=tuple(shown)) if changed else state
+                continue
+            fields: dict[str, object] = {} if len(allowed) == len(types) else \
+                {"allowed_gpu_types": tuple(allowed)}
+            if weigh is not None:
+                fields["weight"] = weigh(job)
+            if fields:
+                changed = True
+                job = dataclasses.replace(job, **fields)  # type: ignore[arg-type]
+            shown.append(job)
+        running = state.running if weigh is None else tuple(
+            dataclasses.replace(r, job=dataclasses.replace(r.job, weight=weigh(r.job)))
+            for r in state.running)
+        if not changed and running is state.running:
+            return state
+        return dataclasses.replace(state, pending=tuple(shown), running=running)
+
+    def _weigher(self, state: ClusterState) -> Callable[[Job], float] | None:
+        """Each job's weight within its tenant's (see the class); ``None`` when every
+        tenant weighs 1 (the jobs' own weights then stand)."""
+        weights = self.tenants.weights()
+        if not set(weights.values()) - {1.0}:
+            return None
+        active = [*state.pending, *(r.job for r in state.running)]
+        total: dict[str, float] = {}
+        for job in active:
+            total[tenant_of(job)] = total.get(tenant_of(job), 0.0) + job.weight
+        # Scaled so the jobs' weights average 1 (the records' range holds them).
+        scale = len(active) / sum(weights.get(tenant, 1.0) for tenant in total) if total \
+            else 1.0
+        return lambda job: min(MAX_WEIGHT, max(MIN_WEIGHT, scale * job.weight * weights.get(
+            tenant_of(job), 1.0) / total[tenant_of(job)]))
 
     def keep(self, state: ClusterState, decision: Decision) -> Decision:
         """``decision`` made to keep the quotas (module notes). A job preempted to give a

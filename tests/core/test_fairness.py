@@ -186,7 +186,7 @@ def test_a_replay_counts_violations_with_the_tenant_table() -> None:
     cluster = parse_cluster("v100=4")
     jobs = [job("b1", 0.0, tenant="b"), job("b2", 0.0, tenant="b"),
             job("a1", 10.0, tenant="a")]
-    loose = replay(jobs, cluster, "fifo", throughput=TABLE, tenants=QUOTAS, keep_quotas=False)
+    loose = replay(jobs, cluster, "fifo", throughput=TABLE, tenants=QUOTAS, keep_tenants=False)
     assert loose.metrics().quota_violation_gpu_s == pytest.approx(100.0)
     assert replay(jobs, cluster, "fifo", throughput=TABLE).metrics().quota_violation_gpu_s \
         == 0.0  # no table, no quotas

@@ -11,7 +11,9 @@ from hetsched.core.records import Job
 from hetsched.core.tenants import Quota, Tenant, TenantTable
 from hetsched.core.throughput import Placement, ThroughputTable
 from hetsched.files.cluster_spec import parse_cluster
-from hetsched.registry import ENTRIES
+from hetsched.policies.quotas import TenantKeeper
+from hetsched.policies.rolling import ClusterState
+from hetsched.registry import ENTRIES, rolling
 from hetsched.replaying import replay
 from hetsched.simulate.record import Replay
 
@@ -55,7 +57,7 @@ def test_without_the_quotas_kept_fifo_breaks_them() -> None:
     # fifo alone: at 1,000 a0-a3 take the 4 idle K80s, a4 and a5 wait for B's V100 jobs
     # to end at 1,800 while B holds all 8 V100s beyond its quota of none: 2 GPUs owed to A
     # for 800 s.
-    loose = replay(jobs(), CLUSTER, "fifo", throughput=TABLE, tenants=TWO, keep_quotas=False)
+    loose = replay(jobs(), CLUSTER, "fifo", throughput=TABLE, tenants=TWO, keep_tenants=False)
     assert [loose.records[f"a{i}"].first_start for i in range(6)] == [1000.0] * 4 + [1800.0] * 2
     assert loose.metrics().quota_violation_gpu_s == pytest.approx(1600.0)
 
@@ -96,3 +98,27 @@ def test_quotas_hold_on_random_workloads(policy: str, seed: int) -> None:
         for gpu_type in ("v100", "k80"):
             most = tenant.quota(gpu_type).most
             assert all(held(ran, tenant.name, gpu_type, when) <= most for when in moments)
+
+
+def test_weighted_tenants_share_gavels_allocation_by_weight() -> None:
+    # 8 V100s, tenants A (weight 3) and B (weight 1) with 12 one-GPU jobs each, all waiting
+    # from 0. Each job is shown its tenant's weight over its tenant's 12 jobs (scaled so
+    # the weights average 1: 1.5 and 0.5); max-min gives a job time in proportion to its
+    # weight: each A job half a GPU, each B job a sixth, A 6 GPUs, B 2.
+    cluster = parse_cluster("v100=8")
+    table = TenantTable((Tenant("A", 3.0), Tenant("B", 1.0)))
+    work = [*(Job(f"a{i}", 0.0, "m", 1, 7200.0, tenant="A") for i in range(12)),
+            *(Job(f"b{i}", 0.0, "m", 1, 7200.0, tenant="B") for i in range(12))]
+    assert replay(work, cluster, "gavel", throughput=TABLE, tenants=table).metrics() \
+        .completed == 24
+    policy = TenantKeeper(rolling("gavel"), table)
+    state = ClusterState(0.0, cluster, TABLE, tuple(work), {j.id: j.work for j in work}, (),
+                         frozenset(g.id for g in cluster.gpus))
+    policy.decide(state)
+    shares = policy.policy.allocation  # type: ignore[attr-defined]
+    assert shares["a0"]["v100"] == pytest.approx(0.5, abs=1e-6)
+    assert shares["b0"]["v100"] == pytest.approx(1 / 6, abs=1e-6)
+    # Without the table's weights every job weighs the same: a third of a GPU each.
+    alone = rolling("gavel")
+    alone.decide(state)
+    assert alone.allocation["a0"]["v100"] == pytest.approx(1 / 3, abs=1e-6)  # type: ignore[attr-defined]
