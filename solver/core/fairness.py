@@ -2,7 +2,7 @@
 comparisons with other simulators: each job's finish-time fairness (rho) and Jain's index
 over tenants.
 
-**Finish-time fairness** (Themis, Mahajan et al., NSDI 2020, section 3.1): a job's rho is
+**Finish-time fairness** (Themis, Mahajan et al., NSDI 2020): a job's rho is
 its completion time when sharing the cluster over its completion time with 1/N of the
 cluster to itself, N the number of jobs contending for it,
 
