@@ -96,7 +96,7 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
                          expected="a running Slurm cluster") from None
     speeds = throughputs(first.cluster, throughput_path)
     history = History(out / "events.jsonl")
-    agent = Agent(live, policy, speeds.model, history, settings)
+    agent = Agent(live, policy, speeds.model, history, settings, truth=speeds.truth)
     log.info("agent: policy %s on %d nodes (%d GPUs), partition %s", policy_name,
              len(first.cluster.nodes), len(first.cluster.gpus), partition)
     code = 0

@@ -184,15 +184,25 @@ def gang_layout(start: Start, free: set[str], cluster: Cluster
 
 
 class Agent:
-    """One policy on one live cluster (module docstring). ``clock`` is Unix time (s)."""
+    """One policy on one live cluster (module docstring). ``clock`` is Unix time (s).
+
+    ``model`` is what the policy sees (the fitted throughput, as in a replay); ``truth``
+    (default ``model``) is what the jobs are taken to run at when the agent works out the
+    steps they have left, as a replay advances them at the measured throughput. With the
+    fitted model there, a job the model thinks faster than it runs looks finished while
+    it still runs (its steps left floored at a millionth of its work), and a policy that
+    values a job by its remaining work (``progress``: its speed over its steps left)
+    weighs it a million times more."""
 
     def __init__(self, live: LiveCluster, policy: RollingPolicy, model: ThroughputModel,
                  history: History, settings: AgentSettings | None = None, *,
                  clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 truth: ThroughputModel | None = None) -> None:
         self.live = live
         self.policy = policy
         self.model = model
+        self.truth = truth or model
         self.history = history
         self.settings = settings or AgentSettings()
         self.clock = clock
@@ -267,10 +277,10 @@ class Agent:
         for job in snapshot.jobs.values():
             if job.holding and job.gpus and not job.handing_over:
                 gpu_type = snapshot.cluster.node_by_name[job.nodes[0]].gpu_type if job.nodes else ""
-                left = self.history.remaining(job.meta.job, now, self.model, snapshot.cluster)
+                left = self.history.remaining(job.meta.job, now, self.truth, snapshot.cluster)
                 running.append(RunningJob(job.meta.job, gpu_type, job.gpus,
                                           self.history.started(job.job_id, now), left))
-        remaining = {job.id: self.history.remaining(job, now, self.model, snapshot.cluster)
+        remaining = {job.id: self.history.remaining(job, now, self.truth, snapshot.cluster)
                      for job in pending}
         return ClusterState(now, snapshot.cluster, self.model, tuple(pending), remaining,
                             tuple(running), snapshot.free,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from hetsched.core.records import Job
 from hetsched.slurm.agent import SlurmCluster
 from hetsched.slurm.control import SlurmControl, expand_nodes, gpu_indices
@@ -105,3 +107,27 @@ def test_hand_over_files_are_written_for_the_jobs_and_stale_ones_removed(tmp_pat
         (tmp_path / name).touch()
     live.handed_over(["a", "b"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["11", "13"]
+
+
+def test_the_agent_counts_steps_at_the_measured_throughput() -> None:
+    # A 2-GPU resnet50 (5,000 steps) started at trace time 0 (speedup 60: Unix origin +
+    # 0) and runs on v100-0. The policy's model says 10 steps/s, the measured table 5: at
+    # trace time 300 the measured table leaves 5,000 - 300 x 5 = 3,500 steps; the model
+    # would say 2,000 were left at 300 and nothing (a millionth) at 600.
+    from hetsched.core.throughput import Placement, ThroughputTable
+    from hetsched.slurm.agent import Agent
+    from hetsched.slurm.history import History
+
+    nodes = [node("v100-0", "gpu:v100:4")]
+    origin = 1_795_742_878.5
+    jobs = [_job(7, "RUNNING", job="j", gpus="gpu:v100:2(IDX:0-1)", start_time=int(origin))]
+    snapshot = read_snapshot(nodes, jobs)
+    history = History()
+    history.observe(snapshot, origin)
+    model = ThroughputTable({("resnet50", "v100", 2, Placement.PACKED): 10.0})
+    truth = ThroughputTable({("resnet50", "v100", 2, Placement.PACKED): 5.0})
+    for seen_by, now, left in ((truth, 300.0, 3500.0), (model, 300.0, 2000.0),
+                               (model, 600.0, 0.005)):
+        agent = Agent(None, None, model, history, truth=seen_by)  # type: ignore[arg-type]
+        (run,) = agent.state(snapshot, now).running
+        assert run.remaining == pytest.approx(left, rel=1e-6)
