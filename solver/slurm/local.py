@@ -343,6 +343,7 @@ class LocalCluster:
         once a daemon has exited, or once one has written no pid file for
         :data:`_DAEMON_GRACE_S` seconds."""
         launched = time.monotonic()
+        gone_since: float | None = None
         while True:
             dead = [name for name, pid in self.daemon_pids().items() if pid is None]
             waiting = self._ready(self.node_states()) if not dead else []
@@ -352,6 +353,10 @@ class LocalCluster:
             files = self._pid_files()  # a pid file, and no such process: it exited
             exited = any(files[name][0].exists() and not owned(read_pid(files[name][0]),
                                                                files[name][1]) for name in dead)
+            # A pid file read while its daemon writes it (or forks away from the pid in
+            # it) reads as an exit for a moment: an exit counts once it lasts a second.
+            gone_since = (gone_since if gone_since is not None else now) if exited else None
+            exited = gone_since is not None and now - gone_since >= 1.0
             if now > deadline or exited or (dead and now > launched + _DAEMON_GRACE_S):
                 problem = (f"not running: {', '.join(dead)}" if dead else
                            f"nodes not up: {', '.join(waiting)}")

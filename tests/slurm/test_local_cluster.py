@@ -86,6 +86,10 @@ def test_a_requeued_job_keeps_its_id_and_waits_for_its_begin_time(
     submitted = record["submit_time"]
     run_slurm(cluster, "scontrol", "requeue", job)
     record, _ = wait_for_state(cluster, job, {"PENDING"})
+    deadline = time.monotonic() + 30
+    while record["state_reason"] == "None" and time.monotonic() < deadline:
+        time.sleep(0.1)  # Slurm names the reason at its next pass (seconds when loaded)
+        record = job_record(cluster, job)
     # Not held: Slurm would start it again by itself on its pinned node, once its
     # begin time (now + AuthInfo's cred_expire, 120 s) has come.
     assert (record["job_id"], record["restart_cnt"]) == (int(job), 1)
