@@ -74,13 +74,20 @@ class FinishTimeProblem:
         return float(self.ratios(fractions).max(initial=0.0))
 
 
+def isolated_allocation(problem: AllocationProblem) -> Array:
+    """Gavel's isolated allocation of ``problem``'s jobs (1/n of the cluster each, n its
+    jobs), with no time where a job cannot run (it would be lost): a feasible allocation."""
+    if not problem.job_ids:
+        return np.zeros((0, len(problem.gpu_types)))
+    shares = isolated_shares(problem.capacity, problem.scale_factors,
+                             float(len(problem.job_ids)))
+    return np.asarray(np.where(problem.throughput > 0, shares, 0.0), dtype=np.float64)
+
+
 def isolated_speeds(problem: AllocationProblem) -> Array:
-    """Each job's steps/s with 1/n of the cluster (n its jobs; Gavel's isolated allocation)."""
-    jobs = len(problem.job_ids)
-    if not jobs:
-        return np.zeros(0)
-    shares = isolated_shares(problem.capacity, problem.scale_factors, float(jobs))
-    return np.asarray((problem.throughput * shares).sum(axis=1), dtype=np.float64)
+    """Each job's steps/s with 1/n of the cluster (:func:`isolated_allocation`)."""
+    return np.asarray((problem.throughput * isolated_allocation(problem)).sum(axis=1),
+                      dtype=np.float64)
 
 
 class FinishTimeSolver:
@@ -103,9 +110,7 @@ class FinishTimeSolver:
         if not base.job_ids:
             return Allocation(base, np.zeros((0, len(base.gpu_types))), 0.0, True)
         budget = budget or Budget.unlimited()
-        # The isolated allocation, where a job can run (feasible: it only takes time off).
-        shares = isolated_shares(base.capacity, base.scale_factors, float(len(base.job_ids)))
-        best = np.where(base.throughput > 0, shares, 0.0)
+        best = isolated_allocation(base)
         worst = problem.worst(best)
         equal = base.equal_share_throughput()
         optimal = False

@@ -100,6 +100,10 @@ class TenantTable:
         """Whether any tenant has a quota of some GPU type."""
         return any(tenant.quotas for tenant in self.tenants)
 
+    def has_weights(self) -> bool:
+        """Whether any tenant weighs other than 1."""
+        return any(tenant.weight != 1.0 for tenant in self.tenants)
+
     def weights(self) -> dict[str, float]:
         """Each named tenant's weight."""
         return {tenant.name: tenant.weight for tenant in self.tenants}

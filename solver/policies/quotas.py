@@ -53,7 +53,7 @@ Key = tuple[str, str]  # (tenant, GPU type)
 def with_tenants(policy: RollingPolicy, tenants: TenantTable | None) -> RollingPolicy:
     """``policy`` within the quotas and weights of ``tenants`` (:class:`TenantKeeper`), or
     as it is when no tenant has a quota or a weight other than 1."""
-    if tenants is None or not (tenants.has_quotas() or set(tenants.weights().values()) - {1.0}):
+    if tenants is None or not (tenants.has_quotas() or tenants.has_weights()):
         return policy
     return TenantKeeper(policy, tenants)
 
@@ -213,9 +213,9 @@ class TenantKeeper(PolicyHooks):
     def _weigher(self, state: ClusterState) -> Callable[[Job], float] | None:
         """Each job's weight within its tenant's (see the class); ``None`` when every
         tenant weighs 1 (the jobs' own weights then stand)."""
-        weights = self.tenants.weights()
-        if not set(weights.values()) - {1.0}:
+        if not self.tenants.has_weights():
             return None
+        weights = self.tenants.weights()
         active = [*state.pending, *(r.job for r in state.running)]
         total: dict[str, float] = {}
         for job in active:

@@ -152,12 +152,10 @@ class Gavel(PolicyHooks):
             return Decision()
         if boundary and not state.pending and len(state.cluster.type_names) == 1:
             return Decision()  # one type, nobody waiting: every running job keeps its GPUs
-        if boundary and active != self._solved_for:
+        if boundary:
             # As Gavel: the allocation is recomputed at the first round after jobs arrived
             # or left.
-            self._solve(state, jobs)
-            self._solved_for = active
-        if boundary:
+            self._solve_for(state, jobs)
             decision = self._round(state, jobs)
         else:
             decision = self._fill(state, state.pending, self._pairs(state, state.pending),
@@ -175,10 +173,15 @@ class Gavel(PolicyHooks):
         if self.work_conserving:
             return super().on_stall(state)
         jobs = [*state.pending, *(r.job for r in state.running)]
-        if frozenset(job.id for job in jobs) != self._solved_for:
-            self._solve(state, jobs)
-            self._solved_for = frozenset(job.id for job in jobs)
+        self._solve_for(state, jobs)
         return self._round(state, jobs)
+
+    def _solve_for(self, state: ClusterState, jobs: list[Job]) -> None:
+        """Solve the LP again if ``jobs`` are not the ones it was solved for."""
+        active = frozenset(job.id for job in jobs)
+        if active != self._solved_for:
+            self._solve(state, jobs)
+            self._solved_for = active
 
     def figures(self) -> dict[str, object]:
         """With POP partitions: their number, and the objective each solve reached over
