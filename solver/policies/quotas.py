@@ -208,7 +208,8 @@ class TenantKeeper(PolicyHooks):
             for r in state.running)
         if not changed and running is state.running:
             return state
-        return dataclasses.replace(state, pending=tuple(shown), running=running)
+        return dataclasses.replace(state, pending=tuple(shown), running=running,
+                                   pending_feed=None)
 
     def _weigher(self, state: ClusterState) -> Callable[[Job], float] | None:
         """Each job's weight within its tenant's (see the class); ``None`` when every

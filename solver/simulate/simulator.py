@@ -16,8 +16,8 @@ import heapq
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
-from functools import cached_property, partial
+from collections.abc import Callable, Sequence
+from functools import partial
 
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.allocation.layout import Start
@@ -35,14 +35,15 @@ from hetsched.core.settings import (
 from hetsched.core.sharing import CoLocationModel
 from hetsched.core.throughput import ThroughputModel
 from hetsched.policies.rolling import (
-    ClusterState,
     Decision,
+    PendingFeed,
+    PendingLog,
     QueuePolicy,
     RollingPolicy,
-    RunningJob,
     quiet_until,
 )
 from hetsched.simulate.guard import ask, checked_decision
+from hetsched.simulate.live_state import LiveState
 from hetsched.simulate.record import (
     OUTPUT_FILES,
     DecisionLog,
@@ -60,88 +61,6 @@ log = logging.getLogger(__name__)
 
 #: Times closer than this (s) are one event.
 EPS = 1e-9
-
-
-class _LiveState(ClusterState):
-    """The :class:`ClusterState` the simulator hands a policy, with ``running``,
-    ``remaining``, ``attained`` and ``preemptions`` built when first read (most policies
-    read few of them; building them all costs time in the running and pending jobs at
-    every event). A policy reads its state while it decides: once ``decide`` returns, a
-    field not read yet raises ``RuntimeError`` (the simulator has moved on)."""
-
-    _runs: tuple[Run, ...]
-    _records: dict[str, JobRecord]
-    _left: dict[str, float]
-    _open: bool
-
-    @classmethod
-    def make(cls, now: float, cluster: Cluster, throughput: ThroughputModel,
-             pending: tuple[Job, ...], index: FreeGpuIndex, runs: tuple[Run, ...],
-             records: dict[str, JobRecord], left: dict[str, float]) -> _LiveState:
-        """The state at ``now``; ``index`` is the simulator's free-GPU index (read, never
-        changed by the policy: it works on forks), ``left`` holds the steps left of every
-        job not running."""
-        state = cls(now=now, cluster=cluster, throughput=throughput, pending=pending,
-                    remaining={}, running=(), free=frozenset(), free_index=index)
-        for name in _LAZY_FIELDS:
-            del state.__dict__[name]  # the cached properties below build them
-        for name, value in (("_runs", runs), ("_records", records), ("_left", left),
-                            ("_open", True)):
-            object.__setattr__(state, name, value)
-        return state
-
-    def close(self) -> None:
-        """The decision is taken: fields not read by now can no longer be built."""
-        object.__setattr__(self, "_open", False)
-
-    def _check_open(self, name: str) -> None:
-        if not self._open:
-            raise RuntimeError(f"ClusterState.{name} read after the decision at "
-                               f"{self.now:g} s: read the state inside decide()")
-
-    @cached_property
-    def free(self) -> frozenset[str]:
-        """Every free GPU id (built when first read: time in the free GPUs)."""
-        self._check_open("free")
-        assert self.free_index is not None
-        return self.free_index.free
-
-    @cached_property
-    def running(self) -> tuple[RunningJob, ...]:
-        """Running jobs, with the steps left at ``now``."""
-        self._check_open("running")
-        now = self.now
-        return tuple(RunningJob(r.record.job, r.gpu_type, r.gpus, r.since, r.remaining_at(now))
-                     for r in self._runs)
-
-    @cached_property
-    def remaining(self) -> Mapping[str, float]:
-        """Steps left of every pending job."""
-        self._check_open("remaining")
-        return {job.id: self._left[job.id] for job in self.pending}
-
-    @cached_property
-    def attained(self) -> Mapping[str, float]:
-        """GPU-seconds received up to ``now`` by every running job and every pending job
-        that ran before."""
-        self._check_open("attained")
-        now = self.now
-        attained = {r.record.job.id: r.record.gpu_seconds + r.gpu_seconds_at(now)
-                    for r in self._runs}
-        for job in self.pending:
-            record = self._records[job.id]
-            if record.first_start is not None:
-                attained[job.id] = record.gpu_seconds
-        return attained
-
-    @cached_property
-    def preemptions(self) -> Mapping[str, int]:
-        """Times each pending job was preempted."""
-        self._check_open("preemptions")
-        return {job.id: self._records[job.id].preemptions for job in self.pending}
-
-
-_LAZY_FIELDS = ("free", "running", "remaining", "attained", "preemptions")
 
 
 def _current(completion: tuple[float, int, str], running: dict[str, Run]) -> bool:
@@ -175,7 +94,7 @@ class Simulator:
     a function of time (``Run``), not accounted at each event; a policy gets the free
     GPUs as one frozenset, rebuilt only when they change, and the pending and running
     jobs as tuples, with the per-job fields built only when it reads them
-    (``_LiveState``). A queue policy (:class:`~hetsched.policies.rolling.QueuePolicy`: FIFO) gets no
+    (``LiveState``). A queue policy (:class:`~hetsched.policies.rolling.QueuePolicy`: FIFO) gets no
     state at all: the simulator keeps a :class:`~hetsched.policies.rolling.FreeGpuIndex` up to date
     and hands it the queue (``start_prefix``), so an event costs time in the
     jobs it starts and the nodes first fit scans, not in the queue or the cluster
@@ -220,6 +139,7 @@ class Simulator:
         records = {j.id: JobRecord(j) for j in self.jobs}
         left = {j.id: j.work for j in self.jobs}  # steps left of jobs not running
         pending: dict[str, Job] = {}
+        queue_log = PendingLog()  # what joined and left ``pending``, in order
         running: dict[str, Run] = {}
         sharers = Sharers(self.colocation)  # who runs on each GPU shared by share jobs
         # The free GPUs, in an index moved by what happens (starts take, completions and
@@ -284,6 +204,7 @@ class Simulator:
                 while next_arrival < len(arrivals) and arrivals[next_arrival].arrival <= now + EPS:
                     job = arrivals[next_arrival]
                     pending[job.id] = job
+                    queue_log.joined(job)
                     next_arrival += 1
                 # A boundary is a decision point while anything runs or waits; then the
                 # next boundary after ``now`` (computed: no stepping through idle time).
@@ -293,15 +214,15 @@ class Simulator:
                 if not pending and not (tick and running):
                     continue
                 # 4. decide
-                state: _LiveState | None = None
+                state: LiveState | None = None
                 clock = time.perf_counter()
                 if queue_policy is not None:
                     decision = Decision(queue_policy.start_prefix(pending.values(), free.fork(),
                                                                   self.model))
                 else:
-                    state = _LiveState.make(now, self.cluster, self.model,
-                                            tuple(pending.values()), free,
-                                            tuple(running.values()), records, left)
+                    state = LiveState.make(now, self.cluster, self.model, pending, free,
+                                           running, records, left,
+                                           PendingFeed(queue_log, len(queue_log.entries)))
                     decision = checked_decision(name, now, ask(
                         name, now, "decide", partial(self.policy.decide, state), limit))
                 spent = time.perf_counter() - clock
@@ -309,9 +230,9 @@ class Simulator:
                         and next_arrival >= len(arrivals):
                     # Nothing runs and nothing will arrive: the policy would stall for ever.
                     if state is None:
-                        state = _LiveState.make(now, self.cluster, self.model,
-                                                tuple(pending.values()), free, (), records,
-                                                left)
+                        state = LiveState.make(now, self.cluster, self.model, pending,
+                                               free, running, records, left,
+                                               PendingFeed(queue_log, len(queue_log.entries)))
                     decision = checked_decision(name, now, ask(
                         name, now, "on_stall", partial(self.policy.on_stall, state), limit))
                     log.warning("t=%g: %s", now, decision.note)
@@ -340,12 +261,14 @@ class Simulator:
                     records[job_id].preemptions += 1
                     free.release(run.gpus, run.record.job)
                     pending[job_id] = run.record.job
+                    queue_log.joined(run.record.job)
                     if run.record.job.gpu_share is not None:
                         version = self._co_runners_changed(run, now, sharers, running,
                                                            completions, version, leaving=True)
                 for start in decision.start:
                     self._check_start(start, pending, free, now)
                     job = pending.pop(start.job)
+                    queue_log.left(job.id)
                     record = records[job.id]
                     speed = self.truth.throughput(job.job_type, start.gpu_type, len(start.gpus),
                                                   self.cluster.placement_of(start.gpus))
@@ -399,7 +322,7 @@ class Simulator:
                       interrupted, self.round_s, self.interval_s, self.restart_penalty_s,
                       usable or None, self.colocation, failure, self.truth)
 
-    def _quiet_until(self, state: _LiveState | None) -> float:
+    def _quiet_until(self, state: LiveState | None) -> float:
         """The policy's ``quiet_until(state)`` (s); ``-inf`` without a state."""
         return -math.inf if state is None else quiet_until(self.policy, state)
 

@@ -10,13 +10,14 @@ for the placement the GPUs imply, so no baseline ever puts a job where it cannot
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.allocation.layout import Start
 from hetsched.core.records import Job
 from hetsched.core.settings import RESTART_PENALTY_S
-from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
+from hetsched.policies.baselines.kept_queue import FeedReader, KeptOrder, StarvationGuard
+from hetsched.policies.rolling import ClusterState, Decision
 from hetsched.policies.starting import (
     ReleaseTimes,
     SpeedBook,
@@ -25,7 +26,8 @@ from hetsched.policies.starting import (
     worth_starting,
 )
 
-__all__ = ["BOUNDARY_TOLERANCE_S", "RESTART_PENALTY_S", "GuardedOrder", "Misses", "ReleaseTimes",
+__all__ = ["BOUNDARY_TOLERANCE_S", "RESTART_PENALTY_S", "FeedReader",
+           "KeptOrder", "Misses", "ReleaseTimes",
            "RoundClock", "SpeedBook", "StarvationGuard", "TypeChoice", "active_jobs",
            "cluster_order", "place", "preempt_in_order", "start_in_order",
            "types_worth_starting", "worth_starting"]
@@ -139,7 +141,7 @@ def place(state: ClusterState, job: Job, gpu_types: Iterable[str], count: int,
 TypesFor = Callable[[Job], Sequence[str]]
 
 
-def start_in_order(state: ClusterState, order: Sequence[Job], types_for: TypesFor, *,
+def start_in_order(state: ClusterState, order: Iterable[Job], types_for: TypesFor, *,
                    reserves: Callable[[Job], bool] | None = None) -> Decision:
     """Non-preemptive: start pending jobs of ``order`` on free GPUs while they fit, skipping
     those that do not (backfilling), except that a job for which ``reserves(job)`` is true
@@ -166,18 +168,27 @@ def start_in_order(state: ClusterState, order: Sequence[Job], types_for: TypesFo
     return Decision(tuple(starts))
 
 
-def preempt_in_order(state: ClusterState, order: Sequence[Job], types_for: TypesFor) -> Decision:
+def preempt_in_order(state: ClusterState, order: Iterable[Job], types_for: TypesFor,
+                     ranks: Mapping[str, int] | None = None) -> Decision:
     """Preemptive: walk ``order`` (pending and running jobs, highest priority first). A
     running job keeps its GPUs unless a job before it took some of them, in which case it
     is preempted; a pending job starts on free GPUs if it can, else on GPUs of running
     jobs later in the order (the lowest priority first). So a job is only preempted for a
     job of higher priority that actually starts on its GPUs. Running jobs missing from
     ``order`` are never preempted, nor are jobs running on a share of a GPU (their GPU
-    is not theirs alone to give)."""
+    is not theirs alone to give).
+
+    ``ranks``: each running job's place in ``order`` (any numbers in the same order),
+    when ``order`` is walked once (a merge of a kept queue and the running jobs): then
+    the walk ends as soon as every running job in it is passed and no GPU is left, and
+    the waiting jobs after that point are never looked at."""
     running = {r.job.id: r for r in state.running}
-    rank = {job.id: i for i, job in enumerate(order)}
-    pool = state.pool({g: rank[job_id] for job_id, r in running.items() if job_id in rank
+    if ranks is None:
+        order = list(order)
+        ranks = {job.id: i for i, job in enumerate(order) if job.id in running}
+    pool = state.pool({g: ranks[job_id] for job_id, r in running.items() if job_id in ranks
                        and r.job.gpu_share is None for g in r.gpus})
+    unseen = sum(1 for job_id in running if job_id in ranks)  # running jobs still ahead
     taken: set[str] = set()
     starts: list[Start] = []
     preempt: list[str] = []
@@ -185,6 +196,7 @@ def preempt_in_order(state: ClusterState, order: Sequence[Job], types_for: Types
     for job in order:
         run = running.get(job.id)
         if run is not None:
+            unseen -= 1
             if run.job.gpu_share is not None or taken.isdisjoint(run.gpus):
                 pool.keep(run.gpus)
                 continue
@@ -195,6 +207,8 @@ def preempt_in_order(state: ClusterState, order: Sequence[Job], types_for: Types
                 misses.clear()
             continue
         if not pool.victims and not pool.has_free():
+            if unseen == 0:
+                break  # nothing left to give, and nobody left to keep or preempt
             continue
         if isinstance(types_for, TypeChoice) and \
                 misses.hopeless(job, types_for.candidates(job), pool, True):
@@ -212,94 +226,3 @@ def preempt_in_order(state: ClusterState, order: Sequence[Job], types_for: Types
 def active_jobs(state: ClusterState) -> list[Job]:
     """Pending and running jobs."""
     return [*state.pending, *(r.job for r in state.running)]
-
-
-class StarvationGuard:
-    """Promotes a pending job that has waited ``factor`` times its predicted duration
-    (since its arrival, or since it was last preempted). A promoted job keeps the
-    promotion until it finishes; the policies put promoted jobs first, oldest arrival
-    first, and a promoted job that does not fit reserves its preferred GPU type (no job
-    after it starts there) until it does."""
-
-    def __init__(self, factor: float = 8.0) -> None:
-        if not factor > 0:
-            raise ValueError(f"starvation factor must be > 0, got {factor}")
-        self.factor = factor
-        self.promoted: set[str] = set()
-        # A waiting job: since when (s), and how long it may wait (s), fixed while it
-        # waits (its steps left do not change), for the model and cluster of ``_model``.
-        self._since: dict[str, tuple[float, float]] = {}
-        self._model: tuple[object, object] = (None, None)
-        self._ran: set[str] = set()
-        self._last_now = -math.inf
-
-    def update(self, state: ClusterState, predicted_s: Callable[[Job], float]) -> set[str]:
-        """Record who waits since when; return the promoted job ids."""
-        running = {r.job.id for r in state.running}
-        since = self._since
-        model, cluster = self._model
-        if state.throughput is not model or state.cluster is not cluster:
-            # Another model or cluster: other predictions.
-            self._model = (state.throughput, state.cluster)
-            since.update({job_id: (start, math.nan) for job_id, (start, _) in since.items()})
-        factor = self.factor
-        promoted = self.promoted
-        now = state.now
-        for job in state.pending:
-            found = since.get(job.id)
-            if found is None or found[1] != found[1]:  # new, or its wait is to compute
-                # Preemptions happen at decisions: a job seen running before waits since
-                # the previous decision.
-                start = found[0] if found is not None else \
-                    self._last_now if job.id in self._ran else job.arrival
-                found = since[job.id] = (start, factor * predicted_s(job))
-            if now - found[0] >= found[1]:
-                promoted.add(job.id)
-        for job_id in running:
-            since.pop(job_id, None)
-        alive = running | {job.id for job in state.pending}
-        self._ran = (self._ran | running) & alive
-        promoted &= alive
-        for job_id in [j for j in since if j not in alive]:
-            del since[job_id]
-        self._last_now = now
-        return promoted
-
-
-class GuardedOrder(PolicyHooks):
-    """A non-preemptive ordering policy with backfilling and the starvation guard: pending
-    jobs in the order of :meth:`rank` (promoted jobs first, by arrival), each on the
-    fastest GPU type worth starting (:func:`types_worth_starting`); a promoted job that fits
-    nowhere reserves its fastest type. Subclasses give ``name`` and :meth:`rank`."""
-
-    name = "guarded-order"
-    #: Events only: a non-preemptive order has nothing to do while nobody waits.
-    round_s: float | None = None
-
-    def __init__(self, *, starvation_factor: float = 8.0) -> None:
-        self.speeds = SpeedBook()
-        self.guard = StarvationGuard(starvation_factor)
-
-    def rank(self, state: ClusterState, job: Job) -> tuple[float, float, str]:
-        """The order among jobs that are not promoted (smallest first)."""
-        raise NotImplementedError
-
-    def quiet_until(self, state: ClusterState) -> float:
-        """Until the next event when nobody waits (only the guard's clock moves, and the
-        call at the last boundary moves it as far)."""
-        return -math.inf if state.pending else math.inf
-
-    def decide(self, state: ClusterState) -> Decision:
-        """Start the pending jobs that fit, in order."""
-        promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job))
-        if not state.pending or not state.has_free():
-            return Decision()
-
-        def key(job: Job) -> tuple[int, tuple[float, float, str]]:
-            if job.id in promoted:
-                return (0, (job.arrival, 0.0, job.id))
-            return (1, self.rank(state, job))
-
-        order = sorted(state.pending, key=key)
-        return start_in_order(state, order, types_worth_starting(state, self.speeds, promoted),
-                              reserves=lambda job: job.id in promoted)

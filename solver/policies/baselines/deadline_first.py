@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from hetsched.core.records import Job
-from hetsched.policies.baselines.common import GuardedOrder
+from hetsched.policies.baselines.guarded import GuardedOrder
 from hetsched.policies.rolling import ClusterState
 
 

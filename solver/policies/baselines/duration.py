@@ -4,17 +4,20 @@ throughput model the policy sees (the fitted one in a replay)."""
 
 from __future__ import annotations
 
+import heapq
 import math
 
 from hetsched.core.records import Job
 from hetsched.policies.baselines.common import (
     RESTART_PENALTY_S,
-    GuardedOrder,
+    FeedReader,
+    KeptOrder,
     SpeedBook,
     StarvationGuard,
     preempt_in_order,
     types_worth_starting,
 )
+from hetsched.policies.baselines.guarded import GuardedOrder
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
 
@@ -64,6 +67,10 @@ class ShortestRemainingTimeFirst(PolicyHooks):
         self.round_s = round_s
         self.speeds = SpeedBook()
         self.guard = StarvationGuard(starvation_factor)
+        # The queue kept in order from decision to decision (kept_queue).
+        self.reader = FeedReader()
+        self.order = KeptOrder()
+        self._order_kept = False
 
     def quiet_until(self, state: ClusterState) -> float:
         """Until the next event when nobody waits (only the guard's clock moves, and the
@@ -72,25 +79,39 @@ class ShortestRemainingTimeFirst(PolicyHooks):
 
     def decide(self, state: ClusterState) -> Decision:
         """Keep or start the jobs of shortest remaining time; preempt the rest."""
-        promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job))
+        changes = self.reader.read(state)
+        promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job),
+                                     changes)
+
+        def waiting_key(job: Job) -> tuple[float, float, float, str]:
+            left = self.speeds.predicted_s(state, job) * (1 + self.margin) \
+                + self.restart_penalty_s
+            return (1, left, job.arrival, job.id)
+
+        if changes is not None and self.guard.followed and self._order_kept:
+            self.order.follow(changes, promoted, self.guard.newly, self.reader.jobs,
+                              waiting_key, _promoted_waiting)
+        else:
+            self.order.rebuild(state.pending, promoted, waiting_key, _promoted_waiting)
+        self._order_kept = state.pending_feed is not None
         if not state.pending:
             return Decision()
-        keys: dict[str, tuple[float, float, float, str]] = {}
+        running: list[tuple[tuple[float, float, float, str], Job]] = []
         for run in state.running:
             job = run.job
             if job.id in promoted:
-                keys[job.id] = (0, 0, job.arrival, job.id)
+                running.append(((0, 0, job.arrival, job.id), job))
                 continue
             left = self.speeds.predicted_s(state, job, run.remaining)
-            keys[job.id] = (1, left, job.arrival, job.id)
-        for job in state.pending:
-            if job.id in promoted:
-                keys[job.id] = (0, 1, job.arrival, job.id)
-                continue
-            left = self.speeds.predicted_s(state, job) * (1 + self.margin) \
-                + self.restart_penalty_s
-            keys[job.id] = (1, left, job.arrival, job.id)
-        order = sorted([*state.pending, *(r.job for r in state.running)],
-                       key=lambda job: keys[job.id])
+            running.append(((1, left, job.arrival, job.id), job))
+        running.sort(key=lambda item: item[0])
+        ranks = {job.id: i for i, (_, job) in enumerate(running)}
+        order = (job for _, job in heapq.merge(self.order.items(), running,
+                                                key=lambda item: item[0]))
         return preempt_in_order(state, order,
-                                types_worth_starting(state, self.speeds, promoted))
+                                types_worth_starting(state, self.speeds, promoted), ranks)
+
+
+def _promoted_waiting(job: Job) -> tuple[float, float, float, str]:
+    """A promoted waiting job's key: after promoted running jobs, by arrival."""
+    return (0, 1, job.arrival, job.id)

@@ -1,0 +1,183 @@
+"""Non-preemptive ordering policies with the starvation guard (:class:`GuardedOrder`:
+SJF, EDF), whose walk looks only at jobs that could start (issue 33, item 18).
+
+On the whole Philly trace a few GPUs often stay free that no waiting job wants: starting
+on them finishes later than waiting for a faster type
+(:func:`~hetsched.policies.starting.worth_starting`).
+A walk of the whole queue then tries tens of thousands of jobs at every arrival for
+nothing. Jobs of one kind (job type, gang size, allowed GPU types, no node limits) have
+the same speeds, and whether a type is worth starting on is a threshold on the job's
+steps left: a job of more steps than its kind's threshold for every type with room
+cannot start. :func:`start_kept` walks the promoted jobs, then only the other jobs under
+their kind's threshold (a bound a little above it: never a job that could start left
+out), in the queue's order, recomputing the thresholds after each start. It starts
+exactly the jobs the walk of every job (:func:`~hetsched.policies.baselines.common.start_in_order`)
+starts: a job over the bound tries only types without room, which fails and records
+nothing that changes a later job's answer.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hetsched.allocation.free_gpus import FreeGpuIndex
+from hetsched.allocation.layout import Start
+from hetsched.core.records import Job
+from hetsched.policies.baselines.common import Misses, place
+from hetsched.policies.baselines.kept_queue import (
+    FeedReader,
+    KeptOrder,
+    Kind,
+    KindIndex,
+    StarvationGuard,
+)
+from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
+from hetsched.policies.starting import SpeedBook, TypeChoice, types_worth_starting
+
+__all__ = ["GuardedOrder", "start_kept"]
+
+def start_kept(state: ClusterState, front: list[Job], kinds: KindIndex,
+               types: TypeChoice) -> Decision:
+    """Start the ``front`` jobs (promoted: each reserves its first type when it fits
+    nowhere) in order, then the jobs of ``kinds`` in key order, on free GPUs while they
+    fit, as :func:`~hetsched.policies.baselines.common.start_in_order` does, looking only
+    at jobs that could start (see the module)."""
+    pool = state.pool()
+    reserved: set[str] = set()
+    starts: list[Start] = []
+    misses = Misses()
+
+    def attempt(job: Job, reserves: bool) -> bool:
+        if not reserves and misses.hopeless(job, types.candidates(job), pool, False):
+            return False
+        chosen_types = [t for t in types(job) if t not in reserved]
+        chosen = place(state, job, chosen_types, job.num_gpus, pool, misses=misses)
+        if chosen is not None:
+            starts.append(chosen)
+            types.started(job, chosen)
+            return True
+        if reserves and chosen_types:
+            reserved.add(chosen_types[0])
+        return False
+
+    every_type = len(state.cluster.type_names)
+    for job in front:
+        if not pool.has_free() or len(reserved) == every_type:
+            # (every type reserved: no later job may start anywhere)
+            return Decision(tuple(starts))
+        attempt(job, True)
+    after: Any = None
+    while pool.has_free() and len(reserved) < every_type:
+        started = False
+        for key, job in kinds.candidates(after, _bounds(state, kinds, types, pool)):
+            if not pool.has_free():
+                break
+            after = key
+            if attempt(job, False):
+                started = True
+                break  # the thresholds change with what it took
+        if not started:
+            break
+    return Decision(tuple(starts))
+
+
+def _bounds(state: ClusterState, kinds: KindIndex, types: TypeChoice,
+            pool: FreeGpuIndex) -> dict[Kind | None, float]:
+    """Per kind, steps above which no type with room now is worth starting on."""
+    bounds: dict[Kind | None, float] = {}
+    now = state.now
+    for kind, by_key in kinds.by_key.items():
+        if kind is None:
+            continue
+        job = by_key[0][1]
+        speeds = types.book.speeds(state, job)
+        count = job.num_gpus
+        best = -math.inf
+        for gpu_type, speed in speeds.items():
+            if pool.available(gpu_type) < count:
+                continue
+            best = max(best, _threshold(speeds, gpu_type, speed, count, types, now))
+            if best == math.inf:
+                break
+        bounds[kind] = best
+    return bounds
+
+
+def _threshold(speeds: dict[str, float], gpu_type: str, speed: float, count: int,
+               types: TypeChoice, now: float) -> float:
+    """Steps above which starting on ``gpu_type`` now finishes later than waiting for a
+    faster type (``worth_starting``'s test, with its tolerance), plus a margin."""
+    limit = math.inf
+    for other, faster in speeds.items():
+        if faster <= speed:
+            continue
+        free_at = types.releases.earliest(other, count)
+        if not math.isfinite(free_at):
+            continue
+        # now + s/speed <= free_at + s/faster + 1e-9 * max(1, best), best <= free_at + s/faster
+        slope = 1.0 / speed - 1.0 / faster - 1e-9 / faster
+        if slope <= 0:
+            continue
+        room = free_at - now + 1e-9 * (1.0 + abs(free_at))
+        limit = min(limit, room / slope)
+    return limit * (1 + 1e-7) + 1e-9 if limit != math.inf else limit
+
+
+class GuardedOrder(PolicyHooks):
+    """A non-preemptive ordering policy with backfilling and the starvation guard: pending
+    jobs in the order of :meth:`rank` (promoted jobs first, by arrival), each on the
+    fastest GPU type worth starting (:func:`types_worth_starting`); a promoted job that fits
+    nowhere reserves its fastest type. Subclasses give ``name`` and :meth:`rank`."""
+
+    name = "guarded-order"
+    #: Events only: a non-preemptive order has nothing to do while nobody waits.
+    round_s: float | None = None
+
+    def __init__(self, *, starvation_factor: float = 8.0) -> None:
+        self.speeds = SpeedBook()
+        self.guard = StarvationGuard(starvation_factor)
+        # The queue kept in order from decision to decision (kept_queue): a decision
+        # costs time in what changed, not in the jobs waiting.
+        self.reader = FeedReader()
+        self.order = KeptOrder(by_kind=True)
+        self._order_kept = False
+
+    def rank(self, state: ClusterState, job: Job) -> tuple[float, float, str]:
+        """The order among jobs that are not promoted (smallest first)."""
+        raise NotImplementedError
+
+    def quiet_until(self, state: ClusterState) -> float:
+        """Until the next event when nobody waits (only the guard's clock moves, and the
+        call at the last boundary moves it as far)."""
+        return -math.inf if state.pending else math.inf
+
+    def decide(self, state: ClusterState) -> Decision:
+        """Start the pending jobs that fit, in order: promoted jobs by arrival, then the
+        others by :meth:`rank`."""
+        changes = self.reader.read(state)
+        promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job),
+                                     changes)
+
+        def rank(job: Job) -> tuple[float, float, str]:
+            return self.rank(state, job)
+
+        def steps(job: Job) -> float:
+            return state.remaining.get(job.id, job.work)
+
+        if changes is not None and self.guard.followed and self._order_kept:
+            self.order.follow(changes, promoted, self.guard.newly, self.reader.jobs, rank,
+                              _by_arrival, steps)
+        else:
+            self.order.rebuild(state.pending, promoted, rank, _by_arrival, steps)
+        self._order_kept = state.pending_feed is not None
+        if not state.pending or not state.has_free():
+            return Decision()
+        assert self.order.kinds is not None
+        return start_kept(state, self.order.front, self.order.kinds,
+                          types_worth_starting(state, self.speeds, promoted))
+
+
+def _by_arrival(job: Job) -> tuple[float, float, str]:
+    """A promoted job's place: by arrival."""
+    return (job.arrival, 0.0, job.id)

@@ -1,0 +1,172 @@
+"""The :class:`~hetsched.policies.rolling.ClusterState` the simulator hands a policy at
+a decision: built in time independent of the queue's length. The pending jobs are one
+tuple; ``running`` and ``free`` are built when first read; ``remaining``, ``attained``
+and ``preemptions`` are read-only views of the simulator's books, which answer for one
+job in constant time (a policy that sorts 40,000 waiting jobs once and keeps them in
+order does not pay for a dict of them at every event); ``pending_feed`` says where the
+queue stands in the replay's :class:`~hetsched.policies.rolling.PendingLog`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from functools import cached_property
+
+from hetsched.allocation.free_gpus import FreeGpuIndex
+from hetsched.core.records import Cluster, Job
+from hetsched.core.throughput import ThroughputModel
+from hetsched.policies.rolling import ClusterState, PendingFeed, RunningJob
+from hetsched.simulate.record import JobRecord
+from hetsched.simulate.runs import Run
+
+__all__ = ["LiveState"]
+
+
+class LiveState(ClusterState):
+    """The state at a decision (see the module). A policy reads its state while it
+    decides: once ``decide`` returns, a field not built yet, or a view, raises
+    ``RuntimeError`` when read (the simulator has moved on)."""
+
+    _runs: dict[str, Run]
+    _records: dict[str, JobRecord]
+    _left: dict[str, float]
+    _waiting: dict[str, Job]
+    _open: bool
+
+    @classmethod
+    def make(cls, now: float, cluster: Cluster, throughput: ThroughputModel,
+             waiting: dict[str, Job], index: FreeGpuIndex, runs: dict[str, Run],
+             records: dict[str, JobRecord], left: dict[str, float],
+             feed: PendingFeed | None = None) -> LiveState:
+        """The state at ``now``; ``index`` is the simulator's free-GPU index (read, never
+        changed by the policy: it works on forks), ``waiting`` and ``runs`` the pending
+        and running jobs by id, ``left`` the steps left of every job not running (the
+        simulator changes none of them while the policy decides)."""
+        state = cls(now=now, cluster=cluster, throughput=throughput,
+                    pending=tuple(waiting.values()), remaining={}, running=(),
+                    free=frozenset(), free_index=index, pending_feed=feed)
+        for name in _LAZY_FIELDS:
+            del state.__dict__[name]  # the cached properties below build them
+        for name, value in (("_runs", runs), ("_records", records), ("_left", left),
+                            ("_waiting", waiting), ("_open", True)):
+            object.__setattr__(state, name, value)
+        return state
+
+    def close(self) -> None:
+        """The decision is taken: fields not read by now can no longer be built."""
+        object.__setattr__(self, "_open", False)
+
+    def check_open(self, name: str) -> None:
+        """``RuntimeError`` if the decision is over (see the class)."""
+        if not self._open:
+            raise RuntimeError(f"ClusterState.{name} read after the decision at "
+                               f"{self.now:g} s: read the state inside decide()")
+
+    @cached_property
+    def free(self) -> frozenset[str]:
+        """Every free GPU id (built when first read: time in the free GPUs)."""
+        self.check_open("free")
+        assert self.free_index is not None
+        return self.free_index.free
+
+    @cached_property
+    def running(self) -> tuple[RunningJob, ...]:
+        """Running jobs, with the steps left at ``now``."""
+        self.check_open("running")
+        now = self.now
+        return tuple(RunningJob(r.record.job, r.gpu_type, r.gpus, r.since, r.remaining_at(now))
+                     for r in self._runs.values())
+
+    @cached_property
+    def remaining(self) -> Mapping[str, float]:
+        """Steps left of every pending job."""
+        self.check_open("remaining")
+        return _Remaining(self)
+
+    @cached_property
+    def attained(self) -> Mapping[str, float]:
+        """GPU-seconds received up to ``now`` by every running job and every pending job
+        that ran before."""
+        self.check_open("attained")
+        return _Attained(self)
+
+    @cached_property
+    def preemptions(self) -> Mapping[str, int]:
+        """Times each pending job was preempted."""
+        self.check_open("preemptions")
+        return _Preemptions(self)
+
+
+_LAZY_FIELDS = ("free", "running", "remaining", "attained", "preemptions")
+
+
+class _Remaining(Mapping[str, float]):
+    """Steps left of each pending job, read from the simulator's books."""
+
+    def __init__(self, state: LiveState) -> None:
+        self.state = state
+
+    def __getitem__(self, job_id: str) -> float:
+        state = self.state
+        state.check_open("remaining")
+        if job_id not in state._waiting:
+            raise KeyError(job_id)
+        return state._left[job_id]
+
+    def __iter__(self) -> Iterator[str]:
+        self.state.check_open("remaining")
+        return iter(tuple(self.state._waiting))
+
+    def __len__(self) -> int:
+        return len(self.state._waiting)
+
+
+class _Preemptions(Mapping[str, int]):
+    """Times each pending job was preempted."""
+
+    def __init__(self, state: LiveState) -> None:
+        self.state = state
+
+    def __getitem__(self, job_id: str) -> int:
+        state = self.state
+        state.check_open("preemptions")
+        if job_id not in state._waiting:
+            raise KeyError(job_id)
+        return state._records[job_id].preemptions
+
+    def __iter__(self) -> Iterator[str]:
+        self.state.check_open("preemptions")
+        return iter(tuple(self.state._waiting))
+
+    def __len__(self) -> int:
+        return len(self.state._waiting)
+
+
+class _Attained(Mapping[str, float]):
+    """GPU-seconds received by each running job, and each pending job that ran before,
+    up to the state's ``now``; running jobs first, then pending ones, in the order the
+    simulator holds them."""
+
+    def __init__(self, state: LiveState) -> None:
+        self.state = state
+
+    def __getitem__(self, job_id: str) -> float:
+        state = self.state
+        state.check_open("attained")
+        run = state._runs.get(job_id)
+        if run is not None:
+            return run.record.gpu_seconds + run.gpu_seconds_at(state.now)
+        if job_id in state._waiting:
+            record = state._records[job_id]
+            if record.first_start is not None:
+                return record.gpu_seconds
+        raise KeyError(job_id)
+
+    def __iter__(self) -> Iterator[str]:
+        state = self.state
+        state.check_open("attained")
+        records = state._records
+        return iter((*state._runs, *(job_id for job_id in state._waiting
+                                     if records[job_id].first_start is not None)))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
