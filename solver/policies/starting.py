@@ -161,6 +161,8 @@ class TypeChoice:
         self.promoted = promoted
         # (GPU type, gang size) -> ReleaseTimes.earliest, until the next start.
         self._earliest: dict[tuple[str, int], float] = {}
+        #: how many starts were booked (:meth:`started`)
+        self.starts = 0
 
     @cached_property
     def releases(self) -> ReleaseTimes:
@@ -198,6 +200,7 @@ class TypeChoice:
         speed = self.book.speeds(self.state, job, len(start.gpus)).get(start.gpu_type, 0.0)
         steps = self.state.remaining.get(job.id, job.work)
         self._earliest.clear()
+        self.starts += 1
         self.releases.hold(start.gpus, self.state.now + steps / speed if speed > 0
                            else math.inf)
 

@@ -142,18 +142,21 @@ TypesFor = Callable[[Job], Sequence[str]]
 
 
 def start_in_order(state: ClusterState, order: Iterable[Job], types_for: TypesFor, *,
-                   reserves: Callable[[Job], bool] | None = None) -> Decision:
+                   reserves: Callable[[Job], bool] | None = None,
+                   pool: FreeGpuIndex | None = None) -> Decision:
     """Non-preemptive: start pending jobs of ``order`` on free GPUs while they fit, skipping
     those that do not (backfilling), except that a job for which ``reserves(job)`` is true
     and which fits nowhere reserves its first GPU type: no later job starts on that type in
-    this decision, so the type drains until the job fits."""
-    pool = state.pool()
+    this decision, so the type drains until the job fits. ``pool``: the state's pool to
+    take GPUs from (default: a new one)."""
+    pool = state.pool() if pool is None else pool
     reserved: set[str] = set()
     starts = []
     misses = Misses()
+    every_type = len(state.cluster.type_names)
     for job in order:
-        if not pool.has_free():
-            break
+        if not pool.has_free() or len(reserved) == every_type:
+            break  # (every type reserved: no later job may start anywhere)
         if isinstance(types_for, TypeChoice) and not (reserves is not None and reserves(job)) \
                 and misses.hopeless(job, types_for.candidates(job), pool, False):
             continue  # nothing it could try has room
@@ -169,7 +172,8 @@ def start_in_order(state: ClusterState, order: Iterable[Job], types_for: TypesFo
 
 
 def preempt_in_order(state: ClusterState, order: Iterable[Job], types_for: TypesFor,
-                     ranks: Mapping[str, int] | None = None) -> Decision:
+                     ranks: Mapping[str, int] | None = None,
+                     pool: FreeGpuIndex | None = None) -> Decision:
     """Preemptive: walk ``order`` (pending and running jobs, highest priority first). A
     running job keeps its GPUs unless a job before it took some of them, in which case it
     is preempted; a pending job starts on free GPUs if it can, else on GPUs of running
@@ -181,13 +185,14 @@ def preempt_in_order(state: ClusterState, order: Iterable[Job], types_for: Types
     ``ranks``: each running job's place in ``order`` (any numbers in the same order),
     when ``order`` is walked once (a merge of a kept queue and the running jobs): then
     the walk ends as soon as every running job in it is passed and no GPU is left, and
-    the waiting jobs after that point are never looked at."""
+    the waiting jobs after that point are never looked at. ``pool``: the state's pool
+    with the victims of :func:`victim_ranks` (default: a new one)."""
     running = {r.job.id: r for r in state.running}
     if ranks is None:
         order = list(order)
         ranks = {job.id: i for i, job in enumerate(order) if job.id in running}
-    pool = state.pool({g: ranks[job_id] for job_id, r in running.items() if job_id in ranks
-                       and r.job.gpu_share is None for g in r.gpus})
+    if pool is None:
+        pool = state.pool(victim_ranks(state, ranks))
     unseen = sum(1 for job_id in running if job_id in ranks)  # running jobs still ahead
     taken: set[str] = set()
     starts: list[Start] = []
@@ -221,6 +226,13 @@ def preempt_in_order(state: ClusterState, order: Iterable[Job], types_for: Types
             if isinstance(types_for, TypeChoice):
                 types_for.started(job, chosen)
     return Decision(tuple(starts), tuple(preempt))
+
+
+def victim_ranks(state: ClusterState, ranks: Mapping[str, int]) -> dict[str, int]:
+    """The GPUs of running jobs that may be taken, with their job's rank (a larger one is
+    taken first): every job of ``ranks`` but those running on a share of a GPU."""
+    return {g: ranks[r.job.id] for r in state.running if r.job.id in ranks
+            and r.job.gpu_share is None for g in r.gpus}
 
 
 def active_jobs(state: ClusterState) -> list[Job]:

@@ -16,8 +16,9 @@ from hetsched.policies.baselines.common import (
     StarvationGuard,
     preempt_in_order,
     types_worth_starting,
+    victim_ranks,
 )
-from hetsched.policies.baselines.guarded import GuardedOrder
+from hetsched.policies.baselines.guarded import GuardedOrder, kept_stream
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
 
@@ -69,7 +70,7 @@ class ShortestRemainingTimeFirst(PolicyHooks):
         self.guard = StarvationGuard(starvation_factor)
         # The queue kept in order from decision to decision (kept_queue).
         self.reader = FeedReader()
-        self.order = KeptOrder()
+        self.order = KeptOrder(by_kind=True)
         self._order_kept = False
 
     def quiet_until(self, state: ClusterState) -> float:
@@ -88,11 +89,15 @@ class ShortestRemainingTimeFirst(PolicyHooks):
                 + self.restart_penalty_s
             return (1, left, job.arrival, job.id)
 
+        def steps(job: Job) -> float:
+            return state.remaining.get(job.id, job.work)
+
         if changes is not None and self.guard.followed and self._order_kept:
             self.order.follow(changes, promoted, self.guard.newly, self.reader.jobs,
-                              waiting_key, _promoted_waiting)
+                              waiting_key, _promoted_waiting, steps)
         else:
-            self.order.rebuild(state.pending, promoted, waiting_key, _promoted_waiting)
+            self.order.rebuild(state.pending, promoted, waiting_key, _promoted_waiting,
+                               steps)
         self._order_kept = state.pending_feed is not None
         if not state.pending:
             return Decision()
@@ -106,10 +111,11 @@ class ShortestRemainingTimeFirst(PolicyHooks):
             running.append(((1, left, job.arrival, job.id), job))
         running.sort(key=lambda item: item[0])
         ranks = {job.id: i for i, (_, job) in enumerate(running)}
-        order = (job for _, job in heapq.merge(self.order.items(), running,
-                                                key=lambda item: item[0]))
-        return preempt_in_order(state, order,
-                                types_worth_starting(state, self.speeds, promoted), ranks)
+        types = types_worth_starting(state, self.speeds, promoted)
+        pool = state.pool(victim_ranks(state, ranks))
+        waiting = kept_stream(state, self.order, types, pool)
+        order = (job for _, job in heapq.merge(waiting, running, key=lambda item: item[0]))
+        return preempt_in_order(state, order, types, ranks, pool)
 
 
 def _promoted_waiting(job: Job) -> tuple[float, float, float, str]:

@@ -19,12 +19,12 @@ nothing that changes a later job's answer.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from hetsched.allocation.free_gpus import FreeGpuIndex
-from hetsched.allocation.layout import Start
 from hetsched.core.records import Job
-from hetsched.policies.baselines.common import Misses, place
+from hetsched.policies.baselines.common import start_in_order
 from hetsched.policies.baselines.kept_queue import (
     FeedReader,
     KeptOrder,
@@ -35,56 +35,36 @@ from hetsched.policies.baselines.kept_queue import (
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 from hetsched.policies.starting import SpeedBook, TypeChoice, types_worth_starting
 
-__all__ = ["GuardedOrder", "start_kept"]
+__all__ = ["GuardedOrder", "kept_stream"]
 
-def start_kept(state: ClusterState, front: list[Job], kinds: KindIndex,
-               types: TypeChoice) -> Decision:
-    """Start the ``front`` jobs (promoted: each reserves its first type when it fits
-    nowhere) in order, then the jobs of ``kinds`` in key order, on free GPUs while they
-    fit, as :func:`~hetsched.policies.baselines.common.start_in_order` does, looking only
-    at jobs that could start (see the module)."""
-    pool = state.pool()
-    reserved: set[str] = set()
-    starts: list[Start] = []
-    misses = Misses()
-
-    def attempt(job: Job, reserves: bool) -> bool:
-        if not reserves and misses.hopeless(job, types.candidates(job), pool, False):
-            return False
-        chosen_types = [t for t in types(job) if t not in reserved]
-        chosen = place(state, job, chosen_types, job.num_gpus, pool, misses=misses)
-        if chosen is not None:
-            starts.append(chosen)
-            types.started(job, chosen)
-            return True
-        if reserves and chosen_types:
-            reserved.add(chosen_types[0])
-        return False
-
-    every_type = len(state.cluster.type_names)
-    for job in front:
-        if not pool.has_free() or len(reserved) == every_type:
-            # (every type reserved: no later job may start anywhere)
-            return Decision(tuple(starts))
-        attempt(job, True)
+def kept_stream(state: ClusterState, order: KeptOrder, types: TypeChoice,
+                pool: FreeGpuIndex) -> Iterator[tuple[Any, Job]]:
+    """``(key, job)`` of ``order``'s waiting jobs that could start, in order: every
+    promoted job, then the others under their kind's bound for the types with room in
+    ``pool`` (free GPUs and victims'), recomputed after each start (``types.started``),
+    since a start changes when GPUs free. Read it one job at a time, deciding each before
+    asking for the next (:func:`heapq.merge` does): the bounds are computed when asked."""
+    yield from order.front_items()
+    kinds = order.kinds
+    assert kinds is not None
     after: Any = None
-    while pool.has_free() and len(reserved) < every_type:
-        started = False
+    while True:
+        starts = types.starts
+        restarted = False
         for key, job in kinds.candidates(after, _bounds(state, kinds, types, pool)):
-            if not pool.has_free():
-                break
             after = key
-            if attempt(job, False):
-                started = True
-                break  # the thresholds change with what it took
-        if not started:
-            break
-    return Decision(tuple(starts))
+            yield key, job
+            if types.starts != starts:
+                restarted = True
+                break  # the bounds change with what it took
+        if not restarted:
+            return
 
 
 def _bounds(state: ClusterState, kinds: KindIndex, types: TypeChoice,
             pool: FreeGpuIndex) -> dict[Kind | None, float]:
-    """Per kind, steps above which no type with room now is worth starting on."""
+    """Per kind, steps above which no type with room now (free or victims' GPUs) is
+    worth starting on."""
     bounds: dict[Kind | None, float] = {}
     now = state.now
     for kind, by_key in kinds.by_key.items():
@@ -95,7 +75,7 @@ def _bounds(state: ClusterState, kinds: KindIndex, types: TypeChoice,
         count = job.num_gpus
         best = -math.inf
         for gpu_type, speed in speeds.items():
-            if pool.available(gpu_type) < count:
+            if pool.available(gpu_type, True) < count:
                 continue
             best = max(best, _threshold(speeds, gpu_type, speed, count, types, now))
             if best == math.inf:
@@ -173,9 +153,11 @@ class GuardedOrder(PolicyHooks):
         self._order_kept = state.pending_feed is not None
         if not state.pending or not state.has_free():
             return Decision()
-        assert self.order.kinds is not None
-        return start_kept(state, self.order.front, self.order.kinds,
-                          types_worth_starting(state, self.speeds, promoted))
+        types = types_worth_starting(state, self.speeds, promoted)
+        pool = state.pool()
+        return start_in_order(state, (job for _, job in kept_stream(state, self.order, types,
+                                                                     pool)),
+                              types, reserves=lambda job: job.id in promoted, pool=pool)
 
 
 def _by_arrival(job: Job) -> tuple[float, float, str]:

@@ -208,10 +208,9 @@ class KeptOrder:
         self.kinds: KindIndex | None = KindIndex() if by_kind else None
         self._steps: Callable[[Job], float] = _no_steps
 
-    @property
-    def front(self) -> list[Job]:
-        """The promoted jobs, in order."""
-        return [job for _, job in self._front]
+    def front_items(self) -> Iterator[tuple[Any, Job]]:
+        """``(key, job)`` of the promoted jobs, in order."""
+        yield from self._front
 
     def rebuild(self, jobs: Iterable[Job], promoted: AbstractSet[str], key: Key,
                 front_key: Key, steps: Callable[[Job], float] | None = None) -> None:
