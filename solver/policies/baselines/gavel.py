@@ -138,6 +138,14 @@ class Gavel(PolicyHooks):
             column = types.index(run.gpu_type)
             ran[column] = ran[column] + elapsed
             self._last_ran[run.job.id] = now
+        # Rounds go on while anything runs (the simulator calls at every boundary): a
+        # round can move running jobs between types even when nobody waits.
+        boundary = self.clock.boundary(now)
+        if not boundary and (not state.pending or not self.work_conserving):
+            return Decision()
+        if not boundary and not state.has_free():
+            # Nothing to fill (an arrival on a full cluster): no time in the waiting jobs.
+            return Decision((), (), True, self._lp_failed) if self._lp_failed else Decision()
         jobs = [*state.pending, *(r.job for r in state.running)]
         active = frozenset(job.id for job in jobs)
         if len(self._last_ran) > len(active) or len(self._speed_rows) > len(active):
@@ -145,11 +153,6 @@ class Gavel(PolicyHooks):
                 del self._last_ran[job_id]
             for job_id in [j for j in self._speed_rows if j not in active]:
                 del self._speed_rows[job_id]
-        # Rounds go on while anything runs (the simulator calls at every boundary): a
-        # round can move running jobs between types even when nobody waits.
-        boundary = self.clock.boundary(now)
-        if not boundary and (not state.pending or not self.work_conserving):
-            return Decision()
         if boundary and not state.pending and len(state.cluster.type_names) == 1:
             return Decision()  # one type, nobody waiting: every running job keeps its GPUs
         if boundary:
