@@ -1,7 +1,9 @@
 """The short cuts of a long queue (issue 33, item 18) change no decision: the memo of
 gangs that found no GPUs in a walk (:class:`Misses`), the types-worth-starting answer
 computed with remembered earliest releases, the remembered waiting times of the
-starvation guard and the remembered predictions. Each policy is replayed on a queue of
+starvation guard and the remembered predictions, the queue kept in order from the
+replay's log of what joined and left it (with the guard's clocks in a heap), and the
+walk that looks only at jobs under their kind's bound. Each policy is replayed on a queue of
 hundreds of jobs (the first Philly-like jobs of Gavel's trace at load 4 on a small
 cluster) with every short cut and with none; the two runs must be the same, start for
 start."""
@@ -14,8 +16,15 @@ import pytest
 
 from hetsched.core.records import Job
 from hetsched.core.settings import ReplaySettings
-from hetsched.policies.baselines import common
-from hetsched.policies.starting import SpeedBook, TypeChoice, worth_starting
+from hetsched.policies.baselines import common, guarded, kept_queue
+from hetsched.policies.baselines.duration import ShortestRemainingTimeFirst
+from hetsched.policies.rolling import ClusterState, Decision
+from hetsched.policies.starting import (
+    SpeedBook,
+    TypeChoice,
+    types_worth_starting,
+    worth_starting,
+)
 from hetsched.replaying import replay_trace
 from hetsched.simulate.record import Replay
 from tests.helpers import SHARED_DATA
@@ -48,6 +57,49 @@ def without_short_cuts(monkeypatch: pytest.MonkeyPatch) -> None:
         return steps / speed if speed > 0 else math.inf
 
     monkeypatch.setattr(SpeedBook, "predicted_s", predicted)
+    # Every decision reads the whole queue (no log followed), sorts it and walks every
+    # job, as the policies did before they kept their queue.
+    monkeypatch.setattr(kept_queue.FeedReader, "read",
+                        lambda self, state: self._whole(state))
+    monkeypatch.setattr(guarded, "_rules", lambda *args: {})
+    monkeypatch.setattr(guarded.GuardedOrder, "decide", sorted_guarded_order)
+    monkeypatch.setattr(ShortestRemainingTimeFirst, "decide", sorted_srtf)
+
+
+def sorted_guarded_order(self: guarded.GuardedOrder, state: ClusterState) -> Decision:
+    """SJF's and EDF's decision as it was: the whole queue sorted at every decision."""
+    promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job))
+    if not state.pending or not state.has_free():
+        return Decision()
+
+    def key(job: Job) -> tuple[int, tuple[float, float, str]]:
+        if job.id in promoted:
+            return (0, (job.arrival, 0.0, job.id))
+        return (1, self.rank(state, job))
+
+    return common.start_in_order(state, sorted(state.pending, key=key),
+                                 types_worth_starting(state, self.speeds, promoted),
+                                 reserves=lambda job: job.id in promoted)
+
+
+def sorted_srtf(self: ShortestRemainingTimeFirst, state: ClusterState) -> Decision:
+    """SRTF's decision as it was: every active job keyed and sorted at every decision."""
+    promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job))
+    if not state.pending:
+        return Decision()
+    keys: dict[str, tuple[float, float, float, str]] = {}
+    for run in state.running:
+        job = run.job
+        keys[job.id] = (0, 0, job.arrival, job.id) if job.id in promoted else \
+            (1, self.speeds.predicted_s(state, job, run.remaining), job.arrival, job.id)
+    for job in state.pending:
+        keys[job.id] = (0, 1, job.arrival, job.id) if job.id in promoted else \
+            (1, self.speeds.predicted_s(state, job) * (1 + self.margin)
+             + self.restart_penalty_s, job.arrival, job.id)
+    order = sorted([*state.pending, *(r.job for r in state.running)],
+                   key=lambda job: keys[job.id])
+    return common.preempt_in_order(state, order,
+                                   types_worth_starting(state, self.speeds, promoted))
 
 
 @pytest.mark.parametrize("policy", [

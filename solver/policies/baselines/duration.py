@@ -4,7 +4,6 @@ throughput model the policy sees (the fitted one in a replay)."""
 
 from __future__ import annotations
 
-import heapq
 import math
 
 from hetsched.core.records import Job
@@ -18,7 +17,7 @@ from hetsched.policies.baselines.common import (
     types_worth_starting,
     victim_ranks,
 )
-from hetsched.policies.baselines.guarded import GuardedOrder, kept_stream
+from hetsched.policies.baselines.guarded import GuardedOrder, kept_walk
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
 
@@ -113,9 +112,8 @@ class ShortestRemainingTimeFirst(PolicyHooks):
         ranks = {job.id: i for i, (_, job) in enumerate(running)}
         types = types_worth_starting(state, self.speeds, promoted)
         pool = state.pool(victim_ranks(state, ranks))
-        waiting = kept_stream(state, self.order, types, pool)
-        order = (job for _, job in heapq.merge(waiting, running, key=lambda item: item[0]))
-        return preempt_in_order(state, order, types, ranks, pool)
+        return preempt_in_order(state, kept_walk(state, self.order, types, pool, running),
+                                types, ranks, pool)
 
 
 def _promoted_waiting(job: Job) -> tuple[float, float, float, str]:

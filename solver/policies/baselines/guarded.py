@@ -18,8 +18,9 @@ nothing that changes a later job's answer.
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from hetsched.allocation.free_gpus import FreeGpuIndex
@@ -30,42 +31,69 @@ from hetsched.policies.baselines.kept_queue import (
     KeptOrder,
     Kind,
     KindIndex,
+    Rule,
     StarvationGuard,
 )
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 from hetsched.policies.starting import SpeedBook, TypeChoice, types_worth_starting
 
-__all__ = ["GuardedOrder", "kept_stream"]
+__all__ = ["GuardedOrder", "kept_walk"]
 
-def kept_stream(state: ClusterState, order: KeptOrder, types: TypeChoice,
-                pool: FreeGpuIndex) -> Iterator[tuple[Any, Job]]:
-    """``(key, job)`` of ``order``'s waiting jobs that could start, in order: every
-    promoted job, then the others under their kind's bound for the types with room in
-    ``pool`` (free GPUs and victims'), recomputed after each start (``types.started``),
-    since a start changes when GPUs free. Read it one job at a time, deciding each before
-    asking for the next (:func:`heapq.merge` does): the bounds are computed when asked."""
-    yield from order.front_items()
+def kept_walk(state: ClusterState, order: KeptOrder, types: TypeChoice, pool: FreeGpuIndex,
+              running: Sequence[tuple[Any, Job]] = ()) -> Iterator[Job]:
+    """The walk of a decision: ``order``'s waiting jobs that could start, merged by key
+    with ``running`` (``(key, job)`` of running jobs, sorted; their GPUs are the
+    ``pool``'s victims, ranked by their place there): every promoted job, then the
+    others under their kind's bound (:func:`_rules`). Read it one job at a time,
+    deciding each before asking for the next: the bounds are computed again, from
+    the last job given, whenever the pool's free GPUs or ``types``' starts changed
+    (a start takes GPUs and changes when GPUs free; a preemption frees GPUs)."""
     kinds = order.kinds
     assert kinds is not None
+    keys_by_rank = [key for key, _ in running]
     after: Any = None
+    seen: tuple[int, int] | None = None
+    waiting: Iterator[tuple[Any, Job]] = iter(())
+    head: tuple[Any, Job] | None = None
+    index = 0
     while True:
-        starts = types.starts
-        restarted = False
-        for key, job in kinds.candidates(after, _bounds(state, kinds, types, pool)):
-            after = key
-            yield key, job
-            if types.starts != starts:
-                restarted = True
-                break  # the bounds change with what it took
-        if not restarted:
+        now_seen = (types.starts, pool.free_count())
+        if now_seen != seen:  # (first, or something changed): the candidates again
+            seen = now_seen
+            rules = _rules(state, kinds, types, pool, _victim_keys(state, pool, keys_by_rank))
+            waiting = heapq.merge(_after(order.front_items(), after),
+                                  kinds.candidates(after, rules), key=_first)
+            head = next(waiting, None)
+        if index < len(running) and (head is None or running[index][0] < head[0]):
+            after, job = running[index]
+            index += 1
+        elif head is not None:
+            after, job = head
+            head = next(waiting, None)
+        else:
             return
+        yield job
 
 
-def _bounds(state: ClusterState, kinds: KindIndex, types: TypeChoice,
-            pool: FreeGpuIndex) -> dict[Kind | None, float]:
-    """Per kind, steps above which no type with room now (free or victims' GPUs) is
-    worth starting on."""
-    bounds: dict[Kind | None, float] = {}
+def _victim_keys(state: ClusterState, pool: FreeGpuIndex, keys_by_rank: Sequence[Any]
+                 ) -> dict[str, Any]:
+    """Per GPU type, the key of the last running job in the walk whose GPUs of that type
+    are victims (a waiting job after it finds only free GPUs there)."""
+    last: dict[str, int] = {}
+    gpus = state.cluster.gpu_by_id
+    for gpu, rank in pool.victims.items():
+        gpu_type = gpus[gpu].gpu_type
+        if rank > last.get(gpu_type, -1):
+            last[gpu_type] = rank
+    return {gpu_type: keys_by_rank[rank] for gpu_type, rank in last.items()}
+
+
+def _rules(state: ClusterState, kinds: KindIndex, types: TypeChoice, pool: FreeGpuIndex,
+           victim_keys: dict[str, Any]) -> dict[Kind | None, list[Rule]]:
+    """Per kind, which of its jobs could start now: for each type with room (free GPUs
+    for any job; victims' GPUs for jobs before the last victim there), the jobs of no
+    more steps than make the type worth starting on (:func:`_threshold`)."""
+    rules: dict[Kind | None, list[Rule]] = {}
     now = state.now
     for kind, by_key in kinds.by_key.items():
         if kind is None:
@@ -73,15 +101,25 @@ def _bounds(state: ClusterState, kinds: KindIndex, types: TypeChoice,
         job = by_key[0][1]
         speeds = types.book.speeds(state, job)
         count = job.num_gpus
-        best = -math.inf
+        found: list[Rule] = []
         for gpu_type, speed in speeds.items():
-            if pool.available(gpu_type, True) < count:
+            if pool.available(gpu_type) >= count:
+                before = None
+            elif gpu_type in victim_keys and pool.available(gpu_type, True) >= count:
+                before = victim_keys[gpu_type]
+            else:
                 continue
-            best = max(best, _threshold(speeds, gpu_type, speed, count, types, now))
-            if best == math.inf:
-                break
-        bounds[kind] = best
-    return bounds
+            found.append((_threshold(speeds, gpu_type, speed, count, types, now), before))
+        rules[kind] = found
+    return rules
+
+
+def _after(items: Iterator[tuple[Any, Job]], after: Any) -> Iterator[tuple[Any, Job]]:
+    return items if after is None else (item for item in items if item[0] > after)
+
+
+def _first(item: tuple[Any, Job]) -> Any:
+    return item[0]
 
 
 def _threshold(speeds: dict[str, float], gpu_type: str, speed: float, count: int,
@@ -99,7 +137,9 @@ def _threshold(speeds: dict[str, float], gpu_type: str, speed: float, count: int
         slope = 1.0 / speed - 1.0 / faster - 1e-9 / faster
         if slope <= 0:
             continue
-        room = free_at - now + 1e-9 * (1.0 + abs(free_at))
+        # (and the rounding of sums of times this large: a few ulps, generously)
+        room = free_at - now + 1e-9 * (1.0 + abs(free_at)) + 1e-13 * (1.0 + abs(now)
+                                                                       + abs(free_at))
         limit = min(limit, room / slope)
     return limit * (1 + 1e-7) + 1e-9 if limit != math.inf else limit
 
@@ -139,8 +179,8 @@ class GuardedOrder(PolicyHooks):
         promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job),
                                      changes)
 
-        def rank(job: Job) -> tuple[float, float, str]:
-            return self.rank(state, job)
+        def rank(job: Job) -> tuple[int, tuple[float, float, str]]:
+            return (1, self.rank(state, job))  # after every promoted job
 
         def steps(job: Job) -> float:
             return state.remaining.get(job.id, job.work)
@@ -155,11 +195,10 @@ class GuardedOrder(PolicyHooks):
             return Decision()
         types = types_worth_starting(state, self.speeds, promoted)
         pool = state.pool()
-        return start_in_order(state, (job for _, job in kept_stream(state, self.order, types,
-                                                                     pool)),
-                              types, reserves=lambda job: job.id in promoted, pool=pool)
+        return start_in_order(state, kept_walk(state, self.order, types, pool), types,
+                              reserves=lambda job: job.id in promoted, pool=pool)
 
 
-def _by_arrival(job: Job) -> tuple[float, float, str]:
-    """A promoted job's place: by arrival."""
-    return (job.arrival, 0.0, job.id)
+def _by_arrival(job: Job) -> tuple[int, tuple[float, float, str]]:
+    """A promoted job's place: before the others, by arrival."""
+    return (0, (job.arrival, 0.0, job.id))

@@ -20,10 +20,12 @@ from typing import Any
 from hetsched.core.records import Job
 from hetsched.policies.rolling import ClusterState, PendingLog
 
-__all__ = ["Change", "FeedReader", "KeptOrder", "KindIndex", "StarvationGuard"]
+__all__ = ["Change", "FeedReader", "KeptOrder", "KindIndex", "Rule", "StarvationGuard"]
 
 #: A change of the queue, in order: (the job, its id) joined, (None, its id) left.
 Change = tuple[Job | None, str]
+#: Which jobs of a kind could start: (most steps left, key to stay below or None).
+Rule = tuple[float, Any]
 #: A job's place in an order (unique per job: ending in its id, say).
 Key = Callable[[Job], Any]
 
@@ -328,24 +330,35 @@ class KindIndex:
         self.by_steps.clear()
         self._of.clear()
 
-    def candidates(self, after: Any, bound: dict[Kind | None, float]) -> Iterator[tuple[Any, Job]]:
-        """``(key, job)`` of every job after ``after`` (``None``: from the first) whose
-        steps are at most its kind's ``bound`` (a kind missing from it: every job), in
-        key order."""
+    def candidates(self, after: Any, rules: dict[Kind | None, list[Rule]]
+                   ) -> Iterator[tuple[Any, Job]]:
+        """``(key, job)`` of the jobs after ``after`` (``None``: from the first) that some
+        rule of their kind admits, in key order: a rule ``(steps, before)`` admits the
+        jobs of at most ``steps`` steps left and, unless ``before`` is ``None``, of keys
+        below ``before``. A kind without rules in ``rules`` (and the jobs of no kind):
+        every job."""
         runs: list[Iterator[tuple[Any, Job]] | list[tuple[Any, Job]]] = []
         for kind, by_key in self.by_key.items():
-            limit = bound.get(kind, math.inf) if kind is not None else math.inf
             start = 0 if after is None else bisect.bisect_right(by_key, after, key=_first)
-            if limit == math.inf:
+            found = rules.get(kind) if kind is not None else None
+            if found is None or any(steps == math.inf and before is None
+                                    for steps, before in found):
                 runs.append(_from(by_key, start))
                 continue
+            chosen: dict[str, tuple[Any, Job]] = {}
             by_steps = self.by_steps[kind]
-            end = bisect.bisect_right(by_steps, limit, key=_first3)
-            if end:
-                chosen = [(key, job) for _, key, job in by_steps[:end]
-                          if after is None or key > after]
-                chosen.sort(key=_first)
-                runs.append(chosen)
+            for steps, before in found:
+                if steps == math.inf:
+                    end = len(by_key) if before is None else \
+                        bisect.bisect_left(by_key, before, key=_first)
+                    chosen.update((job.id, (key, job)) for key, job in by_key[start:end])
+                    continue
+                for _, key, job in by_steps[:bisect.bisect_right(by_steps, steps,
+                                                                 key=_first3)]:
+                    if (after is None or key > after) and (before is None or key < before):
+                        chosen[job.id] = (key, job)
+            if chosen:
+                runs.append(sorted(chosen.values(), key=_first))
         return heapq.merge(*runs, key=_first)
 
 
