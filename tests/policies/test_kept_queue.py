@@ -9,8 +9,8 @@ import random
 from dataclasses import replace
 
 from hetsched.core.records import Job
-from hetsched.policies.baselines.guarded import _threshold
 from hetsched.policies.baselines.kept_queue import FeedReader, KeptOrder, KindIndex
+from hetsched.policies.baselines.walk import _threshold
 from hetsched.policies.rolling import ClusterState, PendingFeed, PendingLog
 from tests.policies.test_baselines import one_gpu
 

@@ -16,7 +16,7 @@ import pytest
 
 from hetsched.core.records import Job
 from hetsched.core.settings import ReplaySettings
-from hetsched.policies.baselines import common, guarded, kept_queue
+from hetsched.policies.baselines import common, guarded, kept_queue, walk
 from hetsched.policies.baselines.duration import ShortestRemainingTimeFirst
 from hetsched.policies.rolling import ClusterState, Decision
 from hetsched.policies.starting import (
@@ -61,7 +61,7 @@ def without_short_cuts(monkeypatch: pytest.MonkeyPatch) -> None:
     # job, as the policies did before they kept their queue.
     monkeypatch.setattr(kept_queue.FeedReader, "read",
                         lambda self, state: self._whole(state))
-    monkeypatch.setattr(guarded, "_rules", lambda *args: {})
+    monkeypatch.setattr(walk, "_rules", lambda *args: {})
     monkeypatch.setattr(guarded.GuardedOrder, "decide", sorted_guarded_order)
     monkeypatch.setattr(ShortestRemainingTimeFirst, "decide", sorted_srtf)
 

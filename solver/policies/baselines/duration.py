@@ -17,7 +17,8 @@ from hetsched.policies.baselines.common import (
     types_worth_starting,
     victim_ranks,
 )
-from hetsched.policies.baselines.guarded import GuardedOrder, kept_walk
+from hetsched.policies.baselines.guarded import GuardedOrder
+from hetsched.policies.baselines.walk import kept_walk
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
 

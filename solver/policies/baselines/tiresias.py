@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from hetsched.core.records import Job
-from hetsched.policies.baselines.common import cluster_order, preempt_in_order
+from hetsched.policies.baselines.common import cluster_order, preempt_in_order, victim_ranks
+from hetsched.policies.baselines.kept_queue import FeedReader, KeptOrder
+from hetsched.policies.baselines.walk import kept_walk
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
 
@@ -50,6 +53,12 @@ class Tiresias(PolicyHooks):
         self._queue: dict[str, tuple[int, float]] = {}  # queue, time it entered it
         self._last_ran: dict[str, float] = {}
         self.promotions = 0
+        # The queue kept from decision to decision (kept_queue): waiting jobs in order, and
+        # (time, job) when each waiting job outside queue 0 starves.
+        self.reader = FeedReader()
+        self.order = KeptOrder(by_kind=True)
+        self._due: list[tuple[float, str]] = []
+        self._kept = False
 
     def queue_of(self, job_id: str) -> int:
         """The queue a job is in now (0 is the highest priority)."""
@@ -76,33 +85,99 @@ class Tiresias(PolicyHooks):
         """Serve the queues in order, preempting lower queues."""
         now = state.now
         attained = state.attained  # GPU-seconds up to now, restores included
+        changes = self.reader.read(state)
         for run in state.running:
             self._last_ran[run.job.id] = now
-        alive = {job.id for job in state.pending} | {r.job.id for r in state.running}
-        for table in (self._base, self._queue, self._last_ran):
-            for job_id in [j for j in table if j not in alive]:
-                del table[job_id]
-        jobs = [*state.pending, *(r.job for r in state.running)]
         running = {r.job.id for r in state.running}
-        for job in jobs:
-            service = attained.get(job.id, 0.0) - self._base.get(job.id, 0.0)
-            queue = bisect.bisect_right(self.thresholds_gpu_s, service)
-            if job.id not in running and queue > 0 and job.id in self._last_ran:
-                ran_s = service / job.num_gpus
-                if now - self._last_ran[job.id] >= self.promote_knob * ran_s:
-                    self._base[job.id] = attained.get(job.id, 0.0)
-                    self._queue[job.id] = (0, now)
-                    self.promotions += 1
-                    continue
-            if self._queue.get(job.id, (None, 0.0))[0] != queue:
-                self._queue[job.id] = (queue, job.arrival if job.id not in self._queue
-                                       else now)
+        for run in state.running:
+            self._place(run.job, attained, running, now)
+        waiting = self.reader.jobs
+        if changes is None or not self._kept:
+            # Read whole: every waiting job looked at, the order and the clocks anew.
+            self._due = []
+            for pending in state.pending:
+                self._place(pending, attained, running, now)
+            self.order.rebuild(state.pending, frozenset(), self._key, self._key, _no_steps)
+        else:
+            # What changed only: the jobs that joined, then the promotions now due.
+            for joined, job_id in changes:
+                if joined is not None and waiting.get(job_id) is joined:
+                    self._place(joined, attained, running, now)
+            self.order.follow(changes, frozenset(), [], waiting, self._key, self._key,
+                              _no_steps)
+            self._promote_due(attained, now)
+        self._kept = state.pending_feed is not None
         if not state.pending:
             return Decision()
+        items = sorted(((self._key(r.job, 0), r.job) for r in state.running),
+                       key=lambda item: item[0])
+        ranks = {job.id: i for i, (_, job) in enumerate(items)}
+        pool = state.pool(victim_ranks(state, ranks))
+        return preempt_in_order(state, kept_walk(state, self.order, None, pool, items),
+                                lambda job: cluster_order(state, job), ranks, pool)
 
-        def key(job: Job) -> tuple[int, int, float, float, str]:
-            queue, entered = self._queue[job.id]
-            return (queue, 0 if job.id in running else 1, entered, job.arrival, job.id)
+    def on_finished(self, job: Job, now: float) -> None:
+        """Forget the job."""
+        for table in (self._base, self._queue, self._last_ran):
+            table.pop(job.id, None)
 
-        order = sorted(jobs, key=key)
-        return preempt_in_order(state, order, lambda job: cluster_order(state, job))
+    def _key(self, job: Job, waits: int = 1) -> tuple[int, int, float, float, str]:
+        """A job's place: its queue, running jobs first, the time it entered the queue."""
+        queue, entered = self._queue.get(job.id, (0, job.arrival))
+        return (queue, waits, entered, job.arrival, job.id)
+
+    def _place(self, job: Job, attained: Mapping[str, float], running: set[str],
+               now: float) -> None:
+        """Put ``job`` in its queue now (a waiting job that starved: back to queue 0);
+        a waiting job that may starve later gets its time in ``_due``."""
+        due = self._queue_now(job, attained, running, now)
+        if due is not None:
+            heapq.heappush(self._due, (due, job.id))
+
+    def _queue_now(self, job: Job, attained: Mapping[str, float], running: set[str],
+                   now: float) -> float | None:
+        """:meth:`_place`, returning the time a waiting job starves (``None``: never, or
+        now: it went back to queue 0)."""
+        job_id = job.id
+        service = attained.get(job_id, 0.0) - self._base.get(job_id, 0.0)
+        queue = bisect.bisect_right(self.thresholds_gpu_s, service)
+        due = None
+        if job_id not in running and queue > 0 and job_id in self._last_ran:
+            ran_s = service / job.num_gpus
+            last = self._last_ran[job_id]
+            if now - last >= self.promote_knob * ran_s:
+                self._base[job_id] = attained.get(job_id, 0.0)
+                self._queue[job_id] = (0, now)
+                self.promotions += 1
+                return None
+            due = last + self.promote_knob * ran_s
+        if self._queue.get(job_id, (None, 0.0))[0] != queue:
+            self._queue[job_id] = (queue, job.arrival if job_id not in self._queue else now)
+        return due
+
+    def _promote_due(self, attained: Mapping[str, float], now: float) -> None:
+        """Look again, as every waiting job is looked at when read whole, at the waiting
+        jobs whose time in ``_due`` has come (a little early: rounding), and move those
+        that went back to queue 0 in the order."""
+        heap = self._due
+        slack = 1e-6 * max(1.0, abs(now))
+        waiting = self.reader.jobs
+        come: dict[str, Job] = {}
+        while heap and heap[0][0] <= now + slack:
+            job_id = heapq.heappop(heap)[1]
+            found = waiting.get(job_id)
+            if found is not None:  # (else it started since)
+                come[job_id] = found
+        for job in come.values():
+            before = self._queue.get(job.id)
+            due = self._queue_now(job, attained, set(), now)
+            if due is not None:
+                heapq.heappush(heap, (due, job.id))
+            if self._queue.get(job.id) != before:
+                self.order.follow([(None, job.id), (job, job.id)], frozenset(), [], waiting,
+                                  self._key, self._key, _no_steps)
+
+
+def _no_steps(job: Job) -> float:
+    """Tiresias weighs no steps: its kinds' rules admit any."""
+    return 0.0
