@@ -20,7 +20,7 @@ from hetsched.core.settings import DECISION_LIMIT
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array
 from hetsched.policies.backends import BACKENDS_OF
-from hetsched.policies.baselines.common import RoundClock, SpeedBook, place
+from hetsched.policies.baselines.common import Misses, RoundClock, SpeedBook, place
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
 log = logging.getLogger(__name__)
@@ -354,9 +354,11 @@ class Gavel(PolicyHooks):
             key=lambda row: (-gangs[row], -pairs.priority[row, taken[row]],
                              jobs[row].arrival, jobs[row].id))
         starts: list[Start] = []
+        misses = Misses()  # (the pool only shrinks in this loop: a gang that found nothing
+        # finds nothing later either)
         for row in to_start:
             job = jobs[row]
-            start = place(state, job, [chosen[job.id]], job.num_gpus, pool)
+            start = place(state, job, [chosen[job.id]], job.num_gpus, pool, misses=misses)
             if start is not None:
                 starts.append(start)
         restarted = {s.job for s in starts}
@@ -386,12 +388,13 @@ class Gavel(PolicyHooks):
                             ~pairs.starved))
         types = state.cluster.type_names
         starts = []
+        misses = Misses()  # (starts only take GPUs)
         for row in order[pairs.usable[order, best[order]]].tolist():
             if not pool.has_free():
                 break
             job = waiting[row]
             choices = [types[k] for k in pairs.preference[row].tolist() if pairs.usable[row, k]]
-            start = place(state, job, choices, job.num_gpus, pool)
+            start = place(state, job, choices, job.num_gpus, pool, misses=misses)
             if start is not None:
                 starts.append(start)
         return Decision(tuple(starts))
