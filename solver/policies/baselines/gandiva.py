@@ -11,7 +11,10 @@ from hetsched.policies.baselines.common import (
     cluster_order,
     preempt_in_order,
     start_in_order,
+    victim_ranks,
 )
+from hetsched.policies.baselines.kept_queue import FeedReader, KeptOrder
+from hetsched.policies.baselines.walk import kept_walk
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
 
@@ -38,6 +41,9 @@ class Gandiva(PolicyHooks):
         self.quantum_s = quantum_s
         self.clock = RoundClock(quantum_s)
         self._last_ran: dict[str, float] = {}
+        self.reader = FeedReader()
+        self.order = KeptOrder(by_kind=True)
+        self._kept = False
 
     @property
     def round_s(self) -> float:
@@ -55,21 +61,24 @@ class Gandiva(PolicyHooks):
         # Quantum boundaries at the first decision + k quanta (where the simulator calls),
         # each taken at the first decision at or after it.
         boundary = self.clock.boundary(now)
+        # The waiting jobs, the one that last ran longest ago first (kept_queue): a job's
+        # place is fixed while it waits (when it last ran is set while it runs).
+        changes = self.reader.read(state)
+        if changes is not None and self._kept:
+            self.order.follow(changes, frozenset(), [], self.reader.jobs, self._waited,
+                              self._waited, _no_steps)
+        else:
+            self.order.rebuild(state.pending, frozenset(), self._waited, self._waited,
+                               _no_steps)
+        self._kept = state.pending_feed is not None
         if not state.pending:
             return Decision()
-        running = {r.job.id for r in state.running}
-        for job_id in running:
-            self._last_ran[job_id] = now
-        alive = running | {job.id for job in state.pending}
-        for job_id in [j for j in self._last_ran if j not in alive]:
-            del self._last_ran[job_id]
-
-        def waited(job: Job) -> tuple[float, float, str]:
-            return (self._last_ran.get(job.id, job.arrival), job.arrival, job.id)
-
-        waiting = sorted(state.pending, key=waited)
+        for run in state.running:
+            self._last_ran[run.job.id] = now
         if not boundary:
-            return start_in_order(state, waiting, lambda job: cluster_order(state, job))
+            pool = state.pool()
+            return start_in_order(state, kept_walk(state, self.order, None, pool),
+                                  lambda job: cluster_order(state, job), pool=pool)
         # ``started``: the start of the current stint (the last (re)start)
         served = [r for r in state.running
                   if now - r.started < self.quantum_s - BOUNDARY_TOLERANCE_S]
@@ -78,6 +87,25 @@ class Gandiva(PolicyHooks):
         served.sort(key=lambda r: (r.started, r.job.arrival, r.job.id))
         # Of the jobs that had their quantum, the one that resumed last stays longest.
         due.sort(key=lambda r: (-r.started, r.job.arrival, r.job.id))
-        order = [*(r.job for r in served), *waiting, *(r.job for r in due)]
-        decision = preempt_in_order(state, order, lambda job: cluster_order(state, job))
+        # The order: served running jobs, the waiting jobs, the running jobs due.
+        running = [*(((0, i), r.job) for i, r in enumerate(served)),
+                   *(((2, i), r.job) for i, r in enumerate(due))]
+        ranks = {job.id: i for i, (_, job) in enumerate(running)}
+        pool = state.pool(victim_ranks(state, ranks))
+        decision = preempt_in_order(state, kept_walk(state, self.order, None, pool, running),
+                                    lambda job: cluster_order(state, job), ranks, pool)
         return decision if decision.start or decision.preempt else Decision()
+
+    def on_finished(self, job: Job, now: float) -> None:
+        """Forget the job."""
+        self._last_ran.pop(job.id, None)
+
+    def _waited(self, job: Job) -> tuple[int, tuple[float, float, str]]:
+        """A waiting job's place: after the served running jobs, the one that last ran
+        longest ago first (a job that never ran: since its arrival)."""
+        return (1, (self._last_ran.get(job.id, job.arrival), job.arrival, job.id))
+
+
+def _no_steps(job: Job) -> float:
+    """Gandiva weighs no steps: its kinds' rules admit any."""
+    return 0.0
