@@ -42,6 +42,7 @@ class Gandiva(PolicyHooks):
         self.clock = RoundClock(quantum_s)
         self._last_ran: dict[str, float] = {}
         self.reader = FeedReader()
+        self._finished: list[str] = []  # jobs finished since the last decision
         self.order = KeptOrder(by_kind=True)
         self._kept = False
 
@@ -73,6 +74,7 @@ class Gandiva(PolicyHooks):
         self._kept = state.pending_feed is not None
         if not state.pending:
             return Decision()
+        self._forget_finished()
         for run in state.running:
             self._last_ran[run.job.id] = now
         if not boundary:
@@ -97,8 +99,14 @@ class Gandiva(PolicyHooks):
         return decision if decision.start or decision.preempt else Decision()
 
     def on_finished(self, job: Job, now: float) -> None:
-        """Forget the job."""
-        self._last_ran.pop(job.id, None)
+        """Forget the job at the next decision."""
+        self._finished.append(job.id)
+
+    def _forget_finished(self) -> None:
+        for job_id in self._finished:
+            for table in (self._last_ran,):
+                table.pop(job_id, None)
+        self._finished.clear()
 
     def _waited(self, job: Job) -> tuple[int, tuple[float, float, str]]:
         """A waiting job's place: after the served running jobs, the one that last ran

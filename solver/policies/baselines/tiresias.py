@@ -56,6 +56,7 @@ class Tiresias(PolicyHooks):
         # The queue kept from decision to decision (kept_queue): waiting jobs in order, and
         # (time, job) when each waiting job outside queue 0 starves.
         self.reader = FeedReader()
+        self._finished: list[str] = []  # jobs finished since the last decision
         self.order = KeptOrder(by_kind=True)
         self._due: list[tuple[float, str]] = []
         self._kept = False
@@ -86,6 +87,7 @@ class Tiresias(PolicyHooks):
         now = state.now
         attained = state.attained  # GPU-seconds up to now, restores included
         changes = self.reader.read(state)
+        self._forget_finished()
         for run in state.running:
             self._last_ran[run.job.id] = now
         running = {r.job.id for r in state.running}
@@ -117,9 +119,14 @@ class Tiresias(PolicyHooks):
                                 lambda job: cluster_order(state, job), ranks, pool)
 
     def on_finished(self, job: Job, now: float) -> None:
-        """Forget the job."""
-        for table in (self._base, self._queue, self._last_ran):
-            table.pop(job.id, None)
+        """Forget the job at the next decision."""
+        self._finished.append(job.id)
+
+    def _forget_finished(self) -> None:
+        for job_id in self._finished:
+            for table in (self._base, self._queue, self._last_ran):
+                table.pop(job_id, None)
+        self._finished.clear()
 
     def _key(self, job: Job, waits: int = 1) -> tuple[int, int, float, float, str]:
         """A job's place: its queue, running jobs first, the time it entered the queue."""
