@@ -8,8 +8,9 @@ queue stands in the replay's :class:`~hetsched.policies.rolling.PendingLog`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
+from typing import TypeVar
 
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.core.records import Cluster, Job
@@ -19,6 +20,8 @@ from hetsched.simulate.record import JobRecord
 from hetsched.simulate.runs import Run
 
 __all__ = ["LiveState"]
+
+V = TypeVar("V")
 
 
 class LiveState(ClusterState):
@@ -80,7 +83,7 @@ class LiveState(ClusterState):
     def remaining(self) -> Mapping[str, float]:
         """Steps left of every pending job."""
         self.check_open("remaining")
-        return _Remaining(self)
+        return _PerWaitingJob(self, "remaining", lambda state, job_id: state._left[job_id])
 
     @cached_property
     def attained(self) -> Mapping[str, float]:
@@ -93,48 +96,32 @@ class LiveState(ClusterState):
     def preemptions(self) -> Mapping[str, int]:
         """Times each pending job was preempted."""
         self.check_open("preemptions")
-        return _Preemptions(self)
+        return _PerWaitingJob(self, "preemptions",
+                              lambda state, job_id: state._records[job_id].preemptions)
 
 
 _LAZY_FIELDS = ("free", "running", "remaining", "attained", "preemptions")
 
 
-class _Remaining(Mapping[str, float]):
-    """Steps left of each pending job, read from the simulator's books."""
+class _PerWaitingJob(Mapping[str, V]):
+    """A figure of each pending job (``read(state, job_id)``), read from the simulator's
+    books; ``field``: the state's field it is (named when read too late)."""
 
-    def __init__(self, state: LiveState) -> None:
+    def __init__(self, state: LiveState, field: str,
+                 read: Callable[[LiveState, str], V]) -> None:
         self.state = state
+        self.field = field
+        self.read = read
 
-    def __getitem__(self, job_id: str) -> float:
+    def __getitem__(self, job_id: str) -> V:
         state = self.state
-        state.check_open("remaining")
+        state.check_open(self.field)
         if job_id not in state._waiting:
             raise KeyError(job_id)
-        return state._left[job_id]
+        return self.read(state, job_id)
 
     def __iter__(self) -> Iterator[str]:
-        self.state.check_open("remaining")
-        return iter(tuple(self.state._waiting))
-
-    def __len__(self) -> int:
-        return len(self.state._waiting)
-
-
-class _Preemptions(Mapping[str, int]):
-    """Times each pending job was preempted."""
-
-    def __init__(self, state: LiveState) -> None:
-        self.state = state
-
-    def __getitem__(self, job_id: str) -> int:
-        state = self.state
-        state.check_open("preemptions")
-        if job_id not in state._waiting:
-            raise KeyError(job_id)
-        return state._records[job_id].preemptions
-
-    def __iter__(self) -> Iterator[str]:
-        self.state.check_open("preemptions")
+        self.state.check_open(self.field)
         return iter(tuple(self.state._waiting))
 
     def __len__(self) -> int:

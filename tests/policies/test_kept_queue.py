@@ -62,7 +62,7 @@ def test_a_kept_order_puts_promoted_jobs_first_and_follows_changes() -> None:
     def by_arrival(j: Job) -> tuple[float, str]:
         return (j.arrival, j.id)
 
-    order = KeptOrder(by_kind=True)
+    order = KeptOrder()
     order.rebuild([jobs["a"], jobs["b"], jobs["c"]], {"c"}, key, by_arrival,
                   lambda j: j.work)
     # c promoted (front); then by work: b (10), a (50).
@@ -73,7 +73,6 @@ def test_a_kept_order_puts_promoted_jobs_first_and_follows_changes() -> None:
                  lambda j: j.work)
     # Front by arrival: a (0) before c (2); then d.
     assert [j.id for j in order] == ["a", "c", "d"]
-    assert order.kinds is not None
     # Only d is not promoted: the one kind holds it alone.
     assert [[j.id for _, j in entries] for entries in order.kinds.by_key.values()] == [["d"]]
 

@@ -70,7 +70,7 @@ class ShortestRemainingTimeFirst(PolicyHooks):
         self.guard = StarvationGuard(starvation_factor)
         # The queue kept in order from decision to decision (kept_queue).
         self.reader = FeedReader()
-        self.order = KeptOrder(by_kind=True)
+        self.order = KeptOrder()
         self._order_kept = False
 
     def quiet_until(self, state: ClusterState) -> float:

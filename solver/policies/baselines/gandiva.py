@@ -43,7 +43,7 @@ class Gandiva(PolicyHooks):
         self._last_ran: dict[str, float] = {}
         self.reader = FeedReader()
         self._finished: list[str] = []  # jobs finished since the last decision
-        self.order = KeptOrder(by_kind=True)
+        self.order = KeptOrder()
         self._kept = False
 
     @property

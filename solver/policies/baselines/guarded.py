@@ -32,7 +32,7 @@ class GuardedOrder(PolicyHooks):
         # The queue kept in order from decision to decision (kept_queue): a decision
         # costs time in what changed, not in the jobs waiting.
         self.reader = FeedReader()
-        self.order = KeptOrder(by_kind=True)
+        self.order = KeptOrder()
         self._order_kept = False
 
     def rank(self, state: ClusterState, job: Job) -> tuple[float, float, str]:

@@ -197,86 +197,67 @@ class StarvationGuard:
 
 class KeptOrder:
     """The pending jobs in two runs, each sorted by a key unique per job: promoted jobs
-    (by ``front_key``) before the others (by ``key``), kept from decision to decision
-    by the queue's changes and the guard's new promotions. A waiting job's key must not
-    change while it waits (it may when it joins again); the keys are computed when a job
-    is placed, with the functions of that decision."""
+    (by ``front_key``) before the others (by ``key``, held by kind in ``kinds``), kept
+    from decision to decision by the queue's changes and the guard's new promotions. A
+    waiting job's key must not change while it waits (it may when it joins again); the
+    keys, and the steps left the kinds sort by, are computed when a job is placed, with
+    the functions of that decision."""
 
-    def __init__(self, *, by_kind: bool = False) -> None:
+    def __init__(self) -> None:
         self._front: list[tuple[Any, Job]] = []
-        self._rest: list[tuple[Any, Job]] = []
         self._where: dict[str, tuple[bool, Any]] = {}  # job id -> (in front, its key)
-        #: ``by_kind``: the jobs not promoted by kind too (``steps``: their steps left)
-        self.kinds: KindIndex | None = KindIndex() if by_kind else None
-        self._steps: Callable[[Job], float] = _no_steps
+        #: the jobs not promoted, by kind
+        self.kinds = KindIndex()
 
     def front_items(self) -> Iterator[tuple[Any, Job]]:
         """``(key, job)`` of the promoted jobs, in order."""
         yield from self._front
 
     def rebuild(self, jobs: Iterable[Job], promoted: AbstractSet[str], key: Key,
-                front_key: Key, steps: Callable[[Job], float] | None = None) -> None:
+                front_key: Key, steps: Callable[[Job], float]) -> None:
         """Every job anew."""
-        self._steps = steps or _no_steps
-        front: list[tuple[Any, Job]] = []
-        rest: list[tuple[Any, Job]] = []
-        where: dict[str, tuple[bool, Any]] = {}
+        self._front, self._where = [], {}
+        self.kinds.clear()
         for job in jobs:
             first = job.id in promoted
-            value = front_key(job) if first else key(job)
-            (front if first else rest).append((value, job))
-            where[job.id] = (first, value)
-        front.sort(key=_first)
-        rest.sort(key=_first)
-        self._front, self._rest, self._where = front, rest, where
-        if self.kinds is not None:
-            self.kinds.clear()
-            for value, job in rest:
-                self.kinds.add(job, value, self._steps(job))
+            self._add(job, first, front_key(job) if first else key(job), steps)
 
     def follow(self, changes: list[Change], promoted: AbstractSet[str], newly: list[str],
                jobs: dict[str, Job], key: Key, front_key: Key,
-               steps: Callable[[Job], float] | None = None) -> None:
+               steps: Callable[[Job], float]) -> None:
         """Apply the queue's ``changes`` (in order), then move the jobs ``newly``
         promoted (``jobs``: the pending jobs by id) to the front."""
-        self._steps = steps or _no_steps
         for job, job_id in changes:
             self._drop(job_id)
             if job is not None:
                 first = job_id in promoted
-                self._add(job, first, front_key(job) if first else key(job))
+                self._add(job, first, front_key(job) if first else key(job), steps)
         for job_id in newly:
             job = jobs.get(job_id)
             if job is not None and not self._where[job_id][0]:
                 self._drop(job_id)
-                self._add(job, True, front_key(job))
+                self._add(job, True, front_key(job), steps)
 
     def __iter__(self) -> Iterator[Job]:
-        for _, job in self._front:
-            yield job
-        for _, job in self._rest:
+        """The jobs in order (front first)."""
+        for _, job in heapq.merge(self._front, self.kinds.candidates(None, {}), key=_first):
             yield job
 
-    def items(self) -> Iterator[tuple[Any, Job]]:
-        """``(key, job)`` in order (front first)."""
-        yield from self._front
-        yield from self._rest
-
-    def _add(self, job: Job, first: bool, key: Any) -> None:
-        entries = self._front if first else self._rest
-        entries.insert(bisect.bisect_left(entries, key, key=_first), (key, job))
+    def _add(self, job: Job, first: bool, key: Any, steps: Callable[[Job], float]) -> None:
         self._where[job.id] = (first, key)
-        if not first and self.kinds is not None:
-            self.kinds.add(job, key, self._steps(job))
+        if first:
+            self._front.insert(bisect.bisect_left(self._front, key, key=_first), (key, job))
+        else:
+            self.kinds.add(job, key, steps(job))
 
     def _drop(self, job_id: str) -> None:
         found = self._where.pop(job_id, None)
         if found is None:
             return
         first, key = found
-        entries = self._front if first else self._rest
-        del entries[bisect.bisect_left(entries, key, key=_first)]
-        if not first and self.kinds is not None:
+        if first:
+            del self._front[bisect.bisect_left(self._front, key, key=_first)]
+        else:
             self.kinds.drop(job_id)
 
 
@@ -373,10 +354,6 @@ def _two(entry: tuple[float, Any, Job]) -> tuple[float, Any]:
 
 def _first3(entry: tuple[float, Any, Job]) -> float:
     return entry[0]
-
-
-def _no_steps(job: Job) -> float:
-    raise AssertionError("a kept order by kind needs the steps of its jobs")
 
 
 def _first(entry: tuple[Hashable, Job]) -> Any:

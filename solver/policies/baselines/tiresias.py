@@ -57,7 +57,7 @@ class Tiresias(PolicyHooks):
         # (time, job) when each waiting job outside queue 0 starves.
         self.reader = FeedReader()
         self._finished: list[str] = []  # jobs finished since the last decision
-        self.order = KeptOrder(by_kind=True)
+        self.order = KeptOrder()
         self._due: list[tuple[float, str]] = []
         self._kept = False
 

@@ -44,7 +44,6 @@ def kept_walk(state: ClusterState, order: KeptOrder, types: TypeChoice | None,
     (a preemption freed some) or, with ``types``, a job started (it changes when GPUs
     free); a start without ``types`` only takes room, which leaves the rules true."""
     kinds = order.kinds
-    assert kinds is not None
     keys_by_rank = [key for key, _ in running]
     after: Any = None
     made: int | None = None  # the starts when the rules were made (None: not yet)
