@@ -71,7 +71,6 @@ class ShortestRemainingTimeFirst(PolicyHooks):
         # The queue kept in order from decision to decision (kept_queue).
         self.reader = FeedReader()
         self.order = KeptOrder()
-        self._order_kept = False
 
     def quiet_until(self, state: ClusterState) -> float:
         """Until the next event when nobody waits (only the guard's clock moves, and the
@@ -92,13 +91,9 @@ class ShortestRemainingTimeFirst(PolicyHooks):
         def steps(job: Job) -> float:
             return state.remaining.get(job.id, job.work)
 
-        if changes is not None and self.guard.followed and self._order_kept:
-            self.order.follow(changes, promoted, self.guard.newly, self.reader.jobs,
-                              waiting_key, _promoted_waiting, steps)
-        else:
-            self.order.rebuild(state.pending, promoted, waiting_key, _promoted_waiting,
-                               steps)
-        self._order_kept = state.pending_feed is not None
+        self.order.keep(state, changes if self.guard.followed else None, promoted,
+                        self.guard.newly, self.reader.jobs, waiting_key, _promoted_waiting,
+                        steps)
         if not state.pending:
             return Decision()
         running: list[tuple[tuple[float, float, float, str], Job]] = []

@@ -44,7 +44,6 @@ class Gandiva(PolicyHooks):
         self.reader = FeedReader()
         self._finished: list[str] = []  # jobs finished since the last decision
         self.order = KeptOrder()
-        self._kept = False
 
     @property
     def round_s(self) -> float:
@@ -65,13 +64,8 @@ class Gandiva(PolicyHooks):
         # The waiting jobs, the one that last ran longest ago first (kept_queue): a job's
         # place is fixed while it waits (when it last ran is set while it runs).
         changes = self.reader.read(state)
-        if changes is not None and self._kept:
-            self.order.follow(changes, frozenset(), [], self.reader.jobs, self._waited,
-                              self._waited, _no_steps)
-        else:
-            self.order.rebuild(state.pending, frozenset(), self._waited, self._waited,
-                               _no_steps)
-        self._kept = state.pending_feed is not None
+        self.order.keep(state, changes, frozenset(), [], self.reader.jobs, self._waited,
+                        self._waited, _no_steps)
         if not state.pending:
             return Decision()
         self._forget_finished()

@@ -33,7 +33,6 @@ class GuardedOrder(PolicyHooks):
         # costs time in what changed, not in the jobs waiting.
         self.reader = FeedReader()
         self.order = KeptOrder()
-        self._order_kept = False
 
     def rank(self, state: ClusterState, job: Job) -> tuple[float, float, str]:
         """The order among jobs that are not promoted (smallest first)."""
@@ -57,12 +56,8 @@ class GuardedOrder(PolicyHooks):
         def steps(job: Job) -> float:
             return state.remaining.get(job.id, job.work)
 
-        if changes is not None and self.guard.followed and self._order_kept:
-            self.order.follow(changes, promoted, self.guard.newly, self.reader.jobs, rank,
-                              _by_arrival, steps)
-        else:
-            self.order.rebuild(state.pending, promoted, rank, _by_arrival, steps)
-        self._order_kept = state.pending_feed is not None
+        self.order.keep(state, changes if self.guard.followed else None, promoted,
+                        self.guard.newly, self.reader.jobs, rank, _by_arrival, steps)
         if not state.pending or not state.has_free():
             return Decision()
         types = types_worth_starting(state, self.speeds, promoted)

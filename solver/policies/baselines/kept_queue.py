@@ -18,7 +18,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from hetsched.core.records import Job
-from hetsched.policies.rolling import ClusterState, PendingLog
+from hetsched.policies.rolling import ClusterState, PendingFeed, PendingLog
 
 __all__ = ["Change", "FeedReader", "KeptOrder", "KindIndex", "Rule", "StarvationGuard"]
 
@@ -208,14 +208,33 @@ class KeptOrder:
         self._where: dict[str, tuple[bool, Any]] = {}  # job id -> (in front, its key)
         #: the jobs not promoted, by kind
         self.kinds = KindIndex()
+        self._kept = False  # built from a state with a feed: the next changes apply
 
     def front_items(self) -> Iterator[tuple[Any, Job]]:
         """``(key, job)`` of the promoted jobs, in order."""
         yield from self._front
 
+    def can_follow(self, changes: list[Change] | None) -> bool:
+        """Whether ``changes`` (of a :class:`FeedReader`) apply to this order: there are
+        some, and the order was built from a state with a feed."""
+        return changes is not None and self._kept
+
+    def keep(self, state: ClusterState, changes: list[Change] | None,
+             promoted: AbstractSet[str], newly: list[str], jobs: dict[str, Job], key: Key,
+             front_key: Key, steps: Callable[[Job], float]) -> None:
+        """The order of ``state``'s waiting jobs: ``changes`` followed if they apply
+        (:meth:`can_follow`), else every job anew."""
+        if self.can_follow(changes):
+            assert changes is not None
+            self.follow(changes, promoted, newly, jobs, key, front_key, steps)
+        else:
+            self.rebuild(state.pending, promoted, key, front_key, steps, state.pending_feed)
+
     def rebuild(self, jobs: Iterable[Job], promoted: AbstractSet[str], key: Key,
-                front_key: Key, steps: Callable[[Job], float]) -> None:
-        """Every job anew."""
+                front_key: Key, steps: Callable[[Job], float],
+                feed: PendingFeed | None = None) -> None:
+        """Every job anew (``feed``: that of the state they are the waiting jobs of)."""
+        self._kept = feed is not None
         self._front, self._where = [], {}
         self.kinds.clear()
         for job in jobs:

@@ -59,7 +59,6 @@ class Tiresias(PolicyHooks):
         self._finished: list[str] = []  # jobs finished since the last decision
         self.order = KeptOrder()
         self._due: list[tuple[float, str]] = []
-        self._kept = False
 
     def queue_of(self, job_id: str) -> int:
         """The queue a job is in now (0 is the highest priority)."""
@@ -94,12 +93,13 @@ class Tiresias(PolicyHooks):
         for run in state.running:
             self._place(run.job, attained, running, now)
         waiting = self.reader.jobs
-        if changes is None or not self._kept:
+        if changes is None or not self.order.can_follow(changes):
             # Read whole: every waiting job looked at, the order and the clocks anew.
             self._due = []
             for pending in state.pending:
                 self._place(pending, attained, running, now)
-            self.order.rebuild(state.pending, frozenset(), self._key, self._key, _no_steps)
+            self.order.rebuild(state.pending, frozenset(), self._key, self._key, _no_steps,
+                               state.pending_feed)
         else:
             # What changed only: the jobs that joined, then the promotions now due.
             for joined, job_id in changes:
@@ -108,7 +108,6 @@ class Tiresias(PolicyHooks):
             self.order.follow(changes, frozenset(), [], waiting, self._key, self._key,
                               _no_steps)
             self._promote_due(attained, now)
-        self._kept = state.pending_feed is not None
         if not state.pending:
             return Decision()
         items = sorted(((self._key(r.job, 0), r.job) for r in state.running),
