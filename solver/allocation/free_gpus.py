@@ -74,14 +74,13 @@ class FreeGpuIndex:
         self._node: dict[int, int] = {}
         self._changed: dict[str, set[int]] = {}
         self._type_delta: dict[str, int] = {}
+        self._total_delta = 0  # the sum of ``_type_delta``
         self.victims: dict[str, int] = dict(victims or {})
         type_of = where.type_of
         self._victim_count = Counter(type_of[g] for g in self.victims)
-        # Victims' GPUs per type in cluster order, and the nodes that hold them (taken or
-        # kept ones are dropped when read).
-        self._victim_ids: dict[str, list[str]] = {}
-        for gid in sorted(self.victims, key=where.order.__getitem__):
-            self._victim_ids.setdefault(type_of[gid], []).append(gid)
+        # Victims' GPUs per type in cluster order (taken or kept ones are dropped when
+        # read), sorted when a placement first needs them (most decisions never do).
+        self._victim_order: dict[str, list[str]] | None = None
 
     def fork(self, victims: Mapping[str, int] | None = None) -> FreeGpuIndex:
         """A working copy for one decision, with ``victims``: this index's free GPUs (and
@@ -94,6 +93,7 @@ class FreeGpuIndex:
             copy._node = dict(self._node)
             copy._changed = {t: set(p) for t, p in self._changed.items()}
             copy._type_delta = dict(self._type_delta)
+            copy._total_delta = self._total_delta
         return copy
 
     # -- reading -----------------------------------------------------------------------
@@ -127,12 +127,12 @@ class FreeGpuIndex:
         return all(self._use.fits(pos, job, count) for pos, count in here.items())
 
     def free_count(self) -> int:
-        """How many GPUs are free (time in the GPU types)."""
-        return sum(self.available(t) for t in self._layout.type_names)
+        """How many GPUs are free."""
+        return self._store.total_free + self._total_delta
 
     def has_free(self) -> bool:
         """Whether any GPU is free."""
-        return any(self.available(t) for t in self._layout.type_names)
+        return self._store.total_free + self._total_delta > 0
 
     @property
     def free(self) -> frozenset[str]:
@@ -145,6 +145,16 @@ class FreeGpuIndex:
         """GPUs of ``gpu_type`` that could be given (free, plus victims' if asked)."""
         count = self._store.type_free.get(gpu_type, 0) + self._type_delta.get(gpu_type, 0)
         return count + (self._victim_count[gpu_type] if with_victims else 0)
+
+    def _victim_ids(self, gpu_type: str) -> list[str]:
+        """The victims' GPUs of ``gpu_type`` in cluster order (some may be taken or kept
+        since: check them against ``victims``)."""
+        if self._victim_order is None:
+            where = self._layout
+            self._victim_order = {}
+            for gid in sorted(self.victims, key=where.order.__getitem__):
+                self._victim_order.setdefault(where.type_of[gid], []).append(gid)
+        return self._victim_order.get(gpu_type, [])
 
     def node_free(self, pos: int) -> int:
         """Free GPUs of the node at cluster position ``pos``."""
@@ -275,6 +285,7 @@ class FreeGpuIndex:
         self._node[pos] = old + step
         self._changed.setdefault(gpu_type, set()).add(pos)
         self._type_delta[gpu_type] = self._type_delta.get(gpu_type, 0) + step
+        self._total_delta += step
 
     def take(self, gpus: Iterable[str], job: Job | None = None) -> None:
         """Hand ``gpus`` out: free ones become busy, victims' ones are taken. With the
@@ -455,7 +466,7 @@ class FreeGpuIndex:
             return None
         own = self._first_free(gpu_type, count, allowed, job)
         if len(own) < count and victims:
-            candidates = [g for g in self._victim_ids.get(gpu_type, ()) if g in victims and (
+            candidates = [g for g in self._victim_ids(gpu_type) if g in victims and (
                 allowed is None or where.node_name[where.node_of[g]] in allowed)]
             own += victim_gpus(candidates, victims, count - len(own))
         chosen = own[:count]
@@ -491,8 +502,10 @@ class FreeGpuIndex:
         else:
             tightest = self._tightest(gpu_type, count, job)
             positions = [] if tightest is None else [tightest[1]]
-            if victims:
-                positions += {where.node_of[g] for g in self._victim_ids.get(gpu_type, ())
+            # A node whose free GPUs hold the gang takes no victims' GPUs: the tightest
+            # of them scores lowest of all (when it scores: it has the CPUs and memory).
+            if victims and (tightest is None or score(tightest[1]) is None):
+                positions += {where.node_of[g] for g in self._victim_ids(gpu_type)
                               if g in victims}
         scored = [found for pos in positions if (found := score(pos)) is not None]
         return min(scored)[1] if scored else None

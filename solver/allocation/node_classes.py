@@ -79,6 +79,8 @@ class NodeClasses:
         self.free: set[str] = set()
         self.node_free = [0] * len(where.node_ids)
         self.type_free = dict.fromkeys(where.type_names, 0)
+        #: free GPUs of every type
+        self.total_free = 0
         self.classes: dict[str, list[list[int]]] = {
             t: [list(where.nodes_by_type[t])] + [[] for _ in range(where.largest[t])]
             for t in where.type_names}
@@ -94,6 +96,7 @@ class NodeClasses:
         bisect.insort(classes[new], pos)
         self.node_free[pos] = new
         self.type_free[gpu_type] += new - old
+        self.total_free += new - old
         trees = self._trees.get(gpu_type)
         if trees is not None:
             trees[old].set(self.leaf[pos], -1, -1)

@@ -21,6 +21,7 @@ from hetsched.formulations.budget import Budget
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array
 from hetsched.policies.backends import BACKENDS_OF
 from hetsched.policies.baselines.common import Misses, RoundClock, SpeedBook, place
+from hetsched.policies.baselines.row_book import RowBook
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,6 @@ class Gavel(PolicyHooks):
         #: own scheduler)
         self.work_conserving = work_conserving
         self.speeds = SpeedBook()
-        self.allocation: dict[str, dict[str, float]] = {}
         self.solves = 0
         self._solved_for: frozenset[str] | None = None
         self._lp_failed = ""
@@ -118,12 +118,21 @@ class Gavel(PolicyHooks):
         self._time_on: dict[str, Array] = {}
         #: each job's rounded share of each type, and its predicted speeds
         self._share: dict[str, Array] = {}
-        self._speed_rows: dict[str, Array] = {}
+        self._types: tuple[str, ...] = ()  # the columns of ``_share``
+        self._share_rows: dict[str, int] = {}  # each job's row of ``_share_matrix``
+        self._share_matrix: Array = np.zeros((1, 0))  # the shares, then a row of zeros
+        self._speed_rows = RowBook()
         self._last_ran: dict[str, float] = {}
         self._last_now: float | None = None
         self.clock = RoundClock(round_s)
         self._warned = False
         self._pop_note = ""
+
+    @property
+    def allocation(self) -> dict[str, dict[str, float]]:
+        """The last solve's time fractions: job id -> GPU type -> fraction (rounded)."""
+        return {job_id: dict(zip(self._types, row.tolist(), strict=True))
+                for job_id, row in self._share.items()}
 
     def decide(self, state: ClusterState) -> Decision:
         """Recompute the allocation if the jobs changed; realise the round."""
@@ -151,8 +160,7 @@ class Gavel(PolicyHooks):
         if len(self._last_ran) > len(active) or len(self._speed_rows) > len(active):
             for job_id in [j for j in self._last_ran if j not in active]:
                 del self._last_ran[job_id]
-            for job_id in [j for j in self._speed_rows if j not in active]:
-                del self._speed_rows[job_id]
+            self._speed_rows.keep_only(active)
         if boundary and not state.pending and len(state.cluster.type_names) == 1:
             return Decision()  # one type, nobody waiting: every running job keeps its GPUs
         if boundary:
@@ -215,7 +223,9 @@ class Gavel(PolicyHooks):
         if frozenset(r.job.id for r in state.running) != self._solved_for:
             return -math.inf
         for run in state.running:
-            shares = [t for t, x in self.allocation.get(run.job.id, {}).items() if x > 1e-9]
+            row = self._share.get(run.job.id)
+            shares = [] if row is None else \
+                [t for t, x in zip(self._types, row.tolist(), strict=True) if x > 1e-9]
             if shares != [run.gpu_type]:
                 return -math.inf
         return math.inf
@@ -223,8 +233,7 @@ class Gavel(PolicyHooks):
     def _solve(self, state: ClusterState, jobs: list[Job]) -> None:
         """Gavel's LP on the active jobs; resets the time each job has run."""
         types = state.cluster.type_names
-        throughput = np.array([self._speed_row(state, job) for job in jobs]).reshape(
-            len(jobs), len(types))
+        throughput = self._speeds_of(state, jobs)
         problem = AllocationProblem(
             tuple(job.id for job in jobs), types, throughput,
             np.array([float(job.num_gpus) for job in jobs]),
@@ -258,9 +267,11 @@ class Gavel(PolicyHooks):
                 log.debug("t=%g: %s, %d active jobs", state.now, self._lp_failed, len(jobs))
         # Rounded (Python's correctly rounded decimal): solver noise must not decide ties.
         shares = np.array([[round(v, 6) for v in row] for row in fractions.tolist()])
-        self._share = dict(zip(problem.job_ids, shares.reshape(-1, len(types)), strict=True))
-        self.allocation = {job_id: dict(zip(types, row.tolist(), strict=True))
-                           for job_id, row in self._share.items()}
+        shares = shares.reshape(-1, len(types))
+        self._share = dict(zip(problem.job_ids, shares, strict=True))
+        self._share_rows = {job_id: row for row, job_id in enumerate(problem.job_ids)}
+        self._share_matrix = np.vstack([shares, np.zeros((1, len(types)))])
+        self._types = tuple(types)
         self._reset_at = state.now
         self._time_on = {}
 
@@ -289,10 +300,16 @@ class Gavel(PolicyHooks):
         preference order (priority, share, speed, then cluster order; usable types only)."""
         types = state.cluster.type_names
         width = len(types)
-        zero = np.zeros(width)
-        share = np.array([self._share.get(job.id, zero) for job in jobs]).reshape(-1, width)
-        ran = np.array([self._time_on.get(job.id, zero) for job in jobs]).reshape(-1, width)
-        speed = np.array([self._speed_row(state, job) for job in jobs]).reshape(-1, width)
+        share_rows = self._share_rows
+        if self._share_matrix.shape[1] == width:
+            share = self._share_matrix[[share_rows.get(job.id, -1) for job in jobs]]
+        else:  # (no solve yet)
+            share = np.zeros((len(jobs), width))
+        ran = np.zeros((len(jobs), width))
+        time_on = self._time_on
+        for row in [row for row, job in enumerate(jobs) if job.id in time_on]:
+            ran[row] = time_on[jobs[row].id]
+        speed = self._speeds_of(state, jobs)
         since = state.now - self._reset_at
         with np.errstate(divide="ignore", invalid="ignore"):
             unserved = (ran <= 0) | (since <= 0)
@@ -302,18 +319,23 @@ class Gavel(PolicyHooks):
         column = np.broadcast_to(np.arange(width), share.shape)
         preference = np.lexsort((column, -speed, -share, -priority, ~usable), axis=-1)
         limit = self.starvation_rounds * self.round_s
-        starved = np.array([state.now - self._last_ran.get(job.id, job.arrival) >= limit
-                            for job in jobs], dtype=bool)
+        last_ran = self._last_ran
+        starved = np.asarray(state.now - np.array(
+            [last_ran.get(job.id, job.arrival) for job in jobs], dtype=np.float64) >= limit,
+            dtype=np.bool_)
         return _Pairs(priority, share, usable, preference, starved)
 
-    def _speed_row(self, state: ClusterState, job: Job) -> Array:
-        """The job's predicted steps/s on each of the cluster's types (0: cannot run)."""
-        row = self._speed_rows.get(job.id)
-        if row is None:
-            speeds = self.speeds.speeds(state, job)
-            row = np.array([speeds.get(t, 0.0) for t in state.cluster.type_names])
-            self._speed_rows[job.id] = row
-        return row
+    def _speeds_of(self, state: ClusterState, jobs: Sequence[Job]) -> Array:
+        """The jobs' predicted steps/s on each of the cluster's types (0: cannot run), a
+        row per job."""
+        book = self._speed_rows
+        types = state.cluster.type_names
+        book.set_width(len(types))
+        for job in jobs:
+            if job.id not in book.rows:
+                speeds = self.speeds.speeds(state, job)
+                book.add(job.id, [speeds.get(t, 0.0) for t in types])
+        return book.of([job.id for job in jobs], len(types))
 
     def _round(self, state: ClusterState, jobs: list[Job]) -> Decision:
         """A round boundary: Gavel's greedy over (job, type) pairs, then the realisation.
@@ -387,9 +409,17 @@ class Gavel(PolicyHooks):
         order = np.lexsort((rank, -pairs.share[rows, best], -pairs.priority[rows, best],
                             ~pairs.starved))
         types = state.cluster.type_names
+        # A job with no usable type with free GPUs for its gang cannot start (starts only
+        # take GPUs): left out of the walk. (A job asking for a share of a GPU may fit on
+        # a GPU in use: always walked.)
+        room = np.array([pool.available(t) for t in types], dtype=np.int64)
+        gangs = np.array([0 if job.gpu_share is not None else job.num_gpus
+                          for job in waiting], dtype=np.int64)
+        fits: npt.NDArray[np.bool_] = np.any(
+            pairs.usable & (room[np.newaxis, :] >= gangs[:, np.newaxis]), axis=1)
         starts = []
         misses = Misses()  # (starts only take GPUs)
-        for row in order[pairs.usable[order, best[order]]].tolist():
+        for row in order[pairs.usable[order, best[order]] & fits[order]].tolist():
             if not pool.has_free():
                 break
             job = waiting[row]
@@ -403,8 +433,10 @@ class Gavel(PolicyHooks):
 def _arrival_rank(jobs: Sequence[Job]) -> npt.NDArray[np.int64]:
     """Each job's place in the order of (arrival, id)."""
     rank = np.empty(len(jobs), dtype=np.int64)
-    rank[sorted(range(len(jobs)), key=lambda j: (jobs[j].arrival, jobs[j].id))] = \
-        np.arange(len(jobs))
+    if jobs:  # (numpy compares strings by code point, as Python does)
+        rank[np.lexsort((np.array([job.id for job in jobs]),
+                         np.array([job.arrival for job in jobs], dtype=np.float64)))] = \
+            np.arange(len(jobs))
     return rank
 
 

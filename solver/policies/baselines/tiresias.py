@@ -59,6 +59,9 @@ class Tiresias(PolicyHooks):
         self._finished: list[str] = []  # jobs finished since the last decision
         self.order = KeptOrder()
         self._due: list[tuple[float, str]] = []
+        # A running job's queue is looked at again from this time on (when it could have
+        # passed its next threshold; a pause only makes that later).
+        self._check_at: dict[str, float] = {}
 
     def queue_of(self, job_id: str) -> int:
         """The queue a job is in now (0 is the highest priority)."""
@@ -87,11 +90,11 @@ class Tiresias(PolicyHooks):
         attained = state.attained  # GPU-seconds up to now, restores included
         changes = self.reader.read(state)
         self._forget_finished()
-        for run in state.running:
-            self._last_ran[run.job.id] = now
         running = {r.job.id for r in state.running}
         for run in state.running:
-            self._place(run.job, attained, running, now)
+            self._last_ran[run.job.id] = now
+            if now >= self._check_at.get(run.job.id, -math.inf):
+                self._place_running(run.job, len(run.gpus), attained, running, now)
         waiting = self.reader.jobs
         if changes is None or not self.order.can_follow(changes):
             # Read whole: every waiting job looked at, the order and the clocks anew.
@@ -123,7 +126,7 @@ class Tiresias(PolicyHooks):
 
     def _forget_finished(self) -> None:
         for job_id in self._finished:
-            for table in (self._base, self._queue, self._last_ran):
+            for table in (self._base, self._queue, self._last_ran, self._check_at):
                 table.pop(job_id, None)
         self._finished.clear()
 
@@ -140,6 +143,20 @@ class Tiresias(PolicyHooks):
         if due is not None:
             heapq.heappush(self._due, (due, job.id))
 
+    def _place_running(self, job: Job, gpus: int, attained: Mapping[str, float],
+                       running: set[str], now: float) -> None:
+        """:meth:`_place` for a running job on ``gpus`` GPUs, and the time its queue is
+        next looked at: when its attained service, growing by at most ``gpus`` GPU-seconds
+        a second, could reach its next threshold (a little early: rounding)."""
+        self._place(job, attained, running, now)
+        service = attained.get(job.id, 0.0) - self._base.get(job.id, 0.0)
+        queue = bisect.bisect_right(self.thresholds_gpu_s, service)
+        if queue < len(self.thresholds_gpu_s):
+            reach = now + (self.thresholds_gpu_s[queue] - service) / gpus
+            self._check_at[job.id] = reach - 1e-6 * max(1.0, abs(reach))
+        else:
+            self._check_at[job.id] = math.inf
+
     def _queue_now(self, job: Job, attained: Mapping[str, float], running: set[str],
                    now: float) -> float | None:
         """:meth:`_place`, returning the time a waiting job starves (``None``: never, or
@@ -154,6 +171,7 @@ class Tiresias(PolicyHooks):
             if now - last >= self.promote_knob * ran_s:
                 self._base[job_id] = attained.get(job_id, 0.0)
                 self._queue[job_id] = (0, now)
+                self._check_at.pop(job_id, None)  # its service starts again from 0
                 self.promotions += 1
                 return None
             due = last + self.promote_knob * ran_s
