@@ -507,5 +507,18 @@ class FreeGpuIndex:
             if victims and (tightest is None or score(tightest[1]) is None):
                 positions += {where.node_of[g] for g in self._victim_ids(gpu_type)
                               if g in victims}
-        scored = [found for pos in positions if (found := score(pos)) is not None]
-        return min(scored)[1] if scored else None
+        best: tuple[tuple[int, int, int], tuple[str, ...]] | None = None
+        for bound, pos in sorted((self._packed_bound(pos, count), pos) for pos in positions):
+            if best is not None and bound >= best[0]:
+                break  # no node left can score lower
+            found = score(pos)
+            if found is not None and (best is None or found < best):
+                best = found
+        return None if best is None else best[1]
+
+    def _packed_bound(self, pos: int, count: int) -> tuple[int, int, int]:
+        """The lowest score :meth:`_best_packed` can give node ``pos`` for a gang of
+        ``count``: its free GPUs ``f`` and at least ``count - f`` victims' GPUs."""
+        free = self.node_free(pos)
+        need = max(0, count - free)
+        return need, free + need, pos

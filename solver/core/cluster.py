@@ -187,7 +187,7 @@ class Cluster:
         """Node records by name."""
         return {node.name: node for node in self.nodes}
 
-    @property
+    @cached_property
     def type_names(self) -> tuple[str, ...]:
         """The GPU type names, in declaration order."""
         return tuple(gpu_type.name for gpu_type in self.gpu_types)
