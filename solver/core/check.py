@@ -101,7 +101,8 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
         if wrong_type:
             bad("gpu-type", f"GPUs {wrong_type} are not of the stated type {a.gpu_type}")
             continue
-        off = sorted({gpus[g].node for g in a.gpus if not job.may_use_node(gpus[g].node)})
+        off = [] if job.allowed_nodes is None else \
+            sorted({gpus[g].node for g in a.gpus if not job.may_use_node(gpus[g].node)})
         if off:
             bad("node-not-allowed", f"runs on nodes {off}, the job allows only "
                 f"{list(job.allowed_nodes or ())}")
@@ -113,9 +114,11 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
         if len(a.gpus) not in job.gpu_counts:
             bad("gang-size", f"{len(a.gpus)} GPUs given, the job allows {list(job.gpu_counts)}")
             continue
-        if a.start < job.arrival - _slack(0.0, a.start, job.arrival):
+        # (a slack is at least ABS_TOL_S: the comparisons it cannot change skip it)
+        if a.start < job.arrival and a.start < job.arrival - _slack(0.0, a.start, job.arrival):
             bad("before-arrival", f"starts at {a.start:g} s, arrives at {job.arrival:g} s")
-        if a.start < instance.now - _slack(0.0, a.start, instance.now):
+        if a.start < instance.now and \
+                a.start < instance.now - _slack(0.0, a.start, instance.now):
             bad("before-now", f"starts at {a.start:g} s, before the current time "
                 f"{instance.now:g} s")
 
@@ -137,7 +140,8 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
         if a.work is None:
             duration = job.work / speed
             expected = a.start + duration
-            if abs(a.finish - expected) > _slack(duration, a.finish, expected):
+            miss = abs(a.finish - expected)
+            if miss > ABS_TOL_S and miss > _slack(duration, a.finish, expected):
                 bad("finish", f"finish {a.finish:.6f} s, but start + work / throughput = "
                     f"{a.start:g} + {job.work:g} / {speed:g} = {expected:.6f} s ({placement})")
         else:
@@ -155,15 +159,16 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
             if job_id not in whole and job_id not in segments:
                 violations.append(Violation(job_id, "unscheduled", "the job has no assignment"))
 
+    sharing = {job_id for job_id, job in jobs.items() if job.gpu_share is not None}
     for gid, intervals in usage.items():
-        if any(jobs[j].gpu_share is not None for _, _, j in intervals):
+        if sharing and any(j in sharing for _, _, j in intervals):
             violations += _gpu_shares(gid, intervals, jobs)
             continue
         intervals.sort()
         # Sweep in start order, remembering the interval that reaches furthest so far.
         s1, f1, j1 = intervals[0]
         for s2, f2, j2 in intervals[1:]:
-            if s2 < f1 - _slack(min(f1 - s1, f2 - s2), s2, f1):
+            if s2 < f1 and s2 < f1 - _slack(min(f1 - s1, f2 - s2), s2, f1):
                 violations.append(Violation(
                     j2, "overlap",
                     f"GPU {gid} is used by {j1} during [{s1:g}, {f1:g}) and by {j2} from {s2:g}",
@@ -199,7 +204,8 @@ def _check_segments(total: float, job: str, runs: list[tuple[Assignment, float]]
                                    "steps, expected a finite number >= 0"))
             continue
         busy = work / speed
-        if work > 0 and abs(length - setup - busy) > _slack(busy + setup, a.finish, a.start):
+        miss = abs(length - setup - busy)
+        if work > 0 and miss > ABS_TOL_S and miss > _slack(busy + setup, a.finish, a.start):
             found.append(Violation(job, "finish", (
                 f"segment from {a.start:g} s ends at {a.finish:.6f} s, but start + penalty + "
                 f"work / throughput = {a.start:g} + {setup:g} + {work:g} / {speed:g} = "
@@ -208,8 +214,8 @@ def _check_segments(total: float, job: str, runs: list[tuple[Assignment, float]]
             found.append(Violation(job, "finish", (
                 f"segment from {a.start:g} s to {a.finish:g} s does no work, but its restart "
                 f"penalty is {setup:g} s")))
-        if previous is not None and a.start < previous.finish - _slack(
-                0.0, a.start, previous.finish):
+        if previous is not None and a.start < previous.finish and \
+                a.start < previous.finish - _slack(0.0, a.start, previous.finish):
             found.append(Violation(job, "segment-overlap", (
                 f"a segment starts at {a.start:g} s, before the one from "
                 f"{previous.start:g} s ends at {previous.finish:g} s")))

@@ -2,22 +2,32 @@
 gangs that found no GPUs in a walk (:class:`Misses`), the types-worth-starting answer
 computed with remembered earliest releases, the remembered waiting times of the
 starvation guard and the remembered predictions, the queue kept in order from the
-replay's log of what joined and left it (with the guard's clocks in a heap), and the
-walk that looks only at jobs under their kind's bound. Each policy is replayed on a queue of
+replay's log of what joined and left it (with the guard's clocks in a heap), the
+walk that looks only at jobs under their kind's bound, Tiresias' look at a running
+job's queue only once it could have passed a threshold, a packed gang's search over
+victims' nodes stopped by a lower bound, Gavel's fill that skips jobs with no room,
+and Optimus' greedy over first steps kept in order. Each policy is replayed on a queue of
 hundreds of jobs (the first Philly-like jobs of Gavel's trace at load 4 on a small
 cluster) with every short cut and with none; the two runs must be the same, start for
 start."""
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections.abc import Set as AbstractSet
 
+import numpy as np
 import pytest
 
+from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.core.records import Job
 from hetsched.core.settings import ReplaySettings
 from hetsched.policies.baselines import common, guarded, kept_queue, walk
 from hetsched.policies.baselines.duration import ShortestRemainingTimeFirst
+from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.baselines.optimus import Optimus
+from hetsched.policies.baselines.tiresias import Tiresias
 from hetsched.policies.rolling import ClusterState, Decision
 from hetsched.policies.starting import (
     SpeedBook,
@@ -64,6 +74,61 @@ def without_short_cuts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(walk, "_rules", lambda *args: {})
     monkeypatch.setattr(guarded.GuardedOrder, "decide", sorted_guarded_order)
     monkeypatch.setattr(ShortestRemainingTimeFirst, "decide", sorted_srtf)
+    # Tiresias looks at every running job's queue at every decision; a packed gang's
+    # search scores every node with victims; Gavel's fill walks every waiting job.
+    monkeypatch.setattr(Tiresias, "_place_running",
+                        lambda self, job, gpus, attained, running, now:
+                        self._place(job, attained, running, now))
+    monkeypatch.setattr(FreeGpuIndex, "_packed_bound", lambda self, pos, count: (-1, -1, pos))
+    monkeypatch.setattr(Gavel, "_with_room", staticmethod(
+        lambda state, waiting, pairs, pool: np.ones(len(waiting), dtype=bool)))
+    monkeypatch.setattr(Optimus, "_allocate", heap_allocate)
+
+
+def heap_allocate(self: Optimus, state: ClusterState, excluded: AbstractSet[str],
+                  pool: FreeGpuIndex, reserved: set[str]) -> list[tuple[Job, str, int]]:
+    """Optimus' greedy as it was: a heap of every waiting job's steps at every decision."""
+    jobs = [job for job in state.pending if job.id not in excluded]
+    types = state.cluster.type_names
+    left = {t: 0 if t in reserved else pool.available(t, with_victims=False) for t in types}
+    rate: dict[tuple[str, str, int], float] = {}
+    heap: list[tuple[float, float, str, int, int, int]] = []
+    by_id = {job.id: job for job in jobs}
+    version = dict.fromkeys(by_id, 0)
+    current: dict[str, tuple[int, int]] = {}
+
+    def push(job: Job, type_index: int | None, count: int) -> None:
+        base = 0.0 if type_index is None else rate[job.id, types[type_index], count]
+        for k, gpu_type in enumerate(types):
+            if type_index is not None and k != type_index:
+                continue
+            for size in job.gpu_counts:
+                if size <= count:
+                    continue
+                key = (job.id, gpu_type, size)
+                if key not in rate:
+                    speed = self.speeds.speeds(state, job, size).get(gpu_type, 0.0)
+                    remaining = max(state.remaining.get(job.id, job.work), 1e-9)
+                    rate[key] = speed / remaining
+                gain = (rate[key] - base) / (size - count)
+                if gain > 0:
+                    heapq.heappush(heap, (-gain, job.arrival, job.id, k, size,
+                                          version[job.id]))
+
+    for job in jobs:
+        push(job, None, 0)
+    while heap:
+        _, _, job_id, k, size, stamp = heapq.heappop(heap)
+        if stamp != version[job_id]:
+            continue
+        _, had = current.get(job_id, (k, 0))
+        if left[types[k]] < size - had:
+            continue
+        left[types[k]] -= size - had
+        current[job_id] = (k, size)
+        version[job_id] += 1
+        push(by_id[job_id], k, size)
+    return [(by_id[j], types[k], n) for j, (k, n) in current.items()]
 
 
 def sorted_guarded_order(self: guarded.GuardedOrder, state: ClusterState) -> Decision:
@@ -104,7 +169,7 @@ def sorted_srtf(self: ShortestRemainingTimeFirst, state: ClusterState) -> Decisi
 
 @pytest.mark.parametrize("policy", [
     "srtf", *(pytest.param(name, marks=pytest.mark.slow)
-              for name in ("sjf", "tiresias", "gandiva", "edf", "optimus"))])
+              for name in ("sjf", "tiresias", "gandiva", "edf", "optimus", "gavel"))])
 def test_a_long_queue_is_decided_the_same_with_and_without_short_cuts(
         policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = ReplaySettings(limit_jobs=250, load=4.0)

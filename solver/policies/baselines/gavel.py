@@ -409,14 +409,7 @@ class Gavel(PolicyHooks):
         order = np.lexsort((rank, -pairs.share[rows, best], -pairs.priority[rows, best],
                             ~pairs.starved))
         types = state.cluster.type_names
-        # A job with no usable type with free GPUs for its gang cannot start (starts only
-        # take GPUs): left out of the walk. (A job asking for a share of a GPU may fit on
-        # a GPU in use: always walked.)
-        room = np.array([pool.available(t) for t in types], dtype=np.int64)
-        gangs = np.array([0 if job.gpu_share is not None else job.num_gpus
-                          for job in waiting], dtype=np.int64)
-        fits: npt.NDArray[np.bool_] = np.any(
-            pairs.usable & (room[np.newaxis, :] >= gangs[:, np.newaxis]), axis=1)
+        fits = self._with_room(state, waiting, pairs, pool)
         starts = []
         misses = Misses()  # (starts only take GPUs)
         for row in order[pairs.usable[order, best[order]] & fits[order]].tolist():
@@ -428,6 +421,21 @@ class Gavel(PolicyHooks):
             if start is not None:
                 starts.append(start)
         return Decision(tuple(starts))
+
+
+    @staticmethod
+    def _with_room(state: ClusterState, waiting: Sequence[Job], pairs: _Pairs,
+                   pool: FreeGpuIndex) -> npt.NDArray[np.bool_]:
+        """Which waiting jobs have a usable type with free GPUs for their gang: the others
+        cannot start in a fill (starts only take GPUs) and are not walked. (A job asking
+        for a share of a GPU may fit on a GPU in use: always walked.)"""
+        room = np.array([pool.available(t) for t in state.cluster.type_names],
+                        dtype=np.int64)
+        gangs = np.array([0 if job.gpu_share is not None else job.num_gpus
+                          for job in waiting], dtype=np.int64)
+        fits: npt.NDArray[np.bool_] = np.any(
+            pairs.usable & (room[np.newaxis, :] >= gangs[:, np.newaxis]), axis=1)
+        return fits
 
 
 def _arrival_rank(jobs: Sequence[Job]) -> npt.NDArray[np.int64]:

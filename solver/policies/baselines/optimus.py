@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import heapq
 import math
+from collections.abc import Set as AbstractSet
 
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.allocation.layout import Start
@@ -15,6 +15,8 @@ from hetsched.policies.baselines.common import (
     StarvationGuard,
     place,
 )
+from hetsched.policies.baselines.kept_queue import FeedReader
+from hetsched.policies.baselines.optimus_steps import FirstSteps
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RunningJob
 
 
@@ -60,16 +62,24 @@ class Optimus(PolicyHooks):
         self.round_s = round_s
         self.clock = RoundClock(round_s)
         self.restart_penalty_s = restart_penalty_s
+        # The queue kept from decision to decision (issue 33, item 18): the waiting jobs
+        # and their first allocation steps in order.
+        self.reader = FeedReader()
+        self.steps = FirstSteps()
 
     def decide(self, state: ClusterState) -> Decision:
         """Allocate the free GPUs by marginal gain; at a boundary, move running jobs."""
-        promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job))
+        changes = self.reader.read(state)
+        promoted = self.guard.update(state, lambda job: self.speeds.predicted_s(state, job),
+                                     changes)
+        self.steps.follow(state, changes, self.reader.jobs,
+                          lambda job, k, size: self._rate(state, job, k, size))
         boundary = self.clock.boundary(state.now)
         if not (state.pending or (boundary and state.running)) or not state.has_free():
             return Decision()
         pool = state.pool()
         reserved: set[str] = set()
-        starts = self._start(state, list(state.pending), promoted, pool, reserved)
+        starts = self._start(state, frozenset(), promoted, pool, reserved)
         if not boundary or not state.running or not pool.has_free():
             return Decision(tuple(starts))
         moves = self._moves(state, pool, reserved)
@@ -77,9 +87,7 @@ class Optimus(PolicyHooks):
             return Decision(tuple(starts))
         for run, _ in moves:
             pool.release(run.gpus, run.job)
-        started = {s.job for s in starts}
-        waiting = [job for job in state.pending if job.id not in started]
-        more = self._start(state, waiting, promoted, pool, reserved)
+        more = self._start(state, frozenset(s.job for s in starts), promoted, pool, reserved)
         return Decision((*starts, *(start for _, start in moves), *more),
                         tuple(run.job.id for run, _ in moves))
 
@@ -113,12 +121,14 @@ class Optimus(PolicyHooks):
                     return -math.inf
         return math.inf
 
-    def _start(self, state: ClusterState, jobs: list[Job], promoted: set[str], pool: FreeGpuIndex,
-               reserved: set[str]) -> list[Start]:
-        """Starts for pending ``jobs`` on the pool's free GPUs: promoted jobs first, then the
-        greedy. Promoted jobs that fit nowhere add their fastest type to ``reserved``."""
+    def _start(self, state: ClusterState, started: AbstractSet[str], promoted: set[str],
+               pool: FreeGpuIndex, reserved: set[str]) -> list[Start]:
+        """Starts for the pending jobs but ``started`` on the pool's free GPUs: promoted
+        jobs first, then the greedy. Promoted jobs that fit nowhere add their fastest type
+        to ``reserved``."""
         starts: list[Start] = []
-        for job in sorted((j for j in jobs if j.id in promoted),
+        waiting = self.reader.jobs
+        for job in sorted((waiting[j] for j in promoted if j in waiting and j not in started),
                           key=lambda j: (j.arrival, j.id)):
             start = None
             for count in job.gpu_counts:
@@ -132,8 +142,7 @@ class Optimus(PolicyHooks):
             preferred = [t for t in self.speeds.speeds(state, job) if t not in reserved]
             if preferred:
                 reserved.add(preferred[0])
-        others = [j for j in jobs if j.id not in promoted]
-        plan = self._allocate(state, others, pool, reserved)
+        plan = self._allocate(state, started | promoted, pool, reserved)
         for job, gpu_type, count in sorted(plan, key=lambda p: (-p[2], p[0].arrival, p[0].id)):
             for size in sorted((c for c in job.gpu_counts if c <= count), reverse=True):
                 if gpu_type not in self.speeds.speeds(state, job, size):
@@ -173,48 +182,20 @@ class Optimus(PolicyHooks):
                 moved.add(job_id)
         return moves
 
-    def _allocate(self, state: ClusterState, jobs: list[Job],
+    def _allocate(self, state: ClusterState, excluded: AbstractSet[str],
                   pool: FreeGpuIndex, reserved: set[str]) -> list[tuple[Job, str, int]]:
-        """The greedy: (job, GPU type, GPUs) for every job that got GPUs."""
+        """The greedy over the waiting jobs but ``excluded``: (job, GPU type, GPUs) for
+        every job that got GPUs (:meth:`FirstSteps.greedy`: the steps in order of gain per
+        GPU, ties by arrival, job id, type and size)."""
         types = state.cluster.type_names
         left = {t: 0 if t in reserved else pool.available(t, with_victims=False)
                 for t in types}
-        rate: dict[tuple[str, str, int], float] = {}  # 1/T: fraction done per second
-        heap: list[tuple[float, float, str, int, int, int]] = []
-        by_id = {job.id: job for job in jobs}
-        version = dict.fromkeys(by_id, 0)
-        current: dict[str, tuple[int, int]] = {}  # job -> (type index, GPUs)
+        return self.steps.greedy(types, left, excluded, self.reader.jobs,
+                                 lambda job, k, size: self._rate(state, job, k, size))
 
-        def push(job: Job, type_index: int | None, count: int) -> None:
-            base = 0.0 if type_index is None else rate[job.id, types[type_index], count]
-            for k, gpu_type in enumerate(types):
-                if type_index is not None and k != type_index:
-                    continue
-                for size in job.gpu_counts:
-                    if size <= count:
-                        continue
-                    key = (job.id, gpu_type, size)
-                    if key not in rate:
-                        speed = self.speeds.speeds(state, job, size).get(gpu_type, 0.0)
-                        remaining = max(state.remaining.get(job.id, job.work), 1e-9)
-                        rate[key] = speed / remaining
-                    gain = (rate[key] - base) / (size - count)
-                    if gain > 0:
-                        heapq.heappush(heap, (-gain, job.arrival, job.id, k, size,
-                                              version[job.id]))
-
-        for job in jobs:
-            push(job, None, 0)
-        while heap:
-            _, _, job_id, k, size, stamp = heapq.heappop(heap)
-            if stamp != version[job_id]:
-                continue
-            _, had = current.get(job_id, (k, 0))
-            extra = size - had
-            if left[types[k]] < extra:
-                continue  # free GPUs only shrink: it will never fit in this decision
-            left[types[k]] -= extra
-            current[job_id] = (k, size)
-            version[job_id] += 1
-            push(by_id[job_id], k, size)
-        return [(by_id[j], types[k], n) for j, (k, n) in current.items()]
+    def _rate(self, state: ClusterState, job: Job, type_index: int, size: int) -> float:
+        """``1/T``, the fraction of ``job`` done per second on ``size`` GPUs of the type at
+        ``type_index``: predicted steps/s over steps left."""
+        gpu_type = state.cluster.type_names[type_index]
+        speed = self.speeds.speeds(state, job, size).get(gpu_type, 0.0)
+        return speed / max(state.remaining.get(job.id, job.work), 1e-9)
