@@ -116,11 +116,11 @@ class Gavel(PolicyHooks):
         self._reset_at = 0.0
         #: seconds each job ran on each type (columns: the cluster's types) since the solve
         self._time_on: dict[str, Array] = {}
-        #: each job's rounded share of each type, and its predicted speeds
-        self._share: dict[str, Array] = {}
-        self._types: tuple[str, ...] = ()  # the columns of ``_share``
-        self._share_rows: dict[str, int] = {}  # each job's row of ``_share_matrix``
-        self._share_matrix: Array = np.zeros((1, 0))  # the shares, then a row of zeros
+        #: each job's rounded share of each type (its row of ``_share_matrix``, whose
+        #: last row is zeros, columns ``_types``), and its predicted speeds
+        self._share_rows: dict[str, int] = {}
+        self._share_matrix: Array = np.zeros((1, 0))
+        self._types: tuple[str, ...] = ()
         self._speed_rows = RowBook()
         self._last_ran: dict[str, float] = {}
         self._last_now: float | None = None
@@ -131,8 +131,8 @@ class Gavel(PolicyHooks):
     @property
     def allocation(self) -> dict[str, dict[str, float]]:
         """The last solve's time fractions: job id -> GPU type -> fraction (rounded)."""
-        return {job_id: dict(zip(self._types, row.tolist(), strict=True))
-                for job_id, row in self._share.items()}
+        return {job_id: dict(zip(self._types, self._share_matrix[row].tolist(), strict=True))
+                for job_id, row in self._share_rows.items()}
 
     def decide(self, state: ClusterState) -> Decision:
         """Recompute the allocation if the jobs changed; realise the round."""
@@ -223,9 +223,9 @@ class Gavel(PolicyHooks):
         if frozenset(r.job.id for r in state.running) != self._solved_for:
             return -math.inf
         for run in state.running:
-            row = self._share.get(run.job.id)
-            shares = [] if row is None else \
-                [t for t, x in zip(self._types, row.tolist(), strict=True) if x > 1e-9]
+            row = self._share_rows.get(run.job.id)
+            shares = [] if row is None else [t for t, x in zip(
+                self._types, self._share_matrix[row].tolist(), strict=True) if x > 1e-9]
             if shares != [run.gpu_type]:
                 return -math.inf
         return math.inf
@@ -268,7 +268,6 @@ class Gavel(PolicyHooks):
         # Rounded (Python's correctly rounded decimal): solver noise must not decide ties.
         shares = np.array([[round(v, 6) for v in row] for row in fractions.tolist()])
         shares = shares.reshape(-1, len(types))
-        self._share = dict(zip(problem.job_ids, shares, strict=True))
         self._share_rows = {job_id: row for row, job_id in enumerate(problem.job_ids)}
         self._share_matrix = np.vstack([shares, np.zeros((1, len(types)))])
         self._types = tuple(types)
@@ -421,7 +420,6 @@ class Gavel(PolicyHooks):
             if start is not None:
                 starts.append(start)
         return Decision(tuple(starts))
-
 
     @staticmethod
     def _with_room(state: ClusterState, waiting: Sequence[Job], pairs: _Pairs,
