@@ -13,10 +13,14 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
+from hetsched.core.cluster import Gpu
 from hetsched.core.records import Instance, Job
 from hetsched.core.result import Assignment, Schedule
 from hetsched.core.sharing import CoLocationModel
-from hetsched.core.throughput import Placement
+from hetsched.core.throughput import Placement, ThroughputModel
 
 #: Times are compared with this tolerance: absolute seconds, plus a part relative to the
 #: *durations* involved (never to the clock value: at Unix-epoch times, 1e-6 of the clock
@@ -71,83 +75,62 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
     violations: list[Violation] = []
     jobs = instance.job_by_id
     gpus = instance.cluster.gpu_by_id
-    usage: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    placed: list[Assignment] = []  # the assignments whose GPUs are checked for overlaps
     whole: set[str] = set()  # jobs with an assignment without ``work`` (run whole)
     segments: dict[str, list[tuple[Assignment, float]]] = defaultdict(list)
     factors = _sharing_factors(schedule, jobs, instance.colocation or CoLocationModel())
+    # A run segment of a preempted job often has the GPUs of the one before: whether the
+    # job may run on them, and its throughput there, are worked out once per (job, GPUs).
+    verdicts: dict[tuple[str, tuple[str, ...], str], float | tuple[str, str]] = {}
+    gpu_sets: dict[tuple[tuple[str, ...], str], frozenset[str] | tuple[str, str]] = {}
+    speeds: dict[tuple[str, str, int, Placement], float] = {}
 
     for a in schedule:
-        def bad(kind: str, message: str, job: str = a.job) -> None:
-            violations.append(Violation(job, kind, message))
-
         if a.job not in jobs:
-            bad("unknown-job", "the instance has no such job")
+            violations.append(Violation(a.job, "unknown-job", "the instance has no such job"))
             continue
         if a.job in whole or (a.work is None and a.job in segments):
-            bad("duplicate", "the job is scheduled more than once")
+            violations.append(Violation(a.job, "duplicate",
+                                        "the job is scheduled more than once"))
             continue
         job = jobs[a.job]
         if a.work is None:
             whole.add(a.job)
-
-        unknown = [g for g in a.gpus if g not in gpus]
-        if unknown:
-            bad("unknown-gpu", f"GPUs {unknown} do not exist in the cluster")
-            continue
-        if len(set(a.gpus)) != len(a.gpus):
-            bad("repeated-gpu", f"a GPU is listed twice in {list(a.gpus)}")
-            continue
-        wrong_type = [g for g in a.gpus if gpus[g].gpu_type != a.gpu_type]
-        if wrong_type:
-            bad("gpu-type", f"GPUs {wrong_type} are not of the stated type {a.gpu_type}")
-            continue
-        off = [] if job.allowed_nodes is None else \
-            sorted({gpus[g].node for g in a.gpus if not job.may_use_node(gpus[g].node)})
-        if off:
-            bad("node-not-allowed", f"runs on nodes {off}, the job allows only "
-                f"{list(job.allowed_nodes or ())}")
-            continue
-        if not job.may_use(a.gpu_type):
-            bad("gpu-type-not-allowed", f"runs on {a.gpu_type}, the job allows only "
-                f"{list(job.allowed_gpu_types or ())}")
-            continue
-        if len(a.gpus) not in job.gpu_counts:
-            bad("gang-size", f"{len(a.gpus)} GPUs given, the job allows {list(job.gpu_counts)}")
+        key = (a.job, a.gpus, a.gpu_type)
+        verdict = verdicts.get(key)
+        if verdict is None:
+            verdict = verdicts[key] = _verdict(job, a, gpus, gpu_sets, speeds,
+                                               instance.throughput)
+        if isinstance(verdict, tuple):  # (kind, message): the job cannot run there
+            violations.append(Violation(a.job, *verdict))
             continue
         # (a slack is at least ABS_TOL_S: the comparisons it cannot change skip it)
         if a.start < job.arrival and a.start < job.arrival - _slack(0.0, a.start, job.arrival):
-            bad("before-arrival", f"starts at {a.start:g} s, arrives at {job.arrival:g} s")
+            violations.append(Violation(a.job, "before-arrival", f"starts at {a.start:g} s, "
+                                        f"arrives at {job.arrival:g} s"))
         if a.start < instance.now and \
                 a.start < instance.now - _slack(0.0, a.start, instance.now):
-            bad("before-now", f"starts at {a.start:g} s, before the current time "
-                f"{instance.now:g} s")
+            violations.append(Violation(a.job, "before-now", f"starts at {a.start:g} s, "
+                                        f"before the current time {instance.now:g} s"))
 
-        nodes = {gpus[g].node for g in a.gpus}
-        placement = Placement.PACKED if len(nodes) == 1 else Placement.SPREAD
-        speed = instance.throughput.throughput(
-            job.job_type, a.gpu_type, len(a.gpus), placement
-        )
-        if speed <= 0:
-            bad("zero-throughput", f"job type {job.job_type} cannot run on {len(a.gpus)} x "
-                f"{a.gpu_type} {placement} (throughput {speed:g})")
-            continue
-        factor = factors.get(id(a))
+        factor = factors.get(id(a), 1.0)
         if factor is None:
-            bad("co-runners", "the speed its GPU's co-runners allow changes between its "
-                "start and its finish (a change of speed ends a run segment)")
+            violations.append(Violation(a.job, "co-runners", "the speed its GPU's co-runners "
+                                        "allow changes between its start and its finish (a "
+                                        "change of speed ends a run segment)"))
             continue
-        speed *= factor
+        speed = verdict * factor
         if a.work is None:
             duration = job.work / speed
             expected = a.start + duration
             miss = abs(a.finish - expected)
             if miss > ABS_TOL_S and miss > _slack(duration, a.finish, expected):
-                bad("finish", f"finish {a.finish:.6f} s, but start + work / throughput = "
-                    f"{a.start:g} + {job.work:g} / {speed:g} = {expected:.6f} s ({placement})")
+                violations.append(Violation(a.job, "finish", (
+                    f"finish {a.finish:.6f} s, but start + work / throughput = {a.start:g} + "
+                    f"{job.work:g} / {speed:g} = {expected:.6f} s ({_placement(a, gpus)})")))
         else:
             segments[a.job].append((a, speed))
-        for g in a.gpus:
-            usage[g].append((a.start, a.finish, a.job))
+        placed.append(a)
 
     violations += _node_resources(instance, schedule)
     for job_id, runs in segments.items():
@@ -159,23 +142,118 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
             if job_id not in whole and job_id not in segments:
                 violations.append(Violation(job_id, "unscheduled", "the job has no assignment"))
 
+    violations += _gpu_overlaps(placed, jobs)
+    return violations
+
+
+def _gpu_overlaps(placed: list[Assignment], jobs: Mapping[str, Job]) -> list[Violation]:
+    """No GPU is used by two jobs at once; the GPUs of jobs that ask for shares hold
+    shares adding up to at most 1 (:func:`_gpu_shares`).
+
+    The sweep below, in start order per GPU, remembering the interval that reaches
+    furthest so far, is exact. On the millions of intervals of a long replay it is run
+    only on the GPUs :func:`_suspects` finds (and those of jobs that share GPUs)."""
     sharing = {job_id for job_id, job in jobs.items() if job.gpu_share is not None}
+    exact = _suspects(placed)
+    if sharing:
+        exact |= {g for a in placed if a.job in sharing for g in a.gpus}
+    usage: dict[str, list[tuple[float, float, str]]] = {}
+    for a in placed if exact else ():
+        for g in a.gpus:
+            if g in exact:
+                usage.setdefault(g, []).append((a.start, a.finish, a.job))
+    found: list[Violation] = []
     for gid, intervals in usage.items():
         if sharing and any(j in sharing for _, _, j in intervals):
-            violations += _gpu_shares(gid, intervals, jobs)
+            found += _gpu_shares(gid, intervals, jobs)
             continue
         intervals.sort()
-        # Sweep in start order, remembering the interval that reaches furthest so far.
         s1, f1, j1 = intervals[0]
         for s2, f2, j2 in intervals[1:]:
             if s2 < f1 and s2 < f1 - _slack(min(f1 - s1, f2 - s2), s2, f1):
-                violations.append(Violation(
+                found.append(Violation(
                     j2, "overlap",
                     f"GPU {gid} is used by {j1} during [{s1:g}, {f1:g}) and by {j2} from {s2:g}",
                 ))
             if f2 > f1:
                 s1, f1, j1 = s2, f2, j2
-    return violations
+    return found
+
+
+def _suspects(placed: list[Assignment]) -> set[str]:
+    """The GPUs where an interval starts more than ``ABS_TOL_S`` (the least slack) before
+    the furthest reach of the intervals that start before it (or at the same time and
+    end sooner): found with arrays, they are the only GPUs that can hold an overlap."""
+    index: dict[str, int] = {}
+    rows: dict[tuple[str, ...], npt.NDArray[np.int64]] = {}  # a GPU set's GPUs' numbers
+    for a in placed:
+        if a.gpus not in rows:
+            rows[a.gpus] = np.array([index.setdefault(g, len(index)) for g in a.gpus],
+                                    dtype=np.int64)
+    if not placed:
+        return set()
+    gpu = np.concatenate([rows[a.gpus] for a in placed])
+    counts = np.fromiter((len(a.gpus) for a in placed), np.int64, len(placed))
+    start = np.repeat(np.fromiter((a.start for a in placed), float, len(placed)), counts)
+    finish = np.repeat(np.fromiter((a.finish for a in placed), float, len(placed)), counts)
+    order = np.lexsort((finish, start, gpu))
+    gpu, start, finish = gpu[order], start[order], finish[order]
+    cuts = [0, *(np.flatnonzero(np.diff(gpu)) + 1).tolist(), len(gpu)]
+    names = list(index)
+    return {names[gpu[lo]] for lo, hi in itertools.pairwise(cuts) if hi - lo > 1 and np.any(
+        start[lo + 1:hi] < np.maximum.accumulate(finish[lo:hi - 1]) - ABS_TOL_S)}
+
+
+def _verdict(job: Job, a: Assignment, gpus: Mapping[str, Gpu],
+             gpu_sets: dict[tuple[tuple[str, ...], str], frozenset[str] | tuple[str, str]],
+             speeds: dict[tuple[str, str, int, Placement], float],
+             throughput: ThroughputModel) -> float | tuple[str, str]:
+    """The throughput of ``job`` on the GPUs of ``a``, or (kind, message) of why it cannot
+    run there. ``gpu_sets`` and ``speeds`` keep what was worked out for a GPU set and a
+    configuration."""
+    nodes = gpu_sets.get((a.gpus, a.gpu_type))
+    if nodes is None:
+        nodes = gpu_sets[a.gpus, a.gpu_type] = _gpu_set(a, gpus)
+    if isinstance(nodes, tuple):
+        return nodes
+    off = [] if job.allowed_nodes is None else \
+        sorted(node for node in nodes if not job.may_use_node(node))
+    if off:
+        return "node-not-allowed", \
+            f"runs on nodes {off}, the job allows only {list(job.allowed_nodes or ())}"
+    if not job.may_use(a.gpu_type):
+        return "gpu-type-not-allowed", \
+            f"runs on {a.gpu_type}, the job allows only {list(job.allowed_gpu_types or ())}"
+    if len(a.gpus) not in job.gpu_counts:
+        return "gang-size", f"{len(a.gpus)} GPUs given, the job allows {list(job.gpu_counts)}"
+    placement = Placement.PACKED if len(nodes) == 1 else Placement.SPREAD
+    config = (job.job_type, a.gpu_type, len(a.gpus), placement)
+    speed = speeds.get(config)
+    if speed is None:
+        speed = speeds[config] = throughput.throughput(*config)
+    if speed <= 0:
+        return "zero-throughput", (f"job type {job.job_type} cannot run on {len(a.gpus)} x "
+                                   f"{a.gpu_type} {placement} (throughput {speed:g})")
+    return speed
+
+
+def _placement(a: Assignment, gpus: Mapping[str, Gpu]) -> Placement:
+    """Packed on one node, else spread."""
+    return Placement.PACKED if len({gpus[g].node for g in a.gpus}) == 1 else Placement.SPREAD
+
+
+def _gpu_set(a: Assignment, gpus: Mapping[str, Gpu]) -> frozenset[str] | tuple[str, str]:
+    """The nodes of the GPUs ``a`` runs on, or (kind, message) of what is wrong with them:
+    GPUs that do not exist, a GPU listed twice, GPUs not of the stated type."""
+    unknown = [g for g in a.gpus if g not in gpus]
+    if unknown:
+        return "unknown-gpu", f"GPUs {unknown} do not exist in the cluster"
+    if len(set(a.gpus)) != len(a.gpus):
+        return "repeated-gpu", f"a GPU is listed twice in {list(a.gpus)}"
+    wrong_type = [g for g in a.gpus if gpus[g].gpu_type != a.gpu_type]
+    if wrong_type:
+        return "gpu-type", f"GPUs {wrong_type} are not of the stated type {a.gpu_type}"
+    return frozenset(gpus[g].node for g in a.gpus)
 
 
 def _check_segments(total: float, job: str, runs: list[tuple[Assignment, float]],
@@ -229,19 +307,19 @@ def _check_segments(total: float, job: str, runs: list[tuple[Assignment, float]]
 
 
 def _sharing_factors(schedule: Schedule, jobs: Mapping[str, Job],
-                     colocation: CoLocationModel) -> dict[int, float]:
-    """For each assignment (by ``id``), the speed factor its co-runners give it
-    (:class:`~hetsched.core.sharing.CoLocationModel`; 1 alone, and for every job that does not
-    ask for a GPU share), which must stay the same from its start to its finish; an
-    assignment whose factor changes in between is left out (the caller reports it)."""
+                     colocation: CoLocationModel) -> dict[int, float | None]:
+    """For each assignment (by ``id``) of a job that asks for a GPU share and has
+    co-runners, the speed factor they give it
+    (:class:`~hetsched.core.sharing.CoLocationModel`), which must stay the same from its
+    start to its finish: ``None`` if it changes in between (the caller reports it). Every
+    other assignment runs at factor 1."""
     on_gpu: dict[str, list[Assignment]] = defaultdict(list)
     for a in schedule:
         job = jobs.get(a.job)
         if job is not None and job.gpu_share is not None:
             for g in a.gpus:
                 on_gpu[g].append(a)
-    found: dict[int, float] = {id(a): 1.0 for a in schedule}
-    gpu_type = {id(a): a.gpu_type for a in schedule}
+    found: dict[int, float | None] = {}
     for runs in on_gpu.values():
         for a in runs:
             beside = [b for b in runs if b.job != a.job and min(a.finish, b.finish) - max(
@@ -257,10 +335,10 @@ def _sharing_factors(schedule: Schedule, jobs: Mapping[str, Job],
                 middle = (left + right) / 2
                 others = sorted(jobs[b.job].job_type for b in beside
                                 if b.start <= middle < b.finish)
-                factors.add(colocation.factor(jobs[a.job].job_type, gpu_type[id(a)], others))
+                factors.add(colocation.factor(jobs[a.job].job_type, a.gpu_type, others))
             if len(factors) > 1:
-                del found[id(a)]
-            elif factors:
+                found[id(a)] = None
+            elif factors and found.get(id(a), 1.0) is not None:
                 found[id(a)] = factors.pop()
     return found
 

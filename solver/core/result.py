@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -90,7 +91,7 @@ class Schedule:
     restart_penalty_s: float = 0.0
 
     def __post_init__(self) -> None:
-        ordered = sorted(self.assignments, key=lambda a: (a.start, a.job))
+        ordered = sorted(self.assignments, key=attrgetter("start", "job"))
         object.__setattr__(self, "assignments", tuple(ordered))
 
     def __iter__(self) -> Iterator[Assignment]:

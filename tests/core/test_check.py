@@ -208,3 +208,36 @@ def test_segment_ended_within_its_restore_did_no_work() -> None:
     assert check(TINY, schedule) == []
     too_long = dataclasses.replace(restore, finish=2511.0)
     assert kinds(Schedule((*SEGMENTED, too_long), PENALTY)) == ["finish"]
+
+
+def test_overlap_screen_misses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The checker sweeps only the GPUs its array screen (_suspects) finds. On run segments
+    # whose ends touch, or pass each other by less than, at, or more than the tolerance
+    # (1e-6 s plus 1e-6 of the shorter one: 1e-4 s here), at times near 0 and near the Unix
+    # epoch, it reports exactly what the sweep over every GPU reports.
+    import random
+
+    import hetsched.core.check as checker
+
+    every_gpu = checker._suspects  # replaced below by "every GPU it is given"
+    overlapping = 0
+    for seed in range(60):
+        rng = random.Random(seed)
+        base = rng.choice([0.0, EPOCH])
+        runs = []
+        for job in ("j0", "j1", "j2"):
+            gpu_type = rng.choice(["v100", "k80"])
+            for _ in range(rng.randint(1, 6)):
+                start = base + 100.0 + rng.randrange(0, 8000, 100) + rng.choice(
+                    [0.0, 0.0, -5e-7, 5e-7, -2e-6, 2e-6, -5e-5, -2e-4, -30.0])
+                length = rng.choice([0.0, 100.0, 100.0, 100.0 + 3e-6, 350.0])
+                runs.append(Assignment(job, gpu_type, (f"{gpu_type}-0/0",), start,
+                                       start + length, work=1.0))
+        instance, schedule = TINY if base == 0.0 else EPOCH_TINY, Schedule(tuple(runs))
+        monkeypatch.setattr(checker, "_suspects", every_gpu)
+        found = check(instance, schedule, complete=False)
+        monkeypatch.setattr(checker, "_suspects",
+                            lambda placed: {g for a in placed for g in a.gpus})
+        assert found == check(instance, schedule, complete=False), seed
+        overlapping += any(v.kind == "overlap" for v in found)
+    assert 10 <= overlapping <= 50  # both schedules with overlaps and without were tried
