@@ -329,8 +329,9 @@ def _render(replay: Replay, jobs: Sequence[Job], inputs: ReplayInputs,
     extra = {**extra, **(lower_bounds(covered, cluster, truth).as_dict() if covered else {}),
              "bounds_cover": "finished jobs" if replay.interrupted else "all jobs"}
     violations = check_replay(replay, jobs, truth)
-    return _Rendered({**replay.summary(), **extra, **replay.timing()}, replay.files(extra),
-                     violations)
+    metrics = replay.summary()  # (once: on a long replay it takes seconds)
+    return _Rendered({**metrics, **extra, **replay.timing()},
+                     replay.files(extra, metrics=metrics), violations)
 
 
 def check_replay(replay: Replay, jobs: Sequence[Job], truth: ThroughputModel) -> list[Violation]:

@@ -105,6 +105,11 @@ class ClusterState:
         first): :meth:`FreeGpuIndex.fork`, no time in the cluster's size."""
         return self._index.fork(victims)
 
+    def running_types(self) -> dict[str, str]:
+        """The GPU type of every running job, by job id (the simulator's state answers
+        without building :attr:`running`)."""
+        return {run.job.id: run.gpu_type for run in self.running}
+
     def has_free(self) -> bool:
         """Whether any GPU is free (time in the GPU types)."""
         return self._index.has_free()

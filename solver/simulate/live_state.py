@@ -64,6 +64,14 @@ class LiveState(ClusterState):
             raise RuntimeError(f"ClusterState.{name} read after the decision at "
                                f"{self.now:g} s: read the state inside decide()")
 
+    def running_types(self) -> dict[str, str]:
+        """The GPU type of every running job, by job id, without building their records
+        (a state derived with ``dataclasses.replace`` has its own ``running``: theirs)."""
+        if "running" in self.__dict__:
+            return super().running_types()
+        self.check_open("running_types")
+        return {job_id: run.gpu_type for job_id, run in self._runs.items()}
+
     @cached_property
     def free(self) -> frozenset[str]:
         """Every free GPU id (built when first read: time in the free GPUs)."""

@@ -250,13 +250,15 @@ class Replay:
         command's settings)."""
         write_folder(out_dir, {**self.files(extra), **(files or {})})
 
-    def files(self, extra: dict[str, object] | None = None) -> dict[str, str]:
-        """The outputs as text, by file name: ``summary.json`` (:meth:`summary` and
-        ``extra``), ``jobs.csv`` (one row per job), ``decisions.csv`` (one row per decision
-        point), all three the same for the same input, and ``timing.json`` (:meth:`timing`
-        and ``decision_time_s``, the policy's wall-clock time at each decision point, in
-        the order of decisions.csv's rows)."""
-        summary = {**self.summary(), **(extra or {})}
+    def files(self, extra: dict[str, object] | None = None, *,
+              metrics: Mapping[str, object] | None = None) -> dict[str, str]:
+        """The outputs as text, by file name: ``summary.json`` (:meth:`summary`, or
+        ``metrics`` when the caller has it already, and ``extra``), ``jobs.csv`` (one row
+        per job), ``decisions.csv`` (one row per decision point), all three the same for
+        the same input, and ``timing.json`` (:meth:`timing` and ``decision_time_s``, the
+        policy's wall-clock time at each decision point, in the order of decisions.csv's
+        rows)."""
+        summary = {**(self.summary() if metrics is None else metrics), **(extra or {})}
         rows = io.StringIO()
         writer = csv.writer(rows, lineterminator="\n")
         writer.writerow(JOB_COLUMNS)

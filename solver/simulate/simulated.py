@@ -24,12 +24,15 @@ def simulate_instance(instance: Instance, policy: RollingPolicy,
                       restart_penalty_s: float = RESTART_PENALTY_S) -> Replay:
     """``policy`` run by the simulator on every job of ``instance`` (measured at its
     throughput) from ``instance.now``: a job that arrived earlier is released at ``now``.
-    A Ctrl-C raises :class:`KeyboardInterrupt` (a static solve keeps no partial run)."""
+    A Ctrl-C raises :class:`KeyboardInterrupt` (a static solve keeps no partial run), a
+    failure of the policy its :class:`~hetsched.core.errors.PolicyError`."""
     now = instance.now
     jobs = [job if job.arrival >= now else dataclasses.replace(job, arrival=now)
             for job in instance.jobs]
     replay = Simulator(instance.cluster, jobs, policy, truth=instance.throughput,
                        restart_penalty_s=restart_penalty_s).run()
+    if replay.failure is not None:
+        raise replay.failure
     if replay.interrupted:
         raise KeyboardInterrupt
     return replay

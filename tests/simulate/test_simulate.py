@@ -621,3 +621,49 @@ def test_the_simulator_drives_any_queue_policy_without_a_state() -> None:
                      truth=instance.throughput).run()
     assert Counted.decisions == 0
     assert counted.schedule() == fifo.schedule()
+
+
+def test_a_policy_failure_in_a_static_solve_is_its_error_not_an_interrupt() -> None:
+    # simulate_instance (the static planners' replay) raised KeyboardInterrupt for any
+    # stopped replay, a policy that raised included.
+    from hetsched.core.errors import PolicyError
+    from hetsched.simulate.simulated import simulate_instance
+
+    class Broken(PolicyHooks):
+        name = "broken"
+        round_s = None
+
+        def decide(self, state: ClusterState) -> Decision:
+            raise ValueError("no decision")
+
+    instance = load_instance(INSTANCES / "tiny.json")
+    with pytest.raises(PolicyError, match="no decision"):
+        simulate_instance(instance, Broken())
+
+
+def test_running_types_of_a_live_state_and_of_a_state_derived_from_it() -> None:
+    # The simulator's state answers running_types from its books; a copy made with
+    # dataclasses.replace (running given) from its own running jobs.
+    import dataclasses
+
+    seen: list[tuple[dict[str, str], ...]] = []
+
+    class Looking(PolicyHooks):  # FIFO's decisions (a subclass would take its shortcut)
+        name = "looking"
+        round_s = None
+        fifo = RollingFifo()
+
+        def decide(self, state: ClusterState) -> Decision:
+            types = state.running_types()  # before running is built
+            derived = dataclasses.replace(state, running=state.running[:1])
+            seen.append((types, {r.job.id: r.gpu_type for r in state.running},
+                         derived.running_types(),
+                         {r.job.id: r.gpu_type for r in state.running[:1]}))
+            return self.fifo.decide(state)
+
+    instance = load_instance(INSTANCES / "small.json")
+    Simulator(instance.cluster, instance.jobs, Looking(), truth=instance.throughput).run()
+    assert sum(1 for types, *_ in seen if len(types) > 1) >= 3  # decisions with jobs running
+    for types, built, derived, first in seen:
+        assert types == built
+        assert derived == first

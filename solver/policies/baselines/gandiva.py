@@ -69,8 +69,8 @@ class Gandiva(PolicyHooks):
         if not state.pending:
             return Decision()
         self._forget_finished()
-        for run in state.running:
-            self._last_ran[run.job.id] = now
+        for job_id in state.running_types():  # (without building the running jobs)
+            self._last_ran[job_id] = now
         if not boundary:
             pool = state.pool()
             return start_in_order(state, kept_walk(state, self.order, None, pool),

@@ -115,7 +115,8 @@ class Gavel(PolicyHooks):
         self._lp_failed = ""
         self._reset_at = 0.0
         #: seconds each job ran on each type (columns: the cluster's types) since the solve
-        self._time_on: dict[str, Array] = {}
+        #: (Python floats, added to at every decision: the sums numpy's would be)
+        self._time_on: dict[str, list[float]] = {}
         #: each job's rounded share of each type (its row of ``_share_matrix``, whose
         #: last row is zeros, columns ``_types``), and its predicted speeds
         self._share_rows: dict[str, int] = {}
@@ -140,13 +141,16 @@ class Gavel(PolicyHooks):
         elapsed = 0.0 if self._last_now is None else now - self._last_now
         self._last_now = now
         types = state.cluster.type_names
-        for run in state.running:  # every running job ran since the previous decision
-            ran = self._time_on.get(run.job.id)
+        # Every running job ran since the previous decision: read without building the
+        # running jobs' records, which most decisions (arrivals, finishes) do not need.
+        running = state.running_types()
+        time_on, last_ran = self._time_on, self._last_ran
+        for job_id, gpu_type in running.items():
+            ran = time_on.get(job_id)
             if ran is None:
-                ran = self._time_on[run.job.id] = np.zeros(len(types))
-            column = types.index(run.gpu_type)
-            ran[column] = ran[column] + elapsed
-            self._last_ran[run.job.id] = now
+                ran = time_on[job_id] = [0.0] * len(types)
+            ran[types.index(gpu_type)] += elapsed
+            last_ran[job_id] = now
         # Rounds go on while anything runs (the simulator calls at every boundary): a
         # round can move running jobs between types even when nobody waits.
         boundary = self.clock.boundary(now)
@@ -155,15 +159,16 @@ class Gavel(PolicyHooks):
         if not boundary and not state.has_free():
             # Nothing to fill (an arrival on a full cluster): no time in the waiting jobs.
             return Decision((), (), True, self._lp_failed) if self._lp_failed else Decision()
-        jobs = [*state.pending, *(r.job for r in state.running)]
-        active = frozenset(job.id for job in jobs)
-        if len(self._last_ran) > len(active) or len(self._speed_rows) > len(active):
-            for job_id in [j for j in self._last_ran if j not in active]:
+        active = len(state.pending) + len(running)  # (no job both waits and runs)
+        if len(self._last_ran) > active or len(self._speed_rows) > active:
+            ids = frozenset(running).union(job.id for job in state.pending)
+            for job_id in [j for j in self._last_ran if j not in ids]:
                 del self._last_ran[job_id]
-            self._speed_rows.keep_only(active)
+            self._speed_rows.keep_only(ids)
         if boundary and not state.pending and len(state.cluster.type_names) == 1:
             return Decision()  # one type, nobody waiting: every running job keeps its GPUs
         if boundary:
+            jobs = [*state.pending, *(r.job for r in state.running)]
             # As Gavel: the allocation is recomputed at the first round after jobs arrived
             # or left.
             self._solve_for(state, jobs)

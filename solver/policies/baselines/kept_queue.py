@@ -94,7 +94,7 @@ class StarvationGuard:
         # (when it may be promoted, job id) of waiting jobs, while ``_heap_ok``
         self._heap: list[tuple[float, str]] = []
         self._heap_ok = False
-        self._running: set[str] = set()
+        self._running: frozenset[str] = frozenset()
         #: whether the last update followed the queue's changes (else it read it whole)
         self.followed = False
 
@@ -115,7 +115,7 @@ class StarvationGuard:
 
     def _update_whole(self, state: ClusterState, predicted_s: Callable[[Job], float]
                       ) -> set[str]:
-        running = {r.job.id for r in state.running}
+        running = frozenset(state.running_types())
         since = self._since
         factor = self.factor
         promoted = self.promoted
@@ -154,7 +154,7 @@ class StarvationGuard:
         promoted = self.promoted
         factor = self.factor
         now = state.now
-        running = {r.job.id for r in state.running}
+        running = frozenset(state.running_types())
         left: set[str] = set()
         for job, job_id in changes:
             if job is None:

@@ -16,7 +16,7 @@ from hetsched.policies.baselines.common import (
     place,
 )
 from hetsched.policies.baselines.kept_queue import FeedReader
-from hetsched.policies.baselines.optimus_steps import FirstSteps
+from hetsched.policies.baselines.optimus_steps import FirstSteps, PromotedOrder
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RunningJob
 
 
@@ -66,6 +66,7 @@ class Optimus(PolicyHooks):
         # and their first allocation steps in order.
         self.reader = FeedReader()
         self.steps = FirstSteps()
+        self.promoted = PromotedOrder()
 
     def decide(self, state: ClusterState) -> Decision:
         """Allocate the free GPUs by marginal gain; at a boundary, move running jobs."""
@@ -74,6 +75,7 @@ class Optimus(PolicyHooks):
                                      changes)
         self.steps.follow(state, changes, self.reader.jobs,
                           lambda job, k, size: self._rate(state, job, k, size))
+        self.promoted.follow(promoted, self.reader.jobs)
         boundary = self.clock.boundary(state.now)
         if not (state.pending or (boundary and state.running)) or not state.has_free():
             return Decision()
@@ -128,8 +130,10 @@ class Optimus(PolicyHooks):
         to ``reserved``."""
         starts: list[Start] = []
         waiting = self.reader.jobs
-        for job in sorted((waiting[j] for j in promoted if j in waiting and j not in started),
-                          key=lambda j: (j.arrival, j.id)):
+        every_type = len(state.cluster.type_names)
+        for job in self.promoted.jobs(waiting, started):
+            if len(reserved) == every_type:  # no type left for the promoted jobs after
+                break
             start = None
             for count in job.gpu_counts:
                 types = [t for t in self.speeds.speeds(state, job, count) if t not in reserved]

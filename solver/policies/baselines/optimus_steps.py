@@ -1,5 +1,6 @@
 """Optimus' greedy over a long queue (issue 33, item 18): each waiting job's first
-allocation steps kept in order from one decision to the next (:class:`FirstSteps`).
+allocation steps kept in order from one decision to the next (:class:`FirstSteps`), and
+the promoted jobs in the order they are served (:class:`PromotedOrder`).
 
 A waiting job's first step on a GPU type at a gang size is worth ``speed / remaining /
 size`` (:class:`~hetsched.policies.baselines.optimus.Optimus`), fixed while it waits (its
@@ -15,14 +16,14 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from hetsched.core.records import Job
 from hetsched.policies.baselines.kept_queue import Change
 from hetsched.policies.rolling import ClusterState
 
-__all__ = ["FirstSteps", "Rate", "Step"]
+__all__ = ["FirstSteps", "PromotedOrder", "Rate", "Step"]
 
 #: An allocation step: (-gain per GPU, arrival, job id, type index, GPUs, job's version).
 Step = tuple[float, float, str, int, int, int]
@@ -131,3 +132,37 @@ class FirstSteps:
                         heapq.heappush(growth, (-gain, job.arrival, job_id, k, larger,
                                                 stamp + 1))
         return [(waiting[job_id], types[k], n) for job_id, (k, n) in current.items()]
+
+
+class PromotedOrder:
+    """The promoted jobs in the order they are served (arrival, then id), kept from one
+    decision to the next: :meth:`follow` is told the guard's promoted ids at every
+    decision (a set compare, then the ids that joined or left), so a queue with
+    thousands of promoted jobs is not sorted again at every event."""
+
+    def __init__(self) -> None:
+        self._order: list[tuple[float, str]] = []
+        self._ids: frozenset[str] = frozenset()
+
+    def follow(self, promoted: AbstractSet[str], waiting: Mapping[str, Job]) -> None:
+        """Take the promoted ids of this decision; a job joins when promoted while waiting
+        (as the guard promotes: one not yet seen waiting is looked at again next time)."""
+        if promoted == self._ids:
+            return
+        gone = self._ids - promoted
+        if gone:
+            self._order = [entry for entry in self._order if entry[1] not in gone]
+        kept = set(self._ids - gone)
+        for job_id in promoted - self._ids:
+            job = waiting.get(job_id)
+            if job is not None:
+                bisect.insort(self._order, (job.arrival, job_id))
+                kept.add(job_id)
+        self._ids = frozenset(kept)
+
+    def jobs(self, waiting: Mapping[str, Job], started: AbstractSet[str]) -> Iterator[Job]:
+        """The promoted jobs waiting and not in ``started``, in order."""
+        for _, job_id in self._order:
+            job = waiting.get(job_id)
+            if job is not None and job_id not in started:
+                yield job
