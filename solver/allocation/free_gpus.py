@@ -306,6 +306,7 @@ class FreeGpuIndex:
 
     def _take_whole(self, gpus: Iterable[str]) -> None:
         where = self._layout
+        steps: dict[int, int] = {}  # node position -> free GPUs it loses (one move each)
         for gid in gpus:
             if self.is_free(gid):
                 if self._master:
@@ -314,9 +315,12 @@ class FreeGpuIndex:
                     self._freed.discard(gid)
                 else:
                     self._taken.add(gid)
-                self._set(where.node_of[gid], -1)
+                pos = where.node_of[gid]
+                steps[pos] = steps.get(pos, 0) - 1
             elif self.victims.pop(gid, None) is not None:
                 self._victim_count[where.type_of[gid]] -= 1
+        for pos, step in steps.items():
+            self._set(pos, step)
 
     def release(self, gpus: Iterable[str], job: Job | None = None) -> None:
         """Mark ``gpus`` free (those already free, or not of the cluster, are left). With
@@ -337,6 +341,8 @@ class FreeGpuIndex:
             use.hold(job, [g for g in gpus if g in node_of], -1)
 
     def _release_whole(self, gpus: Iterable[str]) -> None:
+        node_of = self._layout.node_of
+        steps: dict[int, int] = {}  # node position -> free GPUs it gains (one move each)
         for gid in gpus:
             if not self.is_free(gid):
                 if self._master:
@@ -345,7 +351,10 @@ class FreeGpuIndex:
                     self._taken.discard(gid)
                 else:
                     self._freed.add(gid)
-                self._set(self._layout.node_of[gid], 1)
+                pos = node_of[gid]
+                steps[pos] = steps.get(pos, 0) + 1
+        for pos, step in steps.items():
+            self._set(pos, step)
 
     def keep(self, gpus: Iterable[str]) -> None:
         """``gpus`` stay with their running job: no longer victims."""
