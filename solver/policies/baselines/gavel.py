@@ -132,8 +132,13 @@ class Gavel(PolicyHooks):
     @property
     def allocation(self) -> dict[str, dict[str, float]]:
         """The last solve's time fractions: job id -> GPU type -> fraction (rounded)."""
-        return {job_id: dict(zip(self._types, self._share_matrix[row].tolist(), strict=True))
-                for job_id, row in self._share_rows.items()}
+        return {job_id: self._shares_of(job_id) for job_id in self._share_rows}
+
+    def _shares_of(self, job_id: str) -> dict[str, float]:
+        """A job's rounded share of each type in the last solve (none if not in it)."""
+        row = self._share_rows.get(job_id)
+        return {} if row is None else \
+            dict(zip(self._types, self._share_matrix[row].tolist(), strict=True))
 
     def decide(self, state: ClusterState) -> Decision:
         """Recompute the allocation if the jobs changed; realise the round."""
@@ -228,9 +233,7 @@ class Gavel(PolicyHooks):
         if frozenset(r.job.id for r in state.running) != self._solved_for:
             return -math.inf
         for run in state.running:
-            row = self._share_rows.get(run.job.id)
-            shares = [] if row is None else [t for t, x in zip(
-                self._types, self._share_matrix[row].tolist(), strict=True) if x > 1e-9]
+            shares = [t for t, x in self._shares_of(run.job.id).items() if x > 1e-9]
             if shares != [run.gpu_type]:
                 return -math.inf
         return math.inf

@@ -66,7 +66,7 @@ class Optimus(PolicyHooks):
         # and their first allocation steps in order.
         self.reader = FeedReader()
         self.steps = FirstSteps()
-        self.promoted = PromotedOrder()
+        self.promoted_order = PromotedOrder()
 
     def decide(self, state: ClusterState) -> Decision:
         """Allocate the free GPUs by marginal gain; at a boundary, move running jobs."""
@@ -75,7 +75,7 @@ class Optimus(PolicyHooks):
                                      changes)
         self.steps.follow(state, changes, self.reader.jobs,
                           lambda job, k, size: self._rate(state, job, k, size))
-        self.promoted.follow(promoted, self.reader.jobs)
+        self.promoted_order.follow(promoted, self.reader.jobs)
         boundary = self.clock.boundary(state.now)
         if not (state.pending or (boundary and state.running)) or not state.has_free():
             return Decision()
@@ -131,7 +131,7 @@ class Optimus(PolicyHooks):
         starts: list[Start] = []
         waiting = self.reader.jobs
         every_type = len(state.cluster.type_names)
-        for job in self.promoted.jobs(waiting, started):
+        for job in self.promoted_order.jobs(waiting, started):
             if len(reserved) == every_type:  # no type left for the promoted jobs after
                 break
             start = None
