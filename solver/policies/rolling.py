@@ -14,12 +14,20 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.allocation.layout import Start
 from hetsched.core.records import Cluster, Job
 from hetsched.core.throughput import ThroughputModel
+
+
+class Held(NamedTuple):
+    """What a running job holds: its GPUs, of ``gpu_type`` (:meth:`ClusterState.held`)."""
+
+    job: Job
+    gpu_type: str
+    gpus: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,13 @@ class ClusterState:
         """The GPU type of every running job, by job id (the simulator's state answers
         without building :attr:`running`)."""
         return {run.job.id: run.gpu_type for run in self.running}
+
+    def held(self) -> dict[str, Held]:
+        """What every running job holds, by job id: :attr:`running` without the steps
+        left and the start (the simulator's state answers without building
+        :attr:`running`: a policy that needs only the GPUs pays nothing per running job
+        for them)."""
+        return {run.job.id: Held(run.job, run.gpu_type, run.gpus) for run in self.running}
 
     def has_free(self) -> bool:
         """Whether any GPU is free (time in the GPU types)."""

@@ -8,14 +8,14 @@ queue stands in the replay's :class:`~hetsched.policies.rolling.PendingLog`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cached_property
 from typing import TypeVar
 
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.core.records import Cluster, Job
 from hetsched.core.throughput import ThroughputModel
-from hetsched.policies.rolling import ClusterState, PendingFeed, RunningJob
+from hetsched.policies.rolling import ClusterState, Held, PendingFeed, RunningJob
 from hetsched.simulate.record import JobRecord
 from hetsched.simulate.runs import Run
 
@@ -72,6 +72,14 @@ class LiveState(ClusterState):
         self.check_open("running_types")
         return {job_id: run.gpu_type for job_id, run in self._runs.items()}
 
+    def held(self) -> dict[str, Held]:
+        """What every running job holds, by job id, without building their records
+        (each run keeps its own: :attr:`Run.held`)."""
+        if "running" in self.__dict__:
+            return super().held()
+        self.check_open("held")
+        return {job_id: run.held for job_id, run in self._runs.items()}
+
     @cached_property
     def free(self) -> frozenset[str]:
         """Every free GPU id (built when first read: time in the free GPUs)."""
@@ -83,9 +91,7 @@ class LiveState(ClusterState):
     def running(self) -> tuple[RunningJob, ...]:
         """Running jobs, with the steps left at ``now``."""
         self.check_open("running")
-        now = self.now
-        return tuple(_running_job(r.record.job, r.gpu_type, r.gpus, r.since, r.remaining_at(now))
-                     for r in self._runs.values())
+        return _running_jobs(self._runs.values(), self.now)
 
     @cached_property
     def remaining(self) -> Mapping[str, float]:
@@ -108,15 +114,22 @@ class LiveState(ClusterState):
                               lambda state, job_id: state._records[job_id].preemptions)
 
 
-def _running_job(job: Job, gpu_type: str, gpus: tuple[str, ...], started: float,
-                 remaining: float) -> RunningJob:
-    """``RunningJob(job, gpu_type, gpus, started, remaining)``, made without the frozen
-    dataclass's ``__init__`` (one ``object.__setattr__`` per field): a busy cluster holds
-    hundreds of running jobs at each of the whole Philly trace's 160,000 decisions."""
-    made: RunningJob = object.__new__(RunningJob)
-    made.__dict__.update(job=job, gpu_type=gpu_type, gpus=gpus, started=started,
-                         remaining=remaining)
-    return made
+def _running_jobs(runs: Iterable[Run], now: float) -> tuple[RunningJob, ...]:
+    """Each run as ``RunningJob(job, gpu_type, gpus, since, remaining at now)``, made
+    without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field) and
+    with :meth:`Run.remaining_at` written out: a busy cluster holds hundreds of running
+    jobs at each of the whole Philly trace's 160,000 decisions (issue 33, item 18)."""
+    new = object.__new__
+    made: list[RunningJob] = []
+    for run in runs:
+        # Run.remaining_at(now): max(0, work_left - max(0, now - resume) * speed)
+        ran = now - run.resume
+        left = run.work_left - (ran if ran > 0.0 else 0.0) * run.speed
+        one: RunningJob = new(RunningJob)
+        one.__dict__.update(job=run.record.job, gpu_type=run.gpu_type, gpus=run.gpus,
+                            started=run.since, remaining=left if left > 0.0 else 0.0)
+        made.append(one)
+    return tuple(made)
 
 
 _LAZY_FIELDS = ("free", "running", "remaining", "attained", "preemptions")

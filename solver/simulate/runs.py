@@ -6,9 +6,11 @@ new speed when its co-runners change (docs/traces.md, "GPU shares, CPUs and memo
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from hetsched.core.result import Assignment
 from hetsched.core.sharing import CoLocationModel
+from hetsched.policies.rolling import Held
 from hetsched.simulate.record import JobRecord
 
 
@@ -33,6 +35,11 @@ class Run:
     since: float
     share: float = 1.0
     continued: bool = False
+
+    @cached_property
+    def held(self) -> Held:
+        """What the run holds, as a policy reads it (:meth:`ClusterState.held`)."""
+        return Held(self.record.job, self.gpu_type, self.gpus)
 
     def remaining_at(self, moment: float) -> float:
         """Steps left at ``moment`` (s, between ``start`` and ``finish``)."""

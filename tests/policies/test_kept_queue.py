@@ -8,9 +8,12 @@ import math
 import random
 from dataclasses import replace
 
+import pytest
+
 from hetsched.core.records import Job
+from hetsched.files.generate import GeneratorSettings, generate
 from hetsched.policies.baselines.kept_queue import FeedReader, KeptOrder, KindIndex
-from hetsched.policies.baselines.walk import _threshold
+from hetsched.policies.baselines.walk import _threshold, walked_running
 from hetsched.policies.rolling import ClusterState, PendingFeed, PendingLog
 from tests.policies.test_baselines import one_gpu
 
@@ -167,3 +170,56 @@ def test_the_bound_is_at_least_the_largest_steps_worth_starting_and_barely_more(
             finite += 1
             assert bound <= largest * 1.01 + 0.01, (bound, largest)
     assert finite > 1000
+
+
+def test_first_key_is_the_smallest_waiting_key_and_the_walk_starts_there() -> None:
+    rng = random.Random(5)
+    jobs = [job(f"j{i}", arrival=float(i), work=rng.uniform(1, 100)) for i in range(40)]
+    order = KeptOrder()
+    promoted = {j.id for j in jobs[::7]}
+
+    def key(j: Job) -> tuple[int, float, str]:
+        return (1, j.work, j.id)
+
+    def front(j: Job) -> tuple[int, float, str]:
+        return (0, j.arrival, j.id)
+
+    order.rebuild(jobs, promoted, key, front, lambda j: j.work)
+    assert order.first_key() == (0, 0.0, "j0")  # j0 is promoted, the first to arrive
+    order.rebuild(jobs[1:7], set(), key, front, lambda j: j.work)
+    assert order.first_key() == min(key(j) for j in jobs[1:7])
+    first = order.first_key()
+    # Running jobs below every waiting key are left out; the rest come sorted.
+    running = [((1, rng.uniform(1, 100), f"r{i}"), job(f"r{i}")) for i in range(30)]
+    walked = walked_running(order, running)
+    assert [k for k, _ in walked] == sorted(k for k, _ in running if k >= first)
+    assert 0 < len(walked) < len(running)  # (the draw has both)
+    order.rebuild([], set(), key, front, lambda j: j.work)
+    assert order.first_key() is None
+    assert walked_running(order, running) == sorted(running, key=lambda item: item[0])
+
+
+@pytest.mark.parametrize("name", ["tiresias", "gandiva", "srtf"])
+def test_leaving_out_running_jobs_before_every_waiting_one_decides_the_same(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A busy cluster (a job every 30 s, 6 GPUs) where these policies preempt: the
+    # replay is the same, record for record, with every running job walked.
+    from hetsched import registry
+    from hetsched.policies.baselines import duration, gandiva, tiresias
+    from hetsched.simulate.simulator import Simulator
+
+    instance = generate(GeneratorSettings(jobs=150, gpus={"v100": 2, "k80": 4}, seed=3,
+                                          gpus_per_node=2, mean_interarrival_s=30.0))
+
+    def run() -> list[tuple[object, ...]]:
+        replay = Simulator(instance.cluster, instance.jobs, registry.rolling(name),
+                           truth=instance.throughput).run()
+        return [(r.job.id, r.first_start, r.finish, r.preemptions, r.gpu_types)
+                for r in replay.records.values()]
+
+    trimmed = run()
+    for module in (duration, gandiva, tiresias):
+        monkeypatch.setattr(module, "walked_running",
+                            lambda order, running: sorted(running, key=lambda i: i[0]))
+    assert run() == trimmed
+    assert sum(preemptions for *_, preemptions, _ in trimmed) > 0  # (they preempt here)

@@ -641,7 +641,7 @@ def test_a_policy_failure_in_a_static_solve_is_its_error_not_an_interrupt() -> N
         simulate_instance(instance, Broken())
 
 
-def test_running_types_of_a_live_state_and_of_a_state_derived_from_it() -> None:
+def test_running_types_and_held_of_a_live_state_and_of_a_state_derived_from_it() -> None:
     # The simulator's state answers running_types from its books; a copy made with
     # dataclasses.replace (running given) from its own running jobs.
     import dataclasses
@@ -655,10 +655,15 @@ def test_running_types_of_a_live_state_and_of_a_state_derived_from_it() -> None:
 
         def decide(self, state: ClusterState) -> Decision:
             types = state.running_types()  # before running is built
+            held = state.held()
             derived = dataclasses.replace(state, running=state.running[:1])
             seen.append((types, {r.job.id: r.gpu_type for r in state.running},
                          derived.running_types(),
                          {r.job.id: r.gpu_type for r in state.running[:1]}))
+            # held(): each running job's job, type and GPUs, the same as running's
+            assert held == {r.job.id: (r.job, r.gpu_type, r.gpus) for r in state.running}
+            assert derived.held() == {r.job.id: (r.job, r.gpu_type, r.gpus)
+                                      for r in state.running[:1]}
             return self.fifo.decide(state)
 
     instance = load_instance(INSTANCES / "small.json")

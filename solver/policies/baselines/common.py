@@ -187,7 +187,7 @@ def preempt_in_order(state: ClusterState, order: Iterable[Job], types_for: Types
     the walk ends as soon as every running job in it is passed and no GPU is left, and
     the waiting jobs after that point are never looked at. ``pool``: the state's pool
     with the victims of :func:`victim_ranks` (default: a new one)."""
-    running = {r.job.id: r for r in state.running}
+    running = state.held()
     if ranks is None:
         order = list(order)
         ranks = {job.id: i for i, job in enumerate(order) if job.id in running}
@@ -231,8 +231,8 @@ def preempt_in_order(state: ClusterState, order: Iterable[Job], types_for: Types
 def victim_ranks(state: ClusterState, ranks: Mapping[str, int]) -> dict[str, int]:
     """The GPUs of running jobs that may be taken, with their job's rank (a larger one is
     taken first): every job of ``ranks`` but those running on a share of a GPU."""
-    return {g: ranks[r.job.id] for r in state.running if r.job.id in ranks
-            and r.job.gpu_share is None for g in r.gpus}
+    return {g: ranks[job_id] for job_id, held in state.held().items() if job_id in ranks
+            and held.job.gpu_share is None for g in held.gpus}
 
 
 def active_jobs(state: ClusterState) -> list[Job]:

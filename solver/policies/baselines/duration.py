@@ -18,7 +18,7 @@ from hetsched.policies.baselines.common import (
     victim_ranks,
 )
 from hetsched.policies.baselines.guarded import GuardedOrder
-from hetsched.policies.baselines.walk import kept_walk
+from hetsched.policies.baselines.walk import kept_walk, walked_running
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
 
@@ -104,7 +104,7 @@ class ShortestRemainingTimeFirst(PolicyHooks):
                 continue
             left = self.speeds.predicted_s(state, job, run.remaining)
             running.append(((1, left, job.arrival, job.id), job))
-        running.sort(key=lambda item: item[0])
+        running = walked_running(self.order, running)
         ranks = {job.id: i for i, (_, job) in enumerate(running)}
         types = types_worth_starting(state, self.speeds, promoted)
         pool = state.pool(victim_ranks(state, ranks))

@@ -14,7 +14,7 @@ from hetsched.policies.baselines.common import (
     victim_ranks,
 )
 from hetsched.policies.baselines.kept_queue import FeedReader, KeptOrder
-from hetsched.policies.baselines.walk import kept_walk
+from hetsched.policies.baselines.walk import kept_walk, walked_running
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
 
@@ -84,8 +84,8 @@ class Gandiva(PolicyHooks):
         # Of the jobs that had their quantum, the one that resumed last stays longest.
         due.sort(key=lambda r: (-r.started, r.job.arrival, r.job.id))
         # The order: served running jobs, the waiting jobs, the running jobs due.
-        running = [*(((0, i), r.job) for i, r in enumerate(served)),
-                   *(((2, i), r.job) for i, r in enumerate(due))]
+        running = walked_running(self.order, [*(((0, i), r.job) for i, r in enumerate(served)),
+                                              *(((2, i), r.job) for i, r in enumerate(due))])
         ranks = {job.id: i for i, (_, job) in enumerate(running)}
         pool = state.pool(victim_ranks(state, ranks))
         decision = preempt_in_order(state, kept_walk(state, self.order, None, pool, running),

@@ -214,6 +214,13 @@ class KeptOrder:
         """``(key, job)`` of the promoted jobs, in order."""
         yield from self._front
 
+    def first_key(self) -> Any:
+        """The smallest key of a waiting job, promoted or not (``None``: nobody waits)."""
+        heads = [entries[0][0] for entries in self.kinds.by_key.values() if entries]
+        if self._front:
+            heads.append(self._front[0][0])
+        return min(heads, default=None)
+
     def can_follow(self, changes: list[Change] | None) -> bool:
         """Whether ``changes`` (of a :class:`FeedReader`) apply to this order: there are
         some, and the order was built from a state with a feed."""

@@ -7,11 +7,12 @@ import heapq
 import itertools
 import math
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from hetsched.core.records import Job
 from hetsched.policies.baselines.common import cluster_order, preempt_in_order, victim_ranks
 from hetsched.policies.baselines.kept_queue import FeedReader, KeptOrder
-from hetsched.policies.baselines.walk import kept_walk
+from hetsched.policies.baselines.walk import kept_walk, walked_running
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
 
@@ -76,7 +77,7 @@ class Tiresias(PolicyHooks):
         if state.pending:
             return -math.inf
         until = math.inf
-        for run in state.running:
+        for run in state.held().values():
             service = state.attained.get(run.job.id, 0.0) - self._base.get(run.job.id, 0.0)
             queue = bisect.bisect_right(self.thresholds_gpu_s, service)
             if queue < len(self.thresholds_gpu_s):
@@ -90,10 +91,12 @@ class Tiresias(PolicyHooks):
         attained = state.attained  # GPU-seconds up to now, restores included
         changes = self.reader.read(state)
         self._forget_finished()
-        running = {r.job.id for r in state.running}
-        for run in state.running:
-            self._last_ran[run.job.id] = now
-            if now >= self._check_at.get(run.job.id, -math.inf):
+        held = state.held()  # (without building the running jobs' records)
+        running = held.keys()
+        check_at = self._check_at
+        for job_id, run in held.items():
+            self._last_ran[job_id] = now
+            if now >= check_at.get(job_id, -math.inf):
                 self._place_running(run.job, len(run.gpus), attained, running, now)
         waiting = self.reader.jobs
         if changes is None or not self.order.can_follow(changes):
@@ -113,8 +116,8 @@ class Tiresias(PolicyHooks):
             self._promote_due(attained, now)
         if not state.pending:
             return Decision()
-        items = sorted(((self._key(r.job, 0), r.job) for r in state.running),
-                       key=lambda item: item[0])
+        items = walked_running(self.order, ((self._key(r.job, 0), r.job)
+                                            for r in held.values()))
         ranks = {job.id: i for i, (_, job) in enumerate(items)}
         pool = state.pool(victim_ranks(state, ranks))
         return preempt_in_order(state, kept_walk(state, self.order, None, pool, items),
@@ -135,7 +138,7 @@ class Tiresias(PolicyHooks):
         queue, entered = self._queue.get(job.id, (0, job.arrival))
         return (queue, waits, entered, job.arrival, job.id)
 
-    def _place(self, job: Job, attained: Mapping[str, float], running: set[str],
+    def _place(self, job: Job, attained: Mapping[str, float], running: AbstractSet[str],
                now: float) -> None:
         """Put ``job`` in its queue now (a waiting job that starved: back to queue 0);
         a waiting job that may starve later gets its time in ``_due``."""
@@ -144,7 +147,7 @@ class Tiresias(PolicyHooks):
             heapq.heappush(self._due, (due, job.id))
 
     def _place_running(self, job: Job, gpus: int, attained: Mapping[str, float],
-                       running: set[str], now: float) -> None:
+                       running: AbstractSet[str], now: float) -> None:
         """:meth:`_place` for a running job on ``gpus`` GPUs, and the time its queue is
         next looked at: when its attained service, growing by at most ``gpus`` GPU-seconds
         a second, could reach its next threshold (a little early: rounding)."""
@@ -157,7 +160,7 @@ class Tiresias(PolicyHooks):
         else:
             self._check_at[job.id] = math.inf
 
-    def _queue_now(self, job: Job, attained: Mapping[str, float], running: set[str],
+    def _queue_now(self, job: Job, attained: Mapping[str, float], running: AbstractSet[str],
                    now: float) -> float | None:
         """:meth:`_place`, returning the time a waiting job starves (``None``: never, or
         now: it went back to queue 0)."""
