@@ -66,16 +66,17 @@ class LiveState(ClusterState):
 
     def running_types(self) -> dict[str, str]:
         """The GPU type of every running job, by job id, without building their records
-        (a state derived with ``dataclasses.replace`` has its own ``running``: theirs)."""
-        if "running" in self.__dict__:
+        (a state derived with ``dataclasses.replace`` has no books but its own
+        ``running``: theirs)."""
+        if "_runs" not in self.__dict__:
             return super().running_types()
         self.check_open("running_types")
         return {job_id: run.gpu_type for job_id, run in self._runs.items()}
 
     def held(self) -> dict[str, Held]:
         """What every running job holds, by job id, without building their records
-        (each run keeps its own: :attr:`Run.held`)."""
-        if "running" in self.__dict__:
+        (each run keeps its own: :attr:`Run.held`; a derived state: its ``running``)."""
+        if "_runs" not in self.__dict__:
             return super().held()
         self.check_open("held")
         return {job_id: run.held for job_id, run in self._runs.items()}

@@ -662,6 +662,7 @@ def test_running_types_and_held_of_a_live_state_and_of_a_state_derived_from_it()
                          {r.job.id: r.gpu_type for r in state.running[:1]}))
             # held(): each running job's job, type and GPUs, the same as running's
             assert held == {r.job.id: (r.job, r.gpu_type, r.gpus) for r in state.running}
+            assert state.held() == held  # (and once running is built, from the books)
             assert derived.held() == {r.job.id: (r.job, r.gpu_type, r.gpus)
                                       for r in state.running[:1]}
             return self.fifo.decide(state)
