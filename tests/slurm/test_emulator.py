@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from hetsched.core.records import Job
 from hetsched.slurm.checkpoint import Checkpoint, checkpoint_path, read_checkpoint
 from hetsched.slurm.local import LocalCluster
@@ -79,6 +81,7 @@ def test_a_pinned_job_runs_the_emulator_to_its_work(cluster: LocalCluster,
     assert "job pinned completed its 1530 steps" in log
 
 
+@pytest.mark.slow  # (waits: backoff, restart penalty; CI runs it)
 def test_a_requeued_job_resumes_from_its_checkpoint_after_the_penalty(
         cluster: LocalCluster, tmp_path: Path) -> None:
     slurm_id, meta, path = _submit_held(cluster, tmp_path, "requeued", wall_s=6.0)

@@ -84,6 +84,7 @@ def _kill_slurmctld(local: LocalCluster) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # (waits: backoff, restart penalty; CI runs it)
 def test_slurmctld_down_is_retried_with_backoff_until_it_answers(
         outage_cluster: LocalCluster, caplog: pytest.LogCaptureFixture) -> None:
     waits: list[float] = []
@@ -110,6 +111,7 @@ def test_slurmctld_down_is_retried_with_backoff_until_it_answers(
     assert control.outages == 1
 
 
+@pytest.mark.slow  # (waits: backoff, restart penalty; CI runs it)
 def test_slurmctld_down_past_the_patience_is_an_error(outage_cluster: LocalCluster) -> None:
     waits: list[float] = []
     control = SlurmControl(env=outage_cluster.env(), patience_s=1.0, sleep=waits.append)

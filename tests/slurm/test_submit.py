@@ -81,6 +81,7 @@ def test_submit_holds_every_job_with_its_metadata(cluster: LocalCluster, tmp_pat
             b.allowed_gpu_counts) == ("rnn-lm", 2, 2500.0, 500.0, 2.0, "alice", (1, 2))
 
 
+@pytest.mark.slow  # (waits: backoff, restart penalty; CI runs it)
 def test_slurm_schedules_runs_every_job_to_completion(cluster: LocalCluster,
                                                        tmp_path: Path) -> None:
     rows = _submit(cluster, tmp_path, "--slurm-schedules")
