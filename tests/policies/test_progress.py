@@ -56,6 +56,25 @@ def test_the_shortest_remaining_area_runs_first() -> None:
     assert started(decision) == {"S1": "v100", "S2": "v100"}
 
 
+def test_a_gang_faster_spread_than_packed_starts_spread_on_an_idle_cluster() -> None:
+    # Two idle servers of 4 V100s; the 4-GPU job runs at 7.35 steps/s spread and 6.40
+    # packed (as Gavel's ResNet-50 at batch 128, fitted). The MILP picks (v100, 4) at the
+    # spread speed; best fit offers a packed server, which is slower: the gang starts
+    # spread, 3 on the first server and 1 on the second (it waited for ever before).
+    cluster = Cluster((GpuType("v100"),), (Node("a", "v100", 4), Node("b", "v100", 4)))
+    table = ThroughputTable.from_rows([("rn", "v100", 4, "packed", 6.40),
+                                       ("rn", "v100", 4, "spread", 7.35)])
+    decision = decide(cluster, table, (Job("R", 0, "rn", 4, 10_000),))
+    [start] = decision.start
+    assert (start.job, start.gpu_type) == ("R", "v100")
+    assert sorted(g.split("/")[0] for g in start.gpus) == ["a", "a", "a", "b"]
+    # Where packed is the faster, the same job packs on one server.
+    table = ThroughputTable.from_rows([("rn", "v100", 4, "packed", 7.35),
+                                       ("rn", "v100", 4, "spread", 6.40)])
+    [start] = decide(cluster, table, (Job("R", 0, "rn", 4, 10_000),)).start
+    assert len({g.split("/")[0] for g in start.gpus}) == 1
+
+
 def test_a_running_job_is_preempted_for_a_shorter_one() -> None:
     # L runs with 9,000 steps left (900 s); S (50 s) arrives: S is worth 1/50 per s, L
     # 1/900, so L stops and S takes the GPU.
