@@ -117,18 +117,15 @@ class LiveState(ClusterState):
 
 def _running_jobs(runs: Iterable[Run], now: float) -> tuple[RunningJob, ...]:
     """Each run as ``RunningJob(job, gpu_type, gpus, since, remaining at now)``, made
-    without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field) and
-    with :meth:`Run.remaining_at` written out: a busy cluster holds hundreds of running
-    jobs at each of the whole Philly trace's 160,000 decisions (issue 33, item 18)."""
+    without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field): a
+    busy cluster holds hundreds of running jobs at each of the whole Philly trace's
+    160,000 decisions (issue 33, item 18)."""
     new = object.__new__
     made: list[RunningJob] = []
     for run in runs:
-        # Run.remaining_at(now): max(0, work_left - max(0, now - resume) * speed)
-        ran = now - run.resume
-        left = run.work_left - (ran if ran > 0.0 else 0.0) * run.speed
         one: RunningJob = new(RunningJob)
         one.__dict__.update(job=run.record.job, gpu_type=run.gpu_type, gpus=run.gpus,
-                            started=run.since, remaining=left if left > 0.0 else 0.0)
+                            started=run.since, remaining=run.remaining_at(now))
         made.append(one)
     return tuple(made)
 
