@@ -150,8 +150,12 @@ def test_stop_leaves_no_daemon_and_start_again_works(tmp_path: Path) -> None:
         job = submit_held(cluster, 60)
         run_slurm(cluster, "scontrol", "release", job)
         wait_for_state(cluster, job, {"RUNNING"})
-        stepd = daemon_pids([], str(cluster.conf_path))  # its slurmstepd
-        assert stepd
+        # slurmctld calls the job RUNNING before slurmd has forked its slurmstepd
+        # (CI once looked in between), so wait for the step daemon to appear.
+        deadline = time.monotonic() + 10.0
+        while not (stepd := daemon_pids([], str(cluster.conf_path))):  # its slurmstepd
+            assert time.monotonic() < deadline, "no slurmstepd 10 s after RUNNING"
+            time.sleep(0.05)
         cluster.stop()
         assert not [pid for pid in [*pids.values(), *stepd] if pid and is_alive(pid)]
         assert not daemon_pids([str(cluster.conf_path), f"--socket={cluster.munge_socket}"],
