@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TRACE = ROOT.parent / "shared" / "data" / "gavel" / "traces" / "ee9e8c.trace"
+TRACES = ROOT.parent / "shared" / "data" / "gavel" / "traces"
+TRACE = TRACES / "ee9e8c.trace"
 THROUGHPUT = ROOT.parent / "shared" / "data" / "gavel" / "simulation_throughputs.json"
 CLUSTER = "v100=8,p100=8,k80=8"
 #: The restart penalty of the emulator and of the replays (trace s): the command's default.
@@ -60,7 +61,8 @@ def jcts(folder: Path) -> dict[str, float]:
         return {row["job"]: float(row["jct"]) for row in csv.DictReader(handle) if row["jct"]}
 
 
-def band_trace(folder: Path, jobs: int, band_h: tuple[float, float]) -> Path:
+def band_trace(folder: Path, jobs: int, band_h: tuple[float, float],
+               trace: Path = TRACE) -> Path:
     """The first ``jobs`` jobs of the trace whose duration on their fastest allowed GPU
     type (at their gang size, packed; Gavel's throughputs) lies in ``band_h`` hours,
     written as a Gavel trace (the original lines, arrivals kept) into ``folder``.
@@ -73,8 +75,8 @@ def band_trace(folder: Path, jobs: int, band_h: tuple[float, float]) -> Path:
     from hetsched.files.cluster_spec import parse_cluster
     from hetsched.files.replay_inputs import trace_jobs
 
-    read = trace_jobs(TRACE, "gavel", parse_cluster(CLUSTER), throughput_path=THROUGHPUT)
-    lines = TRACE.read_text().splitlines()
+    read = trace_jobs(trace, "gavel", parse_cluster(CLUSTER), throughput_path=THROUGHPUT)
+    lines = trace.read_text().splitlines()
     kept: list[str] = []
     for job in read.jobs:
         fastest = max(read.truth.throughput(job.job_type, gpu_type, job.num_gpus,
@@ -84,7 +86,7 @@ def band_trace(folder: Path, jobs: int, band_h: tuple[float, float]) -> Path:
             kept.append(lines[int(job.id)])
         if len(kept) == jobs:
             break
-    path = folder / f"ee9e8c-band-{band_h[0]:g}-{band_h[1]:g}h.trace"
+    path = folder / f"{trace.stem}-band-{band_h[0]:g}-{band_h[1]:g}h.trace"
     path.write_text("\n".join(kept) + "\n")
     return path
 
@@ -178,6 +180,9 @@ def main() -> None:
     parser.add_argument("--band", default="12:36", metavar="LOW:HIGH",
                         help="only jobs lasting LOW to HIGH hours on their fastest GPU "
                         "(band_trace); 'none': the trace's first jobs")
+    parser.add_argument("--trace", dest="trace_name", default="ee9e8c", metavar="NAME",
+                        help="which of Gavel's Philly-derived traces (../shared/data/gavel/"
+                        "traces/NAME.trace)")
     parser.add_argument("--poll", type=float, default=0.1,
                         help="the agent's poll interval (wall s)")
     parser.add_argument("--epilog", type=float, default=None,
@@ -186,8 +191,9 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep each run's folder (agent output, replay, logs) here")
     args = parser.parse_args()
-    if not TRACE.is_file():
-        sys.exit(f"{TRACE} is absent: this benchmark needs ../shared/data")
+    trace = TRACES / f"{args.trace_name}.trace"
+    if not trace.is_file():
+        sys.exit(f"{trace} is absent: this benchmark needs ../shared/data")
     if args.quick:
         args.jobs, args.policies = 30, "fifo,progress"
     from hetsched.files.cluster_spec import parse_cluster
@@ -201,10 +207,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch) if args.keep is None else args.keep
         folder.mkdir(parents=True, exist_ok=True)
-        args.trace = TRACE
+        args.trace = trace
         if args.band != "none":
             low, _, high = args.band.partition(":")
-            args.trace = band_trace(folder, args.jobs, (float(low), float(high)))
+            args.trace = band_trace(folder, args.jobs, (float(low), float(high)), trace)
         local = None
         cluster_dir = args.cluster_dir
         if cluster_dir is None:
@@ -267,7 +273,8 @@ def cell(policy: str, cluster_dir: Path, folder: Path, args: argparse.Namespace,
     errors = [abs(real[j] - predicted[j]) / predicted[j] for j in both]
     slurm_avg = sum(real.values()) / len(real) if real else math.nan
     replay_avg = sum(predicted.values()) / len(predicted)
-    return {"case": name, "jobs": args.jobs, "band_h": args.band, "poll_s": args.poll,
+    return {"case": name, "trace": args.trace_name, "jobs": args.jobs, "band_h": args.band,
+            "poll_s": args.poll,
             "epilog_s": args.epilog,
             "speedup": args.speedup,
             "completed": len(real), "slurm_avg_jct_s": slurm_avg,
