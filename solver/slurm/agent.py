@@ -209,6 +209,9 @@ class Agent:
         self.sleep = sleep
         self._last_seen: tuple[object, ...] = ()
         self._next_round = -math.inf
+        # job id -> where a decision moved it: started again there once Slurm has
+        # requeued it (in memory only: a restarted agent lets the policy decide again)
+        self._moves: dict[str, Start] = {}
         self._idle_since: float | None = None
         self.stopped_because = ""
 
@@ -230,6 +233,8 @@ class Agent:
         seen = self._fingerprint(snapshot)
         due = seen != self._last_seen or now >= self._next_round
         active = any(j.waiting for j in managed.values())
+        if self._restart_moves(snapshot, unix):
+            due = False  # decide on the next reading, which shows them released
         preempted = self._decide(snapshot, now, unix) if due and active else []
         # Decided: the GPUs of jobs completing or just preempted may pass on (their
         # epilogs end), and the jobs released onto them start.
@@ -271,9 +276,18 @@ class Agent:
         """What the policy sees: the waiting jobs (pending, with their steps left as
         the history predicts them), the running ones, the free GPUs (a job COMPLETING
         neither runs nor waits: its GPUs are free, see :mod:`hetsched.slurm.state`)."""
-        pending = sorted((j.meta.job for j in snapshot.jobs.values() if j.waiting),
+        moving = {job_id: move for job_id, move in self._moves.items()
+                  if job_id in snapshot.jobs}
+        pending = sorted((j.meta.job for j in snapshot.jobs.values()
+                          if j.waiting and j.job_id not in moving),
                          key=lambda job: (job.arrival, job.id))
-        running = []
+        # A job a decision moved runs where it was moved to, as in a replay, while Slurm
+        # requeues it: its new GPUs are not free, and it is not waiting.
+        running = [RunningJob(snapshot.jobs[job_id].meta.job, move.gpu_type, move.gpus, now,
+                              self.history.remaining(snapshot.jobs[job_id].meta.job, now,
+                                                     self.truth, snapshot.cluster))
+                   for job_id, move in moving.items()]
+        free = snapshot.free.difference(g for move in moving.values() for g in move.gpus)
         for job in snapshot.jobs.values():
             if job.holding and job.gpus and not job.handing_over:
                 gpu_type = snapshot.cluster.node_by_name[job.nodes[0]].gpu_type if job.nodes else ""
@@ -283,7 +297,7 @@ class Agent:
         remaining = {job.id: self.history.remaining(job, now, self.truth, snapshot.cluster)
                      for job in pending}
         return ClusterState(now, snapshot.cluster, self.model, tuple(pending), remaining,
-                            tuple(running), snapshot.free,
+                            tuple(running), free,
                             attained=self.history.attained(now),
                             preemptions=self.history.preemptions())
 
@@ -322,10 +336,15 @@ class Agent:
         running = {r.job.id: r for r in state.running}
         free = set(snapshot.free)
         preempted: list[str] = []
+        unmoved: set[str] = set()
         for job_id in dict.fromkeys(decision.preempt):
             run = running.get(job_id)
             if run is None:
                 log.warning("preemption of %s skipped: it does not run", job_id)
+                continue
+            if self._moves.pop(job_id, None) is not None:  # not started again yet
+                unmoved.add(job_id)
+                free.update(run.gpus)
                 continue
             try:
                 self.live.preempt(job_id)
@@ -339,9 +358,16 @@ class Agent:
         started: list[str] = []
         uneven: list[Start] = []
         for start in decision.start:
-            if start.job in preempted:  # a move: it starts again once Slurm requeued it
-                log.info("start of %s left to a later decision: it is being requeued",
-                         start.job)
+            if start.job in preempted or start.job in unmoved:
+                # A move: it starts there once Slurm has requeued it (_restart_moves).
+                problem = self._invalid(start, {start.job: running[start.job].job}, free,
+                                        snapshot.cluster)
+                if problem:
+                    log.warning("move of %s skipped: %s", start.job, problem)
+                else:
+                    self._moves[start.job] = start
+                    free.difference_update(start.gpus)
+                    started.append(start.job)
                 continue
             problem = self._invalid(start, waiting, free, snapshot.cluster)
             if problem:
@@ -353,6 +379,28 @@ class Agent:
         for start in uneven:  # Slurm splits these itself: once the others have their GPUs
             self._start(start, snapshot.cluster, free, waiting, started, unix)
         return started, preempted
+
+    def _restart_moves(self, snapshot: Snapshot, unix: float) -> bool:
+        """Start the moved jobs Slurm has requeued (held and pending again) where their
+        decision moved them; forget moves of jobs that ended or left. Whether any
+        started."""
+        if not self._moves:
+            return False
+        free = set(snapshot.free)
+        waiting = {job.job_id: job.meta.job for job in snapshot.jobs.values() if job.waiting}
+        started: list[str] = []
+        for job_id, move in list(self._moves.items()):
+            job = snapshot.jobs.get(job_id)
+            if job is None or job.ended:
+                del self._moves[job_id]
+            elif job.waiting:
+                del self._moves[job_id]
+                problem = self._invalid(move, waiting, free, snapshot.cluster)
+                if problem:  # the policy decides again where it goes
+                    log.warning("move of %s dropped: %s", job_id, problem)
+                else:
+                    self._start(move, snapshot.cluster, free, waiting, started, unix)
+        return bool(started)
 
     def _start(self, start: Start, cluster: Cluster, free: set[str],
                waiting: dict[str, Job], started: list[str], unix: float) -> None:

@@ -116,6 +116,34 @@ def test_preempts_by_requeueing_held_and_starts_again_elsewhere(
     assert record["gres_detail"] == ["gpu:k80:2(IDX:0-1)"]
 
 
+def test_a_move_restarts_where_its_decision_put_it_with_its_gpus_kept_meanwhile(
+        cluster: LocalCluster, tmp_path: Path) -> None:
+    # One decision preempts p0 (on v100-1) and starts it on k80-0, as a replay does. Slurm
+    # must requeue it before it can start again; until then the policy sees it running
+    # on k80-0 (those GPUs not free, p0 not waiting), so a later decision cannot give
+    # them away, and the agent starts it there itself once it is held and pending.
+    job = submit(cluster, meta("p0", 2))
+    agent, live = agent_for(cluster, "fifo", tmp_path / "events.jsonl")
+    snapshot = live.read()
+    first = Start("p0", "v100", ("v100-1/2", "v100-1/3"))
+    agent.apply(Decision((first,)), snapshot, agent.state(snapshot, 0.0), time.time())
+    wait_for_state(cluster, job, {"RUNNING"})
+    agent.history.observe(live.read(), time.time())
+    snapshot = live.read()
+    moved = Start("p0", "k80", ("k80-0/0", "k80-0/1"))
+    assert agent.apply(Decision((moved,), ("p0",)), snapshot, agent.state(snapshot, 1.0),
+                       time.time()) == (["p0"], ["p0"])
+    state = agent.state(live.read(), 2.0)
+    assert [(r.job.id, r.gpus) for r in state.running] == [("p0", moved.gpus)]
+    assert not state.pending
+    assert not set(moved.gpus) & state.free
+    live.handed_over(["p0"])
+    cycle_until(agent, lambda: job_record(cluster, job)["job_state"] == "RUNNING"
+                and job_record(cluster, job)["restart_cnt"] == 1)
+    record = job_record(cluster, job)
+    assert (record["nodes"], record["gres_detail"]) == ("k80-0", ["gpu:k80:2(IDX:0-1)"])
+
+
 def test_a_restarted_agent_starts_nothing_twice(cluster: LocalCluster, tmp_path: Path) -> None:
     jobs = [submit(cluster, meta(f"r{i}", 4, arrival=float(i))) for i in range(4)]
     journal = tmp_path / "events.jsonl"
