@@ -41,12 +41,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetsched.allocation.layout import Start, layout, throughput_of
+from hetsched.core.fairness import isolated_speed
 from hetsched.core.records import Job
 from hetsched.core.settings import DECISION_LIMIT, RESTART_PENALTY_S
 from hetsched.core.throughput import Placement
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import call_word
 from hetsched.formulations.progress import RoundPlan, RoundProblem, solve_round
+from hetsched.policies.contention import ContentionClock
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RunningJob
 from hetsched.policies.starting import SpeedBook, types_worth_starting
 
@@ -68,6 +70,9 @@ class Option:
     urgent: bool
     running_here: bool  # the job runs now on this type with this many GPUs
     slack: float = math.inf  # deadline - predicted end on this option (s)
+    #: with a rho bound, for a job it makes urgent: the rho this option leads to over the
+    #: bound (0: not urgent by fairness)
+    pressure: float = 0.0
 
 
 class Progress(PolicyHooks):
@@ -78,6 +83,13 @@ class Progress(PolicyHooks):
     this many times its remaining time plus a round (``inf``: as soon as it arrives);
     ``critical_rounds``: an urgent option whose slack is under this many rounds gets
     twice the lift (it must run now);
+    ``rho_bound``: finish-time fairness kept as a deadline (issue 35): a job must finish by
+    ``arrival + rho_bound * work / isolated speed`` (its speed with 1/N of the cluster, N
+    the average number of active jobs since it arrived: rho as
+    :func:`hetsched.core.fairness.finish_time_fairness` counts it). Once that is near as
+    ``urgent_slack`` says, its options are urgent, their lift times the rho each option
+    leads to over the bound (the worst-off first); unlike a deadline, a bound already
+    missed keeps the job urgent, as it is the one max rho counts (None: no bound);
     ``restart_penalty_s``: the penalty a restart or migration costs (the simulator's);
     ``backend``, ``time_limit_s``, ``deterministic``: the MILP engine and its budget per
     decision (work units when deterministic)."""
@@ -86,7 +98,7 @@ class Progress(PolicyHooks):
 
     def __init__(self, *, round_s: float = 1800.0, horizon_s: float = 360.0,
                  restart_penalty_s: float = RESTART_PENALTY_S, urgent_slack: float = 0.5,
-                 critical_rounds: float = 2.0,
+                 critical_rounds: float = 2.0, rho_bound: float | None = None,
                  backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
                  deterministic: bool = True) -> None:
         for label, value in (("round_s", round_s), ("horizon_s", horizon_s)):
@@ -98,6 +110,9 @@ class Progress(PolicyHooks):
         if not (urgent_slack >= 0 and critical_rounds >= 0):
             raise ValueError(f"urgent_slack and critical_rounds must be >= 0, got "
                              f"{urgent_slack} and {critical_rounds}")
+        if rho_bound is not None and not (math.isfinite(rho_bound) and rho_bound > 0):
+            raise ValueError(f"rho_bound must be finite and > 0, got {rho_bound}")
+        self.rho_bound = rho_bound
         self.horizon_s = horizon_s
         self.restart_penalty_s = restart_penalty_s
         self.urgent_slack = urgent_slack
@@ -109,6 +124,8 @@ class Progress(PolicyHooks):
         self._last: dict[str, tuple[str, int]] = {}  # job id -> chosen (type, size)
         self._rounds = 0
         self._from_milp = 0
+        self._clock = ContentionClock()  # with rho_bound: the contention each job saw
+        self._fair_urgent = 0  # decisions x jobs made urgent by rho_bound
 
     # -- hooks ---------------------------------------------------------------------------
     def quiet_until(self, state: ClusterState) -> float:
@@ -122,14 +139,24 @@ class Progress(PolicyHooks):
     def on_finished(self, job: Job, now: float) -> None:
         """Forget the job's last option."""
         self._last.pop(job.id, None)
+        if self.rho_bound is not None:
+            self._clock.finished(job.id, now)
 
     def figures(self) -> dict[str, object]:
         """Rounds solved and how many the MILP improved on its start."""
-        return {"progress_rounds": self._rounds, "progress_rounds_improved": self._from_milp}
+        figures: dict[str, object] = {"progress_rounds": self._rounds,
+                                      "progress_rounds_improved": self._from_milp}
+        if self.rho_bound is not None:
+            figures["progress_fair_urgent"] = self._fair_urgent
+        return figures
 
     # -- deciding ------------------------------------------------------------------------
     def decide(self, state: ClusterState) -> Decision:
         """Solve the round's allocation and realise it on GPUs."""
+        if self.rho_bound is not None:
+            active = [*(r.job for r in state.running), *state.pending]
+            self._clock.seen(state.now, (job.id for job in active))
+            self._clock.forget_before(min((job.arrival for job in active), default=state.now))
         if not state.pending and not state.has_free():
             return Decision()
         options = self.options(state)
@@ -159,25 +186,49 @@ class Progress(PolicyHooks):
             if not any(by_size.values()):
                 continue
             restarted = run is not None or job.id in state.attained
-            mine = []
+            fair = self._fair_deadline(state, job)
+            mine, fair_slack = [], []
             for size, speeds in by_size.items():
                 for gpu_type, speed in speeds.items():
                     here = run is not None and run.gpu_type == gpu_type and len(run.gpus) == size
-                    slack = math.inf if job.deadline is None else job.deadline - state.now - (
-                        0.0 if here or not restarted else self.restart_penalty_s
-                    ) - remaining / speed
+                    end = state.now + (0.0 if here or not restarted else
+                                       self.restart_penalty_s) + remaining / speed
+                    slack = math.inf if job.deadline is None else job.deadline - end
+                    fair_slack.append(fair - end)
                     mine.append(Option(job, gpu_type, size, speed, remaining,
                                        job.deadline is not None and slack >= 0, here, slack))
+            fastest = remaining / max(o.speed for o in mine)
             if job.deadline is not None and any(o.urgent for o in mine):
-                fastest = remaining / max(o.speed for o in mine)
                 slack = job.deadline - state.now - fastest
                 if slack > self.urgent_slack * fastest + self.round_s:
                     mine = [dataclasses.replace(o, urgent=False) for o in mine]
-            # A job that meets its deadline where it runs stays there or stops: moving it
-            # would only risk the deadline for a restart.
-            kept = [o for o in mine if o.running_here and o.urgent]
+            if fair - state.now - fastest <= self.urgent_slack * fastest + self.round_s:
+                # Its rho may pass the bound (or has): urgent on every option, pressed by
+                # the rho each option leads to over the bound (the worst-off first).
+                self._fair_urgent += 1
+                allowed = fair - job.arrival  # rho_bound times its isolated time
+                mine = [dataclasses.replace(
+                    o, urgent=True, slack=o.slack if o.urgent else math.inf,
+                    pressure=(fair - late - job.arrival) / allowed)
+                    for o, late in zip(mine, fair_slack, strict=True)]
+            # A job that meets its deadline (and its rho bound) where it runs stays there or
+            # stops: moving it would only risk the deadline for a restart.
+            kept = [o for o in mine if o.running_here and o.urgent and o.slack >= 0
+                    and o.pressure <= 1.0]
             found.extend(kept or mine)
         return found
+
+    def _fair_deadline(self, state: ClusterState, job: Job) -> float:
+        """With ``rho_bound``: when the job must finish for its rho to stay within it,
+        ``arrival + rho_bound * work / isolated speed`` (its speed on 1/N of the cluster,
+        N the average number of active jobs since its arrival, as
+        :mod:`hetsched.core.fairness` counts rho); ``inf`` without."""
+        if self.rho_bound is None:
+            return math.inf
+        contention = self._clock.average(job.arrival, state.now)
+        speeds = self.speeds.speeds(state, job, job.num_gpus)
+        isolated = isolated_speed(job, state.cluster, speeds, contention)
+        return job.arrival + self.rho_bound * job.work / isolated if isolated > 0 else math.inf
 
     def problem(self, state: ClusterState, options: list[Option]) -> RoundProblem:
         """The round's :class:`RoundProblem` (urgent options lifted above all others)."""
@@ -202,9 +253,12 @@ class Progress(PolicyHooks):
             per_gpu = float((value / sizes)[~urgent].max(initial=0.0)) or \
                 float((value / sizes).max())
             lift = URGENT_FACTOR * per_gpu * sizes
-            critical = np.array([o.slack <= self.critical_rounds * self.round_s
-                                 for o in options], dtype=np.bool_)
-            value[urgent] += lift[urgent] * np.where(critical[urgent], 2.0, 1.0)
+            # A deadline: twice the lift when critical. A rho bound: the lift times the
+            # rho the option leads to over the bound.
+            factor = np.array([max((2.0 if o.slack <= self.critical_rounds * self.round_s
+                                    else 1.0) if o.slack < math.inf else 0.0, o.pressure)
+                               for o in options])
+            value[urgent] += lift[urgent] * factor[urgent]
         where = layout(cluster)  # per type: GPUs, largest node, nodes over half of it
         capacity = np.array([where.type_gpus[t] for t in types], dtype=np.int64)
         server = np.array([where.largest[t] for t in types], dtype=np.int64)
