@@ -110,13 +110,23 @@ class SlurmCluster:
                            same_second=same_second)
 
     def preempt(self, job: str) -> None:
-        """``scontrol requeuehold``; ``scontrol hold`` for a job released but not yet
-        started (Slurm cannot requeue it)."""
+        """``scontrol requeuehold``; for a job released but not started when last read,
+        ``scontrol hold`` and then ``requeuehold`` all the same: Slurm may have started it
+        since, and ``hold`` leaves a running job running (exit 0), its GPUs taken while
+        the agent would give them to another job. ``requeuehold`` of a job still pending
+        is refused ("Job is pending execution"), which is then the expected answer."""
         if job in self._released:
             self.control.hold(self._ids[job])
+            try:
+                self.control.preempt(self._ids[job])
+            except SlurmRefusedError as exc:
+                if "pending execution" not in str(exc):
+                    raise
+                return
+            log.info("job %s had started before it was held: requeued", job)
         else:
             self.control.preempt(self._ids[job])
-            self._requeued_at[job] = self.clock()
+        self._requeued_at[job] = self.clock()
 
     def handed_over(self, jobs: Sequence[str]) -> None:
         """Write ``HANDOVER/SLURM_ID`` for each job, which ends its node's epilog (it
@@ -276,8 +286,7 @@ class Agent:
         """What the policy sees: the waiting jobs (pending, with their steps left as
         the history predicts them), the running ones, the free GPUs (a job COMPLETING
         neither runs nor waits: its GPUs are free, see :mod:`hetsched.slurm.state`)."""
-        moving = {job_id: move for job_id, move in self._moves.items()
-                  if job_id in snapshot.jobs}
+        moving = self._placed_moves(snapshot)
         pending = sorted((j.meta.job for j in snapshot.jobs.values()
                           if j.waiting and j.job_id not in moving),
                          key=lambda job: (job.arrival, job.id))
@@ -388,6 +397,7 @@ class Agent:
             return False
         free = set(snapshot.free)
         waiting = {job.job_id: job.meta.job for job in snapshot.jobs.values() if job.waiting}
+        placed = self._placed_moves(snapshot)
         started: list[str] = []
         for job_id, move in list(self._moves.items()):
             job = snapshot.jobs.get(job_id)
@@ -395,12 +405,36 @@ class Agent:
                 del self._moves[job_id]
             elif job.waiting:
                 del self._moves[job_id]
+                move = placed.get(job_id, move)
                 problem = self._invalid(move, waiting, free, snapshot.cluster)
                 if problem:  # the policy decides again where it goes
                     log.warning("move of %s dropped: %s", job_id, problem)
                 else:
                     self._start(move, snapshot.cluster, free, waiting, started, unix)
         return bool(started)
+
+    def _placed_moves(self, snapshot: Snapshot) -> dict[str, Start]:
+        """The moves of jobs still in Slurm, each on free GPUs of its nodes, as many on
+        each as its decision chose: Slurm picks a node's GPU indices itself (the lowest
+        free), so the ids a decision chose may since be another job's while the count
+        left free on the node is the same. A move whose nodes lack the GPUs keeps its
+        ids (its start will be refused and the policy decides again)."""
+        gpus = snapshot.cluster.gpu_by_id
+        free = sorted(snapshot.free, key=lambda g: (gpus[g].node, gpus[g].index))
+        left = set(free)
+        placed: dict[str, Start] = {}
+        for job_id, move in self._moves.items():
+            if job_id not in snapshot.jobs:
+                continue
+            per_node = Counter(gpus[g].node for g in move.gpus if g in gpus)
+            chosen = [g for node, count in per_node.items()
+                      for g in [g for g in free if g in left and gpus[g].node == node][:count]]
+            if len(chosen) == len(move.gpus):
+                left.difference_update(chosen)
+                placed[job_id] = Start(move.job, move.gpu_type, tuple(chosen))
+            else:
+                placed[job_id] = move
+        return placed
 
     def _start(self, start: Start, cluster: Cluster, free: set[str],
                waiting: dict[str, Job], started: list[str], unix: float) -> None:

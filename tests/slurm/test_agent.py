@@ -144,6 +144,36 @@ def test_a_move_restarts_where_its_decision_put_it_with_its_gpus_kept_meanwhile(
     assert (record["nodes"], record["gres_detail"]) == ("k80-0", ["gpu:k80:2(IDX:0-1)"])
 
 
+def test_a_released_job_that_started_since_the_reading_is_requeued_not_left_running(
+        cluster: LocalCluster, tmp_path: Path) -> None:
+    # The agent read p1 released and not started, decided to stop it, and Slurm started
+    # it in between. "scontrol hold" of a running job exits 0 and leaves it running with
+    # its GPUs, which the agent would hand to another job; it must be requeued.
+    job = submit(cluster, meta("p1", 1))
+    agent, live = agent_for(cluster, "fifo", tmp_path / "events.jsonl")
+    snapshot = live.read()
+    agent.apply(Decision((Start("p1", "v100", ("v100-0/0",)),)), snapshot,
+                agent.state(snapshot, 0.0), time.time())
+    # Its begin time a few seconds ahead, so that this reading shows it not started.
+    run_slurm(cluster, "scontrol", "update", f"JobId={job}", "StartTime=now+3")
+    assert live.read().jobs["p1"].released
+    wait_for_state(cluster, job, {"RUNNING"})
+    live.preempt("p1")
+    record, _ = wait_for_state(cluster, job, {"PENDING"})
+    assert (record["priority"], record["restart_cnt"]) == (0, 1)  # requeued, held
+    # Released and still pending when preempted: held, no requeue (Slurm refuses one).
+    other = submit(cluster, meta("p2", 4))
+    snapshot = live.read()
+    agent.apply(Decision((Start("p2", "k80", ("k80-0/0", "k80-0/1", "k80-0/2", "k80-0/3")),)),
+                snapshot, agent.state(snapshot, 1.0), time.time())
+    run_slurm(cluster, "scontrol", "update", f"JobId={other}", "StartTime=now+3600")
+    assert live.read().jobs["p2"].released  # released, and it cannot start before
+    live.preempt("p2")
+    record = job_record(cluster, other)
+    assert (record["job_state"], record["priority"], record["restart_cnt"]) == \
+        ("PENDING", 0, 0)
+
+
 def test_a_restarted_agent_starts_nothing_twice(cluster: LocalCluster, tmp_path: Path) -> None:
     jobs = [submit(cluster, meta(f"r{i}", 4, arrival=float(i))) for i in range(4)]
     journal = tmp_path / "events.jsonl"
