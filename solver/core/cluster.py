@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from hetsched.core.errors import InputError
 from hetsched.core.ranges import (
@@ -28,6 +27,9 @@ from hetsched.core.ranges import (
     check_unique,
 )
 from hetsched.core.throughput import Placement
+
+if TYPE_CHECKING:  # loaded where a graph is built: a program that only reads records
+    import networkx as nx  # (the Slurm emulator) starts without it
 
 __all__ = ["DEFAULT_LINKS", "SWITCH", "Cluster", "Gpu", "GpuType", "Node", "check_node_links",
            "default_topology", "gpu_id"]
@@ -104,6 +106,8 @@ def default_topology(nodes: Sequence[Node]) -> nx.Graph:
 
     Edges carry ``link`` (``"node-local"`` or ``"network"``), ``bandwidth_gbps`` and ``cost``.
     """
+    import networkx as nx
+
     graph = nx.Graph()
     graph.add_node(SWITCH, kind="switch")
     for node in nodes:
