@@ -70,9 +70,9 @@ class Option:
     urgent: bool
     running_here: bool  # the job runs now on this type with this many GPUs
     slack: float = math.inf  # deadline - predicted end on this option (s)
-    #: with a rho bound, for a job it makes urgent: the rho this option leads to over the
-    #: bound (0: not urgent by fairness)
-    pressure: float = 0.0
+    #: with a rho bound, for a job it makes urgent: the time by which the option ends
+    #: before the job's rho reaches the bound (s; inf: not urgent by fairness)
+    fair_slack: float = math.inf
 
 
 class Progress(PolicyHooks):
@@ -87,9 +87,9 @@ class Progress(PolicyHooks):
     ``arrival + rho_bound * work / isolated speed`` (its speed with 1/N of the cluster, N
     the average number of active jobs since it arrived: rho as
     :func:`hetsched.core.fairness.finish_time_fairness` counts it). Once that is near as
-    ``urgent_slack`` says, its options are urgent, their lift times the rho each option
-    leads to over the bound (the worst-off first); unlike a deadline, a bound already
-    missed keeps the job urgent, as it is the one max rho counts (None: no bound);
+    ``urgent_slack`` says, its options are urgent, and critical when under
+    ``critical_rounds`` rounds or past; unlike a deadline, a bound already missed keeps
+    the job urgent, as it is the one max rho counts (None: no bound);
     ``restart_penalty_s``: the penalty a restart or migration costs (the simulator's);
     ``backend``, ``time_limit_s``, ``deterministic``: the MILP engine and its budget per
     decision (work units when deterministic)."""
@@ -202,19 +202,19 @@ class Progress(PolicyHooks):
                 slack = job.deadline - state.now - fastest
                 if slack > self.urgent_slack * fastest + self.round_s:
                     mine = [dataclasses.replace(o, urgent=False) for o in mine]
-            if fair - state.now - fastest <= self.urgent_slack * fastest + self.round_s:
-                # Its rho may pass the bound (or has): urgent on every option, pressed by
-                # the rho each option leads to over the bound (the worst-off first).
+            if math.isfinite(fair) and \
+                    fair - state.now - fastest <= self.urgent_slack * fastest + self.round_s:
+                # Its rho may pass the bound (or has): urgent on every option, as for a
+                # deadline, and still urgent past it.
                 self._fair_urgent += 1
-                allowed = fair - job.arrival  # rho_bound times its isolated time
-                mine = [dataclasses.replace(
-                    o, urgent=True, slack=o.slack if o.urgent else math.inf,
-                    pressure=(fair - late - job.arrival) / allowed)
-                    for o, late in zip(mine, fair_slack, strict=True)]
+                mine = [dataclasses.replace(o, urgent=True,
+                                            slack=o.slack if o.urgent else math.inf,
+                                            fair_slack=late)
+                        for o, late in zip(mine, fair_slack, strict=True)]
             # A job that meets its deadline (and its rho bound) where it runs stays there or
             # stops: moving it would only risk the deadline for a restart.
             kept = [o for o in mine if o.running_here and o.urgent and o.slack >= 0
-                    and o.pressure <= 1.0]
+                    and o.fair_slack >= 0]
             found.extend(kept or mine)
         return found
 
@@ -253,10 +253,10 @@ class Progress(PolicyHooks):
             per_gpu = float((value / sizes)[~urgent].max(initial=0.0)) or \
                 float((value / sizes).max())
             lift = URGENT_FACTOR * per_gpu * sizes
-            # A deadline: twice the lift when critical. A rho bound: the lift times the
-            # rho the option leads to over the bound.
-            factor = np.array([max((2.0 if o.slack <= self.critical_rounds * self.round_s
-                                    else 1.0) if o.slack < math.inf else 0.0, o.pressure)
+            # Twice the lift when critical: under critical_rounds rounds of slack to the
+            # deadline or to the rho bound (or past the bound).
+            critical = self.critical_rounds * self.round_s
+            factor = np.array([2.0 if min(o.slack, o.fair_slack) <= critical else 1.0
                                for o in options])
             value[urgent] += lift[urgent] * factor[urgent]
         where = layout(cluster)  # per type: GPUs, largest node, nodes over half of it

@@ -57,28 +57,31 @@ def test_plain_progress_starves_the_long_job_and_the_bound_does_not() -> None:
     assert rho["L"] == pytest.approx(1.8)
     assert max(rho[f"s{i:02d}"] for i in range(20)) == pytest.approx(0.5)
 
-    # With rho <= 1.2: L may finish by 1.2 x 1,000 x N = 2,400 while N = 2, so it is
-    # urgent from the start (2,400 - 1,000 of slack is under half its 1,000 s plus a
-    # round); its lift grows with the rho it would reach, 4 x (its end / 2,000) / 1.2,
-    # against a short job's 4 x 0.5 / 1.2 plus the short job's larger own value (1 per
-    # unit of L's 0.1): L wins once 4 (end/2,000 - 0.5) / 1.2 > 0.9, at 600. The short
-    # jobs then queue behind it and their own rho presses in turn (they take it back),
-    # so L still ends last, at 3,000, but with more jobs active over its life (a larger
-    # N, a larger fair share): its rho falls, and so does the largest.
-    fair = replay(stream(), ONE_GPU, Progress(time_limit_s=None, rho_bound=1.2),
-                  throughput=TABLE, settings=NO_PENALTY)
-    assert fair.records["L"].first_start == pytest.approx(600.0)
+    # With rho <= 1.2 (rounds of 100 s, critical under one round of slack): L must end
+    # by 1.2 x 1,000 x N = 2,400 while N = 2. A short job must end by its arrival + 1.2 x
+    # 100 x 2 = 240: urgent as it arrives (140 s of slack, under half of its 100 s plus a
+    # round) but not critical (140 > 100). L is urgent from 800 (slack 2,400 - t - 1,000
+    # under 500 + 100) and critical from 1,300 (slack under 100): from then on its lift
+    # is twice a short job's (8 + its own 0.1 against 4 + 1, in units of a short job's
+    # value), so it starts at 1,300; at 1,200 (lift 4 + 0.1 against 4 + 1) it does not.
+    # Short jobs waiting behind it turn critical in turn and take the GPU back, so L still
+    # ends last, at 3,000, but with more jobs active over its life: its rho, the largest,
+    # falls.
+    def bounded(rho_bound: float) -> Progress:
+        return Progress(time_limit_s=None, rho_bound=rho_bound, round_s=100.0,
+                        critical_rounds=1.0)
+
+    fair = replay(stream(), ONE_GPU, bounded(1.2), throughput=TABLE, settings=NO_PENALTY)
+    assert fair.records["L"].first_start == pytest.approx(1300.0)
     fair_rho = fair.rho()
     assert max(fair_rho.values()) < rho["L"] - 0.3
     # The price: the short jobs that waited. The average JCT rises.
     assert fair.metrics().avg_jct_s > plain.metrics().avg_jct_s
-    # A looser bound presses later: with rho <= 1.5, L wins once 4 (end/2,000) / 1.5 +
-    # 0.1 > 4 x 0.5 / 1.5 + 1, that is end > 1,675: at the decision of 700 (each short
-    # job has run from its arrival to the next one's until then).
-    loose = replay(stream(), ONE_GPU, Progress(time_limit_s=None, rho_bound=1.5),
-                   throughput=TABLE, settings=NO_PENALTY)
-    assert loose.records["L"].first_start == pytest.approx(700.0)
-    assert max(fair_rho.values()) < max(loose.rho().values()) < rho["L"]
+    # A bound plain progress keeps changes nothing: with rho <= 2, L must end by 4,000 and
+    # is critical from 2,900 only, when it runs anyway (2,000 to 3,000).
+    loose = replay(stream(), ONE_GPU, bounded(2.0), throughput=TABLE, settings=NO_PENALTY)
+    assert loose.records["L"].first_start == pytest.approx(2000.0)
+    assert loose.metrics().avg_jct_s == pytest.approx(plain.metrics().avg_jct_s)
 
 
 def test_a_bad_bound_is_refused() -> None:
