@@ -5,11 +5,14 @@ simulator uses (docs/slurm.md, "The agent").
 Each cycle reads the cluster (:mod:`hetsched.slurm.state`) and, when something changed
 (a job arrived, started, ended) or a round of the policy is due, asks the policy and
 applies its decision with Slurm's commands (:class:`LiveCluster`): a preemption
-requeues the job held, a start pins a held job to its nodes and releases it. The agent
-keeps no scheduling state of its own: a restarted agent reads everything it decides
-on from Slurm (pending, running, where). What it remembers, for its output files and
-its predictions of a job's progress, it appends to ``OUT/events.jsonl`` as it goes and
-reads back on a restart (:mod:`hetsched.slurm.history`).
+requeues the job held, a start pins a held job to its nodes and releases it; a move
+(preempted and started elsewhere in one decision) is started where it was moved once
+Slurm has requeued it. The agent keeps no scheduling state of its own but those moves,
+in memory: a restarted agent reads everything it decides on from Slurm (pending,
+running, where), and the policy decides again where a moved job goes. What it
+remembers, for its output files and its predictions of a job's progress, it appends to
+``OUT/events.jsonl`` as it goes and reads back on a restart
+(:mod:`hetsched.slurm.history`).
 
 Time is the jobs' trace time (:class:`~hetsched.slurm.metadata.JobMeta`): Unix time
 minus the origin, times the speedup; a cluster with real jobs runs at speedup 1.
