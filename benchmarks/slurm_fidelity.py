@@ -62,7 +62,7 @@ def jcts(folder: Path) -> dict[str, float]:
 
 
 def band_trace(folder: Path, jobs: int, band_h: tuple[float, float],
-               trace: Path = TRACE) -> Path:
+               trace: Path = TRACE, load: float = 1.0) -> Path:
     """The first ``jobs`` jobs of the trace whose duration on their fastest allowed GPU
     type (at their gang size, packed; Gavel's throughputs) lies in ``band_h`` hours,
     written as a Gavel trace (the original lines, arrivals kept) into ``folder``.
@@ -70,7 +70,11 @@ def band_trace(folder: Path, jobs: int, band_h: tuple[float, float],
     ee9e8c's job lengths span five orders of magnitude (5 % under 300 s, 5 % over a
     month): no speedup keeps a run under 15 minutes and the shortest jobs long against
     Slurm's start latency (up to a second of wall time, its backfill cycle) times X. A
-    band keeps the trace's jobs, types, gangs and arrivals, and drops the tails."""
+    band keeps the trace's jobs, types, gangs and arrivals, and drops the tails.
+
+    ``load`` > 1 divides the arrival times by it (Gavel's way of raising the load: the
+    same jobs, arriving that much faster), written into the trace so that the run and
+    the replay see the same arrivals."""
     from hetsched.core.throughput import Placement
     from hetsched.files.cluster_spec import parse_cluster
     from hetsched.files.replay_inputs import trace_jobs
@@ -83,10 +87,15 @@ def band_trace(folder: Path, jobs: int, band_h: tuple[float, float],
                                             Placement.PACKED)
                       for gpu_type in read.cluster.type_names if job.may_use(gpu_type))
         if band_h[0] * 3600 <= job.work / fastest <= band_h[1] * 3600:
-            kept.append(lines[int(job.id)])
+            fields = lines[int(job.id)].split("\t")
+            at = 5 if len(fields) == 7 else 9  # Gavel's 7- and 10-field layouts
+            if load != 1:
+                fields[at] = f"{float(fields[at]) / load:.3f}"
+            kept.append("\t".join(fields))
         if len(kept) == jobs:
             break
-    path = folder / f"{trace.stem}-band-{band_h[0]:g}-{band_h[1]:g}h.trace"
+    scaled = "" if load == 1 else f"-load-{load:g}"
+    path = folder / f"{trace.stem}-band-{band_h[0]:g}-{band_h[1]:g}h{scaled}.trace"
     path.write_text("\n".join(kept) + "\n")
     return path
 
@@ -183,6 +192,8 @@ def main() -> None:
     parser.add_argument("--trace", dest="trace_name", default="ee9e8c", metavar="NAME",
                         help="which of Gavel's Philly-derived traces (../shared/data/gavel/"
                         "traces/NAME.trace)")
+    parser.add_argument("--load", type=float, default=1.0,
+                        help="divide the band's arrival times by this (band_trace)")
     parser.add_argument("--poll", type=float, default=0.1,
                         help="the agent's poll interval (wall s)")
     parser.add_argument("--epilog", type=float, default=None,
@@ -210,7 +221,8 @@ def main() -> None:
         args.trace = trace
         if args.band != "none":
             low, _, high = args.band.partition(":")
-            args.trace = band_trace(folder, args.jobs, (float(low), float(high)), trace)
+            args.trace = band_trace(folder, args.jobs, (float(low), float(high)), trace,
+                                    args.load)
         local = None
         cluster_dir = args.cluster_dir
         if cluster_dir is None:
@@ -273,7 +285,8 @@ def cell(policy: str, cluster_dir: Path, folder: Path, args: argparse.Namespace,
     errors = [abs(real[j] - predicted[j]) / predicted[j] for j in both]
     slurm_avg = sum(real.values()) / len(real) if real else math.nan
     replay_avg = sum(predicted.values()) / len(predicted)
-    return {"case": name, "trace": args.trace_name, "jobs": args.jobs, "band_h": args.band,
+    return {"case": name, "trace": args.trace_name, "load": args.load, "jobs": args.jobs,
+            "band_h": args.band,
             "poll_s": args.poll,
             "epilog_s": args.epilog,
             "speedup": args.speedup,
