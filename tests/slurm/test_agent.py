@@ -49,6 +49,19 @@ def agent_for(cluster: LocalCluster, policy: str, journal: Path) -> tuple[Agent,
                  AgentSettings(poll_s=0.1)), live
 
 
+def running_on(cluster: LocalCluster, tmp_path: Path, job_id: str, first: Start
+               ) -> tuple[str, Agent, SlurmCluster]:
+    """A managed job of ``len(first.gpus)`` GPUs started by an agent (fifo) on ``first``'s
+    GPUs and seen running by its history: its Slurm id, the agent, the cluster."""
+    job = submit(cluster, meta(job_id, len(first.gpus)))
+    agent, live = agent_for(cluster, "fifo", tmp_path / "events.jsonl")
+    snapshot = live.read()
+    agent.apply(Decision((first,)), snapshot, agent.state(snapshot, 0.0), time.time())
+    wait_for_state(cluster, job, {"RUNNING"})
+    agent.history.observe(live.read(), time.time())
+    return job, agent, live
+
+
 def cycle_until(agent: Agent, done: object, timeout_s: float = 60.0) -> None:
     """Run agent cycles until ``done()`` holds."""
     began = time.monotonic()
@@ -122,13 +135,8 @@ def test_a_move_restarts_where_its_decision_put_it_with_its_gpus_kept_meanwhile(
     # must requeue it before it can start again; until then the policy sees it running
     # on k80-0 (those GPUs not free, p0 not waiting), so a later decision cannot give
     # them away, and the agent starts it there itself once it is held and pending.
-    job = submit(cluster, meta("p0", 2))
-    agent, live = agent_for(cluster, "fifo", tmp_path / "events.jsonl")
-    snapshot = live.read()
-    first = Start("p0", "v100", ("v100-1/2", "v100-1/3"))
-    agent.apply(Decision((first,)), snapshot, agent.state(snapshot, 0.0), time.time())
-    wait_for_state(cluster, job, {"RUNNING"})
-    agent.history.observe(live.read(), time.time())
+    job, agent, live = running_on(cluster, tmp_path, "p0",
+                                  Start("p0", "v100", ("v100-1/2", "v100-1/3")))
     snapshot = live.read()
     moved = Start("p0", "k80", ("k80-0/0", "k80-0/1"))
     assert agent.apply(Decision((moved,), ("p0",)), snapshot, agent.state(snapshot, 1.0),
@@ -230,13 +238,8 @@ def test_a_job_released_seconds_after_its_requeue_starts_and_stays(
     # Released in a later wall second than its requeue, a job needs no begin time (Slurm
     # kills only a job started in the second its credential was revoked): it starts at
     # Slurm's next pass and keeps running, requeued once.
-    job = submit(cluster, meta("q0", 2))
-    agent, live = agent_for(cluster, "fifo", tmp_path / "events.jsonl")
-    snapshot = live.read()
-    first = Start("q0", "v100", ("v100-0/0", "v100-0/1"))
-    agent.apply(Decision((first,)), snapshot, agent.state(snapshot, 0.0), time.time())
-    wait_for_state(cluster, job, {"RUNNING"})
-    agent.history.observe(live.read(), time.time())
+    job, agent, live = running_on(cluster, tmp_path, "q0",
+                                  Start("q0", "v100", ("v100-0/0", "v100-0/1")))
     snapshot = live.read()
     agent.apply(Decision(preempt=("q0",)), snapshot, agent.state(snapshot, 1.0), time.time())
     requeued = time.time()
