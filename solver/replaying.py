@@ -125,13 +125,15 @@ def _simulate(cluster: Cluster, jobs: Sequence[Job], policy: RollingPolicy,
               model: ThroughputModel | None, colocation: CoLocationModel | None,
               bar: ReplayBar | None) -> Replay:
     """The one way every replay runs: the simulator on ``jobs`` (arrivals already scaled)
-    under ``policy`` with the settings' decision interval and restart penalty, the bar
+    under ``policy`` with the settings' decision interval, restart penalty and start
+    latency, the bar
     (if any) updated and closed."""
     from hetsched.simulate.simulator import Simulator
 
     simulator = Simulator(cluster, jobs, policy, truth=truth, model=model,
                           interval_s=settings.interval_s,
-                          restart_penalty_s=settings.restart_penalty_s, progress=bar,
+                          restart_penalty_s=settings.restart_penalty_s,
+                          start_latency_s=settings.start_latency_s, progress=bar,
                           colocation=colocation,
                           decision_timeout_s=settings.decision_timeout_s)
     try:

@@ -27,9 +27,9 @@ DEFAULTS = ReplaySettings()
 #: The click parameters :func:`replay_settings` reads (each command's function takes
 #: them as keyword arguments and hands them on whole).
 SETTING_PARAMS = ("backend", "interval", "time_limit", "wall_clock", "limit_jobs",
-                  "restart_penalty", "on_bad_row", "deadline_fraction", "reference_gpu",
-                  "gpu_aliases", "unknown_gpus", "gpu_sharing", "colocation_factor",
-                  "decision_timeout")
+                  "restart_penalty", "start_latency", "on_bad_row", "deadline_fraction",
+                  "reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing",
+                  "colocation_factor", "decision_timeout")
 
 
 def replay_settings_options(command: Any) -> Any:
@@ -65,6 +65,12 @@ def replay_settings_options(command: Any) -> Any:
                      default=DEFAULTS.restart_penalty_s, show_default=True,
                      help="Seconds without progress after a preemption (0 to "
                      f"{MAX_RESTART_PENALTY_S:,.0f})."),
+        click.option("--start-latency",
+                     type=click.FloatRange(min=0, max=MAX_RESTART_PENALTY_S),
+                     default=DEFAULTS.start_latency_s, show_default=True,
+                     help="Seconds from a decision to start a job to its first step, GPUs "
+                     "held, at every start (a real scheduler's dispatch latency: "
+                     "docs/slurm.md measures Slurm's)."),
         click.option("--on-bad-row", type=click.Choice(ON_BAD_ROW),
                      default=DEFAULTS.on_bad_row, show_default=True),
         click.option("--deadline-fraction", type=click.FloatRange(min=0, max=1),
@@ -109,6 +115,7 @@ def replay_settings(values: Mapping[str, Any], **more: Any) -> ReplaySettings:
         backend=values["backend"], time_limit_s=values["time_limit"],
         deterministic=not values["wall_clock"], interval_s=values["interval"],
         limit_jobs=values["limit_jobs"], restart_penalty_s=values["restart_penalty"],
+        start_latency_s=values["start_latency"],
         on_bad_row=values["on_bad_row"], deadline_fraction=values["deadline_fraction"],
         reference_gpu=values["reference_gpu"], gpu_aliases=values["gpu_aliases"],
         unknown_gpus=values["unknown_gpus"], gpu_sharing=values["gpu_sharing"],

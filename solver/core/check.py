@@ -56,7 +56,8 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
     may use; the gang size is one the job allows;
     no job starts before it arrives or before ``instance.now``; the throughput of
     the actual placement (packed on one node, else spread) is positive and
-    ``finish = start + work / throughput``; no GPU is used by two jobs at once, except
+    ``finish = start + latency + work / throughput`` (the schedule's start latency,
+    0 but in replays that charge one); no GPU is used by two jobs at once, except
     by jobs that ask for shares of it (``Job.gpu_share``), whose shares on a GPU never
     add up to more than 1 at any moment, and which run at their throughput times the
     speed factor of their co-runners (``instance.colocation``, hetsched.core.sharing; that
@@ -66,8 +67,9 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
 
     A job run in segments (assignments with ``work``, :class:`~hetsched.core.result.Assignment`)
     is checked segment by segment: each one as above, with its own ``work`` and, for every
-    segment but the first, the schedule's restart penalty before any progress
-    (``finish = start + penalty + work / throughput``; a segment ended within its
+    segment but the first, the schedule's restart penalty before any progress, after the
+    start latency of every segment (``finish = start + latency + penalty + work /
+    throughput``; a segment ended within its
     penalty did no work), unless it is ``continued`` (it goes on from the segment before,
     on the same GPUs, at another speed: the penalty left of the restart it continues);
     its segments do not overlap in time; their work adds up to the job's.
@@ -121,12 +123,15 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
             continue
         speed = verdict * factor
         if a.work is None:
-            duration = job.work / speed
+            duration = schedule.start_latency_s + job.work / speed
             expected = a.start + duration
             miss = abs(a.finish - expected)
             if miss > ABS_TOL_S and miss > _slack(duration, a.finish, expected):
+                terms, values = ("start + latency + ", f"{a.start:g} + "
+                                 f"{schedule.start_latency_s:g} + ") \
+                    if schedule.start_latency_s else ("start + ", f"{a.start:g} + ")
                 violations.append(Violation(a.job, "finish", (
-                    f"finish {a.finish:.6f} s, but start + work / throughput = {a.start:g} + "
+                    f"finish {a.finish:.6f} s, but {terms}work / throughput = {values}"
                     f"{job.work:g} / {speed:g} = {expected:.6f} s ({_placement(a, gpus)})")))
         else:
             segments[a.job].append((a, speed))
@@ -135,7 +140,8 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
     violations += _node_resources(instance, schedule)
     for job_id, runs in segments.items():
         violations += _check_segments(jobs[job_id].work, job_id, runs,
-                                      schedule.restart_penalty_s, complete)
+                                      schedule.restart_penalty_s, complete,
+                                      schedule.start_latency_s)
 
     if complete:
         for job_id in jobs:
@@ -257,10 +263,12 @@ def _gpu_set(a: Assignment, gpus: Mapping[str, Gpu]) -> frozenset[str] | tuple[s
 
 
 def _check_segments(total: float, job: str, runs: list[tuple[Assignment, float]],
-                    penalty: float, complete: bool = True) -> list[Violation]:
+                    penalty: float, complete: bool = True,
+                    latency: float = 0.0) -> list[Violation]:
     """The run segments of one job (each with its throughput), in order of start: each
-    segment's length from its work, no overlap, the work adding up to ``total`` (at
-    most ``total`` if not ``complete``: an interrupted replay lists the segments of jobs
+    segment's length from its work (after ``latency``, and ``penalty`` but in the first), no
+    overlap, the work adding up to ``total`` (at most ``total`` if not ``complete``: an interrupted
+    replay lists the segments of jobs
     that had not finished)."""
     found: list[Violation] = []
     done = 0.0
@@ -274,7 +282,7 @@ def _check_segments(total: float, job: str, runs: list[tuple[Assignment, float]]
                 f"a segment from {a.start:g} s continues none (it must start where the one "
                 "before ends, on the same GPUs)")))
         if not a.continued:
-            resume = a.start + (penalty if k else 0.0)
+            resume = a.start + latency + (penalty if k else 0.0)
         setup = max(0.0, resume - a.start)
         length = a.finish - a.start
         if not math.isfinite(work) or work < 0:
@@ -285,13 +293,13 @@ def _check_segments(total: float, job: str, runs: list[tuple[Assignment, float]]
         miss = abs(length - setup - busy)
         if work > 0 and miss > ABS_TOL_S and miss > _slack(busy + setup, a.finish, a.start):
             found.append(Violation(job, "finish", (
-                f"segment from {a.start:g} s ends at {a.finish:.6f} s, but start + penalty + "
-                f"work / throughput = {a.start:g} + {setup:g} + {work:g} / {speed:g} = "
+                f"segment from {a.start:g} s ends at {a.finish:.6f} s, but start + latency + "
+                f"penalty + work / throughput = {a.start:g} + {setup:g} + {work:g} / {speed:g} = "
                 f"{a.start + setup + busy:.6f} s")))
         elif work == 0 and length > setup + _slack(setup, a.finish, a.start):
             found.append(Violation(job, "finish", (
-                f"segment from {a.start:g} s to {a.finish:g} s does no work, but its restart "
-                f"penalty is {setup:g} s")))
+                f"segment from {a.start:g} s to {a.finish:g} s does no work, but its latency "
+                f"and restart penalty are {setup:g} s")))
         if previous is not None and a.start < previous.finish and \
                 a.start < previous.finish - _slack(0.0, a.start, previous.finish):
             found.append(Violation(job, "segment-overlap", (

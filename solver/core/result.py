@@ -40,7 +40,8 @@ class Assignment:
     ``work`` is ``None`` for a job run whole, from start to finish, on these GPUs (every
     static model's schedule). A job that is preempted and resumed (a replay, a rolling
     policy) has one assignment per run segment, each with the ``work`` (steps) done in
-    it; a resumed segment begins with the schedule's restart penalty
+    it; every segment begins with the schedule's start latency
+    (:attr:`Schedule.start_latency_s`) and a resumed one then with its restart penalty
     (:attr:`Schedule.restart_penalty_s`), without progress. A ``continued`` segment
     goes on from the one before on the same GPUs at another speed (its GPU's co-runners
     changed, hetsched.core.sharing): no restart, no penalty of its own."""
@@ -85,10 +86,14 @@ class Schedule:
     """Assignments of jobs to GPUs over time, ordered by start time then job id.
 
     ``restart_penalty_s``: the time without progress at the start of every run segment
-    of a job but its first (0 for static schedules, where each job runs once)."""
+    of a job but its first (0 for static schedules, where each job runs once);
+    ``start_latency_s``: the time without progress at the start of every run, before
+    any penalty (a replay's dispatch latency, hetsched.core.settings.START_LATENCY_S; 0
+    but in replays that charge one)."""
 
     assignments: tuple[Assignment, ...] = ()
     restart_penalty_s: float = 0.0
+    start_latency_s: float = 0.0
 
     def __post_init__(self) -> None:
         ordered = sorted(self.assignments, key=attrgetter("start", "job"))
@@ -116,19 +121,23 @@ class Schedule:
         return [a.to_dict() for a in self.assignments]
 
     @classmethod
-    def from_list(cls, rows: Iterable[Mapping[str, Any]],
-                  restart_penalty_s: float = 0.0) -> Schedule:
+    def from_list(cls, rows: Iterable[Mapping[str, Any]], restart_penalty_s: float = 0.0,
+                  start_latency_s: float = 0.0) -> Schedule:
         """Inverse of :meth:`to_list`."""
-        return cls(tuple(Assignment.from_dict(r) for r in rows), restart_penalty_s)
+        return cls(tuple(Assignment.from_dict(r) for r in rows), restart_penalty_s,
+                   start_latency_s)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict: ``assignments`` (:meth:`to_list`) and ``restart_penalty_s``."""
-        return {"assignments": self.to_list(), "restart_penalty_s": self.restart_penalty_s}
+        """A JSON-ready dict: ``assignments`` (:meth:`to_list`), ``restart_penalty_s``
+        and, when not 0, ``start_latency_s``."""
+        return {"assignments": self.to_list(), "restart_penalty_s": self.restart_penalty_s,
+                **({"start_latency_s": self.start_latency_s} if self.start_latency_s else {})}
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> Schedule:
         """Inverse of :meth:`to_dict`."""
-        return cls.from_list(values["assignments"], float(values.get("restart_penalty_s", 0)))
+        return cls.from_list(values["assignments"], float(values.get("restart_penalty_s", 0)),
+                             float(values.get("start_latency_s", 0)))
 
     def to_frame(self) -> Any:
         """The assignments as a pandas DataFrame: one row per assignment (a run segment of
@@ -308,6 +317,8 @@ class Result:
             "schedule": self.schedule.to_list(),
             **({"restart_penalty_s": self.schedule.restart_penalty_s}
                if self.schedule.restart_penalty_s else {}),
+            **({"start_latency_s": self.schedule.start_latency_s}
+               if self.schedule.start_latency_s else {}),
             **({"extra": self.extra} if self.extra else {}),
         }
 
@@ -324,7 +335,8 @@ class Result:
             bound=None if bound is None else float(bound),
             runtime_s=float(values["runtime_s"]),
             schedule=Schedule.from_list(values["schedule"],
-                                        float(values.get("restart_penalty_s", 0.0))),
+                                        float(values.get("restart_penalty_s", 0.0)),
+                                        float(values.get("start_latency_s", 0.0))),
             model=str(values["model"]), backend=values.get("backend"),
             metrics=None if metrics is None else Metrics.from_dict(metrics),
             message=str(values.get("message", "")), extra=dict(values.get("extra", {})))

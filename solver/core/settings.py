@@ -20,9 +20,11 @@ from hetsched.core.ranges import MAX_TIME_S, check_seed, in_range, is_int
 from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR
 
 __all__ = ["DECISION_LIMIT", "DECISION_TIMEOUT_S", "MAX_LOAD", "MAX_RESTART_PENALTY_S",
-           "MIN_LOAD", "MIN_PERIOD_S", "ON_BAD_ROW", "RESTART_PENALTY_S", "UNKNOWN_GPUS",
+           "MIN_LOAD", "MIN_PERIOD_S", "ON_BAD_ROW", "RESTART_PENALTY_S", "START_LATENCY_S",
+           "UNKNOWN_GPUS",
            "ReplaySettings", "check_interval", "check_load", "check_period",
-           "check_restart_penalty", "check_time_limit", "parse_gpu_aliases"]
+           "check_restart_penalty", "check_start_latency", "check_time_limit",
+           "parse_gpu_aliases"]
 
 #: The solver limit of one decision of a replay: deterministic work units (about seconds
 #: of one core) unless ``deterministic`` is off, then wall seconds.
@@ -35,6 +37,11 @@ DECISION_TIMEOUT_S = 600.0
 #: and the most a replay accepts (one day).
 RESTART_PENALTY_S = 30.0
 MAX_RESTART_PENALTY_S = 86_400.0
+#: Seconds from a decision to start a job to the job running, its GPUs held without
+#: progress, at every start (first or restart; a restart pays the restart penalty after
+#: it): the time a real scheduler takes to dispatch a job (Slurm's scheduling pass, a
+#: pod's start). A replay charges none by default; docs/slurm.md measures Slurm's.
+START_LATENCY_S = 0.0
 #: The shortest decision interval (``--interval``) and policy round (s): shorter ones
 #: make a replay of jobs that run for days take millions of decisions.
 MIN_PERIOD_S = 1.0
@@ -63,8 +70,9 @@ class ReplaySettings:
     ``deterministic`` is off, ``seed`` (also the trace reader's: drawn job types,
     synthetic deadlines), ``partitions`` (POP's sub-problems of an allocation LP).
     The simulator: ``interval_s`` (also decide every so many seconds), the restart
-    penalty, ``load`` (the arrival rate's multiplier). Reading the trace: ``limit_jobs``
-    (the earliest N), ``on_bad_row``, ``deadline_fraction`` (synthetic deadlines),
+    penalty, the start latency (:data:`START_LATENCY_S`), ``load`` (the arrival rate's multiplier).
+    Reading the trace: ``limit_jobs`` (the earliest N), ``on_bad_row``, ``deadline_fraction``
+    (synthetic deadlines),
     ``reference_gpu``, ``gpu_aliases`` (a cluster GPU type answered by one the model
     knows), ``unknown_gpus``, ``gpu_sharing`` (jobs may ask for a share of a GPU) and
     ``colocation_factor`` (the speed of a job beside co-runners without a measured pair).
@@ -79,6 +87,7 @@ class ReplaySettings:
     partitions: int = 1
     interval_s: float | None = None
     restart_penalty_s: float = RESTART_PENALTY_S
+    start_latency_s: float = START_LATENCY_S
     load: float = 1.0
     limit_jobs: int | None = None
     on_bad_row: str = "fatal"
@@ -108,6 +117,7 @@ class ReplaySettings:
         check_interval(self.interval_s)
         object.__setattr__(self, "restart_penalty_s",
                            check_restart_penalty(self.restart_penalty_s))
+        object.__setattr__(self, "start_latency_s", check_start_latency(self.start_latency_s))
         object.__setattr__(self, "load", check_load(self.load))
         if self.limit_jobs is not None and (not is_int(self.limit_jobs) or self.limit_jobs < 1):
             raise InputError("bad job limit", path="limit_jobs", value=self.limit_jobs,
@@ -176,9 +186,18 @@ def check_interval(value: float | None) -> float | None:
 
 def check_restart_penalty(value: float) -> float:
     """The restart penalty (s): finite, from 0 to :data:`MAX_RESTART_PENALTY_S`."""
+    return _idle_seconds(value, "restart_penalty_s", "restart penalty")
+
+
+def check_start_latency(value: float) -> float:
+    """The start latency (s): finite, from 0 to :data:`MAX_RESTART_PENALTY_S`."""
+    return _idle_seconds(value, "start_latency_s", "start latency")
+
+
+def _idle_seconds(value: float, path: str, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not (
             0 <= value <= MAX_RESTART_PENALTY_S):
-        raise InputError("bad restart penalty", path="restart_penalty_s", value=value,
+        raise InputError(f"bad {what}", path=path, value=value,
                          expected=f"seconds from 0 to {MAX_RESTART_PENALTY_S:,.0f} (one day)")
     return float(value)
 

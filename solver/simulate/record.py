@@ -112,6 +112,8 @@ class Replay:
     truth: ThroughputModel | None = None
     #: the tenants' weights and quotas, for the fairness figures (none: weight 1, no quota)
     tenants: TenantTable | None = None
+    #: the time without progress at every start (s; the simulator's ``start_latency_s``)
+    start_latency_s: float = 0.0
     _rho: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
 
     def summary(self) -> dict[str, object]:
@@ -163,6 +165,7 @@ class Replay:
             round_s=self.round_s,
             interval_s=self.interval_s,
             restart_penalty_s=self.restart_penalty_s,
+            start_latency_s=self.start_latency_s,
             interrupted=self.interrupted,
         )
 
@@ -170,12 +173,12 @@ class Replay:
         """What ran where and when, for :func:`hetsched.core.check.check` (against the measured
         throughput; an interrupted replay has the segments that ended): a job that ran
         once is one assignment, a preempted job one per run segment, each with the work
-        it did, and the replay's restart penalty."""
+        it did, and the replay's restart penalty and start latency."""
         return Schedule(tuple(
             segment for r in self.records.values() for segment in (
                 [dataclasses.replace(r.segments[0], work=None)]
                 if len(r.segments) == 1 and r.finish is not None else r.segments)),
-            self.restart_penalty_s)
+            self.restart_penalty_s, self.start_latency_s)
 
     def job_rows(self) -> list[tuple[object, ...]]:
         """One row per job (the columns :data:`JOB_COLUMNS`, jobs.csv's), by arrival:

@@ -28,9 +28,11 @@ from hetsched.core.log_levels import per_decision_logs
 from hetsched.core.records import Cluster, Job
 from hetsched.core.settings import (
     RESTART_PENALTY_S,
+    START_LATENCY_S,
     check_interval,
     check_period,
     check_restart_penalty,
+    check_start_latency,
 )
 from hetsched.core.sharing import CoLocationModel
 from hetsched.core.throughput import ThroughputModel
@@ -77,8 +79,9 @@ class Simulator:
     while any job runs or waits, at every boundary of its declared round
     (``policy.round_s``: the first arrival plus a multiple of it) and every ``interval_s``
     (extra decision points, on the same grid); ``restart_penalty_s`` is the time without
-    progress after a restart. Through time where nothing runs or waits no boundary is
-    visited: the next one is computed, not reached by stepping.
+    progress after a restart, and ``start_latency_s`` the time without progress at every
+    start before it (a real scheduler's dispatch latency; none by default). Through time where
+    nothing runs or waits no boundary is visited: the next one is computed, not reached by stepping.
 
     Quiet rounds (``skip_quiet_rounds``, on by default): after a boundary decision that
     changed nothing, the simulator asks the policy's ``quiet_until(state)``
@@ -104,6 +107,7 @@ class Simulator:
     def __init__(self, cluster: Cluster, jobs: Sequence[Job], policy: RollingPolicy, *,
                  truth: ThroughputModel, model: ThroughputModel | None = None,
                  interval_s: float | None = None, restart_penalty_s: float = RESTART_PENALTY_S,
+                 start_latency_s: float = START_LATENCY_S,
                  progress: Callable[[int, int, float, int], None] | None = None,
                  skip_quiet_rounds: bool = True,
                  colocation: CoLocationModel | None = None,
@@ -117,6 +121,7 @@ class Simulator:
         self.interval_s = check_interval(interval_s)
         self.round_s = check_period(policy.round_s, f"{policy.name}'s round_s")
         self.restart_penalty_s = check_restart_penalty(restart_penalty_s)
+        self.start_latency_s = check_start_latency(start_latency_s)
         self.progress = progress
         self.skip_quiet_rounds = skip_quiet_rounds
         #: the policy's wall-clock limit per call (:mod:`hetsched.simulate.guard`)
@@ -273,7 +278,8 @@ class Simulator:
                     speed = self.truth.throughput(job.job_type, start.gpu_type, len(start.gpus),
                                                   self.cluster.placement_of(start.gpus))
                     restart = record.first_start is not None
-                    resume = now + (self.restart_penalty_s if restart else 0.0)
+                    resume = now + self.start_latency_s + (
+                        self.restart_penalty_s if restart else 0.0)
                     if record.first_start is None:
                         record.first_start = now
                     record.gpu_types.append(start.gpu_type)
@@ -320,7 +326,8 @@ class Simulator:
         usable = usable_gpus(self.jobs, self.cluster, self.truth) if self.jobs else None
         return Replay(records, decisions, self.cluster, time.perf_counter() - began, start_time,
                       interrupted, self.round_s, self.interval_s, self.restart_penalty_s,
-                      usable or None, self.colocation, failure, self.truth)
+                      usable or None, self.colocation, failure, self.truth,
+                      start_latency_s=self.start_latency_s)
 
     def _quiet_until(self, state: LiveState | None) -> float:
         """The policy's ``quiet_until(state)`` (s); ``-inf`` without a state."""

@@ -50,6 +50,7 @@ class ReplaySummary:
     round_s: float | None
     interval_s: float | None
     restart_penalty_s: float
+    start_latency_s: float
     interrupted: bool
 
     def to_dict(self) -> dict[str, object]:
@@ -133,6 +134,7 @@ class ReplaySummary:
             decisions=count("decisions"), fallbacks=count("fallbacks"), warnings=warnings,
             round_s=optional("round_s"), interval_s=optional("interval_s"),
             restart_penalty_s=number("restart_penalty_s"),
+            start_latency_s=number("start_latency_s") if cells.get("start_latency_s") else 0.0,
             interrupted=cells.get("interrupted", "") == "true")
 
 

@@ -93,6 +93,8 @@ def test_the_defaults_are_defined_once() -> None:
     ({"seed": 0.5}, "bad seed"),
     ({"deterministic": 1}, "bad deterministic"),
     ({"restart_penalty_s": 86_401.0}, "bad restart penalty"),
+    ({"start_latency_s": -1.0}, "bad start latency"),
+    ({"start_latency_s": True}, "bad start latency"),
     ({"interval_s": 0.5}, "bad decision interval"),
     ({"on_bad_row": "ignore"}, "bad on_bad_row"),
     ({"gpu_aliases": "g3"}, "bad GPU alias"),

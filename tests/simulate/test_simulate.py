@@ -106,6 +106,31 @@ def test_preemption_keeps_progress_and_pays_the_restart_penalty() -> None:
     assert replay.summary()["preemptions"] == 1
 
 
+def test_a_start_latency_holds_the_gpus_at_every_start_and_the_checker_knows_it() -> None:
+    cluster, table = one_gpu()
+    instance = Instance(cluster, (Job("a", 0.0, "cnn", 1, 1000.0),
+                                  Job("b", 40.0, "cnn", 1, 200.0)), table)
+    replay = Simulator(cluster, instance.jobs, PreemptOnce(), truth=table,
+                       restart_penalty_s=30, start_latency_s=5).run()
+    # a: starts at 0, its first step at 5 (latency): 350 steps by b's arrival at 40; b
+    # runs 40..65 (5 latency + 200 / 10); a restarts at 65: 5 latency + 30 penalty,
+    # then 650 steps at 10/s: finishes 65 + 35 + 65 = 165 (165 - 150 without latency:
+    # three starts, 5 s each).
+    assert replay.records["b"].finish == pytest.approx(65.0)
+    assert replay.records["a"].finish == pytest.approx(165.0)
+    assert replay.records["a"].gpu_seconds == pytest.approx(40 + 100)
+    assert replay.summary()["start_latency_s"] == 5.0
+    schedule = replay.schedule()
+    assert (schedule.restart_penalty_s, schedule.start_latency_s) == (30.0, 5.0)
+    assert_valid(instance, schedule)
+    # The same runs read without the latency: every segment is 5 s too long.
+    wrong = check(instance, Schedule(schedule.assignments, 30.0))
+    assert sorted(v.job for v in wrong) == ["a", "a", "b"]
+    assert {v.kind for v in wrong} == {"finish"}
+    again = Schedule.from_dict(schedule.to_dict())
+    assert again.start_latency_s == 5.0 and not check(instance, again)
+
+
 def test_jobs_advance_at_the_measured_speed_not_the_fitted_one() -> None:
     cluster, truth = one_gpu()
     fitted = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 20.0)])
