@@ -378,6 +378,7 @@ class Agent:
                     log.warning("move of %s skipped: %s", start.job, problem)
                 else:
                     self._moves[start.job] = start
+                    self.history.moving(start.job, unix)
                     free.difference_update(start.gpus)
                     started.append(start.job)
                 continue

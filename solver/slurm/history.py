@@ -60,8 +60,10 @@ class Seen:
     runs: list[Run] = field(default_factory=list)
     asked_start: float | None = None
     asked_preempt: float | None = None
+    asked_move: float | None = None  # when the agent requeued it to start elsewhere at once
     ended: str = ""  # "", or Slurm's final state
     latencies: list[float] = field(default_factory=list)
+    move_latencies: list[float] = field(default_factory=list)
     slurm_id: int | None = None
 
 
@@ -169,6 +171,9 @@ class History:
                     # (Slurm's start_time is a whole second, too coarse for this).
                     seen.latencies.append(unix - seen.asked_start)
                     seen.asked_start = None
+                if seen.asked_move is not None:  # requeue to RUNNING elsewhere, as seen
+                    seen.move_latencies.append(unix - seen.asked_move)
+                    seen.asked_move = None
                 self._log({"event": "run", "job": job_id, "gpu_type": gpu_type,
                            "gpus": list(job.gpus), "start": start})
             elif open_run is not None and not running:
@@ -214,6 +219,11 @@ class History:
         """The agent requeued ``job_id`` at ``unix``."""
         if job_id in self.jobs:
             self.jobs[job_id].asked_preempt = unix
+
+    def moving(self, job_id: str, unix: float) -> None:
+        """The agent requeued ``job_id`` at ``unix`` to start it elsewhere at once."""
+        if job_id in self.jobs:
+            self.jobs[job_id].asked_move = unix
 
     def decided(self, now: float, unix: float, *, pending: int, running: int,
                 started: list[str], preempted: list[str], spent_s: float, fallback: bool,
@@ -273,6 +283,11 @@ class History:
     def latencies(self) -> list[float]:
         """Wall seconds from each release the agent asked for to the run's start."""
         return [x for seen in self.jobs.values() for x in seen.latencies]
+
+    def move_latencies(self) -> list[float]:
+        """Wall seconds from each move's requeue to the job running where it moved: what
+        a restart costs on the cluster beyond the job's own restart penalty."""
+        return [x for seen in self.jobs.values() for x in seen.move_latencies]
 
     # -- outputs ---------------------------------------------------------------------------
     def runs_of(self, seen: Seen, checkpoints: Path | None) -> list[tuple[Run, float | None]]:
@@ -350,16 +365,21 @@ class History:
     def write(self, out: Path, *, policy: str, truth: ThroughputModel | None,
               wall_s: float = 0.0, checkpoints: Path | None = None) -> dict[str, object]:
         """Write the replay's files into ``out`` (beside ``events.jsonl``); the summary
-        with the agent's figures (release-to-start latency p50 and p95, wall s) and,
+        with the agent's figures (release-to-start latency p50 and p95, and a move's
+        requeue-to-start, wall s) and,
         with the emulator's ``checkpoints`` and ``truth``, the independent checker's
         verdict on what ran (``checker_violations``; the first few in the log)."""
         replay = self.replay(truth, wall_s=wall_s, checkpoints=checkpoints)
         latencies = sorted(self.latencies())
+        moves = sorted(self.move_latencies())
         extra: dict[str, object] = {
             "policy": policy, "source": "slurm",
             "start_latency_p50_s": _percentile(latencies, 50),
             "start_latency_p95_s": _percentile(latencies, 95),
-            "starts_measured": len(latencies)}
+            "starts_measured": len(latencies),
+            "move_latency_p50_s": _percentile(moves, 50),
+            "move_latency_p95_s": _percentile(moves, 95),
+            "moves_measured": len(moves)}
         if checkpoints is not None and truth is not None:
             from hetsched.replaying import check_replay
 

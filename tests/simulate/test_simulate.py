@@ -128,7 +128,8 @@ def test_a_start_latency_holds_the_gpus_at_every_start_and_the_checker_knows_it(
     assert sorted(v.job for v in wrong) == ["a", "a", "b"]
     assert {v.kind for v in wrong} == {"finish"}
     again = Schedule.from_dict(schedule.to_dict())
-    assert again.start_latency_s == 5.0 and not check(instance, again)
+    assert again.start_latency_s == 5.0
+    assert not check(instance, again)
 
 
 def test_jobs_advance_at_the_measured_speed_not_the_fitted_one() -> None:

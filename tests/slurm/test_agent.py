@@ -150,6 +150,11 @@ def test_a_move_restarts_where_its_decision_put_it_with_its_gpus_kept_meanwhile(
                 and job_record(cluster, job)["restart_cnt"] == 1)
     record = job_record(cluster, job)
     assert (record["nodes"], record["gres_detail"]) == ("k80-0", ["gpu:k80:2(IDX:0-1)"])
+    # The move's requeue-to-RUNNING is measured once (summary.json's move_latency_*).
+    agent.cycle()
+    moves = agent.history.move_latencies()
+    assert len(moves) == 1
+    assert moves[0] > 0
 
 
 def test_a_released_job_that_started_since_the_reading_is_requeued_not_left_running(
