@@ -99,6 +99,21 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           "rho, NSDI 2020)",
           policy="hetsched.policies.baselines.finish_time:FinishTimeFairness",
           backends=BACKENDS_OF["ftf"]),
+    Entry("fifo-fastest", "Gavel's fifo_perf: arrival order, each job onto the fastest GPU "
+          "type with room for its gang (re-dealt, in rounds, when jobs come and go); no "
+          "backfilling",
+          policy="hetsched.policies.baselines.fifo_fastest:FifoFastest"),
+    Entry("min-total-duration", "Gavel's min_total_duration: LP allocation of least makespan "
+          "of the active jobs, in rounds",
+          policy="hetsched.policies.baselines.min_total_duration:MinTotalDuration",
+          backends=BACKENDS_OF["min-total-duration"]),
+    Entry("max-throughput-per-cost", "Gavel's max_sum_throughput_normalized_by_cost: LP "
+          "allocation of most throughput per dollar (meet_deadlines: Gavel's SLOs), in rounds",
+          policy="hetsched.policies.baselines.throughput_per_cost:ThroughputPerCost",
+          backends=BACKENDS_OF["max-throughput-per-cost"]),
+    Entry("isolated", "Gavel's isolated: each active job an equal 1/n share of every GPU "
+          "type, in rounds",
+          policy="hetsched.policies.baselines.isolated:Isolated"),
     Entry("progress", "allocation MILP over every active job each round: weighted progress "
           "on remaining work, urgent deadlines first, restart-aware (preemptive)",
           policy="hetsched.policies.progress:Progress", backends=BACKENDS_OF["progress"],

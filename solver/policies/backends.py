@@ -20,6 +20,8 @@ BACKENDS_OF: dict[str, tuple[str, ...]] = {
     "gavel": MIP,
     "gavel-max-sum": MIP,
     "ftf": ("highs",),
+    "min-total-duration": ("highs",),
+    "max-throughput-per-cost": ("highs",),
     "progress": MIP,
 }
 #: Every back-end of the table, each once.

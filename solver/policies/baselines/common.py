@@ -29,7 +29,7 @@ from hetsched.policies.starting import (
 __all__ = ["BOUNDARY_TOLERANCE_S", "RESTART_PENALTY_S", "FeedReader",
            "KeptOrder", "Misses", "ReleaseTimes",
            "RoundClock", "SpeedBook", "StarvationGuard", "TypeChoice", "active_jobs",
-           "cluster_order", "place", "preempt_in_order", "start_in_order",
+           "cluster_order", "place", "preempt_in_order", "start_in_order", "steps_left",
            "types_worth_starting", "worth_starting"]
 
 #: A decision this close (s) before a round boundary is on it (floating-point error).
@@ -233,6 +233,15 @@ def victim_ranks(state: ClusterState, ranks: Mapping[str, int]) -> dict[str, int
     taken first): every job of ``ranks`` but those running on a share of a GPU."""
     return {g: ranks[job_id] for job_id, held in state.held().items() if job_id in ranks
             and held.job.gpu_share is None for g in held.gpus}
+
+
+def steps_left(state: ClusterState, jobs: Sequence[Job], least: float = 0.0) -> list[float]:
+    """Each of ``jobs``' steps left at ``state`` (a running job's as it runs, a waiting
+    one's as the state says, else all of its work), at least ``least``."""
+    running = {r.job.id: r.remaining for r in state.running}
+    remaining = state.remaining
+    return [max(least, running[job.id] if job.id in running
+                else remaining.get(job.id, job.work)) for job in jobs]
 
 
 def active_jobs(state: ClusterState) -> list[Job]:

@@ -10,6 +10,7 @@ from hetsched.core.settings import DECISION_LIMIT
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem
 from hetsched.policies.backends import BACKENDS_OF
+from hetsched.policies.baselines.common import steps_left
 from hetsched.policies.baselines.gavel import Gavel
 from hetsched.policies.rolling import ClusterState
 
@@ -54,9 +55,7 @@ class FinishTimeFairness(Gavel):
         """The finish-time-fairness allocation of ``jobs`` at ``state``."""
         from hetsched.formulations.gavel.finish_time import FinishTimeProblem, isolated_speeds
 
-        running = {r.job.id: r.remaining for r in state.running}
-        steps = np.array([max(LEAST_STEPS, running[job.id] if job.id in running
-                              else state.remaining.get(job.id, job.work)) for job in jobs])
+        steps = np.array(steps_left(state, jobs, LEAST_STEPS))
         speeds = isolated_speeds(problem)
         done = self._isolated_done
         for index, job in enumerate(jobs):

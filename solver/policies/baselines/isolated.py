@@ -1,0 +1,39 @@
+"""``isolated``: Gavel's isolated policy, every active job an equal 1/n share of the
+cluster, realised in rounds as ``gavel`` realises its allocation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetsched.core.records import Job
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.gavel.problem import Allocation, AllocationProblem
+from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.rolling import ClusterState
+
+
+class Isolated(Gavel):
+    """Gavel's ``isolated`` policy: each of the n active jobs gets 1/n of every GPU type,
+    ``X_jk = C_k / (n s_j)``, each row scaled down to a sum of 1 when it is more (a gang
+    runs in one place at a time; :func:`hetsched.core.fairness.isolated_shares`, the
+    share finish-time fairness measures against). No LP: the shares are closed form.
+
+    Departs from Gavel on purpose: Gavel gives a job its share of a type it cannot run on
+    (the time is lost); here that share is 0 (:func:`hetsched.formulations.gavel.
+    finish_time.isolated_allocation`), so no round puts a job where it cannot run.
+    Recomputed at the first round boundary after the jobs changed and realised by
+    ``gavel``'s rounds and starvation guard."""
+
+    def __init__(self, *, round_s: float = 360.0, starvation_rounds: float = 20.0,
+                 work_conserving: bool = True) -> None:
+        super().__init__(objective="max-min", round_s=round_s,
+                         starvation_rounds=starvation_rounds, work_conserving=work_conserving)
+        self.name = "isolated"
+
+    def _allocate(self, state: ClusterState, jobs: list[Job], problem: AllocationProblem,
+                  budget: Budget) -> Allocation:
+        """1/n of the cluster for each of ``jobs``."""
+        from hetsched.formulations.gavel.finish_time import isolated_allocation
+
+        fractions = isolated_allocation(problem)
+        return Allocation(problem, fractions, float(np.sum(fractions)), True)

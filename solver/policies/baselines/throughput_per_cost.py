@@ -1,0 +1,87 @@
+"""``max-throughput-per-cost``: Gavel's ``max_sum_throughput_normalized_by_cost_perf``
+(and, with ``meet_deadlines``, its ``_SLOs`` version), realised in rounds as ``gavel``
+realises its allocation."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import numpy as np
+
+from hetsched.core.prices import check_prices, prices_for
+from hetsched.core.records import Job
+from hetsched.core.settings import DECISION_LIMIT
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.gavel.problem import Allocation, AllocationProblem
+from hetsched.policies.backends import BACKENDS_OF
+from hetsched.policies.baselines.common import steps_left
+from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.rolling import ClusterState
+
+log = logging.getLogger(__name__)
+
+
+class ThroughputPerCost(Gavel):
+    """Gavel's cost policy: the time fractions of most throughput per dollar,
+    ``max sum_j sum_k T_jk X_jk / (E_j p_k)`` (each job's throughput relative to its
+    equal share, over the price of a GPU of the type per hour;
+    :mod:`hetsched.formulations.gavel.cost`). With ``meet_deadlines`` (Gavel's SLOs), a
+    job with a deadline must get at least ``steps_left / (deadline - now)`` steps/s.
+
+    ``prices``: USD per GPU-hour by GPU type, over the cluster's own prices and Gavel's
+    defaults (:func:`hetsched.core.prices.prices_for`); a type of the cluster without a
+    price is a :class:`ValueError` naming it, at the first solve.
+
+    Recomputed at the first round boundary after the active jobs changed and realised by
+    ``gavel``'s rounds and starvation guard (the LP gives ``X = 0`` to jobs that earn
+    little per dollar: the guard lets them run). ``max-throughput-per-cost-agnostic``
+    sees every type alike: it then puts jobs on the cheapest types."""
+
+    def __init__(self, *, prices: Mapping[str, float] | None = None,
+                 meet_deadlines: bool = False, round_s: float = 360.0,
+                 backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
+                 deterministic: bool = True, starvation_rounds: float = 20.0,
+                 work_conserving: bool = True) -> None:
+        if backend not in BACKENDS_OF["max-throughput-per-cost"]:
+            raise ValueError("max-throughput-per-cost's LP runs on "
+                             f"{', '.join(BACKENDS_OF['max-throughput-per-cost'])}, not "
+                             f"{backend}")
+        super().__init__(objective="max-sum", round_s=round_s, time_limit_s=time_limit_s,
+                         deterministic=deterministic, starvation_rounds=starvation_rounds,
+                         work_conserving=work_conserving)
+        self.name = "max-throughput-per-cost"
+        #: USD per GPU-hour given by the caller (over the cluster's and the defaults)
+        self.prices: Mapping[str, float] = MappingProxyType(check_prices(prices or {}))
+        #: each job with a deadline must get the speed that meets it
+        self.meet_deadlines = meet_deadlines
+        #: deadlines the LP was not made to meet, summed over the solves
+        self.deadlines_left_out = 0
+
+    def _allocate(self, state: ClusterState, jobs: list[Job], problem: AllocationProblem,
+                  budget: Budget) -> Allocation:
+        """The allocation of most throughput per dollar of ``jobs`` at ``state``."""
+        from hetsched.formulations.gavel.cost import CostProblem, max_throughput_per_cost
+
+        prices = np.array(prices_for(state.cluster.gpu_types, self.prices))
+        need = np.zeros(len(jobs))
+        if self.meet_deadlines:
+            steps = np.array(steps_left(state, jobs))
+            left = np.array([np.inf if job.deadline is None else job.deadline - state.now
+                             for job in jobs])
+            with np.errstate(divide="ignore"):
+                need = np.where(left > 0, steps / left, 0.0)  # (a past deadline: none)
+        answer = max_throughput_per_cost(CostProblem(problem, prices, need), budget)
+        left_out = int(np.count_nonzero(need > 0)) - len(answer.kept)
+        if left_out and answer.allocation.ok:
+            self.deadlines_left_out += left_out
+            log.debug("t=%g: %d of %d deadlines left out of the cost LP", state.now,
+                      left_out, int(np.count_nonzero(need > 0)))
+        return answer.allocation
+
+    def figures(self) -> dict[str, object]:
+        """With ``meet_deadlines``: the deadlines left out of the LP, over the solves."""
+        if not self.meet_deadlines:
+            return super().figures()
+        return {**super().figures(), "deadlines_left_out": self.deadlines_left_out}
