@@ -14,6 +14,13 @@ its GPU count of any type): average JCT and makespan beside `progress`'s.
 With --crash, `progress` is run once more and the agent is killed (SIGKILL) 60 s in
 and restarted: every job must finish once.
 
+Each cell is replayed twice: with the emulator's restart penalty alone (the target's
+"same restart penalty"), and told this cluster's latencies as the agent measured them in
+the run (`told_*` columns): every start holds its GPUs for the median release-to-RUNNING
+times X (`--start-latency`), and a restart pays on top of the emulator's penalty what a
+move's median requeue-to-RUNNING adds beyond a start (told_latencies). With
+--told-from KEEP..., only these replays, of runs kept earlier (--keep).
+
     python benchmarks/slurm_fidelity.py --crash --out benchmarks/results/slurm_fidelity.csv
     python benchmarks/slurm_fidelity.py --quick      # 30 jobs, fifo and progress
 
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import math
 import signal
@@ -136,14 +144,83 @@ def wait_idle(cluster_dir: Path, timeout_s: float) -> None:
 
 
 def replay(trace: Path, policy: str, jobs: int, out: Path,
-           restart_penalty_s: float = RESTART_PENALTY_S) -> dict[str, float]:
+           restart_penalty_s: float = RESTART_PENALTY_S,
+           start_latency_s: float = 0.0) -> dict[str, float]:
     """`hetsched replay` of the same jobs on the same cluster: job id -> JCT."""
     subprocess.run([*HETSCHED, "replay", str(trace), "--format", "gavel", "--cluster", CLUSTER,
                     "--limit-jobs", str(jobs), "--policy", policy, "--throughput",
                     str(THROUGHPUT), "--restart-penalty", repr(restart_penalty_s),
-                    "--out", str(out)], check=True,
+                    "--start-latency", repr(start_latency_s), "--out", str(out)], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return jcts(out)
+
+
+def told_latencies(summary: dict[str, object], speedup: float,
+                   move_p50_s: float | None) -> tuple[float, float]:
+    """The start latency and restart penalty (trace s) a replay charges to predict the
+    cluster a run measured: every start waits the agent's median release-to-RUNNING
+    (wall s, times the speedup); a restart the emulator's penalty plus what a move's
+    median requeue-to-RUNNING (``move_p50_s``) adds beyond a start."""
+    start = float(str(summary.get("start_latency_p50_s") or 0.0))
+    extra = 0.0 if move_p50_s is None else max(0.0, move_p50_s - start)
+    return start * speedup, RESTART_PENALTY_S + extra * speedup
+
+
+def errors_of(real: dict[str, float], predicted: dict[str, float]) -> dict[str, float]:
+    """The average JCT's error and the per-job error's p50 and p95."""
+    both = sorted(set(real) & set(predicted))
+    errors = [abs(real[j] - predicted[j]) / predicted[j] for j in both]
+    slurm_avg = sum(real.values()) / len(real) if real else math.nan
+    replay_avg = sum(predicted.values()) / len(predicted)
+    return {"replay_avg_jct_s": replay_avg, "avg_jct_error": slurm_avg / replay_avg - 1,
+            "job_error_p50": percentile(errors, 50), "job_error_p95": percentile(errors, 95)}
+
+
+def estimated_move_p50(events: Path) -> float | None:
+    """For a run kept before the agent measured moves (no ``move_latency_p50_s``): the
+    median gap, wall s, from a requeue to the job's next start among restarts under 3 s
+    (a move takes about one; a job the policy paused waits longer)."""
+    runs: dict[str, list[list[float]]] = {}
+    for line in events.read_text().splitlines():
+        event = json.loads(line)
+        if event["event"] == "run":
+            runs.setdefault(event["job"], []).append([event["start"], math.nan])
+        elif event["event"] == "end" and event["job"] in runs:
+            runs[event["job"]][-1][1] = event["end"]
+    gaps = [b[0] - a[1] for spans in runs.values() for a, b in itertools.pairwise(spans)]
+    quick = [g for g in gaps if g < 3.0]
+    return percentile(quick, 50) if quick else None
+
+
+def told_from(kept: Path) -> list[dict[str, object]]:
+    """The told replays of the runs kept in ``kept`` (--keep): each POLICY folder with
+    its POLICY-replay beside it (whose run.toml repeats the nominal replay)."""
+    rows: list[dict[str, object]] = []
+    for nominal in sorted(kept.glob("*-replay")):
+        run = kept / nominal.name.removesuffix("-replay")
+        summary = json.loads((run / "summary.json").read_text())
+        first = json.loads((run / "events.jsonl").read_text().splitlines()[0])
+        speedup = float(json.loads(first["comment"].split(" ", 1)[1])["speedup"])
+        move = summary.get("move_latency_p50_s")
+        source = "measured"
+        if move is None:
+            move, source = estimated_move_p50(run / "events.jsonl"), "estimated"
+        latency, penalty = told_latencies(summary, speedup, move)
+        told = kept / f"{run.name}-replay-told"
+        subprocess.run([*HETSCHED, "replay", "--config", str(nominal / "run.toml"),
+                        "--restart-penalty", repr(penalty), "--start-latency", repr(latency),
+                        "--out", str(told)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        real = jcts(run)
+        rows.append({"case": run.name, "kept": str(kept), "speedup": speedup,
+                     "completed": len(real),
+                     "slurm_avg_jct_s": sum(real.values()) / len(real),
+                     **errors_of(real, jcts(nominal)),
+                     "latency_p50_s": summary.get("start_latency_p50_s"),
+                     "move_latency_p50_s": move, "move_latency_source": source,
+                     "told_start_latency_s": latency, "told_restart_penalty_s": penalty,
+                     **{f"told_{k}": v for k, v in errors_of(real, jcts(told)).items()}})
+    return rows
 
 
 def slurm_anchor_jcts(cluster_dir: Path) -> tuple[dict[str, float], float]:
@@ -201,7 +278,12 @@ def main() -> None:
                         "cluster's, hetsched.slurm.config.EPILOG_S; 0: none)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep each run's folder (agent output, replay, logs) here")
+    parser.add_argument("--told-from", type=Path, nargs="+", default=None, metavar="KEEP",
+                        help="only replay runs kept earlier told their latencies")
     args = parser.parse_args()
+    if args.told_from is not None:
+        write_rows([row for kept in args.told_from for row in told_from(kept)], args.out)
+        return
     trace = TRACES / f"{args.trace_name}.trace"
     if not trace.is_file():
         sys.exit(f"{trace} is absent: this benchmark needs ../shared/data")
@@ -243,16 +325,21 @@ def main() -> None:
         finally:
             if local is not None:
                 local.stop()
+    write_rows(rows, args.out)
+
+
+def write_rows(rows: list[dict[str, object]], out: Path | None) -> None:
+    """Print the rows, and write them as CSV to ``out`` if given."""
     for row in rows:
         print("  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in row.items()))
-    if args.out is not None:
+    if out is not None:
         columns = sorted({key for row in rows for key in row}, key=lambda k: (k != "case", k))
-        with args.out.open("w", newline="") as handle:
+        with out.open("w", newline="") as handle:
             writer = csv.DictWriter(handle, columns)
             writer.writeheader()
             writer.writerows(rows)
-        print(f"wrote {args.out}")
+        print(f"wrote {out}")
 
 
 def cell(policy: str, cluster_dir: Path, folder: Path, args: argparse.Namespace, *,
@@ -281,22 +368,26 @@ def cell(policy: str, cluster_dir: Path, folder: Path, args: argparse.Namespace,
     real = jcts(out)
     summary = json.loads((out / "summary.json").read_text())
     predicted = replay(args.trace, policy, args.jobs, folder / f"{name}-replay")
-    both = sorted(set(real) & set(predicted))
-    errors = [abs(real[j] - predicted[j]) / predicted[j] for j in both]
+    move = summary.get("move_latency_p50_s")
+    latency, penalty = told_latencies(summary, args.speedup,
+                                      None if move is None else float(move))
+    told = replay(args.trace, policy, args.jobs, folder / f"{name}-replay-told", penalty,
+                  latency)
     slurm_avg = sum(real.values()) / len(real) if real else math.nan
-    replay_avg = sum(predicted.values()) / len(predicted)
     return {"case": name, "trace": args.trace_name, "load": args.load, "jobs": args.jobs,
             "band_h": args.band,
             "poll_s": args.poll,
             "epilog_s": args.epilog,
             "speedup": args.speedup,
             "completed": len(real), "slurm_avg_jct_s": slurm_avg,
-            "replay_avg_jct_s": replay_avg, "avg_jct_error": slurm_avg / replay_avg - 1,
-            "job_error_p50": percentile(errors, 50), "job_error_p95": percentile(errors, 95),
+            **errors_of(real, predicted),
             "makespan_s": summary.get("makespan_s"),
             "preemptions": summary.get("preemptions"),
             "latency_p50_s": summary.get("start_latency_p50_s"),
-            "latency_p95_s": summary.get("start_latency_p95_s"), "wall_s": wall}
+            "latency_p95_s": summary.get("start_latency_p95_s"),
+            "move_latency_p50_s": move, "moves": summary.get("moves_measured"),
+            "told_start_latency_s": latency, "told_restart_penalty_s": penalty,
+            **{f"told_{k}": v for k, v in errors_of(real, told).items()}, "wall_s": wall}
 
 
 def anchor(cluster_dir: Path, args: argparse.Namespace,

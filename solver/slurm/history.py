@@ -166,14 +166,14 @@ class History:
                 start = (job.start_unix or unix) + (HALF_SECOND if job.start_unix else 0.0)
                 gpu_type = snapshot.cluster.node_by_name[job.nodes[0]].gpu_type
                 seen.runs.append(Run(gpu_type, job.gpus, start))
-                if seen.asked_start is not None:
+                if seen.asked_move is not None:  # requeue to RUNNING elsewhere, as seen
+                    seen.move_latencies.append(unix - seen.asked_move)
+                    seen.asked_move = seen.asked_start = None
+                elif seen.asked_start is not None:
                     # Release to RUNNING as this reading sees it: at most a poll late
                     # (Slurm's start_time is a whole second, too coarse for this).
                     seen.latencies.append(unix - seen.asked_start)
                     seen.asked_start = None
-                if seen.asked_move is not None:  # requeue to RUNNING elsewhere, as seen
-                    seen.move_latencies.append(unix - seen.asked_move)
-                    seen.asked_move = None
                 self._log({"event": "run", "job": job_id, "gpu_type": gpu_type,
                            "gpus": list(job.gpus), "start": start})
             elif open_run is not None and not running:
@@ -281,7 +281,8 @@ class History:
         return sum(1 for seen in self.jobs.values() if seen.ended)
 
     def latencies(self) -> list[float]:
-        """Wall seconds from each release the agent asked for to the run's start."""
+        """Wall seconds from each release the agent asked for to the run's start (but a
+        move's: :meth:`move_latencies`)."""
         return [x for seen in self.jobs.values() for x in seen.latencies]
 
     def move_latencies(self) -> list[float]:
