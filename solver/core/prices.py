@@ -7,9 +7,11 @@ GPU in 2020. Gavel's cost policy reads them for the ``gcp`` cloud; for AWS and A
 reads spot-price logs that change over time, which hetsched does not model.
 
 A price is found, for each GPU type, in this order (:func:`prices_for`): the ``prices``
-the caller gives (``--prices``), the GPU type's own ``price_per_hour`` (a cluster file;
-``--cluster v100=36`` takes it from the catalogue of :mod:`hetsched.files.generate`), then
-:data:`GAVEL_PRICES`. A type with none of them is a :class:`ValueError` naming it.
+the caller gives (a policy's ``prices``), the GPU type's own ``price_per_hour`` (a
+cluster file; ``--cluster v100=36`` takes it from the catalogue of
+:mod:`hetsched.files.generate`: Google Cloud's on-demand prices, about 3.35 times
+these, in the same ratios to 2 %), then :data:`GAVEL_PRICES`. A type with none of
+them is a :class:`ValueError` naming it.
 """
 
 from __future__ import annotations
@@ -53,9 +55,9 @@ def prices_for(gpu_types: Sequence[GpuType], prices: Mapping[str, float] | None 
         if price is None:
             price = GAVEL_PRICES.get(gpu_type.name)
         if price is None:
-            raise ValueError(f"GPU type {gpu_type.name!r} has no price: give one (prices, "
-                             "--prices, or price_per_hour in the cluster file); defaults "
-                             f"exist for {', '.join(sorted(GAVEL_PRICES))}")
+            raise ValueError(f"GPU type {gpu_type.name!r} has no price: give one (the "
+                             "policy's prices, or price_per_hour in the cluster file); "
+                             f"defaults exist for {', '.join(sorted(GAVEL_PRICES))} only")
         found.append(check_prices({gpu_type.name: price})[gpu_type.name])
     return tuple(found)
 

@@ -38,7 +38,8 @@ ALL = [*BASELINES, "sjf-agnostic", "srtf-agnostic", "gavel-agnostic",
        "optimus-agnostic"]
 #: Policies that preempt (optimus only to migrate a running job to faster free GPUs).
 PREEMPTIVE = {"srtf", "tiresias", "gandiva", "gavel", "gavel-max-sum", "ftf", "optimus",
-              "progress"}
+              "progress", "fifo-fastest", "min-total-duration", "max-throughput-per-cost",
+              "isolated"}
 
 
 def one_gpu(speed: float = 10.0) -> tuple[Cluster, ThroughputTable]:

@@ -328,13 +328,44 @@ PROGRESS = (4400 / V100, 1800 + 30 + (44000 - 1800 * K80) / V100)
 #: type gives (short's time a on the V100 and b on the K80 must have a + b = 1 and
 #: 2 V100 a + 2 K80 b = V100 + K80). That is gavel's allocation, realised by the same
 #: rounds; long alone then takes the V100 (its fastest): GAVEL.
+#: fifo-fastest: long first (by id) onto the fastest type, the V100; short onto the K80.
+#: Re-dealt when short ends, long is already on the V100: FIFO_LIKE.
+#: min-total-duration: the least makespan is long alone on the V100 (10,011.89 s, a
+#: lower bound for any allocation), which leaves short the K80 (7,107.92 s < 10,011.89):
+#: FIFO_LIKE.
+#: max-throughput-per-cost (the cluster's catalogue prices, 2.48 and 0.45 USD/h): a unit
+#: of time earns V100 / E / 2.48 = 0.707 on the V100 and K80 / E / 0.45 = 0.549 on the
+#: K80 (E = (V100 + K80) / 2); the two jobs are one class, so each gets half of each type
+#: (both types full), gavel's allocation; long alone then takes the V100: GAVEL.
+#: isolated: 1/n of each type, half each while both run: gavel's rounds until short
+#: ends. Long alone then gets 1/1 of each type, scaled to a sum of 1: half of each
+#: still. From the solve at 2,160 it alternates every round, V100 first (both types
+#: unserved: cluster order), each move costing the 30 s restore: ISOLATED, long at
+#: 18,943.35 s (half its time on the K80, and 30 s of every 360 restoring).
+
+
+def alternating(start: float, steps: float, speeds: tuple[float, float]) -> float:
+    """When a job with ``steps`` left finishes moving at every 360 s round from ``start``
+    between two types (``speeds``, the first first), 330 s of progress a round."""
+    round_index = 0
+    while steps > 330 * speeds[round_index % 2]:
+        steps -= 330 * speeds[round_index % 2]
+        round_index += 1
+    return start + 360 * round_index + 30 + steps / speeds[round_index % 2]
+
+
+ISOLATED = (GAVEL[0], alternating(2160, 44000 - 360 * V100 - 2 * 330 * V100 - 3 * 330 * K80,
+                                  (V100, K80)))
 EXPECTED: dict[str, list[tuple[float, float]]] = {
     "fifo": [FIFO_LIKE], "edf": [FIFO_LIKE], "tiresias": [FIFO_LIKE],
     "gandiva": [FIFO_LIKE], "sjf": [SHORT_FIRST], "srtf": [SHORT_FIRST], "gavel": [GAVEL],
-    "gavel-max-sum": [GAVEL], "ftf": [GAVEL], "optimus": [OPTIMUS], "progress": [PROGRESS]}
+    "gavel-max-sum": [GAVEL], "ftf": [GAVEL], "optimus": [OPTIMUS], "progress": [PROGRESS],
+    "fifo-fastest": [FIFO_LIKE], "min-total-duration": [FIFO_LIKE],
+    "max-throughput-per-cost": [GAVEL], "isolated": [ISOLATED]}
 ROUNDS = {"fifo": None, "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0,
           "gandiva": 600.0, "gavel": 360.0, "gavel-max-sum": 360.0, "ftf": 360.0,
-          "optimus": 600.0, "progress": 1800.0}
+          "optimus": 600.0, "progress": 1800.0, "fifo-fastest": 360.0,
+          "min-total-duration": 360.0, "max-throughput-per-cost": 360.0, "isolated": 360.0}
 
 
 def test_the_hand_computed_values() -> None:
@@ -345,6 +376,8 @@ def test_the_hand_computed_values() -> None:
     assert pytest.approx((1001.189, 10969.766), abs=1e-3) == GAVEL_MAX_SUM
     assert pytest.approx((1001.189, 11072.863), abs=1e-3) == OPTIMUS
     assert pytest.approx((1001.189, 11588.350), abs=1e-3) == PROGRESS
+    assert alternating(0, 330 * V100 + 10 * K80, (V100, K80)) == pytest.approx(
+        360 + 30 + 10)
     assert set(EXPECTED) == {name for name, e in ENTRIES.items() if e.policy is not None}
 
 
