@@ -4,7 +4,10 @@ The round-by-round realisation is the rolling policy ``hetsched.policies.baselin
 
 :func:`solve_allocation` dispatches on the back-end: ``highs`` solves the LP built as
 arrays (:mod:`.matrix`, over job classes), ``cbc`` and ``scip`` the readable PuLP model
-(:mod:`.lp`); :mod:`.pop` splits it into POP's random partitions."""
+(:mod:`.lp`); :mod:`.pop` splits it into POP's random partitions. Gavel's other
+policies: :mod:`.finish_time` (``ftf``), :mod:`.duration` (least makespan), :mod:`.cost`
+(throughput per dollar), :mod:`.fastest` (``fifo_perf``'s greedy), over the shared
+columns and stages of :mod:`.class_lp`."""
 
 from __future__ import annotations
 
