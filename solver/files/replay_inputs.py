@@ -43,10 +43,18 @@ def throughput_pair(path: Path) -> tuple[ThroughputModel, ThroughputModel]:
     return measured, fitted
 
 
-def _read_source(path: Path, colocation_factor: float = DEFAULT_COLOCATION_FACTOR
+def measured_throughput(path: Path) -> ThroughputModel:
+    """:func:`throughput_pair`'s measured model alone, without fitting the other (and
+    without importing the fitter's solver): what the Slurm training emulator runs at."""
+    return _read_source(path, fit=False)[0]
+
+
+def _read_source(path: Path, colocation_factor: float = DEFAULT_COLOCATION_FACTOR, *,
+                 fit: bool = True
                  ) -> tuple[ThroughputModel, ThroughputModel, CoLocationModel]:
     """:func:`throughput_pair` and the co-location speed factors the profile measured
-    (Gavel's pairs; none in a tidy CSV or a fitted model file)."""
+    (Gavel's pairs; none in a tidy CSV or a fitted model file); without ``fit``, the
+    measured model stands in for the fitted one."""
     from hetsched.speeds.fit import throughput_model
     from hetsched.speeds.model import FORMAT
     from hetsched.speeds.model_file import load_model
@@ -60,7 +68,8 @@ def _read_source(path: Path, colocation_factor: float = DEFAULT_COLOCATION_FACTO
         return (throughput_model(fitted, mode="measured"), fitted,
                 CoLocationModel(default_factor=colocation_factor))
     profile = read_profile(path)
-    return (throughput_model(profile, mode="measured"), throughput_model(profile, mode="fitted"),
+    measured = throughput_model(profile, mode="measured")
+    return (measured, throughput_model(profile, mode="fitted") if fit else measured,
             profile.colocation_model(colocation_factor))
 
 

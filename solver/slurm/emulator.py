@@ -42,6 +42,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+if __name__ == "__main__":
+    # Run as a job: block the stop signals before anything starts a thread (numpy's BLAS
+    # pool, on the next import). A thread inherits its mask; one with SIGTERM unblocked
+    # takes a requeue's SIGTERM whenever the main thread is not waiting for it, and its
+    # default action ends the job without its checkpoint (docs/slurm.md, "The training
+    # emulator"). main() blocks them again for callers that import it.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+
 from hetsched.core.errors import InputError
 from hetsched.core.records import Job
 from hetsched.core.throughput import Placement, ThroughputModel
@@ -193,10 +201,10 @@ def truth_model(throughput_path: Path | None, gpu_types: Sequence[str]) -> Throu
     file's (as :func:`hetsched.files.replay_inputs.throughput_pair` reads it), or the
     built-in catalogue on ``gpu_types``."""
     from hetsched.files.generate import catalogue_table
-    from hetsched.files.replay_inputs import throughput_pair
+    from hetsched.files.replay_inputs import measured_throughput
 
     if throughput_path is not None:
-        return throughput_pair(throughput_path)[0]
+        return measured_throughput(throughput_path)
     return catalogue_table(list(gpu_types))
 
 

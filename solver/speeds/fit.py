@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy.optimize import nnls
 
 from hetsched.core.errors import InputError
 from hetsched.core.throughput import Placement, ThroughputTable
@@ -120,6 +119,10 @@ def _fit_block(group: str, gpu: str, jobs: Sequence[str], placements: Sequence[P
                 design[r, start + width:start + 2 * width] = phi[r] * scale[job]
         target[r] = n / speed
     weight = 1.0 / target if settings.relative_weights else np.ones_like(target)
+    # (imported here: scipy.optimize takes half a second to import, and a measured table,
+    # what the Slurm emulator of every job reads, needs no fit)
+    from scipy.optimize import nnls
+
     solution, _ = nnls(design * weight[:, None], target * weight)
     residual = (design @ solution - target) * weight
     intercept = {job: float(solution[job_column[job]]) for job in jobs}

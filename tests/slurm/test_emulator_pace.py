@@ -243,3 +243,56 @@ def test_gpu_requests(fields: dict[str, Any], request_: list[str]) -> None:
 
 def test_an_allocation_of_one_node_is_packed() -> None:
     assert Allocation(("v100-1",), ("v100-1/3",), ("v100",)).placement is Placement.PACKED
+
+
+def test_run_as_a_job_every_thread_blocks_the_stop_signals() -> None:
+    # numpy starts a thread when imported; a thread with SIGTERM unblocked would take a
+    # requeue's SIGTERM while the main thread writes its checkpoint, and end the job
+    # unwritten (6 runs in three 100-job runs of `progress`, found in their checkpoints).
+    # Run as `python -m hetsched.slurm.emulator` (here with no job id: it exits at once),
+    # every thread of the process blocks SIGINT (bit 1) and SIGTERM (bit 14) of SigBlk.
+    import subprocess
+    import sys
+
+    probe = (
+        "import atexit, os, runpy, sys\n"
+        "def masks():\n"
+        "    for task in os.listdir('/proc/self/task'):\n"
+        "        for line in open(f'/proc/self/task/{task}/status'):\n"
+        "            if line.startswith('SigBlk'):\n"
+        "                print(line.split()[1])\n"
+        "atexit.register(masks)\n"
+        "sys.argv = ['emulator', '--checkpoints', 'none', '--job-id', '']\n"
+        "runpy.run_module('hetsched.slurm.emulator', run_name='__main__', alter_sys=True)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 2, done.stderr  # EXIT_INPUT: no job id
+    masks = [int(line, 16) for line in done.stdout.split()]
+    assert len(masks) >= 2  # the main thread and numpy's
+    stop = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+    assert [mask & stop for mask in masks] == [stop] * len(masks)
+
+
+def test_the_emulator_reads_the_replays_measured_throughput_without_fitting(
+        shared_data: Path) -> None:
+    # The emulator runs each job at the replay's truth, read without the fit (and without
+    # importing scipy's solver: half a second at every start of every job).
+    import subprocess
+    import sys
+
+    from hetsched.core.throughput import ThroughputTable
+    from hetsched.files.replay_inputs import throughput_pair
+    from hetsched.slurm.emulator import truth_model
+
+    table = shared_data / "gavel" / "simulation_throughputs.json"
+    truth, replay_truth = truth_model(table, ["v100"]), throughput_pair(table)[0]
+    assert isinstance(truth, ThroughputTable)
+    assert isinstance(replay_truth, ThroughputTable)
+    assert len(truth.entries) > 400
+    assert dict(truth.entries) == dict(replay_truth.entries)
+    probe = ("import sys; from pathlib import Path; from hetsched.slurm.emulator import "
+             f"truth_model; truth_model(Path({str(table)!r}), ['v100']); "
+             "print('scipy.optimize' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split() == ["False"]
