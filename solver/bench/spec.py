@@ -111,7 +111,8 @@ READING_KEYS = ("reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing",
 #: defaults of each trace's own).
 TOP_KEYS = ("root", "traces", "policies", "seeds", "loads", "limit_jobs",
             "deadline_fraction", "on_bad_row", "time_limit", "wall_clock", "backend",
-            "interval", "restart_penalty", "start_latency", "lp_bound", *READING_KEYS)
+            "interval", "restart_penalty", "start_latency", "prices", "lp_bound",
+            *READING_KEYS)
 #: A trace table's keys.
 TRACE_KEYS = ("path", "format", "cluster", "clusters", "name", "throughput", "limit_jobs",
               "deadline_fraction", "on_bad_row", *READING_KEYS)
@@ -284,6 +285,10 @@ def _shared(reader: _Reader, spec: Mapping[str, Any]) -> dict[str, Any]:
     if "restart_penalty" in spec:
         shared["restart_penalty_s"] = float(reader.number(
             spec["restart_penalty"], "restart_penalty", 0, MAX_RESTART_PENALTY_S))
+    if "prices" in spec:
+        from hetsched.core.prices import parse_prices
+
+        shared["prices"] = reader.within("prices", parse_prices, spec["prices"])
     if "start_latency" in spec:
         shared["start_latency_s"] = float(reader.number(
             spec["start_latency"], "start_latency", 0, MAX_RESTART_PENALTY_S))

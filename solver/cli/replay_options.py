@@ -29,7 +29,7 @@ DEFAULTS = ReplaySettings()
 SETTING_PARAMS = ("backend", "interval", "time_limit", "wall_clock", "limit_jobs",
                   "restart_penalty", "start_latency", "on_bad_row", "deadline_fraction",
                   "reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing",
-                  "colocation_factor", "decision_timeout")
+                  "colocation_factor", "decision_timeout", "prices")
 
 
 def replay_settings_options(command: Any) -> Any:
@@ -65,6 +65,11 @@ def replay_settings_options(command: Any) -> Any:
                      default=DEFAULTS.restart_penalty_s, show_default=True,
                      help="Seconds without progress after a preemption (0 to "
                      f"{MAX_RESTART_PENALTY_S:,.0f})."),
+        click.option("--prices", default=None, metavar="TYPE=USD,...",
+                     help="USD per GPU-hour by GPU type, over the cluster's own (the "
+                     "catalogue's for --cluster v100=N: Google Cloud on demand; Gavel's: "
+                     "v100=0.74,p100=0.43,k80=0.135): the cost policy's prices and "
+                     "summary.json's total_cost_usd."),
         click.option("--start-latency",
                      type=click.FloatRange(min=0, max=MAX_RESTART_PENALTY_S),
                      default=DEFAULTS.start_latency_s, show_default=True,
@@ -120,4 +125,5 @@ def replay_settings(values: Mapping[str, Any], **more: Any) -> ReplaySettings:
         reference_gpu=values["reference_gpu"], gpu_aliases=values["gpu_aliases"],
         unknown_gpus=values["unknown_gpus"], gpu_sharing=values["gpu_sharing"],
         colocation_factor=values["colocation_factor"],
-        decision_timeout_s=values["decision_timeout"], **more)
+        decision_timeout_s=values["decision_timeout"], prices=values["prices"] or {},
+        **more)

@@ -6,21 +6,27 @@ al., OSDI 2020; stanford-futuredata/gavel at c4fa400, ``scheduler/utils.py:269-2
 GPU in 2020. Gavel's cost policy reads them for the ``gcp`` cloud; for AWS and Azure it
 reads spot-price logs that change over time, which hetsched does not model.
 
-A price is found, for each GPU type, in this order (:func:`prices_for`): the ``prices``
-the caller gives (a policy's ``prices``), the GPU type's own ``price_per_hour`` (a
-cluster file; ``--cluster v100=36`` takes it from the catalogue of
-:mod:`hetsched.files.generate`: Google Cloud's on-demand prices, about 3.35 times
-these, in the same ratios to 2 %), then :data:`GAVEL_PRICES`. A type with none of
-them is a :class:`ValueError` naming it.
+A GPU type's price is its ``price_per_hour`` (:class:`~hetsched.core.cluster.GpuType`):
+from a cluster file, else, for ``--cluster v100=36``, the catalogue of
+:mod:`hetsched.files.generate` (Google Cloud's on-demand prices, about 3.35 times
+Gavel's, in the same ratios to 2 %), and a replay's ``--prices`` (:func:`parse_prices`,
+:func:`with_prices`) overrides both. A policy may be given its own ``prices`` over the
+cluster's (:func:`prices_for`). A type with no price is a :class:`ValueError` naming it;
+:data:`GAVEL_PRICES` are Gavel's, for reproducing its figures
+(``--prices v100=0.74,p100=0.43,k80=0.135``), not a silent default.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 
-from hetsched.core.cluster import GpuType
+from hetsched.core.cluster import Cluster, GpuType
+from hetsched.core.errors import InputError
+from hetsched.core.ranges import MAX_PRICE_PER_HOUR
 from hetsched.core.result import Assignment
 
 #: USD per GPU-hour by GPU type: Gavel's (see the module).
@@ -46,20 +52,75 @@ def check_prices(prices: Mapping[str, float]) -> dict[str, float]:
 def prices_for(gpu_types: Sequence[GpuType], prices: Mapping[str, float] | None = None
                ) -> tuple[float, ...]:
     """The price of each of ``gpu_types`` (USD per GPU-hour), in their order: from
-    ``prices``, else the type's own ``price_per_hour``, else :data:`GAVEL_PRICES`. A type
-    with no price, or a price of 0, is a :class:`ValueError` naming it."""
+    ``prices``, else the type's own ``price_per_hour``. A type with no price, or a price
+    of 0, is a :class:`ValueError` naming it."""
     given = check_prices(prices or {})
     found = []
     for gpu_type in gpu_types:
         price = given.get(gpu_type.name, gpu_type.price_per_hour)
         if price is None:
-            price = GAVEL_PRICES.get(gpu_type.name)
-        if price is None:
-            raise ValueError(f"GPU type {gpu_type.name!r} has no price: give one (the "
-                             "policy's prices, or price_per_hour in the cluster file); "
-                             f"defaults exist for {', '.join(sorted(GAVEL_PRICES))} only")
+            raise ValueError(f"GPU type {gpu_type.name!r} has no price: give one with "
+                             "--prices (e.g. Gavel's: v100=0.74,p100=0.43,k80=0.135), or "
+                             "price_per_hour in the cluster file")
         found.append(check_prices({gpu_type.name: price})[gpu_type.name])
     return tuple(found)
+
+
+_PRICE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=([0-9.eE+-]+)$")
+
+
+def parse_prices(text: str | Mapping[str, float] | None) -> dict[str, float]:
+    """``v100=0.74,k80=0.135`` (or a mapping) -> ``{"v100": 0.74, "k80": 0.135}``: USD
+    per GPU-hour by GPU type, each finite and > 0; an :class:`InputError` naming the
+    entry otherwise."""
+    expected = (f"GPU_TYPE=USD_PER_GPU_HOUR[,...], each price > 0 and at most "
+                f"{MAX_PRICE_PER_HOUR:g}, e.g. v100=0.74,k80=0.135")
+    if text is None:
+        return {}
+    if isinstance(text, Mapping):
+        items = [f"{key}={value}" for key, value in text.items()]
+    elif isinstance(text, str):
+        items = [item.strip() for item in text.split(",")] if text.strip() else []
+    else:
+        raise InputError("bad prices", path="prices", value=text, expected=expected)
+    prices: dict[str, float] = {}
+    for item in items:
+        match = _PRICE.match(item)
+        try:
+            price = float(match.group(2)) if match else math.nan
+        except ValueError:
+            price = math.nan
+        if match is None or not (math.isfinite(price) and 0 < price <= MAX_PRICE_PER_HOUR):
+            raise InputError("bad price", path="prices", value=item, expected=expected)
+        if match.group(1) in prices:
+            raise InputError("GPU type priced twice", path="prices", value=match.group(1),
+                             expected="each GPU type once")
+        prices[match.group(1)] = price
+    return prices
+
+
+def with_prices(cluster: Cluster, prices: Mapping[str, float]) -> Cluster:
+    """``cluster`` with its GPU types' ``price_per_hour`` set from ``prices`` (the rest
+    kept); a price for a type the cluster lacks is an :class:`InputError`."""
+    if not prices:
+        return cluster
+    names = set(cluster.type_names)
+    for name in prices:
+        if name not in names:
+            raise InputError("price for a GPU type the cluster lacks", path="prices",
+                             value=name, expected="one of " + ", ".join(sorted(names)))
+    return dataclasses.replace(cluster, gpu_types=tuple(
+        dataclasses.replace(t, price_per_hour=prices[t.name]) if t.name in prices else t
+        for t in cluster.gpu_types))
+
+
+def total_cost(segments: Iterable[Assignment], gpu_types: Sequence[GpuType]) -> float:
+    """:func:`cost_of` at the types' own prices; NaN when a type that ran has none."""
+    price_of = {t.name: t.price_per_hour for t in gpu_types if t.price_per_hour is not None}
+    try:
+        return cost_of(segments, price_of)
+    except ValueError:
+        return math.nan
 
 
 def cost_of(segments: Iterable[Assignment], price_of: Mapping[str, float]) -> float:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from hetsched.core.errors import InputError
+from hetsched.core.prices import parse_prices
 from hetsched.core.ranges import MAX_TIME_S, check_seed, in_range, is_int
 from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR
 
@@ -76,8 +77,10 @@ class ReplaySettings:
     ``reference_gpu``, ``gpu_aliases`` (a cluster GPU type answered by one the model
     knows), ``unknown_gpus``, ``gpu_sharing`` (jobs may ask for a share of a GPU) and
     ``colocation_factor`` (the speed of a job beside co-runners without a measured pair).
-    ``decision_timeout_s``: the wall-clock limit of one call of the policy (``None``:
-    none), past which the replay ends as the policy's failure.
+    ``prices``: USD per GPU-hour by GPU type, set on the cluster's types (the cost
+    policy's prices and summary.json's cost). ``decision_timeout_s``: the wall-clock
+    limit of one call of the policy (``None``: none), past which the replay ends as the
+    policy's failure.
     """
 
     backend: str | None = None
@@ -99,6 +102,9 @@ class ReplaySettings:
     gpu_sharing: bool = True
     colocation_factor: float = DEFAULT_COLOCATION_FACTOR
     decision_timeout_s: float | None = DECISION_TIMEOUT_S
+    #: USD per GPU-hour by GPU type, over the cluster's own (hetsched.core.prices; left
+    #: out of the hash as ``gpu_aliases``)
+    prices: Mapping[str, float] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if self.backend is not None and not (isinstance(self.backend, str) and self.backend):
@@ -132,6 +138,7 @@ class ReplaySettings:
             raise InputError("bad reference GPU", path="reference_gpu",
                              value=self.reference_gpu, expected="a GPU type's name")
         object.__setattr__(self, "gpu_aliases", parse_gpu_aliases(self.gpu_aliases))
+        object.__setattr__(self, "prices", parse_prices(self.prices))
         factor = self.colocation_factor
         if not in_range(factor, 0, 1, strict_low=True):
             raise InputError("bad co-location factor", path="colocation_factor",

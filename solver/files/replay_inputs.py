@@ -252,16 +252,19 @@ def replay_inputs(trace_path: Path, trace_format: str, cluster_spec: str, *,
                   settings: ReplaySettings | None = None,
                   tenants_path: Path | None = None) -> ReplayInputs:
     """The shared inputs of replays of ``trace_path``: the cluster of ``cluster_spec``
-    (``cluster`` if already parsed), the throughput source (``throughput_path``, else
-    Gavel's table beside a Gavel trace, else the built-in catalogue) with the settings'
-    GPU aliases (:func:`throughputs`), and the cluster's GPU types checked against it
-    (:func:`known_gpu_cluster`, the settings' ``unknown_gpus``); the tenant table of
+    (``cluster`` if already parsed) at the settings' ``prices``, the throughput source
+    (``throughput_path``, else Gavel's table beside a Gavel trace, else the built-in
+    catalogue) with the settings' GPU aliases (:func:`throughputs`), and the cluster's GPU
+    types checked against it (:func:`known_gpu_cluster`, the settings' ``unknown_gpus``);
+    the tenant table of
     ``tenants_path`` (:func:`hetsched.files.tenants.read_tenants`), if given."""
+    from hetsched.core.prices import with_prices
     from hetsched.files.cluster_spec import parse_cluster
     from hetsched.files.tenants import read_tenants
 
     settings = settings or ReplaySettings()
-    cluster = cluster if cluster is not None else parse_cluster(cluster_spec)
+    cluster = with_prices(cluster if cluster is not None else parse_cluster(cluster_spec),
+                          settings.prices)
     speeds = throughputs(cluster, throughput_path or default_throughput(trace_path,
                                                                         trace_format),
                          settings.gpu_aliases, settings.colocation_factor)

@@ -25,6 +25,7 @@ import numpy as np
 
 from hetsched.core.errors import InputError, PolicyError
 from hetsched.core.fairness import FairnessFigures, fairness_figures, finish_time_fairness
+from hetsched.core.prices import total_cost
 from hetsched.core.records import Cluster, Job
 from hetsched.core.result import Assignment, Schedule, completion_figures
 from hetsched.core.settings import RESTART_PENALTY_S
@@ -133,6 +134,7 @@ class Replay:
         jobs = [r.job for r in self.records.values()]
         figures = completion_figures(jobs, finish, self.start_time, busy, usable)
         capacity_all = len(self.cluster.gpus) * figures.makespan_s
+        cost = total_cost(self.schedule(), self.cluster.gpu_types)
         fair = FairnessFigures(math.nan, math.nan, math.nan, math.nan, math.nan) \
             if self.truth is None else fairness_figures(
                 jobs, finish, [s for r in self.records.values() for s in r.segments],
@@ -158,6 +160,8 @@ class Replay:
             utilization=figures.utilization,
             utilization_all_gpus=busy / capacity_all if capacity_all > 0 else 0.0,
             usable_gpus=usable,
+            total_cost_usd=cost,
+            cost_per_job_usd=cost / len(done) if done else math.nan,
             preemptions=sum(r.preemptions for r in self.records.values()),
             decisions=len(self.decisions),
             fallbacks=sum(1 for d in self.decisions if d.fallback),

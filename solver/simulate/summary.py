@@ -43,6 +43,8 @@ class ReplaySummary:
     utilization: float  # busy GPU-seconds / (usable GPUs x makespan)
     utilization_all_gpus: float  # the same over every GPU of the cluster
     usable_gpus: int
+    total_cost_usd: float  # GPU-hours held times their type's price (NaN: a type unpriced)
+    cost_per_job_usd: float  # the total over the completed jobs
     preemptions: int
     decisions: int
     fallbacks: int
@@ -130,7 +132,8 @@ class ReplaySummary:
             quota_violation_gpu_s=number("quota_violation_gpu_s"),
             utilization=number("utilization"),
             utilization_all_gpus=number("utilization_all_gpus"),
-            usable_gpus=count("usable_gpus"), preemptions=count("preemptions"),
+            usable_gpus=count("usable_gpus"), total_cost_usd=number("total_cost_usd"),
+            cost_per_job_usd=number("cost_per_job_usd"), preemptions=count("preemptions"),
             decisions=count("decisions"), fallbacks=count("fallbacks"), warnings=warnings,
             round_s=optional("round_s"), interval_s=optional("interval_s"),
             restart_penalty_s=number("restart_penalty_s"),

@@ -17,7 +17,9 @@ from hetsched.registry import names
 from hetsched.solving import solve
 
 # Three 2-GPU V100 nodes n0, n1, n2 in that order; every job 1 step/s per GPU count.
-CLUSTER = Cluster((GpuType("v100"),), tuple(Node(f"n{i}", "v100", 2) for i in range(3)))
+# (priced: max-throughput-per-cost needs one)
+CLUSTER = Cluster((GpuType("v100", price_per_hour=2.48),),
+                  tuple(Node(f"n{i}", "v100", 2) for i in range(3)))
 TABLE = ThroughputTable.from_rows([("t", "v100", n, p, float(n)) for n in (1, 2, 4)
                                    for p in Placement])
 # "far" may only use n2, "pair" (2 GPUs) only n1 or n2; "free" anywhere. First fit, the

@@ -336,8 +336,9 @@ def test_agnostic_sjf_does_not_see_that_p_is_fast_on_a_v100() -> None:
 def test_no_policy_places_a_job_where_its_throughput_is_zero(name: str) -> None:
     # K runs only on K80s, which are busy; the free GPUs are V100s, where it has 0 steps/s.
     # N runs anywhere and must start (except under strict FIFO, which waits behind K); K
-    # may only start if a policy moves R off the K80.
-    cluster = Cluster((GpuType("v100"), GpuType("k80")),
+    # may only start if a policy moves R off the K80. (Priced: max-throughput-per-cost
+    # needs prices.)
+    cluster = Cluster((GpuType("v100", price_per_hour=2.48), GpuType("k80", price_per_hour=0.45)),
                       (Node("v", "v100", 2), Node("k", "k80", 1)))
     table = ThroughputTable.from_rows([("konly", "k80", 1, "packed", 5.0),
                                        ("any", "v100", 1, "packed", 5.0),
@@ -443,7 +444,8 @@ def test_replay_uses_the_policy_round_and_lists_baselines(tmp_path: Path) -> Non
     assert {name: rolling_policy(name).round_s for name in ALL if "agnostic" not in name} == {
         "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0, "gandiva": 600.0,
         "gavel": 360.0, "gavel-max-sum": 360.0, "ftf": 360.0, "optimus": 600.0,
-        "progress": 1800.0}
+        "progress": 1800.0, "fifo-fastest": 360.0, "min-total-duration": 360.0,
+        "max-throughput-per-cost": 360.0, "isolated": 360.0}
 
 
 def test_cli_replays_with_a_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

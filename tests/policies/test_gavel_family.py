@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hetsched.core.check import check
+from hetsched.core.prices import GAVEL_PRICES
 from hetsched.core.records import Cluster, GpuType, Job, Node
 from hetsched.core.throughput import ThroughputTable
 from hetsched.files.instance import load_instance
@@ -104,16 +105,18 @@ def cost_allocation(policy: ThroughputPerCost, cluster: Cluster,
 def test_the_cost_policy_reads_the_prices() -> None:
     # One job at 2 (V100) and 1 (K80) steps/s, E = 1.5. At the cluster's 3 and 1 USD/h a
     # unit of time earns 2 / 1.5 / 3 = 4/9 on the V100 and 2/3 on the K80: the K80. At
-    # prices of 1 and 1 given to the policy: 4/3 against 2/3, the V100. Without prices
-    # in the cluster, Gavel's (0.74, 0.135): 1.80 against 4.94, the K80.
+    # prices of 1 and 1 given to the policy: 4/3 against 2/3, the V100. Gavel's (0.74,
+    # 0.135), given: 1.80 against 4.94, the K80. No price anywhere: an error naming one.
     job = Job("a", 0.0, "cnn", 1, 1000.0)
     priced = v100_and_k80(v100_price=3.0, k80_price=1.0)
     assert cost_allocation(ThroughputPerCost(), priced, job) == pytest.approx(
         {"v100": 0.0, "k80": 1.0}, abs=1e-6)
     assert cost_allocation(ThroughputPerCost(prices={"v100": 1.0, "k80": 1.0}), priced,
                            job) == pytest.approx({"v100": 1.0, "k80": 0.0}, abs=1e-6)
-    assert cost_allocation(ThroughputPerCost(), v100_and_k80(), job) == pytest.approx(
-        {"v100": 0.0, "k80": 1.0}, abs=1e-6)
+    assert cost_allocation(ThroughputPerCost(prices=GAVEL_PRICES), v100_and_k80(),
+                           job) == pytest.approx({"v100": 0.0, "k80": 1.0}, abs=1e-6)
+    with pytest.raises(ValueError, match="'v100' has no price"):
+        cost_allocation(ThroughputPerCost(), v100_and_k80(), job)
 
 
 def test_the_cost_policy_meets_a_deadline_when_asked() -> None:

@@ -3,6 +3,7 @@ the project's own sample traces; bad input gives exit code 2."""
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -146,6 +147,27 @@ def test_a_start_latency_is_charged_recorded_and_checked(tmp_path: Path) -> None
         pytest.approx(plain["avg_jct_s"] + 5), plain["avg_queue_s"])
     with pytest.raises(SystemExit) as exit_info:
         main([*args, "--start-latency", "-1", "--out", str(tmp_path / "bad")])
+    assert exit_info.value.code == 2
+
+
+def test_the_total_cost_is_gpu_hours_at_the_clusters_prices(tmp_path: Path) -> None:
+    # Every GPU-second of jobs.csv at the V100's price: the catalogue's 2.48 USD/h for
+    # --cluster v100=4, or what --prices says; a price for a type the cluster lacks is
+    # refused (exit 2).
+    args = ["replay", str(SAMPLES / "philly_small.csv"), "--format", "philly", "--cluster",
+            "v100=4", "--policy", "fifo"]
+    main([*args, "--out", str(tmp_path / "catalogue")])
+    main([*args, "--prices", "v100=0.74", "--out", str(tmp_path / "gavel")])
+    for name, price in (("catalogue", 2.48), ("gavel", 0.74)):
+        summary = json.loads((tmp_path / name / "summary.json").read_text())
+        with (tmp_path / name / "jobs.csv").open(newline="") as handle:
+            gpu_seconds = sum(float(row["gpu_seconds"]) for row in csv.DictReader(handle))
+        assert gpu_seconds > 0
+        assert summary["total_cost_usd"] == pytest.approx(gpu_seconds / 3600 * price)
+        assert summary["cost_per_job_usd"] == pytest.approx(summary["total_cost_usd"] / 3)
+    assert 'prices = "v100=0.74"' in (tmp_path / "gavel" / "run.toml").read_text()
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--prices", "k80=0.135", "--out", str(tmp_path / "bad")])
     assert exit_info.value.code == 2
 
 

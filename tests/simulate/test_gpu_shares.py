@@ -21,6 +21,7 @@ from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
 from hetsched.core.result import Assignment, Schedule
 from hetsched.core.sharing import CoLocationModel
 from hetsched.core.throughput import Placement, ThroughputTable
+from hetsched.files.cluster_spec import parse_cluster
 from hetsched.policies.rolling import RollingFifo
 from tests.helpers import ROOT
 
@@ -153,13 +154,14 @@ def test_every_policy_replays_openb_with_shares_and_the_checker_agrees(
                    "--reference-gpu", "t4", "--gpu-alias", "g3=a100", "--policy", policy,
                    "--out", str(tmp_path / policy)]
         if policy == "max-throughput-per-cost":
-            # openb's T4s have no price (hetsched.core.prices has Gavel's, for V100, P100
-            # and K80) and the command cannot give one yet: it stops, naming the type.
+            # openb's GPU types have no price of their own: without --prices the policy
+            # stops at its first solve, naming one; with them it runs.
             with pytest.raises(SystemExit) as stopped:
                 main(command)
             assert stopped.value.code == 3
-            assert "GPU type 't4' has no price" in capsys.readouterr().err
-            continue
+            assert "has no price: give one with --prices" in capsys.readouterr().err
+            types = parse_cluster(f"openb:{nodes}").type_names
+            command += ["--prices", ",".join(f"{name}=1.5" for name in types)]
         with caplog.at_level(logging.WARNING):
             main(command)  # exit 0: the checker passed
         summary = json.loads((tmp_path / policy / "summary.json").read_text())

@@ -30,9 +30,9 @@ class ThroughputPerCost(Gavel):
     :mod:`hetsched.formulations.gavel.cost`). With ``meet_deadlines`` (Gavel's SLOs), a
     job with a deadline must get at least ``steps_left / (deadline - now)`` steps/s.
 
-    ``prices``: USD per GPU-hour by GPU type, over the cluster's own prices and Gavel's
-    defaults (:func:`hetsched.core.prices.prices_for`); a type of the cluster without a
-    price is a :class:`ValueError` naming it, at the first solve.
+    ``prices``: USD per GPU-hour by GPU type, over the cluster's own prices (a replay's
+    ``--prices`` sets those; :func:`hetsched.core.prices.prices_for`); a type of the
+    cluster without a price is a :class:`ValueError` naming it, at the first solve.
 
     Recomputed at the first round boundary after the active jobs changed and realised by
     ``gavel``'s rounds and starvation guard (the LP gives ``X = 0`` to jobs that earn
