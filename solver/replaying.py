@@ -87,8 +87,10 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
     ``throughput`` advances the jobs (measured); ``model`` is what the policy sees (the
     fitted one; default ``throughput``). ``settings`` (default :class:`ReplaySettings`,
     the command's defaults) set the solver of each decision, the decision interval, the
-    restart penalty and ``load`` (the arrival rate's multiplier); their trace-reading
-    fields do not apply to jobs given as objects. ``progress`` shows a bar (jobs done,
+    restart penalty, the start latency, ``load`` (the arrival rate's multiplier), the
+    prices (set on ``cluster``'s types) and the spread speed (``packed``: ``throughput``
+    and ``model`` read packed everywhere); their trace-reading fields do not apply to
+    jobs given as objects. ``progress`` shows a bar (jobs done,
     ETA) on a terminal or in Jupyter (:mod:`hetsched.core.bars`); ``colocation`` how fast
     jobs sharing a GPU run (hetsched.core.sharing; default factors); ``tenants`` the
     tenants' weights and quotas, for the fairness figures and, with ``keep_tenants``, kept
@@ -96,9 +98,15 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
     (:meth:`~hetsched.simulate.record.Replay.schedule`) is verified by
     :func:`hetsched.core.check.check` against ``throughput``;
     :class:`~hetsched.core.errors.InvalidScheduleError` if it fails."""
+    from hetsched.core.prices import with_prices
     from hetsched.core.records import configurations
+    from hetsched.core.throughput import PackedEverywhere
 
     settings = settings or ReplaySettings()
+    cluster = with_prices(cluster, settings.prices)
+    if settings.spread_speed == "packed":
+        throughput = PackedEverywhere(throughput)
+        model = None if model is None else PackedEverywhere(model)
     made = policy if not isinstance(policy, str) else rolling_policy(policy, settings)
     made = with_tenants(made, tenants if keep_tenants else None)
     for index, job in enumerate(jobs):
@@ -126,8 +134,7 @@ def _simulate(cluster: Cluster, jobs: Sequence[Job], policy: RollingPolicy,
               bar: ReplayBar | None) -> Replay:
     """The one way every replay runs: the simulator on ``jobs`` (arrivals already scaled)
     under ``policy`` with the settings' decision interval, restart penalty and start
-    latency, the bar
-    (if any) updated and closed."""
+    latency, the bar (if any) updated and closed."""
     from hetsched.simulate.simulator import Simulator
 
     simulator = Simulator(cluster, jobs, policy, truth=truth, model=model,

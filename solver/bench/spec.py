@@ -105,7 +105,7 @@ def parse_loads(text: str) -> tuple[float, ...]:
 
 #: How a trace is read, as ``hetsched replay``'s options of the same names
 #: (docs/traces.md): a trace table's own, or the spec's default for every trace.
-READING_KEYS = ("reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing",
+READING_KEYS = ("reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing", "spread_speed",
                 "colocation_factor")
 #: The spec's top-level keys (the settings every bench of the sweep shares, and the
 #: defaults of each trace's own).
@@ -409,7 +409,7 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
 
 def _reading(reader: _Reader, setting: str, value: object, where: str) -> Any:
     """A trace-reading setting of :data:`READING_KEYS`, checked as the command checks it."""
-    from hetsched.core.settings import UNKNOWN_GPUS, parse_gpu_aliases
+    from hetsched.core.settings import SPREAD_SPEEDS, UNKNOWN_GPUS, parse_gpu_aliases
 
     if setting == "reference_gpu":
         return reader.text(value, where, "a GPU type, e.g. t4")
@@ -421,6 +421,8 @@ def _reading(reader: _Reader, setting: str, value: object, where: str) -> Any:
         return reader.within(where, parse_gpu_aliases, value)
     if setting == "unknown_gpus":
         return reader.choice(value, where, UNKNOWN_GPUS)
+    if setting == "spread_speed":
+        return reader.choice(value, where, SPREAD_SPEEDS)
     if setting == "gpu_sharing":
         return reader.flag(value, where)
     factor = float(reader.number(value, where, 0, 1))

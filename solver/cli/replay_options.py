@@ -16,6 +16,7 @@ from hetsched.core.settings import (
     MAX_RESTART_PENALTY_S,
     MIN_PERIOD_S,
     ON_BAD_ROW,
+    SPREAD_SPEEDS,
     UNKNOWN_GPUS,
     ReplaySettings,
 )
@@ -29,7 +30,7 @@ DEFAULTS = ReplaySettings()
 SETTING_PARAMS = ("backend", "interval", "time_limit", "wall_clock", "limit_jobs",
                   "restart_penalty", "start_latency", "on_bad_row", "deadline_fraction",
                   "reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing",
-                  "colocation_factor", "decision_timeout", "prices")
+                  "colocation_factor", "decision_timeout", "prices", "spread_speed")
 
 
 def replay_settings_options(command: Any) -> Any:
@@ -65,6 +66,11 @@ def replay_settings_options(command: Any) -> Any:
                      default=DEFAULTS.restart_penalty_s, show_default=True,
                      help="Seconds without progress after a preemption (0 to "
                      f"{MAX_RESTART_PENALTY_S:,.0f})."),
+        click.option("--spread-speed", type=click.Choice(SPREAD_SPEEDS),
+                     default=DEFAULTS.spread_speed, show_default=True,
+                     help="A gang spread over servers runs at its measured spread speed "
+                     "(the physics), or at its packed speed wherever its GPUs are (Gavel's "
+                     "simulator's assumption: to reproduce its figures)."),
         click.option("--prices", default=None, metavar="TYPE=USD,...",
                      help="USD per GPU-hour by GPU type, over the cluster's own (the "
                      "catalogue's for --cluster v100=N: Google Cloud on demand; Gavel's: "
@@ -126,4 +132,5 @@ def replay_settings(values: Mapping[str, Any], **more: Any) -> ReplaySettings:
         unknown_gpus=values["unknown_gpus"], gpu_sharing=values["gpu_sharing"],
         colocation_factor=values["colocation_factor"],
         decision_timeout_s=values["decision_timeout"], prices=values["prices"] or {},
+        spread_speed=values["spread_speed"],
         **more)

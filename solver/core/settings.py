@@ -21,8 +21,8 @@ from hetsched.core.ranges import MAX_TIME_S, check_seed, in_range, is_int
 from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR
 
 __all__ = ["DECISION_LIMIT", "DECISION_TIMEOUT_S", "MAX_LOAD", "MAX_RESTART_PENALTY_S",
-           "MIN_LOAD", "MIN_PERIOD_S", "ON_BAD_ROW", "RESTART_PENALTY_S", "START_LATENCY_S",
-           "UNKNOWN_GPUS",
+           "MIN_LOAD", "MIN_PERIOD_S", "ON_BAD_ROW", "RESTART_PENALTY_S", "SPREAD_SPEEDS",
+           "START_LATENCY_S", "UNKNOWN_GPUS",
            "ReplaySettings", "check_interval", "check_load", "check_period",
            "check_restart_penalty", "check_start_latency", "check_time_limit",
            "parse_gpu_aliases"]
@@ -57,6 +57,10 @@ ON_BAD_ROW = ("fatal", "skip")
 #: (the default: exit 2 naming it) or ``drop`` (its nodes are left out, with a warning,
 #: and counted in summary.json's ``dropped_gpus``).
 UNKNOWN_GPUS = ("error", "drop")
+#: The speed of a gang spread over servers: ``measured`` (the profile's spread figure, or
+#: the model's; the physics: it synchronises over the network) or ``packed`` (its packed
+#: figure wherever its GPUs are: Gavel's simulator's assumption, to reproduce its figures).
+SPREAD_SPEEDS = ("measured", "packed")
 
 _ALIAS = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=([A-Za-z0-9][A-Za-z0-9_. ()-]*)$")
 
@@ -77,10 +81,11 @@ class ReplaySettings:
     ``reference_gpu``, ``gpu_aliases`` (a cluster GPU type answered by one the model
     knows), ``unknown_gpus``, ``gpu_sharing`` (jobs may ask for a share of a GPU) and
     ``colocation_factor`` (the speed of a job beside co-runners without a measured pair).
-    ``prices``: USD per GPU-hour by GPU type, set on the cluster's types (the cost
-    policy's prices and summary.json's cost). ``decision_timeout_s``: the wall-clock
-    limit of one call of the policy (``None``: none), past which the replay ends as the
-    policy's failure.
+    ``spread_speed``: a spread gang's speed, measured or its packed one
+    (:data:`SPREAD_SPEEDS`). ``prices``: USD per GPU-hour by GPU type, set on the
+    cluster's types (the cost policy's prices and summary.json's cost).
+    ``decision_timeout_s``: the wall-clock limit of one call of the policy (``None``:
+    none), past which the replay ends as the policy's failure.
     """
 
     backend: str | None = None
@@ -101,6 +106,7 @@ class ReplaySettings:
     unknown_gpus: str = "error"
     gpu_sharing: bool = True
     colocation_factor: float = DEFAULT_COLOCATION_FACTOR
+    spread_speed: str = "measured"
     decision_timeout_s: float | None = DECISION_TIMEOUT_S
     #: USD per GPU-hour by GPU type, over the cluster's own (hetsched.core.prices; left
     #: out of the hash as ``gpu_aliases``)
@@ -130,6 +136,7 @@ class ReplaySettings:
                              expected="an integer >= 1")
         _choice(self.on_bad_row, "on_bad_row", ON_BAD_ROW)
         _choice(self.unknown_gpus, "unknown_gpus", UNKNOWN_GPUS)
+        _choice(self.spread_speed, "spread_speed", SPREAD_SPEEDS)
         if self.deadline_fraction is not None and not in_range(self.deadline_fraction, 0, 1):
             raise InputError("bad deadline fraction", path="deadline_fraction",
                              value=self.deadline_fraction, expected="a number from 0 to 1")

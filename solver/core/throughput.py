@@ -189,6 +189,39 @@ class PolicyView:
 
 
 @dataclass(frozen=True, eq=False)
+class PackedEverywhere:
+    """A throughput model in which a gang runs at its packed speed wherever its GPUs are:
+    Gavel's simulator's assumption (it reads a gang's consolidated figure whatever its
+    servers), not the physics, where a gang spread over servers synchronises over the
+    network at the measured spread speed (``--spread-speed packed``; docs/traces.md)."""
+
+    model: ThroughputModel
+
+    def throughput(
+        self, job_type: str, gpu_type: str, num_gpus: int, placement: Placement
+    ) -> float:
+        """steps/s of the gang packed, whatever ``placement`` says."""
+        return self.model.throughput(job_type, gpu_type, num_gpus, Placement.PACKED)
+
+    def matrix(
+        self, job_types: Sequence[str], gpu_types: Sequence[str], counts: Sequence[int],
+        placement: Placement,
+    ) -> npt.NDArray[np.float64]:
+        """steps/s, shape ``(len(job_types), len(gpu_types), len(counts))``, packed."""
+        return throughput_matrix(self.model, job_types, gpu_types, counts, Placement.PACKED)
+
+    @property
+    def gpu_types(self) -> frozenset[str]:
+        """The model's GPU types (empty if it lists none)."""
+        return frozenset(getattr(self.model, "gpu_types", ()) or ())
+
+    @property
+    def job_types(self) -> frozenset[str]:
+        """The model's job types (empty if it lists none)."""
+        return frozenset(getattr(self.model, "job_types", ()) or ())
+
+
+@dataclass(frozen=True, eq=False)
 class AliasedThroughput:
     """A throughput model in which some GPU types take the speeds of others: ``aliases``
     maps a cluster's GPU type the model has no measurement of (openb's ``g3``) to one it

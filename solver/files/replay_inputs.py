@@ -21,7 +21,12 @@ from hetsched.core.settings import (
 )
 from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR, CoLocationModel
 from hetsched.core.tenants import TenantTable
-from hetsched.core.throughput import AliasedThroughput, PolicyView, ThroughputModel
+from hetsched.core.throughput import (
+    AliasedThroughput,
+    PackedEverywhere,
+    PolicyView,
+    ThroughputModel,
+)
 from hetsched.files.generate import GPU_TYPES, catalogue_table
 
 if TYPE_CHECKING:
@@ -254,10 +259,11 @@ def replay_inputs(trace_path: Path, trace_format: str, cluster_spec: str, *,
     """The shared inputs of replays of ``trace_path``: the cluster of ``cluster_spec``
     (``cluster`` if already parsed) at the settings' ``prices``, the throughput source
     (``throughput_path``, else Gavel's table beside a Gavel trace, else the built-in
-    catalogue) with the settings' GPU aliases (:func:`throughputs`), and the cluster's GPU
-    types checked against it (:func:`known_gpu_cluster`, the settings' ``unknown_gpus``);
-    the tenant table of
-    ``tenants_path`` (:func:`hetsched.files.tenants.read_tenants`), if given."""
+    catalogue) with the settings' GPU aliases (:func:`throughputs`; with ``spread_speed``
+    ``packed``, every gang at its packed speed: :class:`PackedEverywhere`), and the
+    cluster's GPU types checked against it (:func:`known_gpu_cluster`, the settings'
+    ``unknown_gpus``); the tenant table of ``tenants_path``
+    (:func:`hetsched.files.tenants.read_tenants`), if given."""
     from hetsched.core.prices import with_prices
     from hetsched.files.cluster_spec import parse_cluster
     from hetsched.files.tenants import read_tenants
@@ -268,6 +274,9 @@ def replay_inputs(trace_path: Path, trace_format: str, cluster_spec: str, *,
     speeds = throughputs(cluster, throughput_path or default_throughput(trace_path,
                                                                         trace_format),
                          settings.gpu_aliases, settings.colocation_factor)
+    if settings.spread_speed == "packed":
+        speeds = dataclasses.replace(speeds, truth=PackedEverywhere(speeds.truth),
+                                     model=PackedEverywhere(speeds.model))
     cluster, dropped = known_gpu_cluster(cluster, speeds, unknown_gpus=settings.unknown_gpus)
     return ReplayInputs(trace_path, trace_format, cluster_spec, cluster, speeds.truth,
                         speeds.model, speeds.source, speeds.aliases, dropped,

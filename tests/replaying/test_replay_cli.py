@@ -166,6 +166,9 @@ def test_the_total_cost_is_gpu_hours_at_the_clusters_prices(tmp_path: Path) -> N
         assert summary["total_cost_usd"] == pytest.approx(gpu_seconds / 3600 * price)
         assert summary["cost_per_job_usd"] == pytest.approx(summary["total_cost_usd"] / 3)
     assert 'prices = "v100=0.74"' in (tmp_path / "gavel" / "run.toml").read_text()
+    # (--spread-speed is recorded too; its effect: tests/simulate/test_simulate.py)
+    main([*args, "--spread-speed", "packed", "--out", str(tmp_path / "packed")])
+    assert 'spread-speed = "packed"' in (tmp_path / "packed" / "run.toml").read_text()
     with pytest.raises(SystemExit) as exit_info:
         main([*args, "--prices", "k80=0.135", "--out", str(tmp_path / "bad")])
     assert exit_info.value.code == 2
