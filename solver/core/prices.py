@@ -23,11 +23,14 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from hetsched.core.cluster import Cluster, GpuType
 from hetsched.core.errors import InputError
 from hetsched.core.ranges import MAX_PRICE_PER_HOUR
-from hetsched.core.result import Assignment
+
+if TYPE_CHECKING:  # (not at run time: the settings import this module, and stay light)
+    from hetsched.core.cluster import Cluster, GpuType
+    from hetsched.core.result import Assignment
 
 #: USD per GPU-hour by GPU type: Gavel's (see the module).
 GAVEL_PRICES: Mapping[str, float] = MappingProxyType({"v100": 0.74, "p100": 0.43, "k80": 0.135})
