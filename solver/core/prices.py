@@ -26,7 +26,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from hetsched.core.errors import InputError
-from hetsched.core.ranges import MAX_PRICE_PER_HOUR
+from hetsched.core.ranges import MAX_PRICE_PER_HOUR, name_value_items
 
 if TYPE_CHECKING:  # (not at run time: the settings import this module, and stay light)
     from hetsched.core.cluster import Cluster, GpuType
@@ -78,16 +78,8 @@ def parse_prices(text: str | Mapping[str, float] | None) -> dict[str, float]:
     entry otherwise."""
     expected = (f"GPU_TYPE=USD_PER_GPU_HOUR[,...], each price > 0 and at most "
                 f"{MAX_PRICE_PER_HOUR:g}, e.g. v100=0.74,k80=0.135")
-    if text is None:
-        return {}
-    if isinstance(text, Mapping):
-        items = [f"{key}={value}" for key, value in text.items()]
-    elif isinstance(text, str):
-        items = [item.strip() for item in text.split(",")] if text.strip() else []
-    else:
-        raise InputError("bad prices", path="prices", value=text, expected=expected)
     prices: dict[str, float] = {}
-    for item in items:
+    for item in name_value_items(text, "bad prices", "prices", expected):
         match = _PRICE.match(item)
         try:
             price = float(match.group(2)) if match else math.nan

@@ -7,7 +7,7 @@ throughput, GB for memory, cores for CPUs.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hetsched.core.errors import InputError
@@ -120,3 +120,17 @@ def text_int(text: str) -> int:
     if not text.isascii():
         raise ValueError(f"not ASCII: {text!r}")
     return int(text)
+
+
+def name_value_items(text: str | Mapping[str, Any] | None, problem: str, path: str,
+                     expected: str) -> list[str]:
+    """``"a=1, b=2"`` (or ``{"a": 1, "b": 2}``) as its ``NAME=VALUE`` items, stripped
+    (``[]`` for ``None`` or blank text); an :class:`InputError` (``problem`` at ``path``)
+    for anything else. The callers parse and check each item."""
+    if text is None:
+        return []
+    if isinstance(text, Mapping):
+        return [f"{key}={value}" for key, value in text.items()]
+    if isinstance(text, str):
+        return [item.strip() for item in text.split(",")] if text.strip() else []
+    raise InputError(problem, path=path, value=text, expected=expected)

@@ -17,7 +17,7 @@ from typing import Any
 
 from hetsched.core.errors import InputError
 from hetsched.core.prices import parse_prices
-from hetsched.core.ranges import MAX_TIME_S, check_seed, in_range, is_int
+from hetsched.core.ranges import MAX_TIME_S, check_seed, in_range, is_int, name_value_items
 from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR
 
 __all__ = ["DECISION_LIMIT", "DECISION_TIMEOUT_S", "MAX_LOAD", "MAX_RESTART_PENALTY_S",
@@ -230,17 +230,9 @@ def parse_gpu_aliases(text: str | Mapping[str, str] | None) -> dict[str, str]:
     """``g3=a100,g2=v100`` -> ``{"g3": "a100", "g2": "v100"}``: each cluster GPU type
     (left) takes the throughput of a type the model knows (right). Names are compared as
     written (openb's models are lower-cased: ``g3``)."""
-    if text is None:
-        return {}
-    if isinstance(text, Mapping):
-        items = [f"{key}={value}" for key, value in text.items()]
-    elif isinstance(text, str):
-        items = [item.strip() for item in text.split(",")] if text.strip() else []
-    else:
-        raise InputError("bad GPU aliases", path="gpu_aliases", value=text,
-                         expected="CLUSTER_TYPE=MODEL_TYPE[,...], e.g. g3=a100")
     aliases: dict[str, str] = {}
-    for item in items:
+    for item in name_value_items(text, "bad GPU aliases", "gpu_aliases",
+                                 "CLUSTER_TYPE=MODEL_TYPE[,...], e.g. g3=a100"):
         match = _ALIAS.match(item)
         if match is None:
             raise InputError("bad GPU alias", path="gpu_aliases", value=item,
