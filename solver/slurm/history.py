@@ -340,7 +340,9 @@ class History:
                 record.gpu_seconds += len(run.gpus) * (end - start)
                 record.first_start = start if record.first_start is None else record.first_start
                 if run.finished:
-                    record.finish = end
+                    # (a job requeued as it completed is started again, finds its work
+                    # done and ends at once: it finished in the run that did the work)
+                    record.finish = end if record.finish is None else record.finish
                 else:
                     record.preemptions += 1
         first = min((seen.meta.job.arrival for seen in self.jobs.values()), default=0.0)

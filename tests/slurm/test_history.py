@@ -47,3 +47,37 @@ def test_a_job_requeued_as_it_completed_finished_in_its_run(tmp_path: Path) -> N
     assert again.jobs["a"].ended == "COMPLETED"
     ends = [json.loads(line) for line in journal.read_text().splitlines()]
     assert [e["finished"] for e in ends if e["event"] == "end"] == [False, True]
+
+
+def test_a_job_started_again_after_its_work_was_done_finished_when_it_was_done(
+        tmp_path: Path) -> None:
+    # The agent requeued "a" as its emulator completed the work (at 1019 s); Slurm
+    # started it again at 1025 s, and the emulator, finding the work done, recorded a run
+    # of no length. The job finished at 1019 s (JCT 19 s at speedup 1, origin 1000): the
+    # empty run moves neither its finish nor its work, and the checker passes.
+    from hetsched.core.check import check
+    from hetsched.core.records import Instance
+    from hetsched.core.throughput import ThroughputTable
+    from hetsched.slurm.checkpoint import Checkpoint, Run, checkpoint_path, write_checkpoint
+
+    work, speed = 18_000.0, 1_000.0
+    meta = JobMeta(Job("a", 0.0, "cnn", 2, work), origin=1000.0, speedup=1.0,
+                   restart_penalty_s=0.0)
+    table = ThroughputTable.from_rows([("cnn", "v100", 2, "packed", speed)])
+    ran = Run(1001.0, 1001.0, 1019.0, ("v100-0",), GPUS, "v100", ("v100",), 2, "packed",
+              speed, 0.0, work, "completed")
+    again = Run(1025.0, 1025.0, 1025.0, ("v100-0",), GPUS, "v100", ("v100",), 2, "packed",
+                speed, work, work, "completed", 1, "started after it was done")
+    write_checkpoint(checkpoint_path(tmp_path, "7"), Checkpoint(
+        "7", "a", work, meta.to_comment(), work, "completed", 1025.0, (ran, again)))
+    history = History()
+    job = SlurmJob(7, meta, "COMPLETED", False, (), (), start_unix=1025.0, end_unix=1025.0)
+    history.observe(Snapshot(CLUSTER, {"a": SlurmJob(7, meta, "RUNNING", False, ("v100-0",),
+                                                     GPUS, start_unix=1001.0)},
+                             frozenset(GPUS)), 1002.0)
+    history.observe(Snapshot(CLUSTER, {"a": job}, frozenset()), 1026.0)
+    replay = history.replay(table, checkpoints=tmp_path)
+    record = replay.records["a"]
+    assert record.finish == 19.0
+    assert [s.work for s in record.segments] == [work, 0.0]
+    assert check(Instance(CLUSTER, (meta.job,), table), replay.schedule()) == []
