@@ -25,46 +25,27 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gavel_side import (
+    ROOT,
+    THROUGHPUT,
+    gavel_finish,
+    hetsched_replay,
+    read_jobs,
+    write_gavel_trace,
+)
+
 if TYPE_CHECKING:
     from hetsched.files.replay_inputs import TraceJobs
 
-ROOT = Path(__file__).resolve().parent.parent
-TRACE = ROOT.parent / "shared" / "data" / "gavel" / "traces" / "ee9e8c.trace"
-THROUGHPUT = ROOT.parent / "shared" / "data" / "gavel" / "simulation_throughputs.json"
-#: One server of 36 GPUs per type: Gavel's simulator runs every gang at the table's
-#: (consolidated) throughput wherever its GPUs are, which is hetsched's packed placement;
-#: with servers of 4 GPUs hetsched would run an 8-GPU job spread, up to 9x slower.
-CLUSTER = "v100=36x36,p100=36x36,k80=36x36"
 #: Gavel's policy measured beside each hetsched policy (``:rounds``: realised as Gavel's
 #: own rounds are, not work conserving: hetsched's ``work_conserving=False``).
 PEERS = {"ftf": "finish_time_fairness_perf", "ftf:rounds": "finish_time_fairness_perf",
          "ftf-agnostic": "finish_time_fairness",
          "ftf-agnostic:rounds": "finish_time_fairness"}
-
-
-def read_jobs(limit: int) -> TraceJobs:
-    """The jobs, cluster and measured throughput hetsched replays."""
-    from hetsched.core.settings import ReplaySettings
-    from hetsched.files.cluster_spec import parse_cluster
-    from hetsched.files.replay_inputs import trace_jobs
-
-    return trace_jobs(TRACE, "gavel", parse_cluster(CLUSTER), throughput_path=THROUGHPUT,
-                      settings=ReplaySettings(limit_jobs=limit))
-
-
-def write_gavel_trace(path: Path, limit: int) -> None:
-    """The jobs hetsched replays as a Gavel 10-field trace (line i is job i)."""
-    read = read_jobs(limit)
-    with path.open("w") as handle:
-        for job in read.jobs:
-            handle.write("\t".join([job.job_type, "true", "", "-n", "0", str(int(job.work)),
-                                    str(job.num_gpus), "1", "-1", repr(job.arrival)]) + "\n")
-    print(f"wrote {path}: {len(read.jobs)} jobs")
 
 
 def figures(read: TraceJobs, finish: dict[str, float]) -> dict[str, float]:
@@ -82,38 +63,19 @@ def figures(read: TraceJobs, finish: dict[str, float]) -> dict[str, float]:
 
 
 def hetsched_run(read: TraceJobs, policy: str) -> dict[str, object]:
-    """hetsched's replay of the jobs under ``policy`` with no restart penalty, the
-    policy shown the measured throughput (Gavel's simulator gives its policies the
-    table's throughputs, its "oracle")."""
-    from hetsched.core.settings import ReplaySettings
-    from hetsched.registry import rolling
-    from hetsched.replaying import replay
-
+    """hetsched's replay of the jobs under ``policy`` (``NAME:rounds``: not work
+    conserving) with no restart penalty, the policy shown the measured throughput."""
     name, _, rounds = policy.partition(":")
-    made = rolling(name, **({"work_conserving": False} if rounds else {}))
-    began, cpu = time.perf_counter(), time.process_time()
-    ran = replay(read.jobs, read.cluster, made, throughput=read.truth,
-                 settings=ReplaySettings(restart_penalty_s=0.0))
-    finish = {r.job.id: r.finish for r in ran.records.values() if r.finish is not None}
-    timing = ran.timing()
-    return {"side": "hetsched", "policy": policy, **figures(read, finish),
+    ran = hetsched_replay(read, name, **({"work_conserving": False} if rounds else {}))
+    timing = ran.replay.timing()
+    return {"side": "hetsched", "policy": policy, **figures(read, ran.finish),
             "decision_p95_s": timing["decision_time_p95_s"],
-            "wall_s": time.perf_counter() - began, "cpu_s": time.process_time() - cpu}
+            "wall_s": ran.wall_s, "cpu_s": ran.cpu_s}
 
 
 def gavel_run(read: TraceJobs, name: str, path: Path) -> dict[str, object]:
     """Gavel's simulator's JCTs (``job,arrival,jct``; job i is line i of the trace)."""
-    jobs = read.jobs
-    finish: dict[str, float] = {}
-    with path.open(newline="") as handle:
-        for row in csv.DictReader(handle):
-            job = jobs[int(row["job"])]
-            if abs(float(row["arrival"]) - job.arrival) > 1e-6 * max(1.0, job.arrival):
-                sys.exit(f"{path}: job {row['job']} arrives at {row['arrival']}, hetsched's "
-                         f"at {job.arrival}: not the same trace")
-            if row["jct"] not in ("", "None"):
-                finish[job.id] = job.arrival + float(row["jct"])
-    return {"side": "gavel", "policy": name, **figures(read, finish)}
+    return {"side": "gavel", "policy": name, **figures(read, gavel_finish(read, path))}
 
 
 def decision_times(active: int, repeats: int) -> list[dict[str, object]]:
@@ -194,8 +156,6 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    if not TRACE.is_file():
-        sys.exit(f"{TRACE} is absent: this benchmark needs ../shared/data")
     if args.quick:
         args.jobs, args.gavel = 60, []
     if args.write_gavel_trace is not None:

@@ -1,0 +1,105 @@
+"""What the benchmarks set beside Gavel's own simulator share (``fairness.py``,
+``gavel_family.py``): the jobs (the first N of ee9e8c), the cluster, the Gavel trace of
+exactly those jobs, hetsched's replay of them, and Gavel's per-job JCTs read back.
+
+Gavel's side is run outside this project (stanford-futuredata/gavel, its
+``scheduler/scripts/drivers`` simulator on the trace :func:`write_gavel_trace` writes)
+and handed in as CSV files of ``job,arrival,jct`` (job i is line i of the trace; more
+columns, such as ``cost_usd``, are kept). Only measurements are committed, never Gavel's
+code."""
+
+from __future__ import annotations
+
+import csv
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hetsched.files.replay_inputs import TraceJobs
+    from hetsched.simulate.record import Replay
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACE = ROOT.parent / "shared" / "data" / "gavel" / "traces" / "ee9e8c.trace"
+THROUGHPUT = ROOT.parent / "shared" / "data" / "gavel" / "simulation_throughputs.json"
+#: One server of 36 GPUs per type: Gavel's simulator runs every gang at the table's
+#: (consolidated) throughput wherever its GPUs are, which is hetsched's packed placement;
+#: with servers of 4 GPUs hetsched would run an 8-GPU job spread, up to 9x slower.
+CLUSTER = "v100=36x36,p100=36x36,k80=36x36"
+
+
+def read_jobs(limit: int) -> TraceJobs:
+    """The jobs, cluster and measured throughput hetsched replays."""
+    from hetsched.core.settings import ReplaySettings
+    from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.files.replay_inputs import trace_jobs
+
+    if not TRACE.is_file():
+        sys.exit(f"{TRACE} is absent: this benchmark needs ../shared/data")
+    return trace_jobs(TRACE, "gavel", parse_cluster(CLUSTER), throughput_path=THROUGHPUT,
+                      settings=ReplaySettings(limit_jobs=limit))
+
+
+def write_gavel_trace(path: Path, limit: int) -> None:
+    """The jobs hetsched replays as a Gavel 10-field trace (line i is job i): the gang
+    sizes hetsched caps where Gavel's table has no throughput."""
+    read = read_jobs(limit)
+    with path.open("w") as handle:
+        for job in read.jobs:
+            handle.write("\t".join([job.job_type, "true", "", "-n", "0", str(int(job.work)),
+                                    str(job.num_gpus), "1", "-1", repr(job.arrival)]) + "\n")
+    print(f"wrote {path}: {len(read.jobs)} jobs")
+
+
+@dataclass(frozen=True)
+class HetschedRun:
+    """hetsched's replay of the jobs and what it cost in time."""
+
+    replay: Replay
+    finish: dict[str, float]
+    wall_s: float
+    cpu_s: float
+
+
+def hetsched_replay(read: TraceJobs, policy: str, *, prices: str = "",
+                    **params: object) -> HetschedRun:
+    """hetsched's replay of the jobs under the registered ``policy`` (made with
+    ``params``) with no restart penalty, the policy shown the measured throughput
+    (Gavel's simulator gives its policies the table's throughputs, its "oracle");
+    ``prices`` (``v100=0.74,...``, USD per GPU-hour) set on the cluster's types."""
+    from hetsched.core.settings import ReplaySettings
+    from hetsched.registry import rolling
+    from hetsched.replaying import replay
+
+    made = rolling(policy, **params)
+    began, cpu = time.perf_counter(), time.process_time()
+    ran = replay(read.jobs, read.cluster, made, throughput=read.truth,
+                 settings=ReplaySettings(restart_penalty_s=0.0, prices=prices))
+    finish = {r.job.id: r.finish for r in ran.records.values() if r.finish is not None}
+    return HetschedRun(ran, finish, time.perf_counter() - began, time.process_time() - cpu)
+
+
+def read_gavel_jobs(read: TraceJobs, path: Path) -> dict[str, dict[str, float]]:
+    """Gavel's simulator's figures per job id (``jct`` in s, absent for a job it did not
+    complete, and any further column), from ``job,arrival,jct[,...]`` (job i is line i
+    of the trace); exits if an arrival is not hetsched's (not the same trace)."""
+    jobs = read.jobs
+    figures: dict[str, dict[str, float]] = {}
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            job = jobs[int(row["job"])]
+            if abs(float(row["arrival"]) - job.arrival) > 1e-6 * max(1.0, job.arrival):
+                sys.exit(f"{path}: job {row['job']} arrives at {row['arrival']}, hetsched's "
+                         f"at {job.arrival}: not the same trace")
+            figures[job.id] = {key: float(value) for key, value in row.items()
+                               if key not in ("job", "arrival") and value not in ("", "None")}
+    return figures
+
+
+def gavel_finish(read: TraceJobs, path: Path) -> dict[str, float]:
+    """Each job's finish in Gavel's simulator (arrival + JCT), completed jobs only."""
+    arrival = {job.id: job.arrival for job in read.jobs}
+    return {job_id: arrival[job_id] + row["jct"]
+            for job_id, row in read_gavel_jobs(read, path).items() if "jct" in row}
