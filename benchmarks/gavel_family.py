@@ -42,9 +42,11 @@ PEERS = (("gavel", "max_min_fairness_perf"), ("gavel:rounds", "max_min_fairness_
          ("gavel", "max_min_fairness_perf_two_stage"),
          ("gavel-agnostic", "max_min_fairness"),
          ("gavel-max-sum", "max_sum_throughput_perf"),
+         ("gavel-max-sum-raw", "max_sum_throughput_perf"),
          ("fifo-fastest", "fifo_perf"), ("fifo-fastest:rounds", "fifo_perf"),
          ("min-total-duration", "min_total_duration_perf"),
          ("max-throughput-per-cost", "max_sum_throughput_normalized_by_cost_perf"),
+         ("max-throughput-per-cost-raw", "max_sum_throughput_normalized_by_cost_perf"),
          ("isolated", "isolated"))
 #: USD per GPU-hour: Gavel's GCP prices (its scheduler/utils.py,
 #: read_per_instance_type_spot_prices_json), on both sides.

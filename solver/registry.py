@@ -95,6 +95,10 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("gavel-max-sum", "Gavel: max-sum throughput LP in rounds",
           policy="hetsched.policies.baselines.gavel:Gavel", params={"objective": "max-sum"},
           backends=BACKENDS_OF["gavel-max-sum"]),
+    Entry("gavel-max-sum-raw", "Gavel's max_sum_throughput_perf as its code has it: LP "
+          "allocation of most raw steps/s summed over jobs, in rounds",
+          policy="hetsched.policies.baselines.gavel:Gavel", params={"objective": "max-sum-raw"},
+          backends=BACKENDS_OF["gavel-max-sum-raw"]),
     Entry("ftf", "finish-time fairness: Gavel's heterogeneity-aware LP in rounds (Themis's "
           "rho, NSDI 2020)",
           policy="hetsched.policies.baselines.finish_time:FinishTimeFairness",
@@ -111,6 +115,11 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           "allocation of most throughput per dollar (meet_deadlines: Gavel's SLOs), in rounds",
           policy="hetsched.policies.baselines.throughput_per_cost:ThroughputPerCost",
           backends=BACKENDS_OF["max-throughput-per-cost"]),
+    Entry("max-throughput-per-cost-raw", "Gavel's cost policy as its code has it: raw "
+          "steps/s per dollar summed over jobs, in rounds",
+          policy="hetsched.policies.baselines.throughput_per_cost:ThroughputPerCost",
+          params={"normalized": False},
+          backends=BACKENDS_OF["max-throughput-per-cost-raw"]),
     Entry("isolated", "Gavel's isolated: each active job an equal 1/n share of every GPU "
           "type, in rounds",
           policy="hetsched.policies.baselines.isolated:Isolated"),

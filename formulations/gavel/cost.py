@@ -13,7 +13,8 @@ purpose:
 
 - Gavel sums raw steps/s over prices, so a model with small steps counts more than one
   with large steps; each job's throughput is divided by ``E_j`` here, as
-  ``gavel-max-sum`` does (docs/policies.md).
+  ``gavel-max-sum`` does (docs/policies.md), unless ``normalized`` is off
+  (``max-throughput-per-cost-raw``: Gavel's objective).
 - With deadlines, Gavel drops every deadline when the LP is infeasible. Here the jobs
   that could not meet theirs even alone (their need above their best speed with all the
   time of their best type, ``max_k T_jk min(1, C_k / s_j)``) are left out first; only if
@@ -51,6 +52,9 @@ class CostProblem:
     allocation: AllocationProblem
     prices: Array
     need: Array
+    #: divide each job's throughput by its equal share ``E_j`` (Gavel's code does not:
+    #: ``raw``, its objective ``sum_j sum_k T_jk X_jk / p_k``)
+    normalized: bool = True
 
     def __post_init__(self) -> None:
         base = self.allocation
@@ -66,9 +70,11 @@ class CostProblem:
         object.__setattr__(self, "need", need)
 
     def value(self, fractions: Array) -> float:
-        """The objective: ``sum_j sum_k T_jk X_jk / (E_j p_k)`` (per USD/h)."""
+        """The objective: ``sum_j sum_k T_jk X_jk / (E_j p_k)`` (per USD/h; without
+        ``normalized``, ``E_j = 1``)."""
         base = self.allocation
-        relative = base.throughput / base.equal_share_throughput()[:, np.newaxis]
+        relative = base.throughput / base.equal_share_throughput()[:, np.newaxis] \
+            if self.normalized else base.throughput
         return float((relative * fractions / self.prices[np.newaxis, :]).sum())
 
     def best_alone(self) -> Array:
@@ -102,7 +108,8 @@ def _lp_arrays(problem: CostProblem, need: Array) -> tuple[ClassColumns, MatrixB
     columns.type_capacity(builder)
     _meet_the_deadlines(columns, columns.per_class(need), builder)
     pairs = (columns.cls, columns.gpu_type)
-    equal = columns.throughput @ (base.capacity / base.capacity.sum())
+    equal = columns.throughput @ (base.capacity / base.capacity.sum()) \
+        if problem.normalized else np.ones(len(columns.throughput))
     # (prices over the cheapest: the same optimum, coefficients near 1)
     prices = problem.prices / problem.prices.min()
     cost = -columns.classes.size[columns.cls] * columns.throughput[pairs] \

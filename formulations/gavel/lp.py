@@ -13,7 +13,8 @@ equal share ``E_j``, :meth:`AllocationProblem.equal_share_throughput`):
   its optimum, ``max sum_j rho_j`` (the first step of Gavel's water filling: the second
   stage only spends what the bottleneck job cannot use, instead of leaving it to the LP's
   arbitrary vertex);
-- max-sum throughput: ``max sum_j sum_k T_jk X_jk / E_j`` (normalised, see docs/policies.md).
+- max-sum throughput: ``max sum_j sum_k T_jk X_jk / E_j`` (normalised, see docs/policies.md);
+  raw max-sum, Gavel's own: ``max sum_j sum_k T_jk X_jk``.
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ class GavelLp:
             self._fair_floor()
             self.lp.setObjective(-1.0 * self.floor)
         else:
+            raw = self.objective is Objective.MAX_SUM_RAW
             self.lp.setObjective(pulp.LpAffineExpression(
-                [(var, -float(problem.throughput[j, k] / equal[j]))
+                [(var, -float(problem.throughput[j, k] / (1.0 if raw else equal[j])))
                  for (j, k), var in self.fraction.items()]))
 
     def _one_type_at_a_time(self) -> None:

@@ -24,7 +24,8 @@ Constraints (one method each, in the class form; ``s`` gang size, ``C`` capacity
 
 Objectives: max-min maximises ``t``, then, with ``t`` held at its optimum (its lower
 bound raised, the stage-1 basis kept: a primal simplex warm start), maximises
-``sum_c n_c rho_c``; max-sum maximises ``sum_c n_c sum_k T_ck / E_c x_ck``.
+``sum_c n_c rho_c``; max-sum maximises ``sum_c n_c sum_k T_ck / E_c x_ck``, and raw
+max-sum (Gavel's own objective) ``sum_c n_c sum_k T_ck x_ck``.
 
 **Warm starts between solves.** :class:`AllocationSolver` keeps the final basis of each
 solve keyed by class (or job) and starts the next solve from it when the job set has
@@ -135,7 +136,9 @@ class _Lp:
         scale = problem.scale_factors[first]
         #: rho's coefficient of each column (a_ck)
         self.rho = scale[self.cls] / problem.weights[first][self.cls] * relative
-        self.max_sum_value = relative  # T_ck / E_c per column
+        #: each column's value to max-sum: T_ck / E_c (raw max-sum: T_ck)
+        self.max_sum_value = throughput[self.cls, self.gpu_type] \
+            if objective is Objective.MAX_SUM_RAW else relative
         self.gang = scale
         self.with_floor = objective is Objective.MAX_MIN
         builder = MatrixBuilder()

@@ -19,9 +19,11 @@ BACKENDS_OF: dict[str, tuple[str, ...]] = {
     "topology": ("cpsat", *MIP),
     "gavel": MIP,
     "gavel-max-sum": MIP,
+    "gavel-max-sum-raw": MIP,
     "ftf": ("highs",),
     "min-total-duration": ("highs",),
     "max-throughput-per-cost": ("highs",),
+    "max-throughput-per-cost-raw": ("highs",),
     "progress": MIP,
 }
 #: Every back-end of the table, each once.

@@ -242,3 +242,20 @@ def test_fifo_fastest_stops_at_a_job_whose_only_type_is_full() -> None:
     problem = base([[10.0, 0.0], [10.0, 0.0], [10.0, 2.0]], [1, 1, 1], [1, 2])
     np.testing.assert_array_equal(fastest_free(problem, np.arange(3)),
                                   [[1, 0], [0, 0], [0, 0]])
+
+
+def test_the_raw_cost_objective_is_gavels() -> None:
+    # One V100 (0.74 USD/h) and one K80 (0.135); A: 20 and 1 steps/s (E_A = 10.5), B: 100
+    # and 10 (E_B = 55). Normalised, per dollar: A on the V100 and B on the K80 earn
+    # 20/10.5/0.74 + 10/55/0.135 = 3.92, the other way 1/10.5/0.135 + 100/55/0.74 = 3.16.
+    # Raw steps/s per dollar (Gavel's code): 20/0.74 + 10/0.135 = 101.1 against
+    # 1/0.135 + 100/0.74 = 142.5, so B takes the V100.
+    prices = np.array([0.74, 0.135])
+    problem = AllocationProblem(("A", "B"), ("v100", "k80"),
+                                np.array([[20.0, 1.0], [100.0, 10.0]]), np.ones(2),
+                                np.ones(2), np.ones(2))
+    for normalized, expected, value in ((True, [[1, 0], [0, 1]], 3.9208),
+                                        (False, [[0, 1], [1, 0]], 142.5425)):
+        answer = max_throughput_per_cost(CostProblem(problem, prices, np.zeros(2), normalized))
+        np.testing.assert_allclose(answer.allocation.fractions, expected, atol=1e-9)
+        assert answer.allocation.value == pytest.approx(value, abs=1e-3)

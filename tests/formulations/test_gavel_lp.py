@@ -81,6 +81,24 @@ def test_the_hand_optimum_of_two_jobs_on_two_types() -> None:
     assert allocation.value == pytest.approx(1.0)
 
 
+def test_raw_max_sum_is_gavels_objective_and_differs_from_the_normalised_one() -> None:
+    # One V100 and one K80; A: 10 and 1 steps/s (E_A = 5.5), B: 100 and 50 (E_B = 75).
+    # Normalised (hetsched's gavel-max-sum): A on the V100 and B on the K80 earn
+    # 10/5.5 + 50/75 = 2.485 against 1/5.5 + 100/75 = 1.515 the other way. Raw steps/s
+    # (Gavel's code): 1 + 100 = 101 against 10 + 50 = 60, so B takes the V100. Both
+    # back-ends, both answers unique (an assignment LP's vertices).
+    problem = AllocationProblem(("A", "B"), ("v100", "k80"),
+                                np.array([[10.0, 1.0], [100.0, 50.0]]), np.ones(2), np.ones(2),
+                                np.ones(2))
+    for objective, expected, value in ((Objective.MAX_SUM, [[1, 0], [0, 1]], 10 / 5.5 + 50 / 75),
+                                       (Objective.MAX_SUM_RAW, [[0, 1], [1, 0]], 101.0)):
+        for allocation in (solve_matrix(problem, objective),
+                           GavelLp(problem, objective).solve("highs")):
+            np.testing.assert_allclose(allocation.fractions, expected, atol=1e-9)
+            assert problem.objective_value(objective, allocation.fractions) == \
+                pytest.approx(value)
+
+
 def test_identical_jobs_are_one_class_and_share_alike() -> None:
     # Four identical jobs and one other on 2 GPUs of one type, all at speed 1: max-min
     # gives every job 2/5 of the time (rho = 2/5 / (2/2 ... ) equal), and the four

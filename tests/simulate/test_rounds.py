@@ -337,6 +337,9 @@ PROGRESS = (4400 / V100, 1800 + 30 + (44000 - 1800 * K80) / V100)
 #: of time earns V100 / E / 2.48 = 0.707 on the V100 and K80 / E / 0.45 = 0.549 on the
 #: K80 (E = (V100 + K80) / 2); the two jobs are one class, so each gets half of each type
 #: (both types full), gavel's allocation; long alone then takes the V100: GAVEL.
+#: gavel-max-sum-raw and max-throughput-per-cost-raw (Gavel's objectives: raw steps/s,
+#: over the price): the two jobs are one class, so they get gavel-max-sum's and
+#: max-throughput-per-cost's allocation, half of each type each: GAVEL.
 #: isolated: 1/n of each type, half each while both run: gavel's rounds until short
 #: ends. Long alone then gets 1/1 of each type, scaled to a sum of 1: half of each
 #: still. From the solve at 2,160 it alternates every round, V100 first (both types
@@ -361,11 +364,13 @@ EXPECTED: dict[str, list[tuple[float, float]]] = {
     "gandiva": [FIFO_LIKE], "sjf": [SHORT_FIRST], "srtf": [SHORT_FIRST], "gavel": [GAVEL],
     "gavel-max-sum": [GAVEL], "ftf": [GAVEL], "optimus": [OPTIMUS], "progress": [PROGRESS],
     "fifo-fastest": [FIFO_LIKE], "min-total-duration": [FIFO_LIKE],
-    "max-throughput-per-cost": [GAVEL], "isolated": [ISOLATED]}
+    "max-throughput-per-cost": [GAVEL], "isolated": [ISOLATED],
+    "gavel-max-sum-raw": [GAVEL], "max-throughput-per-cost-raw": [GAVEL]}
 ROUNDS = {"fifo": None, "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0,
           "gandiva": 600.0, "gavel": 360.0, "gavel-max-sum": 360.0, "ftf": 360.0,
           "optimus": 600.0, "progress": 1800.0, "fifo-fastest": 360.0,
-          "min-total-duration": 360.0, "max-throughput-per-cost": 360.0, "isolated": 360.0}
+          "min-total-duration": 360.0, "max-throughput-per-cost": 360.0, "isolated": 360.0,
+          "gavel-max-sum-raw": 360.0, "max-throughput-per-cost-raw": 360.0}
 
 
 def test_the_hand_computed_values() -> None:

@@ -98,7 +98,8 @@ class Gavel(PolicyHooks):
             PartitionedSolver(self.objective, partitions, executor=executor)
         #: POP: each solve's objective over the monolithic optimum
         self.pop_ratios: list[float] = []
-        self.name = "gavel" if self.objective is Objective.MAX_MIN else "gavel-max-sum"
+        self.name = {Objective.MAX_MIN: "gavel", Objective.MAX_SUM: "gavel-max-sum",
+                     Objective.MAX_SUM_RAW: "gavel-max-sum-raw"}[self.objective]
         self.round_s = round_s
         self.backend = backend
         self.time_limit_s = time_limit_s

@@ -37,10 +37,11 @@ class ThroughputPerCost(Gavel):
     Recomputed at the first round boundary after the active jobs changed and realised by
     ``gavel``'s rounds and starvation guard (the LP gives ``X = 0`` to jobs that earn
     little per dollar: the guard lets them run). ``max-throughput-per-cost-agnostic``
-    sees every type alike: it then puts jobs on the cheapest types."""
+    sees every type alike: it then puts jobs on the cheapest types. ``normalized=False``
+    (``max-throughput-per-cost-raw``) sums raw steps/s, as Gavel's code does."""
 
     def __init__(self, *, prices: Mapping[str, float] | None = None,
-                 meet_deadlines: bool = False, round_s: float = 360.0,
+                 meet_deadlines: bool = False, normalized: bool = True, round_s: float = 360.0,
                  backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
                  deterministic: bool = True, starvation_rounds: float = 20.0,
                  work_conserving: bool = True) -> None:
@@ -51,7 +52,9 @@ class ThroughputPerCost(Gavel):
         super().__init__(objective="max-sum", round_s=round_s, time_limit_s=time_limit_s,
                          deterministic=deterministic, starvation_rounds=starvation_rounds,
                          work_conserving=work_conserving)
-        self.name = "max-throughput-per-cost"
+        self.name = "max-throughput-per-cost" if normalized else "max-throughput-per-cost-raw"
+        #: each job's throughput over its equal share (off: Gavel's raw steps/s)
+        self.normalized = normalized
         #: USD per GPU-hour given by the caller (over the cluster's and the defaults)
         self.prices: Mapping[str, float] = MappingProxyType(check_prices(prices or {}))
         #: each job with a deadline must get the speed that meets it
@@ -72,7 +75,8 @@ class ThroughputPerCost(Gavel):
                              for job in jobs])
             with np.errstate(divide="ignore"):
                 need = np.where(left > 0, steps / left, 0.0)  # (a past deadline: none)
-        answer = max_throughput_per_cost(CostProblem(problem, prices, need), budget)
+        answer = max_throughput_per_cost(CostProblem(problem, prices, need, self.normalized),
+                                         budget)
         left_out = int(np.count_nonzero(need > 0)) - len(answer.kept)
         if left_out and answer.allocation.ok:
             self.deadlines_left_out += left_out
