@@ -69,10 +69,10 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
     is checked segment by segment: each one as above, with its own ``work`` and, for every
     segment but the first, the schedule's restart penalty before any progress, after the
     start latency of every segment (``finish = start + latency + penalty + work /
-    throughput``; a segment ended within its
-    penalty did no work), unless it is ``continued`` (it goes on from the segment before,
-    on the same GPUs, at another speed: the penalty left of the restart it continues);
-    its segments do not overlap in time; their work adds up to the job's.
+    throughput``; a segment ended within them did no work), unless it is ``continued``
+    (it goes on from the segment before, on the same GPUs, at another speed: the penalty
+    left of the restart it continues); its segments do not overlap in time; their work
+    adds up to the job's.
     """
     violations: list[Violation] = []
     jobs = instance.job_by_id
@@ -266,10 +266,9 @@ def _check_segments(total: float, job: str, runs: list[tuple[Assignment, float]]
                     penalty: float, complete: bool = True,
                     latency: float = 0.0) -> list[Violation]:
     """The run segments of one job (each with its throughput), in order of start: each
-    segment's length from its work (after ``latency``, and ``penalty`` but in the first), no
-    overlap, the work adding up to ``total`` (at most ``total`` if not ``complete``: an interrupted
-    replay lists the segments of jobs
-    that had not finished)."""
+    segment's length from its work (after ``latency``, and ``penalty`` but in the first),
+    no overlap, the work adding up to ``total`` (at most ``total`` if not ``complete``: an
+    interrupted replay lists the segments of jobs that had not finished)."""
     found: list[Violation] = []
     done = 0.0
     previous: Assignment | None = None

@@ -1,6 +1,6 @@
 """What a GPU costs: a price per GPU-hour (USD) for each GPU type, and the cost of what ran.
 
-:data:`GAVEL_PRICES` are the defaults, the only fixed prices in Gavel's code (Narayanan et
+:data:`GAVEL_PRICES` are Gavel's, the only fixed prices in its code (Narayanan et
 al., OSDI 2020; stanford-futuredata/gavel at c4fa400, ``scheduler/utils.py:269-273``,
 ``read_per_instance_type_spot_prices_json``): Google Cloud's preemptible prices of one
 GPU in 2020. Gavel's cost policy reads them for the ``gcp`` cloud; for AWS and Azure it

@@ -134,7 +134,8 @@ class Replay:
         jobs = [r.job for r in self.records.values()]
         figures = completion_figures(jobs, finish, self.start_time, busy, usable)
         capacity_all = len(self.cluster.gpus) * figures.makespan_s
-        cost = total_cost(self.schedule(), self.cluster.gpu_types)
+        cost = total_cost((s for r in self.records.values() for s in r.segments),
+                          self.cluster.gpu_types)
         fair = FairnessFigures(math.nan, math.nan, math.nan, math.nan, math.nan) \
             if self.truth is None else fairness_figures(
                 jobs, finish, [s for r in self.records.values() for s in r.segments],
