@@ -20,18 +20,32 @@ row per job, each solve warm-started from the previous one) with each job's weig
 so its normalised share is ``r_j / c_j(z)``: the LP's optimum t >= 1 says z is reached,
 and its allocation finishes every job by ``z' = max_j (since_j + steps_j / r_j) / iso_j
 <= z``. Starting from the isolated allocation's z, each solve lowers z (a Dinkelbach
-iteration: z' < z while t > 1) until it gains less than :data:`RELATIVE_GAP`."""
+iteration: z' < z while t > 1) until it gains less than :data:`RELATIVE_GAP`.
+
+That LP iteration is the reference (``FinishTimeSolver(method="lp")``). By default the
+optimum is found without it, through the GPU types' capacity prices
+(:mod:`hetsched.formulations.gavel.finish_prices`: a search on z whose every step is
+proved by prices, and a small LP with a row per type), exact within :data:`RELATIVE_GAP`;
+the LP iteration is only the fallback when the prices do not settle a problem. The two
+reach the same worst ratio but not the same allocation: the LP iteration's last solve
+maximises the sum of the jobs' normalised shares (Gavel's max-min second stage), the
+prices give each job the cheapest mix for its rate at the optimum plus its time left
+split like the isolated allocation (see that module). Both are optima of Gavel's
+problem, whose cvxpy solve picks one of its own."""
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from hetsched.core.fairness import isolated_shares
 from hetsched.formulations.budget import Budget
+from hetsched.formulations.gavel.finish_prices import PriceSearch, spare_time
 from hetsched.formulations.gavel.matrix import AllocationSolver
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array, Objective
 
@@ -39,6 +53,8 @@ from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, A
 RELATIVE_GAP = 1e-6
 #: At most this many LPs per allocation.
 MAX_SOLVES = 50
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,13 +107,20 @@ def isolated_speeds(problem: AllocationProblem) -> Array:
 
 
 class FinishTimeSolver:
-    """Solves successive finish-time-fairness allocations (module notes); keeps its LP's
-    basis from solve to solve. One per policy; not thread-safe."""
+    """Solves successive finish-time-fairness allocations (module notes): through capacity
+    prices (``method="prices"``, the LP iteration as fallback) or by the LP iteration
+    alone (``method="lp"``), which keeps its LP's basis from solve to solve. One per
+    policy; not thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, method: Literal["prices", "lp"] = "prices") -> None:
+        if method not in ("prices", "lp"):
+            raise ValueError(f"method must be 'prices' or 'lp', not {method!r}")
+        self.method = method
         self._lp = AllocationSolver(Objective.MAX_MIN, by_class=False)
-        #: LPs solved by the last call
+        #: LPs of one row per job solved by the last call
         self.last_solves = 0
+        #: targets tested through prices by the last call
+        self.last_tests = 0
 
     def solve(self, problem: FinishTimeProblem, budget: Budget | None = None) -> Allocation:
         """The allocation of least worst ratio (within :data:`RELATIVE_GAP`), its worst
@@ -106,10 +129,52 @@ class FinishTimeSolver:
         still a feasible one."""
         began = time.perf_counter()
         base = problem.allocation
-        self.last_solves = 0
+        self.last_solves = self.last_tests = 0
         if not base.job_ids:
             return Allocation(base, np.zeros((0, len(base.gpu_types))), 0.0, True)
         budget = budget or Budget.unlimited()
+        if self.method == "prices":
+            found = self._by_prices(problem, budget)
+            if found is not None:
+                return Allocation(base, found.fractions, found.value, found.optimal,
+                                  time.perf_counter() - began)
+            log.debug("ftf: the prices did not settle %d jobs; LP iteration", len(base.job_ids))
+        found = self._by_lp(problem, budget)
+        return Allocation(base, found.fractions, found.value, found.optimal,
+                          time.perf_counter() - began)
+
+    def _by_prices(self, problem: FinishTimeProblem, budget: Budget) -> Allocation | None:
+        """The optimum through capacity prices (:mod:`.finish_prices`), or None if they did
+        not settle it (or a job can run on no type with GPUs)."""
+        base = problem.allocation
+        kept = base.capacity > 0
+        throughput = base.throughput[:, kept]
+        if np.any(throughput.max(axis=1, initial=0.0) <= 0):
+            return None
+        search = PriceSearch(throughput, base.scale_factors, base.capacity[kept],
+                             problem.since_s, problem.steps_left, problem.isolated_s)
+        answer = search.search(RELATIVE_GAP, budget)
+        self.last_tests = search.tests
+        if answer is None:
+            return None
+        needs = np.zeros(base.throughput.shape)
+        needs[:, kept] = answer.fractions
+        # (a mix may fill a type within FITS_WITHIN, or a job's time within rounding, over)
+        used = base.scale_factors @ needs
+        needs *= np.where(used > base.capacity, base.capacity / np.maximum(used, 1e-300), 1.0)
+        needs /= np.maximum(needs.sum(axis=1, keepdims=True), 1.0)
+        fractions = spare_time(needs, isolated_allocation(base), base.scale_factors,
+                               base.capacity)
+        worst = problem.worst(fractions)
+        if not base.is_feasible(fractions, 1e-9) or not math.isfinite(worst):
+            log.warning("ftf prices: an allocation off by more than 1e-9; LP iteration")
+            return None
+        return Allocation(base, fractions, worst,
+                          worst <= answer.lower_bound * (1 + RELATIVE_GAP))
+
+    def _by_lp(self, problem: FinishTimeProblem, budget: Budget) -> Allocation:
+        """Dinkelbach's iteration over the max-min LP (module notes)."""
+        base = problem.allocation
         best = isolated_allocation(base)
         worst = problem.worst(best)
         equal = base.equal_share_throughput()
@@ -133,4 +198,4 @@ class FinishTimeSolver:
             else:  # t <= 1: no allocation finishes every job sooner
                 optimal = True
                 break
-        return Allocation(base, best, worst, optimal, time.perf_counter() - began)
+        return Allocation(base, best, worst, optimal)
