@@ -85,21 +85,22 @@ class PriceAnswer:
 
 class _Candidates:
     """Each job's candidate vertices as affine functions of its rate c: fractions
-    ``base + c * per_rate`` (jobs x candidates x types), valid for ``low < c <= high``."""
+    ``base + c * per_rate`` (types x jobs x candidates: a price vector weighs them in one
+    BLAS call), valid for ``low < c <= high``."""
 
     def __init__(self, throughput: Array) -> None:
         jobs, types = throughput.shape
         pairs = [(k, m) for k in range(types) for m in range(k + 1, types)]
         count = types + len(pairs)
-        self.base = np.zeros((jobs, count, types))
-        self.per_rate = np.zeros((jobs, count, types))
+        self.base = np.zeros((types, jobs, count))
+        self.per_rate = np.zeros((types, jobs, count))
         self.low = np.full((jobs, count), math.inf)
         self.high = np.full((jobs, count), -math.inf)
         rows = np.arange(jobs)
         with np.errstate(divide="ignore", invalid="ignore"):
             for k in range(types):  # one type: x_k = c / T_k
                 usable = throughput[:, k] > 0
-                self.per_rate[usable, k, k] = 1.0 / throughput[usable, k]
+                self.per_rate[k, usable, k] = 1.0 / throughput[usable, k]
                 self.low[usable, k] = 0.0
                 self.high[usable, k] = throughput[usable, k]
             for q, (k, m) in enumerate(pairs, start=types):  # all the time on two types
@@ -109,10 +110,10 @@ class _Candidates:
                 usable = (t_slow > 0) & (t_fast > t_slow)
                 span = np.where(usable, t_fast - t_slow, 1.0)
                 # x_fast = (c - T_slow) / span, x_slow = (T_fast - c) / span
-                self.base[rows, q, fast] = np.where(usable, -t_slow / span, 0.0)
-                self.per_rate[rows, q, fast] = np.where(usable, 1.0 / span, 0.0)
-                self.base[rows, q, slow] = np.where(usable, t_fast / span, 0.0)
-                self.per_rate[rows, q, slow] = np.where(usable, -1.0 / span, 0.0)
+                self.base[fast, rows, q] = np.where(usable, -t_slow / span, 0.0)
+                self.per_rate[fast, rows, q] = np.where(usable, 1.0 / span, 0.0)
+                self.base[slow, rows, q] = np.where(usable, t_fast / span, 0.0)
+                self.per_rate[slow, rows, q] = np.where(usable, -1.0 / span, 0.0)
                 self.low[usable, q] = t_slow[usable]
                 self.high[usable, q] = t_fast[usable]
 
@@ -131,7 +132,9 @@ class PriceSearch:
         self.steps_left = steps_left
         self.isolated_s = isolated_s
         self.candidates = _Candidates(throughput)
-        self.tie_prices = 1.0 / capacity
+        tie_prices = 1.0 / capacity
+        self._tie_fixed = np.tensordot(tie_prices, self.candidates.base, 1)
+        self._tie_slope = np.tensordot(tie_prices, self.candidates.per_rate, 1)
         self.fastest = throughput.max(axis=1)
         #: tests of a target z so far, and usage points added by the last one
         self.tests = 0
@@ -157,15 +160,18 @@ class PriceSearch:
         derivative in its rate (in cost per steps/s)."""
         base, per_rate = self.candidates.base, self.candidates.per_rate
         valid = (rates[:, None] > self.candidates.low) & (rates[:, None] <= self.candidates.high)
-        fixed, slope = base @ prices, per_rate @ prices
+        fixed, slope = np.tensordot(prices, base, 1), np.tensordot(prices, per_rate, 1)
         cost = np.where(valid, fixed + rates[:, None] * slope, math.inf)
-        least = cost.min(axis=1, keepdims=True)
-        tied = valid & (cost <= least + PRICE_TOLERANCE * np.abs(least))
-        tie_cost = base @ self.tie_prices + rates[:, None] * (per_rate @ self.tie_prices)
-        choice = np.argmin(np.where(tied, tie_cost, math.inf), axis=1)
         rows = np.arange(len(rates))
-        fractions = np.maximum(base[rows, choice] + rates[:, None] * per_rate[rows, choice],
-                               0.0)
+        choice = np.argmin(cost, axis=1)
+        least = cost[rows, choice]
+        tied = cost <= (least + PRICE_TOLERANCE * np.abs(least))[:, None]
+        several = np.flatnonzero(np.count_nonzero(tied, axis=1) > 1)
+        if len(several):
+            tie_cost = self._tie_fixed[several] \
+                + rates[several, None] * self._tie_slope[several]
+            choice[several] = np.argmin(np.where(tied[several], tie_cost, math.inf), axis=1)
+        fractions = np.maximum(base[:, rows, choice] + rates * per_rate[:, rows, choice], 0.0).T
         return (fractions, self.gangs @ fractions,
                 np.asarray(self.gangs * slope[rows, choice], dtype=np.float64))
 
