@@ -34,10 +34,10 @@ that of the optimum). A problem the prices cannot settle in :data:`MAX_ROUNDS` t
 left to the LP iteration (the caller's).
 
 **The allocation** gives every job the cheapest mix found for its rate at the optimum,
-then adds the time each job has left, split like Gavel's isolated allocation (1/n of every
-type the job can run on) and scaled down, type by type, to the GPUs left: each job's rate
-only grows, so the worst ratio stays the optimum, and the cluster's spare time is shared
-as in the isolated allocation.
+then the GPUs left, greedily to the (job, type) pairs of most normalised rate per GPU
+(:func:`spare_by_value`, the greedy form of Gavel's max-min second stage, which the LP
+iteration's last solve ran): each job's rate only grows, so the worst ratio stays the
+optimum.
 """
 
 from __future__ import annotations
@@ -287,13 +287,26 @@ class PriceSearch:
         return None
 
 
-def spare_time(fractions: Array, isolated: Array, gangs: Array, capacity: Array) -> Array:
-    """``fractions`` plus each job's time left split like ``isolated`` (a feasible
-    allocation), scaled down per type to the GPUs ``fractions`` leaves (module notes)."""
-    left = np.maximum(1.0 - fractions.sum(axis=1), 0.0)
-    extra = left[:, None] * isolated
-    wanted = gangs @ extra
-    room = np.maximum(capacity - gangs @ fractions, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(wanted > room, room / wanted, 1.0)
-    return np.asarray(fractions + extra * scale, dtype=np.float64)
+def spare_by_value(fractions: Array, rates: Array, throughput: Array, gangs: Array,
+                   capacity: Array) -> Array:
+    """``fractions`` plus the GPUs they leave, greedily to the (job, type) pairs of most
+    normalised rate per GPU, ``T_jk / (s_j c_j)`` (``rates`` the ``c_j``), each pair as
+    much time as its job has left and its type holds: the greedy form of Gavel's max-min
+    second stage (maximise ``sum_j r_j / c_j``), as the LP iteration's last solve did."""
+    filled = fractions.copy()
+    left = np.maximum(1.0 - filled.sum(axis=1), 0.0)
+    room = np.maximum(capacity - gangs @ filled, 0.0)
+    with np.errstate(divide="ignore"):
+        value = np.where(throughput > 0, throughput / (gangs * rates)[:, None], 0.0)
+    jobs, types = np.nonzero(value > 0)
+    order = np.lexsort((types, jobs, -value[jobs, types]))
+    for job, gpu_type in zip(jobs[order].tolist(), types[order].tolist(), strict=True):
+        if left[job] <= 0 or room[gpu_type] <= 0:
+            if not np.any(room > 0):
+                break
+            continue
+        time = min(float(left[job]), float(room[gpu_type]) / float(gangs[job]))
+        filled[job, gpu_type] += time
+        left[job] -= time
+        room[gpu_type] = max(float(room[gpu_type]) - time * float(gangs[job]), 0.0)
+    return filled

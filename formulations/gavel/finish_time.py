@@ -29,8 +29,9 @@ proved by prices, and a small LP with a row per type), exact within :data:`RELAT
 the LP iteration is only the fallback when the prices do not settle a problem. The two
 reach the same worst ratio but not the same allocation: the LP iteration's last solve
 maximises the sum of the jobs' normalised shares (Gavel's max-min second stage), the
-prices give each job the cheapest mix for its rate at the optimum plus its time left
-split like the isolated allocation (see that module). Both are optima of Gavel's
+prices give each job the cheapest mix for its rate at the optimum, then the spare GPUs
+greedily to the pairs of most normalised rate per GPU (that stage's greedy form; see
+that module). Both are optima of Gavel's
 problem, whose cvxpy solve picks one of its own."""
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import numpy as np
 
 from hetsched.core.fairness import isolated_shares
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.gavel.finish_prices import PriceSearch, spare_time
+from hetsched.formulations.gavel.finish_prices import PriceSearch, spare_by_value
 from hetsched.formulations.gavel.matrix import AllocationSolver
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array, Objective
 
@@ -163,8 +164,8 @@ class FinishTimeSolver:
         used = base.scale_factors @ needs
         needs *= np.where(used > base.capacity, base.capacity / np.maximum(used, 1e-300), 1.0)
         needs /= np.maximum(needs.sum(axis=1, keepdims=True), 1.0)
-        fractions = spare_time(needs, isolated_allocation(base), base.scale_factors,
-                               base.capacity)
+        fractions = spare_by_value(needs, search.rates(answer.target), base.throughput,
+                                   base.scale_factors, base.capacity)
         worst = problem.worst(fractions)
         if not base.is_feasible(fractions, 1e-9) or not math.isfinite(worst):
             log.warning("ftf prices: an allocation off by more than 1e-9; LP iteration")

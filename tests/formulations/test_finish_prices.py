@@ -11,7 +11,7 @@ import scipy.sparse as sparse
 from scipy.optimize import linprog
 
 from hetsched.formulations.gavel import finish_prices
-from hetsched.formulations.gavel.finish_prices import spare_time
+from hetsched.formulations.gavel.finish_prices import spare_by_value
 from hetsched.formulations.gavel.finish_time import (
     RELATIVE_GAP,
     FinishTimeProblem,
@@ -85,13 +85,16 @@ def test_prices_reach_the_lp_iterations_optimum(seed: int) -> None:
     assert not reachable(case, prices.value * (1 - RELATIVE_GAP))
 
 
-def test_spare_time_keeps_the_needs_and_fits() -> None:
+def test_spare_gpus_keep_the_needs_and_fit() -> None:
     case = random_case(0, jobs=50)
     base = case.allocation
     needs = isolated_allocation(base) * 0.5
-    filled = spare_time(needs, isolated_allocation(base), base.scale_factors, base.capacity)
+    filled = spare_by_value(needs, case.steps_left / case.isolated_s, base.throughput,
+                            base.scale_factors, base.capacity)
     assert np.all(filled >= needs)
     assert base.is_feasible(filled, 1e-12)
+    # every GPU is given out (each type has jobs with time left)
+    assert base.scale_factors @ filled == pytest.approx(base.capacity)
 
 
 def test_the_lp_iteration_takes_over_what_the_prices_do_not_settle(
