@@ -301,8 +301,8 @@ def spare_by_value(fractions: Array, rates: Array, throughput: Array, gangs: Arr
     jobs, types = np.nonzero(value > 0)
     order = np.lexsort((types, jobs, -value[jobs, types]))
     for job, gpu_type in zip(jobs[order].tolist(), types[order].tolist(), strict=True):
-        if left[job] <= 0 or room[gpu_type] <= 0:
-            if not np.any(room > 0):
+        if left[job] <= 0 or room[gpu_type] <= FITS_WITHIN * capacity[gpu_type]:
+            if np.all(room <= FITS_WITHIN * capacity):  # (no GPU left worth giving)
                 break
             continue
         time = min(float(left[job]), float(room[gpu_type]) / float(gangs[job]))
