@@ -41,11 +41,14 @@ from gavel_side import (
 if TYPE_CHECKING:
     from hetsched.files.replay_inputs import TraceJobs
 
-#: Gavel's policy measured beside each hetsched policy (``:rounds``: realised as Gavel's
-#: own rounds are, not work conserving: hetsched's ``work_conserving=False``).
+#: Gavel's policy measured beside each hetsched policy (``:rounds``: not work conserving,
+#: hetsched's ``work_conserving=False``; ``:gavel``: realised as Gavel's simulator realises
+#: it, ``rounds="gavel"``).
 PEERS = {"ftf": "finish_time_fairness_perf", "ftf:rounds": "finish_time_fairness_perf",
+         "ftf:gavel": "finish_time_fairness_perf",
          "ftf-agnostic": "finish_time_fairness",
-         "ftf-agnostic:rounds": "finish_time_fairness"}
+         "ftf-agnostic:rounds": "finish_time_fairness",
+         "ftf-agnostic:gavel": "finish_time_fairness"}
 
 
 def figures(read: TraceJobs, finish: dict[str, float]) -> dict[str, float]:
@@ -64,9 +67,12 @@ def figures(read: TraceJobs, finish: dict[str, float]) -> dict[str, float]:
 
 def hetsched_run(read: TraceJobs, policy: str) -> dict[str, object]:
     """hetsched's replay of the jobs under ``policy`` (``NAME:rounds``: not work
-    conserving) with no restart penalty, the policy shown the measured throughput."""
+    conserving; ``NAME:gavel``: Gavel's rounds) with no restart penalty, the policy shown
+    the measured throughput."""
     name, _, rounds = policy.partition(":")
-    ran = hetsched_replay(read, name, **({"work_conserving": False} if rounds else {}))
+    params = {"rounds": {"work_conserving": False}, "gavel": {"rounds": "gavel"},
+              "": {}}[rounds]
+    ran = hetsched_replay(read, name, **params)
     timing = ran.replay.timing()
     return {"side": "hetsched", "policy": policy, **figures(read, ran.finish),
             "decision_p95_s": timing["decision_time_p95_s"],
@@ -146,10 +152,10 @@ def main() -> None:
     parser.add_argument("--write-gavel-trace", type=Path, default=None)
     parser.add_argument("--gavel", action="append", default=[], metavar="NAME=FILE",
                         help="Gavel's per-job JCTs for its policy NAME")
-    parser.add_argument("--policies", default="ftf,ftf:rounds,ftf-agnostic,"
-                        "ftf-agnostic:rounds,gavel",
-                        help="NAME or NAME:rounds (realised as Gavel's rounds: only they "
-                        "start jobs)")
+    parser.add_argument("--policies", default="ftf,ftf:rounds,ftf:gavel,ftf-agnostic,"
+                        "ftf-agnostic:rounds,ftf-agnostic:gavel,gavel",
+                        help="NAME, NAME:rounds (only the rounds start jobs) or NAME:gavel "
+                        "(realised as Gavel's simulator does: rounds='gavel')")
     parser.add_argument("--decision-times", type=int, default=0, metavar="N",
                         help="also time one decision of ftf and of the quota keeper with N "
                         "active jobs (2,000 in the issue)")

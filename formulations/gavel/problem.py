@@ -112,3 +112,15 @@ class Allocation:
     def ok(self) -> bool:
         """Whether the fractions are usable (finite and feasible)."""
         return math.isfinite(self.value) and self.problem.is_feasible(self.fractions, 1e-6)
+
+
+def equal_shares(problem: AllocationProblem) -> Array:
+    """A feasible allocation without an LP (the fallback when the LP fails): every job gets
+    the same time share ``C_k / max(sum_j s_j, sum_k C_k)`` of each GPU type k it can run
+    on (Gavel's equal share, scaled so that no type is over-filled: ``sum_j s_j X_jk <=
+    C_k`` and ``sum_k X_jk <= 1``)."""
+    scale = max(float(problem.scale_factors.sum()), float(problem.capacity.sum()), 1.0)
+    fractions = np.where(problem.throughput > 0, problem.capacity[np.newaxis, :] / scale, 0.0)
+    if not problem.is_feasible(fractions):
+        raise RuntimeError("equal shares over-fill a GPU type")  # cannot happen (above)
+    return np.asarray(fractions, dtype=np.float64)

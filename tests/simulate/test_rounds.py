@@ -223,7 +223,7 @@ def test_equal_shares_fill_no_type_beyond_its_gpus() -> None:
     # GPUs, within 2; job 3 cannot use the K80 (throughput 0): 0 there, so the K80 holds
     # 1 x .5 + 1 x .5 = 1 GPU. Each job's time: at most 0.5 + 0.5 = 1.
     from hetsched.formulations.gavel import AllocationProblem
-    from hetsched.policies.baselines.gavel import equal_shares
+    from hetsched.formulations.gavel.problem import equal_shares
 
     problem = AllocationProblem(("a", "b", "c"), ("v100", "k80"),
                                 np.array([[2.0, 1.0], [2.0, 1.0], [3.0, 0.0]]),

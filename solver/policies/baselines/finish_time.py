@@ -35,14 +35,16 @@ class FinishTimeFairness(Gavel):
 
     def __init__(self, *, round_s: float = 360.0, backend: str = "highs",
                  time_limit_s: float | None = DECISION_LIMIT, deterministic: bool = True,
-                 starvation_rounds: float = 20.0, work_conserving: bool = True) -> None:
+                 starvation_rounds: float = 20.0, work_conserving: bool = True,
+                 rounds: str = "hetsched") -> None:
         from hetsched.formulations.gavel.finish_time import FinishTimeSolver
 
         if backend not in BACKENDS_OF["ftf"]:
             raise ValueError(f"ftf's LPs run on {', '.join(BACKENDS_OF['ftf'])}, not {backend}")
         super().__init__(objective="max-min", round_s=round_s, backend=backend,
                          time_limit_s=time_limit_s, deterministic=deterministic,
-                         starvation_rounds=starvation_rounds, work_conserving=work_conserving)
+                         starvation_rounds=starvation_rounds, work_conserving=work_conserving,
+                         rounds=rounds)
         self.name = "ftf"
         self._finish = FinishTimeSolver()
         #: each job's isolated time (s) for the steps it did up to the last solve

@@ -18,9 +18,15 @@ from hetsched.core.errors import InputError
 from hetsched.core.records import Job
 from hetsched.core.settings import DECISION_LIMIT
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array
+from hetsched.formulations.gavel.problem import (
+    Allocation,
+    AllocationProblem,
+    Array,
+    equal_shares,
+)
 from hetsched.policies.backends import BACKENDS_OF
 from hetsched.policies.baselines.common import Misses, RoundClock, SpeedBook, place
+from hetsched.policies.baselines.gavel_rounds import GavelLedger, gavel_queue
 from hetsched.policies.baselines.row_book import RowBook
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
@@ -30,6 +36,8 @@ log = logging.getLogger(__name__)
 MAX_PARTITIONS = 256
 #: An LP answer may exceed a constraint by this much (GPUs, or time fractions) and be used.
 FEASIBILITY_TOLERANCE = 1e-6
+#: Whose rounds realise an allocation (``rounds``).
+ROUNDS = ("hetsched", "gavel")
 
 
 class Gavel(PolicyHooks):
@@ -69,13 +77,19 @@ class Gavel(PolicyHooks):
     Starvation guard: max-min fairness gives every job ``X > 0``; on top of it (and for
     max-sum throughput, which can give ``X = 0``), a job waiting ``starvation_rounds``
     rounds since it last ran goes before every pair at the next round boundary.
+
+    ``rounds="gavel"`` realises the allocation as Gavel's own simulator does instead
+    (:mod:`hetsched.policies.baselines.gavel_rounds`: half a round counted at entry,
+    deficits, one queue per type, resets at most every 1,920 s, no starvation guard, not
+    work conserving), to compare an allocation with Gavel's with the mechanism held equal.
     """
 
     def __init__(self, *, objective: str = "max-min", round_s: float = 360.0,
                  backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
                  deterministic: bool = True,
                  starvation_rounds: float = 20.0, partitions: int = 1,
-                 executor: Executor | None = None, work_conserving: bool = True) -> None:
+                 executor: Executor | None = None, work_conserving: bool = True,
+                 rounds: str = "hetsched") -> None:
         from hetsched.formulations.gavel import AllocationSolver, Objective, PartitionedSolver
 
         if not round_s > 0 or not starvation_rounds > 0:
@@ -90,6 +104,9 @@ class Gavel(PolicyHooks):
         if partitions > 1 and backend != "highs":
             raise InputError("POP partitions run on highs only", path="partitions",
                              value=partitions, expected=f"1 with backend {backend}")
+        if rounds not in ROUNDS:
+            raise InputError("unknown rounds", path="rounds", value=rounds,
+                             expected=" or ".join(ROUNDS))
         self.objective = Objective(objective)
         #: POP's number of partitions (1: the monolithic LP)
         self.partitions = partitions
@@ -109,7 +126,11 @@ class Gavel(PolicyHooks):
         #: GPUs a round leaves over, and GPUs freed between rounds, go to waiting jobs
         #: (off: only the rounds start jobs, and a job not chosen stops, as in Gavel's
         #: own scheduler)
-        self.work_conserving = work_conserving
+        self.work_conserving = work_conserving and rounds == "hetsched"
+        #: whose rounds realise the allocation: hetsched's, or Gavel's simulator's
+        self.rounds = rounds
+        #: Gavel's bookkeeping, with ``rounds="gavel"`` (made at the first decision)
+        self._ledger: GavelLedger | None = None
         self.speeds = SpeedBook()
         self.solves = 0
         self._solved_for: frozenset[str] | None = None
@@ -151,12 +172,18 @@ class Gavel(PolicyHooks):
         # running jobs' records, which most decisions (arrivals, finishes) do not need.
         running = state.running_types()
         time_on, last_ran = self._time_on, self._last_ran
+        if self.rounds == "gavel" and self._ledger is None:
+            self._ledger = GavelLedger(len(types), self.round_s)
+        ledger = self._ledger
         for job_id, gpu_type in running.items():
             ran = time_on.get(job_id)
             if ran is None:
                 ran = time_on[job_id] = [0.0] * len(types)
-            ran[types.index(gpu_type)] += elapsed
+            column = types.index(gpu_type)
+            ran[column] += elapsed
             last_ran[job_id] = now
+            if ledger is not None:
+                ledger.ran(job_id, column, elapsed)
         # Rounds go on while anything runs (the simulator calls at every boundary): a
         # round can move running jobs between types even when nobody waits.
         boundary = self.clock.boundary(now)
@@ -201,6 +228,12 @@ class Gavel(PolicyHooks):
     def _solve_for(self, state: ClusterState, jobs: list[Job]) -> None:
         """Solve the LP again if ``jobs`` are not the ones it was solved for."""
         active = frozenset(job.id for job in jobs)
+        ledger = self._ledger
+        if ledger is not None:
+            ledger.keep(active)
+            if active == self._solved_for or not ledger.due(state.now):
+                return
+            ledger.reset(state.now, lambda job_id: list(self._shares_of(job_id).values()))
         if active != self._solved_for:
             self._solve(state, jobs)
             self._solved_for = active
@@ -227,8 +260,8 @@ class Gavel(PolicyHooks):
         call at the last boundary sets as they would be. ``_time_on`` is read for running
         jobs' priorities only, which cannot change a round with one pair per job, and it
         is reset by the solve at the first boundary after the jobs change."""
-        if state.pending or self._lp_failed:
-            return -math.inf
+        if state.pending or self._lp_failed or self._ledger is not None:
+            return -math.inf  # (Gavel's rounds give left-over GPUs to any job)
         if len(state.cluster.type_names) == 1:
             return math.inf
         if frozenset(r.job.id for r in state.running) != self._solved_for:
@@ -353,26 +386,42 @@ class Gavel(PolicyHooks):
         taken if its job has none yet and its type has the job's GPUs unclaimed."""
         pairs = self._pairs(state, jobs)
         running = {r.job.id: r for r in state.running}
-        starved = pairs.starved & np.array([job.id not in running for job in jobs], dtype=bool)
         rank = _arrival_rank(jobs)
-        rows, cols = np.nonzero(pairs.usable & ((pairs.priority > 0) | starved[:, None]))
-        order = np.lexsort((cols, rank[rows], -pairs.share[rows, cols],
-                            -pairs.priority[rows, cols], ~starved[rows]))
+        if self._ledger is not None:
+            priority, deficit = self._ledger.priorities([job.id for job in jobs], pairs.share)
+            pairs = _Pairs(priority, pairs.share, pairs.usable, pairs.preference,
+                           np.zeros(len(jobs), dtype=np.bool_))
+            rows, cols = gavel_queue(priority, deficit, pairs.share, pairs.usable, rank)
+            order = np.arange(len(rows))
+        else:
+            starved = pairs.starved & np.array([job.id not in running for job in jobs],
+                                               dtype=bool)
+            rows, cols = np.nonzero(pairs.usable & ((pairs.priority > 0) | starved[:, None]))
+            order = np.lexsort((cols, rank[rows], -pairs.share[rows, cols],
+                                -pairs.priority[rows, cols], ~starved[rows]))
         types = state.cluster.type_names
         left = [state.cluster.num_gpus(t) for t in types]
         unclaimed = sum(left)
         gangs = [job.num_gpus for job in jobs]
         chosen: dict[str, str] = {}
         taken: dict[int, int] = {}
+        # Gavel's rounds claim GPUs for a job the allocation has not seen yet but do not
+        # start it (``scheduler.py:944``: workers go to jobs in the allocation only).
+        unseen = set() if self._ledger is None else \
+            {row for row, job in enumerate(jobs) if job.id not in self._share_rows}
         for row, col in zip(rows[order].tolist(), cols[order].tolist(), strict=True):
             if row in taken or left[col] < gangs[row]:
                 continue
-            taken[row] = col
-            chosen[jobs[row].id] = types[col]
             left[col] -= gangs[row]
             unclaimed -= gangs[row]
+            if row not in unseen:
+                taken[row] = col
+                chosen[jobs[row].id] = types[col]
+            else:
+                taken[row] = -1
             if not unclaimed:  # every GPU is claimed: no later pair can be taken
                 break
+        taken = {row: col for row, col in taken.items() if col >= 0}
         preempt = [job_id for job_id, run in running.items()
                    if chosen.get(job_id) != run.gpu_type]
         pool = state.pool()
@@ -473,14 +522,3 @@ class _Pairs:
         return _Pairs(self.priority[at], self.share[at], self.usable[at],
                       self.preference[at], self.starved[at])
 
-
-def equal_shares(problem: AllocationProblem) -> Array:
-    """A feasible allocation without an LP (the fallback when the LP fails): every job gets
-    the same time share ``C_k / max(sum_j s_j, sum_k C_k)`` of each GPU type k it can run
-    on (Gavel's equal share, scaled so that no type is over-filled: ``sum_j s_j X_jk <=
-    C_k`` and ``sum_k X_jk <= 1``)."""
-    scale = max(float(problem.scale_factors.sum()), float(problem.capacity.sum()), 1.0)
-    fractions = np.where(problem.throughput > 0, problem.capacity[np.newaxis, :] / scale, 0.0)
-    if not problem.is_feasible(fractions):
-        raise RuntimeError("equal shares over-fill a GPU type")  # cannot happen (above)
-    return np.asarray(fractions, dtype=np.float64)
