@@ -3,8 +3,11 @@ allocation (Themis's rho, NSDI 2020), realised in rounds as ``gavel`` realises i
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
+from hetsched.core.errors import InputError
 from hetsched.core.records import Job
 from hetsched.core.settings import DECISION_LIMIT
 from hetsched.formulations.budget import Budget
@@ -16,6 +19,10 @@ from hetsched.policies.rolling import ClusterState
 
 #: A running job about to finish still has this many steps left to the LP (it needs > 0).
 LEAST_STEPS = 1e-9
+#: How an allocation gives out what the worst job does not need (``spare``).
+SPARE = ("greedy", "central")
+
+log = logging.getLogger(__name__)
 
 
 class FinishTimeFairness(Gavel):
@@ -36,9 +43,12 @@ class FinishTimeFairness(Gavel):
     def __init__(self, *, round_s: float = 360.0, backend: str = "highs",
                  time_limit_s: float | None = DECISION_LIMIT, deterministic: bool = True,
                  starvation_rounds: float = 20.0, work_conserving: bool = True,
-                 rounds: str = "hetsched") -> None:
+                 rounds: str = "hetsched", spare: str = "greedy") -> None:
         from hetsched.formulations.gavel.finish_time import FinishTimeSolver
 
+        if spare not in SPARE:
+            raise InputError("unknown spare", path="spare", value=spare,
+                             expected=" or ".join(SPARE))
         if backend not in BACKENDS_OF["ftf"]:
             raise ValueError(f"ftf's LPs run on {', '.join(BACKENDS_OF['ftf'])}, not {backend}")
         super().__init__(objective="max-min", round_s=round_s, backend=backend,
@@ -47,6 +57,11 @@ class FinishTimeFairness(Gavel):
                          rounds=rounds)
         self.name = "ftf"
         self._finish = FinishTimeSolver()
+        #: how the allocation gives out what the worst job does not need: ``greedy`` (the
+        #: pairs of most normalised rate per GPU first, as the max-min LP's second stage),
+        #: or ``central`` (an interior optimum, as Gavel's conic solver returns;
+        #: :mod:`hetsched.formulations.gavel.central`)
+        self.spare = spare
         #: each job's isolated time (s) for the steps it did up to the last solve
         self._isolated_done: dict[str, float] = {}
         #: each job's steps left and isolated speed (steps/s) at the last solve
@@ -71,4 +86,14 @@ class FinishTimeFairness(Gavel):
         isolated = np.array([self._isolated_done.get(job.id, 0.0) for job in jobs]) \
             + steps / speeds
         since = np.array([max(0.0, state.now - job.arrival) for job in jobs])
-        return self._finish.solve(FinishTimeProblem(problem, since, steps, isolated), budget)
+        finish = FinishTimeProblem(problem, since, steps, isolated)
+        answer = self._finish.solve(finish, budget)
+        if self.spare == "central" and answer.ok and answer.problem.job_ids:
+            from hetsched.formulations.gavel.central import central_allocation
+
+            central = central_allocation(finish, answer.value, budget)
+            if central is not None:
+                return Allocation(answer.problem, central, finish.worst(central),
+                                  answer.optimal, answer.runtime_s)
+            log.debug("t=%g: no central allocation; the greedy one is used", state.now)
+        return answer

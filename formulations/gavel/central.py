@@ -1,0 +1,89 @@
+"""The central optimal allocation of finish-time fairness: among the allocations that
+reach the least worst ratio z*, an interior one, as Gavel's conic interior-point solver
+(cvxpy on ECOS) returns, instead of a vertex topped up greedily.
+
+Gavel's ``finish_time_fairness_perf`` minimises only the worst ratio, so every
+allocation that finishes each job within z* is optimal, and which one a solver returns
+decides how the jobs far from the worst one share the cluster. An interior-point method
+stopped without crossover ends near the analytic centre of the optimal face: every job
+gets some time on every type it can use, and no type need be full. This solves
+
+    max t   s.t.   sum_k T_jk x_jk >= t c_j(z*)  (every job j),
+                   sum_k x_jk <= 1,   sum_j s_j x_jk <= C_k,   x >= 0
+
+(``c_j(z*)`` the rate that finishes job j within z*; the optimum is t = 1) with HiGHS's
+interior-point method and no crossover, then scales the answer down if rounding left it
+a hair outside the constraints. Measured beside Gavel's simulator in docs/fairness.md.
+"""
+
+from __future__ import annotations
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.gavel.finish_time import FinishTimeProblem
+from hetsched.formulations.gavel.problem import Array
+
+#: The central allocation is used if its worst ratio is within this of the optimum
+#: (relative; the interior point's own tolerance is 1e-8).
+CENTRAL_TOLERANCE = 1e-4
+
+
+def central_allocation(problem: FinishTimeProblem, worst: float,
+                       budget: Budget | None = None) -> Array | None:
+    """The interior allocation whose worst ratio is ``worst`` (the optimum), or None if
+    HiGHS gives none within :data:`CENTRAL_TOLERANCE` of it."""
+    base = problem.allocation
+    throughput, gangs, capacity = base.throughput, base.scale_factors, base.capacity
+    jobs, types = throughput.shape
+    if jobs == 0:
+        return np.zeros((0, types))
+    room = worst * problem.isolated_s - problem.since_s
+    if np.any(room <= 0):
+        return None
+    need = problem.steps_left / room
+    columns = jobs * types + 1  # x (row-major, job by job), then t
+    job_of = np.repeat(np.arange(jobs), types)
+    type_of = np.tile(np.arange(types), jobs)
+    rows = np.concatenate([job_of, jobs + job_of, 2 * jobs + type_of, np.arange(jobs)])
+    cols = np.concatenate([np.arange(jobs * types)] * 3 + [np.full(jobs, columns - 1)])
+    values = np.concatenate([(throughput / need[:, np.newaxis]).ravel(),
+                             np.ones(jobs * types), np.repeat(gangs, types),
+                             -np.ones(jobs)])
+    matrix = sp.csc_matrix((values, (rows, cols)), shape=(2 * jobs + types, columns))
+    inf = highspy.kHighsInf
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = columns, 2 * jobs + types
+    lp.col_cost_ = np.concatenate([np.zeros(jobs * types), [-1.0]])
+    lp.col_lower_ = np.zeros(columns)
+    lp.col_upper_ = np.concatenate([np.where(throughput.ravel() > 0, 1.0, 0.0), [inf]])
+    lp.row_lower_ = np.concatenate([np.zeros(jobs), np.full(jobs + types, -inf)])
+    lp.row_upper_ = np.concatenate([np.full(jobs, inf), np.ones(jobs), capacity])
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = matrix.indptr
+    lp.a_matrix_.index_ = matrix.indices
+    lp.a_matrix_.value_ = matrix.data
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("solver", "ipm")
+    highs.setOptionValue("run_crossover", "off")
+    highs.setOptionValue("threads", 1)
+    left = None if budget is None or budget.deterministic else budget.remaining()
+    if left is not None:  # (a deterministic budget: the interior point runs to its end)
+        highs.setOptionValue("time_limit", max(left, 0.01))
+    highs.passModel(lp)
+    highs.run()
+    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    fractions = np.clip(np.asarray(highs.getSolution().col_value)[:-1], 0.0, 1.0)
+    fractions = fractions.reshape(jobs, types)
+    used = gangs @ fractions
+    scale = min(1.0, 1.0 / max(1.0, float(fractions.sum(axis=1).max())),
+                *(float(c / u) for c, u in zip(capacity, used, strict=True) if u > c))
+    fractions = fractions * scale
+    if not base.is_feasible(fractions, 1e-9) or \
+            problem.worst(fractions) > worst * (1.0 + CENTRAL_TOLERANCE):
+        return None
+    return np.asarray(fractions, dtype=np.float64)
