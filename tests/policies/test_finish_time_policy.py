@@ -70,3 +70,21 @@ def test_gavels_own_rounds_start_jobs_only_at_boundaries(name: str) -> None:
         ran = Simulator(CLUSTER, jobs, policy, truth=TABLE).run()
         assert ran.records["b"].first_start == pytest.approx(start)
         assert ran.records["b"].finish == pytest.approx(start + 1000.0)
+
+
+def test_auto_spare_solves_few_jobs_by_the_lp_and_many_by_the_prices(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import hetsched.policies.baselines.finish_time as module
+
+    a, b = Job("A", 0.0, "cnn", 1, 2000.0), Job("B", 0.0, "cnn", 1, 2000.0)
+    state = ClusterState(now=0.0, cluster=CLUSTER, throughput=TABLE, pending=(a, b),
+                         remaining={"A": 2000.0, "B": 2000.0}, running=(),
+                         free=frozenset({"n/0"}))
+    for threshold, lps, tests in ((500, True, False), (1, False, True)):
+        monkeypatch.setattr(module, "AUTO_LP_JOBS", threshold)
+        policy = FinishTimeFairness(round_s=100.0)
+        policy.decide(state)
+        assert (policy._finish_lp.last_solves > 0) is lps
+        assert (policy._finish.last_tests > 0) is tests
+        # Either way the two alike jobs share the GPU half and half (both ratios 1).
+        assert policy.allocation["A"]["v100"] == pytest.approx(0.5, abs=1e-6)
