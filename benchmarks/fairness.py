@@ -15,6 +15,9 @@ trace's line order). Only measurements are committed, never Gavel's code.
     python benchmarks/fairness.py --write-gavel-trace /tmp/ee300.trace
     python benchmarks/fairness.py --gavel finish_time_fairness_perf=/tmp/g-perf.csv \\
         --gavel finish_time_fairness=/tmp/g-agn.csv --out benchmarks/results/fairness.csv
+    # several round lengths on both sides (Gavel's run with its --round R each):
+    python benchmarks/fairness.py --round-lengths 355,358,360,362,365 \\
+        --gavel finish_time_fairness_perf@355=/tmp/g-perf-355.csv ...
     python benchmarks/fairness.py --quick     # 60 jobs, hetsched's side only
 
 Prints a line per run and writes CSV. Needs ../shared/data.
@@ -46,9 +49,11 @@ if TYPE_CHECKING:
 #: it, ``rounds="gavel"``).
 PEERS = {"ftf": "finish_time_fairness_perf", "ftf:rounds": "finish_time_fairness_perf",
          "ftf:gavel": "finish_time_fairness_perf",
+         "ftf:central": "finish_time_fairness_perf",
          "ftf-agnostic": "finish_time_fairness",
          "ftf-agnostic:rounds": "finish_time_fairness",
-         "ftf-agnostic:gavel": "finish_time_fairness"}
+         "ftf-agnostic:gavel": "finish_time_fairness",
+         "ftf-agnostic:central": "finish_time_fairness"}
 
 
 def figures(read: TraceJobs, finish: dict[str, float]) -> dict[str, float]:
@@ -65,23 +70,47 @@ def figures(read: TraceJobs, finish: dict[str, float]) -> dict[str, float]:
             "rho_above_1": sum(1 for v in values if v > 1) / len(values)}
 
 
-def hetsched_run(read: TraceJobs, policy: str) -> dict[str, object]:
+def hetsched_run(read: TraceJobs, policy: str, round_s: float = 360.0) -> dict[str, object]:
     """hetsched's replay of the jobs under ``policy`` (``NAME:rounds``: not work
-    conserving; ``NAME:gavel``: Gavel's rounds) with no restart penalty, the policy shown
-    the measured throughput."""
+    conserving; ``NAME:gavel``: Gavel's rounds; ``NAME:central``: Gavel's rounds and the
+    central optimum, ``spare="central"``) in rounds of ``round_s``, with no restart
+    penalty, the policy shown the measured throughput."""
     name, _, rounds = policy.partition(":")
     params = {"rounds": {"work_conserving": False}, "gavel": {"rounds": "gavel"},
+              "central": {"rounds": "gavel", "spare": "central"}, "lp": {"spare": "lp"},
               "": {}}[rounds]
-    ran = hetsched_replay(read, name, **params)
+    ran = hetsched_replay(read, name, round_s=round_s, **params)
     timing = ran.replay.timing()
-    return {"side": "hetsched", "policy": policy, **figures(read, ran.finish),
+    return {"side": "hetsched", "policy": policy, "round_s": round_s,
+            **figures(read, ran.finish),
             "decision_p95_s": timing["decision_time_p95_s"],
             "wall_s": ran.wall_s, "cpu_s": ran.cpu_s}
 
 
 def gavel_run(read: TraceJobs, name: str, path: Path) -> dict[str, object]:
-    """Gavel's simulator's JCTs (``job,arrival,jct``; job i is line i of the trace)."""
-    return {"side": "gavel", "policy": name, **figures(read, gavel_finish(read, path))}
+    """Gavel's simulator's JCTs (``job,arrival,jct``; job i is line i of the trace);
+    ``name`` is its policy, or ``POLICY@ROUND_S`` for a run with rounds of ROUND_S."""
+    policy, _, round_s = name.partition("@")
+    return {"side": "gavel", "policy": policy, "round_s": float(round_s or 360.0),
+            **figures(read, gavel_finish(read, path))}
+
+
+def over_rounds(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """For each side and policy run at several round lengths, a row of the means of its
+    figures over them (``round_s`` "mean of N"): finish-time ratios move with the phase
+    of the rounds (which short jobs arrive just after a reset), on both sides."""
+    groups: dict[tuple[str, str], list[dict[str, object]]] = {}
+    for row in rows:
+        if "round_s" in row:
+            groups.setdefault((str(row["side"]), str(row["policy"])), []).append(row)
+    means = []
+    for (side, policy), runs in groups.items():
+        if len(runs) > 1:
+            keys = ("avg_jct_s", "mean_rho", "max_rho", "rho_above_1")
+            means.append({"side": side, "policy": policy, "round_s": f"mean of {len(runs)}",
+                          **{k: sum(float(str(r[k])) for r in runs) / len(runs)
+                             for k in keys}})
+    return means
 
 
 def decision_times(active: int, repeats: int) -> list[dict[str, object]]:
@@ -145,6 +174,51 @@ def decision_times(active: int, repeats: int) -> list[dict[str, object]]:
     return rows
 
 
+def philly_shares(active: int, policies: list[str]) -> list[dict[str, object]]:
+    """Weighted shares on Philly's virtual clusters as tenants: the first ``active`` jobs
+    of Philly's trace on 32 + 32 + 32 GPUs, instances/philly_weights.json's weights (4,
+    2 and 1 for the busiest six; 1 for the others), restart penalty 30 s; per policy
+    (``NAME`` or ``NAME:gavel``, Gavel's rounds), a row per tenant: GPU-seconds received
+    and entitled to by weighted max-min (hetsched.core.shares) while two tenants or more
+    have work, then a row "all" over the tenants with at least 1 % of the entitlement."""
+    from hetsched.core.settings import ReplaySettings
+    from hetsched.core.shares import weighted_shares
+    from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.files.replay_inputs import trace_jobs
+    from hetsched.files.tenants import read_tenants
+    from hetsched.registry import rolling
+    from hetsched.replaying import replay
+
+    philly = ROOT.parent / "shared" / "data" / "philly" / "philly.csv"
+    read = trace_jobs(philly, "philly", parse_cluster("v100=32,p100=32,k80=32"),
+                      throughput_path=THROUGHPUT, settings=ReplaySettings(limit_jobs=active))
+    table = read_tenants(ROOT / "instances" / "philly_weights.json")
+    rows: list[dict[str, object]] = []
+    for policy in policies:
+        name, _, rounds = policy.partition(":")
+        made = rolling(name, **({"rounds": "gavel"} if rounds == "gavel" else {}))
+        began = time.perf_counter()
+        ran = replay(read.jobs, read.cluster, made, throughput=read.truth, tenants=table)
+        wall = time.perf_counter() - began
+        finish = {r.job.id: r.finish for r in ran.records.values() if r.finish is not None}
+        segments = [s for r in ran.records.values() for s in r.segments]
+        shares = weighted_shares(read.jobs, finish, segments, table.weights(),
+                                 len(read.cluster.gpus))
+        total = sum(share.entitled_gpu_s for share in shares)
+        counted = [sh for sh in shares if sh.entitled_gpu_s >= 0.01 * total]
+        for share in shares:
+            rows.append({"side": "hetsched", "policy": f"shares: {policy}",
+                         "tenant": share.tenant, "weight": share.weight,
+                         "received_gpu_s": share.received_gpu_s,
+                         "entitled_gpu_s": share.entitled_gpu_s,
+                         "received_over_entitled": share.ratio})
+        rows.append({"side": "hetsched", "policy": f"shares: {policy}", "tenant": "all",
+                     "completed": len(finish), "wall_s": wall,
+                     "tenants_counted": len(counted),
+                     "worst_deviation": max(abs(sh.ratio - 1.0) for sh in counted)})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=300)
@@ -160,6 +234,13 @@ def main() -> None:
                         help="also time one decision of ftf and of the quota keeper with N "
                         "active jobs (2,000 in the issue)")
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--philly-shares", type=int, default=0, metavar="N",
+                        help="also measure weighted shares on the first N Philly jobs "
+                        "(2,000 in the issue), policies of --share-policies")
+    parser.add_argument("--share-policies", default="gavel,gavel:gavel")
+    parser.add_argument("--round-lengths", default="360",
+                        help="hetsched's rounds (s), comma separated: each policy runs "
+                        "at each (Gavel's side: --gavel POLICY@ROUND_S=FILE)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.quick:
@@ -168,12 +249,18 @@ def main() -> None:
         write_gavel_trace(args.write_gavel_trace, args.jobs)
         return
     read = read_jobs(args.jobs)
-    rows = [hetsched_run(read, policy) for policy in args.policies.split(",") if policy]
+    lengths = [float(x) for x in args.round_lengths.split(",")]
+    rows = [hetsched_run(read, policy, round_s) for policy in args.policies.split(",")
+            if policy for round_s in lengths]
     if args.decision_times:
         rows += decision_times(args.decision_times, args.repeats)
+    if args.philly_shares:
+        rows += philly_shares(args.philly_shares, args.share_policies.split(","))
     for item in args.gavel:
         name, _, file = item.partition("=")
         rows.append(gavel_run(read, name, Path(file)))
+    rows += over_rounds(rows)
+    # (a policy at several round lengths is compared by the means over them)
     by_policy = {(str(r["side"]), str(r["policy"])): r for r in rows}
     for ours, theirs in PEERS.items():
         mine, peer = by_policy.get(("hetsched", ours)), by_policy.get(("gavel", theirs))
