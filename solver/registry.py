@@ -92,6 +92,11 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("gavel", "Gavel: max-min fairness LP in rounds (OSDI 2020)",
           policy="hetsched.policies.baselines.gavel:Gavel", params={"objective": "max-min"},
           backends=BACKENDS_OF["gavel"]),
+    Entry("gavel-water-filling", "Gavel: weighted max-min fairness by water-filling in "
+          "rounds (its max_min_fairness_water_filling)",
+          policy="hetsched.policies.baselines.gavel:Gavel",
+          params={"objective": "max-min", "water_filling": True},
+          backends=BACKENDS_OF["gavel-water-filling"]),
     Entry("gavel-max-sum", "Gavel: max-sum throughput LP in rounds",
           policy="hetsched.policies.baselines.gavel:Gavel", params={"objective": "max-sum"},
           backends=BACKENDS_OF["gavel-max-sum"]),

@@ -18,6 +18,7 @@ BACKENDS_OF: dict[str, tuple[str, ...]] = {
     "allox": ("matching", *MIP),
     "topology": ("cpsat", *MIP),
     "gavel": MIP,
+    "gavel-water-filling": ("highs",),
     "gavel-max-sum": MIP,
     "gavel-max-sum-raw": MIP,
     "ftf": ("highs",),

@@ -240,7 +240,11 @@ class Simulator:
                                                PendingFeed(queue_log, len(queue_log.entries)))
                     decision = checked_decision(name, now, ask(
                         name, now, "on_stall", partial(self.policy.on_stall, state), limit))
-                    log.warning("t=%g: %s", now, decision.note)
+                    if decision.note:
+                        log.warning("t=%g: %s", now, decision.note)
+                    else:  # (rounds that are not work conserving: a round now)
+                        log.debug("t=%g: nothing runs and nothing will arrive: %s's "
+                                  "on_stall decided", now, name)
                 # Until when the policy's boundary calls would change nothing (see the
                 # class docstring); asked while it may still read the state.
                 quiet = -math.inf

@@ -89,7 +89,7 @@ class Gavel(PolicyHooks):
                  deterministic: bool = True,
                  starvation_rounds: float = 20.0, partitions: int = 1,
                  executor: Executor | None = None, work_conserving: bool = True,
-                 rounds: str = "hetsched") -> None:
+                 rounds: str = "hetsched", water_filling: bool = False) -> None:
         from hetsched.formulations.gavel import AllocationSolver, Objective, PartitionedSolver
 
         if not round_s > 0 or not starvation_rounds > 0:
@@ -108,6 +108,13 @@ class Gavel(PolicyHooks):
             raise InputError("unknown rounds", path="rounds", value=rounds,
                              expected=" or ".join(ROUNDS))
         self.objective = Objective(objective)
+        if water_filling and (self.objective is not Objective.MAX_MIN or partitions > 1
+                              or backend != "highs"):
+            raise InputError("water-filling is max-min's, monolithic, on highs",
+                             path="water_filling", value=water_filling,
+                             expected="objective max-min, 1 partition, backend highs")
+        #: max-min by water-filling (:mod:`hetsched.formulations.gavel.water_filling`)
+        self.water_filling = water_filling
         #: POP's number of partitions (1: the monolithic LP)
         self.partitions = partitions
         #: the LP kept between solves (warm starts), when it runs on HiGHS
@@ -117,6 +124,8 @@ class Gavel(PolicyHooks):
         self.pop_ratios: list[float] = []
         self.name = {Objective.MAX_MIN: "gavel", Objective.MAX_SUM: "gavel-max-sum",
                      Objective.MAX_SUM_RAW: "gavel-max-sum-raw"}[self.objective]
+        if water_filling:
+            self.name = "gavel-water-filling"
         self.round_s = round_s
         self.backend = backend
         self.time_limit_s = time_limit_s
@@ -324,6 +333,10 @@ class Gavel(PolicyHooks):
         if self.backend != "highs":
             return solve_allocation(problem, self.objective, backend=self.backend,
                                     budget=budget)
+        if self.water_filling:
+            from hetsched.formulations.gavel.water_filling import water_filling
+
+            return water_filling(problem, budget)
         if isinstance(self._solver, PartitionedSolver):
             split = self._solver.solve(problem, budget)
             if split.allocation.ok:

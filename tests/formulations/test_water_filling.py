@@ -1,0 +1,53 @@
+"""Weighted max-min by water-filling (hetsched.formulations.gavel.water_filling), on cases
+worked out by hand, against the single-floor max-min LP."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hetsched.formulations.gavel.matrix import solve_matrix
+from hetsched.formulations.gavel.problem import AllocationProblem
+from hetsched.formulations.gavel.water_filling import water_filling
+
+
+def problem(throughput: list[list[float]], gangs: list[float], capacity: list[float],
+            weights: list[float]) -> AllocationProblem:
+    jobs = len(gangs)
+    return AllocationProblem(tuple(f"j{i}" for i in range(jobs)),
+                             tuple(f"t{k}" for k in range(len(capacity))),
+                             np.array(throughput, dtype=float), np.array(gangs, dtype=float),
+                             np.array(capacity, dtype=float), np.array(weights, dtype=float))
+
+
+def test_weights_are_kept_above_a_held_floor() -> None:
+    # 6 GPUs of one type (1 step/s) and seven 1-GPU jobs: job 0 of weight 10, jobs 1-2 of
+    # weight 2, jobs 3-6 of weight 1. In proportion to the weights job 0 would get 10/18
+    # of 6 GPUs, 3.3: it is held at 1 GPU (its gang), which sets the floor. Water-filling
+    # goes on: the other six share 5 GPUs as 2 : 2 : 1 : 1 : 1 : 1, 1.25 GPUs for the
+    # weight-2 jobs, held at 1 each; the four others share the 3 left, 0.75 each.
+    case = problem([[1.0]] * 7, [1] * 7, [6], [10, 2, 2, 1, 1, 1, 1])
+    filled = water_filling(case)
+    assert filled.fractions[:, 0] == pytest.approx([1, 1, 1, 0.75, 0.75, 0.75, 0.75],
+                                                   abs=1e-6)
+    # The single-floor LP has the same floor (job 0's), then gives the rest by the
+    # greatest sum of rho = s / w x rate / E, which favours the jobs of least weight:
+    # a whole GPU to each of jobs 3-6 and half of one to each of the weight-2 jobs.
+    single = solve_matrix(case)
+    assert single.value == pytest.approx(filled.value, rel=1e-6)
+    assert single.fractions[:, 0] == pytest.approx([1, 0.5, 0.5, 1, 1, 1, 1], abs=1e-6)
+
+
+def test_a_job_held_on_one_type_leaves_the_other_to_the_rest() -> None:
+    # 1 V100 and 1 K80. Job 0 runs on K80s only (1 step/s), jobs 1 and 2 on both (V100 2
+    # steps/s, K80 1). Equal shares: E_0 = 0.5, E_1 = E_2 = 1.5. Weights 1. Job 0 can get
+    # at most the whole K80: rho_0 = 1 / 0.5 = 2. Jobs 1 and 2 share the V100 and what job
+    # 0 leaves of the K80. With K80 share k, job 0 has rho 2k; jobs 1 and 2, each half
+    # the V100 and (1 - k) / 2 of the K80, (1 + (1 - k) / 2) / 1.5. They are equal at
+    # k = 3/7, rho = 6/7 for all three: all hold the floor together, and water-filling
+    # ends where max-min does.
+    case = problem([[0.0, 1.0], [2.0, 1.0], [2.0, 1.0]], [1, 1, 1], [1, 1], [1, 1, 1])
+    filled = water_filling(case)
+    assert filled.value == pytest.approx(6 / 7, rel=1e-6)
+    assert case.normalised(filled.fractions) == pytest.approx([6 / 7] * 3, rel=1e-6)
+    assert case.is_feasible(filled.fractions, 1e-9)
