@@ -79,3 +79,30 @@ def test_gavels_rounds_replay_small_json_past_the_checker(name: str) -> None:
     from tests.policies.test_gavel_family import small_replay
 
     small_replay(rolling(name, rounds="gavel"))
+
+
+def test_gavels_rounds_realise_tenant_weights_three_to_one() -> None:
+    # test_quotas' case: 8 V100s, tenants A (weight 3) and B (weight 1), 12 one-GPU jobs
+    # each of 7,200 s, all waiting from 0: the allocation gives A 6 GPUs and B 2. Over the
+    # first two hours Gavel's rounds (deficits, one queue per type) realise that exactly:
+    # 43,200 and 14,400 GPU-s; hetsched's rounds give B's small shares more (7 : 3).
+    from hetsched.core.tenants import Tenant, TenantTable
+    from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.replaying import replay
+
+    cluster = parse_cluster("v100=8")
+    table = TenantTable((Tenant("A", 3.0), Tenant("B", 1.0)))
+    work = [*(Job(f"a{i}", 0.0, "cnn", 1, 7200.0, tenant="A") for i in range(12)),
+            *(Job(f"b{i}", 0.0, "cnn", 1, 7200.0, tenant="B") for i in range(12))]
+    table_speeds = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 1.0)])
+    for rounds, a_share in (("gavel", 43_200.0), ("hetsched", 40_320.0)):
+        ran = replay(work, cluster, rolling("gavel", rounds=rounds), throughput=table_speeds,
+                     tenants=table)
+        held = {"A": 0.0, "B": 0.0}
+        for record in ran.records.values():
+            for segment in record.segments:
+                held[str(record.job.tenant)] += len(segment.gpus) * max(
+                    0.0, min(segment.finish, 7200.0) - segment.start)
+        assert held["A"] == pytest.approx(a_share)
+        assert held["A"] + held["B"] == pytest.approx(8 * 7200.0)
+        assert ran.metrics().completed == 24
