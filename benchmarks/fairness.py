@@ -178,11 +178,14 @@ def philly_shares(active: int, policies: list[str]) -> list[dict[str, object]]:
     """Weighted shares on Philly's virtual clusters as tenants: the first ``active`` jobs
     of Philly's trace on 32 + 32 + 32 GPUs, instances/philly_weights.json's weights (4,
     2 and 1 for the busiest six; 1 for the others), restart penalty 30 s; per policy
-    (``NAME`` or ``NAME:gavel``, Gavel's rounds), a row per tenant: GPU-seconds received
-    and entitled to by weighted max-min (hetsched.core.shares) while two tenants or more
-    have work, then a row "all" over the tenants with at least 1 % of the entitlement."""
+    (``NAME`` or ``NAME:gavel``, Gavel's rounds) and unit (GPU-seconds, and normalised
+    GPU-seconds: each GPU valued by the job's speed there over its equal-share speed), a
+    row per tenant: received and entitled to by weighted max-min (hetsched.core.shares)
+    while two tenants or more have work, then a row "all" over the tenants with at least
+    1 % of the entitlement."""
     from hetsched.core.settings import ReplaySettings
     from hetsched.core.shares import weighted_shares
+    from hetsched.core.throughput import Placement
     from hetsched.files.cluster_spec import parse_cluster
     from hetsched.files.replay_inputs import trace_jobs
     from hetsched.files.tenants import read_tenants
@@ -202,20 +205,27 @@ def philly_shares(active: int, policies: list[str]) -> list[dict[str, object]]:
         wall = time.perf_counter() - began
         finish = {r.job.id: r.finish for r in ran.records.values() if r.finish is not None}
         segments = [s for r in ran.records.values() for s in r.segments]
-        shares = weighted_shares(read.jobs, finish, segments, table.weights(),
-                                 len(read.cluster.gpus))
-        total = sum(share.entitled_gpu_s for share in shares)
-        counted = [sh for sh in shares if sh.entitled_gpu_s >= 0.01 * total]
-        for share in shares:
-            rows.append({"side": "hetsched", "policy": f"shares: {policy}",
-                         "tenant": share.tenant, "weight": share.weight,
-                         "received_gpu_s": share.received_gpu_s,
-                         "entitled_gpu_s": share.entitled_gpu_s,
-                         "received_over_entitled": share.ratio})
-        rows.append({"side": "hetsched", "policy": f"shares: {policy}", "tenant": "all",
-                     "completed": len(finish), "wall_s": wall,
-                     "tenants_counted": len(counted),
-                     "worst_deviation": max(abs(sh.ratio - 1.0) for sh in counted)})
+        types = read.cluster.type_names
+        speeds = {job.id: {t: read.truth.throughput(job.job_type, t, job.num_gpus,
+                                                    Placement.PACKED) for t in types}
+                  for job in read.jobs}
+        gpus_of = {t: read.cluster.num_gpus(t) for t in types}
+        for unit, extra in (("gpu_s", {}), ("normalised", {"speeds": speeds,
+                                                          "gpus_of": gpus_of})):
+            shares = weighted_shares(read.jobs, finish, segments, table.weights(),
+                                     len(read.cluster.gpus), **extra)  # type: ignore[arg-type]
+            total = sum(share.entitled_gpu_s for share in shares)
+            counted = [sh for sh in shares if sh.entitled_gpu_s >= 0.01 * total]
+            label = f"shares ({unit}): {policy}"
+            for share in shares:
+                rows.append({"side": "hetsched", "policy": label, "tenant": share.tenant,
+                             "weight": share.weight, "received_gpu_s": share.received_gpu_s,
+                             "entitled_gpu_s": share.entitled_gpu_s,
+                             "received_over_entitled": share.ratio})
+            rows.append({"side": "hetsched", "policy": label, "tenant": "all",
+                         "completed": len(finish), "wall_s": wall,
+                         "tenants_counted": len(counted),
+                         "worst_deviation": max(abs(sh.ratio - 1.0) for sh in counted)})
     return rows
 
 

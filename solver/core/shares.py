@@ -10,6 +10,13 @@ others). What it **received** is the GPUs its jobs held. Both are integrated ove
 instants when at least ``min_tenants`` tenants have work (one tenant alone is entitled
 to everything it asks for: there is nothing to share), in GPU-seconds, every GPU type
 alike. A scheduler that keeps weights gives each tenant received / entitled close to 1.
+
+**Normalised** (``speeds``), the GPUs are valued as Gavel's heterogeneity-aware
+fairness values them: a job holding ``s`` GPUs of type k counts ``s T_k / E``, with
+``T_k`` its speed there and ``E = sum_k T_k C_k / sum_k C_k`` its speed with an equal
+share of every GPU of the cluster (Gavel's X^equal); it asks for ``s max_k T_k / E`` (all
+of its time on its best type). A V100 is then worth more than a K80 to a job that runs
+faster on it, and a cluster of jobs alike holds as many normalised GPUs as it has GPUs.
 """
 
 from __future__ import annotations
@@ -63,23 +70,37 @@ def water_fill(demand: Mapping[str, float], weight: Mapping[str, float],
 
 def weighted_shares(jobs: Iterable[Job], finish: Mapping[str, float],
                     segments: Iterable[Assignment], weight: Mapping[str, float],
-                    capacity: int, *, min_tenants: int = 2) -> list[TenantShare]:
+                    capacity: int, *, min_tenants: int = 2,
+                    speeds: Mapping[str, Mapping[str, float]] | None = None,
+                    gpus_of: Mapping[str, int] | None = None) -> list[TenantShare]:
     """Each tenant's GPU-seconds received and entitled to (module notes), over the
     instants when at least ``min_tenants`` tenants have work; a job without a finish is
-    active to the last event. Tenants in order of name."""
+    active to the last event. Tenants in order of name. With ``speeds`` (each job's
+    steps/s on each GPU type at its gang, 0 where it cannot run) and ``gpus_of`` (each
+    type's GPUs), normalised GPU-seconds."""
     if min_tenants < 1:
         raise ValueError("min_tenants must be >= 1")
     events: list[tuple[float, str, float, float]] = []  # time, tenant, demand, held
     tenant_of_job: dict[str, str] = {}
     ends = [*finish.values()]
+    value: dict[str, dict[str, float]] = {}
+    if speeds is not None:
+        counts = gpus_of or {}
+        total_gpus = sum(counts.values())
+        for job_id, by_type in speeds.items():
+            equal = sum(v * counts.get(t, 0) for t, v in by_type.items()) / total_gpus
+            value[job_id] = {t: v / equal if equal > 0 else 0.0 for t, v in by_type.items()}
     for job in jobs:
         tenant = tenant_of_job[job.id] = tenant_of(job)
-        events.append((job.arrival, tenant, float(job.num_gpus), 0.0))
+        asks = float(job.num_gpus) * (max(value[job.id].values(), default=0.0)
+                                      if job.id in value else 1.0)
+        events.append((job.arrival, tenant, asks, 0.0))
         if job.id in finish:
-            events.append((finish[job.id], tenant, -float(job.num_gpus), 0.0))
+            events.append((finish[job.id], tenant, -asks, 0.0))
     for segment in segments:
         tenant = tenant_of_job[segment.job]
-        held = float(len(segment.gpus))
+        held = float(len(segment.gpus)) * (value[segment.job].get(segment.gpu_type, 0.0)
+                                           if segment.job in value else 1.0)
         events += [(segment.start, tenant, 0.0, held), (segment.finish, tenant, 0.0, -held)]
         ends.append(segment.finish)
     events.sort(key=lambda e: e[0])

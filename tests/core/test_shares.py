@@ -36,3 +36,20 @@ def test_received_against_entitled_while_two_tenants_have_work() -> None:
     alone = weighted_shares([a, b], {"a": 100.0, "b": 200.0}, segments, {"A": 3.0}, 8,
                             min_tenants=1)
     assert [s.entitled_gpu_s for s in alone] == pytest.approx([600.0, 600.0])
+
+
+def test_normalised_gpu_seconds_value_a_gpu_by_the_jobs_speed_there() -> None:
+    # One V100 and one K80; both jobs run at 3 steps/s on a V100 and 1 on a K80, so their
+    # speed with an equal share of both is E = (3 + 1) / 2 = 2: a V100 is worth 1.5
+    # normalised GPUs to them, a K80 0.5, and each asks for 1.5. A runs on the V100 and B
+    # on the K80 for 100 s: A received 150, B 50; weights 1 and 1 entitle each to 1 of
+    # the 2 GPUs, 100.
+    a = Job("a", 0.0, "cnn", 1, 300.0, tenant="A")
+    b = Job("b", 0.0, "cnn", 1, 100.0, tenant="B")
+    segments = [Assignment("a", "v100", ("v0",), 0.0, 100.0, 300.0),
+                Assignment("b", "k80", ("k0",), 0.0, 100.0, 100.0)]
+    speeds = {"a": {"v100": 3.0, "k80": 1.0}, "b": {"v100": 3.0, "k80": 1.0}}
+    shares = weighted_shares([a, b], {"a": 100.0, "b": 100.0}, segments, {}, 2,
+                             speeds=speeds, gpus_of={"v100": 1, "k80": 1})
+    assert [(s.received_gpu_s, s.entitled_gpu_s) for s in shares] == [
+        (pytest.approx(150.0), pytest.approx(100.0)), (pytest.approx(50.0), pytest.approx(100.0))]
