@@ -34,11 +34,13 @@ from gavel_side import gavel_finish, hetsched_replay, read_gavel_jobs, read_jobs
 if TYPE_CHECKING:
     from hetsched.files.replay_inputs import TraceJobs
 
-#: Gavel's policy beside each of hetsched's (``NAME:rounds``: realised as Gavel's own
-#: rounds are, only the rounds start jobs: hetsched's ``work_conserving=False``).
+#: Gavel's policy beside each of hetsched's (``NAME:rounds``: only the rounds start jobs,
+#: hetsched's ``work_conserving=False``; ``NAME:gavel``: realised as Gavel's simulator
+#: realises it, ``rounds="gavel"``).
 #: ``max_min_fairness_perf_two_stage``: Gavel's simulator with its max-min LP followed by
 #: hetsched's second stage (docs/policies.md, "Beside Gavel's simulator").
 PEERS = (("gavel", "max_min_fairness_perf"), ("gavel:rounds", "max_min_fairness_perf"),
+         ("gavel:gavel", "max_min_fairness_perf"),
          ("gavel", "max_min_fairness_perf_two_stage"),
          ("gavel-agnostic", "max_min_fairness"),
          ("gavel-max-sum", "max_sum_throughput_perf"),
@@ -69,11 +71,12 @@ def figures(read: TraceJobs, finish: dict[str, float]) -> dict[str, object]:
 
 
 def hetsched_run(read: TraceJobs, policy: str) -> dict[str, object]:
-    """hetsched's replay under ``policy`` (``NAME:rounds``: not work conserving), with
-    Gavel's prices on the cluster's types."""
+    """hetsched's replay under ``policy`` (``NAME:rounds``: not work conserving;
+    ``NAME:gavel``: Gavel's rounds), with Gavel's prices on the cluster's types."""
     name, _, rounds = policy.partition(":")
-    ran = hetsched_replay(read, name, prices=PRICES,
-                          **({"work_conserving": False} if rounds else {}))
+    params = {"rounds": {"work_conserving": False}, "gavel": {"rounds": "gavel"},
+              "": {}}[rounds]
+    ran = hetsched_replay(read, name, prices=PRICES, **params)
     metrics = ran.replay.metrics()
     return {"side": "hetsched", "policy": policy, **figures(read, ran.finish),
             "total_cost_usd": metrics.total_cost_usd,
@@ -122,8 +125,8 @@ def main() -> None:
                         help="a folder of ee9e8c_<jobs>_NAME.csv, one per Gavel policy NAME "
                         "of PEERS (those present are read)")
     parser.add_argument("--policies", default=",".join(dict.fromkeys(ours for ours, _ in PEERS)),
-                        help="NAME or NAME:rounds (realised as Gavel's rounds: only they "
-                        "start jobs)")
+                        help="NAME, NAME:rounds (only the rounds start jobs) or NAME:gavel "
+                        "(realised as Gavel's simulator does)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.quick:
