@@ -36,11 +36,12 @@ if TYPE_CHECKING:
 
 #: Gavel's policy beside each of hetsched's (``NAME:rounds``: only the rounds start jobs,
 #: hetsched's ``work_conserving=False``; ``NAME:gavel``: realised as Gavel's simulator
-#: realises it, ``rounds="gavel"``).
+#: realises it, ``rounds="gavel"``; ``NAME:central``: and the interior optimum,
+#: ``spare="central"``).
 #: ``max_min_fairness_perf_two_stage``: Gavel's simulator with its max-min LP followed by
 #: hetsched's second stage (docs/policies.md, "Beside Gavel's simulator").
 PEERS = (("gavel", "max_min_fairness_perf"), ("gavel:rounds", "max_min_fairness_perf"),
-         ("gavel:gavel", "max_min_fairness_perf"),
+         ("gavel:gavel", "max_min_fairness_perf"), ("gavel:central", "max_min_fairness_perf"),
          ("gavel", "max_min_fairness_perf_two_stage"),
          ("gavel-agnostic", "max_min_fairness"),
          ("gavel-max-sum", "max_sum_throughput_perf"),
@@ -75,7 +76,7 @@ def hetsched_run(read: TraceJobs, policy: str) -> dict[str, object]:
     ``NAME:gavel``: Gavel's rounds), with Gavel's prices on the cluster's types."""
     name, _, rounds = policy.partition(":")
     params = {"rounds": {"work_conserving": False}, "gavel": {"rounds": "gavel"},
-              "": {}}[rounds]
+              "central": {"rounds": "gavel", "spare": "central"}, "": {}}[rounds]
     ran = hetsched_replay(read, name, prices=PRICES, **params)
     metrics = ran.replay.metrics()
     return {"side": "hetsched", "policy": policy, **figures(read, ran.finish),

@@ -1,6 +1,6 @@
-"""The central optimal allocation of finish-time fairness: among the allocations that
-reach the least worst ratio z*, an interior one, as Gavel's conic interior-point solver
-(cvxpy on ECOS) returns, instead of a vertex topped up greedily.
+"""The central optimal allocation of finish-time fairness (and of Gavel's max-min): among
+the allocations that reach the optimum, an interior one, as Gavel's conic interior-point
+solver (cvxpy on ECOS) returns, instead of a vertex topped up by a second stage.
 
 Gavel's ``finish_time_fairness_perf`` minimises only the worst ratio, so every
 allocation that finishes each job within z* is optimal, and which one a solver returns
@@ -13,7 +13,10 @@ gets some time on every type it can use, and no type need be full. This solves
 
 (``c_j(z*)`` the rate that finishes job j within z*; the optimum is t = 1) with HiGHS's
 interior-point method and no crossover, then scales the answer down if rounding left it
-a hair outside the constraints. Measured beside Gavel's simulator in docs/fairness.md.
+a hair outside the constraints. Gavel's max-min (``max_min_fairness_perf``) is the same
+with ``c_j = t* w_j E_j / s_j``, the rate that gives job j the optimal floor ``t*`` of
+``rho_j = s_j / w_j T_j . x_j / E_j``. Measured beside Gavel's simulator in
+docs/fairness.md and docs/policies.md.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import scipy.sparse as sp
 
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.gavel.finish_time import FinishTimeProblem
-from hetsched.formulations.gavel.problem import Array
+from hetsched.formulations.gavel.problem import AllocationProblem, Array
 
 #: The central allocation is used if its worst ratio is within this of the optimum
 #: (relative; the interior point's own tolerance is 1e-8).
@@ -36,14 +39,41 @@ def central_allocation(problem: FinishTimeProblem, worst: float,
     """The interior allocation whose worst ratio is ``worst`` (the optimum), or None if
     HiGHS gives none within :data:`CENTRAL_TOLERANCE` of it."""
     base = problem.allocation
-    throughput, gangs, capacity = base.throughput, base.scale_factors, base.capacity
-    jobs, types = throughput.shape
-    if jobs == 0:
-        return np.zeros((0, types))
+    if not base.job_ids:
+        return np.zeros((0, len(base.gpu_types)))
     room = worst * problem.isolated_s - problem.since_s
     if np.any(room <= 0):
         return None
-    need = problem.steps_left / room
+    fractions = central_for_rates(base, problem.steps_left / room, budget)
+    if fractions is None or problem.worst(fractions) > worst * (1.0 + CENTRAL_TOLERANCE):
+        return None
+    return fractions
+
+
+def central_max_min(problem: AllocationProblem, floor: float,
+                    budget: Budget | None = None) -> Array | None:
+    """The interior allocation of Gavel's max-min whose least ``rho_j`` is ``floor`` (its
+    optimum; ``rho_j = s_j / w_j T_j . x_j / E_j``), as ECOS returns for Gavel's
+    ``max_min_fairness_perf``; None if HiGHS gives none within
+    :data:`CENTRAL_TOLERANCE` of it."""
+    if not problem.job_ids:
+        return np.zeros((0, len(problem.gpu_types)))
+    rates = floor * problem.weights * problem.equal_share_throughput() / problem.scale_factors
+    fractions = central_for_rates(problem, rates, budget)
+    if fractions is None or \
+            float(problem.normalised(fractions).min()) < floor * (1.0 - CENTRAL_TOLERANCE):
+        return None
+    return fractions
+
+
+def central_for_rates(base: AllocationProblem, need: Array,
+                      budget: Budget | None = None) -> Array | None:
+    """An interior allocation giving every job j at least ``need[j]`` steps/s (the LP of
+    the module notes, t = 1 at the optimum), feasible; None if HiGHS gives none."""
+    throughput, gangs, capacity = base.throughput, base.scale_factors, base.capacity
+    jobs, types = throughput.shape
+    if np.any(need <= 0):
+        need = np.maximum(need, 1e-12)
     columns = jobs * types + 1  # x (row-major, job by job), then t
     job_of = np.repeat(np.arange(jobs), types)
     type_of = np.tile(np.arange(types), jobs)
@@ -83,7 +113,6 @@ def central_allocation(problem: FinishTimeProblem, worst: float,
     scale = min(1.0, 1.0 / max(1.0, float(fractions.sum(axis=1).max())),
                 *(float(c / u) for c, u in zip(capacity, used, strict=True) if u > c))
     fractions = fractions * scale
-    if not base.is_feasible(fractions, 1e-9) or \
-            problem.worst(fractions) > worst * (1.0 + CENTRAL_TOLERANCE):
+    if not base.is_feasible(fractions, 1e-9):
         return None
     return np.asarray(fractions, dtype=np.float64)

@@ -41,3 +41,22 @@ def test_a_unique_optimum_is_returned_as_it_is() -> None:
     assert central is not None
     golden = (math.sqrt(5) - 1) / 2
     assert central[:, 0] == pytest.approx([golden, 1 - golden], abs=1e-4)
+
+
+def test_gavels_max_min_central_optimum_keeps_the_floor() -> None:
+    # The case above as Gavel's max-min: one V100 (10 steps/s) and one K80 (2), two alike
+    # 1-GPU jobs of weight 1; equal shares give each E = 6 steps/s, and the best floor is
+    # rho = 1 for both (12 steps/s split evenly). The central optimum keeps the floor and
+    # gives both jobs time on both types.
+    from hetsched.formulations.gavel.central import central_max_min
+    from hetsched.formulations.gavel.matrix import solve_matrix
+
+    case = problem([[10.0, 2.0], [10.0, 2.0]], [1.0, 1.0], [1.0, 1.0], [0.0, 0.0],
+                   [600.0, 600.0], [100.0, 100.0]).allocation
+    floor = solve_matrix(case).value
+    assert floor == pytest.approx(1.0, rel=1e-6)
+    central = central_max_min(case, floor)
+    assert central is not None
+    assert case.is_feasible(central, 1e-9)
+    assert case.normalised(central) == pytest.approx([1.0, 1.0], rel=1e-4)
+    assert np.all(central > 1e-3)

@@ -7,10 +7,8 @@ import logging
 import math
 from collections.abc import Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.allocation.layout import Start
@@ -26,7 +24,12 @@ from hetsched.formulations.gavel.problem import (
 )
 from hetsched.policies.backends import BACKENDS_OF
 from hetsched.policies.baselines.common import Misses, RoundClock, SpeedBook, place
-from hetsched.policies.baselines.gavel_rounds import GavelLedger, gavel_queue
+from hetsched.policies.baselines.gavel_rounds import (
+    GavelLedger,
+    Pairs,
+    arrival_rank,
+    gavel_queue,
+)
 from hetsched.policies.baselines.row_book import RowBook
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
@@ -89,7 +92,8 @@ class Gavel(PolicyHooks):
                  deterministic: bool = True,
                  starvation_rounds: float = 20.0, partitions: int = 1,
                  executor: Executor | None = None, work_conserving: bool = True,
-                 rounds: str = "hetsched", water_filling: bool = False) -> None:
+                 rounds: str = "hetsched", water_filling: bool = False,
+                 spare: str = "two-stage") -> None:
         from hetsched.formulations.gavel import AllocationSolver, Objective, PartitionedSolver
 
         if not round_s > 0 or not starvation_rounds > 0:
@@ -115,6 +119,15 @@ class Gavel(PolicyHooks):
                              expected="objective max-min, 1 partition, backend highs")
         #: max-min by water-filling (:mod:`hetsched.formulations.gavel.water_filling`)
         self.water_filling = water_filling
+        if spare not in ("two-stage", "central") or (
+                spare == "central" and (self.objective is not Objective.MAX_MIN
+                                        or water_filling or backend != "highs")):
+            raise InputError("unknown spare", path="spare", value=spare,
+                             expected="two-stage, or central (max-min on highs)")
+        #: max-min's slack above the floor: by the greatest sum of rho (``two-stage``), or
+        #: an interior optimum as ECOS returns for Gavel (``central``,
+        #: :func:`hetsched.formulations.gavel.central.central_max_min`)
+        self.spare = spare
         #: POP's number of partitions (1: the monolithic LP)
         self.partitions = partitions
         #: the LP kept between solves (warm starts), when it runs on HiGHS
@@ -344,9 +357,17 @@ class Gavel(PolicyHooks):
                 self._pop_note = (f"POP k={self.partitions}: objective {split.ratio:.6f} of "
                                   "the monolithic optimum")
             return split.allocation
-        return self._solver.solve(problem, budget)
+        answer = self._solver.solve(problem, budget)
+        if self.spare == "central" and answer.ok:
+            from hetsched.formulations.gavel.central import central_max_min
 
-    def _pairs(self, state: ClusterState, jobs: Sequence[Job]) -> _Pairs:
+            central = central_max_min(problem, answer.value, budget)
+            if central is not None:
+                return Allocation(problem, central, problem.objective_value(
+                    self.objective, central), answer.optimal, answer.runtime_s)
+        return answer
+
+    def _pairs(self, state: ClusterState, jobs: Sequence[Job]) -> Pairs:
         """The (job, type) pairs of ``jobs`` as arrays (rows: jobs, columns: the cluster's
         types): each pair's priority ``X_jk / (time on k since the solve / time since the
         solve)`` (infinite when the job has not run on k yet; 0 where ``X_jk = 0``), share
@@ -377,7 +398,7 @@ class Gavel(PolicyHooks):
         starved = np.asarray(state.now - np.array(
             [last_ran.get(job.id, job.arrival) for job in jobs], dtype=np.float64) >= limit,
             dtype=np.bool_)
-        return _Pairs(priority, share, usable, preference, starved)
+        return Pairs(priority, share, usable, preference, starved)
 
     def _speeds_of(self, state: ClusterState, jobs: Sequence[Job]) -> Array:
         """The jobs' predicted steps/s on each of the cluster's types (0: cannot run), a
@@ -399,10 +420,10 @@ class Gavel(PolicyHooks):
         taken if its job has none yet and its type has the job's GPUs unclaimed."""
         pairs = self._pairs(state, jobs)
         running = {r.job.id: r for r in state.running}
-        rank = _arrival_rank(jobs)
+        rank = arrival_rank(jobs)
         if self._ledger is not None:
             priority, deficit = self._ledger.priorities([job.id for job in jobs], pairs.share)
-            pairs = _Pairs(priority, pairs.share, pairs.usable, pairs.preference,
+            pairs = Pairs(priority, pairs.share, pairs.usable, pairs.preference,
                            np.zeros(len(jobs), dtype=np.bool_))
             rows, cols = gavel_queue(priority, deficit, pairs.share, pairs.usable, rank)
             order = np.arange(len(rows))
@@ -466,7 +487,7 @@ class Gavel(PolicyHooks):
         filled = self._fill(state, [jobs[row] for row in waiting], pairs.rows(waiting), pool)
         return Decision((*starts, *filled.start), preempted)
 
-    def _fill(self, state: ClusterState, waiting: Sequence[Job], pairs: _Pairs,
+    def _fill(self, state: ClusterState, waiting: Sequence[Job], pairs: Pairs,
               pool: FreeGpuIndex) -> Decision:
         """Free GPUs to waiting jobs (``pairs``: theirs, row by row), best priority first,
         without preempting (jobs that arrived since the last solve have no share yet: they
@@ -475,11 +496,11 @@ class Gavel(PolicyHooks):
             return Decision()
         rows = np.arange(len(waiting))
         best = pairs.preference[:, 0]
-        rank = _arrival_rank(waiting)
+        rank = arrival_rank(waiting)
         order = np.lexsort((rank, -pairs.share[rows, best], -pairs.priority[rows, best],
                             ~pairs.starved))
         types = state.cluster.type_names
-        fits = self._with_room(state, waiting, pairs, pool)
+        fits = pairs.with_room(state, waiting, pool)
         starts = []
         misses = Misses()  # (starts only take GPUs)
         for row in order[pairs.usable[order, best[order]] & fits[order]].tolist():
@@ -491,47 +512,3 @@ class Gavel(PolicyHooks):
             if start is not None:
                 starts.append(start)
         return Decision(tuple(starts))
-
-    @staticmethod
-    def _with_room(state: ClusterState, waiting: Sequence[Job], pairs: _Pairs,
-                   pool: FreeGpuIndex) -> npt.NDArray[np.bool_]:
-        """Which waiting jobs have a usable type with free GPUs for their gang: the others
-        cannot start in a fill (starts only take GPUs) and are not walked. (A job asking
-        for a share of a GPU may fit on a GPU in use: always walked.)"""
-        room = np.array([pool.available(t) for t in state.cluster.type_names],
-                        dtype=np.int64)
-        gangs = np.array([0 if job.gpu_share is not None else job.num_gpus
-                          for job in waiting], dtype=np.int64)
-        fits: npt.NDArray[np.bool_] = np.any(
-            pairs.usable & (room[np.newaxis, :] >= gangs[:, np.newaxis]), axis=1)
-        return fits
-
-
-def _arrival_rank(jobs: Sequence[Job]) -> npt.NDArray[np.int64]:
-    """Each job's place in the order of (arrival, id)."""
-    rank = np.empty(len(jobs), dtype=np.int64)
-    if jobs:  # (numpy compares strings by code point, as Python does)
-        rank[np.lexsort((np.array([job.id for job in jobs]),
-                         np.array([job.arrival for job in jobs], dtype=np.float64)))] = \
-            np.arange(len(jobs))
-    return rank
-
-
-@dataclass(frozen=True)
-class _Pairs:
-    """A decision's (job, type) pairs as arrays, rows in the order of the jobs asked for
-    (:meth:`Gavel._pairs`)."""
-
-    priority: Array
-    share: Array
-    usable: npt.NDArray[np.bool_]
-    #: each row's columns in preference order (usable ones first)
-    preference: npt.NDArray[np.int64]
-    starved: npt.NDArray[np.bool_]
-
-    def rows(self, index: Sequence[int]) -> _Pairs:
-        """The pairs of the jobs at ``index``."""
-        at = np.asarray(index, dtype=np.int64)
-        return _Pairs(self.priority[at], self.share[at], self.usable[at],
-                      self.preference[at], self.starved[at])
-

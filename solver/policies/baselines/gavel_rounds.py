@@ -32,11 +32,15 @@ What Gavel does and hetsched's own rounds do not (line numbers of ``scheduler.py
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from hetsched.allocation.free_gpus import FreeGpuIndex
+from hetsched.core.records import Job
 from hetsched.formulations.gavel.problem import Array
+from hetsched.policies.rolling import ClusterState
 
 #: Gavel's ``minimum_time_between_allocation_resets`` (s).
 GAVEL_RESET_INTERVAL_S = 1920.0
@@ -135,3 +139,46 @@ def gavel_queue(priority: Array, deficit: Array, share: Array,
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return (np.concatenate(rows_out).astype(np.int64),
             np.concatenate(cols_out).astype(np.int64))
+
+
+def arrival_rank(jobs: Sequence[Job]) -> npt.NDArray[np.int64]:
+    """Each job's place in the order of (arrival, id)."""
+    rank = np.empty(len(jobs), dtype=np.int64)
+    if jobs:  # (numpy compares strings by code point, as Python does)
+        rank[np.lexsort((np.array([job.id for job in jobs]),
+                         np.array([job.arrival for job in jobs], dtype=np.float64)))] = \
+            np.arange(len(jobs))
+    return rank
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """A decision's (job, type) pairs as arrays, rows in the order of the jobs asked for
+    (:meth:`Gavel._pairs`)."""
+
+    priority: Array
+    share: Array
+    usable: npt.NDArray[np.bool_]
+    #: each row's columns in preference order (usable ones first)
+    preference: npt.NDArray[np.int64]
+    starved: npt.NDArray[np.bool_]
+
+    def rows(self, index: Sequence[int]) -> Pairs:
+        """The pairs of the jobs at ``index``."""
+        at = np.asarray(index, dtype=np.int64)
+        return Pairs(self.priority[at], self.share[at], self.usable[at],
+                      self.preference[at], self.starved[at])
+
+    def with_room(self, state: ClusterState, waiting: Sequence[Job],
+                  pool: FreeGpuIndex) -> npt.NDArray[np.bool_]:
+        """Which of the ``waiting`` jobs (these pairs' rows) have a usable type with free
+        GPUs for their gang: the others cannot start in a fill (starts only take GPUs) and
+        are not walked. (A job asking for a share of a GPU may fit on a GPU in use: always
+        walked.)"""
+        room = np.array([pool.available(t) for t in state.cluster.type_names],
+                        dtype=np.int64)
+        gangs = np.array([0 if job.gpu_share is not None else job.num_gpus
+                          for job in waiting], dtype=np.int64)
+        fits: npt.NDArray[np.bool_] = np.any(
+            self.usable & (room[np.newaxis, :] >= gangs[:, np.newaxis]), axis=1)
+        return fits
