@@ -185,13 +185,15 @@ class TenantKeeper(PolicyHooks):
         """``state`` with each waiting job allowed only the GPU types its tenant may take
         now (:meth:`_Ledger.may_take`), jobs with none left out, and every job weighted
         by its tenant (see the class)."""
-        ledger = self._ledger(state, state.running, state.pending)
+        ledger = self._ledger(state, state.running, state.pending) \
+            if self.tenants.has_quotas() else None  # (weights only: every type allowed)
         weigh = self._weigher(state)
         shown: list[Job] = []
         changed = False
         for job in state.pending:
             types = self._types(state, job)
-            allowed = [t for t in types if ledger.may_take(job, t)]
+            allowed = types if ledger is None else [t for t in types
+                                                    if ledger.may_take(job, t)]
             if not allowed:
                 changed = True
                 continue
@@ -231,7 +233,10 @@ class TenantKeeper(PolicyHooks):
         """``decision`` made to keep the quotas (module notes). A job preempted to give a
         quota back may leave its own tenant owed a type a borrowed start of the policy's
         took; the decision is then made again with that job preempted from the start, so
-        that start is refused and the job placed (a few rounds at most: each adds jobs)."""
+        that start is refused and the job placed (a few rounds at most: each adds jobs).
+        Without quotas (weights only) nobody is owed anything: ``decision`` as it is."""
+        if not self.tenants.has_quotas():
+            return decision
         forced: list[str] = []
         for _ in range(len(state.running) + 1):
             kept, preempt, reclaimed, borrowed = self._attempt(state, decision, forced)
