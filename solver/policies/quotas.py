@@ -140,6 +140,9 @@ class TenantKeeper(PolicyHooks):
         self.tenants = tenants
         self.name = policy.name
         self._view: SpeedView | None = None
+        #: each job as last shown (the job it was made from, what was changed, the copy):
+        #: a job shown as before is not copied (and checked) again
+        self._shown: dict[str, tuple[Job, tuple[object, ...], Job]] = {}
         #: starts of the policy dropped, and jobs preempted to give quotas back
         self.dropped = 0
         self.reclaimed = 0
@@ -203,15 +206,28 @@ class TenantKeeper(PolicyHooks):
                 fields["weight"] = weigh(job)
             if fields:
                 changed = True
-                job = dataclasses.replace(job, **fields)  # type: ignore[arg-type]
+                job = self._show(job, fields)
             shown.append(job)
         running = state.running if weigh is None else tuple(
-            dataclasses.replace(r, job=dataclasses.replace(r.job, weight=weigh(r.job)))
+            dataclasses.replace(r, job=self._show(r.job, {"weight": weigh(r.job)}))
             for r in state.running)
+        if len(self._shown) > 2 * (len(state.pending) + len(state.running)) + 64:
+            active = {job.id for job in state.pending} | {r.job.id for r in state.running}
+            self._shown = {k: v for k, v in self._shown.items() if k in active}
         if not changed and running is state.running:
             return state
         return dataclasses.replace(state, pending=tuple(shown), running=running,
                                    pending_feed=None)
+
+    def _show(self, job: Job, fields: dict[str, object]) -> Job:
+        """``job`` with ``fields`` changed; the copy made last time if it is the same."""
+        changes = tuple(sorted(fields.items()))
+        last = self._shown.get(job.id)
+        if last is not None and last[0] is job and last[1] == changes:
+            return last[2]
+        copy = dataclasses.replace(job, **fields)  # type: ignore[arg-type]
+        self._shown[job.id] = (job, changes, copy)
+        return copy
 
     def _weigher(self, state: ClusterState) -> Callable[[Job], float] | None:
         """Each job's weight within its tenant's (see the class); ``None`` when every
