@@ -25,7 +25,7 @@ from hetsched.core.records import Job
 from hetsched.core.settings import ReplaySettings
 from hetsched.policies.baselines import common, guarded, kept_queue, walk
 from hetsched.policies.baselines.duration import ShortestRemainingTimeFirst
-from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.baselines.gavel_rounds import Pairs
 from hetsched.policies.baselines.optimus import Optimus
 from hetsched.policies.baselines.tiresias import Tiresias
 from hetsched.policies.rolling import ClusterState, Decision
@@ -80,8 +80,8 @@ def without_short_cuts(monkeypatch: pytest.MonkeyPatch) -> None:
                         lambda self, job, gpus, attained, running, now:
                         self._place(job, attained, running, now))
     monkeypatch.setattr(FreeGpuIndex, "_packed_bound", lambda self, pos, count: (-1, -1, pos))
-    monkeypatch.setattr(Gavel, "_with_room", staticmethod(
-        lambda state, waiting, pairs, pool: np.ones(len(waiting), dtype=bool)))
+    monkeypatch.setattr(Pairs, "with_room",
+                        lambda self, state, waiting, pool: np.ones(len(waiting), dtype=bool))
     monkeypatch.setattr(Optimus, "_allocate", heap_allocate)
 
 
