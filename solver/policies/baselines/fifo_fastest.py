@@ -30,10 +30,15 @@ class FifoFastest(Gavel):
     as ``gavel``: GPUs left over go to waiting jobs between rounds; with
     ``work_conserving=False`` only the rounds start jobs, as in Gavel's scheduler."""
 
+    #: (Gavel's rounds skip a FIFO policy's pairs of priority 0: ``scheduler.py:829-831``)
+    walks_zero_priority = False
+
     def __init__(self, *, round_s: float = 360.0, starvation_rounds: float = math.inf,
-                 work_conserving: bool = True) -> None:
+                 work_conserving: bool = True,
+                 rounds: str = "hetsched") -> None:
         super().__init__(objective="max-min", round_s=round_s,
-                         starvation_rounds=starvation_rounds, work_conserving=work_conserving)
+                         starvation_rounds=starvation_rounds, work_conserving=work_conserving,
+                         rounds=rounds)
         self.name = "fifo-fastest"
 
     def _allocate(self, state: ClusterState, jobs: list[Job], problem: AllocationProblem,

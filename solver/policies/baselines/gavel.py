@@ -87,6 +87,10 @@ class Gavel(PolicyHooks):
     work conserving), to compare an allocation with Gavel's with the mechanism held equal.
     """
 
+    #: Gavel's rounds (``rounds="gavel"``) walk the pairs of priority 0 too (its
+    #: ``_schedule_jobs_on_workers_helper``), except for its FIFO policies
+    walks_zero_priority = True
+
     def __init__(self, *, objective: str = "max-min", round_s: float = 360.0,
                  backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
                  deterministic: bool = True,
@@ -425,7 +429,9 @@ class Gavel(PolicyHooks):
             priority, deficit = self._ledger.priorities([job.id for job in jobs], pairs.share)
             pairs = Pairs(priority, pairs.share, pairs.usable, pairs.preference,
                            np.zeros(len(jobs), dtype=np.bool_))
-            rows, cols = gavel_queue(priority, deficit, pairs.share, pairs.usable, rank)
+            walked = pairs.usable if self.walks_zero_priority else \
+                pairs.usable & (priority > 0)
+            rows, cols = gavel_queue(priority, deficit, pairs.share, walked, rank)
             order = np.arange(len(rows))
         else:
             starved = pairs.starved & np.array([job.id not in running for job in jobs],

@@ -25,9 +25,11 @@ class Isolated(Gavel):
     ``gavel``'s rounds and starvation guard."""
 
     def __init__(self, *, round_s: float = 360.0, starvation_rounds: float = 20.0,
-                 work_conserving: bool = True) -> None:
+                 work_conserving: bool = True,
+                 rounds: str = "hetsched") -> None:
         super().__init__(objective="max-min", round_s=round_s,
-                         starvation_rounds=starvation_rounds, work_conserving=work_conserving)
+                         starvation_rounds=starvation_rounds, work_conserving=work_conserving,
+                         rounds=rounds)
         self.name = "isolated"
 
     def _allocate(self, state: ClusterState, jobs: list[Job], problem: AllocationProblem,

@@ -31,13 +31,15 @@ class MinTotalDuration(Gavel):
 
     def __init__(self, *, round_s: float = 360.0, backend: str = "highs",
                  time_limit_s: float | None = DECISION_LIMIT, deterministic: bool = True,
-                 starvation_rounds: float = 20.0, work_conserving: bool = True) -> None:
+                 starvation_rounds: float = 20.0, work_conserving: bool = True,
+                 rounds: str = "hetsched") -> None:
         if backend not in BACKENDS_OF["min-total-duration"]:
             raise ValueError("min-total-duration's LP runs on "
                              f"{', '.join(BACKENDS_OF['min-total-duration'])}, not {backend}")
         super().__init__(objective="max-min", round_s=round_s, time_limit_s=time_limit_s,
                          deterministic=deterministic, starvation_rounds=starvation_rounds,
-                         work_conserving=work_conserving)
+                         work_conserving=work_conserving,
+                         rounds=rounds)
         self.name = "min-total-duration"
 
     def _allocate(self, state: ClusterState, jobs: list[Job], problem: AllocationProblem,

@@ -44,14 +44,16 @@ class ThroughputPerCost(Gavel):
                  meet_deadlines: bool = False, normalized: bool = True, round_s: float = 360.0,
                  backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
                  deterministic: bool = True, starvation_rounds: float = 20.0,
-                 work_conserving: bool = True) -> None:
+                 work_conserving: bool = True,
+                 rounds: str = "hetsched") -> None:
         if backend not in BACKENDS_OF["max-throughput-per-cost"]:
             raise ValueError("max-throughput-per-cost's LP runs on "
                              f"{', '.join(BACKENDS_OF['max-throughput-per-cost'])}, not "
                              f"{backend}")
         super().__init__(objective="max-sum", round_s=round_s, time_limit_s=time_limit_s,
                          deterministic=deterministic, starvation_rounds=starvation_rounds,
-                         work_conserving=work_conserving)
+                         work_conserving=work_conserving,
+                         rounds=rounds)
         self.name = "max-throughput-per-cost" if normalized else "max-throughput-per-cost-raw"
         #: each job's throughput over its equal share (off: Gavel's raw steps/s)
         self.normalized = normalized
