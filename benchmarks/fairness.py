@@ -247,7 +247,9 @@ def main() -> None:
     parser.add_argument("--philly-shares", type=int, default=0, metavar="N",
                         help="also measure weighted shares on the first N Philly jobs "
                         "(2,000 in the issue), policies of --share-policies")
-    parser.add_argument("--share-policies", default="gavel,gavel:gavel")
+    parser.add_argument("--share-policies",
+                        default="gavel,gavel:gavel,gavel-water-filling,gavel-water-filling:gavel,"
+                        "gavel-water-filling-gpus,gavel-water-filling-gpus:gavel")
     parser.add_argument("--round-lengths", default="360",
                         help="hetsched's rounds (s), comma separated: each policy runs "
                         "at each (Gavel's side: --gavel POLICY@ROUND_S=FILE)")

@@ -97,6 +97,12 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           policy="hetsched.policies.baselines.gavel:Gavel",
           params={"objective": "max-min", "water_filling": True},
           backends=BACKENDS_OF["gavel-water-filling"]),
+    Entry("gavel-water-filling-gpus", "weighted max-min fairness of GPUs held (every type "
+          "alike, as quotas count them) by water-filling, in Gavel's rounds; the rest by "
+          "normalised throughput",
+          policy="hetsched.policies.baselines.gavel:Gavel",
+          params={"objective": "max-min", "water_filling": "gpus"},
+          backends=BACKENDS_OF["gavel-water-filling-gpus"]),
     Entry("gavel-max-sum", "Gavel: max-sum throughput LP in rounds",
           policy="hetsched.policies.baselines.gavel:Gavel", params={"objective": "max-sum"},
           backends=BACKENDS_OF["gavel-max-sum"]),

@@ -40,9 +40,15 @@ LEVEL_SLACK = 1e-9
 DUAL_TOLERANCE = 1e-9
 
 
-def water_filling(problem: AllocationProblem, budget: Budget | None = None) -> Allocation:
+def water_filling(problem: AllocationProblem, budget: Budget | None = None, *,
+                  share: str = "throughput") -> Allocation:
     """The water-filling allocation of ``problem`` (module notes); its value is the least
-    ``rho_j / w_j``. Not ok (value nan) if an LP did not end optimal."""
+    ``rho_j / w_j``. Not ok (value nan) if an LP did not end optimal. ``share="gpus"``
+    fills GPUs instead of normalised rates: the floor rows count a job's GPUs held,
+    ``s_j sum_k x_jk / w_j`` (weighted shares of GPUs, every type alike, as quotas count
+    them); the last stage still gives what is left by normalised rates."""
+    if share not in ("throughput", "gpus"):
+        raise ValueError(f"share must be 'throughput' or 'gpus', not {share!r}")
     began = time.perf_counter()
     jobs, types = problem.throughput.shape
     if not jobs:
@@ -53,7 +59,8 @@ def water_filling(problem: AllocationProblem, budget: Budget | None = None) -> A
     equal = columns.throughput @ (problem.capacity / problem.capacity.sum())
     relative = columns.throughput[columns.cls, columns.gpu_type] / equal[columns.cls]
     weight = columns.per_class(problem.weights)
-    rho = columns.gang[columns.cls] / weight[columns.cls] * relative
+    rho = columns.gang[columns.cls] / weight[columns.cls] * (
+        relative if share == "throughput" else 1.0)
     builder = MatrixBuilder()
     builder.add_columns(pairs, 0.0, 1.0)
     builder.add_columns(1, 0.0, INF)  # t, the last column
@@ -97,7 +104,8 @@ def water_filling(problem: AllocationProblem, budget: Budget | None = None) -> A
     if not _run(highs, budget):
         return _failed(problem, began)
     fractions = columns.fractions(np.asarray(highs.getSolution().col_value, dtype=np.float64))
-    value = float(problem.normalised(fractions).min())
+    value = float(problem.normalised(fractions).min()) if share == "throughput" else \
+        float((problem.scale_factors * fractions.sum(axis=1) / problem.weights).min())
     return Allocation(problem, fractions, value, True, time.perf_counter() - began)
 
 

@@ -19,6 +19,7 @@ BACKENDS_OF: dict[str, tuple[str, ...]] = {
     "topology": ("cpsat", *MIP),
     "gavel": MIP,
     "gavel-water-filling": ("highs",),
+    "gavel-water-filling-gpus": ("highs",),
     "gavel-max-sum": MIP,
     "gavel-max-sum-raw": MIP,
     "ftf": ("highs",),

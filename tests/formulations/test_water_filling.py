@@ -51,3 +51,21 @@ def test_a_job_held_on_one_type_leaves_the_other_to_the_rest() -> None:
     assert filled.value == pytest.approx(6 / 7, rel=1e-6)
     assert case.normalised(filled.fractions) == pytest.approx([6 / 7] * 3, rel=1e-6)
     assert case.is_feasible(filled.fractions, 1e-9)
+
+
+def test_gpu_shares_count_gpus_not_rates() -> None:
+    # One V100 and one K80; job A runs at 3 steps/s on the V100 and 1 on the K80 (its
+    # equal-share rate E = 2), jobs B and C at 1 on either (E = 1); weights 1, one GPU each.
+    # By normalised rates, A on the V100 gains most: A gets half of the V100 (rho 3 x 0.5
+    # / 2 = 0.75), B and C a quarter of it and half of the K80 each (rho 0.75): GPUs held
+    # 0.5, 0.75, 0.75. By GPUs held, the 2 GPUs are split evenly: 2/3 each.
+    case = problem([[3.0, 1.0], [1.0, 1.0], [1.0, 1.0]], [1, 1, 1], [1, 1], [1, 1, 1])
+    rates = water_filling(case)
+    assert case.normalised(rates.fractions) == pytest.approx([0.75] * 3, rel=1e-6)
+    assert rates.fractions.sum(axis=1) == pytest.approx([0.5, 0.75, 0.75], abs=1e-6)
+    gpus = water_filling(case, share="gpus")
+    assert gpus.fractions.sum(axis=1) == pytest.approx([2 / 3] * 3, abs=1e-6)
+    assert gpus.value == pytest.approx(2 / 3, rel=1e-6)
+    assert case.is_feasible(gpus.fractions, 1e-9)
+    with pytest.raises(ValueError, match="share"):
+        water_filling(case, share="rates")

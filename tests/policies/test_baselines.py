@@ -40,7 +40,7 @@ ALL = [*BASELINES, "sjf-agnostic", "srtf-agnostic", "gavel-agnostic",
 PREEMPTIVE = {"srtf", "tiresias", "gandiva", "gavel", "gavel-max-sum", "ftf", "optimus",
               "progress", "fifo-fastest", "min-total-duration", "max-throughput-per-cost",
               "isolated", "gavel-max-sum-raw", "max-throughput-per-cost-raw",
-              "gavel-water-filling"}
+              "gavel-water-filling", "gavel-water-filling-gpus"}
 
 
 def one_gpu(speed: float = 10.0) -> tuple[Cluster, ThroughputTable]:
@@ -447,7 +447,8 @@ def test_replay_uses_the_policy_round_and_lists_baselines(tmp_path: Path) -> Non
         "gavel": 360.0, "gavel-max-sum": 360.0, "ftf": 360.0, "optimus": 600.0,
         "progress": 1800.0, "fifo-fastest": 360.0, "min-total-duration": 360.0,
         "max-throughput-per-cost": 360.0, "isolated": 360.0, "gavel-max-sum-raw": 360.0,
-        "max-throughput-per-cost-raw": 360.0, "gavel-water-filling": 360.0}
+        "max-throughput-per-cost-raw": 360.0, "gavel-water-filling": 360.0,
+        "gavel-water-filling-gpus": 360.0}
 
 
 def test_cli_replays_with_a_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

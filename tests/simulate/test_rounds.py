@@ -366,13 +366,13 @@ EXPECTED: dict[str, list[tuple[float, float]]] = {
     "fifo-fastest": [FIFO_LIKE], "min-total-duration": [FIFO_LIKE],
     "max-throughput-per-cost": [GAVEL], "isolated": [ISOLATED],
     "gavel-max-sum-raw": [GAVEL], "max-throughput-per-cost-raw": [GAVEL],
-    "gavel-water-filling": [GAVEL]}
+    "gavel-water-filling": [GAVEL], "gavel-water-filling-gpus": [GAVEL]}
 ROUNDS = {"fifo": None, "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0,
           "gandiva": 600.0, "gavel": 360.0, "gavel-max-sum": 360.0, "ftf": 360.0,
           "optimus": 600.0, "progress": 1800.0, "fifo-fastest": 360.0,
           "min-total-duration": 360.0, "max-throughput-per-cost": 360.0, "isolated": 360.0,
           "gavel-max-sum-raw": 360.0, "max-throughput-per-cost-raw": 360.0,
-          "gavel-water-filling": 360.0}
+          "gavel-water-filling": 360.0, "gavel-water-filling-gpus": 360.0}
 
 
 def test_the_hand_computed_values() -> None:

@@ -96,7 +96,7 @@ class Gavel(PolicyHooks):
                  deterministic: bool = True,
                  starvation_rounds: float = 20.0, partitions: int = 1,
                  executor: Executor | None = None, work_conserving: bool = True,
-                 rounds: str = "hetsched", water_filling: bool = False,
+                 rounds: str = "hetsched", water_filling: bool | str = False,
                  spare: str = "two-stage") -> None:
         from hetsched.formulations.gavel import AllocationSolver, Objective, PartitionedSolver
 
@@ -116,12 +116,16 @@ class Gavel(PolicyHooks):
             raise InputError("unknown rounds", path="rounds", value=rounds,
                              expected=" or ".join(ROUNDS))
         self.objective = Objective(objective)
+        if water_filling not in (False, True, "gpus"):
+            raise InputError("unknown water_filling", path="water_filling",
+                             value=water_filling, expected="true, false or \"gpus\"")
         if water_filling and (self.objective is not Objective.MAX_MIN or partitions > 1
                               or backend != "highs"):
             raise InputError("water-filling is max-min's, monolithic, on highs",
                              path="water_filling", value=water_filling,
                              expected="objective max-min, 1 partition, backend highs")
-        #: max-min by water-filling (:mod:`hetsched.formulations.gavel.water_filling`)
+        #: max-min by water-filling (:mod:`hetsched.formulations.gavel.water_filling`) of
+        #: normalised rates (``True``) or of GPUs held (``"gpus"``)
         self.water_filling = water_filling
         if spare not in ("two-stage", "central") or (
                 spare == "central" and (self.objective is not Objective.MAX_MIN
@@ -142,7 +146,7 @@ class Gavel(PolicyHooks):
         self.name = {Objective.MAX_MIN: "gavel", Objective.MAX_SUM: "gavel-max-sum",
                      Objective.MAX_SUM_RAW: "gavel-max-sum-raw"}[self.objective]
         if water_filling:
-            self.name = "gavel-water-filling"
+            self.name = "gavel-water-filling" + ("-gpus" if water_filling == "gpus" else "")
         self.round_s = round_s
         self.backend = backend
         self.time_limit_s = time_limit_s
@@ -353,7 +357,8 @@ class Gavel(PolicyHooks):
         if self.water_filling:
             from hetsched.formulations.gavel.water_filling import water_filling
 
-            return water_filling(problem, budget)
+            return water_filling(problem, budget, share="gpus" if self.water_filling == "gpus"
+                                 else "throughput")
         if isinstance(self._solver, PartitionedSolver):
             split = self._solver.solve(problem, budget)
             if split.allocation.ok:
