@@ -27,6 +27,9 @@ What Gavel does and hetsched's own rounds do not (line numbers of ``scheduler.py
   ``minimum_time_between_allocation_resets``, 1,920 s; ``:67``, ``:2369-2389``) passed
   since the last reset; a job that arrived since has priority 0 until then.
 - No starvation guard, and GPUs free between rounds stay free (not work conserving).
+
+The (job, type) pairs a round walks (:class:`Pairs`, :func:`arrival_rank`) are kept
+here for both kinds of rounds.
 """
 
 from __future__ import annotations
