@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 #: Gavel's policy beside each of hetsched's (``NAME:rounds``: only the rounds start jobs,
 #: hetsched's ``work_conserving=False``; ``NAME:gavel``: realised as Gavel's simulator
 #: realises it, ``rounds="gavel"``; ``NAME:central``: and the interior optimum,
-#: ``spare="central"``).
+#: ``spare="central"``; ``NAME:bisection``: and the interior allocation at the makespan
+#: Gavel's bisection stops at, ``spare="gavel"``).
 #: ``max_min_fairness_perf_two_stage``: Gavel's simulator with its max-min LP followed by
 #: hetsched's second stage (docs/policies.md, "Beside Gavel's simulator").
 PEERS = (("gavel", "max_min_fairness_perf"), ("gavel:rounds", "max_min_fairness_perf"),
@@ -49,6 +50,8 @@ PEERS = (("gavel", "max_min_fairness_perf"), ("gavel:rounds", "max_min_fairness_
          ("fifo-fastest", "fifo_perf"), ("fifo-fastest:rounds", "fifo_perf"),
          ("fifo-fastest:gavel", "fifo_perf"),
          ("min-total-duration:gavel", "min_total_duration_perf"),
+         ("min-total-duration:central", "min_total_duration_perf"),
+         ("min-total-duration:bisection", "min_total_duration_perf"),
          ("max-throughput-per-cost:gavel", "max_sum_throughput_normalized_by_cost_perf"),
          ("isolated:gavel", "isolated"),
          ("min-total-duration", "min_total_duration_perf"),
@@ -80,7 +83,8 @@ def hetsched_run(read: TraceJobs, policy: str) -> dict[str, object]:
     ``NAME:gavel``: Gavel's rounds), with Gavel's prices on the cluster's types."""
     name, _, rounds = policy.partition(":")
     params = {"rounds": {"work_conserving": False}, "gavel": {"rounds": "gavel"},
-              "central": {"rounds": "gavel", "spare": "central"}, "": {}}[rounds]
+              "central": {"rounds": "gavel", "spare": "central"},
+              "bisection": {"rounds": "gavel", "spare": "gavel"}, "": {}}[rounds]
     ran = hetsched_replay(read, name, prices=PRICES, **params)
     metrics = ran.replay.metrics()
     return {"side": "hetsched", "policy": policy, **figures(read, ran.finish),

@@ -173,3 +173,17 @@ def test_a_replay_meeting_deadlines_passes_the_checker() -> None:
     policy = ThroughputPerCost(meet_deadlines=True)
     small_replay(policy)
     assert policy.figures()["deadlines_left_out"] == policy.deadlines_left_out
+
+
+def test_gavels_bisection_stops_within_five_percent() -> None:
+    # Gavel's min_total_duration_perf bisects T on [100, 10^6] until the bounds are within
+    # 5 %: for a least makespan of 600,000 s the feasible midpoints are 750,025,
+    # 625,037.5 and 609,414.0625 (the infeasible ones 500,050, 562,543.75 and
+    # 593,790.625), and it stops there, 1.6 % above the least.
+    from hetsched.policies.baselines.min_total_duration import gavels_bisection
+
+    assert gavels_bisection(600_000.0) == pytest.approx(609_414.0625)
+    # Past 10^6 s nothing in the first range is feasible: it moves to [10^6, 10^7].
+    assert 2.5e6 <= gavels_bisection(2.5e6) <= 1.05 * 2.5e6
+    for least in (150.0, 5000.0, 999_999.0):
+        assert least <= gavels_bisection(least) <= 1.05 * least

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetsched.core.errors import InputError
 from hetsched.core.records import Job
 from hetsched.core.settings import DECISION_LIMIT
 from hetsched.formulations.budget import Budget
@@ -27,12 +28,16 @@ class MinTotalDuration(Gavel):
     after the active jobs changed and realised by ``gavel``'s rounds and starvation
     guard (jobs the makespan does not need may get ``X = 0``: the guard lets them run).
     ``min-total-duration-agnostic`` sees every type alike, like Gavel's
-    ``min_total_duration``, which gives every type the V100's throughput."""
+    ``min_total_duration``, which gives every type the V100's throughput.
+    ``spare="central"``: of the allocations of least makespan, an interior one, as
+    Gavel's conic solver returns (:mod:`hetsched.formulations.gavel.central`), not the
+    second stage's; ``spare="gavel"``: an interior one of makespan at most the T Gavel's
+    bisection stops at (:func:`gavels_bisection`), as Gavel's policy returns."""
 
     def __init__(self, *, round_s: float = 360.0, backend: str = "highs",
                  time_limit_s: float | None = DECISION_LIMIT, deterministic: bool = True,
                  starvation_rounds: float = 20.0, work_conserving: bool = True,
-                 rounds: str = "hetsched") -> None:
+                 rounds: str = "hetsched", spare: str = "two-stage") -> None:
         if backend not in BACKENDS_OF["min-total-duration"]:
             raise ValueError("min-total-duration's LP runs on "
                              f"{', '.join(BACKENDS_OF['min-total-duration'])}, not {backend}")
@@ -40,6 +45,11 @@ class MinTotalDuration(Gavel):
                          deterministic=deterministic, starvation_rounds=starvation_rounds,
                          work_conserving=work_conserving,
                          rounds=rounds)
+        if spare not in ("two-stage", "central", "gavel"):
+            raise InputError("unknown spare", path="spare", value=spare,
+                             expected="two-stage, central or gavel")
+        #: which allocation of least makespan (the class's notes)
+        self.spare = spare
         self.name = "min-total-duration"
 
     def _allocate(self, state: ClusterState, jobs: list[Job], problem: AllocationProblem,
@@ -48,4 +58,35 @@ class MinTotalDuration(Gavel):
         from hetsched.formulations.gavel.duration import DurationProblem, min_total_duration
 
         steps = np.array(steps_left(state, jobs, LEAST_STEPS))
-        return min_total_duration(DurationProblem(problem, steps), budget)
+        duration = DurationProblem(problem, steps)
+        answer = min_total_duration(duration, budget)
+        if self.spare != "two-stage" and answer.ok and problem.job_ids:
+            from hetsched.formulations.gavel.central import CENTRAL_TOLERANCE, central_for_rates
+
+            makespan = answer.value if self.spare == "central" else \
+                gavels_bisection(answer.value)
+            central = central_for_rates(problem, steps / makespan, budget)
+            if central is not None and \
+                    duration.makespan(central) <= makespan * (1 + CENTRAL_TOLERANCE):
+                return Allocation(problem, central, duration.makespan(central),
+                                  answer.optimal, answer.runtime_s)
+        return answer
+
+
+def gavels_bisection(least: float) -> float:
+    """The makespan Gavel's ``min_total_duration_perf`` settles on when the least one is
+    ``least`` (s): its bisection from [100 s, 10^6 s] (the range moved up tenfold while
+    nothing in it is feasible) stops once the bounds are within 5 % of each other, at
+    the last feasible T, which may be up to 5 % above ``least``
+    (``scheduler/policies/min_total_duration.py``)."""
+    low, high, top = 100.0, 1e6, 1e6
+    found: float | None = None
+    while found is None:
+        while 1.05 * low < high:
+            middle = (low + high) / 2.0
+            if middle >= least:
+                found = high = middle
+            else:
+                low = middle
+        low, high, top = top, top * 10.0, top * 10.0
+    return found
