@@ -124,13 +124,13 @@ def solve_in_stages(model: MatrixModel, stages: Sequence[Array],
             highs.addRow(-math.inf, best + HOLD_RELATIVE * max(1.0, abs(best)), len(nonzero),
                          nonzero, before[nonzero])
         highs.changeColsCost(model.num_cols, columns, np.asarray(cost, dtype=np.float64))
-        if not _run(highs, budget):
+        if not run_highs(highs, budget):
             return values, False
         values = np.asarray(highs.getSolution().col_value, dtype=np.float64)
     return values, True
 
 
-def _run(highs: highspy.Highs, budget: Budget) -> bool:
+def run_highs(highs: highspy.Highs, budget: Budget) -> bool:
     """One HiGHS run; whether it ended optimal (a wall-clock budget may stop it first)."""
     left = budget.remaining()
     if left is not None and not budget.deterministic:

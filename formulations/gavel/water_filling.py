@@ -29,7 +29,7 @@ import highspy
 import numpy as np
 
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.gavel.class_lp import ClassColumns
+from hetsched.formulations.gavel.class_lp import ClassColumns, run_highs
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem
 from hetsched.formulations.mip.highs import load_model
 from hetsched.formulations.mip.model import INF, MatrixBuilder
@@ -82,7 +82,7 @@ def water_filling(problem: AllocationProblem, budget: Budget | None = None, *,
         highs.changeCoeff(first_floor + c, pairs, 0.0)
     level = np.zeros(classes)
     while rising.any():
-        if not _run(highs, budget):
+        if not run_highs(highs, budget):
             return _failed(problem, began)
         solution = highs.getSolution()
         t = float(solution.col_value[pairs])
@@ -101,7 +101,7 @@ def water_filling(problem: AllocationProblem, budget: Budget | None = None, *,
     efficiency = np.zeros(pairs + 1)
     efficiency[:pairs] = -columns.classes.size[columns.cls] * relative
     highs.changeColsCost(pairs + 1, np.arange(pairs + 1, dtype=np.int32), efficiency)
-    if not _run(highs, budget):
+    if not run_highs(highs, budget):
         return _failed(problem, began)
     fractions = columns.fractions(np.asarray(highs.getSolution().col_value, dtype=np.float64))
     value = float(problem.normalised(fractions).min()) if share == "throughput" else \
@@ -113,13 +113,3 @@ def _failed(problem: AllocationProblem, began: float) -> Allocation:
     return Allocation(problem, np.zeros(problem.throughput.shape), math.nan, False,
                       time.perf_counter() - began)
 
-
-def _run(highs: highspy.Highs, budget: Budget) -> bool:
-    """One HiGHS run; whether it ended optimal (a wall-clock budget may stop it first)."""
-    left = budget.remaining()
-    if left is not None and not budget.deterministic:
-        if left <= 0:
-            return False
-        highs.setOptionValue("time_limit", left)
-    highs.run()
-    return bool(highs.getModelStatus() == highspy.HighsModelStatus.kOptimal)
