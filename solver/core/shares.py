@@ -87,6 +87,8 @@ def weighted_shares(jobs: Iterable[Job], finish: Mapping[str, float],
     if speeds is not None:
         counts = gpus_of or {}
         total_gpus = sum(counts.values())
+        if total_gpus <= 0:
+            raise ValueError("normalised shares need each GPU type's GPUs (gpus_of)")
         for job_id, by_type in speeds.items():
             equal = sum(v * counts.get(t, 0) for t, v in by_type.items()) / total_gpus
             value[job_id] = {t: v / equal if equal > 0 else 0.0 for t, v in by_type.items()}

@@ -53,3 +53,8 @@ def test_normalised_gpu_seconds_value_a_gpu_by_the_jobs_speed_there() -> None:
                              speeds=speeds, gpus_of={"v100": 1, "k80": 1})
     assert [(s.received_gpu_s, s.entitled_gpu_s) for s in shares] == [
         (pytest.approx(150.0), pytest.approx(100.0)), (pytest.approx(50.0), pytest.approx(100.0))]
+
+
+def test_normalised_shares_need_the_gpus_of_each_type() -> None:
+    with pytest.raises(ValueError, match="gpus_of"):
+        weighted_shares([], {}, [], {}, 2, speeds={})
