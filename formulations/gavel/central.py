@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import highspy
 import numpy as np
-import scipy.sparse as sp
 
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.gavel.finish_time import FinishTimeProblem
 from hetsched.formulations.gavel.problem import AllocationProblem, Array
+from hetsched.formulations.mip.highs import load_model
+from hetsched.formulations.mip.model import INF, MatrixBuilder
 
 #: The central allocation is used if its worst ratio is within this of the optimum
 #: (relative; the interior point's own tolerance is 1e-8).
@@ -74,27 +75,22 @@ def central_for_rates(base: AllocationProblem, need: Array,
     jobs, types = throughput.shape
     if np.any(need <= 0):
         need = np.maximum(need, 1e-12)
-    columns = jobs * types + 1  # x (row-major, job by job), then t
+    # Columns: x (job by job, a column per type; none above 0 where the job cannot run),
+    # then t. Rows: the rates, one type at a time, the types' capacity.
     job_of = np.repeat(np.arange(jobs), types)
     type_of = np.tile(np.arange(types), jobs)
-    rows = np.concatenate([job_of, jobs + job_of, 2 * jobs + type_of, np.arange(jobs)])
-    cols = np.concatenate([np.arange(jobs * types)] * 3 + [np.full(jobs, columns - 1)])
-    values = np.concatenate([(throughput / need[:, np.newaxis]).ravel(),
-                             np.ones(jobs * types), np.repeat(gangs, types),
-                             -np.ones(jobs)])
-    matrix = sp.csc_matrix((values, (rows, cols)), shape=(2 * jobs + types, columns))
-    inf = highspy.kHighsInf
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = columns, 2 * jobs + types
-    lp.col_cost_ = np.concatenate([np.zeros(jobs * types), [-1.0]])
-    lp.col_lower_ = np.zeros(columns)
-    lp.col_upper_ = np.concatenate([np.where(throughput.ravel() > 0, 1.0, 0.0), [inf]])
-    lp.row_lower_ = np.concatenate([np.zeros(jobs), np.full(jobs + types, -inf)])
-    lp.row_upper_ = np.concatenate([np.full(jobs, inf), np.ones(jobs), capacity])
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = matrix.indptr
-    lp.a_matrix_.index_ = matrix.indices
-    lp.a_matrix_.value_ = matrix.data
+    pairs = np.arange(jobs * types)
+    builder = MatrixBuilder()
+    builder.add_columns(jobs * types, 0.0, np.where(throughput.ravel() > 0, 1.0, 0.0))
+    t = builder.add_columns(1, 0.0, INF)
+    builder.add_rows(np.concatenate([job_of, np.arange(jobs)]),
+                     np.concatenate([pairs, np.repeat(t, jobs)]),
+                     np.concatenate([(throughput / need[:, np.newaxis]).ravel(),
+                                     -np.ones(jobs)]), 0.0, INF, count=jobs)
+    builder.add_rows(job_of, pairs, np.ones(jobs * types), -INF, 1.0, count=jobs)
+    builder.add_rows(type_of, pairs, np.repeat(gangs, types), -INF, capacity, count=types)
+    cost = np.zeros(jobs * types + 1)
+    cost[-1] = -1.0
     highs = highspy.Highs()
     highs.setOptionValue("output_flag", False)
     highs.setOptionValue("solver", "ipm")
@@ -103,7 +99,7 @@ def central_for_rates(base: AllocationProblem, need: Array,
     left = None if budget is None or budget.deterministic else budget.remaining()
     if left is not None:  # (a deterministic budget: the interior point runs to its end)
         highs.setOptionValue("time_limit", max(left, 0.01))
-    highs.passModel(lp)
+    load_model(highs, builder.build(cost))
     highs.run()
     if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return None
