@@ -38,6 +38,7 @@ from gavel_side import (
     gavel_finish,
     hetsched_replay,
     read_jobs,
+    variant,
     write_gavel_trace,
 )
 
@@ -75,10 +76,7 @@ def hetsched_run(read: TraceJobs, policy: str, round_s: float = 360.0) -> dict[s
     conserving; ``NAME:gavel``: Gavel's rounds; ``NAME:central``: Gavel's rounds and the
     central optimum, ``spare="central"``) in rounds of ``round_s``, with no restart
     penalty, the policy shown the measured throughput."""
-    name, _, rounds = policy.partition(":")
-    params = {"rounds": {"work_conserving": False}, "gavel": {"rounds": "gavel"},
-              "central": {"rounds": "gavel", "spare": "central"}, "lp": {"spare": "lp"},
-              "": {}}[rounds]
+    name, params = variant(policy)
     ran = hetsched_replay(read, name, round_s=round_s, **params)
     timing = ran.replay.timing()
     return {"side": "hetsched", "policy": policy, "round_s": round_s,
@@ -198,8 +196,8 @@ def philly_shares(active: int, policies: list[str]) -> list[dict[str, object]]:
     table = read_tenants(ROOT / "instances" / "philly_weights.json")
     rows: list[dict[str, object]] = []
     for policy in policies:
-        name, _, rounds = policy.partition(":")
-        made = rolling(name, **({"rounds": "gavel"} if rounds == "gavel" else {}))
+        name, params = variant(policy)
+        made = rolling(name, **params)
         began = time.perf_counter()
         ran = replay(read.jobs, read.cluster, made, throughput=read.truth, tenants=table)
         wall = time.perf_counter() - began

@@ -29,16 +29,19 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gavel_side import gavel_finish, hetsched_replay, read_gavel_jobs, read_jobs, write_gavel_trace
+from gavel_side import (
+    gavel_finish,
+    hetsched_replay,
+    read_gavel_jobs,
+    read_jobs,
+    variant,
+    write_gavel_trace,
+)
 
 if TYPE_CHECKING:
     from hetsched.files.replay_inputs import TraceJobs
 
-#: Gavel's policy beside each of hetsched's (``NAME:rounds``: only the rounds start jobs,
-#: hetsched's ``work_conserving=False``; ``NAME:gavel``: realised as Gavel's simulator
-#: realises it, ``rounds="gavel"``; ``NAME:central``: and the interior optimum,
-#: ``spare="central"``; ``NAME:bisection``: and the interior allocation at the makespan
-#: Gavel's bisection stops at, ``spare="gavel"``).
+#: Gavel's policy beside each of hetsched's (``NAME:SUFFIX``: gavel_side.VARIANTS).
 #: ``max_min_fairness_perf_two_stage``: Gavel's simulator with its max-min LP followed by
 #: hetsched's second stage (docs/policies.md, "Beside Gavel's simulator").
 PEERS = (("gavel", "max_min_fairness_perf"), ("gavel:rounds", "max_min_fairness_perf"),
@@ -81,10 +84,7 @@ def figures(read: TraceJobs, finish: dict[str, float]) -> dict[str, object]:
 def hetsched_run(read: TraceJobs, policy: str) -> dict[str, object]:
     """hetsched's replay under ``policy`` (``NAME:rounds``: not work conserving;
     ``NAME:gavel``: Gavel's rounds), with Gavel's prices on the cluster's types."""
-    name, _, rounds = policy.partition(":")
-    params = {"rounds": {"work_conserving": False}, "gavel": {"rounds": "gavel"},
-              "central": {"rounds": "gavel", "spare": "central"},
-              "bisection": {"rounds": "gavel", "spare": "gavel"}, "": {}}[rounds]
+    name, params = variant(policy)
     ran = hetsched_replay(read, name, prices=PRICES, **params)
     metrics = ran.replay.metrics()
     return {"side": "hetsched", "policy": policy, **figures(read, ran.finish),

@@ -63,6 +63,25 @@ class HetschedRun:
     cpu_s: float
 
 
+#: How a policy is realised beside Gavel, by the suffix of ``NAME:SUFFIX``: ``rounds``,
+#: only the rounds start jobs; ``gavel``, Gavel's simulator's rounds; ``central``, those
+#: rounds and the interior optimum ECOS returns; ``bisection``, those rounds at the
+#: makespan Gavel's bisection stops at (min-total-duration); ``lp``, ``ftf``'s LP iteration.
+VARIANTS: dict[str, dict[str, object]] = {
+    "": {}, "rounds": {"work_conserving": False}, "gavel": {"rounds": "gavel"},
+    "central": {"rounds": "gavel", "spare": "central"},
+    "bisection": {"rounds": "gavel", "spare": "gavel"}, "lp": {"spare": "lp"}}
+
+
+def variant(policy: str) -> tuple[str, dict[str, object]]:
+    """``NAME:SUFFIX`` as the registered policy's name and its parameters (VARIANTS)."""
+    name, _, suffix = policy.partition(":")
+    if suffix not in VARIANTS:
+        sys.exit(f"{policy}: unknown suffix {suffix!r} (expected one of "
+                 f"{', '.join(repr(k) for k in VARIANTS)})")
+    return name, VARIANTS[suffix]
+
+
 def hetsched_replay(read: TraceJobs, policy: str, *, prices: str = "",
                     **params: object) -> HetschedRun:
     """hetsched's replay of the jobs under the registered ``policy`` (made with
