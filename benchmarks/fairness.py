@@ -247,7 +247,8 @@ def main() -> None:
                         "(2,000 in the issue), policies of --share-policies")
     parser.add_argument("--share-policies",
                         default="gavel,gavel:gavel,gavel-water-filling,gavel-water-filling:gavel,"
-                        "gavel-water-filling-gpus,gavel-water-filling-gpus:gavel")
+                        "gavel-water-filling-gpus,gavel-water-filling-gpus:gavel,"
+                        "gavel-water-filling-gpus:flat,gavel-water-filling-gpus:gavel-flat")
     parser.add_argument("--round-lengths", default="360",
                         help="hetsched's rounds (s), comma separated: each policy runs "
                         "at each (Gavel's side: --gavel POLICY@ROUND_S=FILE)")

@@ -70,7 +70,8 @@ class HetschedRun:
 VARIANTS: dict[str, dict[str, object]] = {
     "": {}, "rounds": {"work_conserving": False}, "gavel": {"rounds": "gavel"},
     "central": {"rounds": "gavel", "spare": "central"},
-    "bisection": {"rounds": "gavel", "spare": "gavel"}, "lp": {"spare": "lp"}}
+    "bisection": {"rounds": "gavel", "spare": "gavel"}, "lp": {"spare": "lp"},
+    "flat": {"hierarchical": False}, "gavel-flat": {"rounds": "gavel", "hierarchical": False}}
 
 
 def variant(policy: str) -> tuple[str, dict[str, object]]:

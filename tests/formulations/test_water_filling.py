@@ -69,3 +69,63 @@ def test_gpu_shares_count_gpus_not_rates() -> None:
     assert case.is_feasible(gpus.fractions, 1e-9)
     with pytest.raises(ValueError, match="share"):
         water_filling(case, share="rates")
+
+
+def test_hierarchical_gives_a_tenant_what_its_small_job_cannot_take() -> None:
+    # 10 GPUs of one type. Tenant A (weight 1) has jobs a1 (1 GPU) and a2 (8 GPUs), shown
+    # with half of A's weight each; tenant B (weight 1) has b1 (8 GPUs). Flat: the levels
+    # rise as 0.5 L, 0.5 L, L; a1 stops at its 1 GPU when L = 2, then a2 and b1 share the
+    # 9 left as 1 : 2, 3 and 6 GPUs: A holds 4 of 10. Hierarchical: once a1 stops, its
+    # half of A's weight goes to a2, which rises from 1 GPU as fast as b1 does from 2:
+    # 1 + (1 + t) + (2 + t) = 10, t = 3, a2 4 and b1 5: A and B hold 5 GPUs each.
+    case = problem([[1.0]] * 3, [1, 8, 8], [10], [0.5, 0.5, 1.0])
+    flat = water_filling(case, share="gpus")
+    assert flat.fractions[:, 0] * case.scale_factors == pytest.approx([1, 3, 6], abs=1e-6)
+    tenants = water_filling(case, share="gpus", groups=[0, 0, 1])
+    assert tenants.fractions[:, 0] * case.scale_factors == pytest.approx([1, 4, 5], abs=1e-6)
+    assert case.is_feasible(tenants.fractions, 1e-9)
+    # Jobs of no tenant (-1) keep their own weights: the flat answer.
+    alone = water_filling(case, share="gpus", groups=[-1, -1, -1])
+    assert alone.fractions == pytest.approx(flat.fractions, abs=1e-6)
+    with pytest.raises(ValueError, match="groups"):
+        water_filling(case, groups=[0, 1])
+
+
+def tenant_water_fill(gangs: list[int], tenant: list[int], weight: dict[int, float],
+                      capacity: float) -> list[float]:
+    """GPUs per job by hierarchical max-min, computed directly: tenants by weighted
+    water-filling of GPUs (demand: the sum of their gangs), then each tenant's GPUs among
+    its jobs by water-filling with equal weights (demand: a job's gang)."""
+    from hetsched.core.shares import water_fill
+
+    demand: dict[str, float] = {}
+    for job, t in enumerate(tenant):
+        demand[str(t)] = demand.get(str(t), 0.0) + gangs[job]
+    of_tenant = water_fill(demand, {str(t): w for t, w in weight.items()}, capacity)
+    held = [0.0] * len(gangs)
+    for t, total in of_tenant.items():
+        jobs = [j for j in range(len(gangs)) if str(tenant[j]) == t]
+        inner = water_fill({str(j): float(gangs[j]) for j in jobs}, {}, total)
+        for j in jobs:
+            held[j] = inner[str(j)]
+    return held
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_hierarchical_matches_tenant_then_job_water_filling(seed: int) -> None:
+    # One GPU type, so GPUs held are all that counts: the LP's stages must give what
+    # water-filling tenants first, then each tenant's jobs, gives (computed directly).
+    rng = np.random.default_rng(seed)
+    jobs = int(rng.integers(3, 9))
+    gangs = [int(g) for g in rng.choice([1, 2, 4, 8], size=jobs)]
+    tenant = [int(t) for t in rng.integers(0, 3, size=jobs)]
+    weight = {t: float(rng.choice([1.0, 2.0, 4.0])) for t in set(tenant)}
+    capacity = float(rng.integers(4, sum(gangs) + 1))
+    count = {t: tenant.count(t) for t in set(tenant)}
+    case = problem([[1.0]] * jobs, gangs, [capacity],
+                   [weight[t] / count[t] for t in tenant])
+    filled = water_filling(case, share="gpus", groups=tenant)
+    held = filled.fractions[:, 0] * case.scale_factors
+    assert held == pytest.approx(tenant_water_fill(gangs, tenant, weight, capacity),
+                                 abs=1e-5)
+    assert case.is_feasible(filled.fractions, 1e-9)

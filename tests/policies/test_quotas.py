@@ -122,3 +122,30 @@ def test_weighted_tenants_share_gavels_allocation_by_weight() -> None:
     alone = rolling("gavel")
     alone.decide(state)
     assert alone.allocation["a0"]["v100"] == pytest.approx(1 / 3, abs=1e-6)  # type: ignore[attr-defined]
+
+
+def test_water_filling_over_tenants_gives_a_small_jobs_share_to_its_tenants_others() -> None:
+    # 6 V100s; tenants A and B of equal weight (2: a table of weights 1 weighs nothing);
+    # A has a 1-GPU job and a 4-GPU job, B a 4-GPU job; the keeper shows A's jobs with
+    # half of A's weight each. Water-filling of GPUs held raises them as 0.5 L, 0.5 L, L:
+    # A's small job stops at its 1 GPU at L = 2 (A's large job holds 1, B's 2). Flat, the
+    # two large jobs rise on from 1 and 2 as 0.5 t and t: 1 + 0.5 t + 2 + t = 5, t = 4/3,
+    # A's 5/3 GPUs (5/12 of the time), B's 10/3 (10/12). Over tenants (the default), the
+    # small job's half of A's weight goes to A's large job: 1 + t + 2 + t = 5, t = 1: A's
+    # 2 GPUs (1/2), B's 3 (3/4), and A and B hold 3 GPUs each.
+    cluster = parse_cluster("v100=6")
+    table = TenantTable((Tenant("A", 2.0), Tenant("B", 2.0)))
+    work = [Job("a-small", 0.0, "m", 1, 7200.0, tenant="A"),
+            Job("a-large", 0.0, "m4", 4, 7200.0, tenant="A"),
+            Job("b-large", 0.0, "m4", 4, 7200.0, tenant="B")]
+    model = ThroughputTable({**TABLE.entries, ("m4", "v100", 4, Placement.PACKED): 6.0})
+    state = ClusterState(0.0, cluster, model, tuple(work), {j.id: j.work for j in work}, (),
+                         frozenset(g.id for g in cluster.gpus))
+    for hierarchical, large, other in ((True, 1 / 2, 3 / 4), (False, 5 / 12, 10 / 12)):
+        policy = TenantKeeper(rolling("gavel-water-filling-gpus", hierarchical=hierarchical),
+                              table)
+        policy.decide(state)
+        shares = policy.policy.allocation  # type: ignore[attr-defined]
+        assert shares["a-small"]["v100"] == pytest.approx(1.0, abs=1e-6)
+        assert shares["a-large"]["v100"] == pytest.approx(large, abs=1e-6)
+        assert shares["b-large"]["v100"] == pytest.approx(other, abs=1e-6)

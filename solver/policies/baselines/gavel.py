@@ -13,6 +13,7 @@ import numpy as np
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.allocation.layout import Start
 from hetsched.core.errors import InputError
+from hetsched.core.fairness import tenant_of
 from hetsched.core.records import Job
 from hetsched.core.settings import DECISION_LIMIT
 from hetsched.formulations.budget import Budget
@@ -97,7 +98,7 @@ class Gavel(PolicyHooks):
                  starvation_rounds: float = 20.0, partitions: int = 1,
                  executor: Executor | None = None, work_conserving: bool = True,
                  rounds: str = "hetsched", water_filling: bool | str = False,
-                 spare: str = "two-stage") -> None:
+                 hierarchical: bool = True, spare: str = "two-stage") -> None:
         from hetsched.formulations.gavel import AllocationSolver, Objective, PartitionedSolver
 
         if not round_s > 0 or not starvation_rounds > 0:
@@ -127,6 +128,13 @@ class Gavel(PolicyHooks):
         #: max-min by water-filling (:mod:`hetsched.formulations.gavel.water_filling`) of
         #: normalised rates (``True``) or of GPUs held (``"gpus"``)
         self.water_filling = water_filling
+        #: water-filling over tenants, then their jobs: a job that cannot take more leaves
+        #: its part of its tenant's weight to the tenant's other jobs (Gavel's
+        #: ``entity_to_job_mapping``); off: every job keeps the weight it is shown with
+        if not isinstance(hierarchical, bool):
+            raise InputError("hierarchical must be true or false", path="hierarchical",
+                             value=hierarchical, expected="true or false")
+        self.hierarchical = hierarchical
         if spare not in ("two-stage", "central") or (
                 spare == "central" and (self.objective is not Objective.MAX_MIN
                                         or water_filling or backend != "highs")):
@@ -355,10 +363,11 @@ class Gavel(PolicyHooks):
             return solve_allocation(problem, self.objective, backend=self.backend,
                                     budget=budget)
         if self.water_filling:
-            from hetsched.formulations.gavel.water_filling import water_filling
+            from hetsched.formulations.gavel.water_filling import groups_of, water_filling
 
+            groups = groups_of([tenant_of(job) for job in jobs]) if self.hierarchical else None
             return water_filling(problem, budget, share="gpus" if self.water_filling == "gpus"
-                                 else "throughput")
+                                 else "throughput", groups=groups)
         if isinstance(self._solver, PartitionedSolver):
             split = self._solver.solve(problem, budget)
             if split.allocation.ok:
