@@ -90,10 +90,12 @@ Runner = Callable[["Cell", "ReplayInputs", "Trace", "Executor | None"], "ReplayO
 def run_cell(cell: Cell, inputs: ReplayInputs, trace: Trace,
              executor: Executor | None = None) -> ReplayOutput:
     """Replay one cell (in a worker) and return its summary and files."""
+    from hetsched.policies.quotas import with_tenants
     from hetsched.replaying import replay_rendered, rolling_policy
 
     params = dict(cell.params)
-    policy = rolling_policy(cell.policy, cell.settings, params=params, executor=executor)
+    policy = with_tenants(rolling_policy(cell.policy, cell.settings, params=params,
+                                         executor=executor), inputs.tenants)
     return replay_rendered(inputs, trace, policy, policy_name=cell.policy,
                         settings=cell.settings, params=params)
 

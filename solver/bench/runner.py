@@ -73,7 +73,7 @@ SETTING_FIELDS = ("trace", "trace_format", "cluster", "limit_jobs", "time_limit_
                   "deterministic", "throughput", "backend", "interval_s", "deadline_fraction",
                   "restart_penalty_s", "on_bad_row", "reference_gpu", "gpu_aliases",
                   "unknown_gpus", "gpu_sharing", "colocation_factor", "start_latency_s",
-                  "prices", "spread_speed")
+                  "prices", "spread_speed", "tenants")
 #: The replay settings a bench runs with; each run sets its own ``seed`` and ``load``.
 REPLAY_FIELDS = frozenset(f.name for f in fields(ReplaySettings)) - {"seed", "load"}
 #: Settings added after benches were first recorded, and their value in a bench.json
@@ -84,6 +84,7 @@ SETTING_DEFAULTS: dict[str, Any] = {
                                                        "colocation_factor",
                                                        "start_latency_s", "prices",
                                                        "spread_speed")}
+SETTING_DEFAULTS["tenants"] = None
 #: A policy label: what results.csv's ``policy`` column and the run folders carry.
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
@@ -139,6 +140,8 @@ class BenchSettings:
     lp_bound: bool = True
     #: the policies of ``policies`` that are labels of a policy with settings
     variants: tuple[PolicyVariant, ...] = ()
+    #: the tenants' weights and quotas (docs/fairness.md), kept around every policy
+    tenants: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.policies:
@@ -165,9 +168,10 @@ class BenchSettings:
                              expected="an integer >= 1")
         if not self.trace.is_file():
             raise InputError("no such trace file", file=str(self.trace), path="trace")
-        if self.throughput is not None and not self.throughput.is_file():
-            raise InputError("no such throughput file", file=str(self.throughput),
-                             path="throughput_path")
+        for name, path in (("throughput_path", self.throughput), ("tenants", self.tenants)):
+            if path is not None and not path.is_file():
+                raise InputError(f"no such {name.split('_')[0]} file", file=str(path),
+                                 path=name)
 
     def identity(self) -> dict[str, Any]:
         """The settings that shape every run's result (``bench.json``): the fields of
@@ -176,8 +180,9 @@ class BenchSettings:
                     for name in SETTING_FIELDS}
         identity["gpu_aliases"] = dict(self.replay.gpu_aliases)
         identity["trace"] = str(self.trace.resolve())
-        identity["throughput"] = None if self.throughput is None else \
-            str(self.throughput.resolve())
+        for name in ("throughput", "tenants"):
+            path = getattr(self, name)
+            identity[name] = None if path is None else str(path.resolve())
         if self.variants:
             identity["policy_params"] = {v.label: {"policy": v.policy, **dict(v.params)}
                                          for v in self.variants}
@@ -373,7 +378,8 @@ class _Bench:
         settings, key = self.settings, str(self.index)
         shared = inputs[key] = replay_inputs(
             settings.trace, settings.trace_format, settings.cluster,
-            throughput_path=settings.throughput, settings=settings.replay)
+            throughput_path=settings.throughput, settings=settings.replay,
+            tenants_path=settings.tenants)
         for seed in dict.fromkeys(spec.seed for spec in self.todo):
             inputs[f"{key}/s{seed}"] = read_jobs(shared, settings.run_settings(seed, 1.0))
         return [Cell(spec.name, spec.policy, self.index, key, f"{key}/s{spec.seed}",

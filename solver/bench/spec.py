@@ -111,11 +111,11 @@ READING_KEYS = ("reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing", "
 #: defaults of each trace's own).
 TOP_KEYS = ("root", "traces", "policies", "seeds", "loads", "limit_jobs",
             "deadline_fraction", "on_bad_row", "time_limit", "wall_clock", "backend",
-            "interval", "restart_penalty", "start_latency", "prices", "lp_bound",
+            "interval", "restart_penalty", "start_latency", "prices", "lp_bound", "tenants",
             *READING_KEYS)
 #: A trace table's keys.
 TRACE_KEYS = ("path", "format", "cluster", "clusters", "name", "throughput", "limit_jobs",
-              "deadline_fraction", "on_bad_row", *READING_KEYS)
+              "deadline_fraction", "on_bad_row", "tenants", *READING_KEYS)
 #: The keys of a policy table that are not the policy's own settings.
 POLICY_KEYS = ("name", "label")
 
@@ -392,6 +392,9 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
             raise reader.error("no such throughput file", f"{key}.throughput",
                                str(throughput), "a profile or fitted model file")
         own["throughput"] = throughput
+    if "tenants" in entry or "tenants" in spec:
+        own["tenants"] = _tenants(reader, root, entry.get("tenants", spec.get("tenants")),
+                                  f"{key}.tenants" if "tenants" in entry else "tenants")
     benches = []
     for index, cluster in enumerate(specs):
         where = f"{key}.cluster" if "cluster" in entry else f"{key}.clusters[{index}]"
@@ -405,6 +408,20 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
             variants=variants, workers=default_workers(), **shared, **own), absolute)
         benches.append((folder, settings))
     return benches
+
+
+def _tenants(reader: _Reader, root: Path, value: object, where: str) -> Path:
+    """The tenant table file ``value`` (from ``root``), read once to check it (a problem
+    in it is told with its own file and JSON path)."""
+    from hetsched.files.tenants import read_tenants
+
+    path = (root / reader.text(value, where, "a tenant table file")).resolve()
+    if not path.is_file():
+        raise reader.error("no such tenants file", where, str(path),
+                           "an existing tenant table (JSON, docs/fairness.md; relative "
+                           "paths: from root)")
+    read_tenants(path)
+    return path
 
 
 def _reading(reader: _Reader, setting: str, value: object, where: str) -> Any:

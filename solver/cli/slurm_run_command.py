@@ -50,6 +50,10 @@ EXIT_SLURM_SILENT = 1
               help="The cluster's GPU types in order, v100,p100,k80 (the type preference "
               "of FIFO-like policies; a replay takes it from --cluster's order); default: "
               "a local cluster's spec order with --cluster-dir, else by name.")
+@click.option("--tenants", "tenants_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Tenants' weights and quotas per GPU type (JSON; "
+              "docs/fairness.md): kept around the policy (jobs name their tenant in their "
+              "metadata), and the fairness figures count per tenant.")
 @click.option("--poll", "poll_s", type=float, default=0.25, show_default=True,
               help="Wall seconds between readings of the cluster.")
 @click.option("--stop-after", type=int, default=None,
@@ -58,21 +62,25 @@ EXIT_SLURM_SILENT = 1
               help="Stop after this many wall seconds with no managed job pending or running.")
 def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: Path | None,
                       throughput_path: Path | None, checkpoints: Path | None,
-                      handover: Path | None, type_order: str | None, poll_s: float,
-                      stop_after: int | None, idle_exit_s: float | None) -> None:
+                      handover: Path | None, type_order: str | None,
+                      tenants_path: Path | None, poll_s: float, stop_after: int | None,
+                      idle_exit_s: float | None) -> None:
     """Schedule the managed jobs of a live Slurm cluster with a rolling policy: jobs
     submitted held with hetsched metadata in their comment (docs/slurm.md); every other
     job is left to Slurm and its GPUs are never given away. Ctrl-C or SIGTERM writes the
     files and exits (130/143); so does a slurmctld silent for 10 minutes of retries (exit
     1)."""
     from hetsched.files.replay_inputs import throughputs
+    from hetsched.files.tenants import read_tenants
+    from hetsched.policies.quotas import with_tenants
     from hetsched.replaying import rolling_policy
     from hetsched.slurm.agent import Agent, AgentSettings, SlurmCluster
     from hetsched.slurm.control import SlurmControl, SlurmUnreachableError
     from hetsched.slurm.history import History
 
     settings = AgentSettings(poll_s=poll_s, stop_after=stop_after, idle_exit_s=idle_exit_s)
-    policy = rolling_policy(policy_name)
+    tenants = read_tenants(tenants_path) if tenants_path is not None else None
+    policy = with_tenants(rolling_policy(policy_name), tenants)
     if out.exists() and not out.is_dir():
         raise InputError("not a folder", path="--out", value=str(out), expected="a folder")
     env = _slurm_env(cluster_dir)
@@ -119,7 +127,9 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
         checkpoints = cluster_dir / "checkpoints"
     summary = history.write(out, policy=policy_name, truth=speeds.truth,
                             wall_s=time.monotonic() - began,
-                            checkpoints=checkpoints) if history.cluster else {}
+                            checkpoints=checkpoints, tenants=tenants,
+                            figures=policy.figures()) \
+        if history.cluster else {}
     click.echo(f"{summary.get('completed', 0)} of {summary.get('jobs', 0)} jobs completed; "
                f"wrote {out}/summary.json, jobs.csv, decisions.csv", err=True)
     if code:

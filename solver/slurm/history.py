@@ -28,6 +28,7 @@ from hetsched.allocation.layout import throughput_of
 from hetsched.core.outputs import write_text
 from hetsched.core.records import Cluster, Job
 from hetsched.core.result import Assignment
+from hetsched.core.tenants import TenantTable
 from hetsched.core.throughput import ThroughputModel
 from hetsched.simulate.record import DecisionLog, JobRecord, Replay
 from hetsched.slurm.checkpoint import checkpoint_path, read_checkpoint
@@ -366,13 +367,18 @@ class History:
         return exact if abs(exact - end) <= max(resolution, 1e-6) else end
 
     def write(self, out: Path, *, policy: str, truth: ThroughputModel | None,
-              wall_s: float = 0.0, checkpoints: Path | None = None) -> dict[str, object]:
+              wall_s: float = 0.0, checkpoints: Path | None = None,
+              tenants: TenantTable | None = None,
+              figures: dict[str, object] | None = None) -> dict[str, object]:
         """Write the replay's files into ``out`` (beside ``events.jsonl``); the summary
         with the agent's figures (release-to-start latency p50 and p95, and a move's
         requeue-to-start, wall s) and,
         with the emulator's ``checkpoints`` and ``truth``, the independent checker's
-        verdict on what ran (``checker_violations``; the first few in the log)."""
+        verdict on what ran (``checker_violations``; the first few in the log); with
+        ``tenants``, the fairness figures that need the tenant table (quota violations);
+        ``figures``, the policy's own (its ``figures()``, as a replay's summary has them)."""
         replay = self.replay(truth, wall_s=wall_s, checkpoints=checkpoints)
+        replay.tenants = tenants
         latencies = sorted(self.latencies())
         moves = sorted(self.move_latencies())
         extra: dict[str, object] = {
@@ -382,7 +388,7 @@ class History:
             "starts_measured": len(latencies),
             "move_latency_p50_s": _percentile(moves, 50),
             "move_latency_p95_s": _percentile(moves, 95),
-            "moves_measured": len(moves)}
+            "moves_measured": len(moves), **(figures or {})}
         if checkpoints is not None and truth is not None:
             from hetsched.replaying import check_replay
 

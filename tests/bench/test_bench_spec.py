@@ -221,3 +221,64 @@ def test_the_trace_reading_keys_reach_the_benchs_settings(tmp_path: Path) -> Non
     assert (replay.reference_gpu, dict(replay.gpu_aliases), replay.unknown_gpus,
             replay.gpu_sharing, replay.colocation_factor) == \
         ("v100", {"p100": "v100"}, "drop", False, 0.5)
+
+
+def two_tenants(folder: Path) -> tuple[Path, Path]:
+    """The issue's two-tenant case as a native trace and a tenant table: A is guaranteed
+    the 8 V100s, B the 8 K80s, both may borrow; B's 12 one-GPU jobs come at 0 (8 borrow
+    the V100s, the faster type), A's 6 at 1,000 while B's still run."""
+    from hetsched.core.records import Job
+    from hetsched.files.traces import write_native
+
+    folder.mkdir(parents=True, exist_ok=True)
+    jobs = [*(Job(f"b{i}", 0.0, "image-cnn-small", 1, 200000.0, tenant="B")
+              for i in range(12)),
+            *(Job(f"a{i}", 1000.0, "image-cnn-small", 1, 200000.0, tenant="A")
+              for i in range(6))]
+    trace = folder / "two.csv"
+    write_native(jobs, trace)
+    table = folder / "tenants.json"
+    table.write_text(json.dumps({"tenants": [
+        {"name": "A", "quotas": {"v100": {"nominal": 8}}},
+        {"name": "B", "quotas": {"k80": {"nominal": 8}}}]}))
+    return trace, table
+
+
+def test_a_benchs_tenants_are_kept_around_every_policy(tmp_path: Path) -> None:
+    # The spec's tenant table reaches every run: fifo alone would leave A's jobs behind
+    # B's borrowed V100s (tests/policies/test_quotas.py); kept, every one of A's 6 jobs
+    # starts at 1,000 s on a V100 and no quota is broken.
+    _, table = two_tenants(tmp_path / "in")
+    path = tmp_path / "sweep.toml"
+    path.write_text('tenants = "in/tenants.json"\nlp_bound = false\n[[traces]]\n'
+                    'path = "in/two.csv"\nformat = "native"\ncluster = "v100=8,k80=8"\n'
+                    'name = "two"\n[[policies]]\nname = "fifo"\n')
+    ((_, settings),) = load_sweep(path).benches
+    assert settings.tenants == table.resolve()
+    main(["bench", "--spec", str(path), "--out", str(tmp_path / "out")])
+    (row,) = read_results(tmp_path / "out" / "two" / "results.csv")
+    assert float(row["quota_violation_gpu_s"]) == 0.0
+    summary = json.loads((tmp_path / "out" / "two" / "runs" / "fifo-s0-l1" /
+                          "summary.json").read_text())
+    assert summary["quota_reclaims"] == 6
+    jobs = (tmp_path / "out" / "two" / "runs" / "fifo-s0-l1" / "jobs.csv").read_text()
+    assert sum(1 for line in jobs.splitlines() if line.startswith("a")) == 6
+
+
+def test_a_benchs_tenants_file_is_checked_before_any_run(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    _, table = two_tenants(tmp_path / "in")
+    path = tmp_path / "sweep.toml"
+    body = ('[[traces]]\npath = "in/two.csv"\nformat = "native"\ncluster = "v100=8"\n'
+            '[[policies]]\nname = "fifo"\n')
+    path.write_text('tenants = "in/none.json"\n' + body)
+    err = exits_2(["bench", "--spec", str(path), "--out", str(tmp_path / "out")], capsys)
+    assert "tenants: no such tenants file" in err
+    assert "none.json" in err
+    table.write_text('{"tenants": [{"name": "A", "weight": -1}]}')
+    path.write_text('tenants = "in/tenants.json"\n' + body)
+    err = exits_2(["bench", "--spec", str(path), "--out", str(tmp_path / "out")], capsys)
+    for piece in ("tenants.json", "weight", "-1"):
+        assert piece in err
+    assert not (tmp_path / "out").exists()
