@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import math
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -178,7 +180,8 @@ def philly_shares(active: int, policies: list[str]) -> list[dict[str, object]]:
     2 and 1 for the busiest six; 1 for the others), restart penalty 30 s; per policy
     (``NAME`` or ``NAME:gavel``, Gavel's rounds) and unit (GPU-seconds, and normalised
     GPU-seconds: each GPU valued by the job's speed there over its equal-share speed), a
-    row per tenant: received and entitled to by weighted max-min (hetsched.core.shares)
+    row per tenant (``NAME+preempt``: the table's ``preempt_for_shares`` on): received and
+    entitled to by weighted max-min (hetsched.core.shares)
     while two tenants or more have work, then a row "all" over the tenants with at least
     1 % of the entitlement."""
     from hetsched.core.settings import ReplaySettings
@@ -196,10 +199,14 @@ def philly_shares(active: int, policies: list[str]) -> list[dict[str, object]]:
     table = read_tenants(ROOT / "instances" / "philly_weights.json")
     rows: list[dict[str, object]] = []
     for policy in policies:
-        name, params = variant(policy)
+        named, _, extra = policy.partition("+")
+        if extra not in ("", "preempt"):
+            sys.exit(f"{policy}: unknown +{extra} (expected +preempt or nothing)")
+        name, params = variant(named)
         made = rolling(name, **params)
+        kept = dataclasses.replace(table, preempt_for_shares=extra == "preempt")
         began = time.perf_counter()
-        ran = replay(read.jobs, read.cluster, made, throughput=read.truth, tenants=table)
+        ran = replay(read.jobs, read.cluster, made, throughput=read.truth, tenants=kept)
         wall = time.perf_counter() - began
         finish = {r.job.id: r.finish for r in ran.records.values() if r.finish is not None}
         segments = [s for r in ran.records.values() for s in r.segments]
@@ -248,7 +255,9 @@ def main() -> None:
     parser.add_argument("--share-policies",
                         default="gavel,gavel:gavel,gavel-water-filling,gavel-water-filling:gavel,"
                         "gavel-water-filling-gpus,gavel-water-filling-gpus:gavel,"
-                        "gavel-water-filling-gpus:flat,gavel-water-filling-gpus:gavel-flat")
+                        "gavel-water-filling-gpus:flat,gavel-water-filling-gpus:gavel-flat,"
+                        "gavel-water-filling-gpus+preempt,"
+                        "gavel-water-filling-gpus:gavel+preempt")
     parser.add_argument("--round-lengths", default="360",
                         help="hetsched's rounds (s), comma separated: each policy runs "
                         "at each (Gavel's side: --gavel POLICY@ROUND_S=FILE)")

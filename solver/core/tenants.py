@@ -14,6 +14,10 @@ The file (``--tenants FILE``, :func:`hetsched.files.tenants.read_tenants`) is JS
       {"name": "vision", "weight": 2,
        "quotas": {"v100": {"nominal": 8, "borrowing_limit": 4}, "k80": {"nominal": 4}}},
       {"name": "speech"}]}
+
+With ``"preempt_for_shares": true`` beside ``"tenants"`` (a table of weights, no quotas),
+a tenant below its weighted share takes GPUs back at its jobs' arrival
+(:mod:`hetsched.policies.share_reclaim`).
 """
 
 from __future__ import annotations
@@ -83,11 +87,21 @@ class TenantTable:
     """The tenants of a cluster, by name (each named once)."""
 
     tenants: tuple[Tenant, ...] = ()
+    #: a tenant below its weighted share of the GPUs takes GPUs back at its job's arrival
+    #: from tenants above theirs (hetsched.policies.share_reclaim); not with quotas
+    preempt_for_shares: bool = False
 
     def __post_init__(self) -> None:
         check_unique((t.name for t in self.tenants), "tenants[{index}].name",
                      "a tenant named twice", "each tenant once")
         object.__setattr__(self, "tenants", tuple(self.tenants))
+        if not isinstance(self.preempt_for_shares, bool):
+            raise InputError("not a boolean", path="preempt_for_shares",
+                             value=self.preempt_for_shares, expected="true or false")
+        if self.preempt_for_shares and self.has_quotas():
+            raise InputError("preemption for shares with quotas", path="preempt_for_shares",
+                             value=True, expected="false in a table with quotas (the quotas "
+                             "reclaim GPUs their own way)")
 
     def get(self, name: str) -> Tenant:
         """The tenant called ``name``; one of weight 1 and no quota if the table has none."""

@@ -20,9 +20,11 @@ from hetsched.core.tenants import Quota, Tenant, TenantTable
 def tenants_from_dict(document: Any) -> TenantTable:
     """The table of a parsed tenants document (module notes); an :class:`InputError` names
     the JSON path of anything wrong."""
-    if not isinstance(document, dict) or set(document) != {"tenants"}:
+    if not isinstance(document, dict) or "tenants" not in document or \
+            not set(document) <= {"tenants", "preempt_for_shares"}:
         raise InputError("not a tenants document", path="$", value=document,
-                         expected='{"tenants": [...]}')
+                         expected='{"tenants": [...], "preempt_for_shares": false} (the '
+                         "second optional)")
     listed = document["tenants"]
     if not isinstance(listed, list):
         raise InputError("not a list", path="$.tenants", value=listed,
@@ -35,7 +37,7 @@ def tenants_from_dict(document: Any) -> TenantTable:
         except InputError as error:
             raise error.at(path) from None
     try:
-        return TenantTable(tuple(tenants))
+        return TenantTable(tuple(tenants), document.get("preempt_for_shares", False))
     except InputError as error:
         raise error.at("$") from None
 

@@ -53,7 +53,8 @@ Key = tuple[str, str]  # (tenant, GPU type)
 def with_tenants(policy: RollingPolicy, tenants: TenantTable | None) -> RollingPolicy:
     """``policy`` within the quotas and weights of ``tenants`` (:class:`TenantKeeper`), or
     as it is when no tenant has a quota or a weight other than 1."""
-    if tenants is None or not (tenants.has_quotas() or tenants.has_weights()):
+    if tenants is None or not (tenants.has_quotas() or tenants.has_weights()
+                               or tenants.preempt_for_shares):
         return policy
     return TenantKeeper(policy, tenants)
 
@@ -146,6 +147,12 @@ class TenantKeeper(PolicyHooks):
         #: starts of the policy dropped, and jobs preempted to give quotas back
         self.dropped = 0
         self.reclaimed = 0
+        #: jobs started at their arrival for their tenants' shares, and jobs preempted
+        #: for them (hetsched.policies.share_reclaim)
+        self.share_starts = 0
+        self.share_preemptions = 0
+        #: the jobs seen waiting at an earlier decision (the others arrived since)
+        self._seen: set[str] = set()
 
     @property
     def round_s(self) -> float | None:
@@ -159,11 +166,15 @@ class TenantKeeper(PolicyHooks):
     def on_finished(self, job: Job, now: float) -> None:
         """The wrapped policy's ``on_finished``."""
         self.policy.on_finished(job, now)
+        self._seen.discard(job.id)
 
     def figures(self) -> dict[str, object]:
         """The wrapped policy's figures, and the quota keeper's counts."""
         return {**self.policy.figures(), "quota_dropped_starts": self.dropped,
-                "quota_reclaims": self.reclaimed}
+                "quota_reclaims": self.reclaimed,
+                **({"share_starts": self.share_starts,
+                    "share_preemptions": self.share_preemptions}
+                   if self.tenants.preempt_for_shares else {})}
 
     def decide(self, state: ClusterState) -> Decision:
         """The wrapped policy's decision on what the quotas allow, kept within them."""
@@ -246,6 +257,24 @@ class TenantKeeper(PolicyHooks):
             tenant_of(job), 1.0) / total[tenant_of(job)]))
 
     def keep(self, state: ClusterState, decision: Decision) -> Decision:
+        """``decision`` made to keep the quotas (:meth:`keep_quotas`) and, with the table's
+        ``preempt_for_shares``, with the jobs that arrived since the last decision started
+        where their tenants are owed their shares (hetsched.policies.share_reclaim)."""
+        kept = self.keep_quotas(state, decision)
+        if not self.tenants.preempt_for_shares:
+            return kept
+        from hetsched.policies.share_reclaim import reclaim_shares
+
+        arrived = [job.id for job in state.pending if job.id not in self._seen]
+        self._seen.update(arrived)
+        before = len(kept.start)
+        kept, victims = reclaim_shares(state, kept, self.tenants, arrived,
+                                       partial(self._types, state))
+        self.share_starts += len(kept.start) - before
+        self.share_preemptions += len(victims)
+        return kept
+
+    def keep_quotas(self, state: ClusterState, decision: Decision) -> Decision:
         """``decision`` made to keep the quotas (module notes). A job preempted to give a
         quota back may leave its own tenant owed a type a borrowed start of the policy's
         took; the decision is then made again with that job preempted from the start, so
