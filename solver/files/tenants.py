@@ -5,6 +5,9 @@
       {"name": "vision", "weight": 2,
        "quotas": {"v100": {"nominal": 8, "borrowing_limit": 4}, "k80": {"nominal": 4}}},
       {"name": "speech"}]}
+
+and, beside ``"tenants"``, optionally ``"preempt_for_shares": true`` (a table of weights
+without quotas; :mod:`hetsched.policies.share_reclaim`).
 """
 
 from __future__ import annotations
