@@ -279,7 +279,8 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                throughput_path: Path | None = None, show_progress: bool = True,
                executor: Executor | None = None,
                files: Mapping[str, str] | None = None,
-               tenants_path: Path | None = None) -> dict[str, object]:
+               tenants_path: Path | None = None,
+               pairs_path: Path | None = None) -> dict[str, object]:
     """Read the trace, replay it under the policy, write the outputs into the folder
     ``out`` (new, or one a replay wrote: it is replaced as a whole); returns the summary
     and the wall-clock figures of ``timing.json``. ``settings`` (default
@@ -293,7 +294,8 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     records how the trace was read. ``executor`` solves POP's ``partitions`` side by side
     (the same results). ``files`` (name -> text) join the outputs: the command writes its
     settings, ``run.toml`` (:mod:`hetsched.cli.run_config`). ``tenants_path``: the tenants'
-    weights and quotas for the fairness figures (docs/fairness.md)."""
+    weights and quotas for the fairness figures (docs/fairness.md); ``pairs_path``:
+    co-location pairs measured on their own (:mod:`hetsched.speeds.pairs`)."""
     from hetsched.files.cluster_spec import parse_cluster
     from hetsched.simulate.simulator import check_out_folder
 
@@ -305,7 +307,8 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     check_output_folder(out)  # before the work: a run must not end in a write error
     inputs = replay_inputs(trace_path, trace_format, cluster_spec,
                            throughput_path=throughput_path, cluster=cluster,
-                           settings=settings, tenants_path=tenants_path)
+                           settings=settings, tenants_path=tenants_path,
+                           pairs_path=pairs_path)
     trace = read_jobs(inputs, settings)
     progress = ReplayBar(len(trace.jobs)) if show_progress else None
     return replay_rendered(inputs, trace, with_tenants(policy, inputs.tenants),

@@ -236,11 +236,15 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
               default=None, help="Tenants' weights and quotas per GPU type (JSON; "
               "docs/fairness.md): the policy keeps the quotas, the fairness figures count "
               "per tenant.")
+@click.option("--pairs", "pairs_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Co-location pairs measured on their own (CSV: job_type, "
+              "other_job_type, gpu_type, throughput, other_throughput, alone, other_alone; "
+              "docs/traces.md), over the throughput profile's.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: str,
                    seed: int, load: float, partitions: int, engine: str, address: str | None,
                    out: Path, throughput_path: Path | None, tenants_path: Path | None,
-                   **options: Any) -> None:
+                   pairs_path: Path | None, **options: Any) -> None:
     """Replay TRACE on a cluster under a policy; write summary.json, jobs.csv,
     decisions.csv (the same for the same input) and timing.json (wall clock) into --out,
     a new folder or one a replay wrote (replaced as a whole)."""
@@ -264,7 +268,7 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
         summary = run_replay(trace, trace_format, cluster_spec, policy, out=out,
                              settings=settings, throughput_path=throughput_path,
                              executor=executor, files=run_config.config_files(context),
-                             tenants_path=tenants_path)
+                             tenants_path=tenants_path, pairs_path=pairs_path)
     for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
                 "deadline_met", "utilization", "preemptions", "decisions", "round_s",
                 "restart_penalty_s", "fallbacks", "decision_time_p95_s", "wall_time_s"):

@@ -19,7 +19,7 @@ from hetsched.core.settings import (
     ReplaySettings,
     check_load,
 )
-from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR, CoLocationModel
+from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR, CoLocationModel, PairKey
 from hetsched.core.tenants import TenantTable
 from hetsched.core.throughput import (
     AliasedThroughput,
@@ -109,11 +109,13 @@ class Throughputs:
 
 def throughputs(cluster: Cluster, source: Path | None,
                 aliases: Mapping[str, str] | None = None,
-                colocation_factor: float = DEFAULT_COLOCATION_FACTOR) -> Throughputs:
+                colocation_factor: float = DEFAULT_COLOCATION_FACTOR,
+                pairs: Mapping[PairKey, float] | None = None) -> Throughputs:
     """The throughput of a replay on ``cluster`` from ``source`` (a profile or fitted
     model; ``None``: the built-in catalogue on the cluster's types), with ``aliases``
     (:func:`parse_gpu_aliases`): each must name a type the model knows; one of a type the
-    cluster does not have is left out (a warning)."""
+    cluster does not have is left out (a warning). ``pairs``: co-location factors measured
+    on their own (:func:`hetsched.speeds.pairs.read_pairs_csv`), over the profile's."""
     aliases = dict(aliases or {})
     unused = [name for name in aliases if name not in cluster.type_names]
     if unused:  # (one list of aliases may serve several clusters)
@@ -134,8 +136,10 @@ def throughputs(cluster: Cluster, source: Path | None,
         like.update({target: target for target in aliases.values()})
         table = catalogue_table(like) if like else catalogue_table(["v100"])
         return Throughputs(table, table, None, aliases, tuple(GPU_TYPES),
-                           CoLocationModel(default_factor=colocation_factor))
+                           CoLocationModel(dict(pairs or {}), colocation_factor))
     truth, fitted, colocation = _read_source(source, colocation_factor)
+    if pairs:
+        colocation = CoLocationModel({**colocation.pairs, **pairs}, colocation.default_factor)
     known = model_gpu_types(truth)
     for target in aliases.values():
         if known and target not in known:
@@ -255,7 +259,8 @@ class ReplayInputs:
 def replay_inputs(trace_path: Path, trace_format: str, cluster_spec: str, *,
                   throughput_path: Path | None = None, cluster: Cluster | None = None,
                   settings: ReplaySettings | None = None,
-                  tenants_path: Path | None = None) -> ReplayInputs:
+                  tenants_path: Path | None = None,
+                  pairs_path: Path | None = None) -> ReplayInputs:
     """The shared inputs of replays of ``trace_path``: the cluster of ``cluster_spec``
     (``cluster`` if already parsed) at the settings' ``prices``, the throughput source
     (``throughput_path``, else Gavel's table beside a Gavel trace, else the built-in
@@ -263,17 +268,20 @@ def replay_inputs(trace_path: Path, trace_format: str, cluster_spec: str, *,
     ``packed``, every gang at its packed speed: :class:`PackedEverywhere`), and the
     cluster's GPU types checked against it (:func:`known_gpu_cluster`, the settings'
     ``unknown_gpus``); the tenant table of ``tenants_path``
-    (:func:`hetsched.files.tenants.read_tenants`), if given."""
+    (:func:`hetsched.files.tenants.read_tenants`), if given; the co-location pairs of
+    ``pairs_path`` (:func:`hetsched.speeds.pairs.read_pairs_csv`) over the profile's."""
     from hetsched.core.prices import with_prices
     from hetsched.files.cluster_spec import parse_cluster
     from hetsched.files.tenants import read_tenants
+    from hetsched.speeds.pairs import read_pairs_csv
 
     settings = settings or ReplaySettings()
     cluster = with_prices(cluster if cluster is not None else parse_cluster(cluster_spec),
                           settings.prices)
+    pairs = read_pairs_csv(pairs_path) if pairs_path is not None else None
     speeds = throughputs(cluster, throughput_path or default_throughput(trace_path,
                                                                         trace_format),
-                         settings.gpu_aliases, settings.colocation_factor)
+                         settings.gpu_aliases, settings.colocation_factor, pairs)
     if settings.spread_speed == "packed":
         speeds = dataclasses.replace(speeds, truth=PackedEverywhere(speeds.truth),
                                      model=PackedEverywhere(speeds.model))
