@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
@@ -253,7 +254,9 @@ def replay_rendered(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *
         "solver_limit": {"per_decision": settings.time_limit_s,
                          "unit": "work units" if settings.deterministic else "s wall"},
         "solver_versions": solver_versions(),
-        **({"policy_failure": str(replay.failure)} if replay.failure is not None else {})}
+        **({"policy_failure": str(replay.failure)} if replay.failure is not None else {}),
+        **(window_figures(replay, jobs, settings.jct_window)
+           if settings.jct_window is not None else {})}
     # A Ctrl-C from here on stops after the files are rendered (and written); a write that
     # fails (a full disk) leaves the folder as it was and ends in one line naming it.
     with deferred_interrupts():
@@ -344,6 +347,20 @@ def _render(replay: Replay, jobs: Sequence[Job], inputs: ReplayInputs,
     metrics = replay.summary()  # (once: on a long replay it takes seconds)
     return _Rendered({**metrics, **extra, **replay.timing()},
                      replay.files(extra, metrics=metrics), violations)
+
+
+def window_figures(replay: Replay, jobs: Sequence[Job], window: tuple[int, int]
+                   ) -> dict[str, object]:
+    """The average JCT of the jobs of arrival rank ``window[0]`` to ``window[1] - 1``
+    (``jobs`` in arrival order), over those that finished (``avg_jct_window_s``; NaN if
+    none did), how many did (``jct_window_jobs``) and the window (``jct_window``)."""
+    low, high = window
+    finished = [record.finish - record.job.arrival for job in jobs[low:high]
+                if (record := replay.records.get(job.id)) is not None
+                and record.finish is not None]
+    return {"jct_window": f"{low}:{high}",
+            "avg_jct_window_s": sum(finished) / len(finished) if finished else math.nan,
+            "jct_window_jobs": len(finished)}
 
 
 def check_replay(replay: Replay, jobs: Sequence[Job], truth: ThroughputModel) -> list[Violation]:

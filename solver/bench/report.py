@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hetsched.bench.references import read_references, reference_lines
 from hetsched.bench.results import (
     BenchRow,
     bench_rows,
@@ -248,6 +249,7 @@ def _write_report(out: Path, staging: Path, rows: list[BenchRow]) -> None:
     lines += ["", *(f"![{name}]({name})" for name in figures.get("", []))]
     if "deadline_met.png" not in figures.get("", []):
         lines += ["", "No deadline chart: no job has a deadline (give --deadline-fraction)."]
+    lines += reference_lines(read_references(out), rows)
     lines += ["", f"Raw figures: results.csv ({len(rows)} runs); each run's outputs: "
               "runs/<policy>-s<seed>-l<load>/."]
     (staging / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

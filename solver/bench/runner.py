@@ -58,6 +58,7 @@ from hetsched.core.settings import MAX_LOAD, MIN_LOAD, ReplaySettings
 from hetsched.formulations.options import MAX_SEED
 
 if TYPE_CHECKING:
+    from hetsched.bench.references import Reference
     from hetsched.replaying import ReplayOutput
 
 __all__ = ["BenchOutcome", "BenchSettings", "PolicyVariant", "RunSpec", "bench_settings",
@@ -73,7 +74,7 @@ SETTING_FIELDS = ("trace", "trace_format", "cluster", "limit_jobs", "time_limit_
                   "deterministic", "throughput", "backend", "interval_s", "deadline_fraction",
                   "restart_penalty_s", "on_bad_row", "reference_gpu", "gpu_aliases",
                   "unknown_gpus", "gpu_sharing", "colocation_factor", "start_latency_s",
-                  "prices", "spread_speed", "tenants")
+                  "prices", "spread_speed", "tenants", "jct_window")
 #: The replay settings a bench runs with; each run sets its own ``seed`` and ``load``.
 REPLAY_FIELDS = frozenset(f.name for f in fields(ReplaySettings)) - {"seed", "load"}
 #: Settings added after benches were first recorded, and their value in a bench.json
@@ -83,7 +84,7 @@ SETTING_DEFAULTS: dict[str, Any] = {
                                                        "unknown_gpus", "gpu_sharing",
                                                        "colocation_factor",
                                                        "start_latency_s", "prices",
-                                                       "spread_speed")}
+                                                       "spread_speed", "jct_window")}
 SETTING_DEFAULTS["tenants"] = None
 #: A policy label: what results.csv's ``policy`` column and the run folders carry.
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
@@ -142,6 +143,8 @@ class BenchSettings:
     variants: tuple[PolicyVariant, ...] = ()
     #: the tenants' weights and quotas (docs/fairness.md), kept around every policy
     tenants: Path | None = None
+    #: figures of other works to show beside the bench's (hetsched.bench.references)
+    references: tuple[Reference, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.policies:
@@ -179,6 +182,8 @@ class BenchSettings:
         identity = {name: getattr(self.replay if name in REPLAY_FIELDS else self, name)
                     for name in SETTING_FIELDS}
         identity["gpu_aliases"] = dict(self.replay.gpu_aliases)
+        window = self.replay.jct_window
+        identity["jct_window"] = None if window is None else list(window)
         identity["trace"] = str(self.trace.resolve())
         for name in ("throughput", "tenants"):
             path = getattr(self, name)
@@ -420,6 +425,10 @@ class _Bench:
 
     def outcome(self, interrupted: bool, report: bool) -> BenchOutcome:
         """What this bench did; its report drawn (``report``) if it has rows."""
+        if report and self.settings.references:
+            from hetsched.bench.references import write_references
+
+            write_references(self.out, self.settings.references)
         written = write_report(self.out) if report and read_results(self.results) else None
         return BenchOutcome(self.out, self.ran, self.skipped, tuple(self.failed), interrupted,
                             written)

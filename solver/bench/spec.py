@@ -112,7 +112,7 @@ READING_KEYS = ("reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing", "
 TOP_KEYS = ("root", "traces", "policies", "seeds", "loads", "limit_jobs",
             "deadline_fraction", "on_bad_row", "time_limit", "wall_clock", "backend",
             "interval", "restart_penalty", "start_latency", "prices", "lp_bound", "tenants",
-            *READING_KEYS)
+            "jct_window", "references", *READING_KEYS)
 #: A trace table's keys.
 TRACE_KEYS = ("path", "format", "cluster", "clusters", "name", "throughput", "limit_jobs",
               "deadline_fraction", "on_bad_row", "tenants", *READING_KEYS)
@@ -293,6 +293,11 @@ def _shared(reader: _Reader, spec: Mapping[str, Any]) -> dict[str, Any]:
         shared["start_latency_s"] = float(reader.number(
             spec["start_latency"], "start_latency", 0, MAX_RESTART_PENALTY_S))
     shared["lp_bound"] = reader.flag(spec.get("lp_bound", True), "lp_bound")
+    if "jct_window" in spec:
+        from hetsched.core.settings import parse_jct_window
+
+        shared["jct_window"] = reader.within("jct_window", parse_jct_window,
+                                             spec["jct_window"])
     return shared
 
 
@@ -403,11 +408,27 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
         reader.within(where, lambda t: parse_cluster(t, base_dir=root), text)
         absolute = _cluster_paths(text, root)
         folder = name if len(specs) == 1 else f"{name}/{_slug(text)}"
-        settings = reader.within(key, lambda c: bench_settings(
+        settings = reader.within(key, lambda c, refs: bench_settings(
             trace=trace, trace_format=trace_format, cluster=c, policies=labels,
-            variants=variants, workers=default_workers(), **shared, **own), absolute)
+            variants=variants, workers=default_workers(), references=refs,
+            **shared, **own), absolute,
+            _references(reader, spec, labels, shared["loads"], folder))
         benches.append((folder, settings))
     return benches
+
+
+def _references(reader: _Reader, spec: Mapping[str, Any], labels: tuple[str, ...],
+                loads: Sequence[float], folder: str) -> tuple[Any, ...]:
+    """The spec's references that apply to the bench ``folder`` (hetsched.bench.references)."""
+    if "references" not in spec:
+        return ()
+    from hetsched.bench.references import parse_references
+
+    try:
+        return parse_references(spec["references"], labels, loads, folder)
+    except InputError as error:
+        raise reader.error(error.problem, error.path or "references", error.value,
+                           error.expected) from None
 
 
 def _tenants(reader: _Reader, root: Path, value: object, where: str) -> Path:

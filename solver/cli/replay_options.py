@@ -30,7 +30,8 @@ DEFAULTS = ReplaySettings()
 SETTING_PARAMS = ("backend", "interval", "time_limit", "wall_clock", "limit_jobs",
                   "restart_penalty", "start_latency", "on_bad_row", "deadline_fraction",
                   "reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing",
-                  "colocation_factor", "decision_timeout", "prices", "spread_speed")
+                  "colocation_factor", "decision_timeout", "prices", "spread_speed",
+                  "jct_window")
 
 
 def replay_settings_options(command: Any) -> Any:
@@ -103,6 +104,10 @@ def replay_settings_options(command: Any) -> Any:
                      show_default=True,
                      help="Jobs may ask for a share of one GPU (openb's gpu_milli); off: "
                      "every share is rounded up to a whole GPU."),
+        click.option("--jct-window", default=None, metavar="A:B",
+                     help="Also the average JCT of the jobs of arrival rank A to B - 1 "
+                     "(avg_jct_window_s; Gavel measures jobs 4000:5000 of a continuous "
+                     "trace, in steady state)."),
         click.option("--colocation-factor", type=click.FloatRange(0, 1, min_open=True),
                      default=DEFAULTS.colocation_factor, show_default=True,
                      help="Speed factor of a job sharing its GPU with others, where no "
@@ -132,5 +137,5 @@ def replay_settings(values: Mapping[str, Any], **more: Any) -> ReplaySettings:
         unknown_gpus=values["unknown_gpus"], gpu_sharing=values["gpu_sharing"],
         colocation_factor=values["colocation_factor"],
         decision_timeout_s=values["decision_timeout"], prices=values["prices"] or {},
-        spread_speed=values["spread_speed"],
+        spread_speed=values["spread_speed"], jct_window=values["jct_window"],
         **more)

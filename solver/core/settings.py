@@ -9,6 +9,7 @@ and the bench read them from this module.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Mapping
@@ -85,7 +86,10 @@ class ReplaySettings:
     (:data:`SPREAD_SPEEDS`). ``prices``: USD per GPU-hour by GPU type, set on the
     cluster's types (the cost policy's prices and summary.json's cost).
     ``decision_timeout_s``: the wall-clock limit of one call of the policy (``None``:
-    none), past which the replay ends as the policy's failure.
+    none), past which the replay ends as the policy's failure. ``jct_window``: ``(a, b)``,
+    also the average JCT of the jobs of arrival rank ``a`` to ``b - 1`` (0 the first;
+    Gavel's steady-state measure, jobs 4,000 to 5,000 of a continuous trace):
+    ``avg_jct_window_s``.
     """
 
     backend: str | None = None
@@ -111,6 +115,7 @@ class ReplaySettings:
     #: USD per GPU-hour by GPU type, over the cluster's own (hetsched.core.prices; left
     #: out of the hash as ``gpu_aliases``)
     prices: Mapping[str, float] = field(default_factory=dict, hash=False)
+    jct_window: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if self.backend is not None and not (isinstance(self.backend, str) and self.backend):
@@ -146,6 +151,7 @@ class ReplaySettings:
                              value=self.reference_gpu, expected="a GPU type's name")
         object.__setattr__(self, "gpu_aliases", parse_gpu_aliases(self.gpu_aliases))
         object.__setattr__(self, "prices", parse_prices(self.prices))
+        object.__setattr__(self, "jct_window", parse_jct_window(self.jct_window))
         factor = self.colocation_factor
         if not in_range(factor, 0, 1, strict_low=True):
             raise InputError("bad co-location factor", path="colocation_factor",
@@ -166,6 +172,23 @@ class ReplaySettings:
         ``rolling``)."""
         return {"backend": self.backend, "time_limit_s": self.time_limit_s,
                 "seed": self.seed, "deterministic": self.deterministic}
+
+
+def parse_jct_window(value: Any) -> tuple[int, int] | None:
+    """A JCT window: ``None``, ``(a, b)`` (a list or tuple) or ``"a:b"``, integers with
+    ``0 <= a < b``."""
+    if value is None:
+        return None
+    parts: Any = value.split(":") if isinstance(value, str) else value
+    bounds: list[Any] = []
+    with contextlib.suppress(TypeError, ValueError):
+        bounds = [int(part.strip()) if isinstance(part, str) else part for part in parts]
+    if len(bounds) != 2 or not all(is_int(b) for b in bounds) or \
+            not 0 <= bounds[0] < bounds[1]:
+        raise InputError("bad JCT window", path="jct_window", value=value,
+                         expected="A:B, job ranks by arrival with 0 <= A < B (4000:5000: "
+                         "the 4,001st to the 5,000th)")
+    return int(bounds[0]), int(bounds[1])
 
 
 def _choice(value: Any, name: str, allowed: tuple[str, ...]) -> None:

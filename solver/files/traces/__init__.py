@@ -15,6 +15,7 @@ from pathlib import Path
 from hetsched.core.errors import InputError
 from hetsched.core.throughput import ThroughputModel
 from hetsched.files.traces.base import ON_BAD_ROW, Options, Trace
+from hetsched.files.traces.continuous import read_continuous
 from hetsched.files.traces.gavel import read_gavel
 from hetsched.files.traces.helios import read_helios
 from hetsched.files.traces.native import read_native, write_native
@@ -30,6 +31,7 @@ FORMATS: dict[str, Callable[[Path, Options], Trace]] = {
     "helios": read_helios,
     "openb": read_openb,
     "native": read_native,
+    "continuous": read_continuous,
 }
 
 
