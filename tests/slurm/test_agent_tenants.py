@@ -53,15 +53,16 @@ def test_a_tenant_gets_its_quota_back_from_a_borrower_on_slurm(cluster: LocalClu
         time.sleep(0.1)
     nodes = {job_record(cluster, j)["nodes"] for j in b_jobs}
     assert nodes == {"v100-0", "v100-1", "k80-0"}
-    a_job = submit(cluster, Job("a0", time.time() - ORIGIN, "image-cnn-small", 4, 1e6,
-                                tenant="A"))
+    arrival = time.time() - ORIGIN
+    a_job = submit(cluster, Job("a0", arrival, "image-cnn-small", 4, 1e6, tenant="A"))
     began = time.monotonic()
     while job_record(cluster, a_job)["job_state"] != "RUNNING":
         assert time.monotonic() - began < 60, "A's job did not start"
         agent.cycle()
         time.sleep(0.1)
+    seen_running = time.time() - ORIGIN
+    assert policy.reclaimed == 1  # in the decision A's job arrived at
     assert job_record(cluster, a_job)["nodes"].startswith("v100-")
-    assert policy.reclaimed == 1
     requeued = [j for j in b_jobs if job_record(cluster, j)["restart_cnt"] == 1]
     assert len(requeued) == 1
     record, _ = wait_for_state(cluster, requeued[0], {"PENDING"})
@@ -73,6 +74,9 @@ def test_a_tenant_gets_its_quota_back_from_a_borrower_on_slurm(cluster: LocalClu
     (tmp_path / "out").mkdir()
     summary = agent.history.write(tmp_path / "out", policy="fifo", truth=speeds.truth,
                                   tenants=TABLE, figures=policy.figures())
-    assert summary["quota_violation_gpu_s"] == 0.0
+    # B held A's V100s only while A's job waited for the requeue and its start, real
+    # seconds on a real cluster: the violations are at most B's 4 V100s over that wait
+    # (from A's arrival to the reading that saw its job running).
+    assert 0.0 <= summary["quota_violation_gpu_s"] <= 4 * (seen_running - arrival) + 1e-6
     assert json.loads((tmp_path / "out" / "summary.json").read_text())[
         "quota_reclaims"] == 1
