@@ -74,7 +74,7 @@ SETTING_FIELDS = ("trace", "trace_format", "cluster", "limit_jobs", "time_limit_
                   "deterministic", "throughput", "backend", "interval_s", "deadline_fraction",
                   "restart_penalty_s", "on_bad_row", "reference_gpu", "gpu_aliases",
                   "unknown_gpus", "gpu_sharing", "colocation_factor", "start_latency_s",
-                  "prices", "spread_speed", "tenants", "jct_window")
+                  "prices", "spread_speed", "tenants", "pairs", "jct_window")
 #: The replay settings a bench runs with; each run sets its own ``seed`` and ``load``.
 REPLAY_FIELDS = frozenset(f.name for f in fields(ReplaySettings)) - {"seed", "load"}
 #: Settings added after benches were first recorded, and their value in a bench.json
@@ -85,7 +85,7 @@ SETTING_DEFAULTS: dict[str, Any] = {
                                                        "colocation_factor",
                                                        "start_latency_s", "prices",
                                                        "spread_speed", "jct_window")}
-SETTING_DEFAULTS["tenants"] = None
+SETTING_DEFAULTS.update(tenants=None, pairs=None)
 #: A policy label: what results.csv's ``policy`` column and the run folders carry.
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
@@ -143,6 +143,8 @@ class BenchSettings:
     variants: tuple[PolicyVariant, ...] = ()
     #: the tenants' weights and quotas (docs/fairness.md), kept around every policy
     tenants: Path | None = None
+    #: co-location pairs measured on their own (hetsched.speeds.pairs)
+    pairs: Path | None = None
     #: figures of other works to show beside the bench's (hetsched.bench.references)
     references: tuple[Reference, ...] = ()
 
@@ -171,7 +173,8 @@ class BenchSettings:
                              expected="an integer >= 1")
         if not self.trace.is_file():
             raise InputError("no such trace file", file=str(self.trace), path="trace")
-        for name, path in (("throughput_path", self.throughput), ("tenants", self.tenants)):
+        for name, path in (("throughput_path", self.throughput), ("tenants", self.tenants),
+                           ("pairs", self.pairs)):
             if path is not None and not path.is_file():
                 raise InputError(f"no such {name.split('_')[0]} file", file=str(path),
                                  path=name)
@@ -185,7 +188,7 @@ class BenchSettings:
         window = self.replay.jct_window
         identity["jct_window"] = None if window is None else list(window)
         identity["trace"] = str(self.trace.resolve())
-        for name in ("throughput", "tenants"):
+        for name in ("throughput", "tenants", "pairs"):
             path = getattr(self, name)
             identity[name] = None if path is None else str(path.resolve())
         if self.variants:
@@ -384,7 +387,7 @@ class _Bench:
         shared = inputs[key] = replay_inputs(
             settings.trace, settings.trace_format, settings.cluster,
             throughput_path=settings.throughput, settings=settings.replay,
-            tenants_path=settings.tenants)
+            tenants_path=settings.tenants, pairs_path=settings.pairs)
         for seed in dict.fromkeys(spec.seed for spec in self.todo):
             inputs[f"{key}/s{seed}"] = read_jobs(shared, settings.run_settings(seed, 1.0))
         return [Cell(spec.name, spec.policy, self.index, key, f"{key}/s{spec.seed}",

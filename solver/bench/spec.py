@@ -112,10 +112,10 @@ READING_KEYS = ("reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing", "
 TOP_KEYS = ("root", "traces", "policies", "seeds", "loads", "limit_jobs",
             "deadline_fraction", "on_bad_row", "time_limit", "wall_clock", "backend",
             "interval", "restart_penalty", "start_latency", "prices", "lp_bound", "tenants",
-            "jct_window", "references", *READING_KEYS)
+            "pairs", "jct_window", "references", *READING_KEYS)
 #: A trace table's keys.
 TRACE_KEYS = ("path", "format", "cluster", "clusters", "name", "throughput", "limit_jobs",
-              "deadline_fraction", "on_bad_row", "tenants", *READING_KEYS)
+              "deadline_fraction", "on_bad_row", "tenants", "pairs", *READING_KEYS)
 #: The keys of a policy table that are not the policy's own settings.
 POLICY_KEYS = ("name", "label")
 
@@ -397,9 +397,11 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
             raise reader.error("no such throughput file", f"{key}.throughput",
                                str(throughput), "a profile or fitted model file")
         own["throughput"] = throughput
-    if "tenants" in entry or "tenants" in spec:
-        own["tenants"] = _tenants(reader, root, entry.get("tenants", spec.get("tenants")),
-                                  f"{key}.tenants" if "tenants" in entry else "tenants")
+    for setting in ("tenants", "pairs"):
+        if setting in entry or setting in spec:
+            own[setting] = _input_file(reader, root, setting,
+                                       entry.get(setting, spec.get(setting)),
+                                       f"{key}.{setting}" if setting in entry else setting)
     benches = []
     for index, cluster in enumerate(specs):
         where = f"{key}.cluster" if "cluster" in entry else f"{key}.clusters[{index}]"
@@ -431,17 +433,20 @@ def _references(reader: _Reader, spec: Mapping[str, Any], labels: tuple[str, ...
                            error.expected) from None
 
 
-def _tenants(reader: _Reader, root: Path, value: object, where: str) -> Path:
-    """The tenant table file ``value`` (from ``root``), read once to check it (a problem
-    in it is told with its own file and JSON path)."""
+def _input_file(reader: _Reader, root: Path, setting: str, value: object,
+                where: str) -> Path:
+    """The ``tenants`` table or ``pairs`` file ``value`` (from ``root``), read once to
+    check it (a problem in it is told with its own file and place)."""
     from hetsched.files.tenants import read_tenants
+    from hetsched.speeds.pairs import read_pairs_csv
 
-    path = (root / reader.text(value, where, "a tenant table file")).resolve()
+    what = {"tenants": "tenant table (JSON, docs/fairness.md)",
+            "pairs": "co-location pairs file (CSV, docs/traces.md)"}[setting]
+    path = (root / reader.text(value, where, f"a {what}")).resolve()
     if not path.is_file():
-        raise reader.error("no such tenants file", where, str(path),
-                           "an existing tenant table (JSON, docs/fairness.md; relative "
-                           "paths: from root)")
-    read_tenants(path)
+        raise reader.error(f"no such {setting} file", where, str(path),
+                           f"an existing {what}; relative paths: from root")
+    (read_tenants if setting == "tenants" else read_pairs_csv)(path)
     return path
 
 

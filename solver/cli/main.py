@@ -318,12 +318,15 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
 @click.option("--tenants", "tenants_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Tenants' weights and quotas per GPU type (JSON; "
               "docs/fairness.md), kept around every policy of the bench.")
+@click.option("--pairs", "pairs_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Co-location pairs measured on their own (CSV; "
+              "docs/traces.md), over the throughput profile's.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def bench_command(trace: Path | None, trace_format: str | None, cluster_spec: str | None,
                   policies: str | None, seeds: str, loads: str, workers: int | None,
                   lp_bound: bool, spec: Path | None, engine: str, address: str | None,
                   out: Path, throughput_path: Path | None, tenants_path: Path | None,
-                  **options: Any) -> None:
+                  pairs_path: Path | None, **options: Any) -> None:
     """Replay TRACE under every policy x seed x load (or every bench of a --spec); write
     results.csv, report.md and plots into --out (docs/bench.md). Rerunning the same
     command resumes."""
@@ -337,7 +340,8 @@ def bench_command(trace: Path | None, trace_format: str | None, cluster_spec: st
         sweep = options_sweep(
             trace=trace, trace_format=trace_format, cluster=cluster_spec, policies=policies,
             seeds=seeds, loads=loads, workers=workers, throughput=throughput_path,
-            tenants=tenants_path, lp_bound=lp_bound, replay=replay_settings(options))
+            tenants=tenants_path, pairs=pairs_path, lp_bound=lp_bound,
+            replay=replay_settings(options))
     outcomes = run_sweep(sweep, out, engine=make_engine(engine, workers=workers,
                                                         address=address))
     for (name, _), outcome in zip(sweep.benches, outcomes, strict=True):

@@ -99,3 +99,32 @@ def test_a_missing_pairs_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixt
                    "--out", str(tmp_path / "o")], capsys)
     assert "none.csv" in err
     assert "cannot read the pairs file" in err
+
+
+def test_a_bench_runs_with_the_pairs_of_its_spec(shared_data: Path, tmp_path: Path) -> None:
+    # The replay above as a bench: the spec's pairs reach every run (the LM finishes at
+    # the measured factor's time, not the default's), and a missing file is refused
+    # before anything runs.
+    from hetsched.bench.spec import load_sweep
+
+    lm, tf = "LM (batch size 10)", "Transformer (batch size 32)"
+    write_native([Job("lm", 0.0, lm, 1, 15850.0, gpu_share=0.5),
+                  Job("tf", 0.0, tf, 1, 5000.0, gpu_share=0.5)], tmp_path / "t.csv")
+    spec = tmp_path / "sweep.toml"
+    text = (f'pairs = "{shared_data / "h100" / "h100_pairs.csv"}"\nlp_bound = false\n'
+            f'[[traces]]\npath = "t.csv"\nformat = "native"\ncluster = "h100=1"\n'
+            f'throughput = "{shared_data / "h100" / "h100_throughputs.csv"}"\nname = "h"\n'
+            '[[policies]]\nname = "fifo"\n')
+    spec.write_text(text)
+    ((_, settings),) = load_sweep(spec).benches
+    assert settings.pairs == (shared_data / "h100" / "h100_pairs.csv").resolve()
+    main(["bench", "--spec", str(spec), "--out", str(tmp_path / "out")])
+    rows = (tmp_path / "out" / "h" / "runs" / "fifo-s0-l1" / "jobs.csv").read_text()
+    header, *lines = rows.splitlines()
+    cells = {line.split(",")[0]: dict(zip(header.split(","), line.split(","), strict=False))
+             for line in lines}
+    assert float(cells["lm"]["finish"]) == pytest.approx(
+        15850 / (194.0292 * 177.5215 / 217.373), rel=1e-6)
+    spec.write_text(text.replace("h100_pairs.csv", "none.csv"))
+    with pytest.raises(InputError, match="no such pairs file"):
+        load_sweep(spec)
