@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import tomllib
 
@@ -36,6 +36,9 @@ from hetsched.core.errors import InputError
 from hetsched.core.outputs import check_output_folder, locked_folder, write_text, writing
 from hetsched.core.settings import MAX_LOAD, MIN_LOAD
 from hetsched.formulations.options import MAX_SEED, check_seed
+
+if TYPE_CHECKING:
+    from hetsched.bench.references import Reference
 
 #: The name of the spec's copy in the output folder.
 COPY = "sweep.toml"
@@ -420,7 +423,7 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
 
 
 def _references(reader: _Reader, spec: Mapping[str, Any], labels: tuple[str, ...],
-                loads: Sequence[float], folder: str) -> tuple[Any, ...]:
+                loads: Sequence[float], folder: str) -> tuple[Reference, ...]:
     """The spec's references that apply to the bench ``folder`` (hetsched.bench.references)."""
     if "references" not in spec:
         return ()

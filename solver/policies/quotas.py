@@ -41,6 +41,7 @@ from hetsched.core.tenants import TenantTable
 from hetsched.policies.rolling import (
     ClusterState,
     Decision,
+    PendingLog,
     PolicyHooks,
     RollingPolicy,
     RunningJob,
@@ -151,8 +152,11 @@ class TenantKeeper(PolicyHooks):
         #: for them (hetsched.policies.share_reclaim)
         self.share_starts = 0
         self.share_preemptions = 0
-        #: the jobs seen waiting at an earlier decision (the others arrived since)
+        #: the jobs seen waiting at an earlier decision (the others arrived since), and
+        #: where the replay's queue log stood then (read from there on, not the queue)
         self._seen: set[str] = set()
+        self._log: PendingLog | None = None
+        self._mark = 0
 
     @property
     def round_s(self) -> float | None:
@@ -265,14 +269,28 @@ class TenantKeeper(PolicyHooks):
             return kept
         from hetsched.policies.share_reclaim import reclaim_shares
 
-        arrived = [job.id for job in state.pending if job.id not in self._seen]
-        self._seen.update(arrived)
+        arrived = self._arrived(state)
         before = len(kept.start)
         kept, victims = reclaim_shares(state, kept, self.tenants, arrived,
                                        partial(self._types, state))
         self.share_starts += len(kept.start) - before
         self.share_preemptions += len(victims)
         return kept
+
+    def _arrived(self, state: ClusterState) -> list[str]:
+        """The jobs waiting in ``state`` that no earlier decision saw waiting: from the
+        replay's queue log where the state has one (what joined since the last decision),
+        else from the whole queue."""
+        feed = state.pending_feed
+        if feed is not None and feed.log is self._log and self._mark <= feed.mark:
+            joined = (job.id for job, _ in feed.since(self._mark) if job is not None)
+        else:
+            joined = (job.id for job in state.pending)
+        if feed is not None:
+            self._log, self._mark = feed.log, feed.mark
+        arrived = list(dict.fromkeys(j for j in joined if j not in self._seen))
+        self._seen.update(arrived)
+        return arrived
 
     def keep_quotas(self, state: ClusterState, decision: Decision) -> Decision:
         """``decision`` made to keep the quotas (module notes). A job preempted to give a

@@ -51,16 +51,16 @@ def reclaim_shares(state: ClusterState, decision: Decision, tenants: TenantTable
         return decision, []
     weights = tenants.weights()
     preempted = set(decision.preempt)
-    jobs = {job.id: job for job in state.pending}
+    jobs = {**{run.job.id: run.job for run in state.running},
+            **{job.id: job for job in state.pending}}
     running = {run.job.id: run for run in state.running if run.job.id not in preempted}
     held: Counter[str] = Counter()
     for run in running.values():
         held[tenant_of(run.job)] += len(run.gpus)
     for start in decision.start:
-        job = jobs.get(start.job) or next(r.job for r in state.running if r.job.id == start.job)
-        held[tenant_of(job)] += len(start.gpus)
+        held[tenant_of(jobs[start.job])] += len(start.gpus)
     demand: Counter[str] = Counter()
-    for job in [*state.pending, *(run.job for run in state.running)]:
+    for job in jobs.values():
         demand[tenant_of(job)] += job.num_gpus
     capacity = float(len(state.cluster.gpus))
     entitled = water_fill({t: min(capacity, float(d)) for t, d in demand.items()}, weights,
@@ -75,7 +75,8 @@ def reclaim_shares(state: ClusterState, decision: Decision, tenants: TenantTable
         after = (held[tenant] + job.num_gpus) / weights.get(tenant, 1.0)
         eligible = [run for run in running.values() if run.job.id not in moving
                     and _may_preempt(run, tenant, after, held, entitled, weights)]
-        pool = _pool(state, decision, starts, victims, eligible, held, entitled, weights)
+        pool = _pool(state, decision, starts, victims, eligible, held, entitled, weights,
+                     jobs)
         for gpu_type in types_of(job):
             gpus = pool.best_fit(job, gpu_type, job.num_gpus, state.throughput) or \
                 pool.best_fit(job, gpu_type, job.num_gpus, state.throughput,
@@ -111,10 +112,11 @@ def _may_preempt(run: RunningJob, tenant: str, after: float, held: Counter[str],
 
 def _pool(state: ClusterState, decision: Decision, starts: Sequence[Start],
           victims: Sequence[str], eligible: Sequence[RunningJob], held: Counter[str],
-          entitled: dict[str, float], weights: dict[str, float]) -> FreeGpuIndex:
+          entitled: dict[str, float], weights: dict[str, float],
+          jobs: dict[str, Job]) -> FreeGpuIndex:
     """The free GPUs after ``decision``'s preemptions, ``starts`` and ``victims``, with
     the GPUs of ``eligible`` as victims: the tenant furthest above its entitlement (over
-    its weight) taken first, then the latest started."""
+    its weight) taken first, then the latest started (``jobs``: every job, by id)."""
     order = sorted(eligible, key=lambda r: (
         (held[tenant_of(r.job)] - entitled.get(tenant_of(r.job), 0.0))
         / weights.get(tenant_of(r.job), 1.0), r.started, r.job.id))
@@ -123,7 +125,6 @@ def _pool(state: ClusterState, decision: Decision, starts: Sequence[Start],
     for run in state.running:
         if run.job.id in gone:
             pool.release(run.gpus, run.job)
-    jobs = {job.id: job for job in state.pending}
     for start in starts:
-        pool.take(start.gpus, jobs.get(start.job))
+        pool.take(start.gpus, jobs[start.job])
     return pool

@@ -141,18 +141,15 @@ def test_a_bad_reference_names_its_table(tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     continuous(tmp_path / "in", 10)
     path = tmp_path / "sweep.toml"
-    path.write_text(SPEC.replace('baseline = "fifo"', 'baseline = "tiresias"'))
-    err = exits_2(["bench", "--spec", str(path), "--out", str(tmp_path / "out")], capsys)
-    assert "$.references[0].baseline: not a policy of the spec" in err
-    path.write_text(SPEC.replace("load = 2\n", "load = 3\n"))
-    err = exits_2(["bench", "--spec", str(path), "--out", str(tmp_path / "out")], capsys)
-    assert "$.references[0].load: not a load of the spec" in err
-    path.write_text(SPEC.replace("ratio = 0.5", "ratio = 0"))
-    err = exits_2(["bench", "--spec", str(path), "--out", str(tmp_path / "out")], capsys)
-    assert "$.references[0].ratio" in err
-    path.write_text(SPEC.replace("jct_window = [20, 60]", "jct_window = [60, 20]"))
-    err = exits_2(["bench", "--spec", str(path), "--out", str(tmp_path / "out")], capsys)
-    assert "jct_window: bad JCT window" in err
+    for before, after, piece in (
+            ('baseline = "fifo"', 'baseline = "tiresias"',
+             "$.references[0].baseline: not a policy of the spec"),
+            ("load = 2\n", "load = 3\n", "$.references[0].load: not a load of the spec"),
+            ("ratio = 0.5", "ratio = 0", "$.references[0].ratio"),
+            ("jct_window = [20, 60]", "jct_window = [60, 20]", "jct_window: bad JCT window")):
+        path.write_text(SPEC.replace(before, after))
+        err = exits_2(["bench", "--spec", str(path), "--out", str(tmp_path / "out")], capsys)
+        assert piece in err
     path.write_text(SPEC)
     ((_, settings),) = load_sweep(path).benches
     assert settings.replay.jct_window == (20, 60)
