@@ -257,7 +257,8 @@ def main() -> None:
                         "gavel-water-filling-gpus,gavel-water-filling-gpus:gavel,"
                         "gavel-water-filling-gpus:flat,gavel-water-filling-gpus:gavel-flat,"
                         "gavel-water-filling-gpus+preempt,"
-                        "gavel-water-filling-gpus:gavel+preempt")
+                        "gavel-water-filling-gpus:gavel+preempt,gavel-water-filling-gpus:whole,"
+                        "gavel-water-filling-gpus:whole+preempt")
     parser.add_argument("--round-lengths", default="360",
                         help="hetsched's rounds (s), comma separated: each policy runs "
                         "at each (Gavel's side: --gavel POLICY@ROUND_S=FILE)")

@@ -66,12 +66,15 @@ class HetschedRun:
 #: How a policy is realised beside Gavel, by the suffix of ``NAME:SUFFIX``: ``rounds``,
 #: only the rounds start jobs; ``gavel``, Gavel's simulator's rounds; ``central``, those
 #: rounds and the interior optimum ECOS returns; ``bisection``, those rounds at the
-#: makespan Gavel's bisection stops at (min-total-duration); ``lp``, ``ftf``'s LP iteration.
+#: makespan Gavel's bisection stops at (min-total-duration); ``lp``, ``ftf``'s LP iteration;
+#: ``flat``/``gavel-flat``, water-filling over jobs alone; ``whole``, hetsched's rounds
+#: taking the jobs allocated all of their time first (``keep_whole``).
 VARIANTS: dict[str, dict[str, object]] = {
     "": {}, "rounds": {"work_conserving": False}, "gavel": {"rounds": "gavel"},
     "central": {"rounds": "gavel", "spare": "central"},
     "bisection": {"rounds": "gavel", "spare": "gavel"}, "lp": {"spare": "lp"},
-    "flat": {"hierarchical": False}, "gavel-flat": {"rounds": "gavel", "hierarchical": False}}
+    "flat": {"hierarchical": False}, "gavel-flat": {"rounds": "gavel", "hierarchical": False},
+    "whole": {"keep_whole": True}}
 
 
 def variant(policy: str) -> tuple[str, dict[str, object]]:

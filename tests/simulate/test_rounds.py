@@ -22,7 +22,7 @@ from hetsched.policies.baselines import HeterogeneityAgnostic
 from hetsched.policies.baselines.optimus import Optimus
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RollingFifo, RunningJob
 from hetsched.registry import ENTRIES, rolling
-from hetsched.replaying import run_replay
+from hetsched.replaying import check_replay, run_replay
 from hetsched.simulate.simulator import Simulator
 
 
@@ -413,3 +413,41 @@ def test_two_resnet_jobs_on_a_v100_and_a_k80(policy: str, shared_data: Path,
     assert summary["round_s"] == ROUNDS[policy]
     assert summary["restart_penalty_s"] == 30.0
     assert summary["fallbacks"] == 0
+
+
+def test_keep_whole_runs_a_job_allocated_all_of_its_time_in_every_round() -> None:
+    # 2 V100s and 2 K80s (one node each); three jobs at 0 of one type at 1 step/s per
+    # GPU on a V100 and 0.5 on a K80; restart penalty 30 s, 360 s rounds. Max-min of GPUs
+    # held (water-filling) gives each job all of its gang: every share adds up to 1. j0
+    # (1 GPU) and j2 (1 GPU) start on the V100s, j1 (2 GPUs) on the K80s; j0 ends at 1480.
+    # At 2160 the LP solved at 1800 gives j1 the V100s: Gavel's greedy takes j1's V100
+    # pair first (not run there since the solve: priority inf), so j2, on a V100 and
+    # allocated all of its time, is preempted and gets no GPU until j1 ends at 2371.5.
+    # With keep_whole the round takes the jobs allocated all of their time first and j2
+    # (run on its V100 within its share there) stays: it runs 0 to 2377 without a gap,
+    # and j1 keeps its K80s until the round after j2 ends (2520).
+    cluster = Cluster((GpuType("v100"), GpuType("k80")),
+                      (Node("v", "v100", 2), Node("k", "k80", 2)))
+    table = ThroughputTable.from_rows([("b", gpu, n, placement, speed * n)
+                                       for gpu, speed in (("v100", 1.0), ("k80", 0.5))
+                                       for n in (1, 2) for placement in ("packed", "spread")])
+    jobs = [Job("j0", 0.0, "b", 1, 1480.0), Job("j1", 0.0, "b", 2, 2523.0),
+            Job("j2", 0.0, "b", 1, 2377.0)]
+    runs = {}
+    for keep_whole in (False, True):
+        policy = rolling("gavel-water-filling-gpus", keep_whole=keep_whole)
+        replayed = Simulator(cluster, jobs, policy, truth=table, restart_penalty_s=30.0).run()
+        assert check_replay(replayed, jobs, table) == []
+        runs[keep_whole] = {job_id: [(s.gpu_type, s.start, s.finish) for s in r.segments]
+                            for job_id, r in replayed.records.items()}
+    assert runs[False]["j2"] == [("v100", 0.0, 2160.0), ("v100", 2371.5, 2618.5)]
+    assert runs[True]["j2"] == [("v100", 0.0, 2377.0)]
+    assert runs[True]["j1"] == [("k80", 0.0, 2520.0), ("v100", 2520.0, 2551.5)]
+    assert runs[True]["j0"] == runs[False]["j0"] == [("v100", 0.0, 1480.0)]
+
+
+def test_keep_whole_must_be_a_bool() -> None:
+    from hetsched.core.errors import InputError
+
+    with pytest.raises(InputError, match="keep_whole"):
+        rolling("gavel", keep_whole="yes")

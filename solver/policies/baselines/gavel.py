@@ -30,6 +30,7 @@ from hetsched.policies.baselines.gavel_rounds import (
     Pairs,
     arrival_rank,
     gavel_queue,
+    whole_first,
 )
 from hetsched.policies.baselines.row_book import RowBook
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
@@ -98,7 +99,8 @@ class Gavel(PolicyHooks):
                  starvation_rounds: float = 20.0, partitions: int = 1,
                  executor: Executor | None = None, work_conserving: bool = True,
                  rounds: str = "hetsched", water_filling: bool | str = False,
-                 hierarchical: bool = True, spare: str = "two-stage") -> None:
+                 hierarchical: bool = True, spare: str = "two-stage",
+                 keep_whole: bool = False) -> None:
         from hetsched.formulations.gavel import AllocationSolver, Objective, PartitionedSolver
 
         if not round_s > 0 or not starvation_rounds > 0:
@@ -144,6 +146,12 @@ class Gavel(PolicyHooks):
         #: an interior optimum as ECOS returns for Gavel (``central``,
         #: :func:`hetsched.formulations.gavel.central.central_max_min`)
         self.spare = spare
+        if not isinstance(keep_whole, bool):
+            raise InputError("keep_whole must be true or false", path="keep_whole",
+                             value=keep_whole, expected="true or false")
+        #: hetsched's rounds take the jobs whose allocation is all of their time first,
+        #: each kept on the type it runs on while it has had no more than its share there
+        self.keep_whole = keep_whole
         #: POP's number of partitions (1: the monolithic LP)
         self.partitions = partitions
         #: the LP kept between solves (warm starts), when it runs on HiGHS
@@ -451,8 +459,15 @@ class Gavel(PolicyHooks):
             starved = pairs.starved & np.array([job.id not in running for job in jobs],
                                                dtype=bool)
             rows, cols = np.nonzero(pairs.usable & ((pairs.priority > 0) | starved[:, None]))
-            order = np.lexsort((cols, rank[rows], -pairs.share[rows, cols],
-                                -pairs.priority[rows, cols], ~starved[rows]))
+            keys = [cols, rank[rows], -pairs.share[rows, cols], -pairs.priority[rows, cols],
+                    ~starved[rows]]
+            if self.keep_whole:
+                names = state.cluster.type_names
+                whole, stay = whole_first(pairs, [names.index(running[job.id].gpu_type)
+                                                  if job.id in running else -1 for job in jobs])
+                keys[-1:-1] = [~stay[rows, cols]]
+                keys.append(~whole[rows])
+            order = np.lexsort(keys)
         types = state.cluster.type_names
         left = [state.cluster.num_gpus(t) for t in types]
         unclaimed = sum(left)

@@ -45,6 +45,8 @@ from hetsched.core.records import Job
 from hetsched.formulations.gavel.problem import Array
 from hetsched.policies.rolling import ClusterState
 
+#: A job whose shares add up to 1 less this has all of its time (:func:`whole_first`).
+WHOLE_TOLERANCE = 1e-6
 #: Gavel's ``minimum_time_between_allocation_resets`` (s).
 GAVEL_RESET_INTERVAL_S = 1920.0
 
@@ -142,6 +144,23 @@ def gavel_queue(priority: Array, deficit: Array, share: Array,
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return (np.concatenate(rows_out).astype(np.int64),
             np.concatenate(cols_out).astype(np.int64))
+
+
+def whole_first(pairs: Pairs, running_column: Sequence[int]
+                ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """For hetsched's rounds with ``keep_whole``: which jobs' allocations give them all of
+    their time (their shares add up to 1: the round takes them first, so no round leaves
+    them out) and, per pair, whether it is such a job's type it runs on
+    (``running_column``: the column of the type each job runs on, -1 for a waiting job)
+    with a priority of 1 or more: it has had no more than its share there since the
+    solve, so it stays and pays no restart."""
+    stay = np.zeros(pairs.share.shape, dtype=np.bool_)
+    whole = np.asarray(pairs.share.sum(axis=1) >= 1.0 - WHOLE_TOLERANCE, dtype=np.bool_)
+    for row in np.flatnonzero(whole).tolist():
+        column = running_column[row]
+        if column >= 0:
+            stay[row, column] = bool(pairs.priority[row, column] >= 1.0)
+    return whole, stay
 
 
 def arrival_rank(jobs: Sequence[Job]) -> npt.NDArray[np.int64]:
