@@ -1,0 +1,220 @@
+"""Pollux's applications as hetsched job types: how long a job at a fixed total batch size
+and GPU count takes in Pollux's simulator, as steps to its goal and seconds per step.
+
+Pollux (Qiao et al., OSDI'21) evaluated six applications on nodes of 4 NVIDIA T4s; its
+artifact (adaptdl, branch osdi21-artifact, ``simulator/``; Apache-2.0) holds, per
+application, the validation runs (:mod:`hetsched.speeds.efficiency`) and the measured
+step times (:mod:`hetsched.speeds.measured_steps`), and its simulator fixes each
+application's completion epoch (:data:`COMPLETION_EPOCHS`). A job at total batch ``B`` on
+``n`` GPUs runs, in that simulator (``Job.update_local_bsz`` and ``Job.step``; this is
+this project's own code after them):
+
+* per-GPU batch ``ceil(B / n)``, split into ``accum + 1`` passes of at most the largest
+  per-GPU batch (gradient accumulation); on one GPU a batch above the base batch takes two
+  passes at least (Pollux estimates its gradient statistics from them); the per-pass
+  ("atomic") batch ``ceil(local / (accum + 1))``, at most ``max batch / (n (accum + 1))``;
+  the batch really used is ``n x atomic x (accum + 1)``;
+* one step takes the measured ``step_time`` at the atomic batch plus ``accum`` times its
+  compute part (``step_time - sync_time``);
+* the job completes after ``steps_to_goal`` steps at the batch really used (the
+  efficiency-weighted progress of :class:`~hetsched.speeds.efficiency.Convergence`).
+
+So a job's ``work`` is its steps to the goal and its throughput ``1 / step time`` steps/s:
+a replay then takes, for the job alone on its GPUs, the time Pollux's simulator computes
+(less its rounding of each epoch to a whole second). :class:`PolluxThroughput` answers
+hetsched's (job type, GPU type, GPU count, placement) for job types named
+``"<application> (batch size <B>)"`` (the project's naming of job types with a batch
+size: :func:`hetsched.speeds.profiles.family_of`), on GPU type ``t4``: packed is one node
+(``(n,)``, up to 4 GPUs), spread is the first node as full as it can be while the gang
+spans two nodes at least, then the next (``(4, 4, 2)`` for 10 GPUs, ``(3, 1)`` for 4):
+what a gang gets on free nodes taken in order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from hetsched.core.errors import InputError
+from hetsched.core.throughput import Placement
+from hetsched.speeds.efficiency import Convergence, read_convergence
+from hetsched.speeds.measured_steps import MeasuredSteps, read_measured_steps
+from hetsched.speeds.profiles import batch_size_of, family_of
+
+#: Pollux's completion epoch per application (its simulator's ``max_epochs``).
+COMPLETION_EPOCHS: Mapping[str, int] = MappingProxyType(
+    {"bert": 2, "cifar10": 100, "deepspeech2": 80, "imagenet": 90, "ncf": 10, "yolov3": 50})
+#: Per-GPU batch limits Pollux's simulator sets below the largest measured one.
+MAX_LOCAL_BSZ: Mapping[str, int] = MappingProxyType({"yolov3": 8})
+#: The GPU type and node size Pollux measured on.
+GPU_TYPE = "t4"
+GPUS_PER_NODE = 4
+#: The most GPUs a job of these applications is answered on (Pollux's cluster).
+MAX_GPUS = 64
+_EPS = 1e-8  # (Pollux's tolerance in its ceilings)
+
+
+def job_type_name(application: str, batch_size: int) -> str:
+    """The job type of ``application`` at total batch ``batch_size`` (samples)."""
+    return f"{application} (batch size {batch_size})"
+
+
+def node_layout(num_gpus: int, placement: Placement,
+                gpus_per_node: int = GPUS_PER_NODE) -> tuple[int, ...] | None:
+    """The GPUs per node a gang of ``num_gpus`` runs on (module notes); ``None`` for a
+    packed gang larger than a node or a spread gang of one GPU."""
+    if Placement(placement) is Placement.PACKED:
+        return (num_gpus,) if 1 <= num_gpus <= gpus_per_node else None
+    if num_gpus < 2:
+        return None
+    layout = [min(gpus_per_node, num_gpus - 1)]
+    while sum(layout) < num_gpus:
+        layout.append(min(gpus_per_node, num_gpus - sum(layout)))
+    return tuple(layout)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """How a total batch runs on its GPUs: ``atomic_bsz`` samples per GPU per pass,
+    ``accum_steps`` extra passes per step, ``batch_size`` the total batch really used."""
+
+    atomic_bsz: int
+    accum_steps: int
+    batch_size: int
+
+
+@dataclass(frozen=True, eq=False)
+class PolluxApplication:
+    """One application: its validation runs and completion (``convergence``), its
+    measured step times (``steps``) and its per-GPU batch range (samples)."""
+
+    convergence: Convergence
+    steps: MeasuredSteps
+    min_local_bsz: int
+    max_local_bsz: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_local_bsz <= self.max_local_bsz:
+            raise InputError("bad per-GPU batch range", path=self.name,
+                             value=(self.min_local_bsz, self.max_local_bsz),
+                             expected="1 <= smallest <= largest")
+
+    @property
+    def name(self) -> str:
+        """The application's name (its folder's)."""
+        return self.convergence.name
+
+    def batch_plan(self, batch_size: int, num_gpus: int) -> BatchPlan:
+        """How ``batch_size`` samples run on ``num_gpus`` GPUs (module notes)."""
+        local = math.ceil(batch_size / num_gpus - _EPS)
+        accum = math.ceil(local / self.max_local_bsz - _EPS) - 1
+        if num_gpus == 1 and batch_size > self.convergence.base_batch:
+            accum = max(1, accum)
+        atomic = math.ceil(local / (accum + 1) - _EPS)
+        atomic = min(atomic, int(self.convergence.max_batch / (num_gpus * (accum + 1))))
+        return BatchPlan(atomic, accum, num_gpus * atomic * (accum + 1))
+
+    def step_time(self, layout: tuple[int, ...], batch_size: int) -> float:
+        """Seconds per step at total batch ``batch_size`` on ``layout`` (GPUs per node);
+        an InputError where the measurements do not reach."""
+        plan = self.batch_plan(batch_size, sum(layout))
+        step, sync = self.steps.times(layout, plan.atomic_bsz)
+        return step + plan.accum_steps * (step - sync)
+
+    def steps_to_goal(self, batch_size: int, num_gpus: int) -> float:
+        """Steps to complete the job at total batch ``batch_size`` on ``num_gpus`` GPUs
+        (at the batch really used)."""
+        return self.convergence.steps_to_goal(self.batch_plan(batch_size, num_gpus).batch_size)
+
+
+@dataclass(frozen=True, eq=False)
+class PolluxThroughput:
+    """steps/s of Pollux's job types (``"cifar10 (batch size 2048)"``) on ``t4`` GPUs
+    in nodes of 4 (module notes): one step is one step at the job type's total batch;
+    0.0 where the job cannot run (another GPU type, a per-GPU batch outside the
+    measurements, more than :data:`MAX_GPUS` GPUs, a name it does not know)."""
+
+    applications: Mapping[str, PolluxApplication]
+    _answers: dict[tuple[str, str, int, Placement], float] = field(
+        default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "applications", MappingProxyType(dict(self.applications)))
+
+    def __reduce__(self) -> tuple[type[PolluxThroughput], tuple[dict[str, PolluxApplication]]]:
+        """Pickled as its applications (for worker processes and Ray's object store)."""
+        return type(self), (dict(self.applications),)
+
+    @property
+    def gpu_types(self) -> frozenset[str]:
+        """The one GPU type measured."""
+        return frozenset({GPU_TYPE})
+
+    @property
+    def job_types(self) -> frozenset[str]:
+        """The job types at the batch sizes validated (any batch in range is answered)."""
+        return frozenset(job_type_name(name, run.batch_size)
+                         for name, app in self.applications.items()
+                         for run in app.convergence.runs)
+
+    def application(self, job_type: str) -> tuple[PolluxApplication, int] | None:
+        """The application and total batch of ``job_type``, or ``None``."""
+        batch = batch_size_of(job_type)
+        app = self.applications.get(family_of(job_type))
+        return None if app is None or batch is None else (app, batch)
+
+    def throughput(self, job_type: str, gpu_type: str, num_gpus: int,
+                   placement: Placement) -> float:
+        """steps/s, 0.0 where the job cannot run (class notes)."""
+        key = (job_type, gpu_type, num_gpus, placement)
+        found = self._answers.get(key)
+        if found is None:
+            found = self._answers[key] = self._throughput(*key)
+        return found
+
+    def _throughput(self, job_type: str, gpu_type: str, num_gpus: int,
+                    placement: Placement) -> float:
+        known = self.application(job_type)
+        layout = node_layout(num_gpus, placement)
+        if gpu_type != GPU_TYPE or known is None or layout is None or num_gpus > MAX_GPUS:
+            return 0.0
+        app, batch = known
+        plan = app.batch_plan(batch, num_gpus)
+        if not (app.convergence.base_batch <= batch <= app.convergence.max_batch
+                and app.min_local_bsz <= plan.atomic_bsz):
+            return 0.0
+        try:
+            return 1.0 / app.step_time(layout, batch)
+        except InputError:
+            return 0.0
+
+
+def read_application(folder: str | Path) -> PolluxApplication:
+    """One application's folder of Pollux's ``traces/`` (``validation-*.csv``,
+    ``placements.csv``, ``scalability.csv``), with Pollux's completion epoch and
+    per-GPU batch limit for the applications it names."""
+    folder = Path(folder)
+    epochs = COMPLETION_EPOCHS.get(folder.name)
+    steps = read_measured_steps(folder)
+    low, high = steps.local_bsz_range
+    return PolluxApplication(read_convergence(folder, epochs), steps, low,
+                             MAX_LOCAL_BSZ.get(folder.name, high))
+
+
+def read_pollux(folder: str | Path) -> PolluxThroughput:
+    """Every application of Pollux's ``traces/`` folder (each sub-folder with a
+    ``placements.csv``) as a :class:`PolluxThroughput`."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError("no such folder of Pollux's measurements", file=str(folder),
+                         expected="Pollux's traces/ (one folder per application)")
+    apps = {path.parent.name: read_application(path.parent)
+            for path in sorted(folder.glob("*/placements.csv"))}
+    if not apps:
+        raise InputError("no application folders", file=str(folder),
+                         expected="folders with placements.csv and validation-*.csv "
+                         "(Pollux's traces/)")
+    return PolluxThroughput(apps)

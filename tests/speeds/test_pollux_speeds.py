@@ -1,0 +1,114 @@
+"""Pollux's step times and job types (hetsched.speeds.measured_steps, hetsched.speeds.pollux):
+the interpolation and batch plans by hand, and a job alone taking the time Pollux's own
+simulator gave it."""
+
+from __future__ import annotations
+
+import csv
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+
+from hetsched.core.errors import InputError
+from hetsched.core.throughput import Placement
+from hetsched.speeds.measured_steps import canonical_placement, read_measured_steps
+from hetsched.speeds.pollux import job_type_name, node_layout, read_pollux
+from tests.helpers import ROOT
+
+TOY = ROOT / "tests" / "data" / "pollux" / "traces"
+
+
+def test_placements_and_layouts() -> None:
+    assert canonical_placement((4, 2)) == (2, 4)
+    assert canonical_placement((2, 0, 1, 3)) == (1, 3, 2)
+    assert node_layout(3, Placement.PACKED) == (3,)
+    assert node_layout(5, Placement.PACKED) is None
+    assert node_layout(4, Placement.SPREAD) == (3, 1)
+    assert node_layout(10, Placement.SPREAD) == (4, 4, 2)
+    assert node_layout(1, Placement.SPREAD) is None
+
+
+def test_step_times_interpolated_by_hand() -> None:
+    # toy/placements.csv: "1" 1.0 s at 5 samples per GPU, 1.5 s at 10; "2" 1.2 / 1.8 s
+    # (sync 0.2 / 0.3 s); "11" 1.5 / 2.0 s.
+    steps = read_measured_steps(TOY / "toy")
+    assert steps.step_time((1,), 7.5) == pytest.approx(1.25)
+    assert steps.times((2,), 10) == pytest.approx((1.8, 0.3))
+    assert steps.sync_time((1, 1), 5) == pytest.approx(0.5)
+    with pytest.raises(InputError, match="outside the measured step times"):
+        steps.step_time((1,), 11)
+    assert pickle.loads(pickle.dumps(steps)).step_time((1,), 7.5) == pytest.approx(1.25)
+
+
+def test_batch_plans_and_throughput_by_hand() -> None:
+    # toy: base batch 10, largest 40, 5 to 10 samples per GPU. 20 samples on 2 GPUs: 10
+    # each in one pass, 1.8 s a step packed ((2,)), 2.0 s spread ((1, 1)); on 1 GPU: 20 is
+    # above the base batch, so two passes of 10: 1.5 s + (1.5 - 0) s = 3.0 s.
+    model = read_pollux(TOY)
+    app = model.applications["toy"]
+    plan = app.batch_plan(20, 2)
+    assert (plan.atomic_bsz, plan.accum_steps, plan.batch_size) == (10, 0, 20)
+    plan = app.batch_plan(20, 1)
+    assert (plan.atomic_bsz, plan.accum_steps, plan.batch_size) == (10, 1, 20)
+    job_type = job_type_name("toy", 20)
+    assert job_type == "toy (batch size 20)"
+    assert model.throughput(job_type, "t4", 2, Placement.PACKED) == pytest.approx(1 / 1.8)
+    assert model.throughput(job_type, "t4", 2, Placement.SPREAD) == pytest.approx(0.5)
+    assert model.throughput(job_type, "t4", 1, Placement.PACKED) == pytest.approx(1 / 3.0)
+    # Where it cannot run: another GPU type, an unknown name, 5 samples per GPU below on
+    # 8 GPUs (20 / 8 -> 3 < 5), a batch outside 10-40, a count not measured (3 GPUs).
+    assert model.throughput(job_type, "v100", 2, Placement.PACKED) == 0.0
+    assert model.throughput("toy", "t4", 2, Placement.PACKED) == 0.0
+    assert model.throughput(job_type, "t4", 8, Placement.SPREAD) == 0.0
+    assert model.throughput(job_type_name("toy", 80), "t4", 2, Placement.PACKED) == 0.0
+    assert model.throughput(job_type, "t4", 3, Placement.PACKED) == 0.0
+    assert model.gpu_types == {"t4"}
+    assert model.job_types == {"toy (batch size 10)", "toy (batch size 40)"}
+    copy = pickle.loads(pickle.dumps(model))
+    assert copy.throughput(job_type, "t4", 2, Placement.PACKED) == pytest.approx(1 / 1.8)
+
+
+def test_real_batch_plans_follow_pollux(shared_data: Path) -> None:
+    model = read_pollux(shared_data / "pollux" / "traces")
+    # ncf, 32,768 on 1 GPU: two passes of 16,384 (one GPU above the base batch 256).
+    plan = model.applications["ncf"].batch_plan(32768, 1)
+    assert (plan.atomic_bsz, plan.accum_steps, plan.batch_size) == (16384, 1, 32768)
+    # bert, 384 on 6 GPUs: 64 each, above its 12 a pass: 6 passes of 11, cut to
+    # 384 / 36 -> 10: 360 samples a step.
+    plan = model.applications["bert"].batch_plan(384, 6)
+    assert (plan.atomic_bsz, plan.accum_steps, plan.batch_size) == (10, 5, 360)
+    # More nodes than placements.csv has: scalability.csv's own point comes back.
+    cifar10 = model.applications["cifar10"].steps
+    assert cifar10.times((1,) * 6, 32) == pytest.approx((0.14090566635131835,
+                                                         0.09941204528808593))
+
+
+#: (application, GPUs, batch) that ran alone at least once in Pollux's tiresias at load 0.5.
+ALONE = [("cifar10", 6, 2048), ("cifar10", 12, 4096), ("cifar10", 16, 4096),
+         ("deepspeech2", 6, 320), ("deepspeech2", 12, 640), ("ncf", 1, 32768),
+         ("yolov3", 4, 64), ("bert", 12, 384), ("bert", 16, 384), ("imagenet", 32, 6400)]
+
+
+def test_a_job_alone_takes_the_time_pollux_gave_it(shared_data: Path) -> None:
+    # Pollux's simulator starts a job at the first 60 s boundary after it arrives and
+    # charges 30 s before it makes progress: its shortest JCT for a job kind is our
+    # steps x step time (on the GPUs of the nodes taken in order) plus 30 to 90 s.
+    pollux = shared_data / "pollux"
+    model = read_pollux(pollux / "traces")
+    jcts = json.loads((pollux / "reference-results" / "jobload-tiresias-0.5.json")
+                      .read_text())["jcts"]
+    shortest: dict[tuple[str, int, int], float] = {}
+    for index in range(1, 9):
+        path = pollux / "workloads-0.5" / f"workload-{index}.csv"
+        with path.open() as handle:
+            for row in csv.DictReader(handle):
+                kind = (row["application"], int(row["num_replicas"]), int(row["batch_size"]))
+                jct = jcts[f"workload-{index}"][row["name"]]
+                shortest[kind] = min(shortest.get(kind, jct), jct)
+    for name, gpus, batch in ALONE:
+        placement = Placement.PACKED if gpus <= 4 else Placement.SPREAD
+        speed = model.throughput(job_type_name(name, batch), "t4", gpus, placement)
+        alone = model.applications[name].steps_to_goal(batch, gpus) / speed
+        assert 25 <= shortest[(name, gpus, batch)] - alone <= 90, (name, gpus, alone)
