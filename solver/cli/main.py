@@ -214,7 +214,8 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
               "--out as run.toml, to repeat it with --config.")
 @click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--format", "trace_format", required=True,
-              type=click.Choice(("gavel", "philly", "helios", "openb", "native", "continuous")))
+              type=click.Choice(("gavel", "philly", "helios", "openb", "native", "continuous",
+                                 "pollux")))
 @click.option("--cluster", "cluster_spec", required=True,
               help="v100=36,p100=36,k80=36 (servers of 4 GPUs; TYPE=NxPER for other sizes), "
               "a cluster JSON, openb:NODE_LIST.csv or pai:pai_machine_spec.csv.")
@@ -290,7 +291,8 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
 @cli.command("bench")
 @click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--format", "trace_format", default=None,
-              type=click.Choice(("gavel", "philly", "helios", "openb", "native", "continuous")))
+              type=click.Choice(("gavel", "philly", "helios", "openb", "native", "continuous",
+                                 "pollux")))
 @click.option("--cluster", "cluster_spec", default=None,
               help="v100=36,p100=36,k80=36, a cluster JSON, openb:NODE_LIST.csv or "
               "pai:MACHINES.csv.")

@@ -109,7 +109,8 @@ def status_command(state_dir: Path) -> None:
 @slurm_group.command("submit")
 @click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--format", "trace_format", required=True,
-              type=click.Choice(("gavel", "philly", "helios", "openb", "native", "continuous")))
+              type=click.Choice(("gavel", "philly", "helios", "openb", "native", "continuous",
+                                 "pollux")))
 @click.option("--cluster-dir", type=click.Path(file_okay=False, path_type=Path),
               default=DEFAULT_STATE_DIR,
               help="The local cluster's folder: its nodes are the cluster the trace is read "

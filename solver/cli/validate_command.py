@@ -21,7 +21,7 @@ from hetsched.registry import entry, model_warnings, names
                 type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--format", "file_format", default="instance", show_default=True,
               type=click.Choice(("instance", "gavel", "philly", "helios", "openb", "native",
-                                 "continuous", "openb-nodes", "cluster", "profile")),
+                                 "continuous", "pollux", "openb-nodes", "cluster", "profile")),
               help="What the files are: instances, traces, node lists, cluster JSON or "
               "profiles (tidy CSV, Gavel JSON).")
 @click.option("--model", default=None,

@@ -65,6 +65,12 @@ def _read_source(path: Path, colocation_factor: float = DEFAULT_COLOCATION_FACTO
     from hetsched.speeds.model_file import load_model
     from hetsched.speeds.profiles import read_profile
 
+    if path.is_dir():  # Pollux's measurements (its traces/ folder): measured, not fitted
+        from hetsched.speeds.pollux import read_pollux
+
+        measured_steps = read_pollux(path)
+        return (measured_steps, measured_steps,
+                CoLocationModel(default_factor=colocation_factor))
     if not path.is_file():
         raise InputError("no such throughput file", file=str(path), path="throughput_path")
     if path.suffix.lower() == ".json" and f'"{FORMAT}"' in path.read_text(
@@ -80,7 +86,13 @@ def _read_source(path: Path, colocation_factor: float = DEFAULT_COLOCATION_FACTO
 
 def default_throughput(trace: Path, trace_format: str) -> Path | None:
     """Gavel's measurements beside a Gavel trace (``gavel/traces/X.trace`` ->
-    ``gavel/simulation_throughputs.json``), else ``None`` (the built-in catalogue)."""
+    ``gavel/simulation_throughputs.json``), Pollux's beside a Pollux workload
+    (``pollux/workloads/workload-1.csv`` -> ``pollux/traces/``), else ``None`` (the
+    built-in catalogue)."""
+    if trace_format == "pollux":
+        from hetsched.files.traces.pollux import measurements_folder
+
+        return measurements_folder(trace)
     if trace_format != "gavel":
         return None
     for folder in (trace.parent, trace.parent.parent):

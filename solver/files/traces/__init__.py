@@ -1,4 +1,5 @@
-"""Reading job traces: Gavel, Philly, Helios, Alibaba openb and hetsched's own CSV.
+"""Reading job traces: Gavel, Philly, Helios, Alibaba openb, Pollux's workloads and
+hetsched's own CSV.
 
 One entry point, :func:`read_trace`, returns one job table, :class:`Trace`, whatever
 the format; docs/traces.md gives every format's field mapping and the shared rules
@@ -21,6 +22,7 @@ from hetsched.files.traces.helios import read_helios
 from hetsched.files.traces.native import read_native, write_native
 from hetsched.files.traces.openb import openb_cluster, read_openb
 from hetsched.files.traces.philly import read_philly
+from hetsched.files.traces.pollux import read_pollux_workload
 
 __all__ = ["FORMATS", "Trace", "openb_cluster", "read_trace", "write_native"]
 
@@ -32,6 +34,7 @@ FORMATS: dict[str, Callable[[Path, Options], Trace]] = {
     "openb": read_openb,
     "native": read_native,
     "continuous": read_continuous,
+    "pollux": read_pollux_workload,
 }
 
 
