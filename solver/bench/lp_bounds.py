@@ -272,14 +272,14 @@ class LpBounds:
     def _job_set(self, seed: int, load: float
                  ) -> tuple[str, tuple[Job, ...], Cluster, ThroughputModel]:
         from hetsched.files.cluster_spec import parse_cluster
-        from hetsched.files.replay_inputs import trace_jobs
+        from hetsched.files.replay_inputs import source_bytes, trace_jobs
 
         source = self.source
         cluster = parse_cluster(source.cluster)
         read = trace_jobs(source.trace, source.trace_format, cluster,
                           throughput_path=source.throughput,
                           settings=source.run_settings(seed, load))
-        table = read.source.read_bytes() if read.source is not None else b"catalogue"
+        table = source_bytes(read.source) if read.source is not None else b"catalogue"
         key = self._keys[(seed, load)] = job_set_key(read.jobs, read.cluster, table,
                                                       self.settings)
         return key, read.jobs, read.cluster, read.truth

@@ -68,9 +68,8 @@ def _read_source(path: Path, colocation_factor: float = DEFAULT_COLOCATION_FACTO
     if path.is_dir():  # Pollux's measurements (its traces/ folder): measured, not fitted
         from hetsched.speeds.pollux import read_pollux
 
-        measured_steps = read_pollux(path)
-        return (measured_steps, measured_steps,
-                CoLocationModel(default_factor=colocation_factor))
+        pollux = read_pollux(path)
+        return pollux, pollux, CoLocationModel(default_factor=colocation_factor)
     if not path.is_file():
         raise InputError("no such throughput file", file=str(path), path="throughput_path")
     if path.suffix.lower() == ".json" and f'"{FORMAT}"' in path.read_text(
@@ -82,6 +81,15 @@ def _read_source(path: Path, colocation_factor: float = DEFAULT_COLOCATION_FACTO
     measured = throughput_model(profile, mode="measured")
     return (measured, throughput_model(profile, mode="fitted") if fit else measured,
             profile.colocation_model(colocation_factor))
+
+
+def source_bytes(source: Path) -> bytes:
+    """What identifies a throughput source's content: a file's bytes; for a folder of
+    Pollux's measurements, the name and bytes of each application's CSV files, sorted."""
+    if not source.is_dir():
+        return source.read_bytes()
+    return b"".join(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes()
+                    for path in sorted(source.glob("*/*.csv")))
 
 
 def default_throughput(trace: Path, trace_format: str) -> Path | None:

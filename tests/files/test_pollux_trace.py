@@ -98,3 +98,20 @@ def test_the_command_exits_2_on_a_bad_row(tmp_path: Path,
               "--cluster", "v100=4", "--policy", "fifo", "--out", str(tmp_path / "v100")])
     assert exited.value.code == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_measurements_folder_is_identified_by_its_files(tmp_path: Path) -> None:
+    # The bench's LP bounds are cached by the throughput source's content: a folder of
+    # Pollux's measurements by its applications' CSV files (a changed cell, another key).
+    from hetsched.files.replay_inputs import default_throughput, source_bytes
+
+    path = _workload(tmp_path, "toy-0,0,toy,2,20\n")
+    folder = default_throughput(path, "pollux")
+    assert folder == tmp_path / "traces"
+    before = source_bytes(folder)
+    assert b"toy/placements.csv\0placement,local_bsz" in before
+    assert source_bytes(POLLUX / "traces") == before
+    placements = folder / "toy" / "placements.csv"
+    placements.write_text(placements.read_text().replace("1.8,0.3", "1.9,0.3"))
+    assert source_bytes(folder) != before
+    assert source_bytes(placements) == placements.read_bytes()

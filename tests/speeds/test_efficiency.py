@@ -84,7 +84,7 @@ def test_progress_that_does_not_increase_names_its_line(tmp_path: Path) -> None:
     path = tmp_path / "validation-10.csv"
     path.write_text("progress,iteration,metric,grad_sqr,grad_var\n100,100,0.5,1,3\n"
                     "\n90,120,0.5,1,3\n")
-    with pytest.raises(InputError, match="line 4.progress: progress does not increase"):
+    with pytest.raises(InputError, match=r"line 4\.progress: progress does not increase"):
         read_validation(path)
     bad_name = tmp_path / "validation-x.csv"
     bad_name.write_text("progress,iteration,metric,grad_sqr,grad_var\n")
