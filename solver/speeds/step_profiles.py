@@ -1,0 +1,203 @@
+"""Reading measured step and sync times as :class:`~hetsched.speeds.steps.StepRow` records.
+
+* :func:`read_pollux_profile`: Pollux's measurements, a folder of one sub-folder per model
+  (``<model>/placements.csv``: ``placement, local_bsz, step_time, sync_time``, the
+  placement one digit per node; ``<model>/scalability.csv``: ``num_nodes, num_replicas,
+  local_bsz, step_time, sync_time``), or one model's folder. The job type is the
+  sub-folder's name, the GPU type ``t4`` (Pollux measured on nodes of 4 NVIDIA T4s).
+  ``scalability.csv`` does not say how its replicas sat on the nodes: they are spread as
+  evenly as possible, the first nodes taking one more (7 on 6 nodes: ``(2, 1, 1, 1, 1,
+  1)``); in this model only the GPU count, the node count and the fullest node count.
+* :func:`read_step_profile_csv`: the tidy CSV profile (docs/throughput-model.md) with the
+  optional columns ``local_batch_size``, ``step_time`` and ``sync_time``; the rows that
+  fill them are step rows (others, throughput only, are passed over). The placement is
+  ``(num_gpus,)`` for ``packed``; for ``spread`` the optional column ``node_gpus`` gives
+  the GPUs on each node (``2+2``), else one GPU per node.
+
+Every bad cell is an :class:`~hetsched.core.errors.InputError` naming the file, the line,
+the column, the value found and what was expected.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from hetsched.core.errors import InputError
+from hetsched.core.throughput import Placement
+from hetsched.speeds.measured_csv import cell_number, csv_rows
+from hetsched.speeds.steps import StepRow
+
+log = logging.getLogger(__name__)
+
+#: The GPU type of Pollux's measurements.
+POLLUX_GPU_TYPE = "t4"
+PLACEMENT_COLUMNS = ("placement", "local_bsz", "step_time", "sync_time")
+SCALABILITY_COLUMNS = ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time")
+#: The tidy profile's columns a step row needs (``node_gpus`` is optional).
+STEP_PROFILE_COLUMNS = ("job_type", "gpu_type", "num_gpus", "placement", "local_batch_size",
+                        "step_time", "sync_time")
+
+
+def even_placement(num_nodes: int, num_replicas: int) -> tuple[int, ...]:
+    """``num_replicas`` GPUs spread as evenly as possible over ``num_nodes`` nodes, the
+    first nodes taking one more."""
+    base, extra = divmod(num_replicas, num_nodes)
+    return (base + 1,) * extra + (base,) * (num_nodes - extra)
+
+
+def _row(where: tuple[str, int], source: str, job_type: str, gpu_type: str,
+         placement: tuple[int, ...], local_bsz: float, step_time: float,
+         sync_time: float) -> StepRow:
+    """A step row, an InputError of the record naming the file and line."""
+    try:
+        return StepRow(job_type, gpu_type, placement, local_bsz, step_time, sync_time, source)
+    except InputError as exc:
+        file, line = where
+        raise InputError(exc.problem, file=file, path=f"line {line}.{exc.path}",
+                         value=exc.value, expected=exc.expected) from None
+
+
+def _times(cells: dict[str, str], where: tuple[str, int]) -> tuple[float, float]:
+    return (cell_number(cells, "step_time", where, low=0.0, strict=True,
+                        expected="seconds > 0"),
+            cell_number(cells, "sync_time", where, low=0.0, expected="seconds >= 0"))
+
+
+def _count(cells: dict[str, str], column: str, where: tuple[str, int]) -> int:
+    return int(cell_number(cells, column, where, low=1.0, integer=True,
+                           expected="an integer >= 1"))
+
+
+def _read_model(folder: Path, job_type: str) -> list[StepRow]:
+    rows: list[StepRow] = []
+    path = folder / "placements.csv"
+    name = f"{folder.name}/placements.csv"
+    for line, cells in csv_rows(path, PLACEMENT_COLUMNS):
+        where = (str(path), line)
+        text = cells["placement"]
+        if not text.isascii() or not text.isdigit() or "0" in text:
+            raise InputError("bad placement", file=str(path), path=f"line {line}.placement",
+                             value=text, expected="one digit 1-9 per node used (\"22\": "
+                             "2 GPUs on each of two nodes)")
+        bsz = cell_number(cells, "local_bsz", where, low=0.0, strict=True,
+                          expected="samples per GPU > 0")
+        step, sync = _times(cells, where)
+        placement = tuple(int(digit) for digit in text)
+        rows.append(_row(where, f"{name} line {line}", job_type, POLLUX_GPU_TYPE, placement,
+                         bsz, step, sync))
+    path = folder / "scalability.csv"
+    name = f"{folder.name}/scalability.csv"
+    if not path.is_file():
+        return rows
+    for line, cells in csv_rows(path, SCALABILITY_COLUMNS):
+        where = (str(path), line)
+        nodes = _count(cells, "num_nodes", where)
+        replicas = _count(cells, "num_replicas", where)
+        if replicas < nodes:
+            raise InputError("fewer replicas than nodes", file=str(path),
+                             path=f"line {line}.num_replicas", value=cells["num_replicas"],
+                             expected=f"an integer >= num_nodes ({nodes})")
+        bsz = cell_number(cells, "local_bsz", where, low=0.0, strict=True,
+                          expected="samples per GPU > 0")
+        step, sync = _times(cells, where)
+        placement = even_placement(nodes, replicas)
+        rows.append(_row(where, f"{name} line {line}", job_type, POLLUX_GPU_TYPE, placement,
+                         bsz, step, sync))
+    return rows
+
+
+def read_pollux_profile(folder: Path) -> tuple[StepRow, ...]:
+    """Every ``<model>/placements.csv`` and ``<model>/scalability.csv`` under ``folder``
+    (or ``folder``'s own, if it is one model's folder) as step rows (module notes)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError("no such folder", file=str(folder),
+                         expected="a folder of Pollux's measurements (<model>/placements.csv)")
+    if (folder / "placements.csv").is_file():
+        models = [folder]
+    else:
+        models = sorted(sub for sub in folder.iterdir()
+                        if sub.is_dir() and (sub / "placements.csv").is_file())
+    if not models:
+        raise InputError("no placements.csv in the folder or its sub-folders",
+                         file=str(folder), expected="one sub-folder per model, each with a "
+                         "placements.csv (Pollux's traces/)")
+    rows: list[StepRow] = []
+    for model in models:
+        rows.extend(_read_model(model, model.name))
+    log.info("read %s: %d step rows of %d models", folder, len(rows), len(models))
+    return tuple(rows)
+
+
+def _tidy_placement(cells: dict[str, str], where: tuple[str, int]) -> tuple[int, ...]:
+    file, line = where
+    count = _count(cells, "num_gpus", where)
+    try:
+        placement = Placement(cells["placement"])
+    except ValueError:
+        raise InputError("bad placement", file=file, path=f"line {line}.placement",
+                         value=cells["placement"], expected="packed or spread") from None
+    text = cells.get("node_gpus", "")
+    if not text:
+        return (count,) if placement is Placement.PACKED else (1,) * count
+    parts = text.split("+")
+    if not all(p.strip().isascii() and p.strip().isdigit() and int(p) >= 1 for p in parts):
+        raise InputError("bad node_gpus", file=file, path=f"line {line}.node_gpus",
+                         value=text, expected="GPUs on each node joined by + (\"2+2\")")
+    gpus = tuple(int(p) for p in parts)
+    if sum(gpus) != count or (len(gpus) == 1) != (placement is Placement.PACKED):
+        raise InputError("node_gpus does not match num_gpus and placement", file=file,
+                         path=f"line {line}.node_gpus", value=text,
+                         expected=f"{count} GPUs in all, on one node if packed, on several "
+                         "if spread")
+    return gpus
+
+
+def read_step_profile_csv(path: Path) -> tuple[StepRow, ...]:
+    """The step rows of a tidy CSV profile (module notes); the rows without a step time
+    are passed over. No step row at all is an error."""
+    path = Path(path)
+    file = str(path)
+    with_layout = _header(path)
+    columns = STEP_PROFILE_COLUMNS + (("node_gpus",) if "node_gpus" in with_layout else ())
+    rows: list[StepRow] = []
+    for line, cells in csv_rows(path, columns):
+        where = (file, line)
+        if not cells["step_time"]:
+            continue
+        placement = _tidy_placement(cells, where)
+        bsz = cell_number(cells, "local_batch_size", where, low=0.0, strict=True,
+                          expected="samples per GPU > 0")
+        step, sync = _times(cells, where)
+        rows.append(_row(where, f"{path.name} line {line}", cells["job_type"],
+                         cells["gpu_type"], placement, bsz, step, sync))
+    if not rows:
+        raise InputError("no row with a step time", file=file, path="step_time",
+                         expected="rows with local_batch_size, step_time and sync_time")
+    return tuple(rows)
+
+
+def _header(path: Path) -> list[str]:
+    """The column names of a CSV file ([] if it has none or cannot be read: the reader
+    then says why)."""
+    try:
+        with path.open(encoding="utf-8-sig") as handle:
+            return [name.strip() for name in handle.readline().split(",")]
+    except (OSError, UnicodeDecodeError):
+        return []
+
+
+def has_step_columns(path: Path) -> bool:
+    """Whether ``path`` is a step profile: a folder (Pollux's measurements) or a CSV file
+    whose header names ``step_time``."""
+    path = Path(path)
+    if path.is_dir():
+        return True
+    return path.suffix.lower() == ".csv" and "step_time" in _header(path)
+
+
+def read_step_rows(path: Path) -> tuple[StepRow, ...]:
+    """Step rows from a folder of Pollux's measurements or a tidy CSV with step columns."""
+    path = Path(path)
+    return read_pollux_profile(path) if path.is_dir() else read_step_profile_csv(path)
