@@ -1,5 +1,5 @@
 """``hetsched generate`` and ``hetsched fit``: the commands that make data files (a
-synthetic instance, a fitted throughput model)."""
+synthetic instance, a fitted throughput model or step models)."""
 
 from __future__ import annotations
 
@@ -49,15 +49,65 @@ def generate_command(num_jobs: int, gpus: str, seed: int, gpus_per_node: int,
 
 
 @click.command("fit")
-@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Write the fitted model (JSON) here.")
+@click.argument("profile", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the fitted model (JSON) here (required for throughput profiles).")
 @click.option("--report", is_flag=True,
-              help="Print the leave-one-out accuracy (median and p90 APE, worst 10 points).")
+              help="Print the leave-one-out accuracy (median and p90 APE, worst 10 points); "
+              "for step profiles, the extrapolation from one node to several.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a residual plot (PNG) of the leave-one-out predictions.")
-def fit_command(profile: Path, output: Path, report: bool, plot: Path | None) -> None:
-    """Fit the throughput model to a measured PROFILE (Gavel's JSON or a tidy CSV)."""
+def fit_command(profile: Path, output: Path | None, report: bool, plot: Path | None) -> None:
+    """Fit the throughput model to a measured PROFILE (Gavel's JSON or a tidy CSV), or the
+    step model to step times (a folder of Pollux's measurements, or a tidy CSV with
+    step_time columns; docs/elastic.md)."""
+    from hetsched.speeds.step_profiles import has_step_columns
+
+    if has_step_columns(profile):
+        if plot is not None:
+            raise click.UsageError("--plot draws the leave-one-out of throughput profiles; "
+                                   "a step profile has --report")
+        _fit_steps(profile, output, report)
+        return
+    if output is None:
+        raise click.UsageError("Missing option '-o' / '--output'.")
+    _fit_throughput(profile, output, report, plot)
+
+
+def _fit_steps(profile: Path, output: Path | None, report: bool) -> None:
+    """``hetsched fit`` of a step profile: the step models, their extrapolation figures."""
+    from hetsched.core.errors import InputError
+    from hetsched.speeds.step_extrapolation import extrapolate, fit_step_models, report_lines
+    from hetsched.speeds.step_model_file import save_step_models
+    from hetsched.speeds.step_profiles import read_step_rows
+
+    if output is not None:
+        check_output_file(output, "--output")
+    rows = read_step_rows(profile)
+    try:
+        extrapolation = extrapolate(rows)
+    except InputError as exc:
+        extrapolation = None
+        reason = exc.problem
+    models = fit_step_models(rows, extrapolation)
+    bases = ", ".join(f"{sum(m.cross_node == basis for m in models.models)} {basis}"
+                      for basis in ("measured", "calibrated", "pollux-rule"))
+    click.echo(f"{len(models.models)} step models from {len(rows)} rows (across nodes: "
+               f"{bases})")
+    if output is not None:
+        with writing(output, "--output"):
+            save_step_models(models, output, str(profile), extrapolation)
+        click.echo(f"wrote {output}")
+    if report:
+        if extrapolation is None:
+            click.echo(f"no extrapolation figures: {reason}")
+        else:
+            baseline = extrapolate(rows, "pollux-rule")
+            click.echo("\n".join(report_lines(extrapolation, baseline)))
+
+
+def _fit_throughput(profile: Path, output: Path, report: bool, plot: Path | None) -> None:
+    """``hetsched fit`` of a throughput profile (Gavel's JSON or a tidy CSV)."""
     from hetsched.speeds.fit import fit_throughput_model
     from hetsched.speeds.leave_one_out import (
         held_out_keys,

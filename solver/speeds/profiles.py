@@ -11,7 +11,9 @@ co-location measurements that came with it. Two readers and one writer:
   pairs of co-located jobs are kept as :class:`CoLocation` records.
 - :func:`read_profile_csv` / :func:`write_profile_csv`: the tidy CSV profile,
   columns ``job_type, gpu_type, num_gpus, placement, throughput`` and optional
-  ``batch_size`` and ``family`` (docs/throughput-model.md).
+  ``batch_size`` and ``family`` (docs/throughput-model.md), and the optional step columns
+  :data:`STEP_COLUMNS`, read by :func:`hetsched.speeds.step_profiles.read_step_profile_csv`
+  (this reader passes them over).
 
 A throughput of 0 means "measured, cannot run" (e.g. out of memory).
 """
@@ -40,6 +42,9 @@ log = logging.getLogger(__name__)
 
 PROFILE_COLUMNS = ("job_type", "gpu_type", "num_gpus", "placement", "throughput")
 OPTIONAL_COLUMNS = ("batch_size", "family")
+#: Optional columns of a row measured as step times (docs/elastic.md): per-GPU batch
+#: (samples), seconds per iteration and of it synchronising, GPUs on each node (``2+2``).
+STEP_COLUMNS = ("local_batch_size", "step_time", "sync_time", "node_gpus")
 #: Gavel's worker type suffix for GPUs spread over several servers.
 UNCONSOLIDATED = "_unconsolidated"
 _BATCH_SUFFIX = re.compile(r"\s*\(batch size ([0-9]+)\)\s*$")

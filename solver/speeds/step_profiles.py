@@ -26,6 +26,7 @@ from pathlib import Path
 from hetsched.core.errors import InputError
 from hetsched.core.throughput import Placement
 from hetsched.speeds.measured_csv import cell_number, csv_rows
+from hetsched.speeds.profiles import STEP_COLUMNS
 from hetsched.speeds.steps import StepRow
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,7 @@ POLLUX_GPU_TYPE = "t4"
 PLACEMENT_COLUMNS = ("placement", "local_bsz", "step_time", "sync_time")
 SCALABILITY_COLUMNS = ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time")
 #: The tidy profile's columns a step row needs (``node_gpus`` is optional).
-STEP_PROFILE_COLUMNS = ("job_type", "gpu_type", "num_gpus", "placement", "local_batch_size",
-                        "step_time", "sync_time")
+STEP_PROFILE_COLUMNS = ("job_type", "gpu_type", "num_gpus", "placement", *STEP_COLUMNS[:3])
 
 
 def even_placement(num_nodes: int, num_replicas: int) -> tuple[int, ...]:
@@ -160,7 +160,8 @@ def read_step_profile_csv(path: Path) -> tuple[StepRow, ...]:
     path = Path(path)
     file = str(path)
     with_layout = _header(path)
-    columns = STEP_PROFILE_COLUMNS + (("node_gpus",) if "node_gpus" in with_layout else ())
+    columns = STEP_PROFILE_COLUMNS + STEP_COLUMNS[3:] if STEP_COLUMNS[3] in with_layout else \
+        STEP_PROFILE_COLUMNS
     rows: list[StepRow] = []
     for line, cells in csv_rows(path, columns):
         where = (file, line)
