@@ -335,7 +335,7 @@ def _model(job_type: str, gpu_type: str, values: Mapping[str, float],
 
 
 def fit_step_model(rows: Sequence[StepRow], prior: NetworkPrior | None = None, *,
-                   max_gpus: int = MAX_GPUS) -> StepModel:
+                   max_gpus: int = MAX_GPUS, pollux_form: bool = False) -> StepModel:
     """The step model of one job type on one GPU type fitted to ``rows`` (module notes).
 
     With multi-node rows, every identifiable coefficient is fitted (``cross_node``
@@ -344,7 +344,8 @@ def fit_step_model(rows: Sequence[StepRow], prior: NetworkPrior | None = None, *
     the one-node rows of Pollux's models predicts the rest with a p90 of 20.9 % with the
     prior's overlap, 22.6 % with its own). Without, the one-node rows are fitted and the
     multi-node coefficients come from ``prior`` (``calibrated``: the overlap too, before
-    fitting) or Pollux's rule (``pollux-rule``, no stated error).
+    fitting) or Pollux's rule (``pollux-rule``, no stated error). ``pollux_form``: the
+    NIC-sharing and two-node factors held at 0, Pollux's own form (for comparisons).
     """
     job_type, gpu_type = _check_rows(rows)
     if prior is not None and not isinstance(prior, NetworkPrior):
@@ -356,6 +357,8 @@ def fit_step_model(rows: Sequence[StepRow], prior: NetworkPrior | None = None, *
     if any(row.num_nodes > 1 for row in rows):
         identifiable = _identifiable(rows)
         fixed = {k: v for k, v in fixed.items() if k not in identifiable}
+        if pollux_form:
+            fixed.update(nic_sharing=0.0, two_node_penalty=0.0)
         values = _fit(rows, fixed if prior is None else {**fixed, "overlap": prior.overlap})
         return _model(job_type, gpu_type, values, rows, "measured", None, max_gpus)
     if prior is None:
@@ -364,6 +367,8 @@ def fit_step_model(rows: Sequence[StepRow], prior: NetworkPrior | None = None, *
         values["retrogression"] = (values["node_sync_per_gpu_s"] / values["node_sync_base_s"]
                                    if values["node_sync_base_s"] > 0 else 0.0)
         return _model(job_type, gpu_type, values, rows, "pollux-rule", None, max_gpus)
+    if pollux_form:
+        fixed.update(nic_sharing=0.0, two_node_penalty=0.0)
     values = _fit(rows, {**fixed, "overlap": prior.overlap})
     reference = _node_sync_reference(values, rows)
     if reference <= 0:
