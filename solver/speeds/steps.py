@@ -18,7 +18,7 @@ placement of ``n`` GPUs on ``N`` nodes, at most ``k`` of them on one node, and p
     nic_sharing * (k - 1)) * (1 + two_node_penalty * (k - 1) * [N = 2])``. The first
     factor is Pollux's ``alpha_n + beta_n * (n - 2)``. The ``nic_sharing`` factor: the GPUs
     of one node send their share of the ring through one network card, so the slowest
-    node is the fullest (Pollux's bert at local batch 4: 11 0.83 s of sync, 22 1.42 s, 44
+    node is the fullest (Pollux's bert at local batch 4: 11 0.83 s of sync, 22 1.55 s, 44
     2.09 s). The ``two_node_penalty``: on Pollux's cluster two nodes with several GPUs
     each synchronise slower than three or four nodes with as many (bert 44 2.09 s, 4444
     1.39 s; every model alike); it is measured, not explained, and fitted like the rest;
