@@ -31,7 +31,7 @@ SETTING_PARAMS = ("backend", "interval", "time_limit", "wall_clock", "limit_jobs
                   "restart_penalty", "start_latency", "on_bad_row", "deadline_fraction",
                   "reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing",
                   "colocation_factor", "decision_timeout", "prices", "spread_speed",
-                  "jct_window")
+                  "jct_window", "elastic")
 
 
 def replay_settings_options(command: Any) -> Any:
@@ -104,6 +104,9 @@ def replay_settings_options(command: Any) -> Any:
                      show_default=True,
                      help="Jobs may ask for a share of one GPU (openb's gpu_milli); off: "
                      "every share is rounded up to a whole GPU."),
+        click.option("--elastic/--no-elastic", default=DEFAULTS.elastic, show_default=True,
+                     help="The trace's jobs are elastic: the scheduler chooses each one's "
+                     "GPU count, the job its batch size (--format pollux; docs/elastic.md)."),
         click.option("--jct-window", default=None, metavar="A:B",
                      help="Also the average JCT of the jobs of arrival rank A to B - 1 "
                      "(avg_jct_window_s; Gavel measures jobs 4000:5000 of a continuous "
@@ -138,4 +141,5 @@ def replay_settings(values: Mapping[str, Any], **more: Any) -> ReplaySettings:
         colocation_factor=values["colocation_factor"],
         decision_timeout_s=values["decision_timeout"], prices=values["prices"] or {},
         spread_speed=values["spread_speed"], jct_window=values["jct_window"],
+        elastic=values["elastic"],
         **more)

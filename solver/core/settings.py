@@ -116,6 +116,9 @@ class ReplaySettings:
     #: out of the hash as ``gpu_aliases``)
     prices: Mapping[str, float] = field(default_factory=dict, hash=False)
     jct_window: tuple[int, int] | None = None
+    #: the trace's jobs are elastic (``--elastic``): the scheduler chooses each one's GPU
+    #: count and the job its batch size (formats with batch sizes: pollux; docs/elastic.md)
+    elastic: bool = False
 
     def __post_init__(self) -> None:
         if self.backend is not None and not (isinstance(self.backend, str) and self.backend):
@@ -123,7 +126,7 @@ class ReplaySettings:
                              expected="a back-end's name")
         check_time_limit(self.time_limit_s)
         check_time_limit(self.decision_timeout_s, "decision_timeout_s")
-        for name in ("deterministic", "gpu_sharing"):
+        for name in ("deterministic", "gpu_sharing", "elastic"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"bad {name}", path=name, value=getattr(self, name),
                                  expected="true or false")

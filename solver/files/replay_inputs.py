@@ -331,7 +331,8 @@ def read_jobs(inputs: ReplayInputs, settings: ReplaySettings | None = None) -> T
     trace = read_trace(trace_path, inputs.trace_format, throughput=inputs.truth,
                        gpu_types=by_size, reference_gpu=inputs.reference_gpu, seed=seed,
                        on_bad_row=on_bad_row, limit_jobs=limit_jobs,
-                       deadline_fraction=deadline_fraction, gpu_sharing=inputs.gpu_sharing)
+                       deadline_fraction=deadline_fraction, gpu_sharing=inputs.gpu_sharing,
+                       elastic=settings.elastic)
     if not trace.jobs:
         raise InputError("no job to replay in the trace", file=str(trace_path),
                          value=dict(trace.excluded), expected="rows of jobs, not all "

@@ -133,8 +133,15 @@ class Progress(PolicyHooks):
         the same factor as its work shrinks, so whether it should move to a free GPU does
         not change. While jobs wait, boundaries matter: a running job's growing value may
         win it a faster type, and a type not worth starting on (a faster one was predicted
-        to free) becomes worth it when the prediction was wrong."""
-        return -math.inf if state.pending else math.inf
+        to free) becomes worth it when the prediction was wrong. Likewise while GPUs are free
+        and a running job may take more GPUs than it has (an elastic job,
+        ``Job.allowed_gpu_counts``): it may grow into them."""
+        if state.pending:
+            return -math.inf
+        if state.has_free() and any(len(run.gpus) < max(run.job.gpu_counts)
+                                    for run in state.running):
+            return -math.inf
+        return math.inf
 
     def on_finished(self, job: Job, now: float) -> None:
         """Forget the job's last option."""
@@ -291,7 +298,11 @@ class Progress(PolicyHooks):
             for option in order:
                 gpus = gangs.full_speed(option, with_victims=False) or \
                     gangs.full_speed(option, with_victims=True)
-                if gpus is None:
+                run = running.get(option.job.id)
+                if gpus is None and run is not None and option.size != len(run.gpus):
+                    if not gangs.resize(option, run):  # (it may take its own GPUs)
+                        left.append(option)
+                elif gpus is None:
                     left.append(option)
                 else:
                     gangs.start(option, gpus, running.get(option.job.id))
@@ -418,6 +429,21 @@ class _Gangs:
         if len(gang) < option.size or not pool.can_hold(gang, job):
             return None
         return tuple(gang)
+
+    def resize(self, option: Option, run: RunningJob) -> bool:
+        """Start a running job's option of another GPU count (an elastic job resized) on a
+        gang that may include its own GPUs (free ones only besides): whether it did.
+        Its run is preempted and the new gang started, with the restart penalty."""
+        pool = self.pool
+        pool.release(run.gpus, run.job)
+        gpus = self.full_speed(option, with_victims=False)
+        if gpus is None:
+            pool.take(run.gpus, run.job)
+            return False
+        pool.take(gpus, option.job)
+        self.preempt.append(run.job.id)
+        self.starts.append(Start(option.job.id, option.gpu_type, gpus))
+        return True
 
     def start(self, option: Option, gpus: tuple[str, ...], run: RunningJob | None) -> None:
         """Start ``option`` on ``gpus``: the jobs it takes GPUs from are preempted (their

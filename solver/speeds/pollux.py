@@ -57,9 +57,22 @@ MAX_GPUS = 64
 _EPS = 1e-8  # (Pollux's tolerance in its ceilings)
 
 
+#: The suffix of an elastic job's type: the scheduler chooses its GPUs, the job its batch.
+ELASTIC_SUFFIX = " (elastic)"
+#: Total batch sizes tried per GPU count for an elastic job (geometric between the
+#: application's base and largest batch, with the validated ones and the batch at each
+#: end of the per-GPU range added).
+BATCH_GRID = 25
+
+
 def job_type_name(application: str, batch_size: int) -> str:
     """The job type of ``application`` at total batch ``batch_size`` (samples)."""
     return f"{application} (batch size {batch_size})"
+
+
+def elastic_job_type_name(application: str) -> str:
+    """The job type of an elastic job of ``application`` (:class:`PolluxThroughput`)."""
+    return application + ELASTIC_SUFFIX
 
 
 def node_layout(num_gpus: int, placement: Placement,
@@ -124,6 +137,52 @@ class PolluxApplication:
         step, sync = self.steps.times(layout, plan.atomic_bsz)
         return step + plan.accum_steps * (step - sync)
 
+    @property
+    def goal_base_steps(self) -> float:
+        """The job's goal in base-batch steps (the unit of an elastic job's work): the
+        base-batch steps to its completion epoch."""
+        return self.convergence.goal_progress(self.convergence.epochs)
+
+    def batch_choices(self, num_gpus: int) -> tuple[int, ...]:
+        """The total batch sizes an elastic job on ``num_gpus`` GPUs may run at (module
+        constant :data:`BATCH_GRID`), each as :meth:`batch_plan` really uses it, within
+        the validated range and per-GPU batch range."""
+        low, high = self.convergence.base_batch, self.convergence.max_batch
+        grid = {round(low * (high / low) ** (k / (BATCH_GRID - 1))) for k in range(BATCH_GRID)}
+        grid.update(run.batch_size for run in self.convergence.runs)
+        grid.update((num_gpus * self.min_local_bsz, num_gpus * self.max_local_bsz))
+        found = set()
+        for batch in grid:
+            if low <= batch <= high:
+                plan = self.batch_plan(batch, num_gpus)
+                if self.min_local_bsz <= plan.atomic_bsz and low <= plan.batch_size <= high:
+                    found.add(plan.batch_size)
+        return tuple(sorted(found))
+
+    def elastic_rate(self, layout: tuple[int, ...]) -> float:
+        """An elastic job's goodput on ``layout`` (GPUs per node) in base-batch steps/s:
+        its goal over the time it takes there when, in each epoch, it runs at the batch
+        of :meth:`batch_choices` with the most base-batch steps per second (Pollux's
+        goodput, throughput times statistical efficiency, maximised over the batch as
+        its agent does, the efficiency of each epoch's gradient statistics); 0.0 where no
+        batch runs. Exact for a job that keeps these GPUs; a job resized counts its
+        progress at the rate of each allocation (its epochs' mix taken as the whole
+        life's)."""
+        times = []
+        for batch in self.batch_choices(sum(layout)):
+            try:
+                times.append((batch, self.step_time(layout, batch)))
+            except InputError:
+                continue
+        if not times:
+            return 0.0
+        convergence = self.convergence
+        seconds = math.fsum(
+            (convergence.goal_progress(epoch + 1) - convergence.goal_progress(epoch))
+            * min(step / convergence.gain(batch, epoch) for batch, step in times)
+            for epoch in range(convergence.epochs))
+        return self.goal_base_steps / seconds if seconds > 0 else 0.0
+
     def steps_to_goal(self, batch_size: int, num_gpus: int) -> float:
         """Steps to complete the job at total batch ``batch_size`` on ``num_gpus`` GPUs
         (at the batch really used)."""
@@ -134,6 +193,8 @@ class PolluxApplication:
 class PolluxThroughput:
     """steps/s of Pollux's job types (``"cifar10 (batch size 2048)"``) on ``t4`` GPUs
     in nodes of 4 (module notes): one step is one step at the job type's total batch;
+    for an elastic job (``"cifar10 (elastic)"``) one step is a base-batch step and the
+    answer its goodput at its best batches there (:meth:`PolluxApplication.elastic_rate`);
     0.0 where the job cannot run (another GPU type, a per-GPU batch outside the
     measurements, more than :data:`MAX_GPUS` GPUs, a name it does not know)."""
 
@@ -155,13 +216,19 @@ class PolluxThroughput:
 
     @property
     def job_types(self) -> frozenset[str]:
-        """The job types at the batch sizes validated (any batch in range is answered)."""
-        return frozenset(job_type_name(name, run.batch_size)
-                         for name, app in self.applications.items()
-                         for run in app.convergence.runs)
+        """The job types at the batch sizes validated (any batch in range is answered),
+        and each application's elastic job type."""
+        return frozenset([*(job_type_name(name, run.batch_size)
+                            for name, app in self.applications.items()
+                            for run in app.convergence.runs),
+                          *map(elastic_job_type_name, self.applications)])
 
     def application(self, job_type: str) -> tuple[PolluxApplication, int] | None:
-        """The application and total batch of ``job_type``, or ``None``."""
+        """The application and total batch of ``job_type`` (0 for an elastic job), or
+        ``None``."""
+        if job_type.endswith(ELASTIC_SUFFIX):
+            app = self.applications.get(job_type[:-len(ELASTIC_SUFFIX)])
+            return None if app is None else (app, 0)
         batch = batch_size_of(job_type)
         app = self.applications.get(family_of(job_type))
         return None if app is None or batch is None else (app, batch)
@@ -182,6 +249,8 @@ class PolluxThroughput:
         if gpu_type != GPU_TYPE or known is None or layout is None or num_gpus > MAX_GPUS:
             return 0.0
         app, batch = known
+        if batch == 0:  # elastic: base-batch steps/s at its best batches there
+            return app.elastic_rate(layout)
         plan = app.batch_plan(batch, num_gpus)
         if not (app.convergence.base_batch <= batch <= app.convergence.max_batch
                 and app.min_local_bsz <= plan.atomic_bsz):

@@ -14,7 +14,7 @@ import pytest
 from hetsched.core.errors import InputError
 from hetsched.core.throughput import Placement
 from hetsched.speeds.measured_steps import canonical_placement, read_measured_steps
-from hetsched.speeds.pollux import job_type_name, node_layout, read_pollux
+from hetsched.speeds.pollux import elastic_job_type_name, job_type_name, node_layout, read_pollux
 from tests.helpers import ROOT
 
 TOY = ROOT / "tests" / "data" / "pollux" / "traces"
@@ -65,7 +65,7 @@ def test_batch_plans_and_throughput_by_hand() -> None:
     assert model.throughput(job_type_name("toy", 80), "t4", 2, Placement.PACKED) == 0.0
     assert model.throughput(job_type, "t4", 3, Placement.PACKED) == 0.0
     assert model.gpu_types == {"t4"}
-    assert model.job_types == {"toy (batch size 10)", "toy (batch size 40)"}
+    assert model.job_types == {"toy (batch size 10)", "toy (batch size 40)", "toy (elastic)"}
     copy = pickle.loads(pickle.dumps(model))
     assert copy.throughput(job_type, "t4", 2, Placement.PACKED) == pytest.approx(1 / 1.8)
 
@@ -112,3 +112,47 @@ def test_a_job_alone_takes_the_time_pollux_gave_it(shared_data: Path) -> None:
         speed = model.throughput(job_type_name(name, batch), "t4", gpus, placement)
         alone = model.applications[name].steps_to_goal(batch, gpus) / speed
         assert 25 <= shortest[(name, gpus, batch)] - alone <= 90, (name, gpus, alone)
+
+
+def test_an_elastic_job_runs_each_epoch_at_its_best_batch() -> None:
+    # toy: goal 240 base-batch steps (epochs of 100 and 140), base batch 10, 5 to 10
+    # samples per GPU. On 1 GPU a batch above 10 takes two passes at least: 20 samples
+    # take 3.0 s for 1.6 (then 12/7) base steps, 40 take 6.0 s for 2.29; so every epoch
+    # runs at 10 samples, 1.5 s a base step: 240 / (240 x 1.5) = 1/1.5 base steps/s.
+    model = read_pollux(TOY)
+    app = model.applications["toy"]
+    assert app.goal_base_steps == pytest.approx(240.0)
+    elastic = elastic_job_type_name("toy")
+    assert elastic == "toy (elastic)"
+    assert model.throughput(elastic, "t4", 1, Placement.PACKED) == pytest.approx(1 / 1.5)
+    # On 2 GPUs its time to the goal is the sum over the epochs of each epoch's best
+    # seconds per base step, so it is at least as fast as the same job held at any one
+    # batch (20 samples: 240 base steps in (100 / 1.6 + 140 x 7 / 12) steps of 1.8 s =
+    # 0.925 base steps/s); here 18 samples are best in both epochs, so it equals that.
+    rate = model.throughput(elastic, "t4", 2, Placement.PACKED)
+    fixed = {batch: app.goal_base_steps / (app.convergence.steps_to_goal(batch)
+                                           * app.step_time((2,), batch))
+             for batch in app.batch_choices(2)}
+    assert fixed[20] == pytest.approx(240 / ((100 / 1.6 + 140 * 7 / 12) * 1.8))
+    assert rate == pytest.approx(max(fixed.values())) == pytest.approx(fixed[18])
+    per_epoch = [min(app.step_time((2,), b) / app.convergence.gain(b, e)
+                     for b in app.batch_choices(2)) for e in range(2)]
+    assert rate == pytest.approx(240 / (100 * per_epoch[0] + 140 * per_epoch[1]))
+    # Where no batch runs (no step time measured on 4 GPUs of a node): 0.
+    assert model.throughput(elastic, "t4", 4, Placement.PACKED) == 0.0
+    assert model.throughput(elastic, "v100", 1, Placement.PACKED) == 0.0
+
+
+def test_elastic_rates_on_pollux_data_beat_every_fixed_batch(shared_data: Path) -> None:
+    model = read_pollux(shared_data / "pollux" / "traces")
+    for name, app in model.applications.items():
+        for layout in ((1,), (4,), (4, 4), (4, 4, 4, 4)):
+            rate = model.throughput(elastic_job_type_name(name), "t4", sum(layout),
+                                    Placement.PACKED if len(layout) == 1
+                                    else Placement.SPREAD)
+            best_fixed = max(
+                (app.goal_base_steps / (app.convergence.steps_to_goal(batch)
+                                        * app.step_time(layout, batch))
+                 for batch in app.batch_choices(sum(layout))), default=0.0)
+            assert rate >= best_fixed * (1 - 1e-12), (name, layout)
+            assert rate > 0, (name, layout)

@@ -36,6 +36,9 @@ FORMATS: dict[str, Callable[[Path, Options], Trace]] = {
     "continuous": read_continuous,
     "pollux": read_pollux_workload,
 }
+#: The formats whose jobs may be elastic (``read_trace(elastic=True)``): they name batch
+#: sizes and measured step times.
+ELASTIC_FORMATS = ("pollux",)
 
 
 def read_trace(path: str | Path, format: str, *, throughput: ThroughputModel | None = None,
@@ -43,7 +46,7 @@ def read_trace(path: str | Path, format: str, *, throughput: ThroughputModel | N
                on_bad_row: str = "fatal", limit_jobs: int | None = None,
                deadline_fraction: float | None = None,
                deadline_slack: tuple[float, float] = (1.2, 3.0),
-               gpu_sharing: bool = True) -> Trace:
+               gpu_sharing: bool = True, elastic: bool = False) -> Trace:
     """Read the trace in ``path`` written in ``format`` (one of :data:`FORMATS`).
 
     ``throughput`` (steps/s) checks that each job can run at its GPU count (else the
@@ -63,7 +66,9 @@ def read_trace(path: str | Path, format: str, *, throughput: ThroughputModel | N
     purpose (or all of them) are bad, which raises. ``limit_jobs`` keeps the earliest
     arrivals. ``gpu_sharing``: a job may ask for a share of one GPU (openb's
     ``gpu_milli``); off, every share is rounded up to a whole GPU (noted). The same
-    arguments give the same Trace.
+    arguments give the same Trace. ``elastic``: every job is elastic (the scheduler
+    chooses its GPU count among ``Job.allowed_gpu_counts``, the job its batch size), for
+    the formats with batch sizes (:data:`ELASTIC_FORMATS`).
     """
     if format not in FORMATS:
         raise InputError("unknown trace format", path="format", value=format,
@@ -84,8 +89,13 @@ def read_trace(path: str | Path, format: str, *, throughput: ThroughputModel | N
         raise InputError("bad deadline_slack", path="deadline_slack", value=deadline_slack,
                          expected="(low, high) with 0 < low <= high (multiples of the "
                          "isolated duration)")
+    if elastic and format not in ELASTIC_FORMATS:
+        raise InputError("elastic jobs need a format with batch sizes", path="elastic",
+                         value=format, expected="one of " + ", ".join(ELASTIC_FORMATS)
+                         + " (or no --elastic)")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InputError("bad seed", path="seed", value=seed, expected="an integer >= 0")
     options = Options(throughput, tuple(gpu_types), reference_gpu, seed, on_bad_row, limit_jobs,
-                      deadline_fraction, (float(low), float(high)), bool(gpu_sharing))
+                      deadline_fraction, (float(low), float(high)), bool(gpu_sharing),
+                      bool(elastic))
     return FORMATS[format](Path(path), options)

@@ -121,6 +121,7 @@ class Options:
     deadline_fraction: float | None = None
     deadline_slack: tuple[float, float] = (1.2, 3.0)
     gpu_sharing: bool = True
+    elastic: bool = False
 
 
 class Reading:

@@ -14,6 +14,13 @@ jobs" settings, which Pollux's ``tiresias`` runs them at). Each row is one job:
   on the job's placement, nodes of 4 ``t4`` GPUs) a job alone takes the time Pollux's
   simulator gives it.
 
+**Elastic** (``elastic`` in the reader options, ``--elastic``): the job type is
+``"<application> (elastic)"``, ``work`` its goal in base-batch steps
+(:attr:`hetsched.speeds.pollux.PolluxApplication.goal_base_steps`), its allowed GPU counts
+:data:`ELASTIC_COUNTS` up to the most the application's largest batch spreads over
+(with the requested count), and its speed on each count its goodput at its best batch
+there; the requested GPUs are its ``num_gpus``.
+
 The applications' measurements are the read's throughput model when it is Pollux's (a
 replay's: by default Pollux's ``traces/`` folder beside the workloads' folder,
 ``workloads/../traces``), else read from that folder.
@@ -38,9 +45,18 @@ from hetsched.files.traces.base import (
     number,
 )
 from hetsched.files.traces.rules import build_trace
-from hetsched.speeds.pollux import MAX_GPUS, PolluxThroughput, job_type_name, read_pollux
+from hetsched.speeds.pollux import (
+    MAX_GPUS,
+    PolluxApplication,
+    PolluxThroughput,
+    elastic_job_type_name,
+    job_type_name,
+    read_pollux,
+)
 
 COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
+#: The GPU counts an elastic job may be given (Pollux's simulator's configurations, and 64).
+ELASTIC_COUNTS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
 
 def measurements_folder(workload: Path) -> Path:
@@ -80,13 +96,22 @@ def read_pollux_workload(path: Path, options: Options) -> Trace:
     rows: list[Row] = []
     for line, cells in rows_read:
         try:
-            rows.append(_row(line, cells, model))
+            rows.append(_row(line, cells, model, elastic=options.elastic))
         except BadRowError as error:
             reading.bad_row(line, error)
     return build_trace(reading, rows)
 
 
-def _row(line: int, cells: dict[str, str], model: PolluxThroughput) -> Row:
+def elastic_counts(app: PolluxApplication, requested: int) -> tuple[int, ...]:
+    """The GPU counts an elastic job of ``app`` may run on: :data:`ELASTIC_COUNTS` with a
+    batch to run at (its largest batch spread over them keeps the smallest per-GPU
+    batch), and the ``requested`` count."""
+    counts = {n for n in ELASTIC_COUNTS if app.batch_choices(n)}
+    return tuple(sorted(counts | {requested}))
+
+
+def _row(line: int, cells: dict[str, str], model: PolluxThroughput, *,
+         elastic: bool = False) -> Row:
     check_width(cells)
     if not cells["name"]:
         raise BadRowError("empty name", cells["name"], "a job name", "name")
@@ -107,5 +132,9 @@ def _row(line: int, cells: dict[str, str], model: PolluxThroughput) -> Row:
         raise BadRowError("batch too small for its GPUs", cells["batch_size"],
                           f"at least {app.min_local_bsz} samples per GPU ({app.name}) on "
                           f"{num_gpus} GPUs", "batch_size")
+    if elastic:
+        return Row(line, arrival, num_gpus, job_type=elastic_job_type_name(app.name),
+                   work=app.goal_base_steps, id=cells["name"],
+                   allowed_gpu_counts=elastic_counts(app, num_gpus))
     return Row(line, arrival, num_gpus, job_type=job_type_name(app.name, batch),
                work=app.steps_to_goal(batch, num_gpus), id=cells["name"])

@@ -1,0 +1,83 @@
+"""Elastic jobs under ``progress`` (issue 37): the round chooses each elastic job's GPU
+count among its allowed counts, a running job is resized onto a gang that may include its
+own GPUs (restart penalty paid), and it grows into GPUs freed while nobody waits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hetsched.core.errors import InputError
+from hetsched.core.records import Job
+from hetsched.core.throughput import Placement
+from hetsched.files.cluster_spec import parse_cluster
+from hetsched.files.traces import read_trace
+from hetsched.registry import rolling
+from hetsched.replaying import check_replay
+from hetsched.simulate.simulator import Simulator
+from hetsched.speeds.pollux import elastic_job_type_name, read_pollux
+from tests.helpers import ROOT
+
+TOY = ROOT / "tests" / "data" / "pollux"
+
+
+def test_elastic_jobs_are_read_with_their_counts_and_goal() -> None:
+    # toy: goal 240 base-batch steps; a batch on 1 GPU up to 8 GPUs (8 x 5 samples = the
+    # largest batch, 40), the requested count kept.
+    trace = read_trace(TOY / "workloads" / "workload-1.csv", "pollux", elastic=True)
+    assert {job.job_type for job in trace.jobs} == {"toy (elastic)"}
+    assert [job.work for job in trace.jobs] == pytest.approx([240.0] * 3)
+    assert [job.num_gpus for job in trace.jobs] == [2, 1, 2]
+    assert {job.allowed_gpu_counts for job in trace.jobs} == {(1, 2, 4, 6, 8)}
+    with pytest.raises(InputError, match="elastic jobs need a format with batch sizes"):
+        read_trace(ROOT / "tests" / "data" / "pollux" / "workloads" / "workload-1.csv",
+                   "philly", elastic=True)
+
+
+def test_progress_resizes_an_elastic_job_and_grows_it_into_freed_gpus() -> None:
+    # One node of 2 T4s, the toy application: r1 = 1/1.5 base steps/s on 1 GPU, r2 on 2
+    # (tests/speeds/test_pollux_speeds.py), restart penalty 30 s, 60 s rounds.
+    # A (400 steps) arrives alone at 0: both GPUs are worth more to it than one. B (240)
+    # arrives at 10: 1 GPU each (worth r1/240 + 0.917 r1/remaining_A, 0.917 the restart's
+    # discount) is worth more than either job alone on both (r2/240 or r2/remaining_A),
+    # since A's remaining work is within 0.917 r1 / (r2 - r1) = 2.4 times B's. So A is
+    # resized onto one of its own GPUs (30 s without progress) and B starts on the other.
+    # B ends at 370; nobody waits, but A could grow: the boundary of 420 is a decision,
+    # and A takes both GPUs again (0.917 r2 > r1).
+    model = read_pollux(TOY / "traces")
+    kind = elastic_job_type_name("toy")
+    r1, r2 = (model.throughput(kind, "t4", n, Placement.PACKED) for n in (1, 2))
+    counts = (1, 2)
+    jobs = [Job("A", 0.0, kind, 2, 400.0, allowed_gpu_counts=counts),
+            Job("B", 10.0, kind, 1, 240.0, allowed_gpu_counts=counts)]
+    cluster = parse_cluster("t4=2x2")
+    replay = Simulator(cluster, jobs, rolling("progress", round_s=60.0), truth=model,
+                       restart_penalty_s=30.0).run()
+    assert check_replay(replay, jobs, model) == []
+    a = [(len(s.gpus), s.start, s.finish) for s in replay.records["A"].segments]
+    b = [(len(s.gpus), s.start, s.finish) for s in replay.records["B"].segments]
+    assert b == [(1, 10.0, pytest.approx(10.0 + 240 / r1))]
+    assert a[:2] == [(2, 0.0, 10.0), (1, 10.0, 420.0)]
+    done = 10 * r2 + (420 - 40) * r1
+    assert a[2] == (2, 420.0, pytest.approx(450.0 + (400 - done) / r2))
+    assert len(a) == 3
+
+
+def test_a_replay_of_an_elastic_workload_passes_the_checker(shared_data: Path,
+                                                          tmp_path: Path) -> None:
+    from hetsched.core.settings import ReplaySettings
+    from hetsched.replaying import replay_trace
+
+    workload = shared_data / "pollux" / "workloads" / "workload-6.csv"
+    ran = replay_trace(workload, "pollux", "t4=64x4", "progress",
+                       settings=ReplaySettings(elastic=True, limit_jobs=40))
+    summary = ran.summary()
+    assert summary["completed"] == 40
+    assert summary["fallbacks"] == 0
+    # Elastic jobs ran on counts other than the ones they asked for.
+    asked = {job.id: job.num_gpus for job in read_trace(workload, "pollux", elastic=True,
+                                                        limit_jobs=40).jobs}
+    ran_on = {(job_id, len(s.gpus)) for job_id, r in ran.records.items() for s in r.segments}
+    assert any(n != asked[job_id] for job_id, n in ran_on)
+    # (replay_trace runs the checker on every replay: a violation is an error)
