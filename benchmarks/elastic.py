@@ -14,6 +14,10 @@ Sections (``--sections a,b``; all by default):
   without its NIC-sharing and two-node factors (Pollux's form), and one two-node
   placement (``11``) fitted besides the one-node rows.
 
+- ``policy``: elastic ``progress`` on Pollux's 8 workloads at its 4 loads beside
+  non-elastic ``progress`` and Pollux's ``pollux`` (benchmarks/elastic_policy.py: its
+  figures, ``elastic_policy.csv``, and the decision time).
+
 A new section is a function ``(settings) -> None`` added to :data:`SECTIONS`.
 
 Usage: python benchmarks/elastic.py [--quick] [--sections extrapolation] [--data FOLDER]
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from elastic_policy import policy_section
 
 from hetsched.speeds.step_extrapolation import Extrapolation, extrapolate
 from hetsched.speeds.step_fit import fit_step_model, group_rows
@@ -146,6 +151,7 @@ def extrapolation_section(settings: Settings) -> None:
 #: The sections, in the order they run.
 SECTIONS: dict[str, Callable[[Settings], None]] = {
     "extrapolation": extrapolation_section,
+    "policy": policy_section,
 }
 
 

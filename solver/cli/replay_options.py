@@ -59,9 +59,10 @@ def replay_settings_options(command: Any) -> Any:
         click.option("--limit-jobs", type=click.IntRange(min=1), default=DEFAULTS.limit_jobs,
                      help="Only the N earliest jobs."),
         click.option("--throughput", "throughput_path",
-                     type=click.Path(dir_okay=False, path_type=Path), default=None,
-                     help="Profile (Gavel JSON, tidy CSV) or fitted model; default: Gavel's "
-                     "beside a Gavel trace, else the built-in catalogue."),
+                     type=click.Path(path_type=Path), default=None,
+                     help="Profile (Gavel JSON, tidy CSV), fitted model, or Pollux's "
+                     "measurements folder; default: Gavel's beside a Gavel trace, Pollux's "
+                     "beside a Pollux workload, else the built-in catalogue."),
         click.option("--restart-penalty",
                      type=click.FloatRange(min=0, max=MAX_RESTART_PENALTY_S),
                      default=DEFAULTS.restart_penalty_s, show_default=True,

@@ -1,0 +1,128 @@
+"""The ``policy`` section of benchmarks/elastic.py: elastic ``progress`` on Pollux's
+workloads beside Pollux's own ``pollux`` (issue 37's targets).
+
+Pollux's 8 workloads (``workloads/`` at load 1.0; ``workloads-0.5``, ``-1.5``, ``-2.0``)
+on 16 nodes of 4 T4s (``t4=64x4``), 30 s restart penalty (Pollux's re-scale time), each
+replay passing the checker, under:
+
+* ``progress`` (non-elastic): every job at the GPUs and batch size it asked for;
+* ``progress --elastic``: every job elastic, its GPU count chosen by the round among
+  Pollux's configurations, its batch by the job (docs/elastic.md).
+
+Per load it prints and writes (``elastic_policy.csv``, or ``elastic_policy_quick.csv``)
+each workload's average JCT under both, Pollux's ``pollux`` and ``tiresias`` figures
+(``reference-results/``), and the means over the workloads (Pollux's figure): the
+target is elastic ``progress`` at or below Pollux's ``pollux`` at every load and at least
+30 % below non-elastic ``progress``. It also records the decision time of the elastic
+replays (p95 over every decision of every replay of the load; wall clock, so run it on
+a quiet machine) and their fallbacks (the target: p95 <= 0.5 s at 64 GPUs, 0 fallbacks).
+``--quick``: workloads 1 and 2 at load 1.0.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from hetsched.core.settings import ReplaySettings
+from hetsched.replaying import replay_trace
+
+CLUSTER = "t4=64x4"
+LOADS = (0.5, 1.0, 1.5, 2.0)
+FIELDS = ("load", "workload", "jobs", "progress_avg_jct_s", "elastic_avg_jct_s",
+          "pollux_pollux_avg_jct_s", "pollux_tiresias_avg_jct_s", "elastic_over_pollux",
+          "elastic_over_progress", "elastic_decision_p95_s", "elastic_fallbacks",
+          "elastic_resizes")
+
+
+class Settings(Protocol):
+    """What benchmarks/elastic.py passes each section."""
+
+    quick: bool
+    data: Path
+    out: Path
+
+
+def workload(pollux: Path, load: float, index: int) -> Path:
+    """Pollux's workload ``index`` at ``load``."""
+    folder = "workloads" if load == 1.0 else f"workloads-{load:.1f}"
+    return pollux / folder / f"workload-{index}.csv"
+
+
+def reference(pollux: Path, policy: str, load: float, name: str) -> float:
+    """The average JCT (s) of Pollux's ``policy`` on workload ``name`` at ``load``."""
+    path = pollux / "reference-results" / f"jobload-{policy}-{load:.1f}.json"
+    jcts: dict[str, float] = json.loads(path.read_text())["jcts"][name]
+    return sum(jcts.values()) / len(jcts)
+
+
+def policy_section(settings: Settings) -> None:
+    """Elastic and non-elastic ``progress`` beside Pollux (module notes)."""
+    pollux = settings.data.parent  # (--data is Pollux's traces/)
+    loads = (1.0,) if settings.quick else LOADS
+    indices = (1, 2) if settings.quick else tuple(range(1, 9))
+    rows: list[dict[str, object]] = []
+    for load in loads:
+        times: list[float] = []
+        fallbacks = 0
+        for index in indices:
+            path, name = workload(pollux, load, index), f"workload-{index}"
+            plain = replay_trace(path, "pollux", CLUSTER, "progress",
+                                 settings=ReplaySettings(restart_penalty_s=30.0))
+            elastic = replay_trace(path, "pollux", CLUSTER, "progress",
+                                   settings=ReplaySettings(restart_penalty_s=30.0,
+                                                           elastic=True))
+            spent = [d.decision_time_s for d in elastic.decisions]
+            times += spent
+            summary = elastic.summary()
+            fallbacks += int(str(summary["fallbacks"]))
+            ours = float(str(summary["avg_jct_s"]))
+            base = float(str(plain.summary()["avg_jct_s"]))
+            theirs = reference(pollux, "pollux", load, name)
+            rows.append({"load": load, "workload": name, "jobs": len(elastic.records),
+                         "progress_avg_jct_s": round(base, 1),
+                         "elastic_avg_jct_s": round(ours, 1),
+                         "pollux_pollux_avg_jct_s": round(theirs, 1),
+                         "pollux_tiresias_avg_jct_s": round(
+                             reference(pollux, "tiresias", load, name), 1),
+                         "elastic_over_pollux": round(ours / theirs, 4),
+                         "elastic_over_progress": round(ours / base, 4),
+                         "elastic_decision_p95_s": round(float(np.percentile(spent, 95)), 4),
+                         "elastic_fallbacks": summary["fallbacks"],
+                         "elastic_resizes": summary["preemptions"]})
+            print(f"load {load:.1f} {name}: elastic {ours:8,.0f} s  non-elastic {base:8,.0f} s"
+                  f"  Pollux pollux {theirs:8,.0f} s", flush=True)
+        mine = [r for r in rows if r["load"] == load]
+
+        def mean(key: str, of: list[dict[str, object]] = mine) -> float:
+            return sum(float(str(r[key])) for r in of) / len(of)
+
+        p95 = float(np.percentile(times, 95))
+        rows.append({"load": load, "workload": "mean", "jobs": "",
+                     "progress_avg_jct_s": round(mean("progress_avg_jct_s"), 1),
+                     "elastic_avg_jct_s": round(mean("elastic_avg_jct_s"), 1),
+                     "pollux_pollux_avg_jct_s": round(mean("pollux_pollux_avg_jct_s"), 1),
+                     "pollux_tiresias_avg_jct_s": round(mean("pollux_tiresias_avg_jct_s"), 1),
+                     "elastic_over_pollux": round(mean("elastic_avg_jct_s")
+                                                  / mean("pollux_pollux_avg_jct_s"), 4),
+                     "elastic_over_progress": round(mean("elastic_avg_jct_s")
+                                                    / mean("progress_avg_jct_s"), 4),
+                     "elastic_decision_p95_s": round(p95, 4), "elastic_fallbacks": fallbacks,
+                     "elastic_resizes": ""})
+        last = rows[-1]
+        print(f"load {load:.1f} mean of the workloads: elastic {last['elastic_avg_jct_s']:,} s,"
+              f" non-elastic {last['progress_avg_jct_s']:,} s, Pollux pollux "
+              f"{last['pollux_pollux_avg_jct_s']:,} s: {last['elastic_over_pollux']} of "
+              f"Pollux's, {last['elastic_over_progress']} of non-elastic; decision p95 "
+              f"{p95:.3f} s, {fallbacks} fallbacks", flush=True)
+    path = settings.out / ("elastic_policy_quick.csv" if settings.quick else
+                           "elastic_policy.csv")
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path}")
