@@ -198,6 +198,18 @@ class MeasuredSteps:
         return self._spread[0]  # type: ignore[no-any-return]
 
 
+def placement_cell(cells: dict[str, str], where: tuple[str, int]) -> tuple[int, ...]:
+    """The GPUs per node of a ``placement`` cell (``"22"``: 2 on each of two nodes); an
+    InputError naming the file and line (``where``) of a bad one."""
+    text = cells["placement"]
+    if not text.isascii() or not text.isdigit() or "0" in text:
+        file, line = where
+        raise InputError("bad placement", file=file, path=f"line {line}.placement",
+                         value=text, expected="one digit 1-9 per node used (\"22\": "
+                         "2 GPUs on each of two nodes)")
+    return tuple(int(digit) for digit in text)
+
+
 def read_measured_steps(folder: str | Path) -> MeasuredSteps:
     """``placements.csv`` and ``scalability.csv`` (optional) of one application's folder;
     an InputError names the file, the line, the column and the value of a bad cell."""
@@ -206,12 +218,7 @@ def read_measured_steps(folder: str | Path) -> MeasuredSteps:
     path = folder / "placements.csv"
     for line, cells in csv_rows(path, PLACEMENT_COLUMNS):
         where = (str(path), line)
-        text = cells["placement"]
-        if not text.isascii() or not text.isdigit() or "0" in text:
-            raise InputError("bad placement", file=str(path), path=f"line {line}.placement",
-                             value=text, expected="one digit 1-9 per node used (\"22\": "
-                             "2 GPUs on each of two nodes)")
-        placements.append(_record(where, StepMeasurement, tuple(int(d) for d in text),
+        placements.append(_record(where, StepMeasurement, placement_cell(cells, where),
                                   _integer(cells, "local_bsz", where), *_times(cells, where)))
     scalability: list[ScaleMeasurement] = []
     path = folder / "scalability.csv"

@@ -26,6 +26,11 @@ from pathlib import Path
 from hetsched.core.errors import InputError
 from hetsched.core.throughput import Placement
 from hetsched.speeds.measured_csv import cell_number, csv_rows
+from hetsched.speeds.measured_steps import (
+    PLACEMENT_COLUMNS,
+    SCALABILITY_COLUMNS,
+    placement_cell,
+)
 from hetsched.speeds.profiles import STEP_COLUMNS
 from hetsched.speeds.steps import StepRow
 
@@ -33,8 +38,6 @@ log = logging.getLogger(__name__)
 
 #: The GPU type of Pollux's measurements.
 POLLUX_GPU_TYPE = "t4"
-PLACEMENT_COLUMNS = ("placement", "local_bsz", "step_time", "sync_time")
-SCALABILITY_COLUMNS = ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time")
 #: The tidy profile's columns a step row needs (``node_gpus`` is optional).
 STEP_PROFILE_COLUMNS = ("job_type", "gpu_type", "num_gpus", "placement", *STEP_COLUMNS[:3])
 
@@ -75,15 +78,10 @@ def _read_model(folder: Path, job_type: str) -> list[StepRow]:
     name = f"{folder.name}/placements.csv"
     for line, cells in csv_rows(path, PLACEMENT_COLUMNS):
         where = (str(path), line)
-        text = cells["placement"]
-        if not text.isascii() or not text.isdigit() or "0" in text:
-            raise InputError("bad placement", file=str(path), path=f"line {line}.placement",
-                             value=text, expected="one digit 1-9 per node used (\"22\": "
-                             "2 GPUs on each of two nodes)")
+        placement = placement_cell(cells, where)
         bsz = cell_number(cells, "local_bsz", where, low=0.0, strict=True,
                           expected="samples per GPU > 0")
         step, sync = _times(cells, where)
-        placement = tuple(int(digit) for digit in text)
         rows.append(_row(where, f"{name} line {line}", job_type, POLLUX_GPU_TYPE, placement,
                          bsz, step, sync))
     path = folder / "scalability.csv"
