@@ -26,7 +26,9 @@ round's choice.
 The chosen options become GPUs, urgent and large gangs first: a running job whose option
 is where it runs keeps its GPUs; a job to start (or migrate) gets a gang by best fit, at
 the full speed of its option, on free GPUs, else on the GPUs of running jobs the MILP
-dropped (lowest value first); a dropped job whose GPUs nobody took keeps running. Free GPUs
+dropped (lowest value first); a dropped job whose GPUs nobody took keeps running. A running
+job given another GPU count (an elastic job, ``Job.allowed_gpu_counts``) may also take its
+own GPUs for its new gang (docs/elastic.md). Free GPUs
 left over go to waiting jobs by value, on a type where starting now beats waiting for a
 faster one (work conservation).
 """
