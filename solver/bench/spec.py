@@ -109,7 +109,7 @@ def parse_loads(text: str) -> tuple[float, ...]:
 #: How a trace is read, as ``hetsched replay``'s options of the same names
 #: (docs/traces.md): a trace table's own, or the spec's default for every trace.
 READING_KEYS = ("reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing", "spread_speed",
-                "colocation_factor")
+                "colocation_factor", "elastic")
 #: The spec's top-level keys (the settings every bench of the sweep shares, and the
 #: defaults of each trace's own).
 TOP_KEYS = ("root", "traces", "policies", "seeds", "loads", "limit_jobs",
@@ -469,7 +469,7 @@ def _reading(reader: _Reader, setting: str, value: object, where: str) -> Any:
         return reader.choice(value, where, UNKNOWN_GPUS)
     if setting == "spread_speed":
         return reader.choice(value, where, SPREAD_SPEEDS)
-    if setting == "gpu_sharing":
+    if setting in ("gpu_sharing", "elastic"):
         return reader.flag(value, where)
     factor = float(reader.number(value, where, 0, 1))
     if factor <= 0:

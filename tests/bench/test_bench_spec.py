@@ -160,6 +160,7 @@ def spec(top: str = "", policies: str = 'policies = ["fifo"]\n', trace: str = ""
     (spec(top="colocation_factor = 0\n"),
      ["$.colocation_factor: bad co-location factor (got 0"]),
     (spec(trace='gpu_sharing = "yes"\n'), ["$.traces[0].gpu_sharing: "]),
+    (spec(trace='elastic = 1\n'), ["$.traces[0].elastic: "]),
 ])
 def test_a_bad_spec_exits_2_naming_the_file_the_key_and_the_value(
         tmp_path: Path, text: str, pieces: list[str],
@@ -215,12 +216,12 @@ def test_the_trace_reading_keys_reach_the_benchs_settings(tmp_path: Path) -> Non
     path = tmp_path / "sweep.toml"
     path.write_text(spec(top='reference_gpu = "k80"\ncolocation_factor = 0.5\n',
                          trace='gpu_aliases = {p100 = "v100"}\ngpu_sharing = false\n'
-                         'unknown_gpus = "drop"\nreference_gpu = "v100"\n'))
+                         'unknown_gpus = "drop"\nreference_gpu = "v100"\nelastic = true\n'))
     ((_, settings),) = load_sweep(path).benches
     replay = settings.replay
     assert (replay.reference_gpu, dict(replay.gpu_aliases), replay.unknown_gpus,
-            replay.gpu_sharing, replay.colocation_factor) == \
-        ("v100", {"p100": "v100"}, "drop", False, 0.5)
+            replay.gpu_sharing, replay.colocation_factor, replay.elastic) == \
+        ("v100", {"p100": "v100"}, "drop", False, 0.5, True)
 
 
 def two_tenants(folder: Path) -> tuple[Path, Path]:
