@@ -12,7 +12,8 @@ replay passing the checker, under:
   rounds of 120 s instead of 1,800 (so jobs grow into freed GPUs sooner; Pollux decides
   every 60 s) and a restart that must pay back within 120 s instead of 360.
 
-Per load it prints and writes (``elastic_policy.csv``, or ``elastic_policy_quick.csv``)
+Per load it prints and writes (``elastic_policy.csv`` and a plot of the means against the
+load, ``elastic_policy.png``; or ``elastic_policy_quick.*``)
 each workload's average JCT under both, Pollux's ``pollux`` and ``tiresias`` figures
 (``reference-results/``), and the means over the workloads (Pollux's figure): the
 target is elastic ``progress`` at or below Pollux's ``pollux`` at every load and at least
@@ -140,4 +141,35 @@ def policy_section(settings: Settings) -> None:
         writer = csv.DictWriter(handle, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows(rows)
+    print(f"wrote {path}")
+    plot(rows, path.with_suffix(".png"))
+
+
+#: The plot's lines: (column, label, style).
+LINES = (("progress_avg_jct_s", "hetsched progress, non-elastic", "s--"),
+         ("pollux_tiresias_avg_jct_s", "Pollux's tiresias (its simulator)", "v:"),
+         ("pollux_pollux_avg_jct_s", "Pollux's pollux, elastic (its simulator)", "^-"),
+         ("elastic_avg_jct_s", "hetsched progress, elastic", "o-"),
+         ("elastic_short_rounds_avg_jct_s", "hetsched progress, elastic, 120 s rounds", "D-"))
+
+
+def plot(rows: list[dict[str, object]], path: Path) -> None:
+    """Average JCT (the mean over the workloads) against the load, one line per policy,
+    as a PNG at ``path``."""
+    from matplotlib.figure import Figure
+
+    means = [r for r in rows if r["workload"] == "mean"]
+    loads = [float(str(r["load"])) for r in means]
+    figure = Figure(figsize=(7.0, 4.5))
+    ax = figure.add_subplot()
+    for column, label, style in LINES:
+        ax.plot(loads, [float(str(r[column])) / 3600.0 for r in means], style, label=label)
+    ax.set_xlabel("job load (Pollux's workloads-<load>)")
+    ax.set_ylabel("average JCT (h), mean over the workloads")
+    ax.set_title("Pollux's 8 workloads on 16 nodes x 4 T4")
+    ax.set_xticks(loads)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
     print(f"wrote {path}")
