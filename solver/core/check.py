@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +20,7 @@ from hetsched.core.cluster import Gpu
 from hetsched.core.records import Instance, Job
 from hetsched.core.result import Assignment, Schedule
 from hetsched.core.sharing import CoLocationModel
-from hetsched.core.throughput import Placement, ThroughputModel
+from hetsched.core.throughput import Placement, ThroughputModel, throughput_after
 
 #: Times are compared with this tolerance: absolute seconds, plus a part relative to the
 #: *durations* involved (never to the clock value: at Unix-epoch times, 1e-6 of the clock
@@ -138,10 +138,19 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
         placed.append(a)
 
     violations += _node_resources(instance, schedule)
+    model = instance.throughput
     for job_id, runs in segments.items():
+        speed_at = None
+        if getattr(model, "throughput_after", None) is not None:  # speeds with progress
+            job_type = jobs[job_id].job_type
+
+            def speed_at(a: Assignment, done: float, job_type: str = job_type) -> float:
+                return throughput_after(model, job_type, a.gpu_type, len(a.gpus),
+                                        _placement(a, gpus), done) * (factors.get(id(a))
+                                                                     or 1.0)
         violations += _check_segments(jobs[job_id].work, job_id, runs,
                                       schedule.restart_penalty_s, complete,
-                                      schedule.start_latency_s)
+                                      schedule.start_latency_s, speed_at)
 
     if complete:
         for job_id in jobs:
@@ -263,12 +272,15 @@ def _gpu_set(a: Assignment, gpus: Mapping[str, Gpu]) -> frozenset[str] | tuple[s
 
 
 def _check_segments(total: float, job: str, runs: list[tuple[Assignment, float]],
-                    penalty: float, complete: bool = True,
-                    latency: float = 0.0) -> list[Violation]:
+                    penalty: float, complete: bool = True, latency: float = 0.0,
+                    speed_at: Callable[[Assignment, float], float] | None = None
+                    ) -> list[Violation]:
     """The run segments of one job (each with its throughput), in order of start: each
     segment's length from its work (after ``latency``, and ``penalty`` but in the first),
     no overlap, the work adding up to ``total`` (at most ``total`` if not ``complete``: an
-    interrupted replay lists the segments of jobs that had not finished)."""
+    interrupted replay lists the segments of jobs that had not finished). With
+    ``speed_at``, a segment's throughput is ``speed_at(segment, work done before it)``
+    (a speed that depends on the job's progress: :func:`throughput_after`)."""
     found: list[Violation] = []
     done = 0.0
     previous: Assignment | None = None
@@ -288,6 +300,8 @@ def _check_segments(total: float, job: str, runs: list[tuple[Assignment, float]]
             found.append(Violation(job, "work", f"segment from {a.start:g} s does {work:g} "
                                    "steps, expected a finite number >= 0"))
             continue
+        if speed_at is not None:
+            speed = speed_at(a, done)
         busy = work / speed
         miss = abs(length - setup - busy)
         if work > 0 and miss > ABS_TOL_S and miss > _slack(busy + setup, a.finish, a.start):

@@ -45,6 +45,31 @@ class ThroughputModel(Protocol):
         ...
 
 
+def throughput_after(model: ThroughputModel, job_type: str, gpu_type: str, num_gpus: int,
+                     placement: Placement, done: float) -> float:
+    """steps/s of a job that has done ``done`` of its work: the model's
+    ``throughput_after`` where it has one (a speed that depends on the job's progress: an
+    elastic job's goodput over its remaining epochs, hetsched.speeds.pollux), else its
+    ``throughput``. The simulator runs each run segment at this speed and the checker
+    checks each segment with it: a speed that depends on progress changes only where
+    :func:`speed_change_after` says, and the simulator ends a segment there."""
+    after = getattr(model, "throughput_after", None)
+    if after is not None:
+        return float(after(job_type, gpu_type, num_gpus, placement, done))
+    return model.throughput(job_type, gpu_type, num_gpus, placement)
+
+
+def speed_change_after(model: ThroughputModel, job_type: str, done: float) -> float | None:
+    """The work at which the speed of a job of ``job_type`` that has done ``done``
+    changes next (:func:`throughput_after`; an elastic job's next epoch), from the model's
+    ``speed_change_after`` where it has one; ``None``: never."""
+    after = getattr(model, "speed_change_after", None)
+    if after is None:
+        return None
+    found = after(job_type, done)
+    return None if found is None else float(found)
+
+
 @runtime_checkable
 class ThroughputMatrixModel(ThroughputModel, Protocol):
     """A throughput model that also answers for many jobs, GPU types and counts at once."""

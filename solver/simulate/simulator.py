@@ -35,7 +35,7 @@ from hetsched.core.settings import (
     check_start_latency,
 )
 from hetsched.core.sharing import CoLocationModel
-from hetsched.core.throughput import ThroughputModel
+from hetsched.core.throughput import ThroughputModel, speed_change_after, throughput_after
 from hetsched.policies.rolling import (
     Decision,
     PendingFeed,
@@ -155,6 +155,9 @@ class Simulator:
         queue_policy = self.policy if isinstance(self.policy, QueuePolicy) else None
         total_gpus = len(self.cluster.gpus)
         completions: list[tuple[float, int, str]] = []
+        # when a running job's speed changes with its progress (an elastic job's next
+        # epoch): (time, run version, job); no decision point
+        phases: list[tuple[float, int, str]] = []
         decisions: list[DecisionLog] = []
         arrivals = self.jobs
         next_arrival = 0
@@ -180,12 +183,27 @@ class Simulator:
                     heapq.heappop(completions)
                 if completions:
                     candidates.append(completions[0][0])
+                while phases and not _current(phases[0], running):
+                    heapq.heappop(phases)
+                if phases:
+                    candidates.append(phases[0][0])
                 if next_tick is not None and (pending or running):
                     candidates.append(next_tick)
                 if not candidates:
                     raise RuntimeError(f"replay stalled at {now:g} s with {len(pending)} pending "
                                        "jobs, nothing running and nothing arriving")
                 now = max(now, min(candidates))
+                # 1b. speeds that change with progress at ``now`` (a continued segment)
+                while phases and phases[0][0] <= now + EPS:
+                    _, stamp, job_id = heapq.heappop(phases)
+                    run = running.get(job_id)
+                    if run is None or run.version != stamp or run.finish <= now + EPS:
+                        continue
+                    version += 1
+                    run = self._next_phase(run, now, version)
+                    running[job_id] = run
+                    heapq.heappush(completions, (run.finish, version, job_id))
+                    self._push_phase(run, phases)
                 # 2. completions at ``now``
                 while completions and completions[0][0] <= now + EPS:
                     _, stamp, job_id = heapq.heappop(completions)
@@ -279,8 +297,10 @@ class Simulator:
                     job = pending.pop(start.job)
                     queue_log.left(job.id)
                     record = records[job.id]
-                    speed = self.truth.throughput(job.job_type, start.gpu_type, len(start.gpus),
-                                                  self.cluster.placement_of(start.gpus))
+                    speed = throughput_after(self.truth, job.job_type, start.gpu_type,
+                                             len(start.gpus),
+                                             self.cluster.placement_of(start.gpus),
+                                             job.work - left[job.id])
                     restart = record.first_start is not None
                     resume = now + self.start_latency_s + (
                         self.restart_penalty_s if restart else 0.0)
@@ -295,6 +315,7 @@ class Simulator:
                     running[job.id] = run
                     free.take(start.gpus, job)
                     heapq.heappush(completions, (run.finish, version, job.id))
+                    self._push_phase(run, phases)
                     if job.gpu_share is not None:
                         version = self._co_runners_changed(run, now, sharers, running,
                                                            completions, version, leaving=False)
@@ -336,6 +357,28 @@ class Simulator:
     def _quiet_until(self, state: LiveState | None) -> float:
         """The policy's ``quiet_until(state)`` (s); ``-inf`` without a state."""
         return -math.inf if state is None else quiet_until(self.policy, state)
+
+    def _push_phase(self, run: Run, phases: list[tuple[float, int, str]]) -> None:
+        """When ``run``'s speed changes with its progress before it ends, as an event."""
+        job = run.record.job
+        done = job.work - run.work_left
+        change = speed_change_after(self.truth, job.job_type, done)
+        if change is not None and change - done < run.work_left:
+            heapq.heappush(phases, (run.resume + (change - done) / run.speed, run.version,
+                                    job.id))
+
+    def _next_phase(self, run: Run, now: float, version: int) -> Run:
+        """``run`` at ``now``, where its speed changes with its progress: the segment that
+        ends is recorded and the run goes on at the new speed (continued, no penalty)."""
+        job = run.record.job
+        done = job.work - run.remaining_at(now)
+        speed = throughput_after(self.truth, job.job_type, run.gpu_type, len(run.gpus),
+                                 self.cluster.placement_of(run.gpus), done)
+        moved, segment = run.at_speed(now, speed, version)
+        if segment is not None:
+            run.record.gpu_seconds += run.gpu_seconds_at(now)
+            run.record.segments.append(segment)
+        return moved
 
     def _co_runners_changed(self, run: Run, now: float, sharers: Sharers,
                             running: dict[str, Run], completions: list[tuple[float, int, str]],

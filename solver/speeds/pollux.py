@@ -32,9 +32,11 @@ what a gang gets on free nodes taken in order.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 
@@ -159,15 +161,12 @@ class PolluxApplication:
                     found.add(plan.batch_size)
         return tuple(sorted(found))
 
-    def elastic_rate(self, layout: tuple[int, ...]) -> float:
-        """An elastic job's goodput on ``layout`` (GPUs per node) in base-batch steps/s:
-        its goal over the time it takes there when, in each epoch, it runs at the batch
-        of :meth:`batch_choices` with the most base-batch steps per second (Pollux's
-        goodput, throughput times statistical efficiency, maximised over the batch as
-        its agent does, the efficiency of each epoch's gradient statistics); 0.0 where no
-        batch runs. Exact for a job that keeps these GPUs; a job resized counts its
-        progress at the rate of each allocation (its epochs' mix taken as the whole
-        life's)."""
+    def epoch_costs(self, layout: tuple[int, ...]) -> tuple[float, ...]:
+        """Seconds per base-batch step of an elastic job on ``layout`` (GPUs per node) in
+        each epoch, at the batch of :meth:`batch_choices` with the most base-batch steps
+        per second there (Pollux's goodput, throughput times statistical efficiency,
+        maximised over the batch as its agent does, with each epoch's gradient
+        statistics); empty where no batch runs."""
         times = []
         for batch in self.batch_choices(sum(layout)):
             try:
@@ -175,13 +174,39 @@ class PolluxApplication:
             except InputError:
                 continue
         if not times:
+            return ()
+        convergence = self.convergence
+        return tuple(min(step / convergence.gain(batch, epoch) for batch, step in times)
+                     for epoch in range(convergence.epochs))
+
+    def elastic_rate(self, layout: tuple[int, ...], costs: tuple[float, ...] | None = None
+                     ) -> float:
+        """An elastic job's goodput on ``layout`` in base-batch steps/s over its whole
+        life: its goal over the time it takes there, each epoch at its best batch
+        (:meth:`epoch_costs`, or ``costs`` given); 0.0 where no batch runs. What the
+        policies plan with; the job runs each epoch at that epoch's rate
+        (:meth:`epoch_of`)."""
+        costs = self.epoch_costs(layout) if costs is None else costs
+        if not costs:
             return 0.0
         convergence = self.convergence
-        seconds = math.fsum(
-            (convergence.goal_progress(epoch + 1) - convergence.goal_progress(epoch))
-            * min(step / convergence.gain(batch, epoch) for batch, step in times)
-            for epoch in range(convergence.epochs))
+        seconds = math.fsum((convergence.goal_progress(epoch + 1)
+                             - convergence.goal_progress(epoch)) * cost
+                            for epoch, cost in enumerate(costs))
         return self.goal_base_steps / seconds if seconds > 0 else 0.0
+
+    def epoch_of(self, done: float) -> int:
+        """The epoch a job that has made ``done`` base-batch steps is in (the last one at
+        or past its goal); a step count within a billionth of the goal of an epoch's
+        start counts as there (the simulator's progress is computed in floats)."""
+        goals = self._epoch_starts
+        tolerance = 1e-9 * max(1.0, self.goal_base_steps)
+        return max(0, min(len(goals) - 1, bisect.bisect_right(goals, done + tolerance) - 1))
+
+    @cached_property
+    def _epoch_starts(self) -> tuple[float, ...]:
+        return tuple(self.convergence.goal_progress(epoch)
+                     for epoch in range(self.convergence.epochs))
 
     def steps_to_goal(self, batch_size: int, num_gpus: int) -> float:
         """Steps to complete the job at total batch ``batch_size`` on ``num_gpus`` GPUs
@@ -200,6 +225,8 @@ class PolluxThroughput:
 
     applications: Mapping[str, PolluxApplication]
     _answers: dict[tuple[str, str, int, Placement], float] = field(
+        default_factory=dict, init=False, repr=False)
+    _costs: dict[tuple[str, tuple[int, ...]], tuple[float, ...]] = field(
         default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -242,6 +269,42 @@ class PolluxThroughput:
             found = self._answers[key] = self._throughput(*key)
         return found
 
+    def throughput_after(self, job_type: str, gpu_type: str, num_gpus: int,
+                         placement: Placement, done: float) -> float:
+        """steps/s once the job has done ``done`` of its work: for an elastic job its
+        goodput in the epoch it is in (at that epoch's best batch:
+        :meth:`PolluxApplication.epoch_costs`), else :meth:`throughput` (a fixed batch's
+        steps take the same time all along)."""
+        known = self.application(job_type)
+        if known is None or known[1] != 0:
+            return self.throughput(job_type, gpu_type, num_gpus, placement)
+        layout = node_layout(num_gpus, placement)
+        if gpu_type != GPU_TYPE or layout is None or num_gpus > MAX_GPUS:
+            return 0.0
+        app = known[0]
+        costs = self._epoch_costs(app, layout)
+        return 1.0 / costs[app.epoch_of(done)] if costs else 0.0
+
+    def speed_change_after(self, job_type: str, done: float) -> float | None:
+        """The work at which the speed of a job of ``job_type`` that has done ``done``
+        changes next: the start of an elastic job's next epoch; ``None`` if it never does
+        (a fixed batch, the last epoch)."""
+        known = self.application(job_type)
+        if known is None or known[1] != 0:
+            return None
+        app = known[0]
+        epoch = app.epoch_of(done) + 1
+        return app.convergence.goal_progress(epoch) if epoch < app.convergence.epochs \
+            else None
+
+    def _epoch_costs(self, app: PolluxApplication, layout: tuple[int, ...]
+                     ) -> tuple[float, ...]:
+        key = (app.name, layout)
+        found = self._costs.get(key)
+        if found is None:
+            found = self._costs[key] = app.epoch_costs(layout)
+        return found
+
     def _throughput(self, job_type: str, gpu_type: str, num_gpus: int,
                     placement: Placement) -> float:
         known = self.application(job_type)
@@ -250,7 +313,7 @@ class PolluxThroughput:
             return 0.0
         app, batch = known
         if batch == 0:  # elastic: base-batch steps/s at its best batches there
-            return app.elastic_rate(layout)
+            return app.elastic_rate(layout, self._epoch_costs(app, layout))
         plan = app.batch_plan(batch, num_gpus)
         if not (app.convergence.base_batch <= batch <= app.convergence.max_batch
                 and app.min_local_bsz <= plan.atomic_bsz):

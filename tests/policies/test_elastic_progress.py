@@ -36,32 +36,40 @@ def test_elastic_jobs_are_read_with_their_counts_and_goal() -> None:
 
 
 def test_progress_resizes_an_elastic_job_and_grows_it_into_freed_gpus() -> None:
-    # One node of 2 T4s, the toy application: r1 = 1/1.5 base steps/s on 1 GPU, r2 on 2
-    # (tests/speeds/test_pollux_speeds.py), restart penalty 30 s, 60 s rounds.
-    # A (400 steps) arrives alone at 0: both GPUs are worth more to it than one. B (240)
-    # arrives at 10: 1 GPU each (worth r1/240 + 0.917 r1/remaining_A, 0.917 the restart's
-    # discount) is worth more than either job alone on both (r2/240 or r2/remaining_A),
+    # One node of 2 T4s, the toy application (goal 240 base-batch steps): r1 = 1/1.5 base
+    # steps/s on 1 GPU in both epochs, r2 on 2 GPUs over the job's life, what the policy
+    # plans with (tests/speeds/test_pollux_speeds.py); restart penalty 30 s, 60 s rounds.
+    # A (240) arrives alone at 0: both GPUs are worth more to it than one. B (120)
+    # arrives at 10: 1 GPU each (worth r1/120 + 0.917 r1/remaining_A, 0.917 the restart's
+    # discount) is worth more than either job alone on both (r2/120 or r2/remaining_A),
     # since A's remaining work is within 0.917 r1 / (r2 - r1) = 2.4 times B's. So A is
     # resized onto one of its own GPUs (30 s without progress) and B starts on the other.
-    # B ends at 370; nobody waits, but A could grow: the boundary of 420 is a decision,
-    # and A takes both GPUs again (0.917 r2 > r1).
+    # B ends at 190; nobody waits, but A could grow: the boundary of 240 is a decision,
+    # and A takes both GPUs again (0.917 r2 > r1). Each job runs each epoch at that
+    # epoch's rate (the toy's first epoch ends at 100 base-batch steps): a run segment
+    # ends there and the next continues on the same GPUs, without a restart.
     model = read_pollux(TOY / "traces")
     kind = elastic_job_type_name("toy")
-    r1, r2 = (model.throughput(kind, "t4", n, Placement.PACKED) for n in (1, 2))
+    r1 = model.throughput(kind, "t4", 1, Placement.PACKED)
     counts = (1, 2)
-    jobs = [Job("A", 0.0, kind, 2, 400.0, allowed_gpu_counts=counts),
-            Job("B", 10.0, kind, 1, 240.0, allowed_gpu_counts=counts)]
+    jobs = [Job("A", 0.0, kind, 2, 240.0, allowed_gpu_counts=counts),
+            Job("B", 10.0, kind, 1, 120.0, allowed_gpu_counts=counts)]
     cluster = parse_cluster("t4=2x2")
     replay = Simulator(cluster, jobs, rolling("progress", round_s=60.0), truth=model,
                        restart_penalty_s=30.0).run()
     assert check_replay(replay, jobs, model) == []
     a = [(len(s.gpus), s.start, s.finish) for s in replay.records["A"].segments]
     b = [(len(s.gpus), s.start, s.finish) for s in replay.records["B"].segments]
-    assert b == [(1, 10.0, pytest.approx(10.0 + 240 / r1))]
-    assert a[:2] == [(2, 0.0, 10.0), (1, 10.0, 420.0)]
-    done = 10 * r2 + (420 - 40) * r1
-    assert a[2] == (2, 420.0, pytest.approx(450.0 + (400 - done) / r2))
-    assert len(a) == 3
+    assert b == [(1, 10.0, pytest.approx(160.0)), (1, pytest.approx(160.0), 190.0)]
+    first, second = (model.throughput_after(kind, "t4", 2, Placement.PACKED, done)
+                     for done in (0.0, 150.0))  # (on both GPUs, in each epoch)
+    at_ten = 10 * first
+    boundary = 40 + (100 - at_ten) / r1
+    at_grow = 100 + (240 - boundary) * r1
+    assert a == [(2, 0.0, 10.0), (1, 10.0, pytest.approx(boundary)),
+                 (1, pytest.approx(boundary), 240.0),
+                 (2, 240.0, pytest.approx(270.0 + (240 - at_grow) / second))]
+    assert [s.continued for s in replay.records["A"].segments] == [False, False, True, False]
 
 
 def test_a_replay_of_an_elastic_workload_passes_the_checker(shared_data: Path,

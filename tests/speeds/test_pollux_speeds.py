@@ -138,6 +138,18 @@ def test_an_elastic_job_runs_each_epoch_at_its_best_batch() -> None:
     per_epoch = [min(app.step_time((2,), b) / app.convergence.gain(b, e)
                      for b in app.batch_choices(2)) for e in range(2)]
     assert rate == pytest.approx(240 / (100 * per_epoch[0] + 140 * per_epoch[1]))
+    # It runs each epoch at that epoch's rate, which changes at the epoch's end (100
+    # base-batch steps); the whole-life rate above is what the policies plan with.
+    for done, epoch in ((0.0, 0), (50.0, 0), (100.0, 1), (200.0, 1), (240.0, 1)):
+        assert model.throughput_after(elastic, "t4", 2, Placement.PACKED, done) == \
+            pytest.approx(1 / per_epoch[epoch])
+    assert model.speed_change_after(elastic, 50.0) == pytest.approx(100.0)
+    assert model.speed_change_after(elastic, 150.0) is None
+    # A job at a fixed batch runs at the same speed all along.
+    fixed_type = job_type_name("toy", 20)
+    assert model.throughput_after(fixed_type, "t4", 2, Placement.PACKED, 50.0) == \
+        model.throughput(fixed_type, "t4", 2, Placement.PACKED)
+    assert model.speed_change_after(fixed_type, 50.0) is None
     # Where no batch runs (no step time measured on 4 GPUs of a node): 0.
     assert model.throughput(elastic, "t4", 4, Placement.PACKED) == 0.0
     assert model.throughput(elastic, "v100", 1, Placement.PACKED) == 0.0
