@@ -135,14 +135,8 @@ def policy_section(settings: Settings) -> None:
               f"{last['pollux_pollux_avg_jct_s']:,} s: {last['elastic_over_pollux']} of "
               f"Pollux's, {last['elastic_over_progress']} of non-elastic; decision p95 "
               f"{p95:.3f} s, {fallbacks} fallbacks", flush=True)
-    path = settings.out / ("elastic_policy_quick.csv" if settings.quick else
-                           "elastic_policy.csv")
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {path}")
-    plot(rows, path.with_suffix(".png"))
+        write(settings, rows)  # (after every load: a run stopped keeps what finished)
+
 
 
 #: The plot's lines: (column, label, style).
@@ -173,3 +167,15 @@ def plot(rows: list[dict[str, object]], path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     print(f"wrote {path}")
+
+
+def write(settings: Settings, rows: list[dict[str, object]]) -> None:
+    """``rows`` as ``elastic_policy.csv`` (or ``_quick``) and its plot."""
+    path = settings.out / ("elastic_policy_quick.csv" if settings.quick else
+                           "elastic_policy.csv")
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path}")
+    plot(rows, path.with_suffix(".png"))
