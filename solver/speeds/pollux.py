@@ -278,12 +278,8 @@ class PolluxThroughput:
         known = self.application(job_type)
         if known is None or known[1] != 0:
             return self.throughput(job_type, gpu_type, num_gpus, placement)
-        layout = node_layout(num_gpus, placement)
-        if gpu_type != GPU_TYPE or layout is None or num_gpus > MAX_GPUS:
-            return 0.0
-        app = known[0]
-        costs = self._epoch_costs(app, layout)
-        return 1.0 / costs[app.epoch_of(done)] if costs else 0.0
+        costs = self._epoch_costs(known[0], gpu_type, num_gpus, placement)
+        return 1.0 / costs[known[0].epoch_of(done)] if costs else 0.0
 
     def speed_change_after(self, job_type: str, done: float) -> float | None:
         """The work at which the speed of a job of ``job_type`` that has done ``done``
@@ -297,8 +293,13 @@ class PolluxThroughput:
         return app.convergence.goal_progress(epoch) if epoch < app.convergence.epochs \
             else None
 
-    def _epoch_costs(self, app: PolluxApplication, layout: tuple[int, ...]
-                     ) -> tuple[float, ...]:
+    def _epoch_costs(self, app: PolluxApplication, gpu_type: str, num_gpus: int,
+                     placement: Placement) -> tuple[float, ...]:
+        """``app``'s seconds per base-batch step in each epoch on (GPU type, count,
+        placement), kept per layout; empty where it cannot run there."""
+        layout = node_layout(num_gpus, placement)
+        if gpu_type != GPU_TYPE or layout is None or num_gpus > MAX_GPUS:
+            return ()
         key = (app.name, layout)
         found = self._costs.get(key)
         if found is None:
@@ -313,7 +314,8 @@ class PolluxThroughput:
             return 0.0
         app, batch = known
         if batch == 0:  # elastic: base-batch steps/s at its best batches there
-            return app.elastic_rate(layout, self._epoch_costs(app, layout))
+            return app.elastic_rate(layout, self._epoch_costs(app, gpu_type, num_gpus,
+                                                              placement))
         plan = app.batch_plan(batch, num_gpus)
         if not (app.convergence.base_batch <= batch <= app.convergence.max_batch
                 and app.min_local_bsz <= plan.atomic_bsz):

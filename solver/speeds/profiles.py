@@ -82,6 +82,16 @@ def batch_size_of(job_type: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def check_names(record: object, names: tuple[str, ...]) -> None:
+    """Each of ``names`` of ``record`` is a non-empty string, else an InputError naming it
+    (a measurement's job type and GPU type)."""
+    for name in names:
+        value = getattr(record, name)
+        if not isinstance(value, str) or not value.strip():
+            raise InputError(f"empty {name}", path=name, value=value,
+                             expected="a non-empty string")
+
+
 @dataclass(frozen=True)
 class ProfilePoint:
     """One measurement: ``throughput`` steps/s of ``job_type`` on ``num_gpus`` GPUs.
@@ -99,11 +109,7 @@ class ProfilePoint:
     family: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("job_type", "gpu_type"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value.strip():
-                raise InputError(f"empty {name}", path=name, value=value,
-                                 expected="a non-empty string")
+        check_names(self, ("job_type", "gpu_type"))
         if not in_range(self.num_gpus, 1, MAX_GPUS_PER_JOB, integer=True):
             raise InputError("bad GPU count", path="num_gpus", value=self.num_gpus,
                              expected=f"an integer from 1 to {MAX_GPUS_PER_JOB}")

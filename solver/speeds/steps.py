@@ -47,6 +47,7 @@ import numpy.typing as npt
 
 from hetsched.core.errors import InputError
 from hetsched.core.ranges import MAX_GPUS_PER_JOB, MAX_TIME_S, in_range, is_int
+from hetsched.speeds.profiles import check_names
 from hetsched.speeds.settings import MAX_GPUS
 
 Array = npt.NDArray[np.float64]
@@ -99,11 +100,7 @@ class StepRow:
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("job_type", "gpu_type"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value.strip():
-                raise InputError(f"empty {name}", path=name, value=value,
-                                 expected="a non-empty string")
+        check_names(self, ("job_type", "gpu_type"))
         object.__setattr__(self, "placement", check_placement(self.placement))
         if not in_range(self.local_bsz, 0, MAX_LOCAL_BSZ, strict_low=True):
             raise InputError("bad local_bsz", path="local_bsz", value=self.local_bsz,
@@ -240,11 +237,7 @@ class StepModel:
     max_gpus: int = MAX_GPUS
 
     def __post_init__(self) -> None:
-        for name in ("job_type", "gpu_type"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value.strip():
-                raise InputError(f"empty {name}", path=name, value=value,
-                                 expected="a non-empty string")
+        check_names(self, ("job_type", "gpu_type"))
         for name in COEFFICIENTS[:-1]:
             value = getattr(self, name)
             if not in_range(value, 0, MAX_TIME_S):
