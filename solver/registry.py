@@ -138,6 +138,10 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           "on remaining work, urgent deadlines first, restart-aware (preemptive)",
           policy="hetsched.policies.progress:Progress", backends=BACKENDS_OF["progress"],
           exact=True),
+    Entry("progress-packed", "progress that may also pack two whole 1-GPU jobs on one GPU "
+          "at their measured co-location speeds when the MILP finds the pair worth more",
+          policy="hetsched.policies.progress:Progress", params={"pairing": True},
+          backends=BACKENDS_OF["progress-packed"], exact=True),
     Entry("optimus", "Optimus: marginal-gain GPU allocation (EuroSys 2018)",
           policy="hetsched.policies.baselines.optimus:Optimus"),
 )}

@@ -19,11 +19,14 @@ __all__ = ["Layout", "SpeedView", "Start", "layout", "throughput_of", "victim_gp
 
 @dataclass(frozen=True)
 class Start:
-    """Start ``job`` now on ``gpus`` (all of ``gpu_type``)."""
+    """Start ``job`` now on ``gpus`` (all of ``gpu_type``); ``packed``: a whole job of one
+    GPU that holds half of it, beside at most one other packed job (space sharing at
+    measured pair speeds, :mod:`hetsched.core.sharing`)."""
 
     job: str
     gpu_type: str
     gpus: tuple[str, ...]
+    packed: bool = False
 
 
 class Layout:

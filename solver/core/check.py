@@ -19,7 +19,7 @@ import numpy.typing as npt
 from hetsched.core.cluster import Gpu
 from hetsched.core.records import Instance, Job
 from hetsched.core.result import Assignment, Schedule
-from hetsched.core.sharing import CoLocationModel
+from hetsched.core.sharing import PACKED_SHARE, CoLocationModel
 from hetsched.core.throughput import Placement, ThroughputModel, throughput_after
 
 #: Times are compared with this tolerance: absolute seconds, plus a part relative to the
@@ -58,8 +58,9 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
     the actual placement (packed on one node, else spread) is positive and
     ``finish = start + latency + work / throughput`` (the schedule's start latency,
     0 but in replays that charge one); no GPU is used by two jobs at once, except
-    by jobs that ask for shares of it (``Job.gpu_share``), whose shares on a GPU never
-    add up to more than 1 at any moment, and which run at their throughput times the
+    by jobs that ask for shares of it (``Job.gpu_share``) or run packed on it
+    (``Assignment.packed``: a whole job of one GPU holding half of it), whose shares on a
+    GPU never add up to more than 1 at any moment, and which run at their throughput times the
     speed factor of their co-runners (``instance.colocation``, hetsched.core.sharing; that
     factor must stay the same from an assignment's start to its finish); no node
     gives its jobs more CPUs or memory than it has (``Node.cpus``, ``Node.memory_gb``;
@@ -115,6 +116,11 @@ def check(instance: Instance, schedule: Schedule, *, complete: bool = True) -> l
             violations.append(Violation(a.job, "before-now", f"starts at {a.start:g} s, "
                                         f"before the current time {instance.now:g} s"))
 
+        if a.packed and (job.gpu_share is not None or len(a.gpus) != 1):
+            violations.append(Violation(a.job, "packed", (
+                f"packed on {len(a.gpus)} GPUs with share {job.gpu_share}: only a whole "
+                "job of one GPU is packed")))
+            continue
         factor = factors.get(id(a), 1.0)
         if factor is None:
             violations.append(Violation(a.job, "co-runners", "the speed its GPU's co-runners "
@@ -168,23 +174,25 @@ def _gpu_overlaps(placed: list[Assignment], jobs: Mapping[str, Job]) -> list[Vio
     The sweep below, in start order per GPU, remembering the interval that reaches
     furthest so far, is exact. On the millions of intervals of a long replay it is run
     only on the GPUs :func:`_suspects` finds (and those of jobs that share GPUs)."""
-    sharing = {job_id for job_id, job in jobs.items() if job.gpu_share is not None}
+    sharing = {job_id for job_id, job in jobs.items() if job.gpu_share is not None} | \
+        {a.job for a in placed if a.packed}
     exact = _suspects(placed)
     if sharing:
         exact |= {g for a in placed if a.job in sharing for g in a.gpus}
-    usage: dict[str, list[tuple[float, float, str]]] = {}
+    usage: dict[str, list[tuple[float, float, str, float]]] = {}
     for a in placed if exact else ():
         for g in a.gpus:
             if g in exact:
-                usage.setdefault(g, []).append((a.start, a.finish, a.job))
+                usage.setdefault(g, []).append((a.start, a.finish, a.job,
+                                                PACKED_SHARE if a.packed else jobs[a.job].share))
     found: list[Violation] = []
     for gid, intervals in usage.items():
-        if sharing and any(j in sharing for _, _, j in intervals):
-            found += _gpu_shares(gid, intervals, jobs)
+        if sharing and any(j in sharing for _, _, j, _ in intervals):
+            found += _gpu_shares(gid, intervals)
             continue
         intervals.sort()
-        s1, f1, j1 = intervals[0]
-        for s2, f2, j2 in intervals[1:]:
+        s1, f1, j1, _ = intervals[0]
+        for s2, f2, j2, _ in intervals[1:]:
             if s2 < f1 and s2 < f1 - _slack(min(f1 - s1, f2 - s2), s2, f1):
                 found.append(Violation(
                     j2, "overlap",
@@ -329,15 +337,15 @@ def _check_segments(total: float, job: str, runs: list[tuple[Assignment, float]]
 
 def _sharing_factors(schedule: Schedule, jobs: Mapping[str, Job],
                      colocation: CoLocationModel) -> dict[int, float | None]:
-    """For each assignment (by ``id``) of a job that asks for a GPU share and has
-    co-runners, the speed factor they give it
+    """For each assignment (by ``id``) of a job that asks for a GPU share (or is packed)
+    and has co-runners, the speed factor they give it
     (:class:`~hetsched.core.sharing.CoLocationModel`), which must stay the same from its
     start to its finish: ``None`` if it changes in between (the caller reports it). Every
     other assignment runs at factor 1."""
     on_gpu: dict[str, list[Assignment]] = defaultdict(list)
     for a in schedule:
         job = jobs.get(a.job)
-        if job is not None and job.gpu_share is not None:
+        if job is not None and (job.gpu_share is not None or a.packed):
             for g in a.gpus:
                 on_gpu[g].append(a)
     found: dict[int, float | None] = {}
@@ -364,20 +372,21 @@ def _sharing_factors(schedule: Schedule, jobs: Mapping[str, Job],
     return found
 
 
-def _gpu_shares(gpu: str, intervals: list[tuple[float, float, str]],
-                jobs: Mapping[str, Job]) -> list[Violation]:
-    """The shares held of ``gpu`` (a whole GPU is a share of 1) never add up to more than
-    1 at any moment."""
+def _gpu_shares(gpu: str, intervals: list[tuple[float, float, str, float]]
+                ) -> list[Violation]:
+    """The shares held of ``gpu`` (``(start, finish, job, share)``; a whole GPU is a share
+    of 1, a packed run's :data:`~hetsched.core.sharing.PACKED_SHARE`) never add up to more
+    than 1 at any moment."""
     found: list[Violation] = []
-    active: list[tuple[float, float, str]] = []
-    for start, finish, job in sorted(intervals):
+    active: list[tuple[float, float, str, float]] = []
+    for start, finish, job, share in sorted(intervals):
         active = [r for r in active if r[1] > start + _slack(0.0, r[1], start)]
-        active.append((start, finish, job))
-        held = sum(jobs[j].share for _, _, j in active)
+        active.append((start, finish, job, share))
+        held = sum(r[3] for r in active)
         if held > 1 + 1e-9:
             found.append(Violation(job, "gpu-share", (
                 f"GPU {gpu} holds shares adding up to {held:.3g} from {start:g} s "
-                f"({', '.join(sorted(j for _, _, j in active))})")))
+                f"({', '.join(sorted(r[2] for r in active))})")))
     return found
 
 

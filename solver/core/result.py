@@ -44,7 +44,9 @@ class Assignment:
     (:attr:`Schedule.start_latency_s`) and a resumed one then with its restart penalty
     (:attr:`Schedule.restart_penalty_s`), without progress. A ``continued`` segment
     goes on from the one before on the same GPUs at another speed (its GPU's co-runners
-    changed, hetsched.core.sharing): no restart, no penalty of its own."""
+    changed, hetsched.core.sharing): no restart, no penalty of its own. A ``packed``
+    one is of a whole job of one GPU that holds half of it, beside at most one other
+    packed job (space sharing, :data:`hetsched.core.sharing.PACKED_SHARE`)."""
 
     job: str
     gpu_type: str
@@ -53,13 +55,15 @@ class Assignment:
     finish: float
     work: float | None = None
     continued: bool = False
+    packed: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpus", tuple(self.gpus))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with the keys ``job, gpu_type, gpus, start, finish`` (and
-        ``work`` for a run segment, ``continued`` for a continued one)."""
+        ``work`` for a run segment, ``continued`` for a continued one, ``packed`` for a
+        packed one)."""
         row: dict[str, Any] = {
             "job": self.job,
             "gpu_type": self.gpu_type,
@@ -71,6 +75,8 @@ class Assignment:
             row["work"] = self.work
         if self.continued:
             row["continued"] = True
+        if self.packed:
+            row["packed"] = True
         return row
 
     @classmethod
@@ -78,7 +84,7 @@ class Assignment:
         """Inverse of :meth:`to_dict`."""
         return cls(row["job"], row["gpu_type"], tuple(row["gpus"]), float(row["start"]),
                    float(row["finish"]), None if row.get("work") is None else float(row["work"]),
-                   bool(row.get("continued", False)))
+                   bool(row.get("continued", False)), bool(row.get("packed", False)))
 
 
 @dataclass(frozen=True)

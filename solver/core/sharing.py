@@ -17,6 +17,13 @@ that throughput times a factor:
   in them; the factor is the slowdown co-runners add beyond it (memory bandwidth,
   context switches), an assumption to state with results.
 
+**Packed whole jobs.** A whole job of one GPU may also be started *packed*
+(``Start.packed``, Gavel's space sharing): it then holds half of its GPU
+(:data:`PACKED_SHARE`), so at most two packed jobs share one, each at the factor above.
+Only ``progress-packed`` packs, and only jobs whose pair is measured on that GPU type
+with a combined rate above 1 (:meth:`CoLocationModel.combined`): the default factor
+never prices a packed pair.
+
 The factor changes when co-runners start or stop; the simulator then ends the job's run
 segment and continues it at the new speed (``Assignment.continued``: no restart
 penalty).
@@ -24,14 +31,22 @@ penalty).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from hetsched.core.errors import InputError
 
+if TYPE_CHECKING:  # (records imports this module)
+    from hetsched.core.records import Job
+
 #: The speed factor of a job beside co-runners without a measured pair (module docstring).
 DEFAULT_COLOCATION_FACTOR = 0.9
+
+#: The share of its GPU a packed whole job holds: two packed jobs fill one GPU.
+PACKED_SHARE = 0.5
 
 PairKey = tuple[str, str, str]  # (GPU type, job type, co-runner's job type)
 
@@ -67,3 +82,19 @@ class CoLocationModel:
             if measured is not None:
                 return measured
         return self.default_factor
+
+    def combined(self, gpu_type: str, job_type: str, other_job_type: str) -> float | None:
+        """The measured rate of a pair on one GPU of ``gpu_type``, each job's factor beside
+        the other added (2: both at full speed; below 1 they are better run one after the
+        other); ``None`` unless both directions are measured."""
+        one = self.pairs.get((gpu_type, job_type, other_job_type))
+        two = self.pairs.get((gpu_type, other_job_type, job_type))
+        if one is None or two is None or one <= 0 or two <= 0:
+            return None
+        return one + two
+
+
+def packed_holder(job: Job) -> Job:
+    """``job`` as its packed run holds its GPU: a share job of :data:`PACKED_SHARE`
+    (how the free-GPU index, the simulator's sharers and the checker count it)."""
+    return dataclasses.replace(job, gpu_share=PACKED_SHARE)

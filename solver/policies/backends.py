@@ -27,6 +27,7 @@ BACKENDS_OF: dict[str, tuple[str, ...]] = {
     "max-throughput-per-cost": ("highs",),
     "max-throughput-per-cost-raw": ("highs",),
     "progress": MIP,
+    "progress-packed": MIP,
 }
 #: Every back-end of the table, each once.
 BACKENDS: tuple[str, ...] = tuple(dict.fromkeys(

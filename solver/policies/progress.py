@@ -38,43 +38,26 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from hetsched.allocation.layout import Start, layout, throughput_of
+from hetsched.allocation.layout import layout
 from hetsched.core.fairness import isolated_speed
 from hetsched.core.records import Job
 from hetsched.core.settings import DECISION_LIMIT, RESTART_PENALTY_S
-from hetsched.core.throughput import Placement
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import call_word
 from hetsched.formulations.progress import RoundPlan, RoundProblem, solve_round
 from hetsched.policies.contention import ContentionClock
-from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RunningJob
+from hetsched.policies.pairing import lone_packed, pair_options
+from hetsched.policies.progress_gangs import Gangs, Option, spreadable
+from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 from hetsched.policies.starting import SpeedBook, types_worth_starting
 
 log = logging.getLogger(__name__)
 
 #: Urgent options are worth this many times the best non-urgent value per GPU, per GPU.
 URGENT_FACTOR = 4.0
-
-
-@dataclass(frozen=True)
-class Option:
-    """One way a job can run next round."""
-
-    job: Job
-    gpu_type: str
-    size: int
-    speed: float  # predicted steps/s
-    remaining: float  # steps left
-    urgent: bool
-    running_here: bool  # the job runs now on this type with this many GPUs
-    slack: float = math.inf  # deadline - predicted end on this option (s)
-    #: with a rho bound, for a job it makes urgent: the time by which the option ends
-    #: before the job's rho reaches the bound (s; inf: not urgent by fairness)
-    fair_slack: float = math.inf
 
 
 class Progress(PolicyHooks):
@@ -94,7 +77,10 @@ class Progress(PolicyHooks):
     the job urgent, as it is the one max rho counts (None: no bound);
     ``restart_penalty_s``: the penalty a restart or migration costs (the simulator's);
     ``backend``, ``time_limit_s``, ``deterministic``: the MILP engine and its budget per
-    decision (work units when deterministic)."""
+    decision (work units when deterministic); ``pairing``: two whole jobs of one GPU may
+    also run packed on one GPU, at their measured co-location speeds, when the MILP
+    finds the pair worth more than the two apart (``progress-packed``,
+    :mod:`hetsched.policies.pairing`)."""
 
     name = "progress"
 
@@ -102,7 +88,7 @@ class Progress(PolicyHooks):
                  restart_penalty_s: float = RESTART_PENALTY_S, urgent_slack: float = 0.5,
                  critical_rounds: float = 2.0, rho_bound: float | None = None,
                  backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
-                 deterministic: bool = True) -> None:
+                 deterministic: bool = True, pairing: bool = False) -> None:
         for label, value in (("round_s", round_s), ("horizon_s", horizon_s)):
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{label} must be finite and > 0, got {value}")
@@ -122,12 +108,16 @@ class Progress(PolicyHooks):
         self.backend = backend
         self.time_limit_s = time_limit_s
         self.deterministic = deterministic
+        self.pairing = pairing
+        if pairing:
+            self.name = "progress-packed"
         self.speeds = SpeedBook()
         self._last: dict[str, tuple[str, int]] = {}  # job id -> chosen (type, size)
         self._rounds = 0
         self._from_milp = 0
         self._clock = ContentionClock()  # with rho_bound: the contention each job saw
         self._fair_urgent = 0  # decisions x jobs made urgent by rho_bound
+        self._packed_starts = 0  # with pairing: jobs started packed
 
     # -- hooks ---------------------------------------------------------------------------
     def quiet_until(self, state: ClusterState) -> float:
@@ -152,11 +142,14 @@ class Progress(PolicyHooks):
             self._clock.finished(job.id, now)
 
     def figures(self) -> dict[str, object]:
-        """Rounds solved and how many the MILP improved on its start."""
+        """Rounds solved, how many the MILP improved on its start (and with ``pairing``
+        the jobs started packed)."""
         figures: dict[str, object] = {"progress_rounds": self._rounds,
                                       "progress_rounds_improved": self._from_milp}
         if self.rho_bound is not None:
             figures["progress_fair_urgent"] = self._fair_urgent
+        if self.pairing:
+            figures["progress_packed_starts"] = self._packed_starts
         return figures
 
     # -- deciding ------------------------------------------------------------------------
@@ -177,15 +170,19 @@ class Progress(PolicyHooks):
         self._rounds += 1
         self._from_milp += plan.source == "milp"
         chosen = [options[k] for k in np.flatnonzero(plan.chosen)]
-        self._last = {o.job.id: (o.gpu_type, o.size) for o in chosen}
+        self._last = {o.job.id: (o.gpu_type, o.size) for o in chosen if o.partner is None}
         decision = self.realise(state, chosen, options, problem.value)
+        self._packed_starts += sum(start.packed for start in decision.start)
         return Decision(decision.start, decision.preempt, False, note=_note(plan))
 
     def options(self, state: ClusterState) -> list[Option]:
-        """Every (job, type, size) with positive predicted speed, for every active job."""
+        """Every (job, type, size) with positive predicted speed, for every active job
+        (a packed run is *here* only alone on its GPU, where it runs at full speed); with
+        ``pairing``, the pairs (:func:`~hetsched.policies.pairing.pair_options`)."""
         running = {r.job.id: r for r in state.running}
+        lone = {r.job.id for r in lone_packed(state)}
         found: list[Option] = []
-        for job in [*(r.job for r in state.running), *state.pending]:
+        for job in [*(r.job for r in running.values()), *state.pending]:
             run = running.get(job.id)
             remaining = run.remaining if run is not None else \
                 state.remaining.get(job.id, job.work)
@@ -199,7 +196,8 @@ class Progress(PolicyHooks):
             mine, fair_slack = [], []
             for size, speeds in by_size.items():
                 for gpu_type, speed in speeds.items():
-                    here = run is not None and run.gpu_type == gpu_type and len(run.gpus) == size
+                    here = run is not None and run.gpu_type == gpu_type and \
+                        len(run.gpus) == size and (not run.packed or job.id in lone)
                     end = state.now + (0.0 if here or not restarted else
                                        self.restart_penalty_s) + remaining / speed
                     slack = math.inf if job.deadline is None else job.deadline - end
@@ -225,6 +223,17 @@ class Progress(PolicyHooks):
             kept = [o for o in mine if o.running_here and o.urgent and o.slack >= 0
                     and o.fair_slack >= 0]
             found.extend(kept or mine)
+        if self.pairing and state.colocation is not None and state.colocation.pairs:
+            discount = max(0.0, 1.0 - self.restart_penalty_s / self.horizon_s)
+
+            def rate(o: Option) -> float:
+                restart = not o.running_here and o.job.id in state.attained
+                return o.job.weight * o.speed / o.remaining * (discount if restart else 1.0)
+
+            def speed_of(job: Job, gpu_type: str) -> float:
+                return self.speeds.speeds(state, job, 1).get(gpu_type, 0.0)
+
+            found += pair_options(state, found, state.colocation, rate, speed_of)
         return found
 
     def _fair_deadline(self, state: ClusterState, job: Job) -> float:
@@ -247,6 +256,9 @@ class Progress(PolicyHooks):
         jobs: dict[str, int] = {}
         job_of = np.array([jobs.setdefault(o.job.id, len(jobs)) for o in options],
                           dtype=np.int64)
+        partner = np.array([-1 if o.partner is None else jobs.setdefault(o.partner.id, len(jobs))
+                            for o in options], dtype=np.int64)
+        paired = partner >= 0
         sizes = np.array([o.size for o in options], dtype=np.int64)
         # The weighted share of the remaining work finished per second, discounted where
         # the option restarts the job (it must win the penalty back within the horizon);
@@ -257,10 +269,10 @@ class Progress(PolicyHooks):
         discount = np.where(restart, max(0.0, 1.0 - self.restart_penalty_s / self.horizon_s),
                             1.0)
         urgent = np.array([o.urgent for o in options], dtype=np.bool_)
-        value = rate * discount
+        value = np.where(paired, [o.pair_value for o in options], rate * discount)
         if urgent.any():
-            per_gpu = float((value / sizes)[~urgent].max(initial=0.0)) or \
-                float((value / sizes).max())
+            per_gpu = float((value / np.maximum(sizes, 1))[~urgent].max(initial=0.0)) or \
+                float((value / np.maximum(sizes, 1)).max())
             lift = URGENT_FACTOR * per_gpu * sizes
             # Twice the lift when critical: under critical_rounds rounds of slack to the
             # deadline or to the rho bound (or past the bound).
@@ -271,26 +283,27 @@ class Progress(PolicyHooks):
         where = layout(cluster)  # per type: GPUs, largest node, nodes over half of it
         capacity = np.array([where.type_gpus[t] for t in types], dtype=np.int64)
         server = np.array([where.largest[t] for t in types], dtype=np.int64)
-        packed = np.array([not _spreadable(state, o) for o in options], dtype=np.bool_)
+        packed = np.array([not spreadable(state, o) for o in options], dtype=np.bool_)
         over_half = np.array([where.over_half[t] for t in types], dtype=np.int64)
-        start = np.array([self._last.get(o.job.id) == (o.gpu_type, o.size) for o in options],
-                         dtype=np.bool_)
+        start = np.array([o.partner is None and self._last.get(o.job.id) == (o.gpu_type, o.size)
+                          for o in options], dtype=np.bool_)
         return RoundProblem(len(jobs), job_of, np.array([type_index[o.gpu_type]
                                                          for o in options], dtype=np.int64),
-                            sizes, value, capacity, packed, server, over_half, start)
+                            sizes, value, capacity, packed, server, over_half, start,
+                            partner if paired.any() else None)
 
     def realise(self, state: ClusterState, chosen: list[Option], options: list[Option],
                 value: np.ndarray) -> Decision:
         """GPUs for the chosen options (see the module docstring)."""
         running = {r.job.id: r for r in state.running}
         worth = {id(o): float(v) for o, v in zip(options, value, strict=True)}
-        picked = {o.job.id for o in chosen}
+        picked = {o.job.id for o in chosen} | {o.partner.id for o in chosen if o.partner}
         here = {o.job.id: worth[id(o)] for o in options if o.running_here}
         dropped = sorted((r for r in state.running if r.job.id not in picked),
                          key=lambda r: (here.get(r.job.id, 0.0), r.job.id))
-        gangs = _Gangs(state, dropped)
+        gangs = Gangs(state, dropped)
         # Largest gangs first (they need whole servers), urgent ones before them all.
-        order = sorted((o for o in chosen if not o.running_here),
+        order = sorted((o for o in chosen if not o.running_here and o.partner is None),
                        key=lambda o: (not o.urgent, -o.size, -worth[id(o)] / o.size,
                                       o.job.arrival, o.job.id))
         # Passes until nothing more is placed: a migration frees GPUs another option
@@ -311,6 +324,10 @@ class Progress(PolicyHooks):
             if len(left) == len(order):
                 break
             order = left
+        # Pairs, on a free GPU (else a dropped job's), or joining a packed job alone.
+        for option in sorted((o for o in chosen if o.partner is not None),
+                             key=lambda o: (-worth[id(o)], o.job.arrival, o.job.id)):
+            gangs.pair(option)
         # A gang the free and dropped GPUs cannot hold (its type's free GPUs are scattered
         # over servers, which the MILP does not see) may take the GPUs of running jobs
         # worth less per GPU than it is, lowest first: otherwise the MILP would choose it
@@ -330,7 +347,7 @@ class Progress(PolicyHooks):
         return Decision(tuple(gangs.starts), tuple(dict.fromkeys(gangs.preempt)))
 
     def _fill(self, state: ClusterState, options: list[Option], worth: dict[int, float],
-              gangs: _Gangs) -> None:
+              gangs: Gangs) -> None:
         """Start waiting jobs on GPUs still free, by value per GPU, on a type where starting
         now finishes no later than waiting for a faster one
         (:func:`~hetsched.policies.baselines.common.types_worth_starting`), at the full speed of
@@ -339,7 +356,7 @@ class Progress(PolicyHooks):
             return
         started = {s.job for s in gangs.starts}
         pending = {job.id for job in state.pending} - started
-        rest = sorted((o for o in options if o.job.id in pending),
+        rest = sorted((o for o in options if o.job.id in pending and o.partner is None),
                       key=lambda o: (not o.urgent, -worth[id(o)] / o.size, o.job.arrival,
                                      o.job.id))
         urgent_jobs = {o.job.id for o in options if o.urgent}
@@ -361,116 +378,6 @@ class Progress(PolicyHooks):
             gangs.start(option, gpus, None)
             started.add(job.id)
             self._last[job.id] = (option.gpu_type, option.size)
-
-
-class _Gangs:
-    """The GPUs a decision hands out: gangs at the full speed of their option, taken from
-    free GPUs or from the running jobs the round dropped (which are then preempted)."""
-
-    def __init__(self, state: ClusterState, dropped: list[RunningJob]) -> None:
-        self.state = state
-        self.dropped = dropped  # lowest priority first
-        self.running = {r.job.id: r for r in state.running}
-        self.starts: list[Start] = []
-        self.preempt: list[str] = []
-        self.owner: dict[str, str] = {}
-        self.pool = state.pool()
-        self.widen([])
-
-    def widen(self, cheaper: list[RunningJob]) -> None:
-        """The GPUs that may be taken: free ones, those of the dropped jobs, then those of
-        ``cheaper`` (running jobs, lowest priority first), of jobs still holding them."""
-        gone = {s.job for s in self.starts} | set(self.preempt)
-        dropped = [r for r in self.dropped if r.job.id not in gone]
-        kept = [r for r in cheaper if r.job.id not in gone and r not in dropped]
-        victims: dict[str, int] = {}
-        self.owner = {}
-        for rank, run in enumerate([*reversed(kept), *reversed(dropped)]):
-            if run.job.gpu_share is not None:
-                continue  # a share job's GPU is not its alone to give
-            for g in run.gpus:
-                victims[g] = rank  # a larger rank is taken first
-                self.owner[g] = run.job.id
-        self.pool = self.pool.fork(victims)
-
-    def full_speed(self, option: Option, *, with_victims: bool) -> tuple[str, ...] | None:
-        """A gang for ``option`` by best fit whose placement gives the option's speed, or
-        ``None`` (nothing is taken)."""
-        state = self.state
-        gpus = self.pool.best_fit(option.job, option.gpu_type, option.size, state.throughput,
-                                  with_victims)
-        if gpus is None:
-            return None
-        speed = throughput_of(state.throughput, option.job.job_type, option.gpu_type,
-                              option.size, state.cluster.placement_of(gpus))
-        if speed >= option.speed * (1 - 1e-9):
-            return gpus
-        return None if with_victims else self._spread(option)
-
-    def _spread(self, option: Option) -> tuple[str, ...] | None:
-        """A gang of free GPUs over two servers at least (cluster order, ``size - 1`` at
-        most on the first), for an option whose speed is its spread speed: best fit
-        gives a packed gang whenever a server has room, and in Gavel's table some jobs
-        run faster spread than packed (ResNet-50 at batch 128 on 4 V100s: 7.35 against
-        6.40 steps/s fitted), so such a job waited, chosen round after round, while
-        whole servers were free (issue 34: until the free GPUs happened to be scattered).
-        ``None`` if the spread speed is not the option's or the GPUs do not hold it."""
-        state, pool, job = self.state, self.pool, option.job
-        if option.size < 2 or throughput_of(state.throughput, job.job_type, option.gpu_type,
-                                            option.size, Placement.SPREAD) \
-                < option.speed * (1 - 1e-9):
-            return None
-        node = state.cluster.gpu_by_id
-        free = [g for g in pool.spread(option.gpu_type, pool.available(option.gpu_type)) or ()
-                if job.allowed_nodes is None or node[g].node in job.allowed_nodes]
-        if not free:
-            return None
-        first = node[free[0]].node
-        gang = [g for g in free if node[g].node == first][:option.size - 1]
-        gang += [g for g in free if node[g].node != first][:option.size - len(gang)]
-        if len(gang) < option.size or not pool.can_hold(gang, job):
-            return None
-        return tuple(gang)
-
-    def resize(self, option: Option, run: RunningJob) -> bool:
-        """Start a running job's option of another GPU count (an elastic job resized) on a
-        gang that may include its own GPUs (free ones only besides): whether it did.
-        Its run is preempted and the new gang started, with the restart penalty."""
-        pool = self.pool
-        pool.release(run.gpus, run.job)
-        gpus = self.full_speed(option, with_victims=False)
-        if gpus is None:
-            pool.take(run.gpus, run.job)
-            return False
-        pool.take(gpus, option.job)
-        self.preempt.append(run.job.id)
-        self.starts.append(Start(option.job.id, option.gpu_type, gpus))
-        return True
-
-    def start(self, option: Option, gpus: tuple[str, ...], run: RunningJob | None) -> None:
-        """Start ``option`` on ``gpus``: the jobs it takes GPUs from are preempted (their
-        other GPUs freed), and a running job that moves frees its old GPUs."""
-        pool = self.pool
-        pool.take(gpus, option.job)
-        for victim in sorted({self.owner[g] for g in gpus if g in self.owner}):
-            self.preempt.append(victim)
-            held = self.running[victim].gpus
-            pool.keep(held)
-            pool.release([g for g in held if g not in gpus], self.running[victim].job)
-            for g in held:
-                self.owner.pop(g, None)
-        if run is not None:  # a migration: its old GPUs are free once it moves
-            self.preempt.append(run.job.id)
-            pool.release(run.gpus, run.job)
-        self.starts.append(Start(option.job.id, option.gpu_type, gpus))
-
-
-def _spreadable(state: ClusterState, option: Option) -> bool:
-    """Whether the option's gang may span servers (spread throughput > 0)."""
-    if option.size < 2:
-        return False
-    return throughput_of(state.throughput, option.job.job_type, option.gpu_type, option.size,
-                         Placement.SPREAD) > 0
 
 
 def _note(plan: RoundPlan) -> str:

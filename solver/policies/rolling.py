@@ -19,6 +19,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.allocation.layout import Start
 from hetsched.core.records import Cluster, Job
+from hetsched.core.sharing import CoLocationModel
 from hetsched.core.throughput import ThroughputModel
 
 
@@ -32,13 +33,16 @@ class Held(NamedTuple):
 
 @dataclass(frozen=True)
 class RunningJob:
-    """A job holding GPUs: since ``started`` (s), ``remaining`` steps left at ``now``."""
+    """A job holding GPUs: since ``started`` (s), ``remaining`` steps left at ``now``;
+    ``packed``: it holds half of its one GPU, beside at most one other packed job
+    (``Start.packed``)."""
 
     job: Job
     gpu_type: str
     gpus: tuple[str, ...]
     started: float
     remaining: float
+    packed: bool = False
 
 
 class PendingLog:
@@ -100,6 +104,8 @@ class ClusterState:
     #: where ``pending`` stands in the replay's queue log (``None``: unknown; a state
     #: derived with other pending jobs must say ``None``)
     pending_feed: PendingFeed | None = field(default=None, compare=False, repr=False)
+    #: how fast jobs sharing a GPU run (the replay's measured pairs; ``None``: unknown)
+    colocation: CoLocationModel | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def _index(self) -> FreeGpuIndex:

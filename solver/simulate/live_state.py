@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.core.records import Cluster, Job
+from hetsched.core.sharing import CoLocationModel
 from hetsched.core.throughput import ThroughputModel
 from hetsched.policies.rolling import ClusterState, Held, PendingFeed, RunningJob
 from hetsched.simulate.record import JobRecord
@@ -39,14 +40,17 @@ class LiveState(ClusterState):
     def make(cls, now: float, cluster: Cluster, throughput: ThroughputModel,
              waiting: dict[str, Job], index: FreeGpuIndex, runs: dict[str, Run],
              records: dict[str, JobRecord], left: dict[str, float],
-             feed: PendingFeed | None = None) -> LiveState:
+             feed: PendingFeed | None = None,
+             colocation: CoLocationModel | None = None) -> LiveState:
         """The state at ``now``; ``index`` is the simulator's free-GPU index (read, never
         changed by the policy: it works on forks), ``waiting`` and ``runs`` the pending
         and running jobs by id, ``left`` the steps left of every job not running (the
-        simulator changes none of them while the policy decides)."""
+        simulator changes none of them while the policy decides), ``colocation`` the
+        replay's co-location model."""
         state = cls(now=now, cluster=cluster, throughput=throughput,
                     pending=tuple(waiting.values()), remaining={}, running=(),
-                    free=frozenset(), free_index=index, pending_feed=feed)
+                    free=frozenset(), free_index=index, pending_feed=feed,
+                    colocation=colocation)
         for name in _LAZY_FIELDS:
             del state.__dict__[name]  # the cached properties below build them
         for name, value in (("_runs", runs), ("_records", records), ("_left", left),
@@ -125,7 +129,8 @@ def _running_jobs(runs: Iterable[Run], now: float) -> tuple[RunningJob, ...]:
     for run in runs:
         one: RunningJob = new(RunningJob)
         one.__dict__.update(job=run.record.job, gpu_type=run.gpu_type, gpus=run.gpus,
-                            started=run.since, remaining=run.remaining_at(now))
+                            started=run.since, remaining=run.remaining_at(now),
+                            packed=run.packed)
         made.append(one)
     return tuple(made)
 

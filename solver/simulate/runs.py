@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from hetsched.core.records import Job
 from hetsched.core.result import Assignment
-from hetsched.core.sharing import CoLocationModel
+from hetsched.core.sharing import CoLocationModel, packed_holder
 from hetsched.policies.rolling import Held
 from hetsched.simulate.record import JobRecord
 
@@ -21,7 +22,8 @@ class Run:
     ``finish``. Never changed once made, so progress is computed, not accounted step by
     step at every event. ``since``: when the job last (re)started (``start`` unless the
     run ``continued`` an earlier one at another speed, its co-runners having changed);
-    ``share``: the share of each GPU it holds (1: whole)."""
+    ``share``: the share of each GPU it holds (1: whole); ``packed``: a whole job packed
+    on its GPU beside at most one other (``Start.packed``: it holds half of it)."""
 
     record: JobRecord
     gpu_type: str
@@ -35,11 +37,19 @@ class Run:
     since: float
     share: float = 1.0
     continued: bool = False
+    packed: bool = False
 
     @cached_property
     def held(self) -> Held:
         """What the run holds, as a policy reads it (:meth:`ClusterState.held`)."""
         return Held(self.record.job, self.gpu_type, self.gpus)
+
+    @cached_property
+    def holder(self) -> Job:
+        """The job as it holds its GPUs: a packed run's job holds a share of its GPU
+        (:func:`hetsched.core.sharing.packed_holder`)."""
+        job = self.record.job
+        return packed_holder(job) if self.packed else job
 
     def remaining_at(self, moment: float) -> float:
         """Steps left at ``moment`` (s, between ``start`` and ``finish``)."""
@@ -48,7 +58,7 @@ class Run:
     def segment(self, end: float, work: float) -> Assignment:
         """This run as a run segment ending at ``end`` (s) having done ``work`` steps."""
         return Assignment(self.record.job.id, self.gpu_type, self.gpus, self.start, end, work,
-                          self.continued)
+                          self.continued, self.packed)
 
     def gpu_seconds_at(self, moment: float) -> float:
         """GPU-seconds used on these GPUs from ``start`` to ``moment``, the restore

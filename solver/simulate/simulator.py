@@ -34,7 +34,7 @@ from hetsched.core.settings import (
     check_restart_penalty,
     check_start_latency,
 )
-from hetsched.core.sharing import CoLocationModel
+from hetsched.core.sharing import PACKED_SHARE, CoLocationModel, packed_holder
 from hetsched.core.throughput import ThroughputModel, speed_change_after, throughput_after
 from hetsched.policies.rolling import (
     Decision,
@@ -216,9 +216,9 @@ class Simulator:
                     record.segments.append(run.segment(run.finish, run.work_left))
                     ask(name, now, "on_finished",
                         partial(self.policy.on_finished, record.job, run.finish), limit)
-                    free.release(run.gpus, record.job)
+                    free.release(run.gpus, run.holder)
                     del running[job_id]
-                    if record.job.gpu_share is not None:
+                    if run.holder.gpu_share is not None:
                         version = self._co_runners_changed(run, now, sharers, running,
                                                            completions, version, leaving=True)
                     left[job_id] = 0.0
@@ -245,7 +245,8 @@ class Simulator:
                 else:
                     state = LiveState.make(now, self.cluster, self.model, pending, free,
                                            running, records, left,
-                                           PendingFeed(queue_log, len(queue_log.entries)))
+                                           PendingFeed(queue_log, len(queue_log.entries)),
+                                           self.colocation)
                     decision = checked_decision(name, now, ask(
                         name, now, "decide", partial(self.policy.decide, state), limit))
                 spent = time.perf_counter() - clock
@@ -255,7 +256,8 @@ class Simulator:
                     if state is None:
                         state = LiveState.make(now, self.cluster, self.model, pending,
                                                free, running, records, left,
-                                               PendingFeed(queue_log, len(queue_log.entries)))
+                                               PendingFeed(queue_log, len(queue_log.entries)),
+                                               self.colocation)
                     decision = checked_decision(name, now, ask(
                         name, now, "on_stall", partial(self.policy.on_stall, state), limit))
                     if decision.note:
@@ -286,10 +288,10 @@ class Simulator:
                     records[job_id].segments.append(
                         run.segment(now, run.work_left - left[job_id]))
                     records[job_id].preemptions += 1
-                    free.release(run.gpus, run.record.job)
+                    free.release(run.gpus, run.holder)
                     pending[job_id] = run.record.job
                     queue_log.joined(run.record.job)
-                    if run.record.job.gpu_share is not None:
+                    if run.holder.gpu_share is not None:
                         version = self._co_runners_changed(run, now, sharers, running,
                                                            completions, version, leaving=True)
                 for start in decision.start:
@@ -311,12 +313,13 @@ class Simulator:
                     version += 1
                     run = Run(record, start.gpu_type, start.gpus, now, resume, speed,
                               left[job.id], resume + left[job.id] / speed, version, now,
-                              job.share)
+                              PACKED_SHARE if start.packed else job.share,
+                              packed=start.packed)
                     running[job.id] = run
-                    free.take(start.gpus, job)
+                    free.take(start.gpus, run.holder)
                     heapq.heappush(completions, (run.finish, version, job.id))
                     self._push_phase(run, phases)
-                    if job.gpu_share is not None:
+                    if run.holder.gpu_share is not None:
                         version = self._co_runners_changed(run, now, sharers, running,
                                                            completions, version, leaving=False)
                 decisions.append(DecisionLog(now, len(pending), len(running),
@@ -412,8 +415,9 @@ class Simulator:
     def _check_start(self, start: Start, pending: dict[str, Job], free: FreeGpuIndex,
                      now: float) -> None:
         """A policy's start must name a pending job, free GPUs of the cluster of one
-        allowed type, an allowed gang size and a configuration with measured throughput
-        > 0; a :class:`PolicyError` names what it broke."""
+        allowed type (a packed start: one GPU, free or holding one packed job), an allowed
+        gang size and a configuration with measured throughput > 0; a
+        :class:`PolicyError` names what it broke."""
         name = self.policy.name
         job = pending.get(start.job)
         if job is None:
@@ -423,7 +427,11 @@ class Simulator:
         if unknown:
             raise PolicyError(name, now, f"started it on GPUs the cluster does not have: "
                               f"{unknown[:3]}", job.id)
-        if len(set(start.gpus)) != len(start.gpus) or not free.can_hold(start.gpus, job):
+        if start.packed and (job.gpu_share is not None or len(start.gpus) != 1):
+            raise PolicyError(name, now, "packed a job that is not a whole job of one GPU "
+                              f"({len(start.gpus)} GPUs, share {job.gpu_share})", job.id)
+        holder = packed_holder(job) if start.packed else job
+        if len(set(start.gpus)) != len(start.gpus) or not free.can_hold(start.gpus, holder):
             raise PolicyError(name, now, "started it on GPUs that are not free (or without "
                               f"its share, CPUs or memory there): {list(start.gpus)}", job.id)
         if any(gpus[g].gpu_type != start.gpu_type for g in start.gpus) or not job.may_use(

@@ -363,13 +363,15 @@ EXPECTED: dict[str, list[tuple[float, float]]] = {
     "fifo": [FIFO_LIKE], "edf": [FIFO_LIKE], "tiresias": [FIFO_LIKE],
     "gandiva": [FIFO_LIKE], "sjf": [SHORT_FIRST], "srtf": [SHORT_FIRST], "gavel": [GAVEL],
     "gavel-max-sum": [GAVEL], "ftf": [GAVEL], "optimus": [OPTIMUS], "progress": [PROGRESS],
+    "progress-packed": [PROGRESS],  # (no measured pairs here: it never packs)
     "fifo-fastest": [FIFO_LIKE], "min-total-duration": [FIFO_LIKE],
     "max-throughput-per-cost": [GAVEL], "isolated": [ISOLATED],
     "gavel-max-sum-raw": [GAVEL], "max-throughput-per-cost-raw": [GAVEL],
     "gavel-water-filling": [GAVEL], "gavel-water-filling-gpus": [GAVEL]}
 ROUNDS = {"fifo": None, "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0,
           "gandiva": 600.0, "gavel": 360.0, "gavel-max-sum": 360.0, "ftf": 360.0,
-          "optimus": 600.0, "progress": 1800.0, "fifo-fastest": 360.0,
+          "optimus": 600.0, "progress": 1800.0, "progress-packed": 1800.0,
+          "fifo-fastest": 360.0,
           "min-total-duration": 360.0, "max-throughput-per-cost": 360.0, "isolated": 360.0,
           "gavel-max-sum-raw": 360.0, "max-throughput-per-cost-raw": 360.0,
           "gavel-water-filling": 360.0, "gavel-water-filling-gpus": 360.0}
