@@ -4,7 +4,8 @@ Variables: one binary ``x[k]`` per option (job, GPU type, gang size). Maximise
 ``sum_k value[k] x[k]`` (solved as the minimisation of its negation, with values scaled
 so the largest is 1) subject to
 
-* **one option per job**: ``sum_{k of job j} x[k] <= 1``;
+* **one option per job**: ``sum_{k of job j} x[k] <= 1`` (a pair's option, two jobs
+  packed on one GPU, is in the rows of both);
 * **type capacity**: ``sum_{k of type t} size[k] x[k] <= capacity[t]``;
 * **packed gangs**: ``sum_{k of type t, packed, size > server/2} x[k] <= servers[t]``,
   where ``servers[t]`` counts the servers of type ``t`` that can hold such a gang (two
@@ -65,9 +66,14 @@ class RoundModel:
         self.x = self.builder.add_binaries(problem.num_options)
 
     def one_option_per_job(self) -> None:
-        """At most one option per job."""
+        """At most one option per job (a pair's option counts for both its jobs)."""
         p = self.problem
-        self.builder.add_rows(p.option_job, self.x, np.ones(p.num_options), -np.inf, 1.0,
+        rows, columns = p.option_job, self.x
+        if p.option_partner is not None:
+            pairs = np.flatnonzero(p.option_partner >= 0)
+            rows = np.concatenate([rows, p.option_partner[pairs]])
+            columns = np.concatenate([columns, self.x[pairs]])
+        self.builder.add_rows(rows, columns, np.ones(len(rows)), -np.inf, 1.0,
                               count=p.num_jobs)
 
     def type_capacity(self) -> None:

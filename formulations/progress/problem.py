@@ -26,7 +26,11 @@ class RoundProblem:
 
     ``option_job[k]``, ``option_type[k]``, ``option_size[k]``: job index (0 ..
     ``num_jobs - 1``), GPU type index (0 .. ``len(capacity) - 1``) and GPUs of option
-    ``k``; ``value[k] >= 0`` what it is worth (larger is better). ``capacity[t]``: GPUs
+    ``k``; ``value[k] >= 0`` what it is worth (larger is better). ``option_partner[k]``
+    (optional; -1: none): a second job the option runs, packed on the same GPU (a *pair*;
+    a pair's job may hold no option of its own besides), so the option counts for both
+    jobs; a pair that joins a job already running packed on its GPU takes no GPU
+    (``option_size[k] == 0``). ``capacity[t]``: GPUs
     of type ``t``. ``server_size[t]``: the largest server of type ``t``; an option with
     ``packed[k]`` must have its gang on one server, so the packed options of more than
     half a server of type ``t`` (no two fit on one server) are at most
@@ -44,9 +48,18 @@ class RoundProblem:
     server_size: Index
     servers_over_half: Index
     start: npt.NDArray[np.bool_] | None = None
+    option_partner: Index | None = None
 
     def __post_init__(self) -> None:
         count = len(self.option_job)
+        if self.option_partner is not None:
+            partner = self.option_partner
+            if len(partner) != count:
+                raise ValueError(f"option_partner has {len(partner)} entries, expected "
+                                 f"{count}")
+            if count and (partner.min() < -1 or partner.max() >= self.num_jobs
+                          or np.any(partner == self.option_job)):
+                raise ValueError("option_partner out of range (or an option's own job)")
         for name in ("option_type", "option_size", "value", "packed"):
             if len(getattr(self, name)) != count:
                 raise ValueError(f"{name} has {len(getattr(self, name))} entries, "
@@ -60,8 +73,8 @@ class RoundProblem:
             raise ValueError("option_job out of range")
         if count and (self.option_type.min() < 0 or self.option_type.max() >= types):
             raise ValueError("option_type out of range")
-        if count and self.option_size.min() < 1:
-            raise ValueError("option sizes must be >= 1")
+        if count and (self.option_size < np.where(self.paired(), 0, 1)).any():
+            raise ValueError("option sizes must be >= 1 (>= 0 for a pair)")
         if not np.all(np.isfinite(self.value)) or (count and self.value.min() < 0):
             raise ValueError("values must be finite and >= 0")
         if self.start is not None and len(self.start) != count:
@@ -72,6 +85,24 @@ class RoundProblem:
         """How many options."""
         return len(self.option_job)
 
+    def paired(self) -> npt.NDArray[np.bool_]:
+        """Options that run two jobs (``option_partner >= 0``)."""
+        if self.option_partner is None:
+            return np.zeros(self.num_options, dtype=np.bool_)
+        return self.option_partner >= 0
+
+    def jobs_chosen(self, chosen: npt.NDArray[np.bool_]) -> Index:
+        """How many chosen options each job is in (as the option's job or its partner)."""
+        count = np.bincount(self.option_job[chosen], minlength=self.num_jobs)
+        if self.option_partner is not None:
+            partner = self.option_partner[chosen]
+            count += np.bincount(partner[partner >= 0], minlength=self.num_jobs)
+        return count
+
+    def per_gpu(self) -> Vector:
+        """Each option's value per GPU (a pair that takes no GPU: its value)."""
+        return self.value / np.maximum(self.option_size, 1)
+
     def big_packed(self) -> npt.NDArray[np.bool_]:
         """Options that must be packed and take more than half of their type's largest
         server: no two share a server."""
@@ -81,7 +112,7 @@ class RoundProblem:
     def feasible(self, chosen: npt.NDArray[np.bool_]) -> bool:
         """Whether the options ``chosen`` respect one option per job, the capacities and
         the packed-gang limit."""
-        per_job = np.bincount(self.option_job[chosen], minlength=self.num_jobs)
+        per_job = self.jobs_chosen(chosen)
         types = len(self.capacity)
         used = np.bincount(self.option_type[chosen], weights=self.option_size[chosen],
                            minlength=types)
@@ -96,12 +127,13 @@ class RoundProblem:
 
 def greedy(problem: RoundProblem) -> npt.NDArray[np.bool_]:
     """A feasible choice: options by value per GPU (largest first, then value, then
-    index), each taken if its job has none yet and it fits. The MILP's fallback and, as
+    index), each taken if its job (and partner) has none yet and it fits. The MILP's fallback and, as
     a lower bound on the optimum, a check on it."""
-    order = np.lexsort((np.arange(problem.num_options), -problem.value,
-                        -problem.value / problem.option_size))
+    order = np.lexsort((np.arange(problem.num_options), -problem.value, -problem.per_gpu()))
     chosen = np.zeros(problem.num_options, dtype=np.bool_)
     has = np.zeros(problem.num_jobs, dtype=np.bool_)
+    partner = problem.option_partner if problem.option_partner is not None else \
+        np.full(problem.num_options, -1, dtype=np.int64)
     left = problem.capacity.astype(np.int64).copy()
     big_left = problem.servers_over_half.astype(np.int64).copy()
     big = problem.big_packed()
@@ -110,9 +142,13 @@ def greedy(problem: RoundProblem) -> npt.NDArray[np.bool_]:
             continue
         job, gpu_type, size = problem.option_job[k], problem.option_type[k], \
             problem.option_size[k]
-        if has[job] or left[gpu_type] < size or (big[k] and big_left[gpu_type] < 1):
+        mate = partner[k]
+        if has[job] or (mate >= 0 and has[mate]) or left[gpu_type] < size or \
+                (big[k] and big_left[gpu_type] < 1):
             continue
         chosen[k] = has[job] = True
+        if mate >= 0:
+            has[mate] = True
         left[gpu_type] -= size
         if big[k]:
             big_left[gpu_type] -= 1
