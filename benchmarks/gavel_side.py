@@ -90,7 +90,8 @@ def hetsched_replay(read: TraceJobs, policy: str, *, prices: str = "",
                     **params: object) -> HetschedRun:
     """hetsched's replay of the jobs under the registered ``policy`` (made with
     ``params``) with no restart penalty, the policy shown the measured throughput
-    (Gavel's simulator gives its policies the table's throughputs, its "oracle");
+    (Gavel's simulator gives its policies the table's throughputs, its "oracle") and
+    the table's measured pairs (``gavel-packed``);
     ``prices`` (``v100=0.74,...``, USD per GPU-hour) set on the cluster's types."""
     from hetsched.core.settings import ReplaySettings
     from hetsched.registry import rolling
@@ -99,7 +100,8 @@ def hetsched_replay(read: TraceJobs, policy: str, *, prices: str = "",
     made = rolling(policy, **params)
     began, cpu = time.perf_counter(), time.process_time()
     ran = replay(read.jobs, read.cluster, made, throughput=read.truth,
-                 settings=ReplaySettings(restart_penalty_s=0.0, prices=prices))
+                 settings=ReplaySettings(restart_penalty_s=0.0, prices=prices),
+                 colocation=read.colocation)
     finish = {r.job.id: r.finish for r in ran.records.values() if r.finish is not None}
     return HetschedRun(ran, finish, time.perf_counter() - began, time.process_time() - cpu)
 

@@ -131,6 +131,10 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           policy="hetsched.policies.baselines.throughput_per_cost:ThroughputPerCost",
           params={"normalized": False},
           backends=BACKENDS_OF["max-throughput-per-cost-raw"]),
+    Entry("gavel-packed", "Gavel's max_min_fairness_packed: max-min LP over jobs alone and "
+          "pairs of one-GPU jobs packed on one GPU at measured speeds, in Gavel's rounds",
+          policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
+          backends=BACKENDS_OF["gavel-packed"]),
     Entry("isolated", "Gavel's isolated: each active job an equal 1/n share of every GPU "
           "type, in rounds",
           policy="hetsched.policies.baselines.isolated:Isolated"),

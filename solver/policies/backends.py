@@ -28,6 +28,7 @@ BACKENDS_OF: dict[str, tuple[str, ...]] = {
     "max-throughput-per-cost-raw": ("highs",),
     "progress": MIP,
     "progress-packed": MIP,
+    "gavel-packed": ("highs",),
 }
 #: Every back-end of the table, each once.
 BACKENDS: tuple[str, ...] = tuple(dict.fromkeys(

@@ -1,0 +1,158 @@
+"""Gavel's max-min allocation with space sharing (its ``max_min_fairness_packed``,
+``MaxMinFairnessPolicyWithPacking``): time fractions for every job alone *and* for every
+pair of one-GPU jobs packed on one GPU, each job of a pair at its measured speed beside
+the other (:class:`hetsched.core.sharing.CoLocationModel`).
+
+With ``x[j, k]`` job j's time alone on type k and ``y[p, k]`` pair p's time together on
+one GPU of type k, it solves
+
+    max z   s.t.   s_j / (w_j E_j) * (sum_k T_jk x_jk + sum_{p of j} sum_k P_jpk y_pk) >= z,
+                   sum_k x_jk + sum_{p of j} sum_k y_pk <= 1          (every job j),
+                   sum_j s_j x_jk + sum_p y_pk <= C_k                  (every type k),
+                   x, y >= 0,  0 where the job or the pair cannot run,
+
+``E_j`` the job's throughput on an equal share of the cluster alone (Gavel's
+proportional throughput, as in :mod:`hetsched.formulations.gavel.problem`), ``P_jpk`` job
+j's steps/s beside its partner in pair p. As Gavel's code (cvxpy on ECOS, an interior
+point), it is solved by HiGHS's interior-point method without crossover: of the many
+optimal allocations, one in the interior of the optimal face (docs/policies.md). Every
+array is built at once (no loop over jobs or pairs); pairs are of one-GPU jobs only
+(hetsched packs one GPU: ``Start.packed``), where Gavel pairs any two jobs of one gang
+size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+import numpy.typing as npt
+
+from hetsched.formulations.budget import Budget
+from hetsched.formulations.gavel.problem import AllocationProblem, Array
+from hetsched.formulations.mip.highs import load_model
+from hetsched.formulations.mip.model import INF, MatrixBuilder
+
+Index = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, eq=False)
+class PackedProblem:
+    """The jobs alone (``alone``: its throughput, gangs, capacities and weights) and the
+    pairs: ``first[p]``, ``second[p]`` rows of ``alone`` (one-GPU jobs), and
+    ``first_speed[p, k]``, ``second_speed[p, k]`` each one's steps/s beside the other on a
+    GPU of type k (0 where the pair is not measured there)."""
+
+    alone: AllocationProblem
+    first: Index
+    second: Index
+    first_speed: Array
+    second_speed: Array
+
+    def __post_init__(self) -> None:
+        pairs, types = len(self.first), len(self.alone.gpu_types)
+        for name in ("first_speed", "second_speed"):
+            if getattr(self, name).shape != (pairs, types):
+                raise ValueError(f"{name} has shape {getattr(self, name).shape}, expected "
+                                 f"{(pairs, types)}")
+        if len(self.second) != pairs or (pairs and (
+                np.any(self.first == self.second) or
+                np.any(self.alone.scale_factors[self.first] != 1) or
+                np.any(self.alone.scale_factors[self.second] != 1))):
+            raise ValueError("pairs are of two different one-GPU jobs")
+
+    def rates(self, alone: Array, together: Array) -> Array:
+        """Each job's steps/s under ``alone`` (jobs x types) and ``together`` (pairs x
+        types) time fractions."""
+        speed = (self.alone.throughput * alone).sum(axis=1)
+        np.add.at(speed, self.first, (self.first_speed * together).sum(axis=1))
+        np.add.at(speed, self.second, (self.second_speed * together).sum(axis=1))
+        return np.asarray(speed, dtype=np.float64)
+
+    def normalised(self, alone: Array, together: Array) -> Array:
+        """``rho_j``: each job's rate over its equal share, per GPU of its gang, over its
+        weight (the objective's terms)."""
+        base = self.alone
+        return np.asarray(base.scale_factors / base.weights * self.rates(alone, together)
+                          / base.equal_share_throughput(), dtype=np.float64)
+
+    def is_feasible(self, alone: Array, together: Array, tolerance: float = 1e-7) -> bool:
+        """Nonnegative, 0 where nothing runs, each job's time <= 1, each type's GPUs."""
+        base = self.alone
+        time = alone.sum(axis=1)
+        np.add.at(time, self.first, together.sum(axis=1))
+        np.add.at(time, self.second, together.sum(axis=1))
+        dead = (self.first_speed <= 0) | (self.second_speed <= 0)
+        return bool(np.all(alone >= -tolerance) and np.all(together >= -tolerance)
+                    and np.all(alone[base.throughput <= 0] <= tolerance)
+                    and np.all(together[dead] <= tolerance)
+                    and np.all(time <= 1 + tolerance)
+                    and np.all(base.scale_factors @ alone + together.sum(axis=0)
+                               <= base.capacity + tolerance))
+
+
+def solve_packed_max_min(problem: PackedProblem, budget: Budget | None = None
+                         ) -> tuple[Array, Array] | None:
+    """The interior max-min allocation (module notes): time fractions of the jobs alone
+    and of the pairs, feasible; ``None`` if HiGHS gives none."""
+    base = problem.alone
+    jobs, types = base.throughput.shape
+    pairs = len(problem.first)
+    if jobs == 0:
+        return np.zeros((0, types)), np.zeros((pairs, types))
+    weight = base.scale_factors / (base.weights * base.equal_share_throughput())
+    # Columns: x (job by job, a column per type), y (pair by pair), z.
+    x_jobs = np.repeat(np.arange(jobs), types)
+    x_types = np.tile(np.arange(types), jobs)
+    y_pairs = np.repeat(np.arange(pairs), types)
+    y_types = np.tile(np.arange(types), pairs)
+    alive = (problem.first_speed > 0) & (problem.second_speed > 0)
+    builder = MatrixBuilder()
+    x = builder.add_columns(jobs * types, 0.0, np.where(base.throughput.ravel() > 0, 1.0, 0.0))
+    y = builder.add_columns(pairs * types, 0.0, np.where(alive.ravel(), 1.0, 0.0))
+    z = builder.add_columns(1, 0.0, INF)
+    first, second = problem.first[y_pairs], problem.second[y_pairs]
+    builder.add_rows(  # each job's normalised rate, less z, >= 0
+        np.concatenate([x_jobs, first, second, np.arange(jobs)]),
+        np.concatenate([x, y, y, np.repeat(z, jobs)]),
+        np.concatenate([(base.throughput * weight[:, np.newaxis]).ravel(),
+                        problem.first_speed.ravel() * weight[first],
+                        problem.second_speed.ravel() * weight[second], -np.ones(jobs)]),
+        0.0, INF, count=jobs)
+    builder.add_rows(  # each job's time, alone and in its pairs, <= 1
+        np.concatenate([x_jobs, first, second]), np.concatenate([x, y, y]),
+        np.ones(jobs * types + 2 * pairs * types), -INF, 1.0, count=jobs)
+    builder.add_rows(  # each type's GPUs: a gang alone takes its GPUs, a pair one
+        np.concatenate([x_types, y_types]), np.concatenate([x, y]),
+        np.concatenate([np.repeat(base.scale_factors, types), np.ones(pairs * types)]),
+        -INF, base.capacity, count=types)
+    cost = np.zeros(jobs * types + pairs * types + 1)
+    cost[-1] = -1.0
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("solver", "ipm")
+    highs.setOptionValue("run_crossover", "off")
+    highs.setOptionValue("presolve", "off")  # (presolve solves a small LP to kUnknown)
+    highs.setOptionValue("threads", 1)
+    left = None if budget is None or budget.deterministic else budget.remaining()
+    if left is not None:
+        highs.setOptionValue("time_limit", max(left, 0.01))
+    load_model(highs, builder.build(cost))
+    highs.run()
+    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    values = np.clip(np.asarray(highs.getSolution().col_value), 0.0, 1.0)
+    alone = values[:jobs * types].reshape(jobs, types)
+    together = values[jobs * types:-1].reshape(pairs, types)
+    # Rounding may leave the interior point a hair outside a row: scaled back in.
+    time = alone.sum(axis=1)
+    np.add.at(time, problem.first, together.sum(axis=1))
+    np.add.at(time, problem.second, together.sum(axis=1))
+    used = base.scale_factors @ alone + together.sum(axis=0)
+    scale = min(1.0, 1.0 / max(1.0, float(time.max(initial=0.0))),
+                *(float(c / u) for c, u in zip(base.capacity, used, strict=True) if u > c))
+    alone, together = alone * scale, together * scale
+    if not problem.is_feasible(alone, together, 1e-9):
+        return None
+    return np.asarray(alone, dtype=np.float64), np.asarray(together, dtype=np.float64)
