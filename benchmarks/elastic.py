@@ -51,11 +51,13 @@ SUMMARY_FIELDS = ("variant", "model", "rows", "median_ape", "p90_ape", "failing"
 
 @dataclass(frozen=True)
 class Settings:
-    """What to run: ``quick`` (the headline figures only), the data and output folders."""
+    """What to run: ``quick`` (the headline figures only), the data and output folders,
+    and the policy section's loads (``None``: all)."""
 
     quick: bool
     data: Path
     out: Path
+    loads: tuple[float, ...] | None = None
 
 
 def _figures(label: str, error: StatedError) -> str:
@@ -165,6 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DATA,
                         help="Pollux's traces folder (<model>/placements.csv)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the CSVs go")
+    parser.add_argument("--loads", default=None,
+                        help="policy section: only these loads (comma-separated), the "
+                        "CSV's rows of the other loads kept")
     args = parser.parse_args(argv)
     chosen = [name.strip() for name in args.sections.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in SECTIONS]
@@ -176,7 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no data folder {args.data}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    settings = Settings(args.quick, args.data, args.out)
+    loads = None if args.loads is None else tuple(float(x) for x in args.loads.split(","))
+    settings = Settings(args.quick, args.data, args.out, loads)
     for name in chosen:
         print(f"== {name}")
         SECTIONS[name](settings)

@@ -20,7 +20,8 @@ target is elastic ``progress`` at or below Pollux's ``pollux`` at every load and
 30 % below non-elastic ``progress``. It also records the decision time of the elastic
 replays (p95 over every decision of every replay of the load; wall clock, so run it on
 a quiet machine) and their fallbacks (the target: p95 <= 0.5 s at 64 GPUs, 0 fallbacks).
-``--quick``: workloads 1 and 2 at load 1.0.
+``--quick``: workloads 1 and 2 at load 1.0; ``--loads 2.0``: that load only, the CSV's
+rows of the other loads kept as they were measured.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class Settings(Protocol):
     quick: bool
     data: Path
     out: Path
+    loads: tuple[float, ...] | None
 
 
 def workload(pollux: Path, load: float, index: int) -> Path:
@@ -71,9 +73,14 @@ def reference(pollux: Path, policy: str, load: float, name: str) -> float:
 def policy_section(settings: Settings) -> None:
     """Elastic and non-elastic ``progress`` beside Pollux (module notes)."""
     pollux = settings.data.parent  # (--data is Pollux's traces/)
-    loads = (1.0,) if settings.quick else LOADS
+    loads = (1.0,) if settings.quick else settings.loads or LOADS
     indices = (1, 2) if settings.quick else tuple(range(1, 9))
     rows: list[dict[str, object]] = []
+    path = _csv_path(settings)
+    if settings.loads is not None and not settings.quick and path.exists():
+        with path.open(newline="") as handle:  # the other loads' rows, as measured
+            rows = [dict(r) for r in csv.DictReader(handle)
+                    if float(r["load"]) not in loads]
     for load in loads:
         times: list[float] = []
         fallbacks = 0
@@ -135,6 +142,7 @@ def policy_section(settings: Settings) -> None:
               f"{last['pollux_pollux_avg_jct_s']:,} s: {last['elastic_over_pollux']} of "
               f"Pollux's, {last['elastic_over_progress']} of non-elastic; decision p95 "
               f"{p95:.3f} s, {fallbacks} fallbacks", flush=True)
+        rows.sort(key=lambda r: float(str(r["load"])))  # (stable: each load's rows in order)
         write(settings, rows)  # (after every load: a run stopped keeps what finished)
 
 
@@ -171,11 +179,16 @@ def plot(rows: list[dict[str, object]], path: Path) -> None:
 
 def write(settings: Settings, rows: list[dict[str, object]]) -> None:
     """``rows`` as ``elastic_policy.csv`` (or ``_quick``) and its plot."""
-    path = settings.out / ("elastic_policy_quick.csv" if settings.quick else
-                           "elastic_policy.csv")
+    path = _csv_path(settings)
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows(rows)
     print(f"wrote {path}")
     plot(rows, path.with_suffix(".png"))
+
+
+def _csv_path(settings: Settings) -> Path:
+    """Where the section's CSV goes."""
+    return settings.out / ("elastic_policy_quick.csv" if settings.quick else
+                           "elastic_policy.csv")
