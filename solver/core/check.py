@@ -12,6 +12,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -350,8 +351,23 @@ def _sharing_factors(schedule: Schedule, jobs: Mapping[str, Job],
                 on_gpu[g].append(a)
     found: dict[int, float | None] = {}
     for runs in on_gpu.values():
-        for a in runs:
-            beside = [b for b in runs if b.job != a.job and min(a.finish, b.finish) - max(
+        # In start order, with the furthest finish so far: an assignment overlaps only
+        # the ones after it that start before it ends and the ones before it up to the
+        # last whose furthest finish is past its start (a long replay packs tens of
+        # thousands of segments on a GPU: no comparison of every two).
+        runs.sort(key=attrgetter("start", "finish"))
+        reach = list(itertools.accumulate((r.finish for r in runs), max))
+        for i, a in enumerate(runs):
+            near = []
+            k = i - 1
+            while k >= 0 and reach[k] > a.start:
+                near.append(runs[k])
+                k -= 1
+            k = i + 1
+            while k < len(runs) and runs[k].start < a.finish:
+                near.append(runs[k])
+                k += 1
+            beside = [b for b in near if b.job != a.job and min(a.finish, b.finish) - max(
                 a.start, b.start) > _slack(0.0, a.finish, b.start)]
             if not beside:
                 continue

@@ -75,6 +75,8 @@ class GavelPacked(PolicyHooks):
         self.solves = 0
         self.failed_solves = 0
         self.pairs_started = 0
+        self._factors_of: CoLocationModel | None = None
+        self._factor_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], Array] = {}
 
     def quiet_until(self, state: ClusterState) -> float:
         """No promise: every round boundary may move jobs (Gavel's rounds)."""
@@ -124,8 +126,11 @@ class GavelPacked(PolicyHooks):
         types = state.cluster.type_names
         speeds = np.array([[self.speeds.speeds(state, job, job.num_gpus).get(t, 0.0)
                             for t in types] for job in jobs], dtype=np.float64)
-        first, second, first_speed, second_speed = _pairs(state, jobs, speeds,
-                                                          state.colocation)
+        colocation = state.colocation
+        if colocation is not self._factors_of:
+            self._factors_of, self._factor_cache = colocation, {}
+        first, second, first_speed, second_speed = _pairs(state, jobs, speeds, colocation,
+                                                          self._factor_cache)
         ids = [job.id for job in jobs]
         entries = ids + [ids[a] + PAIR_MARK + ids[b] for a, b in zip(first, second,
                                                                       strict=True)]
@@ -239,11 +244,13 @@ def _holder(run: RunningJob) -> Job:
 
 
 def _pairs(state: ClusterState, jobs: list[Job], speeds: Array,
-           colocation: CoLocationModel | None
+           colocation: CoLocationModel | None,
+           cache: dict[tuple[tuple[str, ...], tuple[str, ...]], Array]
            ) -> tuple[np.ndarray, np.ndarray, Array, Array]:
     """Every pair of one-GPU jobs (rows of ``jobs``, ``first < second``) and each one's
     steps/s beside the other per type: its speed alone times its measured factor beside
-    the other (0 where either direction is not measured)."""
+    the other (0 where either direction is not measured). ``cache``: the factors of
+    ``colocation`` by (types, job kinds), kept from round to round."""
     one = np.array([i for i, job in enumerate(jobs)
                     if job.num_gpus == 1 and job.gpu_counts == (1,) and job.gpu_share is None],
                    dtype=np.int64)
@@ -253,11 +260,10 @@ def _pairs(state: ClusterState, jobs: list[Job], speeds: Array,
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), empty, empty.copy()
     kinds = sorted({jobs[i].job_type for i in one})
     kind_of = {kind: k for k, kind in enumerate(kinds)}
-    # factor[t, a, b]: a job of kind a beside one of kind b on type t (0: not measured)
-    factor = np.zeros((len(types), len(kinds), len(kinds)))
-    for (gpu_type, kind, other), value in colocation.pairs.items():
-        if gpu_type in types and kind in kind_of and other in kind_of:
-            factor[types.index(gpu_type), kind_of[kind], kind_of[other]] = value
+    key = (types, tuple(kinds))
+    factor = cache.get(key)
+    if factor is None:  # (the same kinds round after round: built once)
+        factor = cache[key] = _factors(colocation, types, tuple(kinds))
     left, right = np.triu_indices(len(one), 1)
     first, second = one[left], one[right]
     kind_at = np.full(len(jobs), -1, dtype=np.int64)
@@ -271,3 +277,15 @@ def _pairs(state: ClusterState, jobs: list[Job], speeds: Array,
     some = measured.any(axis=1)  # (a pair measured on no type is no entry)
     return (first[some].astype(np.int64), second[some].astype(np.int64),
             first_speed[some], second_speed[some])
+
+
+def _factors(colocation: CoLocationModel, types: tuple[str, ...], kinds: tuple[str, ...]
+             ) -> Array:
+    """``factor[t, a, b]``: a job of kind ``kinds[a]`` beside one of ``kinds[b]`` on a GPU
+    of ``types[t]`` (0: not measured)."""
+    kind_of = {kind: k for k, kind in enumerate(kinds)}
+    factor = np.zeros((len(types), len(kinds), len(kinds)))
+    for (gpu_type, kind, other), value in colocation.pairs.items():
+        if gpu_type in types and kind in kind_of and other in kind_of:
+            factor[types.index(gpu_type), kind_of[kind], kind_of[other]] = value
+    return factor
