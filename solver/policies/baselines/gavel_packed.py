@@ -19,8 +19,8 @@ jobs of one gang size; hetsched packs one GPU); when one job of a pair ends, the
 runs on alone at full speed until the round ends (in Gavel's simulator it idles at the
 pair's speed's end of its micro-task). On traces with gangs of several sizes Gavel's
 packed policies do not run at all: the constraint ``sum x <= 1`` per job reshapes the
-variables of every job into rows of one length (``policies/policy.py:176-179``,
-``policies/max_min_fairness.py:318-322`` at c4fa400), which holds only when every job is
+variables of every job into rows of one length (``policies/policy.py:178-180``,
+``policies/max_min_fairness.py:321-324`` at c4fa400), which holds only when every job is
 in as many pairs, so a trace mixing 1- and 8-GPU jobs stops with "Invalid reshape
 dimensions" at its fourth active job (docs/policies.md).
 """
