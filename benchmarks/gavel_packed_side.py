@@ -1,6 +1,8 @@
 """Issue 36's ``_packed`` target, side by side with Gavel's own simulator: Gavel's
-``max_min_fairness_packed`` beside hetsched's ``gavel-packed`` (and each side's unpacked
-max-min, ``max_min_fairness_perf`` beside ``gavel:central``, for the effect of packing)
+``max_min_fairness_packed`` beside hetsched's ``gavel-packed`` and its ``fifo_packed``
+beside ``fifo-packed`` (and each side's unpacked policy, ``max_min_fairness_perf``
+beside ``gavel:central``, ``fifo_perf`` beside ``fifo-fastest:gavel``, for the effect of
+packing)
 on the one-GPU jobs among the first 300 of ee9e8c (169 jobs), on 36 + 36 + 36 and on
 8 + 8 + 8 GPUs, no restart penalty, the policies shown the measured table and its pairs.
 
@@ -30,7 +32,8 @@ from pathlib import Path
 from gavel_side import THROUGHPUT, TRACE, gavel_finish, hetsched_replay, variant
 
 #: (hetsched's policy, Gavel's policy).
-PEERS = (("gavel-packed", "max_min_fairness_packed"), ("gavel:central", "max_min_fairness_perf"))
+PEERS = (("gavel-packed", "max_min_fairness_packed"), ("gavel:central", "max_min_fairness_perf"),
+         ("fifo-packed", "fifo_packed"), ("fifo-fastest:gavel", "fifo_perf"))
 #: GPUs per type (one server each, as Gavel's simulator counts them).
 SIZES = (36, 8)
 JOBS = 300

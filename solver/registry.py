@@ -135,6 +135,10 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           "pairs of one-GPU jobs packed on one GPU at measured speeds, in Gavel's rounds",
           policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
           backends=BACKENDS_OF["gavel-packed"]),
+    Entry("fifo-packed", "Gavel's fifo_packed: FIFO onto the fastest type, then waiting "
+          "one-GPU jobs packed beside placed ones at measured speeds, in Gavel's rounds",
+          policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
+          params={"objective": "fifo"}),
     Entry("isolated", "Gavel's isolated: each active job an equal 1/n share of every GPU "
           "type, in rounds",
           policy="hetsched.policies.baselines.isolated:Isolated"),

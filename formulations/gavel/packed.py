@@ -156,3 +156,59 @@ def solve_packed_max_min(problem: PackedProblem, budget: Budget | None = None
     if not problem.is_feasible(alone, together, 1e-9):
         return None
     return np.asarray(alone, dtype=np.float64), np.asarray(together, dtype=np.float64)
+
+
+def fifo_packed(problem: PackedProblem, threshold: float = 1.5) -> tuple[Array, Array]:
+    """Gavel's ``fifo_packed`` allocation (``FIFOPolicy(mode="packing")``, 0 or 1 per job
+    or pair and type): the jobs in order (rows: arrival order) each onto the type of
+    most throughput with room for its gang (types in name order on ties), until one fits
+    nowhere, which is dropped from the round, as Gavel pops it; a job whose best such
+    type cannot run it is skipped. Then each next job is packed beside the job already
+    placed alone (placement order) with which its pair's normalised rate, the two
+    factors added, is largest and above ``threshold``, taking that job's type; the first
+    job with no such partner ends the packing (first in, first out)."""
+    base = problem.alone
+    jobs, types = base.throughput.shape
+    alone = np.zeros((jobs, types))
+    together = np.zeros((len(problem.first), types))
+    room = base.capacity.astype(np.float64).copy()
+    by_name = sorted(range(types), key=lambda k: base.gpu_types[k])
+    open_types = [k for k in by_name if room[k] > 0]
+    queue = list(range(jobs))
+    placed: dict[int, int] = {}  # job placed alone -> its type (in placement order)
+    while queue and open_types:
+        job = queue.pop(0)
+        fitting = [k for k in open_types if room[k] >= base.scale_factors[job]]
+        if not fitting:
+            break
+        best = max(fitting, key=lambda k: (base.throughput[job, k], -fitting.index(k)))
+        if base.throughput[job, best] > 0:
+            alone[job, best] = 1.0
+            placed[job] = best
+            room[best] -= base.scale_factors[job]
+            if room[best] <= 0:
+                open_types.remove(best)
+    pair_of = {(int(a), int(b)): p for p, (a, b) in enumerate(zip(problem.first,
+                                                                  problem.second,
+                                                                  strict=True))}
+    while queue:
+        job = queue.pop(0)
+        partner, gain, pair = -1, threshold, -1
+        for other, column in placed.items():
+            found = pair_of.get((min(job, other), max(job, other)))
+            if found is None or base.scale_factors[other] != base.scale_factors[job]:
+                continue
+            rates = [speed / base.throughput[row, column]
+                     for speed, row in ((problem.first_speed[found, column],
+                                         problem.first[found]),
+                                        (problem.second_speed[found, column],
+                                         problem.second[found]))
+                     if speed > 0 and base.throughput[row, column] > 0]
+            if sum(rates) > gain:
+                partner, gain, pair = other, sum(rates), found
+        if partner < 0:
+            break
+        column = placed.pop(partner)
+        alone[partner, column] = 0.0
+        together[pair, column] = 1.0
+    return alone, together

@@ -12,7 +12,11 @@ from hetsched.core.records import Cluster, GpuType, Job, Node
 from hetsched.core.settings import ReplaySettings
 from hetsched.core.sharing import CoLocationModel
 from hetsched.core.throughput import Placement, ThroughputTable
-from hetsched.formulations.gavel.packed import PackedProblem, solve_packed_max_min
+from hetsched.formulations.gavel.packed import (
+    PackedProblem,
+    fifo_packed,
+    solve_packed_max_min,
+)
 from hetsched.formulations.gavel.problem import AllocationProblem
 from hetsched.policies.baselines.gavel_packed import GavelPacked
 
@@ -147,3 +151,26 @@ def test_gavel_packed_packs_the_pair_worth_more_in_its_rounds() -> None:
     assert [ran.records[j].finish for j in "AB"] == pytest.approx([125.0, 225.0])
     assert all(s.packed for r in ran.records.values() for s in r.segments)
     assert policy.figures()["gavel_packed_pairs_started"] == 1
+
+
+def test_fifo_packed_places_in_order_then_packs_above_the_threshold() -> None:
+    # Two types (t: 2 GPUs, u: 1 GPU), four one-GPU jobs in arrival order. a (t 10, u 4)
+    # and b (t 10, u 4) take t; c (t 10, u 6): t is full, u is open: c takes u. d: no
+    # room anywhere (ends the FIFO pass), then packs: beside a on t its pair adds up to
+    # 0.9 + 0.9 = 1.8, beside b 0.8 + 0.8 = 1.6, beside c on u 0.7 + 0.7 = 1.4 (below
+    # 1.5): the pair with a, on t. With a threshold of 1.9 nothing packs.
+    throughput = np.array([[10.0, 4.0], [10.0, 4.0], [10.0, 6.0], [10.0, 5.0]])
+    alone = AllocationProblem(tuple("abcd"), ("t", "u"), throughput, np.ones(4),
+                              np.array([2.0, 1.0]), np.ones(4))
+    first, second = np.array([0, 1, 2]), np.array([3, 3, 3])
+    factor = np.array([[0.9, 0.9], [0.8, 0.8], [0.7, 0.7]])  # (t and u alike)
+    problem = PackedProblem(alone, first, second,
+                            throughput[first] * factor[:, [0]],
+                            throughput[second] * factor[:, [1]])
+    placed, pairs = fifo_packed(problem)
+    assert placed.tolist() == [[0, 0], [1, 0], [0, 1], [0, 0]]
+    assert pairs.tolist() == [[1, 0], [0, 0], [0, 0]]
+    assert problem.is_feasible(placed, pairs)
+    placed, pairs = fifo_packed(problem, threshold=1.9)
+    assert placed.tolist() == [[1, 0], [1, 0], [0, 1], [0, 0]]
+    assert not pairs.any()

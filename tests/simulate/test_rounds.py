@@ -367,6 +367,7 @@ EXPECTED: dict[str, list[tuple[float, float]]] = {
     # V100, unmeasured on a K80: never worth packing)
     "gavel-packed": [GAVEL],  # (the same pair: its LP's optimum is gavel's allocation,
     # and Gavel's rounds swap the two every round as hetsched's do here)
+    "fifo-packed": [FIFO_LIKE],  # (0.996 < fifo_packed's 1.5: fifo-fastest's deal)
     "fifo-fastest": [FIFO_LIKE], "min-total-duration": [FIFO_LIKE],
     "max-throughput-per-cost": [GAVEL], "isolated": [ISOLATED],
     "gavel-max-sum-raw": [GAVEL], "max-throughput-per-cost-raw": [GAVEL],
@@ -374,7 +375,7 @@ EXPECTED: dict[str, list[tuple[float, float]]] = {
 ROUNDS = {"fifo": None, "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0,
           "gandiva": 600.0, "gavel": 360.0, "gavel-max-sum": 360.0, "ftf": 360.0,
           "optimus": 600.0, "progress": 1800.0, "progress-packed": 1800.0,
-          "gavel-packed": 360.0,
+          "gavel-packed": 360.0, "fifo-packed": 360.0,
           "fifo-fastest": 360.0,
           "min-total-duration": 360.0, "max-throughput-per-cost": 360.0, "isolated": 360.0,
           "gavel-max-sum-raw": 360.0, "max-throughput-per-cost-raw": 360.0,

@@ -1,5 +1,7 @@
 """``gavel-packed``: Gavel's max-min fairness with space sharing (its
-``max_min_fairness_packed``), realised by Gavel's simulator's rounds.
+``max_min_fairness_packed``), realised by Gavel's simulator's rounds; ``fifo-packed``:
+its ``fifo_packed`` (FIFO onto the fastest type with room, then the next jobs packed
+beside placed ones whose pair's rates add up to more than 1.5) in the same rounds.
 
 Each solve (:func:`hetsched.formulations.gavel.packed.solve_packed_max_min`) gives time
 fractions to every active job alone and to every pair of one-GPU jobs packed on one GPU
@@ -37,7 +39,11 @@ from hetsched.core.records import Job
 from hetsched.core.settings import DECISION_LIMIT
 from hetsched.core.sharing import CoLocationModel, packed_holder
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.gavel.packed import PackedProblem, solve_packed_max_min
+from hetsched.formulations.gavel.packed import (
+    PackedProblem,
+    fifo_packed,
+    solve_packed_max_min,
+)
 from hetsched.formulations.gavel.problem import AllocationProblem, Array
 from hetsched.policies.baselines.common import RoundClock, place
 from hetsched.policies.baselines.gavel_rounds import GavelLedger, arrival_rank, gavel_queue
@@ -48,6 +54,8 @@ log = logging.getLogger(__name__)
 
 #: Between the two job ids of a pair's entry in the ledger.
 PAIR_MARK = "\x1f"
+#: The allocations (``objective``).
+OBJECTIVES = ("max-min", "fifo")
 
 
 class GavelPacked(PolicyHooks):
@@ -55,9 +63,20 @@ class GavelPacked(PolicyHooks):
 
     name = "gavel-packed"
 
-    def __init__(self, *, round_s: float = 360.0, backend: str = "highs",
+    def __init__(self, *, objective: str = "max-min", packing_threshold: float = 1.5,
+                 round_s: float = 360.0, backend: str = "highs",
                  time_limit_s: float | None = DECISION_LIMIT,
                  deterministic: bool = True) -> None:
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got "
+                             f"{objective!r}")
+        #: ``max-min`` (Gavel's ``max_min_fairness_packed``) or ``fifo`` (``fifo_packed``:
+        #: :func:`~hetsched.formulations.gavel.packed.fifo_packed`, pairs above
+        #: ``packing_threshold``; its rounds skip entries of priority 0, as Gavel's FIFO)
+        self.objective = objective
+        self.packing_threshold = packing_threshold
+        if objective == "fifo":
+            self.name = "fifo-packed"
         if not (math.isfinite(round_s) and round_s > 0):
             raise ValueError(f"round_s must be finite and > 0, got {round_s}")
         if backend != "highs":
@@ -159,7 +178,8 @@ class GavelPacked(PolicyHooks):
             members = (row,) if row < len(jobs) else \
                 (int(first[row - len(jobs)]), int(second[row - len(jobs)]))
             size = gangs[row] if row < len(jobs) else 1
-            if left[column] < size or any(m in taken for m in members):
+            if left[column] < size or any(m in taken for m in members) or \
+                    (self.objective == "fifo" and priority[row, column] <= 0):
                 continue
             left[column] -= size
             taken.update(members)
@@ -177,7 +197,8 @@ class GavelPacked(PolicyHooks):
             np.array([float(state.cluster.num_gpus(t)) for t in types]),
             np.array([job.weight for job in jobs]))
         problem = PackedProblem(alone, *pairs)
-        answer = solve_packed_max_min(problem, Budget(self.time_limit_s,
+        answer = fifo_packed(problem, self.packing_threshold) if self.objective == "fifo" \
+            else solve_packed_max_min(problem, Budget(self.time_limit_s,
                                                       deterministic=self.deterministic))
         self.solves += 1
         if answer is None:
