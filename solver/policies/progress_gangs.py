@@ -180,7 +180,7 @@ class Gangs:
         self._claim(gpus)
         if run is not None:  # a migration: its old GPUs are free once it moves
             self.preempt.append(run.job.id)
-            pool.release(run.gpus, _holder(run))
+            pool.release(run.gpus, run.holder)
         self.starts.append(Start(option.job.id, option.gpu_type, gpus))
 
     def _claim(self, gpus: tuple[str, ...]) -> None:
@@ -191,14 +191,9 @@ class Gangs:
             self.preempt.append(victim)
             held = self.running[victim].gpus
             pool.keep(held)
-            pool.release([g for g in held if g not in gpus], _holder(self.running[victim]))
+            pool.release([g for g in held if g not in gpus], self.running[victim].holder)
             for g in held:
                 self.owner.pop(g, None)
-
-
-def _holder(run: RunningJob) -> Job:
-    """The job as its run holds its GPUs (a packed run: a share of its GPU)."""
-    return packed_holder(run.job) if run.packed else run.job
 
 
 def spreadable(state: ClusterState, option: Option) -> bool:

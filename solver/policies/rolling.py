@@ -19,7 +19,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.allocation.layout import Start
 from hetsched.core.records import Cluster, Job
-from hetsched.core.sharing import CoLocationModel
+from hetsched.core.sharing import CoLocationModel, packed_holder
 from hetsched.core.throughput import ThroughputModel
 
 
@@ -43,6 +43,12 @@ class RunningJob:
     started: float
     remaining: float
     packed: bool = False
+
+    @property
+    def holder(self) -> Job:
+        """The job as its run holds its GPUs (a packed run: a share of its GPU,
+        :func:`hetsched.core.sharing.packed_holder`)."""
+        return packed_holder(self.job) if self.packed else self.job
 
 
 class PendingLog:

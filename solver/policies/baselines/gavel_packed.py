@@ -47,7 +47,7 @@ from hetsched.formulations.gavel.packed import (
 from hetsched.formulations.gavel.problem import AllocationProblem, Array
 from hetsched.policies.baselines.common import RoundClock, place
 from hetsched.policies.baselines.gavel_rounds import GavelLedger, arrival_rank, gavel_queue
-from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RunningJob
+from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 from hetsched.policies.starting import SpeedBook
 
 log = logging.getLogger(__name__)
@@ -237,7 +237,7 @@ class GavelPacked(PolicyHooks):
         preempt = [job_id for job_id in running if job_id not in keep]
         pool = state.pool()
         for job_id in preempt:
-            pool.release(running[job_id].gpus, _holder(running[job_id]))
+            pool.release(running[job_id].gpus, running[job_id].holder)
             self._entry_of.pop(job_id, None)
         starts: list[Start] = []
         wanted.sort(key=lambda w: -sum(job.num_gpus for job in w[0]))  # largest gangs first
@@ -257,11 +257,6 @@ class GavelPacked(PolicyHooks):
                 self._entry_of[job.id] = entry
             self.pairs_started += 1
         return Decision(tuple(starts), tuple(preempt))
-
-
-def _holder(run: RunningJob) -> Job:
-    """The job as its run holds its GPUs (a packed run: half of its GPU)."""
-    return packed_holder(run.job) if run.packed else run.job
 
 
 def _pairs(state: ClusterState, jobs: list[Job], speeds: Array,
