@@ -12,6 +12,9 @@ plain ``progress``'s (the target: below 1). Every replay passes the independent 
 
     python benchmarks/packing.py --out benchmarks/results/packing.csv
     python benchmarks/packing.py --quick     # 150 jobs, load 2
+    python benchmarks/packing.py --plot benchmarks/results/packing.csv   # the plot only
+
+With ``--out``, a bar chart of the average JCTs beside the CSV (``.png``).
 
 Needs ../shared/data.
 """
@@ -78,15 +81,44 @@ def run(trace: str, load: float, jobs: int, policy: str) -> dict[str, Any]:
             "cpu_s": cpu}
 
 
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    """Average JCT of each cell under both policies, as bars, at ``path`` (PNG)."""
+    from matplotlib.figure import Figure
+
+    cells = list(dict.fromkeys((str(r["jobs"]), str(r["load"])) for r in rows))
+    figure = Figure(figsize=(7.0, 4.0))
+    ax = figure.add_subplot()
+    width = 0.38
+    for offset, policy in ((-width / 2, "progress"), (width / 2, "progress-packed")):
+        heights = [next(float(r["avg_jct_s"]) / 3600.0 for r in rows
+                        if (str(r["jobs"]), str(r["load"])) == cell and r["policy"] == policy)
+                   for cell in cells]
+        ax.bar([k + offset for k in range(len(cells))], heights, width, label=policy)
+    ax.set_xticks(range(len(cells)), [f"{jobs} jobs, load {load}" for jobs, load in cells])
+    ax.set_ylabel("average JCT (h)")
+    ax.set_title("ee9e8c on 8 V100 + 8 P100 + 8 K80: packing two jobs on a GPU")
+    ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
 def main() -> None:
-    """Run the cells, print the figures, write the CSV."""
+    """Run the cells, print the figures, write the CSV (and its plot)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", default="ee9e8c")
     parser.add_argument("--loads", default="1,2")
     parser.add_argument("--jobs", default="300,1000")
     parser.add_argument("--quick", action="store_true", help="150 jobs of ee9e8c, load 2")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--plot", type=Path, default=None, metavar="CSV",
+                        help="only draw the plot of an earlier run's CSV")
     args = parser.parse_args()
+    if args.plot is not None:
+        with args.plot.open(newline="") as handle:
+            plot(list(csv.DictReader(handle)), args.plot.with_suffix(".png"))
+        return
     if not TRACES.is_dir():
         sys.exit(f"{TRACES} is absent: this benchmark needs ../shared/data")
     if args.quick:
@@ -109,6 +141,7 @@ def main() -> None:
                         writer.writerows(rows)
     if args.out is not None:
         print(f"wrote {args.out}")
+        plot(rows, args.out.with_suffix(".png"))
 
 
 if __name__ == "__main__":
