@@ -47,7 +47,7 @@ from hetsched.core.ranges import (
     check_range,
     in_range,
 )
-from hetsched.core.sharing import CoLocationModel
+from hetsched.core.sharing import PACKED_SHARE, CoLocationModel
 from hetsched.core.throughput import Placement, ThroughputModel
 
 __all__ = [
@@ -187,6 +187,13 @@ class Job:
         CPUs and memory in proportion to its GPUs there (all of them on one node)."""
         part = gpus_here / self.num_gpus
         return (self.cpus or 0.0) * part, (self.memory_gb or 0.0) * part
+
+
+def packed_holder(job: Job) -> Job:
+    """``job`` as its packed run holds its GPU (``Start.packed``): a share job of
+    :data:`~hetsched.core.sharing.PACKED_SHARE` (how the free-GPU index, the simulator's
+    sharers and the checker count it)."""
+    return dataclasses.replace(job, gpu_share=PACKED_SHARE)
 
 
 def share_milli(share: float) -> int:

@@ -32,16 +32,11 @@ penalty).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from hetsched.core.errors import InputError
-
-if TYPE_CHECKING:  # (records imports this module)
-    from hetsched.core.records import Job
 
 #: The speed factor of a job beside co-runners without a measured pair (module docstring).
 DEFAULT_COLOCATION_FACTOR = 0.9
@@ -93,9 +88,3 @@ class CoLocationModel:
         if one is None or two is None or one <= 0 or two <= 0:
             return None
         return one + two
-
-
-def packed_holder(job: Job) -> Job:
-    """``job`` as its packed run holds its GPU: a share job of :data:`PACKED_SHARE`
-    (how the free-GPU index, the simulator's sharers and the checker count it)."""
-    return dataclasses.replace(job, gpu_share=PACKED_SHARE)

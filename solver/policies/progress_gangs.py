@@ -10,8 +10,7 @@ import math
 from dataclasses import dataclass
 
 from hetsched.allocation.layout import Start, throughput_of
-from hetsched.core.records import Job
-from hetsched.core.sharing import packed_holder
+from hetsched.core.records import Job, packed_holder
 from hetsched.core.throughput import Placement
 from hetsched.policies.rolling import ClusterState, RunningJob
 

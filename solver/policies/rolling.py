@@ -18,8 +18,8 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.allocation.layout import Start
-from hetsched.core.records import Cluster, Job
-from hetsched.core.sharing import CoLocationModel, packed_holder
+from hetsched.core.records import Cluster, Job, packed_holder
+from hetsched.core.sharing import CoLocationModel
 from hetsched.core.throughput import ThroughputModel
 
 
@@ -47,7 +47,7 @@ class RunningJob:
     @property
     def holder(self) -> Job:
         """The job as its run holds its GPUs (a packed run: a share of its GPU,
-        :func:`hetsched.core.sharing.packed_holder`)."""
+        :func:`hetsched.core.records.packed_holder`)."""
         return packed_holder(self.job) if self.packed else self.job
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from hetsched.core.records import Job
+from hetsched.core.records import Job, packed_holder
 from hetsched.core.result import Assignment
-from hetsched.core.sharing import CoLocationModel, packed_holder
+from hetsched.core.sharing import CoLocationModel
 from hetsched.policies.rolling import Held
 from hetsched.simulate.record import JobRecord
 
@@ -47,7 +47,7 @@ class Run:
     @cached_property
     def holder(self) -> Job:
         """The job as it holds its GPUs: a packed run's job holds a share of its GPU
-        (:func:`hetsched.core.sharing.packed_holder`)."""
+        (:func:`hetsched.core.records.packed_holder`)."""
         job = self.record.job
         return packed_holder(job) if self.packed else job
 

@@ -25,7 +25,7 @@ from hetsched.core.bounds import usable_gpus
 from hetsched.core.errors import InputError, PolicyError
 from hetsched.core.interrupts import WallClockLimit
 from hetsched.core.log_levels import per_decision_logs
-from hetsched.core.records import Cluster, Job
+from hetsched.core.records import Cluster, Job, packed_holder
 from hetsched.core.settings import (
     RESTART_PENALTY_S,
     START_LATENCY_S,
@@ -34,7 +34,7 @@ from hetsched.core.settings import (
     check_restart_penalty,
     check_start_latency,
 )
-from hetsched.core.sharing import PACKED_SHARE, CoLocationModel, packed_holder
+from hetsched.core.sharing import PACKED_SHARE, CoLocationModel
 from hetsched.core.throughput import ThroughputModel, speed_change_after, throughput_after
 from hetsched.policies.rolling import (
     Decision,

@@ -35,9 +35,9 @@ import math
 import numpy as np
 
 from hetsched.allocation.layout import Start
-from hetsched.core.records import Job
+from hetsched.core.records import Job, packed_holder
 from hetsched.core.settings import DECISION_LIMIT
-from hetsched.core.sharing import CoLocationModel, packed_holder
+from hetsched.core.sharing import CoLocationModel
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.gavel.packed import (
     PackedProblem,
