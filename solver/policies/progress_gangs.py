@@ -151,7 +151,6 @@ class Gangs:
         if option.running_here:  # the pair runs packed there now
             return
         if option.joins is not None:
-            gpus: tuple[str, ...] | None = (option.joins,)
             holder = packed_holder(option.job)
             if partner.id not in self.preempt and pool.can_hold((option.joins,), holder):
                 pool.keep((option.joins,))
