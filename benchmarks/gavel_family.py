@@ -51,7 +51,7 @@ PEERS = (("gavel", "max_min_fairness_perf"), ("gavel:rounds", "max_min_fairness_
          ("gavel-max-sum", "max_sum_throughput_perf"),
          ("gavel-max-sum-raw", "max_sum_throughput_perf"),
          ("fifo-fastest", "fifo_perf"), ("fifo-fastest:rounds", "fifo_perf"),
-         ("fifo-fastest:gavel", "fifo_perf"),
+         ("fifo-fastest:gavel", "fifo_perf"), ("fifo-packed", "fifo_packed"),
          ("min-total-duration:gavel", "min_total_duration_perf"),
          ("min-total-duration:central", "min_total_duration_perf"),
          ("min-total-duration:bisection", "min_total_duration_perf"),
