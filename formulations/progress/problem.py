@@ -127,8 +127,8 @@ class RoundProblem:
 
 def greedy(problem: RoundProblem) -> npt.NDArray[np.bool_]:
     """A feasible choice: options by value per GPU (largest first, then value, then
-    index), each taken if its job (and partner) has none yet and it fits. The MILP's fallback and, as
-    a lower bound on the optimum, a check on it."""
+    index), each taken if its job (and partner) has none yet and it fits. The MILP's
+    fallback and, as a lower bound on the optimum, a check on it."""
     order = np.lexsort((np.arange(problem.num_options), -problem.value, -problem.per_gpu()))
     chosen = np.zeros(problem.num_options, dtype=np.bool_)
     has = np.zeros(problem.num_jobs, dtype=np.bool_)
