@@ -23,8 +23,9 @@ no GPU beyond the one the running job holds, and in whose row the running job is
 worth both packed rates as any pair).
 
 The candidates are the waiting jobs of one GPU that no deadline or rho bound makes
-urgent (urgent jobs run alone), at most twice as many as the cluster has GPUs, those of
-most value per GPU first: enough to fill every GPU twice.
+urgent (urgent jobs run alone), at most twice as many as the cluster has GPUs (enough to
+fill every GPU twice) and at most :data:`MAX_CANDIDATES`, those of most value per GPU
+first.
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ from hetsched.core.sharing import CoLocationModel
 from hetsched.policies.progress_gangs import Option
 from hetsched.policies.rolling import ClusterState, RunningJob
 
-__all__ = ["lone_packed", "pair_options"]
+__all__ = ["MAX_CANDIDATES", "lone_packed", "pair_options"]
+
+#: The most waiting jobs a round pairs among (their pairs grow with its square: 96 jobs,
+#: 4,560 pairs per GPU type).
+MAX_CANDIDATES = 96
 
 
 def _packed_by_gpu(state: ClusterState) -> list[list[RunningJob]]:
@@ -73,7 +78,7 @@ def pair_options(state: ClusterState, singles: Sequence[Option], colocation: CoL
         if option.size == 1:
             one_gpu.setdefault(job.id, {})[option.gpu_type] = option
         best[job.id] = max(best.get(job.id, 0.0), rate(option) / option.size)
-    room = 2 * len(state.cluster.gpus)
+    room = min(2 * len(state.cluster.gpus), MAX_CANDIDATES)
     candidates = sorted(one_gpu, key=lambda j: (-best[j], j))[:room]
     found: list[Option] = []
     for first, a in enumerate(candidates):
