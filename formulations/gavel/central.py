@@ -28,7 +28,7 @@ from hetsched.formulations.budget import Budget
 from hetsched.formulations.gavel.finish_time import FinishTimeProblem
 from hetsched.formulations.gavel.problem import AllocationProblem, Array
 from hetsched.formulations.mip.highs import load_model
-from hetsched.formulations.mip.model import INF, MatrixBuilder
+from hetsched.formulations.mip.model import INF, MatrixBuilder, MatrixModel
 
 #: The central allocation is used if its worst ratio is within this of the optimum
 #: (relative; the interior point's own tolerance is 1e-8).
@@ -91,19 +91,10 @@ def central_for_rates(base: AllocationProblem, need: Array,
     builder.add_rows(type_of, pairs, np.repeat(gangs, types), -INF, capacity, count=types)
     cost = np.zeros(jobs * types + 1)
     cost[-1] = -1.0
-    highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
-    highs.setOptionValue("solver", "ipm")
-    highs.setOptionValue("run_crossover", "off")
-    highs.setOptionValue("threads", 1)
-    left = None if budget is None or budget.deterministic else budget.remaining()
-    if left is not None:  # (a deterministic budget: the interior point runs to its end)
-        highs.setOptionValue("time_limit", max(left, 0.01))
-    load_model(highs, builder.build(cost))
-    highs.run()
-    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+    values = interior_point(builder.build(cost), budget)
+    if values is None:
         return None
-    fractions = np.clip(np.asarray(highs.getSolution().col_value)[:-1], 0.0, 1.0)
+    fractions = np.clip(values[:-1], 0.0, 1.0)
     fractions = fractions.reshape(jobs, types)
     used = gangs @ fractions
     scale = min(1.0, 1.0 / max(1.0, float(fractions.sum(axis=1).max())),
@@ -112,3 +103,26 @@ def central_for_rates(base: AllocationProblem, need: Array,
     if not base.is_feasible(fractions, 1e-9):
         return None
     return np.asarray(fractions, dtype=np.float64)
+
+
+def interior_point(model: MatrixModel, budget: Budget | None = None, *,
+                   presolve: bool = True) -> Array | None:
+    """The column values HiGHS's interior-point method ends at without crossover (a
+    point inside the optimal face, as Gavel's ECOS returns), one thread; ``None`` unless
+    it reports an optimum. A deterministic budget lets it run to its end; a wall-clock
+    one limits it."""
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("solver", "ipm")
+    highs.setOptionValue("run_crossover", "off")
+    if not presolve:
+        highs.setOptionValue("presolve", "off")
+    highs.setOptionValue("threads", 1)
+    left = None if budget is None or budget.deterministic else budget.remaining()
+    if left is not None:
+        highs.setOptionValue("time_limit", max(left, 0.01))
+    load_model(highs, model)
+    highs.run()
+    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    return np.asarray(highs.getSolution().col_value, dtype=np.float64)

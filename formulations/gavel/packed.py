@@ -25,13 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import highspy
 import numpy as np
 import numpy.typing as npt
 
 from hetsched.formulations.budget import Budget
+from hetsched.formulations.gavel.central import interior_point
 from hetsched.formulations.gavel.problem import AllocationProblem, Array
-from hetsched.formulations.mip.highs import load_model
 from hetsched.formulations.mip.model import INF, MatrixBuilder
 
 Index = npt.NDArray[np.int64]
@@ -129,20 +128,11 @@ def solve_packed_max_min(problem: PackedProblem, budget: Budget | None = None
         -INF, base.capacity, count=types)
     cost = np.zeros(jobs * types + pairs * types + 1)
     cost[-1] = -1.0
-    highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
-    highs.setOptionValue("solver", "ipm")
-    highs.setOptionValue("run_crossover", "off")
-    highs.setOptionValue("presolve", "off")  # (presolve solves a small LP to kUnknown)
-    highs.setOptionValue("threads", 1)
-    left = None if budget is None or budget.deterministic else budget.remaining()
-    if left is not None:
-        highs.setOptionValue("time_limit", max(left, 0.01))
-    load_model(highs, builder.build(cost))
-    highs.run()
-    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+    # (without presolve: it solves a small LP to "unknown", with no optimum reported)
+    found = interior_point(builder.build(cost), budget, presolve=False)
+    if found is None:
         return None
-    values = np.clip(np.asarray(highs.getSolution().col_value), 0.0, 1.0)
+    values = np.clip(found, 0.0, 1.0)
     alone = values[:jobs * types].reshape(jobs, types)
     together = values[jobs * types:-1].reshape(pairs, types)
     # Rounding may leave the interior point a hair outside a row: scaled back in.
