@@ -224,11 +224,8 @@ class Progress(PolicyHooks):
                     and o.fair_slack >= 0]
             found.extend(kept or mine)
         if self.pairing and state.colocation is not None and state.colocation.pairs:
-            discount = max(0.0, 1.0 - self.restart_penalty_s / self.horizon_s)
-
             def rate(o: Option) -> float:
-                restart = not o.running_here and o.job.id in state.attained
-                return o.job.weight * o.speed / o.remaining * (discount if restart else 1.0)
+                return self._worth(state, o)
 
             def speed_of(job: Job, gpu_type: str) -> float:
                 return self.speeds.speeds(state, job, 1).get(gpu_type, 0.0)
@@ -248,6 +245,15 @@ class Progress(PolicyHooks):
         isolated = isolated_speed(job, state.cluster, speeds, contention)
         return job.arrival + self.rho_bound * job.work / isolated if isolated > 0 else math.inf
 
+    def _worth(self, state: ClusterState, option: Option) -> float:
+        """A job's option alone: the weighted share of its remaining work it finishes per
+        second, discounted where it restarts the job (it must win the penalty back within
+        the horizon). A pair's value adds its two jobs' (:mod:`hetsched.policies.pairing`)."""
+        value = option.job.weight * option.speed / option.remaining
+        if not option.running_here and option.job.id in state.attained:
+            value *= max(0.0, 1.0 - self.restart_penalty_s / self.horizon_s)
+        return value
+
     def problem(self, state: ClusterState, options: list[Option]) -> RoundProblem:
         """The round's :class:`RoundProblem` (urgent options lifted above all others)."""
         cluster = state.cluster
@@ -260,16 +266,11 @@ class Progress(PolicyHooks):
                             for o in options], dtype=np.int64)
         paired = partner >= 0
         sizes = np.array([o.size for o in options], dtype=np.int64)
-        # The weighted share of the remaining work finished per second, discounted where
-        # the option restarts the job (it must win the penalty back within the horizon);
-        # urgent options lifted above every other option per GPU.
-        rate = np.array([o.job.weight * o.speed / o.remaining for o in options])
-        restart = np.array([not o.running_here and o.job.id in state.attained
-                            for o in options], dtype=np.bool_)
-        discount = np.where(restart, max(0.0, 1.0 - self.restart_penalty_s / self.horizon_s),
-                            1.0)
+        # Each option's worth (:meth:`_worth`; a pair's, its two jobs'), urgent options
+        # lifted above every other option per GPU.
         urgent = np.array([o.urgent for o in options], dtype=np.bool_)
-        value = np.where(paired, [o.pair_value for o in options], rate * discount)
+        value = np.array([o.pair_value if o.partner is not None else self._worth(state, o)
+                          for o in options], dtype=np.float64)
         if urgent.any():
             per_gpu = float((value / np.maximum(sizes, 1))[~urgent].max(initial=0.0)) or \
                 float((value / np.maximum(sizes, 1)).max())
