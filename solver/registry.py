@@ -139,6 +139,22 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           "one-GPU jobs packed beside placed ones at measured speeds, in Gavel's rounds",
           policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
           params={"objective": "fifo"}),
+    Entry("ftf-packed", "Gavel's finish_time_fairness_packed: least worst finish-time ratio "
+          "over jobs alone and pairs of one-GPU jobs packed on one GPU at measured speeds, "
+          "in Gavel's rounds",
+          policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
+          params={"objective": "finish-time"}, backends=BACKENDS_OF["ftf-packed"]),
+    Entry("min-total-duration-packed", "Gavel's min_total_duration_packed: least makespan of "
+          "the active jobs over jobs alone and pairs of one-GPU jobs packed on one GPU at "
+          "measured speeds, in Gavel's rounds",
+          policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
+          params={"objective": "min-total-duration"},
+          backends=BACKENDS_OF["min-total-duration-packed"]),
+    Entry("max-throughput-per-cost-packed", "Gavel's max_sum_throughput_normalized_by_cost_"
+          "packed_SLOs: most throughput per dollar over jobs alone and pairs of one-GPU jobs "
+          "packed on one GPU at measured speeds (meet_deadlines: its SLOs), in Gavel's rounds",
+          policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
+          params={"objective": "cost"}, backends=BACKENDS_OF["max-throughput-per-cost-packed"]),
     Entry("isolated", "Gavel's isolated: each active job an equal 1/n share of every GPU "
           "type, in rounds",
           policy="hetsched.policies.baselines.isolated:Isolated"),

@@ -97,55 +97,94 @@ def solve_packed_max_min(problem: PackedProblem, budget: Budget | None = None
     and of the pairs, feasible; ``None`` if HiGHS gives none."""
     base = problem.alone
     jobs, types = base.throughput.shape
-    pairs = len(problem.first)
     if jobs == 0:
-        return np.zeros((0, types)), np.zeros((pairs, types))
+        return np.zeros((0, types)), np.zeros((len(problem.first), types))
     weight = base.scale_factors / (base.weights * base.equal_share_throughput())
-    # Columns: x (job by job, a column per type), y (pair by pair), z.
-    x_jobs = np.repeat(np.arange(jobs), types)
-    x_types = np.tile(np.arange(types), jobs)
-    y_pairs = np.repeat(np.arange(pairs), types)
-    y_types = np.tile(np.arange(types), pairs)
-    alive = (problem.first_speed > 0) & (problem.second_speed > 0)
-    builder = MatrixBuilder()
-    x = builder.add_columns(jobs * types, 0.0, np.where(base.throughput.ravel() > 0, 1.0, 0.0))
-    y = builder.add_columns(pairs * types, 0.0, np.where(alive.ravel(), 1.0, 0.0))
+    columns = PackedColumns(problem)
+    builder = columns.builder
     z = builder.add_columns(1, 0.0, INF)
-    first, second = problem.first[y_pairs], problem.second[y_pairs]
+    rows, cols, speed = columns.rate_terms()
     builder.add_rows(  # each job's normalised rate, less z, >= 0
-        np.concatenate([x_jobs, first, second, np.arange(jobs)]),
-        np.concatenate([x, y, y, np.repeat(z, jobs)]),
-        np.concatenate([(base.throughput * weight[:, np.newaxis]).ravel(),
-                        problem.first_speed.ravel() * weight[first],
-                        problem.second_speed.ravel() * weight[second], -np.ones(jobs)]),
-        0.0, INF, count=jobs)
-    builder.add_rows(  # each job's time, alone and in its pairs, <= 1
-        np.concatenate([x_jobs, first, second]), np.concatenate([x, y, y]),
-        np.ones(jobs * types + 2 * pairs * types), -INF, 1.0, count=jobs)
-    builder.add_rows(  # each type's GPUs: a gang alone takes its GPUs, a pair one
-        np.concatenate([x_types, y_types]), np.concatenate([x, y]),
-        np.concatenate([np.repeat(base.scale_factors, types), np.ones(pairs * types)]),
-        -INF, base.capacity, count=types)
-    cost = np.zeros(jobs * types + pairs * types + 1)
+        np.concatenate([rows, np.arange(jobs)]), np.concatenate([cols, np.repeat(z, jobs)]),
+        np.concatenate([speed * weight[rows], -np.ones(jobs)]), 0.0, INF, count=jobs)
+    columns.add_limits()
+    cost = np.zeros(builder.num_cols)
     cost[-1] = -1.0
     # (without presolve: it solves a small LP to "unknown", with no optimum reported)
     found = interior_point(builder.build(cost), budget, presolve=False)
-    if found is None:
-        return None
-    values = np.clip(found, 0.0, 1.0)
-    alone = values[:jobs * types].reshape(jobs, types)
-    together = values[jobs * types:-1].reshape(pairs, types)
-    # Rounding may leave the interior point a hair outside a row: scaled back in.
-    time = alone.sum(axis=1)
-    np.add.at(time, problem.first, together.sum(axis=1))
-    np.add.at(time, problem.second, together.sum(axis=1))
-    used = base.scale_factors @ alone + together.sum(axis=0)
-    scale = min(1.0, 1.0 / max(1.0, float(time.max(initial=0.0))),
-                *(float(c / u) for c, u in zip(base.capacity, used, strict=True) if u > c))
-    alone, together = alone * scale, together * scale
-    if not problem.is_feasible(alone, together, 1e-9):
-        return None
-    return np.asarray(alone, dtype=np.float64), np.asarray(together, dtype=np.float64)
+    return None if found is None else columns.allocation(found)
+
+
+class PackedColumns:
+    """The columns of a packed allocation LP, x (job by job, a column per type) then y
+    (pair by pair), none above 0 where the job or the pair cannot run, and the rows every
+    allocation has (:meth:`add_limits`): each job's time, alone and in its pairs, <= 1;
+    each type's GPUs (a gang alone takes its GPUs, a pair one). Further columns and rows
+    go in ``builder``."""
+
+    def __init__(self, problem: PackedProblem) -> None:
+        self.problem = problem
+        base = problem.alone
+        jobs, types = base.throughput.shape
+        pairs = len(problem.first)
+        self.x_jobs = np.repeat(np.arange(jobs), types)
+        self.x_types = np.tile(np.arange(types), jobs)
+        self.y_pairs = np.repeat(np.arange(pairs), types)
+        self.y_types = np.tile(np.arange(types), pairs)
+        alive = (problem.first_speed > 0) & (problem.second_speed > 0)
+        builder = self.builder = MatrixBuilder()
+        self.x = builder.add_columns(jobs * types, 0.0,
+                                     np.where(base.throughput.ravel() > 0, 1.0, 0.0))
+        self.y = builder.add_columns(pairs * types, 0.0, np.where(alive.ravel(), 1.0, 0.0))
+
+    def add_limits(self) -> None:
+        """The rows every allocation has (the class notes)."""
+        problem, builder = self.problem, self.builder
+        base = problem.alone
+        jobs, types = base.throughput.shape
+        pairs = len(problem.first)
+        first, second = problem.first[self.y_pairs], problem.second[self.y_pairs]
+        builder.add_rows(  # each job's time, alone and in its pairs, <= 1
+            np.concatenate([self.x_jobs, first, second]),
+            np.concatenate([self.x, self.y, self.y]),
+            np.ones(jobs * types + 2 * pairs * types), -INF, 1.0, count=jobs)
+        builder.add_rows(  # each type's GPUs
+            np.concatenate([self.x_types, self.y_types]), np.concatenate([self.x, self.y]),
+            np.concatenate([np.repeat(base.scale_factors, types), np.ones(pairs * types)]),
+            -INF, base.capacity, count=types)
+
+    def rate_terms(self) -> tuple[Index, Index, Array]:
+        """Each job's steps/s as (job row, column, steps/s per unit of the column): its
+        speed alone on each type, and beside its partner in each of its pairs."""
+        problem = self.problem
+        return (np.concatenate([self.x_jobs, problem.first[self.y_pairs],
+                                problem.second[self.y_pairs]]),
+                np.concatenate([self.x, self.y, self.y]),
+                np.concatenate([problem.alone.throughput.ravel(), problem.first_speed.ravel(),
+                                problem.second_speed.ravel()]))
+
+    def allocation(self, values: Array) -> tuple[Array, Array] | None:
+        """The time fractions alone (jobs x types) and together (pairs x types) of the
+        column ``values``, scaled back in if rounding left them a hair outside a row;
+        ``None`` if they are still not feasible."""
+        problem = self.problem
+        base = problem.alone
+        jobs, types = base.throughput.shape
+        pairs = len(problem.first)
+        values = np.clip(values[:jobs * types + pairs * types], 0.0, 1.0)
+        alone = values[:jobs * types].reshape(jobs, types)
+        together = values[jobs * types:].reshape(pairs, types)
+        time = alone.sum(axis=1)
+        np.add.at(time, problem.first, together.sum(axis=1))
+        np.add.at(time, problem.second, together.sum(axis=1))
+        used = base.scale_factors @ alone + together.sum(axis=0)
+        scale = min(1.0, 1.0 / max(1.0, float(time.max(initial=0.0))),
+                    *(float(c / u) for c, u in zip(base.capacity, used, strict=True)
+                      if u > c))
+        alone, together = alone * scale, together * scale
+        if not problem.is_feasible(alone, together, 1e-9):
+            return None
+        return np.asarray(alone, dtype=np.float64), np.asarray(together, dtype=np.float64)
 
 
 def fifo_packed(problem: PackedProblem, threshold: float = 1.5) -> tuple[Array, Array]:

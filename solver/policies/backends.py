@@ -29,6 +29,9 @@ BACKENDS_OF: dict[str, tuple[str, ...]] = {
     "progress": MIP,
     "progress-packed": MIP,
     "gavel-packed": ("highs",),
+    "ftf-packed": ("highs",),
+    "min-total-duration-packed": ("highs",),
+    "max-throughput-per-cost-packed": ("highs",),
 }
 #: Every back-end of the table, each once.
 BACKENDS: tuple[str, ...] = tuple(dict.fromkeys(

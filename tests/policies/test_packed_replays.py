@@ -1,5 +1,6 @@
 """Every policy that packs two jobs on a GPU (progress-packed, gavel-packed,
-fifo-packed) replays random mixed traces to the end on random measured pairs, and what
+fifo-packed, ftf-packed, min-total-duration-packed, max-throughput-per-cost-packed)
+replays random mixed traces to the end on random measured pairs, and what
 ran passes the independent checker (replay() runs it and raises on a violation): packed
 starts on busy GPUs, a GPU holding more than its whole, or a packed run at the wrong
 speed would fail here."""
@@ -18,7 +19,7 @@ from hetsched.core.sharing import CoLocationModel
 from hetsched.core.throughput import Placement, ThroughputTable
 
 KINDS = ("a", "b", "c")
-CLUSTER = Cluster((GpuType("t"), GpuType("u")),
+CLUSTER = Cluster((GpuType("t", price_per_hour=1.0), GpuType("u", price_per_hour=0.4)),
                   (Node("t0", "t", 2), Node("t1", "t", 2), Node("u0", "u", 2)))
 
 
@@ -40,7 +41,9 @@ def random_case(seed: int) -> tuple[list[Job], ThroughputTable, CoLocationModel]
     return jobs, ThroughputTable.from_rows(rows), CoLocationModel(pairs)
 
 
-@pytest.mark.parametrize("policy", ["progress-packed", "gavel-packed", "fifo-packed"])
+@pytest.mark.parametrize("policy", ["progress-packed", "gavel-packed", "fifo-packed",
+                                    "ftf-packed", "min-total-duration-packed",
+                                    "max-throughput-per-cost-packed"])
 @pytest.mark.parametrize("seed", range(4))
 def test_packed_policies_replay_random_traces_through_the_checker(policy: str,
                                                                   seed: int) -> None:

@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import numpy as np
 
 from hetsched.allocation.layout import Start
+from hetsched.core.prices import check_prices, prices_for
 from hetsched.core.records import Job, packed_holder
 from hetsched.core.settings import DECISION_LIMIT
 from hetsched.core.sharing import CoLocationModel
@@ -44,8 +47,14 @@ from hetsched.formulations.gavel.packed import (
     fifo_packed,
     solve_packed_max_min,
 )
+from hetsched.formulations.gavel.packed_objectives import (
+    packed_feasible,
+    packed_finish_time,
+    packed_min_total_duration,
+    packed_throughput_per_cost,
+)
 from hetsched.formulations.gavel.problem import AllocationProblem, Array
-from hetsched.policies.baselines.common import RoundClock, place
+from hetsched.policies.baselines.common import RoundClock, place, steps_left
 from hetsched.policies.baselines.gavel_rounds import GavelLedger, arrival_rank, gavel_queue
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 from hetsched.policies.starting import SpeedBook
@@ -54,8 +63,12 @@ log = logging.getLogger(__name__)
 
 #: Between the two job ids of a pair's entry in the ledger.
 PAIR_MARK = "\x1f"
-#: The allocations (``objective``).
-OBJECTIVES = ("max-min", "fifo")
+#: The allocations (``objective``) and the policy's name for each.
+OBJECTIVES = {"max-min": "gavel-packed", "fifo": "fifo-packed", "finish-time": "ftf-packed",
+              "min-total-duration": "min-total-duration-packed",
+              "cost": "max-throughput-per-cost-packed"}
+#: A running job about to finish still has this many steps left to the LPs (they need > 0).
+LEAST_STEPS = 1e-9
 
 
 class GavelPacked(PolicyHooks):
@@ -64,19 +77,40 @@ class GavelPacked(PolicyHooks):
     name = "gavel-packed"
 
     def __init__(self, *, objective: str = "max-min", packing_threshold: float = 1.5,
-                 round_s: float = 360.0, backend: str = "highs",
-                 time_limit_s: float | None = DECISION_LIMIT,
+                 prices: Mapping[str, float] | None = None, normalized: bool = True,
+                 meet_deadlines: bool = False, spare: str = "central",
+                 round_s: float = 360.0,
+                 backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
                  deterministic: bool = True) -> None:
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got "
                              f"{objective!r}")
-        #: ``max-min`` (Gavel's ``max_min_fairness_packed``) or ``fifo`` (``fifo_packed``:
+        #: ``max-min`` (Gavel's ``max_min_fairness_packed``), ``fifo`` (``fifo_packed``:
         #: :func:`~hetsched.formulations.gavel.packed.fifo_packed`, pairs above
-        #: ``packing_threshold``; its rounds skip entries of priority 0, as Gavel's FIFO)
+        #: ``packing_threshold``; its rounds skip entries of priority 0, as Gavel's FIFO),
+        #: ``finish-time`` (``finish_time_fairness_packed``), ``min-total-duration``
+        #: (``min_total_duration_packed``) or ``cost``
+        #: (``max_sum_throughput_normalized_by_cost_packed_SLOs``):
+        #: :mod:`hetsched.formulations.gavel.packed_objectives`
         self.objective = objective
         self.packing_threshold = packing_threshold
-        if objective == "fifo":
-            self.name = "fifo-packed"
+        self.name = OBJECTIVES[objective]
+        #: ``cost``: USD per GPU-hour by GPU type, over the cluster's own prices
+        #: (:func:`hetsched.core.prices.prices_for`)
+        self.prices: Mapping[str, float] = MappingProxyType(check_prices(prices or {}))
+        #: ``cost``: each job's throughput over its equal share (off: Gavel's raw steps/s)
+        self.normalized = normalized
+        #: ``cost``: each job with a deadline gets the speed that meets it (Gavel's SLOs)
+        self.meet_deadlines = meet_deadlines
+        if objective == "cost" and not normalized:
+            self.name += "-raw"
+        if spare not in ("central", "gavel"):
+            raise ValueError(f"spare must be central or gavel, got {spare!r}")
+        #: ``min-total-duration``: the interior allocation of least makespan
+        #: (``central``), or, as Gavel's code, a point inside the allocations of makespan
+        #: at most the one its bisection stops at, up to 5 % above the least (``gavel``:
+        #: :func:`~hetsched.policies.baselines.min_total_duration.gavels_bisection`)
+        self.spare = spare
         if not (math.isfinite(round_s) and round_s > 0):
             raise ValueError(f"round_s must be finite and > 0, got {round_s}")
         if backend != "highs":
@@ -96,6 +130,14 @@ class GavelPacked(PolicyHooks):
         self.pairs_started = 0
         self._factors_of: CoLocationModel | None = None
         self._factor_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], Array] = {}
+        #: ``finish-time``: each job's isolated time (s) for the steps it did up to the
+        #: last solve, and its steps left and isolated speed (steps/s) at that solve
+        self._isolated_done: dict[str, float] = {}
+        self._at_solve: dict[str, tuple[float, float]] = {}
+        self._allocate = {"max-min": self._max_min, "fifo": self._fifo,
+                          "finish-time": self._finish_time,
+                          "min-total-duration": self._min_total_duration,
+                          "cost": self._cost}[objective]
 
     def quiet_until(self, state: ClusterState) -> float:
         """No promise: every round boundary may move jobs (Gavel's rounds)."""
@@ -197,18 +239,85 @@ class GavelPacked(PolicyHooks):
             np.array([float(state.cluster.num_gpus(t)) for t in types]),
             np.array([job.weight for job in jobs]))
         problem = PackedProblem(alone, *pairs)
-        answer = fifo_packed(problem, self.packing_threshold) if self.objective == "fifo" \
-            else solve_packed_max_min(problem, Budget(self.time_limit_s,
-                                                      deterministic=self.deterministic))
+        answer = self._allocate(state, jobs, problem,
+                                Budget(self.time_limit_s, deterministic=self.deterministic))
         self.solves += 1
         if answer is None:
             self.failed_solves += 1
-            log.warning("t=%g: gavel-packed's LP gave no allocation; the last one is kept",
-                        state.now)
+            log.warning("t=%g: %s's LP gave no allocation; the last one is kept", state.now,
+                        self.name)
             return
         fractions = np.vstack([answer[0], answer[1]])
         self._share = {entry: [round(float(x), 6) for x in row]
                        for entry, row in zip(entries, fractions, strict=True)}
+
+    # -- the allocations -----------------------------------------------------------------
+    def _max_min(self, state: ClusterState, jobs: list[Job], problem: PackedProblem,
+                 budget: Budget) -> tuple[Array, Array] | None:
+        return solve_packed_max_min(problem, budget)
+
+    def _fifo(self, state: ClusterState, jobs: list[Job], problem: PackedProblem,
+              budget: Budget) -> tuple[Array, Array] | None:
+        return fifo_packed(problem, self.packing_threshold)
+
+    def _finish_time(self, state: ClusterState, jobs: list[Job], problem: PackedProblem,
+                     budget: Budget) -> tuple[Array, Array] | None:
+        """Gavel's packed finish-time fairness; each job's isolated time adds up as
+        ``ftf``'s does (:class:`~hetsched.policies.baselines.finish_time.
+        FinishTimeFairness`): the steps it did between two solves at the isolated speed
+        of the earlier one (its speed alone with 1/n of the cluster, as Gavel's), plus
+        its steps left at today's."""
+        from hetsched.formulations.gavel.finish_time import isolated_allocation
+
+        steps = np.array(steps_left(state, jobs, LEAST_STEPS))
+        start = isolated_allocation(problem.alone)
+        speeds = (problem.alone.throughput * start).sum(axis=1)
+        done = self._isolated_done
+        for index, job in enumerate(jobs):
+            before = self._at_solve.get(job.id)
+            if before is not None:
+                done[job.id] = done.get(job.id, 0.0) + max(0.0, before[0] - steps[index]) \
+                    / before[1]
+        self._at_solve = {job.id: (float(steps[i]), float(speeds[i]))
+                          for i, job in enumerate(jobs) if speeds[i] > 0}
+        self._isolated_done = {job.id: done[job.id] for job in jobs if job.id in done}
+        if np.any(speeds <= 0):  # (a job no type with GPUs can run: no ratio for it)
+            return None
+        isolated = np.array([self._isolated_done.get(job.id, 0.0) for job in jobs]) \
+            + steps / speeds
+        since = np.array([max(0.0, state.now - job.arrival) for job in jobs])
+        answer = packed_finish_time(problem, since, steps, isolated,
+                                    (start, np.zeros((len(problem.first), start.shape[1]))),
+                                    budget)
+        return None if answer is None else (answer.alone, answer.together)
+
+    def _min_total_duration(self, state: ClusterState, jobs: list[Job],
+                            problem: PackedProblem, budget: Budget
+                            ) -> tuple[Array, Array] | None:
+        from hetsched.policies.baselines.min_total_duration import gavels_bisection
+
+        steps = np.array(steps_left(state, jobs, LEAST_STEPS))
+        answer = packed_min_total_duration(problem, steps, budget)
+        if answer is None:
+            return None
+        if self.spare == "gavel" and math.isfinite(answer.value):
+            inside = packed_feasible(problem, steps / gavels_bisection(answer.value), budget)
+            if inside is not None:
+                return inside
+        return answer.alone, answer.together
+
+    def _cost(self, state: ClusterState, jobs: list[Job], problem: PackedProblem,
+              budget: Budget) -> tuple[Array, Array] | None:
+        prices = np.array(prices_for(state.cluster.gpu_types, self.prices))
+        need = np.zeros(len(jobs))
+        if self.meet_deadlines:
+            steps = np.array(steps_left(state, jobs))
+            left = np.array([np.inf if job.deadline is None else job.deadline - state.now
+                             for job in jobs])
+            with np.errstate(divide="ignore"):
+                need = np.where(left > 0, steps / left, 0.0)  # (a past deadline: none)
+        answer = packed_throughput_per_cost(problem, prices, need, self.normalized, budget)
+        return None if answer is None else (answer.alone, answer.together)
 
     def _realise(self, state: ClusterState, jobs: list[Job], chosen: list[tuple[int, int]],
                  first: np.ndarray, second: np.ndarray) -> Decision:

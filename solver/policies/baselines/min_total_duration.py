@@ -31,8 +31,10 @@ class MinTotalDuration(Gavel):
     ``min_total_duration``, which gives every type the V100's throughput.
     ``spare="central"``: of the allocations of least makespan, an interior one, as
     Gavel's conic solver returns (:mod:`hetsched.formulations.gavel.central`), not the
-    second stage's; ``spare="gavel"``: an interior one of makespan at most the T Gavel's
-    bisection stops at (:func:`gavels_bisection`), as Gavel's policy returns."""
+    second stage's; ``spare="gavel"``: as Gavel's policy returns, a point inside the
+    allocations of makespan at most the T its bisection stops at (:func:`gavels_bisection`),
+    found with no objective, as ECOS finds it
+    (:func:`hetsched.formulations.gavel.packed_objectives.packed_feasible`, no pairs)."""
 
     def __init__(self, *, round_s: float = 360.0, backend: str = "highs",
                  time_limit_s: float | None = DECISION_LIMIT, deterministic: bool = True,
@@ -60,15 +62,25 @@ class MinTotalDuration(Gavel):
         steps = np.array(steps_left(state, jobs, LEAST_STEPS))
         duration = DurationProblem(problem, steps)
         answer = min_total_duration(duration, budget)
-        if self.spare != "two-stage" and answer.ok and problem.job_ids:
+        if self.spare == "central" and answer.ok and problem.job_ids:
             from hetsched.formulations.gavel.central import CENTRAL_TOLERANCE, central_for_rates
 
-            makespan = answer.value if self.spare == "central" else \
-                gavels_bisection(answer.value)
-            central = central_for_rates(problem, steps / makespan, budget)
+            central = central_for_rates(problem, steps / answer.value, budget)
             if central is not None and \
-                    duration.makespan(central) <= makespan * (1 + CENTRAL_TOLERANCE):
+                    duration.makespan(central) <= answer.value * (1 + CENTRAL_TOLERANCE):
                 return Allocation(problem, central, duration.makespan(central),
+                                  answer.optimal, answer.runtime_s)
+        if self.spare == "gavel" and answer.ok and problem.job_ids:
+            from hetsched.formulations.gavel.packed import PackedProblem
+            from hetsched.formulations.gavel.packed_objectives import packed_feasible
+
+            none = np.zeros(0, dtype=np.int64)
+            inside = packed_feasible(
+                PackedProblem(problem, none, none.copy(), np.zeros((0, len(problem.gpu_types))),
+                              np.zeros((0, len(problem.gpu_types)))),
+                steps / gavels_bisection(answer.value), budget)
+            if inside is not None:
+                return Allocation(problem, inside[0], duration.makespan(inside[0]),
                                   answer.optimal, answer.runtime_s)
         return answer
 
