@@ -29,11 +29,33 @@ import csv
 import dataclasses
 from pathlib import Path
 
-from gavel_side import THROUGHPUT, TRACE, gavel_finish, hetsched_replay, variant
+from gavel_side import (
+    THROUGHPUT,
+    TRACE,
+    HetschedRun,
+    gavel_finish,
+    hetsched_replay,
+    read_gavel_jobs,
+    variant,
+)
 
-#: (hetsched's policy, Gavel's policy).
+#: (hetsched's policy, Gavel's policy). ``..._hetsched_gavel``: Gavel's simulator with its
+#: policy's allocation computed by hetsched's code (min-total-duration-packed:inside's),
+#: the rest of its simulator as it is (docs/policies.md).
 PEERS = (("gavel-packed", "max_min_fairness_packed"), ("gavel:central", "max_min_fairness_perf"),
-         ("fifo-packed", "fifo_packed"), ("fifo-fastest:gavel", "fifo_perf"))
+         ("fifo-packed", "fifo_packed"), ("fifo-fastest:gavel", "fifo_perf"),
+         ("ftf-packed", "finish_time_fairness_packed"),
+         ("ftf:central", "finish_time_fairness_perf"),
+         ("min-total-duration-packed", "min_total_duration_packed"),
+         ("min-total-duration-packed:inside", "min_total_duration_packed"),
+         ("min-total-duration-packed:inside", "min_total_duration_packed_hetsched_gavel"),
+         ("min-total-duration:central", "min_total_duration_perf"),
+         ("max-throughput-per-cost-packed", "max_sum_throughput_normalized_by_cost_packed_SLOs"),
+         ("max-throughput-per-cost-packed:raw",
+          "max_sum_throughput_normalized_by_cost_packed_SLOs"),
+         ("max-throughput-per-cost:gavel", "max_sum_throughput_normalized_by_cost_perf"))
+#: USD per GPU-hour on both sides (gavel_family.PRICES: Gavel's prices).
+PRICES = "v100=0.74,p100=0.43,k80=0.135"
 #: GPUs per type (one server each, as Gavel's simulator counts them).
 SIZES = (36, 8)
 JOBS = 300
@@ -56,8 +78,11 @@ def main() -> None:
     parser.add_argument("--write-gavel-trace", type=Path, default=None)
     parser.add_argument("--gavel-dir", type=Path, default=None)
     parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES))
+    parser.add_argument("--policies", default=None,
+                        help="hetsched's policies of PEERS to run (default: all)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    chosen = None if args.policies is None else set(args.policies.split(","))
     if args.write_gavel_trace is not None:
         read = one_gpu_jobs(SIZES[0])
         with args.write_gavel_trace.open("w") as handle:
@@ -70,16 +95,21 @@ def main() -> None:
     rows: list[dict[str, object]] = []
     for size in (int(s) for s in args.sizes.split(",")):
         read = one_gpu_jobs(size)
+        runs: dict[str, HetschedRun] = {}
         for ours, theirs in PEERS:
+            if chosen is not None and ours not in chosen:
+                continue
             name, params = variant(ours)
-            ran = hetsched_replay(read, name, **params)
+            ran = runs.get(ours) or hetsched_replay(read, name, prices=PRICES, **params)
+            runs[ours] = ran
             arrival = {job.id: job.arrival for job in read.jobs}
             mine = sum(ran.finish[j] - arrival[j] for j in ran.finish) / len(ran.finish)
             packed = sum(s.packed for r in ran.replay.records.values() for s in r.segments)
             row: dict[str, object] = {
                 "gpus_per_type": size, "jobs": len(read.jobs), "policy": ours,
                 "gavel_policy": theirs, "hetsched_avg_jct_s": round(mine, 1),
-                "hetsched_packed_segments": packed, "hetsched_cpu_s": round(ran.cpu_s, 2)}
+                "hetsched_packed_segments": packed, "hetsched_cpu_s": round(ran.cpu_s, 2),
+                "hetsched_cost_per_job_usd": round(ran.replay.metrics().cost_per_job_usd, 2)}
             path = None if args.gavel_dir is None else \
                 args.gavel_dir / f"ee9e8c_{JOBS}_1gpu_{size}_{theirs}.csv"
             if path is not None and path.is_file():
@@ -88,6 +118,10 @@ def main() -> None:
                 row.update({"gavel_completed": len(finish),
                             "gavel_avg_jct_s": round(theirs_jct, 1),
                             "hetsched_over_gavel": round(mine / theirs_jct, 4)})
+                costs = [job["cost_usd"] for job in read_gavel_jobs(read, path).values()
+                         if "cost_usd" in job]
+                if costs:  # (Gavel charges each job of a pair the whole GPU)
+                    row["gavel_cost_per_job_usd"] = round(sum(costs) / len(finish), 2)
             print("  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
             rows.append(row)
     if args.out is not None:

@@ -74,7 +74,9 @@ VARIANTS: dict[str, dict[str, object]] = {
     "central": {"rounds": "gavel", "spare": "central"},
     "bisection": {"rounds": "gavel", "spare": "gavel"}, "lp": {"spare": "lp"},
     "flat": {"hierarchical": False}, "gavel-flat": {"rounds": "gavel", "hierarchical": False},
-    "whole": {"keep_whole": True}}
+    "whole": {"keep_whole": True},
+    # (the packed policies, which always run Gavel's rounds)
+    "inside": {"spare": "gavel"}, "raw": {"normalized": False}}
 
 
 def variant(policy: str) -> tuple[str, dict[str, object]]:

@@ -155,6 +155,12 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           "packed on one GPU at measured speeds (meet_deadlines: its SLOs), in Gavel's rounds",
           policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
           params={"objective": "cost"}, backends=BACKENDS_OF["max-throughput-per-cost-packed"]),
+    Entry("gavel-water-filling-packed", "Gavel's max_min_fairness_water_filling_packed: "
+          "weighted max-min fairness by water-filling over jobs alone and pairs of one-GPU "
+          "jobs packed on one GPU at measured speeds, in Gavel's rounds",
+          policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
+          params={"objective": "water-filling"},
+          backends=BACKENDS_OF["gavel-water-filling-packed"]),
     Entry("isolated", "Gavel's isolated: each active job an equal 1/n share of every GPU "
           "type, in rounds",
           policy="hetsched.policies.baselines.isolated:Isolated"),

@@ -32,6 +32,7 @@ BACKENDS_OF: dict[str, tuple[str, ...]] = {
     "ftf-packed": ("highs",),
     "min-total-duration-packed": ("highs",),
     "max-throughput-per-cost-packed": ("highs",),
+    "gavel-water-filling-packed": ("highs",),
 }
 #: Every back-end of the table, each once.
 BACKENDS: tuple[str, ...] = tuple(dict.fromkeys(

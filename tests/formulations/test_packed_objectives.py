@@ -15,6 +15,7 @@ from hetsched.formulations.gavel.packed_objectives import (
     packed_finish_time,
     packed_min_total_duration,
     packed_throughput_per_cost,
+    packed_water_filling,
 )
 from hetsched.formulations.gavel.problem import AllocationProblem
 from tests.formulations.test_gavel_packed import random_problem, two_jobs_one_gpu
@@ -191,3 +192,59 @@ def test_a_point_inside_the_allocations_giving_each_job_its_rate() -> None:
     assert np.all(problem.rates(alone, together) > 5.0 + 1e-3)
     assert alone.sum() + together.sum() < 1.0 - 1e-3
     assert packed_feasible(problem, np.array([9.0, 9.0])) is None
+
+
+def progressive_filling(problem: PackedProblem) -> np.ndarray:
+    """Each job's level (s_j r_j / E_j) by the textbook water-filling, on scipy's simplex:
+    raise every rising job's level by w_j t as far as it goes, then fix each rising job
+    that cannot get above its new level with every other job kept at its own (one LP
+    per job, no dual prices), until none rises."""
+    base = problem.alone
+    rate, time, gpus, bounds = dense(problem)
+    jobs = rate.shape[0]
+    relative = (base.scale_factors / base.equal_share_throughput())[:, np.newaxis] * rate
+    level, rising = np.zeros(jobs), np.ones(jobs, dtype=bool)
+    limits = (np.vstack([time, gpus]), np.concatenate([np.ones(jobs), base.capacity]))
+    while rising.any():
+        lift = np.where(rising, base.weights, 0.0)[:, np.newaxis]
+        found = linprog(np.concatenate([np.zeros(rate.shape[1]), [-1.0]]),
+                        A_ub=np.vstack([np.hstack([-relative, lift]),
+                                        np.hstack([limits[0], np.zeros((len(limits[1]), 1))])]),
+                        b_ub=np.concatenate([-level, limits[1]]),
+                        bounds=[*bounds, (0.0, None)], method="highs-ds")
+        assert found.status == 0
+        level = level + np.where(rising, base.weights * -found.fun, 0.0)
+        for job in np.flatnonzero(rising):
+            best = linprog(-relative[job], A_ub=np.vstack([-relative, limits[0]]),
+                           b_ub=np.concatenate([-level * (1 - 1e-9), limits[1]]),
+                           bounds=bounds, method="highs-ds")
+            if -best.fun <= level[job] * (1 + 1e-7):
+                rising[job] = False
+    return level
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_packed_water_filling_reaches_the_textbook_levels(seed: int) -> None:
+    problem = random_problem(seed)
+    answer = packed_water_filling(problem)
+    assert answer is not None
+    assert problem.is_feasible(answer.alone, answer.together)
+    base = problem.alone
+    got = base.scale_factors * problem.rates(answer.alone, answer.together) \
+        / base.equal_share_throughput()
+    expected = progressive_filling(problem)
+    # Every job at least its level (the interior point may give some a little more).
+    assert np.all(got >= expected * (1 - 1e-6))
+    assert answer.value == pytest.approx(float((expected / base.weights).min()), rel=1e-6)
+
+
+def test_packed_water_filling_without_pairs_is_water_filling() -> None:
+    from hetsched.formulations.gavel.water_filling import water_filling
+
+    problem = random_problem(3)
+    none = np.zeros(0, dtype=np.int64)
+    alone = PackedProblem(problem.alone, none, none.copy(), np.zeros((0, 2)),
+                          np.zeros((0, 2)))
+    answer = packed_water_filling(alone)
+    assert answer is not None
+    assert answer.value == pytest.approx(water_filling(problem.alone).value, rel=1e-6)

@@ -42,7 +42,7 @@ PREEMPTIVE = {"srtf", "tiresias", "gandiva", "gavel", "gavel-max-sum", "ftf", "o
               "max-throughput-per-cost", "isolated", "gavel-max-sum-raw",
               "max-throughput-per-cost-raw", "gavel-water-filling", "gavel-water-filling-gpus",
               "gavel-packed", "fifo-packed", "ftf-packed", "min-total-duration-packed",
-              "max-throughput-per-cost-packed"}
+              "max-throughput-per-cost-packed", "gavel-water-filling-packed"}
 
 
 def one_gpu(speed: float = 10.0) -> tuple[Cluster, ThroughputTable]:
@@ -449,7 +449,7 @@ def test_replay_uses_the_policy_round_and_lists_baselines(tmp_path: Path) -> Non
         "gavel": 360.0, "gavel-max-sum": 360.0, "ftf": 360.0, "optimus": 600.0,
         "progress": 1800.0, "progress-packed": 1800.0, "gavel-packed": 360.0,
         "fifo-packed": 360.0, "ftf-packed": 360.0, "min-total-duration-packed": 360.0,
-        "max-throughput-per-cost-packed": 360.0,
+        "max-throughput-per-cost-packed": 360.0, "gavel-water-filling-packed": 360.0,
         "fifo-fastest": 360.0,
         "min-total-duration": 360.0,
         "max-throughput-per-cost": 360.0, "isolated": 360.0, "gavel-max-sum-raw": 360.0,

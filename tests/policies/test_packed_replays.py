@@ -1,5 +1,6 @@
 """Every policy that packs two jobs on a GPU (progress-packed, gavel-packed,
-fifo-packed, ftf-packed, min-total-duration-packed, max-throughput-per-cost-packed)
+fifo-packed, ftf-packed, min-total-duration-packed, max-throughput-per-cost-packed,
+gavel-water-filling-packed)
 replays random mixed traces to the end on random measured pairs, and what
 ran passes the independent checker (replay() runs it and raises on a violation): packed
 starts on busy GPUs, a GPU holding more than its whole, or a packed run at the wrong
@@ -43,7 +44,8 @@ def random_case(seed: int) -> tuple[list[Job], ThroughputTable, CoLocationModel]
 
 @pytest.mark.parametrize("policy", ["progress-packed", "gavel-packed", "fifo-packed",
                                     "ftf-packed", "min-total-duration-packed",
-                                    "max-throughput-per-cost-packed"])
+                                    "max-throughput-per-cost-packed",
+                                    "gavel-water-filling-packed"])
 @pytest.mark.parametrize("seed", range(4))
 def test_packed_policies_replay_random_traces_through_the_checker(policy: str,
                                                                   seed: int) -> None:

@@ -370,10 +370,10 @@ EXPECTED: dict[str, list[tuple[float, float]]] = {
     "fifo-packed": [FIFO_LIKE],  # (0.996 < fifo_packed's 1.5: fifo-fastest's deal)
     # The other packed LPs: the pair (0.498 + 0.498 of their rates alone, on the V100
     # only) does less than the two time-sliced, so their optima are the unpacked ones'
-    # (ftf's, min-total-duration's, max-throughput-per-cost's), realised in Gavel's rounds
-    # as gavel-packed's: the same JCTs.
+    # (ftf's, min-total-duration's, max-throughput-per-cost's, gavel-water-filling's),
+    # realised in Gavel's rounds as gavel-packed's: the same JCTs.
     "ftf-packed": [GAVEL], "min-total-duration-packed": [FIFO_LIKE],
-    "max-throughput-per-cost-packed": [GAVEL],
+    "max-throughput-per-cost-packed": [GAVEL], "gavel-water-filling-packed": [GAVEL],
     "fifo-fastest": [FIFO_LIKE], "min-total-duration": [FIFO_LIKE],
     "max-throughput-per-cost": [GAVEL], "isolated": [ISOLATED],
     "gavel-max-sum-raw": [GAVEL], "max-throughput-per-cost-raw": [GAVEL],
@@ -383,6 +383,7 @@ ROUNDS = {"fifo": None, "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360
           "optimus": 600.0, "progress": 1800.0, "progress-packed": 1800.0,
           "gavel-packed": 360.0, "fifo-packed": 360.0, "ftf-packed": 360.0,
           "min-total-duration-packed": 360.0, "max-throughput-per-cost-packed": 360.0,
+          "gavel-water-filling-packed": 360.0,
           "fifo-fastest": 360.0,
           "min-total-duration": 360.0, "max-throughput-per-cost": 360.0, "isolated": 360.0,
           "gavel-max-sum-raw": 360.0, "max-throughput-per-cost-raw": 360.0,

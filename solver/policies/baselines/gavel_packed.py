@@ -52,6 +52,7 @@ from hetsched.formulations.gavel.packed_objectives import (
     packed_finish_time,
     packed_min_total_duration,
     packed_throughput_per_cost,
+    packed_water_filling,
 )
 from hetsched.formulations.gavel.problem import AllocationProblem, Array
 from hetsched.policies.baselines.common import RoundClock, place, steps_left
@@ -66,7 +67,8 @@ PAIR_MARK = "\x1f"
 #: The allocations (``objective``) and the policy's name for each.
 OBJECTIVES = {"max-min": "gavel-packed", "fifo": "fifo-packed", "finish-time": "ftf-packed",
               "min-total-duration": "min-total-duration-packed",
-              "cost": "max-throughput-per-cost-packed"}
+              "cost": "max-throughput-per-cost-packed",
+              "water-filling": "gavel-water-filling-packed"}
 #: A running job about to finish still has this many steps left to the LPs (they need > 0).
 LEAST_STEPS = 1e-9
 
@@ -89,8 +91,9 @@ class GavelPacked(PolicyHooks):
         #: :func:`~hetsched.formulations.gavel.packed.fifo_packed`, pairs above
         #: ``packing_threshold``; its rounds skip entries of priority 0, as Gavel's FIFO),
         #: ``finish-time`` (``finish_time_fairness_packed``), ``min-total-duration``
-        #: (``min_total_duration_packed``) or ``cost``
-        #: (``max_sum_throughput_normalized_by_cost_packed_SLOs``):
+        #: (``min_total_duration_packed``), ``cost``
+        #: (``max_sum_throughput_normalized_by_cost_packed_SLOs``) or ``water-filling``
+        #: (``max_min_fairness_water_filling_packed``):
         #: :mod:`hetsched.formulations.gavel.packed_objectives`
         self.objective = objective
         self.packing_threshold = packing_threshold
@@ -137,7 +140,7 @@ class GavelPacked(PolicyHooks):
         self._allocate = {"max-min": self._max_min, "fifo": self._fifo,
                           "finish-time": self._finish_time,
                           "min-total-duration": self._min_total_duration,
-                          "cost": self._cost}[objective]
+                          "cost": self._cost, "water-filling": self._water_filling}[objective]
 
     def quiet_until(self, state: ClusterState) -> float:
         """No promise: every round boundary may move jobs (Gavel's rounds)."""
@@ -317,6 +320,11 @@ class GavelPacked(PolicyHooks):
             with np.errstate(divide="ignore"):
                 need = np.where(left > 0, steps / left, 0.0)  # (a past deadline: none)
         answer = packed_throughput_per_cost(problem, prices, need, self.normalized, budget)
+        return None if answer is None else (answer.alone, answer.together)
+
+    def _water_filling(self, state: ClusterState, jobs: list[Job], problem: PackedProblem,
+                       budget: Budget) -> tuple[Array, Array] | None:
+        answer = packed_water_filling(problem, budget)
         return None if answer is None else (answer.alone, answer.together)
 
     def _realise(self, state: ClusterState, jobs: list[Job], chosen: list[tuple[int, int]],
