@@ -39,9 +39,10 @@ from gavel_side import (
     variant,
 )
 
-#: (hetsched's policy, Gavel's policy). ``..._hetsched_gavel``: Gavel's simulator with its
-#: policy's allocation computed by hetsched's code (min-total-duration-packed:inside's),
-#: the rest of its simulator as it is (docs/policies.md).
+#: (hetsched's policy, Gavel's policy). ``..._hetsched_gavel``, ``..._hetsched``: Gavel's
+#: simulator with its policy's allocation computed by hetsched's code
+#: (min-total-duration-packed:inside's, max-throughput-per-cost-packed:raw's), the rest of
+#: its simulator as it is (docs/policies.md).
 PEERS = (("gavel-packed", "max_min_fairness_packed"), ("gavel:central", "max_min_fairness_perf"),
          ("fifo-packed", "fifo_packed"), ("fifo-fastest:gavel", "fifo_perf"),
          ("ftf-packed", "finish_time_fairness_packed"),
@@ -53,7 +54,13 @@ PEERS = (("gavel-packed", "max_min_fairness_packed"), ("gavel:central", "max_min
          ("max-throughput-per-cost-packed", "max_sum_throughput_normalized_by_cost_packed_SLOs"),
          ("max-throughput-per-cost-packed:raw",
           "max_sum_throughput_normalized_by_cost_packed_SLOs"),
-         ("max-throughput-per-cost:gavel", "max_sum_throughput_normalized_by_cost_perf"))
+         ("max-throughput-per-cost-packed:raw-exact",
+          "max_sum_throughput_normalized_by_cost_packed_SLOs"),
+         ("max-throughput-per-cost-packed:raw-exact",
+          "max_sum_throughput_normalized_by_cost_packed_SLOs_hetsched"),
+         ("max-throughput-per-cost:gavel", "max_sum_throughput_normalized_by_cost_perf"),
+         ("gavel-water-filling-packed", "max_min_fairness_water_filling_packed"),
+         ("gavel-water-filling:gavel", "max_min_fairness_water_filling_perf"))
 #: USD per GPU-hour on both sides (gavel_family.PRICES: Gavel's prices).
 PRICES = "v100=0.74,p100=0.43,k80=0.135"
 #: GPUs per type (one server each, as Gavel's simulator counts them).

@@ -76,7 +76,8 @@ VARIANTS: dict[str, dict[str, object]] = {
     "flat": {"hierarchical": False}, "gavel-flat": {"rounds": "gavel", "hierarchical": False},
     "whole": {"keep_whole": True},
     # (the packed policies, which always run Gavel's rounds)
-    "inside": {"spare": "gavel"}, "raw": {"normalized": False}}
+    "inside": {"spare": "gavel"}, "raw": {"normalized": False},
+    "exact": {"share_digits": None}, "raw-exact": {"normalized": False, "share_digits": None}}
 
 
 def variant(policy: str) -> tuple[str, dict[str, object]]:

@@ -65,3 +65,16 @@ def test_packed_policies_replay_random_traces_through_the_checker(policy: str,
                 rate = pairs.combined(one.gpu_type, kind[one.job], kind[two.job])
                 assert rate is not None
                 assert rate > 1.0
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_gavels_cost_policy_with_the_lps_own_shares_replays_through_the_checker(
+        seed: int) -> None:
+    from hetsched.policies.baselines.gavel_packed import GavelPacked
+
+    jobs, table, pairs = random_case(seed)
+    policy = GavelPacked(objective="cost", normalized=False, share_digits=None)
+    assert policy.name == "max-throughput-per-cost-packed-raw"
+    ran = hetsched.replay(jobs, CLUSTER, policy, throughput=table, colocation=pairs,
+                          settings=ReplaySettings(restart_penalty_s=30.0))
+    assert ran.summary()["completed"] == len(jobs)
