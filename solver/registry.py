@@ -87,7 +87,8 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           policy="hetsched.policies.baselines.deadline_first:EarliestDeadlineFirst"),
     Entry("tiresias", "Tiresias: least attained service, discretised (NSDI 2019)",
           policy="hetsched.policies.baselines.tiresias:Tiresias"),
-    Entry("gandiva", "Gandiva: time slicing (OSDI 2018)",
+    Entry("gandiva", "Gandiva: time slicing, packing of one-GPU jobs at measured pair "
+          "speeds, migration of spread gangs onto one node (OSDI 2018)",
           policy="hetsched.policies.baselines.gandiva:Gandiva"),
     Entry("gavel", "Gavel: max-min fairness LP in rounds (OSDI 2020)",
           policy="hetsched.policies.baselines.gavel:Gavel", params={"objective": "max-min"},
