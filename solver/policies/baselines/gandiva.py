@@ -74,6 +74,9 @@ class Gandiva(PolicyHooks):
         # The colocation model last seen, and whether it has a pair worth packing.
         self._pairs_of: CoLocationModel | None = None
         self._packs = False
+        # A gang moved onto one node: (when it moved, when its stint began before): a
+        # move continues the stint, so it brings no fresh quantum.
+        self._moved: dict[str, tuple[float, float]] = {}
 
     @property
     def round_s(self) -> float:
@@ -149,7 +152,7 @@ class Gandiva(PolicyHooks):
             if run.packed or (run.job.gpu_share is not None and len(run.gpus) == 1):
                 on_gpu.setdefault(run.gpus[0], []).append(run)
             else:
-                units.append((run.started, [run]))
+                units.append((self._stint_start(run), [run]))
         for runs in on_gpu.values():
             if all(run.packed for run in runs):
                 runs.sort(key=lambda run: (run.job.arrival, run.job.id))
@@ -171,6 +174,17 @@ class Gandiva(PolicyHooks):
         due.sort(key=_first)
         return [members for _, members in served], [members for _, members in due]
 
+    def _stint_start(self, run: RunningJob) -> float:
+        """When ``run``'s stint began: its (re)start, or, for a gang moved onto one node
+        since, when it began before the move."""
+        moved = self._moved.get(run.job.id)
+        if moved is None:
+            return run.started
+        if abs(run.started - moved[0]) > BOUNDARY_TOLERANCE_S:  # (suspended since)
+            del self._moved[run.job.id]
+            return run.started
+        return moved[1]
+
     def _migrate(self, state: ClusterState, decision: Decision, pool: FreeGpuIndex
                  ) -> Decision:
         """``decision`` with the spread gangs it keeps moved onto one node
@@ -181,6 +195,7 @@ class Gandiva(PolicyHooks):
             return decision
         for run, _ in moves:
             pool.release(run.gpus, run.job)
+            self._moved[run.job.id] = (state.now, self._stint_start(run))
         starts = [*decision.start, *(start for _, start in moves)]
         if state.pending:
             pool.keep(list(pool.victims))  # (what the decision left running stays)
@@ -209,8 +224,8 @@ class Gandiva(PolicyHooks):
 
     def _forget_finished(self) -> None:
         for job_id in self._finished:
-            for table in (self._last_ran,):
-                table.pop(job_id, None)
+            self._last_ran.pop(job_id, None)
+            self._moved.pop(job_id, None)
         self._finished.clear()
 
     def _waited(self, job: Job) -> tuple[int, tuple[float, float, str]]:
