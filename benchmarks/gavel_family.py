@@ -43,7 +43,9 @@ if TYPE_CHECKING:
 
 #: Gavel's policy beside each of hetsched's (``NAME:SUFFIX``: gavel_side.VARIANTS).
 #: ``max_min_fairness_perf_two_stage``: Gavel's simulator with its max-min LP followed by
-#: hetsched's second stage (docs/policies.md, "Beside Gavel's simulator").
+#: hetsched's second stage; ``min_total_duration_perf_hetsched_bisection``: Gavel's
+#: simulator with its min-total-duration allocation computed by hetsched's code
+#: (``min-total-duration:bisection``'s) (docs/policies.md, "Beside Gavel's simulator").
 PEERS = (("gavel", "max_min_fairness_perf"), ("gavel:rounds", "max_min_fairness_perf"),
          ("gavel:gavel", "max_min_fairness_perf"), ("gavel:central", "max_min_fairness_perf"),
          ("gavel", "max_min_fairness_perf_two_stage"),
@@ -55,6 +57,7 @@ PEERS = (("gavel", "max_min_fairness_perf"), ("gavel:rounds", "max_min_fairness_
          ("min-total-duration:gavel", "min_total_duration_perf"),
          ("min-total-duration:central", "min_total_duration_perf"),
          ("min-total-duration:bisection", "min_total_duration_perf"),
+         ("min-total-duration:bisection", "min_total_duration_perf_hetsched_bisection"),
          ("max-throughput-per-cost:gavel", "max_sum_throughput_normalized_by_cost_perf"),
          ("isolated:gavel", "isolated"),
          ("min-total-duration", "min_total_duration_perf"),

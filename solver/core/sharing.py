@@ -20,10 +20,11 @@ that throughput times a factor:
 **Packed whole jobs.** A whole job of one GPU may also be started *packed*
 (``Start.packed``, Gavel's space sharing): it then holds half of its GPU
 (:data:`PACKED_SHARE`), so at most two packed jobs share one, each at the factor above.
-The policies that pack (``progress-packed``, ``gavel-packed``, ``fifo-packed``) pack only
-pairs measured both ways on that GPU type (:meth:`CoLocationModel.combined`), so the
-default factor never prices a packed pair; ``progress-packed`` only those whose combined
-rate is above 1, ``fifo-packed`` above Gavel's 1.5, ``gavel-packed`` as its LP finds.
+The policies that pack (``progress-packed``, ``gandiva``, Gavel's ``-packed`` family) pack
+only pairs measured both ways on that GPU type (:meth:`CoLocationModel.combined`), so the
+default factor never prices a packed pair; ``progress-packed`` and ``gandiva`` only those
+whose combined rate is above 1, ``fifo-packed`` above Gavel's 1.5, the LP policies
+(``gavel-packed`` and the others) as their LP finds.
 
 The factor changes when co-runners start or stop; the simulator then ends the job's run
 segment and continues it at the new speed (``Assignment.continued``: no restart
