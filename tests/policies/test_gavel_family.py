@@ -92,6 +92,34 @@ def test_min_total_duration_uses_the_steps_left() -> None:
         assert policy.allocation["e"] == pytest.approx({"v100": 0.0, "k80": 1.0}, abs=1e-6)
 
 
+def test_min_total_duration_as_gavel_keeps_a_point_inside_at_its_bisections_makespan() -> None:
+    # The case above with fast at 400 steps: the least makespan is 200 s, Gavel's
+    # bisection stops at T_g = gavels_bisection(200) (above 200, within 5 %), and Gavel
+    # keeps whatever point ECOS returns for "every job done by T_g" with no objective.
+    # spare="gavel" keeps such a point found by an interior point with no objective: every
+    # job at least its rate for T_g, and inside: no fraction at 0 or 1 (fast is not all on
+    # the V100 as at the least makespan), so the makespan lies between 200 s and T_g.
+    from hetsched.policies.baselines.min_total_duration import gavels_bisection
+
+    cluster = v100_and_k80()
+    table = ThroughputTable.from_rows([("fast", "v100", 1, "packed", 2.0),
+                                       ("fast", "k80", 1, "packed", 1.0),
+                                       ("even", "v100", 1, "packed", 1.0),
+                                       ("even", "k80", 1, "packed", 1.0)])
+    policy = MinTotalDuration(round_s=100.0, spare="gavel")
+    policy.decide(first_state(cluster, table, [Job("f", 0.0, "fast", 1, 400.0),
+                                               Job("e", 0.0, "even", 1, 100.0)]))
+    bound = gavels_bisection(200.0)
+    assert 200.0 < bound <= 210.0
+    f, e = policy.allocation["f"], policy.allocation["e"]
+    assert all(1e-4 < x < 1 - 1e-4 for x in (*f.values(), *e.values()))
+    fast = 2.0 * f["v100"] + f["k80"]
+    even = e["v100"] + e["k80"]
+    assert 400.0 / fast <= bound * (1 + 1e-6)
+    assert 100.0 / even <= bound * (1 + 1e-6)
+    assert 400.0 / fast > 200.0
+
+
 COST_TABLE = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 2.0),
                                         ("cnn", "k80", 1, "packed", 1.0)])
 
