@@ -78,3 +78,15 @@ def test_gavels_cost_policy_with_the_lps_own_shares_replays_through_the_checker(
     ran = hetsched.replay(jobs, CLUSTER, policy, throughput=table, colocation=pairs,
                           settings=ReplaySettings(restart_penalty_s=30.0))
     assert ran.summary()["completed"] == len(jobs)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_packed_min_total_duration_as_gavel_replays_through_the_checker(seed: int) -> None:
+    from hetsched.policies.baselines.gavel_packed import GavelPacked
+
+    jobs, table, pairs = random_case(seed)
+    policy = GavelPacked(objective="min-total-duration", spare="gavel")
+    ran = hetsched.replay(jobs, CLUSTER, policy, throughput=table, colocation=pairs,
+                          settings=ReplaySettings(restart_penalty_s=30.0))
+    assert ran.summary()["completed"] == len(jobs)
+    assert policy.failed_solves == 0
