@@ -12,6 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.allocation.layout import Start
 from hetsched.core.records import Job
@@ -242,6 +245,17 @@ def steps_left(state: ClusterState, jobs: Sequence[Job], least: float = 0.0) -> 
     remaining = state.remaining
     return [max(least, running[job.id] if job.id in running
                 else remaining.get(job.id, job.work)) for job in jobs]
+
+
+def deadline_rates(state: ClusterState, jobs: Sequence[Job]) -> npt.NDArray[np.float64]:
+    """The steps/s each of ``jobs`` needs from now on to meet its deadline (Gavel's SLOs):
+    its steps left over the time left; 0 for a job with no deadline or one already past
+    (Gavel's rate would be negative, which any allocation meets)."""
+    steps = np.array(steps_left(state, jobs), dtype=np.float64)
+    left = np.array([np.inf if job.deadline is None else job.deadline - state.now
+                     for job in jobs], dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return np.asarray(np.where(left > 0, steps / left, 0.0), dtype=np.float64)
 
 
 def active_jobs(state: ClusterState) -> list[Job]:

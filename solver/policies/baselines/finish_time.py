@@ -4,6 +4,7 @@ allocation (Themis's rho, NSDI 2020), realised in rounds as ``gavel`` realises i
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -11,7 +12,7 @@ from hetsched.core.errors import InputError
 from hetsched.core.records import Job
 from hetsched.core.settings import DECISION_LIMIT
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.gavel.problem import Allocation, AllocationProblem
+from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array
 from hetsched.policies.backends import BACKENDS_OF
 from hetsched.policies.baselines.common import steps_left
 from hetsched.policies.baselines.gavel import Gavel
@@ -73,10 +74,8 @@ class FinishTimeFairness(Gavel):
         #: interior optimum, as Gavel's conic solver returns, after the prices;
         #: :mod:`hetsched.formulations.gavel.central`). All reach the same worst ratio.
         self.spare = spare
-        #: each job's isolated time (s) for the steps it did up to the last solve
-        self._isolated_done: dict[str, float] = {}
-        #: each job's steps left and isolated speed (steps/s) at the last solve
-        self._at_solve: dict[str, tuple[float, float]] = {}
+        #: each job's isolated time, as Gavel counts it
+        self._isolated = IsolatedTimes()
 
     def _allocate(self, state: ClusterState, jobs: list[Job], problem: AllocationProblem,
                   budget: Budget) -> Allocation:
@@ -84,18 +83,7 @@ class FinishTimeFairness(Gavel):
         from hetsched.formulations.gavel.finish_time import FinishTimeProblem, isolated_speeds
 
         steps = np.array(steps_left(state, jobs, LEAST_STEPS))
-        speeds = isolated_speeds(problem)
-        done = self._isolated_done
-        for index, job in enumerate(jobs):
-            before = self._at_solve.get(job.id)
-            if before is not None:
-                done[job.id] = done.get(job.id, 0.0) + max(0.0, before[0] - steps[index]) \
-                    / before[1]
-        self._at_solve = {job.id: (float(steps[i]), float(speeds[i]))
-                          for i, job in enumerate(jobs)}
-        self._isolated_done = {job.id: done[job.id] for job in jobs if job.id in done}
-        isolated = np.array([self._isolated_done.get(job.id, 0.0) for job in jobs]) \
-            + steps / speeds
+        isolated = self._isolated.at_solve(jobs, steps, isolated_speeds(problem))
         since = np.array([max(0.0, state.now - job.arrival) for job in jobs])
         finish = FinishTimeProblem(problem, since, steps, isolated)
         solver = self._finish_lp if len(jobs) <= AUTO_LP_JOBS else self._finish
@@ -109,3 +97,32 @@ class FinishTimeFairness(Gavel):
                                   answer.optimal, answer.runtime_s)
             log.debug("t=%g: no central allocation; the greedy one is used", state.now)
         return answer
+
+
+class IsolatedTimes:
+    """Each job's isolated time as Gavel's finish-time fairness counts it (its
+    ``_cumulative_isolated_time``): the steps it did between two solves at the isolated
+    speed of the earlier one (1/n of the cluster, n the jobs active then), plus its steps
+    left at today's."""
+
+    def __init__(self) -> None:
+        #: each job's isolated time (s) for the steps it did up to the last solve
+        self._done: dict[str, float] = {}
+        #: each job's steps left and isolated speed (steps/s) at the last solve
+        self._at_solve: dict[str, tuple[float, float]] = {}
+
+    def at_solve(self, jobs: Sequence[Job], steps: Array, speeds: Array) -> Array:
+        """The isolated times (s) of ``jobs`` at a solve where they have ``steps`` left
+        and isolated ``speeds`` (steps/s; a job at 0 gets ``inf``)."""
+        done = self._done
+        for index, job in enumerate(jobs):
+            before = self._at_solve.get(job.id)
+            if before is not None:
+                done[job.id] = done.get(job.id, 0.0) + max(0.0, before[0] - steps[index]) \
+                    / before[1]
+        self._at_solve = {job.id: (float(steps[i]), float(speeds[i]))
+                          for i, job in enumerate(jobs) if speeds[i] > 0}
+        self._done = {job.id: done[job.id] for job in jobs if job.id in done}
+        with np.errstate(divide="ignore"):
+            return np.asarray(np.array([self._done.get(job.id, 0.0) for job in jobs])
+                              + steps / speeds, dtype=np.float64)

@@ -55,7 +55,8 @@ from hetsched.formulations.gavel.packed_objectives import (
     packed_water_filling,
 )
 from hetsched.formulations.gavel.problem import AllocationProblem, Array
-from hetsched.policies.baselines.common import RoundClock, place, steps_left
+from hetsched.policies.baselines.common import RoundClock, deadline_rates, place, steps_left
+from hetsched.policies.baselines.finish_time import IsolatedTimes
 from hetsched.policies.baselines.gavel_rounds import GavelLedger, arrival_rank, gavel_queue
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 from hetsched.policies.starting import SpeedBook
@@ -139,10 +140,8 @@ class GavelPacked(PolicyHooks):
         self.pairs_started = 0
         self._factors_of: CoLocationModel | None = None
         self._factor_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], Array] = {}
-        #: ``finish-time``: each job's isolated time (s) for the steps it did up to the
-        #: last solve, and its steps left and isolated speed (steps/s) at that solve
-        self._isolated_done: dict[str, float] = {}
-        self._at_solve: dict[str, tuple[float, float]] = {}
+        #: ``finish-time``: each job's isolated time, as Gavel counts it
+        self._isolated = IsolatedTimes()
         self._allocate = {"max-min": self._max_min, "fifo": self._fifo,
                           "finish-time": self._finish_time,
                           "min-total-duration": self._min_total_duration,
@@ -283,19 +282,9 @@ class GavelPacked(PolicyHooks):
         steps = np.array(steps_left(state, jobs, LEAST_STEPS))
         start = isolated_allocation(problem.alone)
         speeds = (problem.alone.throughput * start).sum(axis=1)
-        done = self._isolated_done
-        for index, job in enumerate(jobs):
-            before = self._at_solve.get(job.id)
-            if before is not None:
-                done[job.id] = done.get(job.id, 0.0) + max(0.0, before[0] - steps[index]) \
-                    / before[1]
-        self._at_solve = {job.id: (float(steps[i]), float(speeds[i]))
-                          for i, job in enumerate(jobs) if speeds[i] > 0}
-        self._isolated_done = {job.id: done[job.id] for job in jobs if job.id in done}
+        isolated = self._isolated.at_solve(jobs, steps, speeds)
         if np.any(speeds <= 0):  # (a job no type with GPUs can run: no ratio for it)
             return None
-        isolated = np.array([self._isolated_done.get(job.id, 0.0) for job in jobs]) \
-            + steps / speeds
         since = np.array([max(0.0, state.now - job.arrival) for job in jobs])
         answer = packed_finish_time(problem, since, steps, isolated,
                                     (start, np.zeros((len(problem.first), start.shape[1]))),
@@ -320,13 +309,7 @@ class GavelPacked(PolicyHooks):
     def _cost(self, state: ClusterState, jobs: list[Job], problem: PackedProblem,
               budget: Budget) -> tuple[Array, Array] | None:
         prices = np.array(prices_for(state.cluster.gpu_types, self.prices))
-        need = np.zeros(len(jobs))
-        if self.meet_deadlines:
-            steps = np.array(steps_left(state, jobs))
-            left = np.array([np.inf if job.deadline is None else job.deadline - state.now
-                             for job in jobs])
-            with np.errstate(divide="ignore"):
-                need = np.where(left > 0, steps / left, 0.0)  # (a past deadline: none)
+        need = deadline_rates(state, jobs) if self.meet_deadlines else np.zeros(len(jobs))
         answer = packed_throughput_per_cost(problem, prices, need, self.normalized, budget)
         return None if answer is None else (answer.alone, answer.together)
 

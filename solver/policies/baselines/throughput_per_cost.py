@@ -16,7 +16,7 @@ from hetsched.core.settings import DECISION_LIMIT
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem
 from hetsched.policies.backends import BACKENDS_OF
-from hetsched.policies.baselines.common import steps_left
+from hetsched.policies.baselines.common import deadline_rates
 from hetsched.policies.baselines.gavel import Gavel
 from hetsched.policies.rolling import ClusterState
 
@@ -70,13 +70,7 @@ class ThroughputPerCost(Gavel):
         from hetsched.formulations.gavel.cost import CostProblem, max_throughput_per_cost
 
         prices = np.array(prices_for(state.cluster.gpu_types, self.prices))
-        need = np.zeros(len(jobs))
-        if self.meet_deadlines:
-            steps = np.array(steps_left(state, jobs))
-            left = np.array([np.inf if job.deadline is None else job.deadline - state.now
-                             for job in jobs])
-            with np.errstate(divide="ignore"):
-                need = np.where(left > 0, steps / left, 0.0)  # (a past deadline: none)
+        need = deadline_rates(state, jobs) if self.meet_deadlines else np.zeros(len(jobs))
         answer = max_throughput_per_cost(CostProblem(problem, prices, need, self.normalized),
                                          budget)
         left_out = int(np.count_nonzero(need > 0)) - len(answer.kept)
