@@ -134,7 +134,7 @@ def packed_feasible(problem: PackedProblem, need: Array, budget: Budget | None =
     steps/s, with no objective: HiGHS's interior-point method on the feasibility LP,
     stopped without crossover, ends inside the polytope (no type need be full, no job
     at exactly its rate), as ECOS does on the feasibility problems of Gavel's bisection
-    (``cp.Maximize(1)``, ``policies/min_total_duration.py:43,112``). ``None`` if HiGHS
+    (``cp.Maximize(1)``, ``policies/min_total_duration.py:43,109``). ``None`` if HiGHS
     gives none (or none is feasible)."""
     base = problem.alone
     jobs, types = base.throughput.shape
