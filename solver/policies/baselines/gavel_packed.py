@@ -1,11 +1,14 @@
 """``gavel-packed``: Gavel's max-min fairness with space sharing (its
 ``max_min_fairness_packed``), realised by Gavel's simulator's rounds; ``fifo-packed``:
 its ``fifo_packed`` (FIFO onto the fastest type with room, then the next jobs packed
-beside placed ones whose pair's rates add up to more than 1.5) in the same rounds.
+beside placed ones whose pair's rates add up to more than 1.5) in the same rounds; and
+Gavel's other packed allocations in the same rounds: ``ftf-packed``,
+``min-total-duration-packed``, ``max-throughput-per-cost-packed`` and
+``gavel-water-filling-packed`` (:mod:`hetsched.formulations.gavel.packed_objectives`).
 
-Each solve (:func:`hetsched.formulations.gavel.packed.solve_packed_max_min`) gives time
-fractions to every active job alone and to every pair of one-GPU jobs packed on one GPU
-of a type where both directions of the pair are measured
+Each solve (:func:`hetsched.formulations.gavel.packed.solve_packed_max_min`, or the
+objective's own) gives time fractions to every active job alone and to every pair of
+one-GPU jobs packed on one GPU of a type where both directions of the pair are measured
 (:class:`hetsched.core.sharing.CoLocationModel`). The rounds are Gavel's
 (:mod:`hetsched.policies.baselines.gavel_rounds`) with a pair as one more entry beside
 the jobs, as Gavel's scheduler keeps them (``JobIdPair``, ``scheduler.py:2205-2219``):
