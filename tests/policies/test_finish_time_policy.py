@@ -33,7 +33,7 @@ def test_isolated_time_adds_up_over_solves() -> None:
     # = 3500 s, B's 2000 / 0.5 = 4000 s. max((500 + 1500 / rA) / 3500, 2000 / rB / 4000)
     # with rA + rB = 1 is least at rA = rB = 1/2 (both ratios 1). Without the 500 s A
     # already had, rA^2 + 5 rA - 3 = 0 would give A 0.541.
-    assert policy._isolated_done == {"A": pytest.approx(500.0)}
+    assert policy._isolated.done == {"A": pytest.approx(500.0)}
     assert policy.allocation["A"]["v100"] == pytest.approx(0.5, abs=1e-6)
     assert policy.allocation["B"]["v100"] == pytest.approx(0.5, abs=1e-6)
 

@@ -111,6 +111,11 @@ class IsolatedTimes:
         #: each job's steps left and isolated speed (steps/s) at the last solve
         self._at_solve: dict[str, tuple[float, float]] = {}
 
+    @property
+    def done(self) -> dict[str, float]:
+        """Each job's isolated time (s) for the steps it did up to the last solve."""
+        return dict(self._done)
+
     def at_solve(self, jobs: Sequence[Job], steps: Array, speeds: Array) -> Array:
         """The isolated times (s) of ``jobs`` at a solve where they have ``steps`` left
         and isolated ``speeds`` (steps/s; a job at 0 gets ``inf``)."""
