@@ -61,6 +61,13 @@ class PackedProblem:
                 np.any(self.alone.scale_factors[self.second] != 1))):
             raise ValueError("pairs are of two different one-GPU jobs")
 
+    @classmethod
+    def without_pairs(cls, alone: AllocationProblem) -> PackedProblem:
+        """``alone``'s jobs with no pair: the unpacked allocation problem."""
+        none = np.zeros(0, dtype=np.int64)
+        types = len(alone.gpu_types)
+        return cls(alone, none, none.copy(), np.zeros((0, types)), np.zeros((0, types)))
+
     def rates(self, alone: Array, together: Array) -> Array:
         """Each job's steps/s under ``alone`` (jobs x types) and ``together`` (pairs x
         types) time fractions."""

@@ -242,9 +242,6 @@ def test_packed_water_filling_without_pairs_is_water_filling() -> None:
     from hetsched.formulations.gavel.water_filling import water_filling
 
     problem = random_problem(3)
-    none = np.zeros(0, dtype=np.int64)
-    alone = PackedProblem(problem.alone, none, none.copy(), np.zeros((0, 2)),
-                          np.zeros((0, 2)))
-    answer = packed_water_filling(alone)
+    answer = packed_water_filling(PackedProblem.without_pairs(problem.alone))
     assert answer is not None
     assert answer.value == pytest.approx(water_filling(problem.alone).value, rel=1e-6)

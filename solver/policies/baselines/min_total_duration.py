@@ -74,11 +74,8 @@ class MinTotalDuration(Gavel):
             from hetsched.formulations.gavel.packed import PackedProblem
             from hetsched.formulations.gavel.packed_objectives import packed_feasible
 
-            none = np.zeros(0, dtype=np.int64)
-            inside = packed_feasible(
-                PackedProblem(problem, none, none.copy(), np.zeros((0, len(problem.gpu_types))),
-                              np.zeros((0, len(problem.gpu_types)))),
-                steps / gavels_bisection(answer.value), budget)
+            inside = packed_feasible(PackedProblem.without_pairs(problem),
+                                     steps / gavels_bisection(answer.value), budget)
             if inside is not None:
                 return Allocation(problem, inside[0], duration.makespan(inside[0]),
                                   answer.optimal, answer.runtime_s)
