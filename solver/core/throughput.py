@@ -59,6 +59,20 @@ def throughput_after(model: ThroughputModel, job_type: str, gpu_type: str, num_g
     return model.throughput(job_type, gpu_type, num_gpus, placement)
 
 
+def throughput_ahead(model: ThroughputModel, job_type: str, gpu_type: str, num_gpus: int,
+                     placement: Placement, done: float, horizon_s: float) -> float:
+    """steps/s over the next ``horizon_s`` seconds of a job that has done ``done`` of its
+    work (the work it makes in them, each part at :func:`throughput_after`'s speed, over
+    the time it runs in them): the model's ``throughput_ahead`` where it has one (an
+    elastic job's goodput over its next epochs, hetsched.speeds.pollux), else its
+    ``throughput``. What a policy plans a running or partly done job with over its
+    horizon."""
+    ahead = getattr(model, "throughput_ahead", None)
+    if ahead is not None:
+        return float(ahead(job_type, gpu_type, num_gpus, placement, done, horizon_s))
+    return model.throughput(job_type, gpu_type, num_gpus, placement)
+
+
 def speed_change_after(model: ThroughputModel, job_type: str, done: float) -> float | None:
     """The work at which the speed of a job of ``job_type`` that has done ``done``
     changes next (:func:`throughput_after`; an elastic job's next epoch), from the model's
@@ -211,6 +225,19 @@ class PolicyView:
                 self.fitted.throughput(job_type, gpu_type, num_gpus, placement)
             self._answers[key] = found
         return found
+
+    def throughput_ahead(self, job_type: str, gpu_type: str, num_gpus: int,
+                         placement: Placement, done: float, horizon_s: float) -> float:
+        """The fitted steps/s over the job's next ``horizon_s`` seconds
+        (:func:`throughput_ahead`) where the measured throughput is positive, else 0.0."""
+        if self.throughput(job_type, gpu_type, num_gpus, placement) <= 0:
+            return 0.0
+        return throughput_ahead(self.fitted, job_type, gpu_type, num_gpus, placement, done,
+                                horizon_s)
+
+    def speed_change_after(self, job_type: str, done: float) -> float | None:
+        """The work at which the fitted speed changes next (:func:`speed_change_after`)."""
+        return speed_change_after(self.fitted, job_type, done)
 
 
 @dataclass(frozen=True, eq=False)

@@ -28,6 +28,7 @@ BACKENDS_OF: dict[str, tuple[str, ...]] = {
     "max-throughput-per-cost-raw": ("highs",),
     "progress": MIP,
     "progress-packed": MIP,
+    "progress-elastic": MIP,
     "gavel-packed": ("highs",),
     "ftf-packed": ("highs",),
     "min-total-duration-packed": ("highs",),

@@ -41,10 +41,11 @@ import math
 
 import numpy as np
 
-from hetsched.allocation.layout import layout
+from hetsched.allocation.layout import layout, throughput_of
 from hetsched.core.fairness import isolated_speed
 from hetsched.core.records import Job
 from hetsched.core.settings import DECISION_LIMIT, RESTART_PENALTY_S
+from hetsched.core.throughput import Placement, speed_change_after, throughput_ahead
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import call_word
 from hetsched.formulations.progress import RoundPlan, RoundProblem, solve_round
@@ -80,7 +81,17 @@ class Progress(PolicyHooks):
     decision (work units when deterministic); ``pairing``: two whole jobs of one GPU may
     also run packed on one GPU, at their measured co-location speeds, when the MILP
     finds the pair worth more than the two apart (``progress-packed``,
-    :mod:`hetsched.policies.pairing`)."""
+    :mod:`hetsched.policies.pairing`);
+    ``plan_ahead``: a job whose speed changes as it progresses (an elastic job's epochs,
+    docs/elastic.md) is planned with its rate over the next ``horizon_s`` from where it is
+    instead of its whole-life rate; ``gpu_price``: the value of an option on ``n`` GPUs of
+    a type with ``G`` is divided by ``1 + gpu_price * behind * n / G``, ``behind`` the
+    active jobs with more time left (on their fastest options) than this one: GPU time a
+    job takes delays each of them by ``1 / G`` of it, so a job grows only while its
+    speed-up is worth that (with every job elastic and a power-law speed-up ``n^p``, the
+    shortest job's share of the GPUs then is heSRPT's, Berg et al. 2020); 0: off. Both
+    change nothing for jobs of one GPU count at a fixed speed (``progress-elastic`` sets
+    them, with 120 s rounds and horizon)."""
 
     name = "progress"
 
@@ -88,7 +99,8 @@ class Progress(PolicyHooks):
                  restart_penalty_s: float = RESTART_PENALTY_S, urgent_slack: float = 0.5,
                  critical_rounds: float = 2.0, rho_bound: float | None = None,
                  backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
-                 deterministic: bool = True, pairing: bool = False) -> None:
+                 deterministic: bool = True, pairing: bool = False,
+                 plan_ahead: bool = False, gpu_price: float = 0.0) -> None:
         for label, value in (("round_s", round_s), ("horizon_s", horizon_s)):
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{label} must be finite and > 0, got {value}")
@@ -109,8 +121,16 @@ class Progress(PolicyHooks):
         self.time_limit_s = time_limit_s
         self.deterministic = deterministic
         self.pairing = pairing
+        if not (math.isfinite(gpu_price) and gpu_price >= 0):
+            raise ValueError(f"gpu_price must be finite and >= 0, got {gpu_price}")
+        self.plan_ahead = plan_ahead
+        self.gpu_price = gpu_price
+        self._behind: dict[str, int] = {}  # with gpu_price: job id -> active jobs after it
+        self._type_gpus: dict[str, int] = {}
         if pairing:
             self.name = "progress-packed"
+        elif plan_ahead or gpu_price > 0:
+            self.name = "progress-elastic"
         self.speeds = SpeedBook()
         self._last: dict[str, tuple[str, int]] = {}  # job id -> chosen (type, size)
         self._rounds = 0
@@ -182,6 +202,7 @@ class Progress(PolicyHooks):
         running = {r.job.id: r for r in state.running}
         lone = {r.job.id for r in lone_packed(state)}
         found: list[Option] = []
+        alone: dict[str, float] = {}  # job id -> its time left on its fastest option
         for job in [*(r.job for r in running.values()), *state.pending]:
             run = running.get(job.id)
             remaining = run.remaining if run is not None else \
@@ -192,19 +213,28 @@ class Progress(PolicyHooks):
             if not any(by_size.values()):
                 continue
             restarted = run is not None or job.id in state.attained
+            # With plan_ahead, a job whose speed changes with its progress (an elastic
+            # job's epochs) is planned with its rate over the next horizon on each option.
+            varies = self.plan_ahead and \
+                speed_change_after(state.throughput, job.job_type, 0.0) is not None
             fair = self._fair_deadline(state, job)
             mine, fair_slack = [], []
             for size, speeds in by_size.items():
                 for gpu_type, speed in speeds.items():
                     here = run is not None and run.gpu_type == gpu_type and \
                         len(run.gpus) == size and (not run.packed or job.id in lone)
+                    ahead = _rate_ahead(state, job, gpu_type, size, speed,
+                                        job.work - remaining, self.horizon_s) \
+                        if varies else None
                     end = state.now + (0.0 if here or not restarted else
-                                       self.restart_penalty_s) + remaining / speed
+                                       self.restart_penalty_s) + remaining / (ahead or speed)
                     slack = math.inf if job.deadline is None else job.deadline - end
                     fair_slack.append(fair - end)
                     mine.append(Option(job, gpu_type, size, speed, remaining,
-                                       job.deadline is not None and slack >= 0, here, slack))
-            fastest = remaining / max(o.speed for o in mine)
+                                       job.deadline is not None and slack >= 0, here, slack,
+                                       rate=ahead))
+            fastest = remaining / max(o.planned for o in mine)
+            alone[job.id] = fastest
             if job.deadline is not None and any(o.urgent for o in mine):
                 slack = job.deadline - state.now - fastest
                 if slack > self.urgent_slack * fastest + self.round_s:
@@ -223,6 +253,11 @@ class Progress(PolicyHooks):
             kept = [o for o in mine if o.running_here and o.urgent and o.slack >= 0
                     and o.fair_slack >= 0]
             found.extend(kept or mine)
+        if self.gpu_price > 0:
+            # Shortest time left first: the jobs after each, whom its GPU time delays.
+            order = sorted(alone, key=lambda j: (alone[j], j))
+            self._behind = {j: len(order) - k - 1 for k, j in enumerate(order)}
+            self._type_gpus = dict(layout(state.cluster).type_gpus)
         if self.pairing and state.colocation is not None and state.colocation.pairs:
             def rate(o: Option) -> float:
                 return self._worth(state, o)
@@ -249,7 +284,10 @@ class Progress(PolicyHooks):
         """A job's option alone: the weighted share of its remaining work it finishes per
         second, discounted where it restarts the job (it must win the penalty back within
         the horizon). A pair's value adds its two jobs' (:mod:`hetsched.policies.pairing`)."""
-        value = option.job.weight * option.speed / option.remaining
+        value = option.job.weight * option.planned / option.remaining
+        if self.gpu_price > 0:
+            value /= 1.0 + self.gpu_price * self._behind.get(option.job.id, 0) * \
+                option.size / self._type_gpus[option.gpu_type]
         if not option.running_here and option.job.id in state.attained:
             value *= max(0.0, 1.0 - self.restart_penalty_s / self.horizon_s)
         return value
@@ -379,6 +417,20 @@ class Progress(PolicyHooks):
             gangs.start(option, gpus, None)
             started.add(job.id)
             self._last[job.id] = (option.gpu_type, option.size)
+
+
+def _rate_ahead(state: ClusterState, job: Job, gpu_type: str, size: int, speed: float,
+                done: float, horizon_s: float) -> float:
+    """``job``'s steps/s over the next ``horizon_s`` seconds once it has done ``done``, on
+    ``size`` GPUs of ``gpu_type`` at the placement that gives ``speed`` (:class:`SpeedBook`'s:
+    the best the cluster allows), from the model the policy sees
+    (:func:`~hetsched.core.throughput.throughput_ahead`)."""
+    model = state.throughput
+    for placement in Placement:
+        if throughput_of(model, job.job_type, gpu_type, size, placement) == speed:
+            return throughput_ahead(model, job.job_type, gpu_type, size, placement, done,
+                                    horizon_s)
+    return speed
 
 
 def _note(plan: RoundPlan) -> str:

@@ -38,6 +38,15 @@ class Option:
     partner: Job | None = None
     pair_value: float = 0.0
     joins: str | None = None
+    #: predicted steps/s over the round's horizon on this option, for a job whose
+    #: speed changes with its progress (an elastic job's epochs: docs/elastic.md); None:
+    #: ``speed`` all along
+    rate: float | None = None
+
+    @property
+    def planned(self) -> float:
+        """The steps/s the round plans the option with: ``rate``, else ``speed``."""
+        return self.speed if self.rate is None else self.rate
 
 
 class Gangs:

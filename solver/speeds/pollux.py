@@ -183,9 +183,9 @@ class PolluxApplication:
                      ) -> float:
         """An elastic job's goodput on ``layout`` in base-batch steps/s over its whole
         life: its goal over the time it takes there, each epoch at its best batch
-        (:meth:`epoch_costs`, or ``costs`` given); 0.0 where no batch runs. What the
-        policies plan with; the job runs each epoch at that epoch's rate
-        (:meth:`epoch_of`)."""
+        (:meth:`epoch_costs`, or ``costs`` given); 0.0 where no batch runs. The job runs
+        each epoch at that epoch's rate (:meth:`epoch_of`); the policies plan with its
+        rate over the next stretch of its life (:meth:`rate_ahead`)."""
         costs = self.epoch_costs(layout) if costs is None else costs
         if not costs:
             return 0.0
@@ -194,6 +194,37 @@ class PolluxApplication:
                              - convergence.goal_progress(epoch)) * cost
                             for epoch, cost in enumerate(costs))
         return self.goal_base_steps / seconds if seconds > 0 else 0.0
+
+    def rate_ahead(self, done: float, costs: tuple[float, ...], horizon_s: float) -> float:
+        """An elastic job's goodput in base-batch steps/s over the next ``horizon_s``
+        seconds of its life once it has made ``done`` base-batch steps: the steps it makes
+        in them, each epoch at its own cost (``costs``: :meth:`epoch_costs`), over the
+        time it runs in them (``horizon_s``, or less where it reaches its goal sooner: then
+        its rate over the work it has left); at or past its goal, or with no horizon, the
+        rate of the epoch it is in; 0.0 where no batch runs."""
+        if not costs:
+            return 0.0
+        bounds = self._epoch_starts_and_goal
+        here = self.epoch_of(done)
+        at, left_s = done, horizon_s
+        for epoch in range(here, len(costs)):
+            if left_s <= 0:
+                break
+            steps = bounds[epoch + 1] - at
+            if steps <= 0:
+                continue
+            if steps * costs[epoch] >= left_s:
+                at += left_s / costs[epoch]
+                left_s = 0.0
+                break
+            at = bounds[epoch + 1]
+            left_s -= steps * costs[epoch]
+        spent = horizon_s - left_s
+        return (at - done) / spent if spent > 0 and at > done else 1.0 / costs[here]
+
+    @cached_property
+    def _epoch_starts_and_goal(self) -> tuple[float, ...]:
+        return (*self._epoch_starts, self.goal_base_steps)
 
     def epoch_of(self, done: float) -> int:
         """The epoch a job that has made ``done`` base-batch steps is in (the last one at
@@ -280,6 +311,19 @@ class PolluxThroughput:
             return self.throughput(job_type, gpu_type, num_gpus, placement)
         costs = self._epoch_costs(known[0], gpu_type, num_gpus, placement)
         return 1.0 / costs[known[0].epoch_of(done)] if costs else 0.0
+
+    def throughput_ahead(self, job_type: str, gpu_type: str, num_gpus: int,
+                         placement: Placement, done: float, horizon_s: float) -> float:
+        """steps/s over the next ``horizon_s`` seconds of a job that has done ``done`` of
+        its work: for an elastic job its goodput there, each epoch at its own rate
+        (:meth:`PolluxApplication.rate_ahead`; what the policies plan with), else
+        :meth:`throughput` (a fixed batch's steps take the same time all along)."""
+        known = self.application(job_type)
+        if known is None or known[1] != 0:
+            return self.throughput(job_type, gpu_type, num_gpus, placement)
+        app = known[0]
+        costs = self._epoch_costs(app, gpu_type, num_gpus, placement)
+        return app.rate_ahead(done, costs, horizon_s)
 
     def speed_change_after(self, job_type: str, done: float) -> float | None:
         """The work at which the speed of a job of ``job_type`` that has done ``done``

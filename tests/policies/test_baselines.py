@@ -38,7 +38,8 @@ ALL = [*BASELINES, "sjf-agnostic", "srtf-agnostic", "gavel-agnostic",
        "optimus-agnostic"]
 #: Policies that preempt (optimus only to migrate a running job to faster free GPUs).
 PREEMPTIVE = {"srtf", "tiresias", "gandiva", "gavel", "gavel-max-sum", "ftf", "optimus",
-              "progress", "progress-packed", "fifo-fastest", "min-total-duration",
+              "progress", "progress-packed", "progress-elastic", "fifo-fastest",
+              "min-total-duration",
               "max-throughput-per-cost", "isolated", "gavel-max-sum-raw",
               "max-throughput-per-cost-raw", "gavel-water-filling", "gavel-water-filling-gpus",
               "gavel-packed", "fifo-packed", "ftf-packed", "min-total-duration-packed",
@@ -447,7 +448,8 @@ def test_replay_uses_the_policy_round_and_lists_baselines(tmp_path: Path) -> Non
     assert {name: rolling_policy(name).round_s for name in ALL if "agnostic" not in name} == {
         "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0, "gandiva": 600.0,
         "gavel": 360.0, "gavel-max-sum": 360.0, "ftf": 360.0, "optimus": 600.0,
-        "progress": 1800.0, "progress-packed": 1800.0, "gavel-packed": 360.0,
+        "progress": 1800.0, "progress-packed": 1800.0, "progress-elastic": 120.0,
+        "gavel-packed": 360.0,
         "fifo-packed": 360.0, "ftf-packed": 360.0, "min-total-duration-packed": 360.0,
         "max-throughput-per-cost-packed": 360.0, "gavel-water-filling-packed": 360.0,
         "fifo-fastest": 360.0,

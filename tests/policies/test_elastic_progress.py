@@ -10,7 +10,7 @@ import pytest
 
 from hetsched.core.errors import InputError
 from hetsched.core.records import Job
-from hetsched.core.throughput import Placement
+from hetsched.core.throughput import Placement, ThroughputTable
 from hetsched.files.cluster_spec import parse_cluster
 from hetsched.files.traces import read_trace
 from hetsched.registry import rolling
@@ -89,3 +89,32 @@ def test_a_replay_of_an_elastic_workload_passes_the_checker(shared_data: Path,
     ran_on = {(job_id, len(s.gpus)) for job_id, r in ran.records.items() for s in r.segments}
     assert any(n != asked[job_id] for job_id, n in ran_on)
     # (replay_trace runs the checker on every replay: a violation is an error)
+
+
+def first_counts(gpu_price: float) -> dict[str, int]:
+    """Each job's GPU count in its first run segment, of A (100 steps) and B, C, D (1,000
+    each), elastic on 1, 2 or 4 GPUs of one node of 4 (1, 1.9, 3.6 steps/s), all at 0."""
+    table = ThroughputTable({("cnn", "t4", n, Placement.PACKED): speed
+                             for n, speed in ((1, 1.0), (2, 1.9), (4, 3.6))})
+    jobs = [Job(name, 0.0, "cnn", 1, work, allowed_gpu_counts=(1, 2, 4))
+            for name, work in (("A", 100.0), ("B", 1000.0), ("C", 1000.0), ("D", 1000.0))]
+    policy = rolling("progress", round_s=600.0, gpu_price=gpu_price)
+    replay = Simulator(parse_cluster("t4=4x4"), jobs, policy, truth=table).run()
+    assert check_replay(replay, jobs, table) == []
+    return {job_id: len(record.segments[0].gpus) for job_id, record in replay.records.items()
+            if record.segments and record.segments[0].start == 0.0}
+
+
+def test_a_gpu_price_keeps_the_shortest_job_from_taking_every_gpu() -> None:
+    # Without the price each option is worth speed / work: A on 4 GPUs 3.6 / 100 = 0.036
+    # beats A on 2 and any other job on the other 2 (0.019 + 0.0019 at most).
+    assert first_counts(0.0) == {"A": 4}
+    # With gpu_price 1, an option on n of the 4 GPUs is worth speed / work / (1 + behind
+    # x n / 4), behind: the jobs with more time left (B, C, D tie: by id, B before C
+    # before D; A 3 behind, B 2, C 1, D 0). A: 1 GPU 0.01 / 1.75 = 0.00571, 2 GPUs
+    # 0.019 / 2.5 = 0.0076, 4 GPUs 0.036 / 4 = 0.009; D: 0.001, 0.0019, 0.0036; C: 0.0008,
+    # 0.00127; B: 0.00067, 0.00095. The best use of 4 GPUs is A and D on 2 each (0.0095),
+    # ahead of A on 4 (0.009) and A on 2 with C and D on 1 (0.0094).
+    assert first_counts(1.0) == {"A": 2, "D": 2}
+    with pytest.raises(ValueError, match="gpu_price must be finite and >= 0"):
+        rolling("progress", gpu_price=-1.0)

@@ -33,7 +33,8 @@ def test_entries_declare_what_their_classes_do() -> None:
             assert made.name == name
             assert tuple(made.backends) == found.backends, name
     assert [n for n in names() if is_exact(n)] == ["allox", "deadline", "progress",
-                                                    "progress-packed", "topology"]
+                                                    "progress-elastic", "progress-packed",
+                                                    "topology"]
     assert is_exact("deadline-agnostic")
     assert not is_exact("gavel")
     assert not is_exact("no-such-policy")

@@ -322,6 +322,11 @@ PROGRESS = (4400 / V100, 1800 + 30 + (44000 - 1800 * K80) / V100)
 #: nobody waiting (no call); at the first boundary of its 1,800 s round long moves to the
 #: free V100, since V100 x (1 - 30 / 360) > K80. It ran 1,800 s on the K80 (1,114.25
 #: steps) and ends at 1,830 + 42,885.75 / V100 = 11,588.35 s.
+#: progress-elastic: the same pair at 0 (the GPU price divides both of short's options by
+#: the same 1 + 0.25 x 1 job behind x 1 GPU / 1 of its type; speeds are fixed, so the rate
+#: over the horizon is the speed). Short ends at 1,001.19 s; at the next boundary of its
+#: 120 s rounds, 1,080, long moves to the V100 (V100 x (1 - 30 / 120) > K80): it ran
+#: 1,080 s on the K80 and ends at 1,110 + (44,000 - 1,080 K80) / V100, GAVEL_MAX_SUM.
 #: ftf: at 0 both jobs' isolated speed is (V100 + K80) / 2 (half of each type, n = 2),
 #: so a job's ratio is that over its speed, and the least worst ratio is the largest
 #: least speed: both types full, each job at (V100 + K80) / 2, which only half of each
@@ -363,6 +368,7 @@ EXPECTED: dict[str, list[tuple[float, float]]] = {
     "fifo": [FIFO_LIKE], "edf": [FIFO_LIKE], "tiresias": [FIFO_LIKE],
     "gandiva": [FIFO_LIKE], "sjf": [SHORT_FIRST], "srtf": [SHORT_FIRST], "gavel": [GAVEL],
     "gavel-max-sum": [GAVEL], "ftf": [GAVEL], "optimus": [OPTIMUS], "progress": [PROGRESS],
+    "progress-elastic": [GAVEL_MAX_SUM],
     "progress-packed": [PROGRESS],  # (ResNet-50 beside ResNet-50: 0.498 + 0.498 on a
     # V100, unmeasured on a K80: never worth packing)
     "gavel-packed": [GAVEL],  # (the same pair: its LP's optimum is gavel's allocation,
@@ -381,7 +387,8 @@ EXPECTED: dict[str, list[tuple[float, float]]] = {
 ROUNDS = {"fifo": None, "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0,
           "gandiva": 600.0, "gavel": 360.0, "gavel-max-sum": 360.0, "ftf": 360.0,
           "optimus": 600.0, "progress": 1800.0, "progress-packed": 1800.0,
-          "gavel-packed": 360.0, "fifo-packed": 360.0, "ftf-packed": 360.0,
+          "progress-elastic": 120.0, "gavel-packed": 360.0, "fifo-packed": 360.0,
+          "ftf-packed": 360.0,
           "min-total-duration-packed": 360.0, "max-throughput-per-cost-packed": 360.0,
           "gavel-water-filling-packed": 360.0,
           "fifo-fastest": 360.0,

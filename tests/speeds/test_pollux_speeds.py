@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hetsched.core.errors import InputError
-from hetsched.core.throughput import Placement
+from hetsched.core.throughput import Placement, PolicyView, ThroughputTable, throughput_ahead
 from hetsched.speeds.measured_steps import canonical_placement, read_measured_steps
 from hetsched.speeds.pollux import elastic_job_type_name, job_type_name, node_layout, read_pollux
 from tests.helpers import ROOT
@@ -168,3 +168,52 @@ def test_elastic_rates_on_pollux_data_beat_every_fixed_batch(shared_data: Path) 
                  for batch in app.batch_choices(sum(layout))), default=0.0)
             assert rate >= best_fixed * (1 - 1e-12), (name, layout)
             assert rate > 0, (name, layout)
+
+
+def test_an_elastic_jobs_rate_over_the_next_horizon_by_hand() -> None:
+    # toy on 2 GPUs packed: 18 samples are best in both epochs (9 a GPU: 1.2 + 0.6 x 4/5
+    # = 1.68 s a step); in epoch 0 (base-batch steps 0-100; grad_var 3, grad_sqr 1) a
+    # step is worth (3 + 1) / (3 / 1.8 + 1) = 1.5 base steps: 1.12 s a base step; in
+    # epoch 1 (100-240) c1 = 1.68 / gain(18, 1) s (its statistics interpolated).
+    model = read_pollux(TOY)
+    elastic = elastic_job_type_name("toy")
+    c1 = 1 / model.throughput_after(elastic, "t4", 2, Placement.PACKED, 150.0)
+    assert c1 == pytest.approx(1.68 / model.applications["toy"].convergence.gain(18, 1))
+    assert c1 == pytest.approx(1.0486720867)
+
+    def ahead(done: float, horizon_s: float, num_gpus: int = 2) -> float:
+        return model.throughput_ahead(elastic, "t4", num_gpus, Placement.PACKED, done,
+                                      horizon_s)
+
+    # With 50 done, the next 120 s: the 50 steps left of epoch 0 in 56 s, then 64 s of
+    # epoch 1 (64 / c1 steps): 111.0296 steps in 120 s.
+    assert ahead(50.0, 120.0) == pytest.approx((50 + 64 / 1.0486720867) / 120) \
+        == pytest.approx(0.9252464)
+    # Within epoch 0, its rate; within the last epoch, its rate.
+    assert ahead(50.0, 30.0) == pytest.approx(1 / 1.12)
+    assert ahead(0.0, 56.0) == pytest.approx(1 / 1.12)
+    assert ahead(100.0, 120.0) == pytest.approx(ahead(150.0, 30.0)) == pytest.approx(1 / c1)
+    # A horizon past the goal: the rate over the work left (190 steps in 56 + 140 c1 s),
+    # from the start the whole-life rate; no horizon or at the goal: the epoch's rate.
+    assert ahead(50.0, 1000.0) == pytest.approx(190 / (56.0 + 140 * 1.0486720867)) \
+        == pytest.approx(0.9368185)
+    assert ahead(0.0, 1000.0) == pytest.approx(
+        model.throughput(elastic, "t4", 2, Placement.PACKED))
+    assert ahead(200.0, 120.0) == pytest.approx(1 / c1)
+    assert ahead(50.0, 0.0) == pytest.approx(1 / 1.12)
+    assert ahead(240.0, 120.0) == pytest.approx(1 / c1)
+    # On 1 GPU every epoch runs at 10 samples, 1.5 s a base step, whatever is done.
+    for done in (0.0, 99.0, 230.0):
+        assert ahead(done, 120.0, 1) == pytest.approx(1 / 1.5)
+    # A fixed batch: its throughput; where no batch runs: 0.
+    fixed = job_type_name("toy", 20)
+    assert model.throughput_ahead(fixed, "t4", 2, Placement.PACKED, 50.0, 120.0) == \
+        model.throughput(fixed, "t4", 2, Placement.PACKED)
+    assert ahead(50.0, 120.0, 4) == 0.0
+    # What a policy sees (PolicyView) answers the same; a model without it, its throughput.
+    view = PolicyView(model, model)
+    assert throughput_ahead(view, elastic, "t4", 2, Placement.PACKED, 50.0, 120.0) == \
+        ahead(50.0, 120.0)
+    assert view.speed_change_after(elastic, 50.0) == pytest.approx(100.0)
+    table = ThroughputTable({(fixed, "t4", 2, Placement.PACKED): 0.5})
+    assert throughput_ahead(table, fixed, "t4", 2, Placement.PACKED, 50.0, 120.0) == 0.5
