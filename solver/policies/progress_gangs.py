@@ -137,14 +137,18 @@ class Gangs:
 
     def resize(self, option: Option, run: RunningJob) -> bool:
         """Start a running job's option of another GPU count (an elastic job resized) on a
-        gang that may include its own GPUs (free ones only besides): whether it did.
-        Its run is preempted and the new gang started, with the restart penalty."""
+        gang that may include its own GPUs, free ones first, else also those of the jobs
+        the round dropped (then preempted): whether it did. Its run is preempted and the
+        new gang started, with the restart penalty."""
         pool = self.pool
         pool.release(run.gpus, run.job)
         gpus = self.full_speed(option, with_victims=False)
         if gpus is None:
-            pool.take(run.gpus, run.job)
-            return False
+            gpus = self.full_speed(option, with_victims=True)
+            if gpus is None:
+                pool.take(run.gpus, run.job)
+                return False
+            self._claim(gpus)
         pool.take(gpus, option.job)
         self.preempt.append(run.job.id)
         self.starts.append(Start(option.job.id, option.gpu_type, gpus))

@@ -118,3 +118,26 @@ def test_a_gpu_price_keeps_the_shortest_job_from_taking_every_gpu() -> None:
     assert first_counts(1.0) == {"A": 2, "D": 2}
     with pytest.raises(ValueError, match="gpu_price must be finite and >= 0"):
         rolling("progress", gpu_price=-1.0)
+
+
+def test_a_resized_job_may_take_the_gpus_of_a_job_the_round_dropped() -> None:
+    # One node of 4 T4s, 60 s rounds, horizon 360 s, restart penalty 30 s. A (1,000 steps)
+    # is elastic on 1, 2 or 4 GPUs (1, 1.9, 3.6 steps/s); B (2,000) and C (100) run on 1
+    # GPU at 1 step/s. At 0 A on 2 with B and C (0.0019 + 0.0005 + 0.01 a second) beats
+    # A on 4 (0.0036). C ends at 100; at the boundary of 120 A has 772 steps left and B
+    # 1,880: A on 4, discounted for its restart, 3.6 x (1 - 30 / 360) / 772 = 0.004275,
+    # beats A on 2 beside B (1.9 / 772 + 1 / 1,880 = 0.002993). A's 4 GPUs are its own 2,
+    # the free one and B's: B is preempted. A restarts (30 s) and ends at 150 + 772 / 3.6;
+    # B, restarted then, 30 s later plus its 1,880 steps.
+    table = ThroughputTable({("cnn", "t4", n, Placement.PACKED): speed
+                             for n, speed in ((1, 1.0), (2, 1.9), (4, 3.6))})
+    jobs = [Job("A", 0.0, "cnn", 2, 1000.0, allowed_gpu_counts=(1, 2, 4)),
+            Job("B", 0.0, "cnn", 1, 2000.0), Job("C", 0.0, "cnn", 1, 100.0)]
+    replay = Simulator(parse_cluster("t4=4x4"), jobs, rolling("progress", round_s=60.0),
+                       truth=table, restart_penalty_s=30.0).run()
+    assert check_replay(replay, jobs, table) == []
+    a_ends = 150 + 772 / 3.6
+    assert [(len(s.gpus), s.start, s.finish) for s in replay.records["A"].segments] == [
+        (2, 0.0, 120.0), (4, 120.0, pytest.approx(a_ends))]
+    assert [(len(s.gpus), s.start, s.finish) for s in replay.records["B"].segments] == [
+        (1, 0.0, 120.0), (1, pytest.approx(a_ends), pytest.approx(a_ends + 30 + 1880))]
