@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from elastic_policy import policy_section
+from elastic_policy import RUNS, policy_section
 
 from hetsched.speeds.step_extrapolation import Extrapolation, extrapolate
 from hetsched.speeds.step_fit import fit_step_model, group_rows
@@ -58,6 +58,7 @@ class Settings:
     data: Path
     out: Path
     loads: tuple[float, ...] | None = None
+    runs: tuple[str, ...] | None = None
 
 
 def _figures(label: str, error: StatedError) -> str:
@@ -170,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--loads", default=None,
                         help="policy section: only these loads (comma-separated), the "
                         "CSV's rows of the other loads kept")
+    parser.add_argument("--runs", default=None,
+                        help="policy section: only these replays (comma-separated, of "
+                        f"{', '.join(RUNS)}), the CSV's figures of the others kept")
     args = parser.parse_args(argv)
     chosen = [name.strip() for name in args.sections.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in SECTIONS]
@@ -182,7 +186,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     loads = None if args.loads is None else tuple(float(x) for x in args.loads.split(","))
-    settings = Settings(args.quick, args.data, args.out, loads)
+    runs = None if args.runs is None else tuple(x.strip() for x in args.runs.split(","))
+    if runs is not None and (not runs or any(run not in RUNS for run in runs)):
+        print(f"unknown run in {args.runs}: choose from {', '.join(RUNS)}", file=sys.stderr)
+        return 2
+    settings = Settings(args.quick, args.data, args.out, loads, runs)
     for name in chosen:
         print(f"== {name}")
         SECTIONS[name](settings)

@@ -25,7 +25,8 @@ and ``progress-elastic`` replays (p95 over every decision of every replay of the
 wall clock, so run it on a quiet machine) and their fallbacks (the target: p95 <= 0.5 s
 at 64 GPUs, 0 fallbacks).
 ``--quick``: workloads 1 and 2 at load 1.0; ``--loads 2.0``: that load only, the CSV's
-rows of the other loads kept as they were measured.
+rows of the other loads kept as they were measured; ``--runs progress-elastic``: that
+replay only, the other columns kept from the CSV as they were measured.
 """
 
 from __future__ import annotations
@@ -33,18 +34,34 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 
 from hetsched.core.settings import ReplaySettings
 from hetsched.registry import rolling
 from hetsched.replaying import replay_trace
+from hetsched.simulate.record import Replay
 
 CLUSTER = "t4=64x4"
 LOADS = (0.5, 1.0, 1.5, 2.0)
 #: ``progress``'s settings of the ``elastic_short_rounds`` column.
 SHORT_ROUNDS = {"round_s": 120.0, "horizon_s": 120.0}
+#: The replays of each workload (``--runs``): non-elastic ``progress``, elastic
+#: ``progress``, elastic ``progress`` with short rounds, ``progress-elastic``; and the
+#: columns each measures (those of the runs left out are kept from the CSV).
+RUNS = ("progress", "elastic", "short", "progress-elastic")
+RUN_COLUMNS = {"progress": ("progress_avg_jct_s",),
+               "elastic": ("elastic_avg_jct_s", "elastic_decision_p95_s",
+                           "elastic_fallbacks", "elastic_resizes", "jobs"),
+               "short": ("elastic_short_rounds_avg_jct_s",),
+               "progress-elastic": ("progress_elastic_avg_jct_s",
+                                    "progress_elastic_decision_p95_s",
+                                    "progress_elastic_fallbacks", "jobs")}
+#: The average JCT columns (the means row averages them over the workloads).
+JCT_COLUMNS = ("progress_avg_jct_s", "elastic_avg_jct_s", "elastic_short_rounds_avg_jct_s",
+               "pollux_pollux_avg_jct_s", "pollux_tiresias_avg_jct_s",
+               "progress_elastic_avg_jct_s")
 FIELDS = ("load", "workload", "jobs", "progress_avg_jct_s", "elastic_avg_jct_s",
           "elastic_short_rounds_avg_jct_s",
           "pollux_pollux_avg_jct_s", "pollux_tiresias_avg_jct_s", "elastic_over_pollux",
@@ -61,6 +78,7 @@ class Settings(Protocol):
     data: Path
     out: Path
     loads: tuple[float, ...] | None
+    runs: tuple[str, ...] | None
 
 
 def workload(pollux: Path, load: float, index: int) -> Path:
@@ -81,98 +99,63 @@ def policy_section(settings: Settings) -> None:
     pollux = settings.data.parent  # (--data is Pollux's traces/)
     loads = (1.0,) if settings.quick else settings.loads or LOADS
     indices = (1, 2) if settings.quick else tuple(range(1, 9))
+    runs = settings.runs or RUNS
     rows: list[dict[str, object]] = []
+    before: dict[tuple[float, str], dict[str, object]] = {}  # the CSV's rows as measured
     path = _csv_path(settings)
-    if settings.loads is not None and not settings.quick and path.exists():
-        with path.open(newline="") as handle:  # the other loads' rows, as measured
-            rows = [dict(r) for r in csv.DictReader(handle)
-                    if float(r["load"]) not in loads]
+    if (settings.loads is not None or settings.runs is not None) and path.exists():
+        with path.open(newline="") as handle:
+            for found in csv.DictReader(handle):
+                before[(float(found["load"]), found["workload"])] = dict(found)
+                if float(found["load"]) not in loads:
+                    rows.append(dict(found))  # another load's row, kept
     for load in loads:
         times: list[float] = []
         tuned_times: list[float] = []
         fallbacks = tuned_fallbacks = 0
         for index in indices:
             path, name = workload(pollux, load, index), f"workload-{index}"
-            plain = replay_trace(path, "pollux", CLUSTER, "progress",
-                                 settings=ReplaySettings(restart_penalty_s=30.0))
-            elastic = replay_trace(path, "pollux", CLUSTER, "progress",
-                                   settings=ReplaySettings(restart_penalty_s=30.0,
-                                                           elastic=True))
-            short = replay_trace(path, "pollux", CLUSTER, rolling("progress", **SHORT_ROUNDS),
-                                 settings=ReplaySettings(restart_penalty_s=30.0,
-                                                         elastic=True))
-            tuned = replay_trace(path, "pollux", CLUSTER, "progress-elastic",
-                                 settings=ReplaySettings(restart_penalty_s=30.0,
-                                                         elastic=True))
-            spent = [d.decision_time_s for d in elastic.decisions]
-            times += spent
-            tuned_spent = [d.decision_time_s for d in tuned.decisions]
-            tuned_times += tuned_spent
-            tuned_summary = tuned.summary()
-            tuned_fallbacks += int(str(tuned_summary["fallbacks"]))
-            best = float(str(tuned_summary["avg_jct_s"]))
-            summary = elastic.summary()
-            fallbacks += int(str(summary["fallbacks"]))
-            ours = float(str(summary["avg_jct_s"]))
-            base = float(str(plain.summary()["avg_jct_s"]))
+            row = _measure(path, runs, before.get((load, name)), load, name)
+            for run, spent in (("elastic", times), ("progress-elastic", tuned_times)):
+                spent.extend(cast(list[float], row.pop(f"_{run}_times", [])))
+            fallbacks += int(str(row["elastic_fallbacks"] or 0))
+            tuned_fallbacks += int(str(row["progress_elastic_fallbacks"] or 0))
             theirs = reference(pollux, "pollux", load, name)
-            rows.append({"load": load, "workload": name, "jobs": len(elastic.records),
-                         "progress_avg_jct_s": round(base, 1),
-                         "elastic_avg_jct_s": round(ours, 1),
-                         "elastic_short_rounds_avg_jct_s": round(
-                             float(str(short.summary()["avg_jct_s"])), 1),
-                         "pollux_pollux_avg_jct_s": round(theirs, 1),
-                         "pollux_tiresias_avg_jct_s": round(
-                             reference(pollux, "tiresias", load, name), 1),
-                         "elastic_over_pollux": round(ours / theirs, 4),
-                         "elastic_over_progress": round(ours / base, 4),
-                         "elastic_decision_p95_s": round(float(np.percentile(spent, 95)), 4),
-                         "elastic_fallbacks": summary["fallbacks"],
-                         "elastic_resizes": summary["preemptions"],
-                         "progress_elastic_avg_jct_s": round(best, 1),
-                         "progress_elastic_over_pollux": round(best / theirs, 4),
-                         "progress_elastic_over_progress": round(best / base, 4),
-                         "progress_elastic_decision_p95_s": round(
-                             float(np.percentile(tuned_spent, 95)), 4),
-                         "progress_elastic_fallbacks": tuned_summary["fallbacks"]})
-            print(f"load {load:.1f} {name}: elastic {ours:8,.0f} s  progress-elastic "
-                  f"{best:8,.0f} s  non-elastic {base:8,.0f} s  Pollux pollux {theirs:8,.0f} s",
+            row.update({"load": load, "workload": name,
+                        "pollux_pollux_avg_jct_s": round(theirs, 1),
+                        "pollux_tiresias_avg_jct_s": round(
+                            reference(pollux, "tiresias", load, name), 1)})
+            _ratios(row)
+            rows.append(row)
+            print(f"load {load:.1f} {name}: elastic {_f(row, 'elastic_avg_jct_s')} s  "
+                  f"progress-elastic {_f(row, 'progress_elastic_avg_jct_s')} s  non-elastic "
+                  f"{_f(row, 'progress_avg_jct_s')} s  Pollux pollux {theirs:8,.0f} s",
                   flush=True)
-        mine = [r for r in rows if r["load"] == load]
+        mine = [r for r in rows if float(str(r["load"])) == load]
 
         def mean(key: str, of: list[dict[str, object]] = mine) -> float:
             return sum(float(str(r[key])) for r in of) / len(of)
 
-        p95 = float(np.percentile(times, 95))
-        rows.append({"load": load, "workload": "mean", "jobs": "",
-                     "progress_avg_jct_s": round(mean("progress_avg_jct_s"), 1),
-                     "elastic_avg_jct_s": round(mean("elastic_avg_jct_s"), 1),
-                     "elastic_short_rounds_avg_jct_s": round(
-                         mean("elastic_short_rounds_avg_jct_s"), 1),
-                     "pollux_pollux_avg_jct_s": round(mean("pollux_pollux_avg_jct_s"), 1),
-                     "pollux_tiresias_avg_jct_s": round(mean("pollux_tiresias_avg_jct_s"), 1),
-                     "elastic_over_pollux": round(mean("elastic_avg_jct_s")
-                                                  / mean("pollux_pollux_avg_jct_s"), 4),
-                     "elastic_over_progress": round(mean("elastic_avg_jct_s")
-                                                    / mean("progress_avg_jct_s"), 4),
-                     "elastic_decision_p95_s": round(p95, 4), "elastic_fallbacks": fallbacks,
-                     "elastic_resizes": "",
-                     "progress_elastic_avg_jct_s": round(mean("progress_elastic_avg_jct_s"), 1),
-                     "progress_elastic_over_pollux": round(
-                         mean("progress_elastic_avg_jct_s") / mean("pollux_pollux_avg_jct_s"),
-                         4),
-                     "progress_elastic_over_progress": round(
-                         mean("progress_elastic_avg_jct_s") / mean("progress_avg_jct_s"), 4),
-                     "progress_elastic_decision_p95_s": round(
-                         float(np.percentile(tuned_times, 95)), 4),
-                     "progress_elastic_fallbacks": tuned_fallbacks})
-        last = rows[-1]
+        last: dict[str, object] = {"load": load, "workload": "mean", "jobs": "",
+                                   "elastic_resizes": "",
+                                   "elastic_fallbacks": fallbacks,
+                                   "progress_elastic_fallbacks": tuned_fallbacks}
+        for key in JCT_COLUMNS:  # (a column kept blank in a row: the kept mean's)
+            last[key] = round(mean(key), 1) if all(r.get(key) not in (None, "")
+                                                   for r in mine) \
+                else before.get((load, "mean"), {}).get(key, "")
+        _ratios(last)
+        for spent, key in ((times, "elastic_decision_p95_s"),
+                           (tuned_times, "progress_elastic_decision_p95_s")):
+            last[key] = round(float(np.percentile(spent, 95)), 4) if spent else \
+                before.get((load, "mean"), {}).get(key, "")
+        rows.append(last)
         print(f"load {load:.1f} mean of the workloads: elastic {last['elastic_avg_jct_s']:,} s,"
               f" with short rounds {last['elastic_short_rounds_avg_jct_s']:,} s,"
               f" non-elastic {last['progress_avg_jct_s']:,} s, Pollux pollux "
               f"{last['pollux_pollux_avg_jct_s']:,} s: {last['elastic_over_pollux']} of "
               f"Pollux's, {last['elastic_over_progress']} of non-elastic; decision p95 "
-              f"{p95:.3f} s, {fallbacks} fallbacks", flush=True)
+              f"{last['elastic_decision_p95_s']} s, {fallbacks} fallbacks", flush=True)
         print(f"load {load:.1f} progress-elastic {last['progress_elastic_avg_jct_s']:,} s: "
               f"{last['progress_elastic_over_pollux']} of Pollux's, "
               f"{last['progress_elastic_over_progress']} of non-elastic; decision p95 "
@@ -181,6 +164,66 @@ def policy_section(settings: Settings) -> None:
         rows.sort(key=lambda r: float(str(r["load"])))  # (stable: each load's rows in order)
         write(settings, rows)  # (after every load: a run stopped keeps what finished)
 
+
+def _measure(path: Path, runs: tuple[str, ...], before: dict[str, object] | None,
+             load: float, name: str) -> dict[str, object]:
+    """One workload's row: the ``runs`` replayed, the other columns as ``before`` had
+    them (blank where it had none; a ``SystemExit`` naming the row where it has no
+    non-elastic figure, which the ratios need)."""
+    row: dict[str, object] = {}
+    for run in RUNS:
+        if run in runs:
+            continue
+        if before is None or (run == "progress" and before.get("progress_avg_jct_s")
+                              in (None, "")):
+            raise SystemExit(f"--runs without {run}: the CSV has no {run} figures for load "
+                             f"{load} {name}; run it too")
+        row.update({c: before.get(c, "") for c in RUN_COLUMNS[run]})
+    elastic_settings = ReplaySettings(restart_penalty_s=30.0, elastic=True)
+    for run in runs:
+        if run == "progress":
+            ran = replay_trace(path, "pollux", CLUSTER, "progress",
+                               settings=ReplaySettings(restart_penalty_s=30.0))
+            row["progress_avg_jct_s"] = round(_jct(ran), 1)
+        elif run == "short":
+            ran = replay_trace(path, "pollux", CLUSTER, rolling("progress", **SHORT_ROUNDS),
+                               settings=elastic_settings)
+            row["elastic_short_rounds_avg_jct_s"] = round(_jct(ran), 1)
+        else:
+            policy = "progress" if run == "elastic" else "progress-elastic"
+            ran = replay_trace(path, "pollux", CLUSTER, policy, settings=elastic_settings)
+            spent = [d.decision_time_s for d in ran.decisions]
+            summary = ran.summary()
+            prefix = run.replace("-", "_")
+            row.update({f"{prefix}_avg_jct_s": round(_jct(ran), 1),
+                        f"{prefix}_decision_p95_s": round(float(np.percentile(spent, 95)), 4),
+                        f"{prefix}_fallbacks": summary["fallbacks"],
+                        f"_{run}_times": spent, "jobs": len(ran.records)})
+            if run == "elastic":
+                row["elastic_resizes"] = summary["preemptions"]
+    return row
+
+
+def _jct(ran: Replay) -> float:
+    """A replay's average JCT (s)."""
+    return float(str(ran.summary()["avg_jct_s"]))
+
+
+def _ratios(row: dict[str, object]) -> None:
+    """The row's ratios, from its average JCTs."""
+    theirs = float(str(row["pollux_pollux_avg_jct_s"]))
+    base = float(str(row["progress_avg_jct_s"]))
+    for prefix in ("elastic", "progress_elastic"):
+        if row.get(f"{prefix}_avg_jct_s") in (None, ""):
+            continue
+        ours = float(str(row[f"{prefix}_avg_jct_s"]))
+        row[f"{prefix}_over_pollux"] = round(ours / theirs, 4)
+        row[f"{prefix}_over_progress"] = round(ours / base, 4)
+
+
+def _f(row: dict[str, object], key: str) -> str:
+    """A row's figure for the log."""
+    return f"{float(str(row[key])):8,.0f}" if row.get(key) not in (None, "") else "       -"
 
 
 #: The plot's lines: (column, label, style).
