@@ -143,12 +143,12 @@ def policy_section(settings: Settings) -> None:
         for key in JCT_COLUMNS:  # (a column kept blank in a row: the kept mean's)
             last[key] = round(mean(key), 1) if all(r.get(key) not in (None, "")
                                                    for r in mine) \
-                else before.get((load, "mean"), {}).get(key, "")
+                else _kept(before.get((load, "mean"), {}).get(key))
         _ratios(last)
         for spent, key in ((times, "elastic_decision_p95_s"),
                            (tuned_times, "progress_elastic_decision_p95_s")):
             last[key] = round(float(np.percentile(spent, 95)), 4) if spent else \
-                before.get((load, "mean"), {}).get(key, "")
+                _kept(before.get((load, "mean"), {}).get(key))
         rows.append(last)
         print(f"load {load:.1f} mean of the workloads: elastic {last['elastic_avg_jct_s']:,} s,"
               f" with short rounds {last['elastic_short_rounds_avg_jct_s']:,} s,"
@@ -219,6 +219,11 @@ def _ratios(row: dict[str, object]) -> None:
         ours = float(str(row[f"{prefix}_avg_jct_s"]))
         row[f"{prefix}_over_pollux"] = round(ours / theirs, 4)
         row[f"{prefix}_over_progress"] = round(ours / base, 4)
+
+
+def _kept(value: object) -> object:
+    """A kept CSV figure as a number (blank stays blank)."""
+    return "" if value in (None, "") else float(str(value))
 
 
 def _f(row: dict[str, object], key: str) -> str:
