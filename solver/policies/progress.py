@@ -88,10 +88,11 @@ class Progress(PolicyHooks):
     a type with ``G`` is divided by ``1 + gpu_price * behind * n / G``, ``behind`` the
     active jobs with more time left (on their fastest options) than this one: GPU time a
     job takes delays each of them by ``1 / G`` of it, so a job grows only while its
-    speed-up is worth that (with every job elastic and a power-law speed-up ``n^p``, the
-    shortest job's share of the GPUs then is heSRPT's, Berg et al. 2020); 0: off. Both
-    change nothing for jobs of one GPU count at a fixed speed (``progress-elastic`` sets
-    them, with 120 s rounds and horizon)."""
+    speed-up is worth that (at ``gpu_price`` 1, with a power-law speed-up ``n^p``, close to
+    the share heSRPT gives the shortest job, Berg et al. 2020; docs/elastic.md); 0: off.
+    ``plan_ahead`` changes nothing for jobs at a fixed speed; ``gpu_price`` reorders any
+    jobs, hence off by default (``progress-elastic`` sets both, with 120 s rounds and
+    horizon)."""
 
     name = "progress"
 

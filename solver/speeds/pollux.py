@@ -184,8 +184,9 @@ class PolluxApplication:
         """An elastic job's goodput on ``layout`` in base-batch steps/s over its whole
         life: its goal over the time it takes there, each epoch at its best batch
         (:meth:`epoch_costs`, or ``costs`` given); 0.0 where no batch runs. The job runs
-        each epoch at that epoch's rate (:meth:`epoch_of`); the policies plan with its
-        rate over the next stretch of its life (:meth:`rate_ahead`)."""
+        each epoch at that epoch's rate (:meth:`epoch_of`). What the policies plan with,
+        but ``progress`` with ``plan_ahead``: its rate over the next stretch of its life
+        (:meth:`rate_ahead`)."""
         costs = self.epoch_costs(layout) if costs is None else costs
         if not costs:
             return 0.0
