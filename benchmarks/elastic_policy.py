@@ -136,31 +136,34 @@ def policy_section(settings: Settings) -> None:
         def mean(key: str, of: list[dict[str, object]] = mine) -> float:
             return sum(float(str(r[key])) for r in of) / len(of)
 
+        kept = before.get((load, "mean"), {})
         last: dict[str, object] = {"load": load, "workload": "mean", "jobs": "",
-                                   "elastic_resizes": "",
-                                   "elastic_fallbacks": fallbacks,
-                                   "progress_elastic_fallbacks": tuned_fallbacks}
+                                   "elastic_resizes": ""}
         for key in JCT_COLUMNS:  # (a column kept blank in a row: the kept mean's)
             last[key] = round(mean(key), 1) if all(r.get(key) not in (None, "")
-                                                   for r in mine) \
-                else _kept(before.get((load, "mean"), {}).get(key))
+                                                   for r in mine) else _kept(kept.get(key))
         _ratios(last)
-        for spent, key in ((times, "elastic_decision_p95_s"),
-                           (tuned_times, "progress_elastic_decision_p95_s")):
-            last[key] = round(float(np.percentile(spent, 95)), 4) if spent else \
-                _kept(before.get((load, "mean"), {}).get(key))
+        # Decision time and fallbacks of the replays run, else the kept mean's.
+        for run, spent, count in (("elastic", times, fallbacks),
+                                  ("progress-elastic", tuned_times, tuned_fallbacks)):
+            prefix = run.replace("-", "_")
+            for key, value in ((f"{prefix}_decision_p95_s",
+                                round(float(np.percentile(spent, 95)), 4) if spent else 0),
+                               (f"{prefix}_fallbacks", count)):
+                last[key] = value if run in runs else _kept(kept.get(key))
         rows.append(last)
-        print(f"load {load:.1f} mean of the workloads: elastic {last['elastic_avg_jct_s']:,} s,"
-              f" with short rounds {last['elastic_short_rounds_avg_jct_s']:,} s,"
-              f" non-elastic {last['progress_avg_jct_s']:,} s, Pollux pollux "
-              f"{last['pollux_pollux_avg_jct_s']:,} s: {last['elastic_over_pollux']} of "
-              f"Pollux's, {last['elastic_over_progress']} of non-elastic; decision p95 "
-              f"{last['elastic_decision_p95_s']} s, {fallbacks} fallbacks", flush=True)
-        print(f"load {load:.1f} progress-elastic {last['progress_elastic_avg_jct_s']:,} s: "
-              f"{last['progress_elastic_over_pollux']} of Pollux's, "
-              f"{last['progress_elastic_over_progress']} of non-elastic; decision p95 "
-              f"{last['progress_elastic_decision_p95_s']} s, {tuned_fallbacks} fallbacks",
-              flush=True)
+        print(f"load {load:.1f} mean of the workloads: elastic {_f(last, 'elastic_avg_jct_s')} "
+              f"s, with short rounds {_f(last, 'elastic_short_rounds_avg_jct_s')} s, "
+              f"non-elastic {_f(last, 'progress_avg_jct_s')} s, Pollux pollux "
+              f"{_f(last, 'pollux_pollux_avg_jct_s')} s: {last.get('elastic_over_pollux', '-')}"
+              f" of Pollux's, {last.get('elastic_over_progress', '-')} of non-elastic; "
+              f"decision p95 {last['elastic_decision_p95_s']} s, "
+              f"{last['elastic_fallbacks']} fallbacks", flush=True)
+        print(f"load {load:.1f} progress-elastic {_f(last, 'progress_elastic_avg_jct_s')} s: "
+              f"{last.get('progress_elastic_over_pollux', '-')} of Pollux's, "
+              f"{last.get('progress_elastic_over_progress', '-')} of non-elastic; decision p95 "
+              f"{last['progress_elastic_decision_p95_s']} s, "
+              f"{last['progress_elastic_fallbacks']} fallbacks", flush=True)
         rows.sort(key=lambda r: float(str(r["load"])))  # (stable: each load's rows in order)
         write(settings, rows)  # (after every load: a run stopped keeps what finished)
 
@@ -222,8 +225,11 @@ def _ratios(row: dict[str, object]) -> None:
 
 
 def _kept(value: object) -> object:
-    """A kept CSV figure as a number (blank stays blank)."""
-    return "" if value in (None, "") else float(str(value))
+    """A kept CSV figure as a number, a count as an int (blank stays blank)."""
+    if value in (None, ""):
+        return ""
+    text = str(value)
+    return int(text) if text.isdigit() else float(text)
 
 
 def _f(row: dict[str, object], key: str) -> str:
