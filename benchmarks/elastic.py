@@ -4,12 +4,15 @@ Sections (``--sections a,b``; all by default):
 
 - ``extrapolation``: the step model (hetsched.speeds.steps) fitted on each model's one-node
   rows predicts every multi-node placement and scalability row, the network across nodes
-  calibrated on the other five models (leave one model out). Writes
+  calibrated on the other five models (leave one model out), per model parameter
+  (hetsched.speeds.step_fit). Writes
   ``elastic_extrapolation.csv``, one row per predicted row (model, placement, local_bsz,
   measured and predicted step time, APE, the sync times, what was wrong in a row that
   fails: the sync or the compute time, over or under, or an outlier), and prints the
   median and p90 APE, overall and per model. The full run adds, in
-  ``elastic_extrapolation_summary.csv`` (per variant and model): Pollux's own rule
+  ``elastic_extrapolation_summary.csv`` (per variant and model): the ceiling (each
+  model's own multi-node sync base), the network as a ratio of the within-node sync (the
+  models' sizes left out), Pollux's own rule
   instead of the calibrated network, the model fitted on every row (in-sample), the same
   without its NIC-sharing and two-node factors (Pollux's form), and one two-node
   placement (``11``) fitted besides the one-node rows.
@@ -30,7 +33,7 @@ import argparse
 import csv
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -73,6 +76,21 @@ def _summary_rows(variant: str, extrapolation: Extrapolation) -> list[dict[str, 
                       if job_type in (None, p.row.job_type))
         rows.append({"variant": variant, "model": job_type or "all", "rows": error.rows,
                      "median_ape": round(error.median_ape, 2),
+                     "p90_ape": round(error.p90_ape, 2), "failing": failing})
+    return rows
+
+
+def _ceiling_rows(extrapolation: Extrapolation) -> list[dict[str, object]]:
+    rows = []
+    for job_type in (None, *extrapolation.job_types):
+        error = extrapolation.ceiling_error(job_type)
+        assert error is not None
+        failing = sum(1 for c, p in zip(extrapolation.ceiling, extrapolation.predictions,
+                                        strict=True)
+                      if job_type in (None, p.row.job_type)
+                      and abs(c - p.row.step_time) > 0.2 * p.row.step_time)
+        rows.append({"variant": "ceiling: own multi-node sync base", "model": job_type or "all",
+                     "rows": error.rows, "median_ape": round(error.median_ape, 2),
                      "p90_ape": round(error.p90_ape, 2), "failing": failing})
     return rows
 
@@ -121,15 +139,22 @@ def extrapolation_section(settings: Settings) -> None:
     print(_figures("extrapolation from one node, network calibrated on the other models",
                    calibrated.error()))
     for job_type in calibrated.job_types:
-        prior = calibrated.priors[job_type]
+        predicted, own = calibrated.network_base[job_type]
         print("  " + _figures(job_type, calibrated.error(job_type)) +
-              f"; cross ratio {prior.cross_ratio:.2f} (its own "
-              f"{calibrated.own_ratio[job_type]:.2f})")
+              f"; multi-node sync base {predicted:.3g} s (its own {own:.3g} s)")
     failing = calibrated.failures()
     print(f"  rows failing (> 20%): {len(failing)} of {len(calibrated.predictions)}")
     if settings.quick:
         return
     summary = _summary_rows("one node, calibrated network", calibrated)
+    ceiling = calibrated.ceiling_error()
+    assert ceiling is not None
+    print(_figures("the ceiling: each model's own multi-node sync base", ceiling))
+    summary += _ceiling_rows(calibrated)
+    ratio = extrapolate([replace(row, model_parameters=None) for row in rows])
+    print(_figures("the network as a ratio of the within-node sync (no model sizes)",
+                   ratio.error()))
+    summary += _summary_rows("one node, calibrated network as a ratio", ratio)
     baseline = extrapolate(rows, "pollux-rule")
     print(_figures("the same with Pollux's rule (1.1 x the within-node sync)",
                    baseline.error()))

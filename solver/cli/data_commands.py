@@ -76,6 +76,8 @@ def fit_command(profile: Path, output: Path | None, report: bool, plot: Path | N
 
 def _fit_steps(profile: Path, output: Path | None, report: bool) -> None:
     """``hetsched fit`` of a step profile: the step models, their extrapolation figures."""
+    from dataclasses import replace
+
     from hetsched.core.errors import InputError
     from hetsched.speeds.step_extrapolation import extrapolate, fit_step_models, report_lines
     from hetsched.speeds.step_model_file import save_step_models
@@ -103,7 +105,10 @@ def _fit_steps(profile: Path, output: Path | None, report: bool) -> None:
             click.echo(f"no extrapolation figures: {reason}")
         else:
             baseline = extrapolate(rows, "pollux-rule")
-            click.echo("\n".join(report_lines(extrapolation, baseline)))
+            ratio_only = extrapolate([replace(row, model_parameters=None) for row in rows]) \
+                if any(row.model_parameters is not None for row in rows) else None
+            click.echo("\n".join(report_lines(extrapolation, baseline,
+                                              ratio_only=ratio_only)))
 
 
 def _fit_throughput(profile: Path, output: Path, report: bool, plot: Path | None) -> None:

@@ -44,7 +44,8 @@ PROFILE_COLUMNS = ("job_type", "gpu_type", "num_gpus", "placement", "throughput"
 OPTIONAL_COLUMNS = ("batch_size", "family")
 #: Optional columns of a row measured as step times (docs/elastic.md): per-GPU batch
 #: (samples), seconds per iteration and of it synchronising, GPUs on each node (``2+2``).
-STEP_COLUMNS = ("local_batch_size", "step_time", "sync_time", "node_gpus")
+STEP_COLUMNS = ("local_batch_size", "step_time", "sync_time", "node_gpus",
+                "model_parameters")
 #: Gavel's worker type suffix for GPUs spread over several servers.
 UNCONSOLIDATED = "_unconsolidated"
 _BATCH_SUFFIX = re.compile(r"\s*\(batch size ([0-9]+)\)\s*$")

@@ -25,7 +25,18 @@ network, calibrated by :func:`calibrate_network` on job types measured across no
 same GPU type: the overlap, the NIC-sharing, two-node and retrogression factors
 and the ``cross_ratio`` of the multi-node sync base to the within-node sync at the
 fullest node measured, all fitted to predict those job types' multi-node rows from their
-one-node fits as the prior will be used.
+one-node fits as the prior will be used. When every job type it is calibrated on states
+its ``model_parameters``, the multi-node sync base is instead ``seconds_per_parameter *
+model_parameters + node_sync_weight * within-node sync``, the two fitted with the rest
+(the cross ratio then fitted alone with the same factors, for job types that state no
+size). A ring across nodes carries the whole gradient through each node's network card
+(the first term: its size over the network's bandwidth) and still runs through the
+node's own links (the second); on Pollux's T4 nodes 8.2-8.7 ns per parameter and 0.66-0.79
+of the within-node sync, calibrated on any five of its six models, where the cross ratio
+alone needs 1.2 for deepspeech2 and 2.8 for imagenet (deepspeech2's GRUs synchronise as
+slowly within a node as bert, with 2.7 times fewer parameters). Fitted on one node, the
+sixth model's multi-node rows are then predicted with a median APE of 7.6 % and a p90 of
+19.4 % (docs/elastic.md).
 """
 
 from __future__ import annotations
@@ -34,15 +45,14 @@ import logging
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import least_squares
 
 from hetsched.core.errors import InputError
-from hetsched.core.ranges import in_range
 from hetsched.speeds.settings import MAX_GPUS
+from hetsched.speeds.step_prior import NetworkPrior, network_base
 from hetsched.speeds.steps import (
     COEFFICIENTS,
     OVERLAP_RANGE,
@@ -69,73 +79,6 @@ POLLUX_CROSS_NODE_FACTOR = 1.1
 _OVERLAP_STARTS = (1.3, 2.0, 4.0)
 #: The overlaps a network prior is calibrated at (the best is kept).
 OVERLAP_GRID = (1.0, 1.15, 1.3, 1.5, 1.75, 2.0, 2.3, 2.7, 3.2, 4.0, 5.0, 7.0, 10.0)
-
-
-@dataclass(frozen=True)
-class NetworkPrior:
-    """A cluster's network, for job types measured on one node only (module notes).
-
-    ``cross_ratio``: multi-node sync base over within-node sync at the fullest node
-    measured; ``retrogression``: the multi-node per-GPU slope over its base (1/GPU);
-    ``overlap``, ``nic_sharing``, ``two_node_penalty`` as in the model. ``job_types``: what
-    it was calibrated on; ``transfer_error``: its step-time error on job types it was not
-    calibrated on (leave one job type out; ``None``: not measured).
-    """
-
-    cross_ratio: float
-    retrogression: float
-    overlap: float
-    nic_sharing: float
-    two_node_penalty: float
-    job_types: tuple[str, ...]
-    transfer_error: StatedError | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("cross_ratio", "retrogression", "nic_sharing", "two_node_penalty"):
-            if not in_range(getattr(self, name), 0, 1e6):
-                raise InputError(f"bad {name}", path=name, value=getattr(self, name),
-                                 expected="a finite number >= 0")
-        if not in_range(self.overlap, *OVERLAP_RANGE):
-            raise InputError("bad overlap", path="overlap", value=self.overlap,
-                             expected="a number from 1 to 10")
-        if not self.job_types or not all(isinstance(j, str) and j for j in self.job_types):
-            raise InputError("bad job_types", path="job_types", value=self.job_types,
-                             expected="the job types it was calibrated on")
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (:meth:`from_dict` reads it back)."""
-        return {"cross_ratio": self.cross_ratio, "retrogression": self.retrogression,
-                "overlap": self.overlap, "nic_sharing": self.nic_sharing,
-                "two_node_penalty": self.two_node_penalty, "job_types": list(self.job_types),
-                "transfer_error": None if self.transfer_error is None else
-                vars(self.transfer_error)}
-
-    @classmethod
-    def from_dict(cls, doc: Any) -> NetworkPrior:
-        """The prior of :meth:`as_dict`'s dict; an InputError naming the field."""
-        names = ("cross_ratio", "retrogression", "overlap", "nic_sharing",
-                 "two_node_penalty", "job_types", "transfer_error")
-        if not isinstance(doc, Mapping) or set(doc) != set(names):
-            raise InputError("not a network prior", value=sorted(doc) if isinstance(
-                doc, Mapping) else type(doc).__name__, expected="the fields " +
-                ", ".join(names))
-        error = doc["transfer_error"]
-        if error is not None:
-            if not isinstance(error, Mapping):
-                raise InputError("bad transfer_error", path="transfer_error", value=error,
-                                 expected="an object or null")
-            try:
-                error = StatedError(**error)
-            except TypeError:
-                raise InputError("bad transfer_error", path="transfer_error",
-                                 value=sorted(error),
-                                 expected="median_ape, p90_ape, rows, basis") from None
-            except InputError as exc:
-                raise exc.at("transfer_error") from None
-        jobs = doc["job_types"]
-        return cls(doc["cross_ratio"], doc["retrogression"], doc["overlap"],
-                   doc["nic_sharing"], doc["two_node_penalty"],
-                   tuple(jobs) if isinstance(jobs, list) else jobs, error)
 
 
 @dataclass(frozen=True)
@@ -297,7 +240,19 @@ def _check_rows(rows: Sequence[StepRow]) -> tuple[str, str]:
         raise InputError("rows of several job types or GPU types", path="rows",
                          value=[f"{job} on {gpu}" for job, gpu in keys[:3]],
                          expected="the rows of one job type on one GPU type")
+    model_parameters(rows)
     return keys[0]
+
+
+def model_parameters(rows: Sequence[StepRow]) -> float | None:
+    """The trainable parameters the rows of one job type state (``None`` if none does);
+    an InputError if they state different ones."""
+    stated = {row.model_parameters for row in rows} - {None}
+    if len(stated) > 1:
+        raise InputError("rows of one job type state different model_parameters",
+                         path="rows", value=sorted(stated),
+                         expected="one count of trainable parameters per job type")
+    return stated.pop() if stated else None
 
 
 def _node_sync_reference(values: Mapping[str, float], rows: Sequence[StepRow]) -> float:
@@ -341,8 +296,8 @@ def fit_step_model(rows: Sequence[StepRow], prior: NetworkPrior | None = None, *
     With multi-node rows, every identifiable coefficient is fitted (``cross_node``
     ``measured``); the others, and the overlap, come from ``prior`` if given (a few
     multi-node rows tell the overlap worse than the prior: one two-node placement added to
-    the one-node rows of Pollux's models predicts the rest with a p90 of 20.9 % with the
-    prior's overlap, 22.6 % with its own). Without, the one-node rows are fitted and the
+    the one-node rows of Pollux's models predicts the rest with a p90 of 21.3 % with the
+    prior's overlap, 22.3 % with its own). Without, the one-node rows are fitted and the
     multi-node coefficients come from ``prior`` (``calibrated``: the overlap too, before
     fitting) or Pollux's rule (``pollux-rule``, no stated error). ``pollux_form``: the
     NIC-sharing and two-node factors held at 0, Pollux's own form (for comparisons).
@@ -374,33 +329,56 @@ def fit_step_model(rows: Sequence[StepRow], prior: NetworkPrior | None = None, *
     if reference <= 0:
         log.warning("%s on %s: no multi-GPU row on one node, so the network prior has "
                     "nothing to scale; multi-node sync taken as 0", job_type, gpu_type)
-    values["network_sync_base_s"] = prior.cross_ratio * reference
+    values["network_sync_base_s"] = prior.network_base(reference, model_parameters(rows))
     return _model(job_type, gpu_type, values, rows, "calibrated", prior.transfer_error,
                   max_gpus)
 
 
-def _transfer_fit(parts: Sequence[tuple[dict[str, float], float, _Data]]
-                  ) -> tuple[dict[str, float], float]:
-    """The cross ratio, retrogression, NIC-sharing and two-node factors that best predict
-    the multi-node step times of ``parts`` (per job type: its one-node fit, its within-node
-    sync reference and its multi-node rows), each job type weighing the same; and the
-    cost (sum of squared log residuals)."""
-    names = ("cross_ratio", "retrogression", "nic_sharing", "two_node_penalty")
+#: The network prior's fitted values, as ratio (every job type) or sized (module notes).
+_RATIO_FORM = ("cross_ratio", "retrogression", "nic_sharing", "two_node_penalty")
+_SIZED_FORM = ("seconds_per_parameter", "node_sync_weight", "retrogression", "nic_sharing",
+               "two_node_penalty")
+_TRANSFER_STARTS = {"cross_ratio": 2.0, "seconds_per_parameter": 1e-8,
+                    "node_sync_weight": 0.5, "retrogression": 0.02, "nic_sharing": 0.05,
+                    "two_node_penalty": 0.1}
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One job type as a network prior is calibrated on it: its one-node fit, its
+    within-node sync reference, its stated parameters and its multi-node rows."""
+
+    values: dict[str, float]
+    reference: float
+    model_parameters: float | None
+    data: _Data
+
+
+def _transfer_fit(parts: Sequence[_Part], free: Sequence[str],
+                  fixed: Mapping[str, float]) -> tuple[dict[str, float], float]:
+    """The ``free`` network values (of :data:`_RATIO_FORM` or :data:`_SIZED_FORM`, the
+    others ``fixed``) that best predict the multi-node step times of ``parts`` from their
+    one-node fits, each job type weighing the same; and the cost (sum of squared log
+    residuals)."""
 
     def residuals(x: Array) -> Array:
-        ratio, retrogression, nic, two_node = np.exp(np.minimum(x, 50.0))
+        network = {**fixed, **dict(zip(free, np.exp(np.minimum(x, 50.0)), strict=True))}
         out = []
-        for values, reference, data in parts:
-            coefficients = _coefficients({**values, "network_sync_base_s": ratio * reference,
-                                          "retrogression": retrogression,
-                                          "nic_sharing": nic, "two_node_penalty": two_node})
-            step = step_times(coefficients, data.gpus, data.nodes, data.most,
-                              data.local_bsz)[1]
-            out.append((np.log(step) - np.log(data.step)) / math.sqrt(len(data.step)))
+        for part in parts:
+            coefficients = _coefficients({
+                **part.values, "retrogression": network["retrogression"],
+                "nic_sharing": network["nic_sharing"],
+                "two_node_penalty": network["two_node_penalty"],
+                "network_sync_base_s": network_base(network, part.reference,
+                                                     part.model_parameters)})
+            step = step_times(coefficients, part.data.gpus, part.data.nodes, part.data.most,
+                              part.data.local_bsz)[1]
+            out.append((np.log(step) - np.log(part.data.step)) / math.sqrt(len(part.data.step)))
         return np.concatenate(out)
 
-    solution = least_squares(residuals, np.log([2.0, 0.02, 0.05, 0.1]), method="trf")
-    return (dict(zip(names, (float(v) for v in np.exp(solution.x)), strict=True)),
+    solution = least_squares(residuals, np.log([_TRANSFER_STARTS[n] for n in free]),
+                             method="trf")
+    return ({**fixed, **dict(zip(free, (float(v) for v in np.exp(solution.x)), strict=True))},
             float(np.sum(solution.fun ** 2)))
 
 
@@ -408,11 +386,12 @@ def calibrate_network(rows: Sequence[StepRow]) -> NetworkPrior:
     """The network prior that best carries the job types of ``rows`` from one node to
     several (module notes); job types with no row on one node, or none on several, are
     left out. Calibrated as it is used: for each overlap of :data:`OVERLAP_GRID`, each job
-    type's one-node rows are fitted with that overlap, and the cross ratio,
-    retrogression, NIC-sharing and two-node factors are fitted to the multi-node step
-    times all of them then predict (each job type weighing the same); the overlap with
-    the smallest error is kept. No ``transfer_error`` (:func:`hetsched.speeds.
-    step_extrapolation.extrapolate` measures it)."""
+    type's one-node rows are fitted with that overlap, and the network's values (sized if
+    every job type states its parameters, else the cross ratio) and its retrogression,
+    NIC-sharing and two-node factors are fitted to the multi-node step times all of them
+    then predict (each job type weighing the same); the overlap with the smallest error is
+    kept. No ``transfer_error`` (:func:`hetsched.speeds.step_extrapolation.extrapolate`
+    measures it)."""
     groups = {key: group for key, group in _group(rows).items()
               if any(row.num_nodes > 1 for row in group) and
               any(row.num_nodes == 1 and row.num_gpus > 1 for row in group)}
@@ -420,7 +399,9 @@ def calibrate_network(rows: Sequence[StepRow]) -> NetworkPrior:
         raise InputError("no job type measured both on one node and across nodes",
                          path="rows", expected="rows of one job type on several GPUs of one "
                          "node and on several nodes, to calibrate the network on")
-    best: tuple[float, float, dict[str, float]] | None = None
+    sized = all(model_parameters(group) is not None for group in groups.values())
+    form = _SIZED_FORM if sized else _RATIO_FORM
+    best: tuple[float, float, dict[str, float], list[_Part]] | None = None
     for overlap in OVERLAP_GRID:
         fixed = {"overlap": overlap, "retrogression": 0.0, "nic_sharing": 0.0,
                  "two_node_penalty": 0.0}
@@ -428,16 +409,38 @@ def calibrate_network(rows: Sequence[StepRow]) -> NetworkPrior:
         for group in groups.values():
             node_rows = [row for row in group if row.num_nodes == 1]
             values = _fit(node_rows, fixed)
-            parts.append((values, _node_sync_reference(values, node_rows),
-                          _Data.of([row for row in group if row.num_nodes > 1])))
-        network, cost = _transfer_fit(parts)
+            parts.append(_Part(values, _node_sync_reference(values, node_rows),
+                               model_parameters(group),
+                               _Data.of([row for row in group if row.num_nodes > 1])))
+        network, cost = _transfer_fit(parts, form, {})
         if best is None or cost < best[0]:
-            best = (cost, overlap, network)
+            best = (cost, overlap, network, parts)
     assert best is not None
-    _, overlap, network = best
+    _, overlap, network, parts = best
+    if sized:
+        # for job types that state no size: the cross ratio, the other factors kept
+        network = _transfer_fit([replace(part, model_parameters=None) for part in parts],
+                                ("cross_ratio",), network)[0]
     return NetworkPrior(network["cross_ratio"], network["retrogression"], overlap,
                         network["nic_sharing"], network["two_node_penalty"],
-                        tuple(sorted({job for job, _ in groups})))
+                        tuple(sorted({job for job, _ in groups})), None,
+                        network.get("seconds_per_parameter", 0.0),
+                        network.get("node_sync_weight", 0.0))
+
+
+def own_network_base(rows: Sequence[StepRow], prior: NetworkPrior) -> float:
+    """One job type's multi-node sync base (s) fitted on its rows with ``prior``'s
+    overlap and shape factors (what a prior's base would need to be; :func:`calibrate_
+    network` relates job types by it); NaN without a multi-node row."""
+    _check_rows(rows)
+    if all(row.num_nodes == 1 for row in rows):
+        return math.nan
+    return _fit(rows, _prior_factors(prior))["network_sync_base_s"]
+
+
+def _prior_factors(prior: NetworkPrior) -> dict[str, float]:
+    return {"overlap": prior.overlap, "retrogression": prior.retrogression,
+            "nic_sharing": prior.nic_sharing, "two_node_penalty": prior.two_node_penalty}
 
 
 def own_cross_ratio(rows: Sequence[StepRow], prior: NetworkPrior) -> float:
@@ -446,13 +449,12 @@ def own_cross_ratio(rows: Sequence[StepRow], prior: NetworkPrior) -> float:
     fitted on one node (as :func:`calibrate_network` relates them); NaN without a
     multi-GPU row on one node."""
     _check_rows(rows)
-    fixed = {"overlap": prior.overlap, "retrogression": prior.retrogression,
-             "nic_sharing": prior.nic_sharing, "two_node_penalty": prior.two_node_penalty}
     node_rows = [row for row in rows if row.num_nodes == 1]
-    reference = _node_sync_reference(_fit(node_rows, fixed), node_rows) if node_rows else 0.0
-    if reference <= 0 or all(row.num_nodes == 1 for row in rows):
+    reference = _node_sync_reference(_fit(node_rows, _prior_factors(prior)), node_rows) \
+        if node_rows else 0.0
+    if reference <= 0:
         return math.nan
-    return _fit(rows, fixed)["network_sync_base_s"] / reference
+    return own_network_base(rows, prior) / reference
 
 
 def group_rows(rows: Iterable[StepRow]) -> dict[tuple[str, str], list[StepRow]]:

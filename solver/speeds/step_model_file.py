@@ -12,7 +12,7 @@ from typing import Any
 from hetsched.core.errors import InputError
 from hetsched.core.json_files import read_json
 from hetsched.speeds.step_extrapolation import Extrapolation, StepModels
-from hetsched.speeds.step_fit import NetworkPrior
+from hetsched.speeds.step_prior import NetworkPrior
 from hetsched.speeds.steps import StepModel
 
 FORMAT = "hetsched-step-models"

@@ -8,11 +8,14 @@
   ``scalability.csv`` does not say how its replicas sat on the nodes: they are spread as
   evenly as possible, the first nodes taking one more (7 on 6 nodes: ``(2, 1, 1, 1, 1,
   1)``); in this model only the GPU count, the node count and the fullest node count.
+  The six models Pollux measured state their trainable parameters
+  (:data:`POLLUX_MODEL_PARAMETERS`); other sub-folders none.
 * :func:`read_step_profile_csv`: the tidy CSV profile (docs/throughput-model.md) with the
   optional columns ``local_batch_size``, ``step_time`` and ``sync_time``; the rows that
   fill them are step rows (others, throughput only, are passed over). The placement is
   ``(num_gpus,)`` for ``packed``; for ``spread`` the optional column ``node_gpus`` gives
-  the GPUs on each node (``2+2``), else one GPU per node.
+  the GPUs on each node (``2+2``), else one GPU per node; the optional column
+  ``model_parameters`` the job type's trainable parameters (blank: not stated).
 
 Every bad cell is an :class:`~hetsched.core.errors.InputError` naming the file, the line,
 the column, the value found and what was expected.
@@ -38,8 +41,28 @@ log = logging.getLogger(__name__)
 
 #: The GPU type of Pollux's measurements.
 POLLUX_GPU_TYPE = "t4"
-#: The tidy profile's columns a step row needs (``node_gpus`` is optional).
+#: The tidy profile's columns a step row needs (``node_gpus`` and ``model_parameters``
+#: are optional).
 STEP_PROFILE_COLUMNS = ("job_type", "gpu_type", "num_gpus", "placement", *STEP_COLUMNS[:3])
+#: The trainable parameters (the gradient each step synchronises) of the six models
+#: Pollux measured, as its artifact trained them (adaptdl, branch osdi21-artifact,
+#: ``benchmark/models/``), counted from their definitions.
+POLLUX_MODEL_PARAMETERS = {
+    # bert-base-uncased (pooler included) with SQuAD's span head (run_squad.py)
+    "bert": 109_483_778,
+    # ResNet-18 for 32x32 images, 10 classes (models/resnet.py)
+    "cifar10": 11_173_962,
+    # 2 convolutions (41x11, 21x11, 32 channels), 5 bidirectional GRUs of 800 on 1,312
+    # inputs, 29 labels (train.py's defaults)
+    "deepspeech2": 41_187_968,
+    # torchvision's ResNet-50
+    "imagenet": 25_557_032,
+    # NeuMF-end on ml-1m: 6,040 users, 3,706 items, 32 factors, 3 MLP layers (config.py)
+    "ncf": 1_602_657,
+    # Darknet-53 YOLOv3 at VOC's 20 classes: the 80-class network's 61,949,149 less its
+    # three output layers' 60 classes (3 x 60 channels on 1,024 + 512 + 256 inputs)
+    "yolov3": 61_626_049,
+}
 
 
 def even_placement(num_nodes: int, num_replicas: int) -> tuple[int, ...]:
@@ -51,10 +74,11 @@ def even_placement(num_nodes: int, num_replicas: int) -> tuple[int, ...]:
 
 def _row(where: tuple[str, int], source: str, job_type: str, gpu_type: str,
          placement: tuple[int, ...], local_bsz: float, step_time: float,
-         sync_time: float) -> StepRow:
+         sync_time: float, model_parameters: float | None = None) -> StepRow:
     """A step row, an InputError of the record naming the file and line."""
     try:
-        return StepRow(job_type, gpu_type, placement, local_bsz, step_time, sync_time, source)
+        return StepRow(job_type, gpu_type, placement, local_bsz, step_time, sync_time, source,
+                       model_parameters)
     except InputError as exc:
         file, line = where
         raise InputError(exc.problem, file=file, path=f"line {line}.{exc.path}",
@@ -74,6 +98,7 @@ def _count(cells: dict[str, str], column: str, where: tuple[str, int]) -> int:
 
 def _read_model(folder: Path, job_type: str) -> list[StepRow]:
     rows: list[StepRow] = []
+    size = POLLUX_MODEL_PARAMETERS.get(job_type)
     path = folder / "placements.csv"
     name = f"{folder.name}/placements.csv"
     for line, cells in csv_rows(path, PLACEMENT_COLUMNS):
@@ -83,7 +108,7 @@ def _read_model(folder: Path, job_type: str) -> list[StepRow]:
                           expected="samples per GPU > 0")
         step, sync = _times(cells, where)
         rows.append(_row(where, f"{name} line {line}", job_type, POLLUX_GPU_TYPE, placement,
-                         bsz, step, sync))
+                         bsz, step, sync, size))
     path = folder / "scalability.csv"
     name = f"{folder.name}/scalability.csv"
     if not path.is_file():
@@ -101,7 +126,7 @@ def _read_model(folder: Path, job_type: str) -> list[StepRow]:
         step, sync = _times(cells, where)
         placement = even_placement(nodes, replicas)
         rows.append(_row(where, f"{name} line {line}", job_type, POLLUX_GPU_TYPE, placement,
-                         bsz, step, sync))
+                         bsz, step, sync, size))
     return rows
 
 
@@ -157,10 +182,11 @@ def read_step_profile_csv(path: Path) -> tuple[StepRow, ...]:
     are passed over. No step row at all is an error."""
     path = Path(path)
     file = str(path)
-    with_layout = _header(path)
-    columns = STEP_PROFILE_COLUMNS + STEP_COLUMNS[3:] if STEP_COLUMNS[3] in with_layout else \
-        STEP_PROFILE_COLUMNS
+    header = _header(path)
+    columns = STEP_PROFILE_COLUMNS + tuple(name for name in STEP_COLUMNS[3:]
+                                           if name in header)
     rows: list[StepRow] = []
+    sizes: dict[str, tuple[float, int]] = {}
     for line, cells in csv_rows(path, columns):
         where = (file, line)
         if not cells["step_time"]:
@@ -169,12 +195,30 @@ def read_step_profile_csv(path: Path) -> tuple[StepRow, ...]:
         bsz = cell_number(cells, "local_batch_size", where, low=0.0, strict=True,
                           expected="samples per GPU > 0")
         step, sync = _times(cells, where)
+        size = _model_parameters(cells, where, sizes)
         rows.append(_row(where, f"{path.name} line {line}", cells["job_type"],
-                         cells["gpu_type"], placement, bsz, step, sync))
+                         cells["gpu_type"], placement, bsz, step, sync, size))
     if not rows:
         raise InputError("no row with a step time", file=file, path="step_time",
                          expected="rows with local_batch_size, step_time and sync_time")
     return tuple(rows)
+
+
+def _model_parameters(cells: dict[str, str], where: tuple[str, int],
+                      seen: dict[str, tuple[float, int]]) -> float | None:
+    """The row's ``model_parameters`` (``None`` if the column or the cell is blank); an
+    InputError if it differs from the job type's earlier rows'."""
+    if not cells.get("model_parameters"):
+        return None
+    size = cell_number(cells, "model_parameters", where, low=1.0,
+                       expected="the job type's trainable parameters, >= 1")
+    first = seen.setdefault(cells["job_type"], (size, where[1]))
+    if first[0] != size:
+        raise InputError("model_parameters differs within a job type", file=where[0],
+                         path=f"line {where[1]}.model_parameters", value=size,
+                         expected=f"{first[0]:g}, as on line {first[1]} for "
+                         f"{cells['job_type']!r}")
+    return size
 
 
 def _header(path: Path) -> list[str]:

@@ -60,6 +60,8 @@ CROSS_NODE_BASES: tuple[CrossNodeBasis, ...] = ("measured", "calibrated", "pollu
 OVERLAP_RANGE = (1.0, 10.0)
 #: The largest per-GPU batch a row or a model may name (samples).
 MAX_LOCAL_BSZ = 1e9
+#: The most trainable parameters a row may state (10^13: 40 TB of fp32 gradient).
+MAX_MODEL_PARAMETERS = 1e13
 #: The model's coefficients, in the order of :func:`step_times`'s parameter vector.
 COEFFICIENTS = ("compute_base_s", "compute_per_sample_s", "single_sync_s",
                 "node_sync_base_s", "node_sync_per_gpu_s", "network_sync_base_s",
@@ -89,7 +91,10 @@ class StepRow:
     """One measurement: ``step_time`` s per iteration (``sync_time`` s of it spent
     synchronising, not hidden by computation) of ``job_type`` on GPUs of ``gpu_type``
     placed ``placement`` (GPUs on each node, ``(2, 2)``) at ``local_bsz`` samples per GPU.
-    ``source`` says where it was read (``"bert/placements.csv line 7"``), for reports."""
+    ``source`` says where it was read (``"bert/placements.csv line 7"``), for reports.
+    ``model_parameters``: the job type's trainable parameters, the length of the gradient
+    it synchronises (``None``: not stated); a network prior then scales its multi-node
+    sync by it (:mod:`hetsched.speeds.step_fit`)."""
 
     job_type: str
     gpu_type: str
@@ -98,6 +103,7 @@ class StepRow:
     step_time: float
     sync_time: float
     source: str = field(default="", compare=False)
+    model_parameters: float | None = None
 
     def __post_init__(self) -> None:
         check_names(self, ("job_type", "gpu_type"))
@@ -116,6 +122,12 @@ class StepRow:
         if not isinstance(self.source, str):
             raise InputError("bad source", path="source", value=self.source,
                              expected="a string")
+        if self.model_parameters is not None:
+            if not in_range(self.model_parameters, 1, MAX_MODEL_PARAMETERS):
+                raise InputError("bad model_parameters", path="model_parameters",
+                                 value=self.model_parameters, expected="a count from 1 to "
+                                 f"{MAX_MODEL_PARAMETERS:g}, or none")
+            object.__setattr__(self, "model_parameters", float(self.model_parameters))
 
     @property
     def num_gpus(self) -> int:

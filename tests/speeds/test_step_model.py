@@ -135,6 +135,61 @@ def test_a_calibrated_prior_carries_one_node_rows_across_nodes() -> None:
             jobs[2].step_time(placement, 16), rel=1e-3), placement
 
 
+SIZES = {"a": 20e6, "b": 150e6, "c": 50e6}
+
+
+def sized_jobs() -> list[tuple[StepModel, float]]:
+    """:func:`cluster_jobs` with their trainable parameters, their multi-node sync base 1 ns
+    per parameter plus 0.6 x their within-node sync at 4 GPUs: a 0.02 + 0.6 x 0.05 = 0.05 s
+    (1.0 x within), b 0.15 + 0.6 x 0.14 = 0.234 s (1.67 x), c 0.05 + 0.6 x 0.008 = 0.0548 s
+    (6.85 x: a large model with fast links within its nodes): no one cross ratio carries
+    them all."""
+    out = []
+    for job in cluster_jobs():
+        within = job.node_sync_base_s + 2 * job.node_sync_per_gpu_s
+        network = 1e-9 * SIZES[job.job_type] + 0.6 * within
+        out.append((dataclasses.replace(job, network_sync_base_s=network,
+                                        network_sync_per_gpu_s=0.02 * network),
+                    SIZES[job.job_type]))
+    return out
+
+
+def sized_rows(job: StepModel, size: float | None,
+               placements: list[tuple[int, ...]]) -> list[StepRow]:
+    return [dataclasses.replace(row, model_parameters=size) for row in rows_of(job, placements)]
+
+
+def test_a_sized_prior_scales_the_network_by_the_model_parameters() -> None:
+    (a, size_a), (b, size_b), (c, size_c) = sized_jobs()
+    prior = calibrate_network([*sized_rows(a, size_a, ONE_NODE + SPREAD),
+                               *sized_rows(b, size_b, ONE_NODE + SPREAD)])
+    assert prior.sized
+    assert prior.overlap == 2.0
+    assert prior.seconds_per_parameter == pytest.approx(1e-9, rel=1e-3)
+    assert prior.node_sync_weight == pytest.approx(0.6, rel=1e-3)
+    assert prior.retrogression == pytest.approx(0.02, rel=1e-3)
+    assert (prior.nic_sharing, prior.two_node_penalty) == (pytest.approx(0.1, rel=1e-3),
+                                                           pytest.approx(0.2, rel=1e-3))
+    third = fit_step_model(sized_rows(c, size_c, ONE_NODE), prior)
+    assert third.network_sync_base_s == pytest.approx(0.0548, rel=1e-3)
+    for placement in SPREAD:
+        assert third.step_time(placement, 16) == pytest.approx(
+            c.step_time(placement, 16), rel=1e-3), placement
+    # c stating no size takes the cross ratio fitted with the same factors, between a's
+    # 1.0 and b's 1.67
+    unsized = fit_step_model(rows_of(c, ONE_NODE), prior)
+    assert unsized.network_sync_base_s == pytest.approx(prior.cross_ratio * 0.008, rel=1e-3)
+    assert 1.0 < prior.cross_ratio < 1.67
+    # the same rows without sizes: the ratio prior (1.0-1.67) takes c's network far too
+    # fast, (4, 4) at batch 16 over 20 % too short
+    ratio = calibrate_network([*rows_of(a, ONE_NODE + SPREAD),
+                               *rows_of(b, ONE_NODE + SPREAD)])
+    assert not ratio.sized
+    assert 1.0 < ratio.cross_ratio < 1.67
+    missed = fit_step_model(rows_of(c, ONE_NODE), ratio)
+    assert missed.step_time((4, 4), 16) < 0.8 * c.step_time((4, 4), 16)
+
+
 def test_extrapolation_and_fitted_models_of_a_synthetic_cluster(tmp_path: Path) -> None:
     rows = [row for job in cluster_jobs() for row in rows_of(job, ONE_NODE + SPREAD)]
     calibrated = extrapolate(rows)
