@@ -87,7 +87,9 @@ class Simulator:
     changed nothing, the simulator asks the policy's ``quiet_until(state)``
     (:class:`~hetsched.policies.rolling.RollingPolicy`) until when its boundary calls would change
     nothing either, and skips the boundaries before the next event (arrival, completion,
-    or that time) but the last one, where it calls the policy as usual. Every job's
+    or that time) but the last one, where it calls the policy as usual (a completion that
+    a job's speed change brings forward, an elastic job's next epoch, ends the skip before
+    it). Every job's
     record is the same as with a call at every boundary; only the skipped boundaries'
     rows (nothing started or preempted, no fallback) are missing from decisions.csv
     and from ``decisions``. So one job running for 1e10 s under a 360 s round costs a
@@ -204,6 +206,13 @@ class Simulator:
                     running[job_id] = run
                     heapq.heappush(completions, (run.finish, version, job_id))
                     self._push_phase(run, phases)
+                    if next_tick is not None and run.finish < next_tick - EPS:
+                        # Quiet rounds were skipped up to the run's old completion; it now
+                        # ends sooner: the boundaries around its new end are called again.
+                        last = _last_boundary_before(run.finish, start_time, periods)
+                        next_tick = min(next_tick, last if last is not None and
+                                        last > now + EPS else
+                                        _next_boundary(now, start_time, periods) or next_tick)
                 # 2. completions at ``now``
                 while completions and completions[0][0] <= now + EPS:
                     _, stamp, job_id = heapq.heappop(completions)
