@@ -19,7 +19,7 @@ from hetsched.speeds.step_extrapolation import Extrapolation, extrapolate
 from hetsched.speeds.step_fit import fit_step_model
 from hetsched.speeds.step_prior import NetworkPrior
 from hetsched.speeds.step_profiles import read_pollux_profile, read_step_profile_csv
-from hetsched.speeds.steps import StepRow
+from hetsched.speeds.steps import StepModel, StepRow
 from tests.helpers import SHARED_DATA, exits_2
 from tests.speeds.test_step_model import (
     BATCHES,
@@ -141,17 +141,25 @@ def test_fit_prints_the_extrapolation_of_pollux_folder(
     assert doc["priors"]["t4"]["seconds_per_parameter"] > 0
 
 
-def test_fit_of_a_tidy_step_profile_without_output(tmp_path: Path) -> None:
-    path = tmp_path / "steps.csv"
+def _tidy_profile(path: Path, jobs: list[StepModel], sizes: dict[str, str] | None = None
+                  ) -> Path:
+    """The rows of ``jobs`` on one node and spread as a tidy step profile, with a
+    ``model_parameters`` column of ``sizes`` if given."""
     lines = ["job_type,gpu_type,num_gpus,placement,local_batch_size,step_time,sync_time,"
-             "node_gpus"]
-    for job in cluster_jobs():
+             "node_gpus" + (",model_parameters" if sizes is not None else "")]
+    for job in jobs:
         for row in rows_of(job, ONE_NODE + SPREAD):
             lines.append(f"{row.job_type},t4,{row.num_gpus},"
                          f"{'packed' if row.num_nodes == 1 else 'spread'},{row.local_bsz:g},"
                          f"{row.step_time!r},{row.sync_time!r},"
-                         f"{'+'.join(map(str, row.placement))}")
+                         f"{'+'.join(map(str, row.placement))}"
+                         + (f",{sizes[row.job_type]}" if sizes is not None else ""))
     path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_fit_of_a_tidy_step_profile_without_output(tmp_path: Path) -> None:
+    path = _tidy_profile(tmp_path / "steps.csv", cluster_jobs())
     outcome = CliRunner().invoke(cli, ["fit", str(path), "--report"])
     assert outcome.exit_code == 0, outcome.output
     out = outcome.output
@@ -161,16 +169,7 @@ def test_fit_of_a_tidy_step_profile_without_output(tmp_path: Path) -> None:
 
 
 def _sized_profile(path: Path, sizes: dict[str, str]) -> Path:
-    lines = ["job_type,gpu_type,num_gpus,placement,local_batch_size,step_time,sync_time,"
-             "node_gpus,model_parameters"]
-    for job, _ in sized_jobs():
-        for row in rows_of(job, ONE_NODE + SPREAD):
-            lines.append(f"{row.job_type},t4,{row.num_gpus},"
-                         f"{'packed' if row.num_nodes == 1 else 'spread'},{row.local_bsz:g},"
-                         f"{row.step_time!r},{row.sync_time!r},"
-                         f"{'+'.join(map(str, row.placement))},{sizes[row.job_type]}")
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return _tidy_profile(path, [job for job, _ in sized_jobs()], sizes)
 
 
 def test_fit_of_a_tidy_step_profile_stating_model_parameters(tmp_path: Path) -> None:
