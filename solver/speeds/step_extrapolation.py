@@ -13,7 +13,7 @@ network across nodes, so the multi-node coefficients come from
 
 Beside it, the *ceiling*: each job type predicted with its own multi-node sync base
 (fitted on the very rows predicted, the prior's other factors kept), the best any prior
-of that base could do; on Pollux's models a median 7.6 % and a p90 18.8 %.
+of that base could do; on Pollux's models a median 6.7 % and a p90 17.8 %.
 
 A row fails when its absolute percentage error exceeds :data:`FAILURE_APE`; its reason
 says which part of the step was wrong (the exposed sync or the compute time), and flags a
@@ -210,7 +210,7 @@ def report_lines(extrapolation: Extrapolation, baseline: Extrapolation | None = 
     """The extrapolation figures as ``hetsched fit --report`` prints them; ``baseline``
     (Pollux's rule) and ``ratio_only`` (the rows' model parameters left out) beside."""
     overall = extrapolation.error()
-    sized = any(prior.seconds_per_parameter > 0 for prior in extrapolation.priors.values())
+    sized = any(prior.sized for prior in extrapolation.priors.values())
     also = "".join(f" and {''.join(map(str, p))}" for p in extrapolation.also_fitted)
     lines = [f"extrapolation: fitted on one-node rows{also}, predicting {overall.rows} rows "
              f"on several nodes of {len(extrapolation.job_types)} job types",

@@ -326,10 +326,11 @@ def fit_step_model(rows: Sequence[StepRow], prior: NetworkPrior | None = None, *
         fixed.update(nic_sharing=0.0, two_node_penalty=0.0)
     values = _fit(rows, {**fixed, "overlap": prior.overlap})
     reference = _node_sync_reference(values, rows)
-    if reference <= 0:
+    size = model_parameters(rows)
+    if reference <= 0 and (size is None or not prior.sized):
         log.warning("%s on %s: no multi-GPU row on one node, so the network prior has "
                     "nothing to scale; multi-node sync taken as 0", job_type, gpu_type)
-    values["network_sync_base_s"] = prior.network_base(reference, model_parameters(rows))
+    values["network_sync_base_s"] = prior.network_base(reference, size)
     return _model(job_type, gpu_type, values, rows, "calibrated", prior.transfer_error,
                   max_gpus)
 
