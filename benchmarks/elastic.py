@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 from elastic_policy import RUNS, policy_section
 
-from hetsched.speeds.step_extrapolation import Extrapolation, extrapolate
+from hetsched.speeds.step_extrapolation import FAILURE_APE, Extrapolation, extrapolate
 from hetsched.speeds.step_fit import fit_step_model, group_rows
 from hetsched.speeds.step_profiles import read_pollux_profile
 from hetsched.speeds.steps import StatedError, StepRow
@@ -88,7 +88,7 @@ def _ceiling_rows(extrapolation: Extrapolation) -> list[dict[str, object]]:
         failing = sum(1 for c, p in zip(extrapolation.ceiling, extrapolation.predictions,
                                         strict=True)
                       if job_type in (None, p.row.job_type)
-                      and abs(c - p.row.step_time) > 0.2 * p.row.step_time)
+                      and abs(c - p.row.step_time) > FAILURE_APE / 100 * p.row.step_time)
         rows.append({"variant": "ceiling: own multi-node sync base", "model": job_type or "all",
                      "rows": error.rows, "median_ape": round(error.median_ape, 2),
                      "p90_ape": round(error.p90_ape, 2), "failing": failing})
