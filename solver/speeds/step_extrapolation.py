@@ -187,11 +187,11 @@ def extrapolate(rows: Sequence[StepRow], method: Method = "calibrated",
                                        if gpu == gpu_type and job != job_type
                                        for row in other])
             priors[job_type] = prior
-            own[job_type] = own_cross_ratio(group, prior)
         model = fit_step_model(node_rows, prior)
         predictions.extend(_predict(model, spread, mates))
         if prior is not None:
             base = own_network_base(group, prior)
+            own[job_type] = own_cross_ratio(group, prior, base)
             bases[job_type] = (model.network_sync_base_s, base)
             ceiling.extend(float(t) for t in replace(
                 model, network_sync_base_s=base,

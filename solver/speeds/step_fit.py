@@ -306,9 +306,8 @@ def fit_step_model(rows: Sequence[StepRow], prior: NetworkPrior | None = None, *
     if prior is not None and not isinstance(prior, NetworkPrior):
         raise InputError("bad prior", path="prior", value=type(prior).__name__,
                          expected="a NetworkPrior or None")
-    fixed: dict[str, float] = {} if prior is None else {
-        "retrogression": prior.retrogression, "nic_sharing": prior.nic_sharing,
-        "two_node_penalty": prior.two_node_penalty}
+    fixed = {} if prior is None else {
+        name: value for name, value in _prior_factors(prior).items() if name != "overlap"}
     if any(row.num_nodes > 1 for row in rows):
         identifiable = _identifiable(rows)
         fixed = {k: v for k, v in fixed.items() if k not in identifiable}
@@ -444,18 +443,19 @@ def _prior_factors(prior: NetworkPrior) -> dict[str, float]:
             "nic_sharing": prior.nic_sharing, "two_node_penalty": prior.two_node_penalty}
 
 
-def own_cross_ratio(rows: Sequence[StepRow], prior: NetworkPrior) -> float:
+def own_cross_ratio(rows: Sequence[StepRow], prior: NetworkPrior,
+                    base: float | None = None) -> float:
     """The cross ratio of one job type's own rows, with ``prior``'s overlap and shape
-    factors: its multi-node sync base fitted on every row over its within-node sync
-    fitted on one node (as :func:`calibrate_network` relates them); NaN without a
-    multi-GPU row on one node."""
+    factors: its multi-node sync base fitted on every row (``base`` if already fitted,
+    :func:`own_network_base`) over its within-node sync fitted on one node (as
+    :func:`calibrate_network` relates them); NaN without a multi-GPU row on one node."""
     _check_rows(rows)
     node_rows = [row for row in rows if row.num_nodes == 1]
     reference = _node_sync_reference(_fit(node_rows, _prior_factors(prior)), node_rows) \
         if node_rows else 0.0
     if reference <= 0:
         return math.nan
-    return own_network_base(rows, prior) / reference
+    return (own_network_base(rows, prior) if base is None else base) / reference
 
 
 def group_rows(rows: Iterable[StepRow]) -> dict[tuple[str, str], list[StepRow]]:
