@@ -24,7 +24,12 @@ from typing import Any
 from hetsched import plugins
 from hetsched.core.errors import InputError
 from hetsched.core.records import Instance
-from hetsched.core.settings import DECISION_LIMIT, ELASTIC_GPU_PRICE, RESTART_PENALTY_S
+from hetsched.core.settings import (
+    DECISION_LIMIT,
+    ELASTIC_GPU_PRICE,
+    ELASTIC_SPEEDUP_EXPONENT,
+    RESTART_PENALTY_S,
+)
 from hetsched.policies.backends import BACKENDS, BACKENDS_OF
 from hetsched.policies.baselines.agnostic import AGNOSTIC_SUFFIX, HeterogeneityAgnostic
 from hetsched.policies.planner import Planner, SolveOptions
@@ -175,10 +180,11 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           backends=BACKENDS_OF["progress-packed"], exact=True),
     Entry("progress-elastic", "progress for elastic jobs (docs/elastic.md): 120 s rounds "
           "and horizon, each job planned with its rate over the horizon, GPU time priced by "
-          "the jobs it delays",
+          "the jobs it delays, heSRPT's shares while nobody waits",
           policy="hetsched.policies.progress:Progress",
           params={"round_s": 120.0, "horizon_s": 120.0, "plan_ahead": True,
-                  "gpu_price": ELASTIC_GPU_PRICE},
+                  "gpu_price": ELASTIC_GPU_PRICE,
+                  "speedup_exponent": ELASTIC_SPEEDUP_EXPONENT},
           backends=BACKENDS_OF["progress-elastic"], exact=True),
     Entry("optimus", "Optimus: marginal-gain GPU allocation (EuroSys 2018)",
           policy="hetsched.policies.baselines.optimus:Optimus"),

@@ -90,9 +90,17 @@ class Progress(PolicyHooks):
     job takes delays each of them by ``1 / G`` of it, so a job grows only while its
     speed-up is worth that (at ``gpu_price`` 1, with a power-law speed-up ``n^p``, close to
     the share heSRPT gives the shortest job, Berg et al. 2020; docs/elastic.md); 0: off.
-    ``plan_ahead`` changes nothing for jobs at a fixed speed; ``gpu_price`` reorders any
-    jobs, hence off by default (``progress-elastic`` sets both, with 120 s rounds and
-    horizon)."""
+    ``speedup_exponent``: while nobody waits, the round is valued as heSRPT shares the
+    cluster among jobs whose speed-up is ``n ** speedup_exponent`` (Berg et al. 2020,
+    optimal for average JCT when no job arrives): of the ``m`` active jobs, the one with
+    ``i - 1`` jobs of more time left than it (the shortest: ``i = m``) has the share
+    ``theta_i = (i/m)^c - ((i-1)/m)^c``, ``c = 1 / (1 - p)``, and an option is worth
+    ``w_j * theta_i^(1-p) * speed / (its speed on its fewest GPUs)``, so that the MILP's
+    optimum over continuous counts with that speed-up is heSRPT's shares (:func:`hesrpt_weight`;
+    ``gpu_price`` then does not apply); None: off (docs/elastic.md).
+    ``plan_ahead`` changes nothing for jobs at a fixed speed; ``gpu_price`` and
+    ``speedup_exponent`` reorder any jobs, hence off by default (``progress-elastic`` sets
+    all three, with 120 s rounds and horizon)."""
 
     name = "progress"
 
@@ -101,7 +109,8 @@ class Progress(PolicyHooks):
                  critical_rounds: float = 2.0, rho_bound: float | None = None,
                  backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
                  deterministic: bool = True, pairing: bool = False,
-                 plan_ahead: bool = False, gpu_price: float = 0.0) -> None:
+                 plan_ahead: bool = False, gpu_price: float = 0.0,
+                 speedup_exponent: float | None = None) -> None:
         for label, value in (("round_s", round_s), ("horizon_s", horizon_s)):
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{label} must be finite and > 0, got {value}")
@@ -124,13 +133,18 @@ class Progress(PolicyHooks):
         self.pairing = pairing
         if not (math.isfinite(gpu_price) and gpu_price >= 0):
             raise ValueError(f"gpu_price must be finite and >= 0, got {gpu_price}")
+        if speedup_exponent is not None and not 0 < speedup_exponent < 1:
+            raise ValueError(f"speedup_exponent must be in (0, 1), got {speedup_exponent}")
         self.plan_ahead = plan_ahead
         self.gpu_price = gpu_price
-        self._behind: dict[str, int] = {}  # with gpu_price: job id -> active jobs after it
+        self.speedup_exponent = speedup_exponent
+        # With gpu_price or speedup_exponent: job id -> active jobs with more time left.
+        self._behind: dict[str, int] = {}
+        self._fewest: dict[str, float] = {}  # with speedup_exponent: its speed on fewest GPUs
         self._type_gpus: dict[str, int] = {}
         if pairing:
             self.name = "progress-packed"
-        elif plan_ahead or gpu_price > 0:
+        elif plan_ahead or gpu_price > 0 or speedup_exponent is not None:
             self.name = "progress-elastic"
         self.speeds = SpeedBook()
         self._last: dict[str, tuple[str, int]] = {}  # job id -> chosen (type, size)
@@ -202,6 +216,7 @@ class Progress(PolicyHooks):
         ``pairing``, the pairs (:func:`~hetsched.policies.pairing.pair_options`)."""
         running = {r.job.id: r for r in state.running}
         lone = {r.job.id for r in lone_packed(state)}
+        self._fewest = {}
         found: list[Option] = []
         alone: dict[str, float] = {}  # job id -> its time left on its fastest option
         for job in [*(r.job for r in running.values()), *state.pending]:
@@ -236,6 +251,8 @@ class Progress(PolicyHooks):
                                        rate=ahead))
             fastest = remaining / max(o.planned for o in mine)
             alone[job.id] = fastest
+            fewest = min(o.size for o in mine)
+            self._fewest[job.id] = max(o.planned for o in mine if o.size == fewest)
             if job.deadline is not None and any(o.urgent for o in mine):
                 slack = job.deadline - state.now - fastest
                 if slack > self.urgent_slack * fastest + self.round_s:
@@ -254,7 +271,7 @@ class Progress(PolicyHooks):
             kept = [o for o in mine if o.running_here and o.urgent and o.slack >= 0
                     and o.fair_slack >= 0]
             found.extend(kept or mine)
-        if self.gpu_price > 0:
+        if self.gpu_price > 0 or self.speedup_exponent is not None:
             # Shortest time left first: the jobs after each, whom its GPU time delays.
             order = sorted(alone, key=lambda j: (alone[j], j))
             self._behind = {j: len(order) - k - 1 for k, j in enumerate(order)}
@@ -285,11 +302,18 @@ class Progress(PolicyHooks):
         """A job's option alone: the weighted share of its remaining work it finishes per
         second, discounted where it restarts the job (it must win the penalty back within
         the horizon). A pair's value adds its two jobs' (:mod:`hetsched.policies.pairing`)."""
-        value = option.job.weight * option.planned / option.remaining
-        if self.gpu_price > 0:
-            value /= 1.0 + self.gpu_price * self._behind.get(option.job.id, 0) * \
+        job = option.job
+        if self.speedup_exponent is not None and not state.pending:
+            rank = len(self._behind) - self._behind.get(job.id, 0)  # 1: the shortest
+            value = job.weight * hesrpt_weight(rank, len(self._behind),
+                                               self.speedup_exponent) * \
+                option.planned / self._fewest[job.id]
+        else:
+            value = job.weight * option.planned / option.remaining
+        if self.gpu_price > 0 and (self.speedup_exponent is None or state.pending):
+            value /= 1.0 + self.gpu_price * self._behind.get(job.id, 0) * \
                 option.size / self._type_gpus[option.gpu_type]
-        if not option.running_here and option.job.id in state.attained:
+        if not option.running_here and job.id in state.attained:
             value *= max(0.0, 1.0 - self.restart_penalty_s / self.horizon_s)
         return value
 
@@ -418,6 +442,20 @@ class Progress(PolicyHooks):
             gangs.start(option, gpus, None)
             started.add(job.id)
             self._last[job.id] = (option.gpu_type, option.size)
+
+
+def hesrpt_weight(rank: int, jobs: int, exponent: float) -> float:
+    """The worth per unit of speed-up of the ``rank``-th shortest of ``jobs`` active jobs
+    (1: the shortest) under :class:`Progress`'s ``speedup_exponent`` ``p``:
+    ``theta^(1-p)`` of heSRPT's share ``theta = (i/m)^c - ((i-1)/m)^c`` of the job with
+    ``i - 1 = jobs - rank`` jobs of more time left, ``c = 1 / (1 - p)`` (Berg,
+    Harchol-Balter et al., "heSRPT", 2020). Maximising ``sum_j a_j n_j^p`` under ``sum_j
+    n_j = G`` gives ``n_j`` proportional to ``a_j^c``: with ``a = theta^(1-p)``, heSRPT's
+    shares. Computed as ``(i/m) * (1 - (1 - 1/i)^c)^(1-p)``, the same since ``c (1-p) =
+    1``, without underflow for the longest jobs."""
+    i = jobs - rank + 1
+    c = 1.0 / (1.0 - exponent)
+    return float(i / jobs * (1.0 - (1.0 - 1.0 / i) ** c) ** (1.0 - exponent))
 
 
 def _rate_ahead(state: ClusterState, job: Job, gpu_type: str, size: int, speed: float,

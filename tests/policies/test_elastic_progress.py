@@ -13,6 +13,7 @@ from hetsched.core.records import Job
 from hetsched.core.throughput import Placement, ThroughputTable
 from hetsched.files.cluster_spec import parse_cluster
 from hetsched.files.traces import read_trace
+from hetsched.policies.progress import hesrpt_weight
 from hetsched.registry import rolling
 from hetsched.replaying import check_replay
 from hetsched.simulate.simulator import Simulator
@@ -141,3 +142,51 @@ def test_a_resized_job_may_take_the_gpus_of_a_job_the_round_dropped() -> None:
         (2, 0.0, 120.0), (4, 120.0, pytest.approx(a_ends))]
     assert [(len(s.gpus), s.start, s.finish) for s in replay.records["B"].segments] == [
         (1, 0.0, 120.0), (1, pytest.approx(a_ends), pytest.approx(a_ends + 30 + 1880))]
+
+
+def test_hesrpt_weights_give_hesrpt_shares() -> None:
+    # p = 0.5, c = 2, 3 jobs: heSRPT's shares theta_i = (i/3)^2 - ((i-1)/3)^2 are 1/9,
+    # 3/9, 5/9 for the longest (i = 1) to the shortest (i = 3); the weights are theta^(1/2),
+    # and maximising sum_j a_j sqrt(n_j) under sum_j n_j = G gives n_j = G a_j^2 / sum a^2:
+    # the shares themselves.
+    weights = [hesrpt_weight(rank, 3, 0.5) for rank in (1, 2, 3)]  # shortest first
+    assert weights == pytest.approx([(5 / 9) ** 0.5, (3 / 9) ** 0.5, (1 / 9) ** 0.5])
+    squares = [w * w for w in weights]
+    assert [s / sum(squares) for s in squares] == pytest.approx([5 / 9, 3 / 9, 1 / 9])
+    # p = 0.9 (c = 10): the closed form is stable where theta^(1-p) underflows as written.
+    assert hesrpt_weight(1, 1, 0.9) == 1.0
+    assert hesrpt_weight(50, 50, 0.95) == pytest.approx(1 / 50)
+    with pytest.raises(ValueError, match="speedup_exponent must be in"):
+        rolling("progress", speedup_exponent=1.0)
+
+
+def counts_after_x(speedup_exponent: float | None) -> dict[str, list[int]]:
+    """Each job's GPU counts, in order, of X (10 steps, 1 GPU at 1 step/s), B (1,000) and
+    C (4,000), elastic on 1 to 8 GPUs at sqrt(n) steps/s, all at 0 on one node of 8 T4s,
+    60 s rounds, no restart penalty."""
+    table = ThroughputTable({("cnn", "t4", n, Placement.PACKED): n ** 0.5
+                             for n in range(1, 9)})
+    jobs = [Job("X", 0.0, "cnn", 1, 10.0),
+            *(Job(name, 0.0, "cnn", 1, work, allowed_gpu_counts=tuple(range(1, 9)))
+              for name, work in (("B", 1000.0), ("C", 4000.0)))]
+    policy = rolling("progress", round_s=60.0, restart_penalty_s=0.0,
+                     speedup_exponent=speedup_exponent)
+    replay = Simulator(parse_cluster("t4=8x8"), jobs, policy, truth=table,
+                       restart_penalty_s=0.0).run()
+    assert check_replay(replay, jobs, table) == []
+    return {job_id: [len(s.gpus) for s in record.segments]
+            for job_id, record in replay.records.items()}
+
+
+def test_while_nobody_waits_the_jobs_share_the_gpus_as_hesrpt_does() -> None:
+    # At 0 all three wait: each option is worth speed / work. X takes 1 GPU (0.1); of the
+    # 7 left, B 6 and C 1 (2.449 / 1,000 + 1 / 4,000 = 2.699e-3) beat (7, 0) 2.646e-3 and
+    # (5, 2) 2.590e-3. X ends at 10; at the boundary of 60 nobody waits and a GPU is free:
+    # with speedup_exponent 0.5, heSRPT's round, m = 2: B (the shorter) is worth
+    # sqrt(3/4) sqrt(n), C sqrt(1/4) sqrt(n). Of the splits of 8 GPUs, (B 6, C 2) is worth
+    # 0.866 x 2.449 + 0.5 x 1.414 = 2.828, ahead of (7, 1) 2.791, (5, 3) 2.802, (4, 4) 2.732
+    # and (8, 0) 2.449: heSRPT's shares 3/4 and 1/4, so C grows. When B ends C takes all 8.
+    assert counts_after_x(0.5) == {"X": [1], "B": [6], "C": [1, 2, 8]}
+    # Without it, worth speed / remaining (B 853 steps left at 60, C 3,940): (7, 1), 2.646
+    # / 853 + 1 / 3,940 = 3.355e-3, beats (6, 2) 3.230e-3: B grows instead.
+    assert counts_after_x(None) == {"X": [1], "B": [6, 7], "C": [1, 8]}
