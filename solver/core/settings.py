@@ -45,7 +45,7 @@ ELASTIC_GPU_PRICE = 0.25
 #: ``progress-elastic``'s speed-up exponent (``Progress(speedup_exponent=...)``, the
 #: heSRPT shares while nobody waits, docs/elastic.md): imagenet's, which makes most of
 #: the average JCT, 4 to 64 GPUs late in training (x 13.3 for 16 times the GPUs, 0.93);
-#: 0.5, 0.75 and 0.9 measured on Pollux's 8 workloads.
+#: the other exponents measured are in docs/elastic.md.
 ELASTIC_SPEEDUP_EXPONENT = 0.9
 #: Seconds from a decision to start a job to the job running, its GPUs held without
 #: progress, at every start (first or restart; a restart pays the restart penalty after
