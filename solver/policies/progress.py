@@ -251,8 +251,9 @@ class Progress(PolicyHooks):
                                        rate=ahead))
             fastest = remaining / max(o.planned for o in mine)
             alone[job.id] = fastest
-            fewest = min(o.size for o in mine)
-            self._fewest[job.id] = max(o.planned for o in mine if o.size == fewest)
+            if self.speedup_exponent is not None:
+                fewest = min(o.size for o in mine)
+                self._fewest[job.id] = max(o.planned for o in mine if o.size == fewest)
             if job.deadline is not None and any(o.urgent for o in mine):
                 slack = job.deadline - state.now - fastest
                 if slack > self.urgent_slack * fastest + self.round_s:

@@ -153,7 +153,8 @@ def test_hesrpt_weights_give_hesrpt_shares() -> None:
     assert weights == pytest.approx([(5 / 9) ** 0.5, (3 / 9) ** 0.5, (1 / 9) ** 0.5])
     squares = [w * w for w in weights]
     assert [s / sum(squares) for s in squares] == pytest.approx([5 / 9, 3 / 9, 1 / 9])
-    # p = 0.9 (c = 10): the closed form is stable where theta^(1-p) underflows as written.
+    # Alone, a job has the whole cluster; the longest of m has theta = (1/m)^c, worth
+    # theta^(1-p) = 1/m whatever p (with c = 20, theta itself is 1e-34).
     assert hesrpt_weight(1, 1, 0.9) == 1.0
     assert hesrpt_weight(50, 50, 0.95) == pytest.approx(1 / 50)
     with pytest.raises(ValueError, match="speedup_exponent must be in"):
