@@ -311,9 +311,9 @@ class Progress(PolicyHooks):
                 option.planned / self._fewest[job.id]
         else:
             value = job.weight * option.planned / option.remaining
-        if self.gpu_price > 0 and (self.speedup_exponent is None or state.pending):
-            value /= 1.0 + self.gpu_price * self._behind.get(job.id, 0) * \
-                option.size / self._type_gpus[option.gpu_type]
+            if self.gpu_price > 0:
+                value /= 1.0 + self.gpu_price * self._behind.get(job.id, 0) * \
+                    option.size / self._type_gpus[option.gpu_type]
         if not option.running_here and job.id in state.attained:
             value *= max(0.0, 1.0 - self.restart_penalty_s / self.horizon_s)
         return value
