@@ -97,7 +97,9 @@ class Progress(PolicyHooks):
     ``theta_i = (i/m)^c - ((i-1)/m)^c``, ``c = 1 / (1 - p)``, and an option is worth
     ``w_j * theta_i^(1-p) * speed / (its speed on its fewest GPUs)``, so that the MILP's
     optimum over continuous counts with that speed-up is heSRPT's shares (:func:`hesrpt_weight`;
-    ``gpu_price`` then does not apply); None: off (docs/elastic.md).
+    ``gpu_price`` then does not apply); while an elastic job runs every round boundary is
+    then a decision, so heSRPT's round follows the last waiting job's start even when no
+    GPU is free; None: off (docs/elastic.md).
     ``plan_ahead`` changes nothing for jobs at a fixed speed; ``gpu_price`` and
     ``speedup_exponent`` reorder any jobs, hence off by default (``progress-elastic`` sets
     all three, with 120 s rounds and horizon)."""
@@ -163,12 +165,18 @@ class Progress(PolicyHooks):
         to free) becomes worth it when the prediction was wrong. Likewise while GPUs are free
         and a running job may take more GPUs than it has (an elastic job,
         ``Job.allowed_gpu_counts``): it may grow into them."""
-        if state.pending:
+        if state.pending or self._resizes(state):
             return -math.inf
         if state.has_free() and any(len(run.gpus) < max(run.job.gpu_counts)
                                     for run in state.running):
             return -math.inf
         return math.inf
+
+    def _resizes(self, state: ClusterState) -> bool:
+        """With ``speedup_exponent``, while an elastic job runs: every round boundary is a
+        decision, since heSRPT's shares change as the jobs' times left do."""
+        return self.speedup_exponent is not None and \
+            any(len(run.job.gpu_counts) > 1 for run in state.running)
 
     def on_finished(self, job: Job, now: float) -> None:
         """Forget the job's last option."""
@@ -194,7 +202,7 @@ class Progress(PolicyHooks):
             active = [*(r.job for r in state.running), *state.pending]
             self._clock.seen(state.now, (job.id for job in active))
             self._clock.forget_before(min((job.arrival for job in active), default=state.now))
-        if not state.pending and not state.has_free():
+        if not state.pending and not state.has_free() and not self._resizes(state):
             return Decision()
         options = self.options(state)
         if not options:

@@ -161,13 +161,14 @@ def test_hesrpt_weights_give_hesrpt_shares() -> None:
         rolling("progress", speedup_exponent=1.0)
 
 
-def counts_after_x(speedup_exponent: float | None) -> dict[str, list[int]]:
-    """Each job's GPU counts, in order, of X (10 steps, 1 GPU at 1 step/s), B (1,000) and
-    C (4,000), elastic on 1 to 8 GPUs at sqrt(n) steps/s, all at 0 on one node of 8 T4s,
-    60 s rounds, no restart penalty."""
+def counts_after_x(speedup_exponent: float | None, *, with_x: bool = True
+                   ) -> dict[str, list[int]]:
+    """Each job's GPU counts, in order, of X (10 steps, 1 GPU at 1 step/s; with
+    ``with_x``), B (1,000) and C (4,000), elastic on 1 to 8 GPUs at sqrt(n) steps/s, all
+    at 0 on one node of 8 T4s, 60 s rounds, no restart penalty."""
     table = ThroughputTable({("cnn", "t4", n, Placement.PACKED): n ** 0.5
                              for n in range(1, 9)})
-    jobs = [Job("X", 0.0, "cnn", 1, 10.0),
+    jobs = [*([Job("X", 0.0, "cnn", 1, 10.0)] if with_x else []),
             *(Job(name, 0.0, "cnn", 1, work, allowed_gpu_counts=tuple(range(1, 9)))
               for name, work in (("B", 1000.0), ("C", 4000.0)))]
     policy = rolling("progress", round_s=60.0, restart_penalty_s=0.0,
@@ -191,3 +192,15 @@ def test_while_nobody_waits_the_jobs_share_the_gpus_as_hesrpt_does() -> None:
     # Without it, worth speed / remaining (B 853 steps left at 60, C 3,940): (7, 1), 2.646
     # / 853 + 1 / 3,940 = 3.355e-3, beats (6, 2) 3.230e-3: B grows instead.
     assert counts_after_x(None) == {"X": [1], "B": [6, 7], "C": [1, 8]}
+
+
+def test_every_round_boundary_is_a_decision_while_an_elastic_job_runs() -> None:
+    # B and C alone at 0, both waiting: worth speed / work, (B 7, C 1) 2.646e-3 + 0.25e-3
+    # = 2.896e-3 beats (8, 0) 2.828e-3 and (6, 2) 2.803e-3. No GPU is free and nobody
+    # waits, yet with speedup_exponent 0.5 the boundary of 60 is a decision: heSRPT's
+    # round (B worth sqrt(3/4) sqrt(n), C sqrt(1/4) sqrt(n), as above) moves a GPU from B
+    # to C, (6, 2) 2.828 against (7, 1) 2.791; later boundaries keep it, as the order of
+    # the times left (and so the shares) stays.
+    assert counts_after_x(0.5, with_x=False) == {"B": [7, 6], "C": [1, 2, 8]}
+    # Without it, nothing changes until B ends.
+    assert counts_after_x(None, with_x=False) == {"B": [7], "C": [1, 8]}
