@@ -164,17 +164,19 @@ class Progress(PolicyHooks):
         win it a faster type, and a type not worth starting on (a faster one was predicted
         to free) becomes worth it when the prediction was wrong. Likewise while GPUs are free
         and a running job may take more GPUs than it has (an elastic job,
-        ``Job.allowed_gpu_counts``): it may grow into them."""
-        if state.pending or self._resizes(state):
+        ``Job.allowed_gpu_counts``): it may grow into them; and with ``speedup_exponent``
+        while an elastic job runs (:meth:`_every_round`)."""
+        if state.pending or self._every_round(state):
             return -math.inf
         if state.has_free() and any(len(run.gpus) < max(run.job.gpu_counts)
                                     for run in state.running):
             return -math.inf
         return math.inf
 
-    def _resizes(self, state: ClusterState) -> bool:
-        """With ``speedup_exponent``, while an elastic job runs: every round boundary is a
-        decision, since heSRPT's shares change as the jobs' times left do."""
+    def _every_round(self, state: ClusterState) -> bool:
+        """With ``speedup_exponent``, while an elastic job runs, every round boundary is a
+        decision: heSRPT's round then comes at the first boundary nobody waits (not when a
+        GPU next frees), and follows the jobs' rates as their epochs change them."""
         return self.speedup_exponent is not None and \
             any(len(run.job.gpu_counts) > 1 for run in state.running)
 
@@ -202,7 +204,7 @@ class Progress(PolicyHooks):
             active = [*(r.job for r in state.running), *state.pending]
             self._clock.seen(state.now, (job.id for job in active))
             self._clock.forget_before(min((job.arrival for job in active), default=state.now))
-        if not state.pending and not state.has_free() and not self._resizes(state):
+        if not state.pending and not state.has_free() and not self._every_round(state):
             return Decision()
         options = self.options(state)
         if not options:
