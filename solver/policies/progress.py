@@ -97,7 +97,8 @@ class Progress(PolicyHooks):
     ``theta_i = (i/m)^c - ((i-1)/m)^c``, ``c = 1 / (1 - p)``, and an option is worth
     ``w_j * theta_i^(1-p) * speed / (its speed on its fewest GPUs)``, so that the MILP's
     optimum over continuous counts with that speed-up is heSRPT's shares (:func:`hesrpt_weight`;
-    ``gpu_price`` then does not apply); while an elastic job runs every round boundary is
+    ``gpu_price`` then does not apply; jobs such a round stopped do not count as waiting);
+    while an elastic job runs every round boundary is
     then a decision, so heSRPT's round follows the last waiting job's start even when no
     GPU is free; None: off (docs/elastic.md).
     ``plan_ahead`` changes nothing for jobs at a fixed speed; ``gpu_price`` and
@@ -143,6 +144,8 @@ class Progress(PolicyHooks):
         # With gpu_price or speedup_exponent: job id -> active jobs with more time left.
         self._behind: dict[str, int] = {}
         self._fewest: dict[str, float] = {}  # with speedup_exponent: its speed on fewest GPUs
+        self._parked: set[str] = set()  # with speedup_exponent: jobs a heSRPT round stopped
+        self._shares = False  # with speedup_exponent: this round is heSRPT's
         self._type_gpus: dict[str, int] = {}
         if pairing:
             self.name = "progress-packed"
@@ -183,6 +186,7 @@ class Progress(PolicyHooks):
     def on_finished(self, job: Job, now: float) -> None:
         """Forget the job's last option."""
         self._last.pop(job.id, None)
+        self._parked.discard(job.id)
         if self.rho_bound is not None:
             self._clock.finished(job.id, now)
 
@@ -215,6 +219,10 @@ class Progress(PolicyHooks):
         self._rounds += 1
         self._from_milp += plan.source == "milp"
         chosen = [options[k] for k in np.flatnonzero(plan.chosen)]
+        picked = {o.job.id for o in chosen} | {o.partner.id for o in chosen if o.partner}
+        if self._shares:
+            self._parked |= {run.job.id for run in state.running if run.job.id not in picked}
+        self._parked -= picked
         self._last = {o.job.id: (o.gpu_type, o.size) for o in chosen if o.partner is None}
         decision = self.realise(state, chosen, options, problem.value)
         self._packed_starts += sum(start.packed for start in decision.start)
@@ -227,6 +235,10 @@ class Progress(PolicyHooks):
         running = {r.job.id: r for r in state.running}
         lone = {r.job.id for r in lone_packed(state)}
         self._fewest = {}
+        # heSRPT's round while nobody waits but the jobs an earlier one stopped (it parks
+        # the longest): valuing such a round by the waiting rule would undo it next round.
+        self._shares = self.speedup_exponent is not None and \
+            all(job.id in self._parked for job in state.pending)
         found: list[Option] = []
         alone: dict[str, float] = {}  # job id -> its time left on its fastest option
         for job in [*(r.job for r in running.values()), *state.pending]:
@@ -314,7 +326,7 @@ class Progress(PolicyHooks):
         second, discounted where it restarts the job (it must win the penalty back within
         the horizon). A pair's value adds its two jobs' (:mod:`hetsched.policies.pairing`)."""
         job = option.job
-        if self.speedup_exponent is not None and not state.pending:
+        if self._shares and self.speedup_exponent is not None:
             rank = len(self._behind) - self._behind.get(job.id, 0)  # 1: the shortest
             value = job.weight * hesrpt_weight(rank, len(self._behind),
                                                self.speedup_exponent) * \
