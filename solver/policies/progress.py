@@ -98,9 +98,9 @@ class Progress(PolicyHooks):
     ``w_j * theta_i^(1-p) * speed / (its speed on its fewest GPUs)``, so that the MILP's
     optimum over continuous counts with that speed-up is heSRPT's shares (:func:`hesrpt_weight`;
     ``gpu_price`` then does not apply; jobs such a round stopped do not count as waiting);
-    while an elastic job runs every round boundary is
-    then a decision, so heSRPT's round follows the last waiting job's start even when no
-    GPU is free; None: off (docs/elastic.md).
+    while an elastic job runs every round boundary is then a decision, so heSRPT's round
+    follows the last waiting job's start even when no GPU is free; None: off
+    (docs/elastic.md).
     ``plan_ahead`` changes nothing for jobs at a fixed speed; ``gpu_price`` and
     ``speedup_exponent`` reorder any jobs, hence off by default (``progress-elastic`` sets
     all three, with 120 s rounds and horizon)."""
