@@ -13,7 +13,9 @@ from hetsched.core.records import Job
 from hetsched.core.throughput import Placement, ThroughputTable
 from hetsched.files.cluster_spec import parse_cluster
 from hetsched.files.traces import read_trace
-from hetsched.policies.progress import hesrpt_weight
+from hetsched.policies.progress import Progress, hesrpt_weight
+from hetsched.policies.progress_gangs import Option
+from hetsched.policies.rolling import ClusterState
 from hetsched.registry import rolling
 from hetsched.replaying import check_replay
 from hetsched.simulate.simulator import Simulator
@@ -204,3 +206,65 @@ def test_every_round_boundary_is_a_decision_while_an_elastic_job_runs() -> None:
     assert counts_after_x(0.5, with_x=False) == {"B": [7, 6], "C": [1, 2, 8]}
     # Without it, nothing changes until B ends.
     assert counts_after_x(None, with_x=False) == {"B": [7], "C": [1, 8]}
+
+
+class Forgetful(Progress):
+    """``progress`` without the parked rule: every job waiting counts as waiting."""
+
+    def options(self, state: ClusterState) -> list[Option]:
+        self._parked.clear()
+        return super().options(state)
+
+
+def parked_replay(policy: Progress) -> dict[str, list[tuple[int, float, float]]]:
+    """Each job's run segments (GPUs, start, finish) of A, B, C, D (1,000, 1,100, 1,200,
+    1,300 steps), elastic on 1 to 4 GPUs at sqrt(n) steps/s, all at 0 on one node of 4
+    T4s, 60 s rounds, no restart penalty."""
+    table = ThroughputTable({("cnn", "t4", n, Placement.PACKED): n ** 0.5
+                             for n in range(1, 5)})
+    jobs = [Job(name, 0.0, "cnn", 1, work, allowed_gpu_counts=(1, 2, 3, 4))
+            for name, work in (("A", 1000.0), ("B", 1100.0), ("C", 1200.0), ("D", 1300.0))]
+    replay = Simulator(parse_cluster("t4=4x4"), jobs, policy, truth=table,
+                       restart_penalty_s=0.0).run()
+    assert check_replay(replay, jobs, table) == []
+    return {job_id: [(len(s.gpus), s.start, s.finish) for s in record.segments]
+            for job_id, record in replay.records.items()}
+
+
+def test_a_job_a_hesrpt_round_stopped_does_not_count_as_waiting() -> None:
+    # At 0 all four wait: worth speed / work, one GPU each (1/1,000 + 1/1,100 + 1/1,200 +
+    # 1/1,300 = 3.512e-3) beats A on 2 beside B and C (3.157e-3). At 60 nobody waits:
+    # heSRPT's round, m = 4, p = 0.5: A (940 steps left, the shortest) to D worth
+    # sqrt(7/16), sqrt(5/16), sqrt(3/16), sqrt(1/16) x sqrt(n) = 0.661, 0.559, 0.433, 0.25
+    # sqrt(n): (A 2, B 1, C 1, D 0) 1.927 beats one each 1.903, (2, 2, 0, 0) 1.726 and
+    # (1, 2, 1, 0) 1.885: D stops. At 120 D waits, but only because heSRPT's round stopped
+    # it: the round is heSRPT's again (same order, same shares), and D stays stopped until
+    # A ends at 60 + 940 / sqrt(2) = 724.68. Then m = 3 (B 375.3 left, C 475.3, D 1,240;
+    # worth sqrt(5/9), sqrt(3/9), sqrt(1/9) x sqrt(n)): (B 2, C 1, D 1) 1.965 beats
+    # (2, 2, 0) 1.871 and (1, 2, 1) 1.895: D starts again. B ends at 724.68 + 375.32 /
+    # sqrt(2) = 990.07; no decision there (nobody waits); at 1,020 (C 180 left, D 944.7;
+    # worth sqrt(3/4), sqrt(1/4)) (3, 1) 2.0 beats (2, 2) 1.932: C ends at 1,020 + 180 /
+    # sqrt(3); at 1,140 D takes all 4 (475.3 done, 824.7 left) and ends at 1,140 + 824.7 / 2.
+    a_ends = 60 + 940 / 2 ** 0.5
+    b_ends = a_ends + (1100 - a_ends) / 2 ** 0.5
+    d_done = 60 + 1140 - a_ends
+    kept = parked_replay(rolling("progress", round_s=60.0, restart_penalty_s=0.0,
+                                 speedup_exponent=0.5))
+    assert kept == {
+        "A": [(1, 0.0, 60.0), (2, 60.0, pytest.approx(a_ends))],
+        "B": [(1, 0.0, pytest.approx(a_ends)), (2, pytest.approx(a_ends), pytest.approx(b_ends))],
+        "C": [(1, 0.0, 1020.0), (3, 1020.0, pytest.approx(1020 + 180 / 3 ** 0.5))],
+        "D": [(1, 0.0, 60.0), (1, pytest.approx(a_ends), 1140.0),
+              (4, 1140.0, pytest.approx(1140 + (1300 - d_done) / 2))]}
+    jct = sum(segments[-1][2] for segments in kept.values()) / 4
+    assert jct == pytest.approx(1097.75, abs=0.01)
+    # Counted as waiting, D is valued by the waiting rule at 120: speed / time left, one GPU
+    # each (1/855.1 + 1/980 + 1/1,080 + 1/1,240 = 3.922e-3) beats A on 2 (1.654e-3 +
+    # 1/980 + 1/1,080 = 3.600e-3): D restarts and A shrinks, at 180 nobody waits and
+    # heSRPT's round stops D again, and so on every other round until A's end: the flip
+    # the rule removes, and 15 s more average JCT.
+    flipping = parked_replay(Forgetful(round_s=60.0, restart_penalty_s=0.0,
+                                       speedup_exponent=0.5))
+    assert [n for n, _, _ in flipping["A"][:8]] == [1, 2, 1, 2, 1, 2, 1, 2]
+    assert [start for _, start, _ in flipping["D"][:4]] == [0.0, 120.0, 240.0, 360.0]
+    assert sum(segments[-1][2] for segments in flipping.values()) / 4 > jct + 15
