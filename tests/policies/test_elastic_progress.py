@@ -209,7 +209,7 @@ def test_every_round_boundary_is_a_decision_while_an_elastic_job_runs() -> None:
 
 
 class Forgetful(Progress):
-    """``progress`` without the parked rule: every job waiting counts as waiting."""
+    """``progress`` without the parked rule: every job not running counts as waiting."""
 
     def options(self, state: ClusterState) -> list[Option]:
         self._parked.clear()
