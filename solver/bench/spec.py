@@ -34,6 +34,7 @@ from hetsched.bench.runner import (
 )
 from hetsched.core.errors import InputError
 from hetsched.core.outputs import check_output_folder, locked_folder, write_text, writing
+from hetsched.core.ranges import text_float
 from hetsched.core.settings import MAX_LOAD, MIN_LOAD
 from hetsched.formulations.options import MAX_SEED, check_seed
 
@@ -92,7 +93,7 @@ def parse_loads(text: str) -> tuple[float, ...]:
     loads: dict[str, float] = {}
     for item in _split(text, "load"):
         try:
-            value = float(item)
+            value = text_float(item)  # (ASCII digits: not '٣', not '1_0')
         except ValueError:
             value = math.nan
         if not (MIN_LOAD <= value <= MAX_LOAD):  # (NaN too)

@@ -30,7 +30,15 @@ from hetsched.cli.printing import (
     plan_table,
     summary_lines,
 )
-from hetsched.cli.replay_options import DEFAULTS, replay_settings, replay_settings_options
+from hetsched.cli.replay_options import (
+    DEFAULTS,
+    LOAD_TYPE,
+    PARTITIONS_TYPE,
+    SEED_TYPE,
+    WORKERS_TYPE,
+    replay_settings,
+    replay_settings_options,
+)
 from hetsched.cli.slurm_command import slurm_group
 from hetsched.cli.slurm_run_command import slurm_run_command
 from hetsched.cli.validate_command import validate_command
@@ -223,10 +231,11 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
               help="Rolling policy or model: " + ", ".join(names()) + " (any with -agnostic), "
               "or a class of yours: path/to/file.py:Class or module.path:Class "
               "(docs/policies.md).")
-@click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
-@click.option("--load", type=float, default=DEFAULTS.load, show_default=True,
+@click.option("--seed", type=SEED_TYPE, default=DEFAULTS.seed, show_default=True)
+@click.option("--load", type=LOAD_TYPE, default=DEFAULTS.load, show_default=True,
               help="Arrival-rate multiplier (2: arrivals twice as fast).")
-@click.option("--partitions", type=int, default=DEFAULTS.partitions, show_default=True,
+@click.option("--partitions", type=PARTITIONS_TYPE, default=DEFAULTS.partitions,
+              show_default=True,
               help="gavel, gavel-max-sum: split the LP into K random sub-problems (POP).")
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
               help="Where POP's K sub-problems are solved: in turn here, or as Ray tasks.")
@@ -303,7 +312,7 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
 @click.option("--load", "loads", default="1", show_default=True,
               help="Comma-separated arrival-rate multipliers (2 = twice as many arrivals "
               "per hour).")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
+@click.option("--workers", type=WORKERS_TYPE, default=None,
               help="Parallel replays (default: min(2, CPUs); with --engine ray --address: "
               "at most this many, default every CPU of the cluster).")
 @click.option("--lp-bound/--no-lp-bound", default=True, show_default=True,

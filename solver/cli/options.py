@@ -1,6 +1,8 @@
 """Options of the ``hetsched`` command that apply to every subcommand: ``-v``/``--verbose``
 and ``--debug``, accepted before the subcommand (``hetsched -v solve X``) and after it
-(``hetsched solve X -v``), as users type them; and the logging they set up."""
+(``hetsched solve X -v``), as users type them; and the logging they set up. And the
+parameter types of numeric options (:class:`FloatIn`, :class:`IntIn`): ASCII digits only,
+in a :class:`~hetsched.core.ranges.Range` stated one way."""
 
 from __future__ import annotations
 
@@ -8,6 +10,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import click
+
+from hetsched.core.errors import InputError
+from hetsched.core.ranges import Range, is_number
 
 if TYPE_CHECKING:
     from hetsched.core.bars import BudgetBar
@@ -107,3 +112,59 @@ def settings(**extra: Any) -> dict[str, Any]:
     """The context settings of the ``hetsched`` group: ``-h`` for help and every default
     shown in ``--help``; ``extra`` added."""
     return {"help_option_names": ["-h", "--help"], "show_default": True, **extra}
+
+
+def _number(limits: Range, problem: str, value: Any, param: click.Parameter | None) -> Any:
+    """``value`` (the text typed, or a number from a config file or a default) read and
+    checked against ``limits`` (:class:`FloatIn`, :class:`IntIn`); an :class:`InputError`
+    (``problem``) naming the option otherwise."""
+    flag = max(param.opts, key=len) if param is not None and param.opts else "value"
+    if isinstance(value, str):
+        return limits.read(value, flag, problem)
+    if not is_number(value):
+        raise InputError(problem, path=flag, value=value, expected=limits.expected)
+    return limits.check(value, flag, problem)
+
+
+class FloatIn(click.FloatRange):
+    """A float option in ``limits`` (``problem`` names it in errors: ``bad load``): read
+    by :meth:`Range.read <hetsched.core.ranges.Range.read>`, so ``'٣'``, ``'1_000'``,
+    ``'nan'`` and ``'inf'`` are refused as any other text that is not a number, with one
+    line naming the option, the value and the range (exit 2), as a value of the library
+    would be. ``--help`` shows the range in the same words."""
+
+    def __init__(self, limits: Range, problem: str) -> None:
+        super().__init__(limits.low, limits.high, min_open=limits.low_open)
+        self.limits, self.problem = limits, problem
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        """The value as a float in the range (an :class:`InputError` otherwise)."""
+        return float(_number(self.limits, self.problem, value, param))
+
+    def _describe_range(self) -> str:
+        return self.limits.expected
+
+    def __repr__(self) -> str:
+        return f"FloatIn({self.limits.expected})"
+
+
+class IntIn(click.IntRange):
+    """An integer option in ``limits``, as :class:`FloatIn` (``'4.0'`` is not one)."""
+
+    def __init__(self, limits: Range, problem: str) -> None:
+        low, high = limits.low, limits.high
+        super().__init__(None if low is None else int(low), None if high is None else int(high),
+                         min_open=limits.low_open)
+        self.limits, self.problem = limits, problem
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        """The value as an int in the range (an :class:`InputError` otherwise)."""
+        return int(_number(self.limits, self.problem, value, param))
+
+    def _describe_range(self) -> str:
+        return self.limits.expected
+
+    def __repr__(self) -> str:
+        return f"IntIn({self.limits.expected})"

@@ -1,5 +1,6 @@
 """The options that make a replay's settings, written once for ``replay`` and ``bench``:
-their defaults are :class:`~hetsched.core.settings.ReplaySettings`'s, and
+their defaults are :class:`~hetsched.core.settings.ReplaySettings`'s, their numbers read
+in ASCII digits in the settings' ranges (:class:`~hetsched.cli.options.FloatIn`), and
 :func:`replay_settings` turns the values a command received into that record (checked
 there, once). ``--seed`` and ``--load`` differ between the commands (one value, or a list
 for the bench) and stay theirs."""
@@ -12,18 +13,34 @@ from typing import Any
 
 import click
 
+from hetsched.cli.options import FloatIn, IntIn
+from hetsched.core.ranges import SEED_RANGE
 from hetsched.core.settings import (
+    COUNT_RANGE,
+    FRACTION_RANGE,
+    IDLE_SECONDS_RANGE,
+    LOAD_RANGE,
     MAX_RESTART_PENALTY_S,
     MIN_PERIOD_S,
     ON_BAD_ROW,
+    PERIOD_RANGE,
     SPREAD_SPEEDS,
+    TIME_LIMIT_RANGE,
     UNKNOWN_GPUS,
     ReplaySettings,
 )
+from hetsched.core.sharing import COLOCATION_FACTOR_RANGE
 from hetsched.registry import BACKENDS
 
 #: The settings a replay runs with when no option says otherwise.
 DEFAULTS = ReplaySettings()
+
+#: The types of the numeric options that differ between ``replay`` and ``bench`` (one
+#: value, or a list for the bench) or are the bench's own.
+SEED_TYPE = IntIn(SEED_RANGE, "bad seed")
+LOAD_TYPE = FloatIn(LOAD_RANGE, "bad load")
+PARTITIONS_TYPE = IntIn(COUNT_RANGE, "bad partition count")
+WORKERS_TYPE = IntIn(COUNT_RANGE, "bad worker count")
 
 #: The click parameters :func:`replay_settings` reads (each command's function takes
 #: them as keyword arguments and hands them on whole).
@@ -41,11 +58,11 @@ def replay_settings_options(command: Any) -> Any:
         click.option("--backend", type=click.Choice(BACKENDS), default=DEFAULTS.backend,
                      help="Solver back-end of the policies that solve a model (default: "
                      "each policy's first)."),
-        click.option("--interval", type=click.FloatRange(min=MIN_PERIOD_S),
+        click.option("--interval", type=FloatIn(PERIOD_RANGE, "bad decision interval"),
                      default=DEFAULTS.interval_s,
                      help=f"Also decide every S seconds (S >= {MIN_PERIOD_S:g}) while jobs "
                      "run or wait (besides the policy's own rounds)."),
-        _seconds("--time-limit", DEFAULTS.time_limit_s,
+        _seconds("--time-limit", DEFAULTS.time_limit_s, "bad time limit",
                  "Solver limit per decision: deterministic work units (about seconds of one "
                  "core; the same replay on any machine), or wall seconds with --wall-clock."),
         click.option("--wall-clock", is_flag=True, default=not DEFAULTS.deterministic,
@@ -53,18 +70,19 @@ def replay_settings_options(command: Any) -> Any:
                      "machines find more; results are no longer byte-identical from run "
                      "to run)."),
         _seconds("--decision-timeout", DEFAULTS.decision_timeout_s,
+                 "bad decision timeout",
                  "Wall seconds one call of the policy may take (its decide, its hooks); past "
                  "it the replay stops as the policy's failure (exit 3), what finished "
                  "written."),
-        click.option("--limit-jobs", type=click.IntRange(min=1), default=DEFAULTS.limit_jobs,
-                     help="Only the N earliest jobs."),
+        click.option("--limit-jobs", type=IntIn(COUNT_RANGE, "bad job limit"),
+                     default=DEFAULTS.limit_jobs, help="Only the N earliest jobs."),
         click.option("--throughput", "throughput_path",
                      type=click.Path(path_type=Path), default=None,
                      help="Profile (Gavel JSON, tidy CSV), fitted model, or Pollux's "
                      "measurements folder; default: Gavel's beside a Gavel trace, Pollux's "
                      "beside a Pollux workload, else the built-in catalogue."),
         click.option("--restart-penalty",
-                     type=click.FloatRange(min=0, max=MAX_RESTART_PENALTY_S),
+                     type=FloatIn(IDLE_SECONDS_RANGE, "bad restart penalty"),
                      default=DEFAULTS.restart_penalty_s, show_default=True,
                      help="Seconds without progress after a preemption (0 to "
                      f"{MAX_RESTART_PENALTY_S:,.0f})."),
@@ -79,14 +97,15 @@ def replay_settings_options(command: Any) -> Any:
                      "v100=0.74,p100=0.43,k80=0.135): the cost policy's prices and "
                      "summary.json's total_cost_usd."),
         click.option("--start-latency",
-                     type=click.FloatRange(min=0, max=MAX_RESTART_PENALTY_S),
+                     type=FloatIn(IDLE_SECONDS_RANGE, "bad start latency"),
                      default=DEFAULTS.start_latency_s, show_default=True,
                      help="Seconds from a decision to start a job to its first step, GPUs "
                      "held, at every start (a real scheduler's dispatch latency: "
                      "docs/slurm.md measures Slurm's)."),
         click.option("--on-bad-row", type=click.Choice(ON_BAD_ROW),
                      default=DEFAULTS.on_bad_row, show_default=True),
-        click.option("--deadline-fraction", type=click.FloatRange(min=0, max=1),
+        click.option("--deadline-fraction",
+                     type=FloatIn(FRACTION_RANGE, "bad deadline fraction"),
                      default=DEFAULTS.deadline_fraction,
                      help="Give this fraction of jobs a synthetic deadline (docs/traces.md)."),
         click.option("--reference-gpu", default=DEFAULTS.reference_gpu,
@@ -112,7 +131,8 @@ def replay_settings_options(command: Any) -> Any:
                      help="Also the average JCT of the jobs of arrival rank A to B - 1 "
                      "(avg_jct_window_s; Gavel measures jobs 4000:5000 of a continuous "
                      "trace, in steady state)."),
-        click.option("--colocation-factor", type=click.FloatRange(0, 1, min_open=True),
+        click.option("--colocation-factor",
+                     type=FloatIn(COLOCATION_FACTOR_RANGE, "bad co-location factor"),
                      default=DEFAULTS.colocation_factor, show_default=True,
                      help="Speed factor of a job sharing its GPU with others, where no "
                      "pair was measured (docs/traces.md, GPU shares)."),
@@ -121,9 +141,9 @@ def replay_settings_options(command: Any) -> Any:
     return command
 
 
-def _seconds(flag: str, default: float | None, text: str) -> Any:
-    """An option of seconds > 0 (checked finite by :class:`ReplaySettings`)."""
-    return click.option(flag, type=click.FloatRange(min=0, min_open=True), default=default,
+def _seconds(flag: str, default: float | None, problem: str, text: str) -> Any:
+    """An option of seconds > 0 (:data:`~hetsched.core.settings.TIME_LIMIT_RANGE`)."""
+    return click.option(flag, type=FloatIn(TIME_LIMIT_RANGE, problem), default=default,
                         show_default=True, help=text)
 
 
@@ -140,7 +160,8 @@ def replay_settings(values: Mapping[str, Any], **more: Any) -> ReplaySettings:
         reference_gpu=values["reference_gpu"], gpu_aliases=values["gpu_aliases"],
         unknown_gpus=values["unknown_gpus"], gpu_sharing=values["gpu_sharing"],
         colocation_factor=values["colocation_factor"],
-        decision_timeout_s=values["decision_timeout"], prices=values["prices"] or {},
+        decision_timeout_s=values["decision_timeout"],
+        prices=values["prices"] if values["prices"] is not None else {},
         spread_speed=values["spread_speed"], jct_window=values["jct_window"],
         elastic=values["elastic"],
         **more)

@@ -91,6 +91,9 @@ def read_config(path: Path, ctx: click.Context) -> dict[str, Any]:
         except click.BadParameter as exc:
             raise InputError("bad value", file=file, path=f"key {key}", value=value,
                              expected=exc.message) from None
+        except InputError as exc:  # (hetsched's own types: hetsched.cli.options.FloatIn)
+            raise InputError(exc.problem, file=file, path=f"key {key}", value=value,
+                             expected=exc.expected) from None
         settings[param.name] = value
     return settings
 

@@ -26,7 +26,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from hetsched.core.errors import InputError
-from hetsched.core.ranges import MAX_PRICE_PER_HOUR, name_value_items
+from hetsched.core.ranges import MAX_PRICE_PER_HOUR, Range, name_value_items, text_float
 
 if TYPE_CHECKING:  # (not at run time: the settings import this module, and stay light)
     from hetsched.core.cluster import Cluster, GpuType
@@ -34,6 +34,9 @@ if TYPE_CHECKING:  # (not at run time: the settings import this module, and stay
 
 #: USD per GPU-hour by GPU type: Gavel's (see the module).
 GAVEL_PRICES: Mapping[str, float] = MappingProxyType({"v100": 0.74, "p100": 0.43, "k80": 0.135})
+
+#: The range of a price (USD per GPU-hour).
+PRICE_RANGE = Range(0.0, MAX_PRICE_PER_HOUR, low_open=True)
 
 #: Seconds in an hour (prices are per hour, times in seconds).
 SECONDS_PER_HOUR = 3600.0
@@ -74,18 +77,21 @@ _PRICE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=([0-9.eE+-]+)$")
 
 def parse_prices(text: str | Mapping[str, float] | None) -> dict[str, float]:
     """``v100=0.74,k80=0.135`` (or a mapping) -> ``{"v100": 0.74, "k80": 0.135}``: USD
-    per GPU-hour by GPU type, each finite and > 0; an :class:`InputError` naming the
-    entry otherwise."""
-    expected = (f"GPU_TYPE=USD_PER_GPU_HOUR[,...], each price > 0 and at most "
-                f"{MAX_PRICE_PER_HOUR:g}, e.g. v100=0.74,k80=0.135")
+    per GPU-hour by GPU type, each in :data:`PRICE_RANGE` (ASCII digits); an
+    :class:`InputError` naming the entry otherwise, and for blank text (an empty list is
+    not "the cluster's own prices": give none for those). ``None`` or ``{}``: none."""
+    expected = (f"GPU_TYPE=USD_PER_GPU_HOUR[,...], each price {PRICE_RANGE.expected}, "
+                "e.g. v100=0.74,k80=0.135")
+    if isinstance(text, str) and not text.strip():  # (not "the cluster's prices")
+        raise InputError("empty price list", path="prices", value=text, expected=expected)
     prices: dict[str, float] = {}
     for item in name_value_items(text, "bad prices", "prices", expected):
         match = _PRICE.match(item)
         try:
-            price = float(match.group(2)) if match else math.nan
+            price = text_float(match.group(2)) if match else math.nan
         except ValueError:
             price = math.nan
-        if match is None or not (math.isfinite(price) and 0 < price <= MAX_PRICE_PER_HOUR):
+        if match is None or price not in PRICE_RANGE:
             raise InputError("bad price", path="prices", value=item, expected=expected)
         if match.group(1) in prices:
             raise InputError("GPU type priced twice", path="prices", value=match.group(1),

@@ -7,7 +7,9 @@ throughput, GB for memory, cores for CPUs.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from hetsched.core.errors import InputError
@@ -100,26 +102,106 @@ def check_optional(value: Any, field_name: str, expected: str, high: float) -> N
 
 def check_seed(seed: int, path: str = "seed") -> int:
     """A seed: an integer from 0 to :data:`MAX_SEED` (``path`` names it in the error)."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise InputError("bad seed", path=path, value=seed,
-                         expected=f"an integer from 0 to {MAX_SEED:,}")
-    return seed
+    return int(SEED_RANGE.check(seed, path, "bad seed"))
+
+
+#: A number as hetsched's formats and options write it: ASCII digits, an optional sign,
+#: point and exponent; no Unicode digits (``float`` reads U+0663, an Arabic-Indic 3, and
+#: U+FF18, a full-width 8), no ``_`` separators (``float`` reads ``1_000``), no words
+#: (``nan``, ``inf``, ``infinity``).
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def text_float(text: str) -> float:
-    """The number written in ``text``, in ASCII only: Python's ``float`` also reads
-    full-width and other Unicode digits (U+FF18, a full-width 8), which no format hetsched
-    reads writes; a :class:`ValueError` for those, as for any text that is not a number."""
-    if not text.isascii():
-        raise ValueError(f"not ASCII: {text!r}")
-    return float(text)
+    """The finite number written in ``text`` (surrounding blanks ignored) in ASCII digits
+    (:data:`_DECIMAL`): a :class:`ValueError` for Unicode digits, ``_`` separators,
+    ``nan``, ``inf`` or a number too large for a float (``1e999``), as for any text that is
+    not a number."""
+    stripped = text.strip()
+    if not _DECIMAL.fullmatch(stripped):
+        raise ValueError(f"not a number in ASCII digits: {text!r}")
+    value = float(stripped)
+    if not math.isfinite(value):
+        raise ValueError(f"not a finite number: {text!r}")
+    return value
 
 
 def text_int(text: str) -> int:
-    """The integer written in ``text`` (``"4"``), in ASCII only (see :func:`text_float`)."""
-    if not text.isascii():
-        raise ValueError(f"not ASCII: {text!r}")
-    return int(text)
+    """The integer written in ``text`` (``"4"``, ``"-2"``) in ASCII digits only (see
+    :func:`text_float`; no point, no exponent, no ``_``)."""
+    stripped = text.strip()
+    if not _INTEGER.fullmatch(stripped):
+        raise ValueError(f"not an integer in ASCII digits: {text!r}")
+    return int(stripped)
+
+
+def _figure(value: float, integer: bool) -> str:
+    """A bound as the messages write it: ``86,400``, ``0.001``, ``1e+10``, ``2,147,483,647``."""
+    if integer or (value == int(value) and abs(value) < 1e7):
+        return f"{int(value):,}"
+    return f"{value:g}"
+
+
+@dataclass(frozen=True)
+class Range:
+    """A range of numbers and the one way every message writes it (:attr:`expected`):
+    ``low`` to ``high`` (``None``: unbounded on that side), ``low`` itself out if
+    ``low_open``; integers only if ``integer``; ``noun`` names the numbers (default ``a
+    number``, ``an integer``; ``seconds``, ``a weight``). Every value it admits is finite.
+    """
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    integer: bool = False
+    noun: str = ""
+
+    @property
+    def expected(self) -> str:
+        """The range in words: ``a number > 0 and <= 1``, ``seconds from 0 to 86,400``,
+        ``an integer >= 1``, ``a number <= 5``, ``a finite number``."""
+        noun = self.noun or ("an integer" if self.integer else "a number")
+        low = None if self.low is None else _figure(self.low, self.integer)
+        high = None if self.high is None else _figure(self.high, self.integer)
+        if low is not None and high is not None:
+            return f"{noun} > {low} and <= {high}" if self.low_open \
+                else f"{noun} from {low} to {high}"
+        if low is not None:
+            return f"{noun} {'>' if self.low_open else '>='} {low}"
+        if high is not None:
+            return f"{noun} <= {high}"
+        return noun if self.integer or self.noun else "a finite number"
+
+    def __contains__(self, value: object) -> bool:
+        """Whether ``value`` is a finite number (an int if :attr:`integer`; never a bool)
+        in the range."""
+        return in_range(value, -math.inf if self.low is None else self.low,
+                        math.inf if self.high is None else self.high,
+                        strict_low=self.low_open, integer=self.integer)
+
+    def check(self, value: Any, path: str, problem: str) -> Any:
+        """``value`` if it is in the range, else an :class:`InputError` (``problem`` at
+        ``path``, expecting :attr:`expected`)."""
+        if value not in self:
+            raise InputError(problem, path=path, value=value, expected=self.expected)
+        return value
+
+    def read(self, text: str, path: str, problem: str) -> Any:
+        """The number written in ``text`` (:func:`text_int` or :func:`text_float`), in the
+        range; an :class:`InputError` (``problem`` at ``path``, the text as found, expecting
+        :attr:`expected`) for anything else."""
+        try:
+            value: float = text_int(text) if self.integer else text_float(text)
+        except ValueError:
+            raise InputError(problem, path=path, value=text, expected=self.expected) from None
+        if value not in self:
+            raise InputError(problem, path=path, value=text, expected=self.expected)
+        return value
+
+
+#: The range of a seed (:data:`MAX_SEED`).
+SEED_RANGE = Range(0, MAX_SEED, integer=True)
 
 
 def name_value_items(text: str | Mapping[str, Any] | None, problem: str, path: str,

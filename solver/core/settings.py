@@ -10,7 +10,6 @@ and the bench read them from this module.
 from __future__ import annotations
 
 import contextlib
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -18,15 +17,42 @@ from typing import Any
 
 from hetsched.core.errors import InputError
 from hetsched.core.prices import parse_prices
-from hetsched.core.ranges import MAX_TIME_S, check_seed, in_range, is_int, name_value_items
-from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR
+from hetsched.core.ranges import (
+    MAX_TIME_S,
+    Range,
+    check_seed,
+    is_int,
+    name_value_items,
+)
+from hetsched.core.sharing import COLOCATION_FACTOR_RANGE, DEFAULT_COLOCATION_FACTOR
 
-__all__ = ["DECISION_LIMIT", "DECISION_TIMEOUT_S", "MAX_LOAD", "MAX_RESTART_PENALTY_S",
-           "MIN_LOAD", "MIN_PERIOD_S", "ON_BAD_ROW", "RESTART_PENALTY_S", "SPREAD_SPEEDS",
-           "START_LATENCY_S", "UNKNOWN_GPUS",
-           "ReplaySettings", "check_interval", "check_load", "check_period",
-           "check_restart_penalty", "check_start_latency", "check_time_limit",
-           "parse_gpu_aliases"]
+__all__ = [
+    "COUNT_RANGE",
+    "DECISION_LIMIT",
+    "DECISION_TIMEOUT_S",
+    "FRACTION_RANGE",
+    "IDLE_SECONDS_RANGE",
+    "LOAD_RANGE",
+    "MAX_LOAD",
+    "MAX_RESTART_PENALTY_S",
+    "MIN_LOAD",
+    "MIN_PERIOD_S",
+    "ON_BAD_ROW",
+    "PERIOD_RANGE",
+    "RESTART_PENALTY_S",
+    "SPREAD_SPEEDS",
+    "START_LATENCY_S",
+    "TIME_LIMIT_RANGE",
+    "UNKNOWN_GPUS",
+    "ReplaySettings",
+    "check_interval",
+    "check_load",
+    "check_period",
+    "check_restart_penalty",
+    "check_start_latency",
+    "check_time_limit",
+    "parse_gpu_aliases",
+]
 
 #: The solver limit of one decision of a replay: deterministic work units (about seconds
 #: of one core) unless ``deterministic`` is off, then wall seconds.
@@ -70,6 +96,15 @@ UNKNOWN_GPUS = ("error", "drop")
 #: the model's; the physics: it synchronises over the network) or ``packed`` (its packed
 #: figure wherever its GPUs are: Gavel's simulator's assumption, to reproduce its figures).
 SPREAD_SPEEDS = ("measured", "packed")
+
+#: The range of each number of the settings, written one way in every message (the
+#: command's options read them with these: hetsched.cli.options.FloatIn).
+TIME_LIMIT_RANGE = Range(0.0, MAX_TIME_S, low_open=True, noun="seconds")
+PERIOD_RANGE = Range(MIN_PERIOD_S, None, noun="seconds")
+IDLE_SECONDS_RANGE = Range(0.0, MAX_RESTART_PENALTY_S, noun="seconds")
+LOAD_RANGE = Range(MIN_LOAD, MAX_LOAD)
+FRACTION_RANGE = Range(0.0, 1.0)
+COUNT_RANGE = Range(1, None, integer=True)
 
 _ALIAS = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=([A-Za-z0-9][A-Za-z0-9_. ()-]*)$")
 
@@ -133,29 +168,26 @@ class ReplaySettings:
             raise InputError("bad back-end", path="backend", value=self.backend,
                              expected="a back-end's name")
         check_time_limit(self.time_limit_s)
-        check_time_limit(self.decision_timeout_s, "decision_timeout_s")
+        check_time_limit(self.decision_timeout_s, "decision_timeout_s", "bad decision timeout")
         for name in ("deterministic", "gpu_sharing", "elastic"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"bad {name}", path=name, value=getattr(self, name),
                                  expected="true or false")
         check_seed(self.seed)
-        if not is_int(self.partitions) or self.partitions < 1:
-            raise InputError("bad partition count", path="partitions", value=self.partitions,
-                             expected="an integer >= 1")
+        COUNT_RANGE.check(self.partitions, "partitions", "bad partition count")
         check_interval(self.interval_s)
         object.__setattr__(self, "restart_penalty_s",
                            check_restart_penalty(self.restart_penalty_s))
         object.__setattr__(self, "start_latency_s", check_start_latency(self.start_latency_s))
         object.__setattr__(self, "load", check_load(self.load))
-        if self.limit_jobs is not None and (not is_int(self.limit_jobs) or self.limit_jobs < 1):
-            raise InputError("bad job limit", path="limit_jobs", value=self.limit_jobs,
-                             expected="an integer >= 1")
+        if self.limit_jobs is not None:
+            COUNT_RANGE.check(self.limit_jobs, "limit_jobs", "bad job limit")
         _choice(self.on_bad_row, "on_bad_row", ON_BAD_ROW)
         _choice(self.unknown_gpus, "unknown_gpus", UNKNOWN_GPUS)
         _choice(self.spread_speed, "spread_speed", SPREAD_SPEEDS)
-        if self.deadline_fraction is not None and not in_range(self.deadline_fraction, 0, 1):
-            raise InputError("bad deadline fraction", path="deadline_fraction",
-                             value=self.deadline_fraction, expected="a number from 0 to 1")
+        if self.deadline_fraction is not None:
+            FRACTION_RANGE.check(self.deadline_fraction, "deadline_fraction",
+                                 "bad deadline fraction")
         if self.reference_gpu is not None and not (
                 isinstance(self.reference_gpu, str) and self.reference_gpu):
             raise InputError("bad reference GPU", path="reference_gpu",
@@ -163,10 +195,8 @@ class ReplaySettings:
         object.__setattr__(self, "gpu_aliases", parse_gpu_aliases(self.gpu_aliases))
         object.__setattr__(self, "prices", parse_prices(self.prices))
         object.__setattr__(self, "jct_window", parse_jct_window(self.jct_window))
-        factor = self.colocation_factor
-        if not in_range(factor, 0, 1, strict_low=True):
-            raise InputError("bad co-location factor", path="colocation_factor",
-                             value=factor, expected="a speed factor > 0 and <= 1")
+        COLOCATION_FACTOR_RANGE.check(self.colocation_factor, "colocation_factor",
+                                      "bad co-location factor")
 
     def replace(self, **changes: Any) -> ReplaySettings:
         """A copy with ``changes`` (checked again)."""
@@ -208,11 +238,12 @@ def _choice(value: Any, name: str, allowed: tuple[str, ...]) -> None:
                          expected="one of " + ", ".join(allowed))
 
 
-def check_time_limit(value: float | None, path: str = "time_limit_s") -> float | None:
-    """A solver limit per decision: ``None`` (none), or a finite number > 0."""
-    if value is not None and not in_range(value, 0, MAX_TIME_S, strict_low=True):
-        raise InputError("bad time limit", path=path, value=value,
-                         expected=f"seconds > 0, finite (at most {MAX_TIME_S:g})")
+def check_time_limit(value: float | None, path: str = "time_limit_s",
+                     problem: str = "bad time limit") -> float | None:
+    """A solver limit per decision: ``None`` (none), or seconds in
+    :data:`TIME_LIMIT_RANGE`."""
+    if value is not None:
+        TIME_LIMIT_RANGE.check(value, path, problem)
     return value
 
 
@@ -220,11 +251,7 @@ def check_period(value: float | None, what: str) -> float | None:
     """A round or interval (s): ``None``, or finite and at least :data:`MIN_PERIOD_S`."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-            math.isfinite(value) and value >= MIN_PERIOD_S):
-        raise InputError("bad decision interval", path=what, value=value,
-                         expected=f"seconds >= {MIN_PERIOD_S:g}, finite")
-    return float(value)
+    return float(PERIOD_RANGE.check(value, what, "bad decision interval"))
 
 
 def check_interval(value: float | None) -> float | None:
@@ -243,21 +270,12 @@ def check_start_latency(value: float) -> float:
 
 
 def _idle_seconds(value: float, path: str, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-            0 <= value <= MAX_RESTART_PENALTY_S):
-        raise InputError(f"bad {what}", path=path, value=value,
-                         expected=f"seconds from 0 to {MAX_RESTART_PENALTY_S:,.0f} (one day)")
-    return float(value)
+    return float(IDLE_SECONDS_RANGE.check(value, path, f"bad {what}"))
 
 
 def check_load(load: float) -> float:
     """A ``--load`` value: a number from :data:`MIN_LOAD` to :data:`MAX_LOAD`."""
-    if isinstance(load, bool) or not isinstance(load, int | float) or not (
-            MIN_LOAD <= load <= MAX_LOAD):
-        raise InputError("bad load", path="load", value=load,
-                         expected=f"a number from {MIN_LOAD:g} to {MAX_LOAD:g} (2 = arrivals "
-                         "twice as fast)")
-    return float(load)
+    return float(LOAD_RANGE.check(load, "load", "bad load"))
 
 
 def parse_gpu_aliases(text: str | Mapping[str, str] | None) -> dict[str, str]:

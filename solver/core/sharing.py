@@ -37,10 +37,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from hetsched.core.errors import InputError
+from hetsched.core.ranges import Range
 
 #: The speed factor of a job beside co-runners without a measured pair (module docstring).
 DEFAULT_COLOCATION_FACTOR = 0.9
+#: The range of a co-location speed factor (``--colocation-factor``, a measured pair):
+#: more than 0 (a job beside others still runs), at most 1 (sharing never speeds it up).
+COLOCATION_FACTOR_RANGE = Range(0.0, 1.0, low_open=True)
 
 #: The share of its GPU a packed whole job holds: two packed jobs fill one GPU.
 PACKED_SHARE = 0.5
@@ -57,11 +60,8 @@ class CoLocationModel:
     default_factor: float = DEFAULT_COLOCATION_FACTOR
 
     def __post_init__(self) -> None:
-        factor = self.default_factor
-        if isinstance(factor, bool) or not isinstance(factor, int | float) or \
-                not 0 < factor <= 1:
-            raise InputError("bad co-location factor", path="colocation_factor",
-                             value=factor, expected="a speed factor > 0 and <= 1")
+        COLOCATION_FACTOR_RANGE.check(self.default_factor, "colocation_factor",
+                                      "bad co-location factor")
         object.__setattr__(self, "pairs", MappingProxyType(dict(self.pairs)))
 
     def __reduce__(self) -> tuple[type[CoLocationModel], tuple[dict[PairKey, float], float]]:

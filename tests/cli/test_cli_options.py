@@ -68,9 +68,9 @@ def test_help_shows_the_defaults() -> None:
     assert "60 s for deadline, allox and topology" in solve  # --time-limit: the model's own
     assert "[default: first-fit]" in solve
     replay = _help("replay")
-    assert "[default: 0.1; x>0]" in replay  # --time-limit
+    assert "[default: 0.1; seconds > 0 and <= 1e+10]" in replay  # --time-limit
     assert "[default: 30.0;" in replay  # --restart-penalty
-    assert "[default: 1.0]" in replay  # --load
+    assert "[default: 1.0; a number from 0.001 to 1,000]" in replay  # --load
     generate = _help("generate")
     assert "[default: 120.0]" in generate
     assert "[default: 4]" in generate

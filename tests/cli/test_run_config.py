@@ -79,7 +79,7 @@ def test_run_toml_repeats_the_run_exactly_from_any_folder(
     ('load = "fast"\n', "key load: bad value (got 'fast'; expected a number (a TOML str is "
      "not one)"),
     ('format = "csv"\n', "key format: bad value (got 'csv'; expected 'csv' is not one of"),
-    ("limit-jobs = 0\n", "key limit-jobs: bad value (got 0; expected 0 is not in the range x>=1"),
+    ("limit-jobs = 0\n", "key limit-jobs: bad job limit (got 0; expected an integer >= 1)"),
     ("seeds = [1, 2]\n", "key seeds: unknown key"),
     ("seed = [1, 2]\n", "key seed: bad value (got [1, 2]; expected a string, a number or "
      "true/false"),
@@ -127,13 +127,14 @@ def test_required_options_may_come_from_the_file_or_are_still_required(
 
 def test_a_value_the_library_refuses_later_names_the_file_and_key(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # load = 5000 passes the option's type (a float) but not the replay's range (at most
-    # 1000): the error names the file and key it came from, and --load when typed.
+    # load = 5000 is out of the replay's range (at most 1000), which the option's type
+    # checks: the error names the file and key it came from, and --load when typed.
     config = _config(tmp_path, 'policy = "fifo"\nload = 5000\n')
     command = ["replay", "--config", str(config), str(SAMPLE), "--format", "philly",
                "--cluster", "v100=4", "--out", str(tmp_path / "out")]
     err = exits_2(command, capsys)
     assert err.startswith(f"error: {config}: key load: bad load (got 5000"), err
+    command[2] = str(_config(tmp_path, 'policy = "fifo"\n'))
     typed = exits_2([*command, "--load", "2000"], capsys)
-    assert typed.startswith("error: --load: bad load (got 2000"), typed
+    assert typed.startswith("error: --load: bad load (got '2000'"), typed
     assert not (tmp_path / "out").exists()

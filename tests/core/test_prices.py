@@ -41,10 +41,14 @@ def test_a_type_without_a_price_is_named() -> None:
 def test_prices_are_parsed_and_set_on_the_cluster() -> None:
     assert parse_prices("v100=0.74, k80=0.135") == {"v100": 0.74, "k80": 0.135}
     assert parse_prices({"v100": 1}) == {"v100": 1.0}
-    assert parse_prices("") == parse_prices(None) == {}
+    assert parse_prices(None) == parse_prices({}) == {}
+    # An empty list is not "the cluster's own prices" (once it was: --prices '' ran on
+    # the defaults); Unicode digits and '_' separators are not prices.
     for bad, message in (("v100", "bad price"), ("v100=0", "bad price"),
                          ("v100=nan", "bad price"), ("v100=1e9", "bad price"),
-                         ("v100=1,v100=2", "priced twice")):
+                         ("v100=1,v100=2", "priced twice"), ("", "empty price list"),
+                         (" ", "empty price list"), ("v100=\u0663", "bad price"),
+                         ("v100=1_0", "bad price")):
         with pytest.raises(InputError, match=message):
             parse_prices(bad)
     cluster = Cluster((GpuType("v100", price_per_hour=2.48), GpuType("k80")),
