@@ -159,7 +159,11 @@ def options_sweep(*, trace: Path | None, trace_format: str | None, cluster: str 
     assert trace is not None
     assert trace_format is not None
     assert cluster is not None
-    parse_cluster(cluster)
+    cluster_types = parse_cluster(cluster).type_names
+    if settings.get("tenants") is not None:  # (quotas on the cluster's types, before any run)
+        from hetsched.files.tenants import read_tenants
+
+        read_tenants(settings["tenants"]).check_cluster(cluster_types, str(settings["tenants"]))
     return Sweep(((("", bench_settings(
         trace=trace, trace_format=trace_format, cluster=cluster,
         policies=parse_policies(policies or ""), seeds=parse_seeds(seeds),

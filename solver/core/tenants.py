@@ -22,7 +22,7 @@ a tenant below its weighted share takes GPUs back at its jobs' arrival
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from hetsched.core.errors import InputError
@@ -103,6 +103,19 @@ class TenantTable:
                              value=True, expected="false in a table with quotas (the quotas "
                              "reclaim GPUs their own way)")
 
+    def check_cluster(self, cluster_types: Iterable[str], file: str | None = None) -> None:
+        """An :class:`InputError` (naming ``file`` and the quota's JSON path) for the first
+        quota on a GPU type not among ``cluster_types``: a quota the policy could never
+        grant, most likely a typo (``V100`` for ``v100``, which the message names)."""
+        types = list(dict.fromkeys(cluster_types))
+        for index, tenant in enumerate(self.tenants):
+            for gpu_type in tenant.quotas:
+                if gpu_type in types:
+                    continue
+                raise InputError("quota on a GPU type the cluster lacks",
+                                 path=f"$.tenants[{index}].quotas.{gpu_type}", value=gpu_type,
+                                 expected=_one_of(gpu_type, types), file=file)
+
     def get(self, name: str) -> Tenant:
         """The tenant called ``name``; one of weight 1 and no quota if the table has none."""
         for tenant in self.tenants:
@@ -121,3 +134,17 @@ class TenantTable:
     def weights(self) -> dict[str, float]:
         """Each named tenant's weight."""
         return {tenant.name: tenant.weight for tenant in self.tenants}
+
+
+def _one_of(name: str, types: list[str]) -> str:
+    """``one of a, b`` (the cluster's GPU types), and the type ``name`` was likely meant
+    to be when one differs from it only in case or in ``-``, ``_`` and blanks (``V100``
+    for ``v100``): names are compared as written."""
+    listed = "one of " + ", ".join(types) if types else "a GPU type of the cluster"
+    close = [t for t in types if _loose(t) == _loose(name)]
+    return f"{listed} (the cluster's is {close[0]!r}: names are compared as written)" \
+        if close else listed
+
+
+def _loose(name: str) -> str:
+    return "".join(c for c in name.lower() if c not in "-_ ")

@@ -288,7 +288,8 @@ def replay_inputs(trace_path: Path, trace_format: str, cluster_spec: str, *,
     ``packed``, every gang at its packed speed: :class:`PackedEverywhere`), and the
     cluster's GPU types checked against it (:func:`known_gpu_cluster`, the settings'
     ``unknown_gpus``); the tenant table of ``tenants_path``
-    (:func:`hetsched.files.tenants.read_tenants`), if given; the co-location pairs of
+    (:func:`hetsched.files.tenants.read_tenants`), if given, every quota on a GPU type of
+    the cluster (:meth:`~hetsched.core.tenants.TenantTable.check_cluster`); the co-location pairs of
     ``pairs_path`` (:func:`hetsched.speeds.pairs.read_pairs_csv`) over the profile's."""
     from hetsched.core.prices import with_prices
     from hetsched.files.cluster_spec import parse_cluster
@@ -305,11 +306,14 @@ def replay_inputs(trace_path: Path, trace_format: str, cluster_spec: str, *,
     if settings.spread_speed == "packed":
         speeds = dataclasses.replace(speeds, truth=PackedEverywhere(speeds.truth),
                                      model=PackedEverywhere(speeds.model))
+    tenants = read_tenants(tenants_path) if tenants_path is not None else None
+    if tenants is not None:  # (the cluster's own types: a dropped type is still its)
+        tenants.check_cluster(cluster.type_names, str(tenants_path))
     cluster, dropped = known_gpu_cluster(cluster, speeds, unknown_gpus=settings.unknown_gpus)
     return ReplayInputs(trace_path, trace_format, cluster_spec, cluster, speeds.truth,
                         speeds.model, speeds.source, speeds.aliases, dropped,
                         speeds.colocation, settings.gpu_sharing, settings.reference_gpu,
-                        read_tenants(tenants_path) if tenants_path is not None else None)
+                        tenants)
 
 
 def read_jobs(inputs: ReplayInputs, settings: ReplaySettings | None = None) -> Trace:

@@ -94,3 +94,40 @@ def test_replay_with_tenants(tmp_path: Path, capsys: pytest.CaptureFixture[str])
                    "--policy", "fifo", "--tenants", str(bad), "--out", str(tmp_path / "x")],
                   capsys)
     assert "$.tenants[0].weight" in err
+
+
+def test_a_quota_must_name_a_gpu_type_of_the_cluster() -> None:
+    table = TenantTable((Tenant("a", quotas={"v100": Quota(2)}),
+                         Tenant("b", quotas={"V100": Quota(1)})))
+    table.check_cluster(("v100", "V100"))  # (names are compared as written)
+    with pytest.raises(InputError) as error:
+        table.check_cluster(("v100", "k80"), "t.json")
+    assert str(error.value) == "t.json: $.tenants[1].quotas.V100: quota on a GPU type the " \
+        "cluster lacks (got 'V100'; expected one of v100, k80 (the cluster's is 'v100': names " \
+        "are compared as written))"
+    with pytest.raises(InputError) as error:
+        TenantTable((Tenant("a", quotas={"h100": Quota(2)}),)).check_cluster(("v100", "k80"))
+    assert str(error.value) == "$.tenants[0].quotas.h100: quota on a GPU type the cluster " \
+        "lacks (got 'h100'; expected one of v100, k80)"
+
+
+@pytest.mark.parametrize("command", ["replay", "bench"])
+@pytest.mark.parametrize(("gpu_type", "hint"), [
+    ("h100", ""), ("V100", " (the cluster's is 'v100': names are compared as written)")])
+def test_replay_and_bench_refuse_a_quota_on_a_type_the_cluster_lacks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, gpu_type: str,
+        hint: str) -> None:
+    # Once the quota was kept and never granted: the tenant waited on GPUs that do not
+    # exist, silently.
+    trace = ROOT / "tests" / "data" / "traces" / "philly_small.csv"
+    tenants = write(tmp_path, {"tenants": [
+        {"name": "c1", "quotas": {"v100": {"nominal": 2}}},
+        {"name": "c2", "quotas": {gpu_type: {"nominal": 4}}}]})
+    out = tmp_path / "out"
+    head = [command, str(trace)] if command == "replay" else [
+        command, "--trace", str(trace), "--policies", "fifo"]
+    err = exits_2([*head, "--format", "philly", "--cluster", "v100=4,k80=4", "--tenants",
+                   str(tenants), "--out", str(out)], capsys)
+    assert err == f"error: {tenants}: $.tenants[1].quotas.{gpu_type}: quota on a GPU type " \
+        f"the cluster lacks (got '{gpu_type}'; expected one of v100, k80{hint})\n"
+    assert not out.exists()
