@@ -186,7 +186,8 @@ def csv_rows(path: Path, columns: Sequence[str], optional: Sequence[str] = ()
              ) -> Iterator[tuple[int, dict[str, str]]]:
     """``(line, row)`` for each data row of a CSV file with a header that has ``columns``
     (and maybe ``optional`` ones, empty cells when absent; other columns are ignored).
-    Blank lines are passed over.
+    A header that names a column twice is an error (either could be meant). Blank lines
+    are passed over.
 
     Each physical line is parsed on its own (no trace format has fields that span
     lines): a stray double quote spoils only its own row, which comes out as a bad row
@@ -208,6 +209,11 @@ def csv_rows(path: Path, columns: Sequence[str], optional: Sequence[str] = ()
                                  value=first[1].rstrip("\r\n"),
                                  expected="a header with columns " + ", ".join(columns)
                                  ) from None
+            twice = [name for name in dict.fromkeys(header) if name and header.count(name) > 1]
+            if twice:  # (which of the two would be the job's? neither is read)
+                raise InputError(f"column '{twice[0]}' named twice in the header",
+                                 file=str(path), path="line 1", value=header,
+                                 expected="each column once")
             missing = [name for name in columns if name not in header]
             if missing:
                 raise InputError(f"missing column '{missing[0]}'", file=str(path),

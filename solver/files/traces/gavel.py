@@ -96,4 +96,9 @@ def read_gavel(path: Path, options: Options) -> Trace:
         except UnicodeDecodeError as exc:
             raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})",
                              file=str(path)) from None
+    if not rows and not reading.skipped_rows:  # (under "fatal" a bad line has raised)
+        raise InputError("the file is empty" if path.stat().st_size == 0 else
+                         "no job line in the file (only blank lines)", file=str(path),
+                         path="line 1", expected="tab-separated lines of 7 (job_type ... "
+                         "scale_factor) or 10 (job_type ... arrival_time) fields")
     return build_trace(reading, rows)
