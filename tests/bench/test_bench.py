@@ -304,15 +304,15 @@ def test_an_openb_bench_with_aliases_and_shares_runs_in_worker_processes(
     from tests.helpers import ROOT, same_results
 
     data = ROOT / "tests" / "data" / "traces"
-    cluster = f"openb:{data / 'openb_small_nodes.csv'}"
-    inputs = replay_inputs(data / "openb_small_pods.csv", "openb", cluster,
+    cluster = f"openb:{data / 'openb_g3_nodes.csv'}"
+    inputs = replay_inputs(data / "openb_g3_pods.csv", "openb", cluster,
                            settings=ReplaySettings(gpu_aliases="g3=a100",
                                                    colocation_factor=0.7))
     again = pickle.loads(pickle.dumps(inputs))
     assert (dict(again.aliases), again.colocation) == ({"g3": "a100"}, inputs.colocation)
     assert again.truth.throughput("image-cnn-small", "g3", 1, "packed") == \
         inputs.truth.throughput("image-cnn-small", "a100", 1, "packed") > 0
-    common = {"trace": data / "openb_small_pods.csv", "trace_format": "openb",
+    common = {"trace": data / "openb_g3_pods.csv", "trace_format": "openb",
               "cluster": cluster, "policies": ("fifo", "srtf"), "seeds": (0, 1),
               "reference_gpu": "t4", "gpu_aliases": {"g3": "a100"},
               "colocation_factor": 0.7, "lp_bound": False}

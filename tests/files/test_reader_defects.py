@@ -85,7 +85,7 @@ def test_reference_gpu_default_rule_without_v100(tmp_path: Path) -> None:
 
 def test_replay_reference_gpu_option_and_default_by_gpu_count(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pods, nodes = SAMPLES / "openb_small_pods.csv", SAMPLES / "openb_small_nodes.csv"
+    pods, nodes = SAMPLES / "openb_g3_pods.csv", SAMPLES / "openb_g3_nodes.csv"
     # No --reference-gpu: the catalogue on t4 and g3 (as a100) has no v100; t4 and g3
     # have 8 GPUs each, so the first in cluster order, t4.
     main(["replay", str(pods), "--format", "openb", "--cluster", f"openb:{nodes}",
@@ -106,7 +106,7 @@ def test_replay_reference_gpu_option_and_default_by_gpu_count(
 @pytest.mark.slow
 def test_bench_takes_the_reference_gpu_and_aliases(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pods, nodes = SAMPLES / "openb_small_pods.csv", SAMPLES / "openb_small_nodes.csv"
+    pods, nodes = SAMPLES / "openb_g3_pods.csv", SAMPLES / "openb_g3_nodes.csv"
     main(["bench", "--trace", str(pods), "--format", "openb", "--cluster", f"openb:{nodes}",
           "--policies", "fifo", "--reference-gpu", "g3", "--gpu-alias", "g3=a100",
           "--no-lp-bound", "--workers", "1", "--out", str(tmp_path / "b")])
@@ -203,7 +203,7 @@ def test_fit_rejects_a_gpu_count_beyond_the_model(
 def test_node_list_with_an_unknown_gpu_model_is_an_error_or_dropped(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         caplog: pytest.LogCaptureFixture) -> None:
-    pods, nodes = SAMPLES / "openb_small_pods.csv", SAMPLES / "openb_small_nodes.csv"
+    pods, nodes = SAMPLES / "openb_g3_pods.csv", SAMPLES / "openb_g3_nodes.csv"
     args = ["replay", str(pods), "--format", "openb", "--cluster", f"openb:{nodes}",
             "--policy", "fifo", "--out", str(tmp_path / "o")]
     err = exits_2(args, capsys)
@@ -211,7 +211,7 @@ def test_node_list_with_an_unknown_gpu_model_is_an_error_or_dropped(
         "GPUs)'; expected types of k80, p100, v100, t4, a100: map one with --gpu-alias" in err
     # Dropped: its nodes leave; the pods that allow only g3 are bad rows naming gpu_spec.
     err = exits_2([*args, "--unknown-gpus", "drop"], capsys)
-    assert "openb_small_pods.csv: line 14.gpu_spec: no GPU type it allows is in the " \
+    assert "openb_g3_pods.csv: line 14.gpu_spec: no GPU type it allows is in the " \
         "cluster (got 'g3'; expected GPU types among t4)" in err
     main([*args, "--unknown-gpus", "drop", "--on-bad-row", "skip"])
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
@@ -219,6 +219,28 @@ def test_node_list_with_an_unknown_gpu_model_is_an_error_or_dropped(
     assert (summary["gpus"], summary["skipped_rows"], summary["jobs"]) == (8, 4, 19)
     assert "left out the nodes of GPU types the throughput model does not know: g3 (8 " \
         "GPUs)" in caplog.text
+
+
+def test_the_small_openb_sample_replays_on_its_node_list_as_shipped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Once its node list named G3, one of openb's undisclosed GPU codes, which no
+    # throughput model knows: the pair needed --gpu-alias to replay at all. Its 8-GPU
+    # server is now a P100 one (a model openb discloses and the catalogue knows); the
+    # G3 pair (openb_g3_*) stays for --gpu-alias and --unknown-gpus.
+    pods, nodes = SAMPLES / "openb_small_pods.csv", SAMPLES / "openb_small_nodes.csv"
+    main(["validate", "--format", "openb-nodes", str(nodes)])
+    assert "OK (4 nodes, 16 GPUs of 2 types: t4 8, p100 8)" in capsys.readouterr().out
+    main(["replay", str(pods), "--format", "openb", "--cluster", f"openb:{nodes}",
+          "--out", str(tmp_path / "o")])
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert (summary["jobs"], summary["completed"], summary["gpus"]) == (23, 23, 16)
+    assert (summary["reference_gpu"], summary["gpu_aliases"]) == ("t4", {})
+    assert summary["gpu_share_jobs"] == 9
+    with (tmp_path / "o" / "jobs.csv").open(newline="") as handle:
+        rows = {row["job"]: row for row in csv.DictReader(handle)}
+    # pod-12 allows only the 8-GPU server's model, pod-22 only T4; pod-24 takes 8 GPUs.
+    assert rows["pod-12"]["gpu_types"] == rows["pod-24"]["gpu_types"] == "p100"
+    assert rows["pod-22"]["gpu_types"] == "t4"
 
 
 def test_validate_warns_about_an_instance_gpu_type_without_throughput(
@@ -253,7 +275,7 @@ def test_gpu_aliases_parse_and_answer_for_the_type_they_stand_for() -> None:
 
 def test_acceptance_replay_with_alias_records_it_and_audits_job_types(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pods, nodes = SAMPLES / "openb_small_pods.csv", SAMPLES / "openb_small_nodes.csv"
+    pods, nodes = SAMPLES / "openb_g3_pods.csv", SAMPLES / "openb_g3_nodes.csv"
     main(["replay", str(pods), "--format", "openb", "--cluster", f"openb:{nodes}",
           "--reference-gpu", "t4", "--gpu-alias", "g3=a100", "--policy", "srtf",
           "--out", str(tmp_path / "o")])
@@ -282,19 +304,19 @@ def test_validate_format_reads_traces_node_lists_and_profiles(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     profile = tmp_path / "p.csv"
     write_profile_csv(synthetic_profile(counts=(1, 2)), profile)
-    main(["validate", "--format", "openb", str(SAMPLES / "openb_small_pods.csv")])
-    main(["validate", "--format", "openb-nodes", str(SAMPLES / "openb_small_nodes.csv")])
+    main(["validate", "--format", "openb", str(SAMPLES / "openb_g3_pods.csv")])
+    main(["validate", "--format", "openb-nodes", str(SAMPLES / "openb_g3_nodes.csv")])
     main(["validate", "--format", "profile", str(profile)])
     main(["validate", "--format", "gavel", str(SAMPLES / "gavel7.trace")])
     out = capsys.readouterr().out
-    assert "openb_small_pods.csv: OK (openb: 23 jobs, durations on v100, 0 bad rows, 3 " \
+    assert "openb_g3_pods.csv: OK (openb: 23 jobs, durations on v100, 0 bad rows, 3 " \
         "excluded: num_gpu 0 2, never scheduled 1)" in out
-    assert "openb_small_nodes.csv: OK (4 nodes, 16 GPUs of 2 types: t4 8, g3 8)" in out
+    assert "openb_g3_nodes.csv: OK (4 nodes, 16 GPUs of 2 types: t4 8, g3 8)" in out
     assert "p.csv: OK (profile: 9 measurements, 3 job types, GPU types g, 1-2 GPUs)" in out
     assert "gavel7.trace: OK (gavel: 3 jobs, 0 bad rows, 0 excluded)" in out
     # As a replay would read it: the unknown g3 of the node list is an error.
-    err = exits_2(["validate", "--format", "openb", str(SAMPLES / "openb_small_pods.csv"),
-                   "--cluster", f"openb:{SAMPLES / 'openb_small_nodes.csv'}"], capsys)
+    err = exits_2(["validate", "--format", "openb", str(SAMPLES / "openb_g3_pods.csv"),
+                   "--cluster", f"openb:{SAMPLES / 'openb_g3_nodes.csv'}"], capsys)
     assert "error: --cluster: GPU types the built-in catalogue does not know" in err
     bad = _pods(tmp_path, "p0,1,1,1,1000,,LS,Running,-5,100,0")
     err = exits_2(["validate", "--format", "openb", str(bad)], capsys)

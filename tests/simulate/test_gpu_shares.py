@@ -146,7 +146,7 @@ def test_a_fork_holds_shares_and_gives_them_back() -> None:
 def test_every_policy_replays_openb_with_shares_and_the_checker_agrees(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         caplog: pytest.LogCaptureFixture) -> None:
-    pods, nodes = SAMPLES / "openb_small_pods.csv", SAMPLES / "openb_small_nodes.csv"
+    pods, nodes = SAMPLES / "openb_g3_pods.csv", SAMPLES / "openb_g3_nodes.csv"
     shared = {}
     for policy in hetsched.names():
         caplog.clear()
@@ -203,7 +203,7 @@ def test_a_pod_no_node_can_hold_is_an_error_or_skipped(
     pods.write_text(f"{header}\np0,4000,1024,1,1000,,LS,Running,0,100,0\n"
                     "p1,80000,1024,2,1000,T4,LS,Running,5,100,5\n", encoding="utf-8")
     args = ["replay", str(pods), "--format", "openb", "--cluster",
-            f"openb:{SAMPLES / 'openb_small_nodes.csv'}", "--gpu-alias", "g3=a100",
+            f"openb:{SAMPLES / 'openb_g3_nodes.csv'}", "--gpu-alias", "g3=a100",
             "--out", str(tmp_path / "o")]
     err = exits_2(args, capsys)
     assert "pods.csv: job p1: no node of its GPU types has the CPUs and memory it needs " \
