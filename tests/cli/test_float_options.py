@@ -1,6 +1,7 @@
-"""Issue 33, item 4: every float option of ``replay`` and ``bench`` is finite and in range,
-checked before any work (click's ranges let NaN through: ``nan < 0`` is false); a NaN
-limit once reached summary.json (invalid JSON) and run.toml (``time-limit = nan``)."""
+"""Every numeric option of ``replay`` and ``bench`` is finite and in range, checked before
+any work (click's ranges let NaN through: ``nan < 0`` is false; a NaN limit once reached
+summary.json, invalid JSON, and run.toml, ``time-limit = nan``), written in ASCII digits
+(click's read ``'٣'`` as 3 and ``'1_000'`` as 1000), each range stated one way."""
 
 from __future__ import annotations
 
@@ -31,11 +32,8 @@ def test_a_float_option_that_is_not_finite_exits_2_before_any_work(
                                                                "--policies", "fifo"]
     err = exits_2([*head, "--format", "philly", "--cluster", "v100=4", option, value,
                    "--out", str(out)], capsys)
-    # click's own range refuses an infinite value of a bounded option first, naming it
-    assert err.startswith((f"error: {option}: {PROBLEMS[option]} (got {value}",
-                           f"error: {option}: {PROBLEMS[option]} (got '{value}'",
-                           f"error: Invalid value for '{option}': {value} is not in the "
-                           "range")), err
+    # (once click's own range refused an infinite value of a bounded option in its words)
+    assert err.startswith(f"error: {option}: {PROBLEMS[option]} (got '{value}'"), err
     assert err.count("\n") == 1, err
     assert not out.exists()
 

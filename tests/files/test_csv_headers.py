@@ -109,3 +109,27 @@ def test_a_gavel_trace_of_bad_lines_only_is_still_a_bad_row(tmp_path: Path) -> N
     with pytest.raises(InputError, match="line 1: wrong number of tab-separated fields"):
         read_trace(path, "gavel")
     main(["validate", "--format", "gavel", str(DATA / "gavel7.trace")])  # (a good one: OK)
+
+
+@pytest.mark.parametrize("number", ["1_000", "\u0663", "nan", "inf"])
+@pytest.mark.parametrize(("format", "header", "row", "column"), [
+    ("philly", "timestamp,duration,num_gpus,gpu_time,cluster",
+     "2017-10-09 07:01:55,{n},1,100.0,c1", "duration"),
+    ("openb", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+     "creation_time,deletion_time,scheduled_time", "p0,1000,1024,1,1000,,LS,Running,{n},50,5",
+     "creation_time"),
+    ("native", "id,arrival,job_type,num_gpus,work,deadline,weight,user,allowed_gpu_counts,"
+     "allowed_gpu_types", "a,0,t,1,{n},,1,,,", "work"),
+    ("gavel", None, "ResNet-50\tcmd\t--steps\tFalse\t{n}\t0\t1", "total_steps"),
+])
+def test_a_number_cell_is_ascii_digits_only(tmp_path: Path, format: str, header: str | None,
+                                            row: str, column: str, number: str) -> None:
+    # float() reads '1_000' as 1000 and '٣' as 3: the readers read ASCII digits only, so
+    # such a cell is a bad row naming its line and column.
+    path = tmp_path / "trace.txt"
+    path.write_text("\n".join([*([header] if header else []), row.format(n=number)]) + "\n",
+                    encoding="utf-8")
+    line = 2 if header else 1
+    with pytest.raises(InputError) as error:
+        read_trace(path, format)
+    assert (error.value.path, error.value.value) == (f"line {line}.{column}", number)
