@@ -24,6 +24,7 @@ together on one engine (:func:`run_benches`), each into its own folder.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import re
@@ -40,6 +41,7 @@ from hetsched.bench.engine import (
     run_cells,
 )
 from hetsched.bench.engines import make_engine
+from hetsched.bench.inputs import Prefetched, prefetch
 from hetsched.bench.local_engine import LocalEngine
 from hetsched.bench.lp_bounds import LpBounds
 from hetsched.bench.report import write_report
@@ -330,9 +332,12 @@ def run_bench(settings: BenchSettings, out: Path, *, engine: Engine | None = Non
 
 def run_benches(benches: Sequence[tuple[BenchSettings, Path]], *, engine: Engine | None = None,
                 stream: TextIO | None = None, report: bool = True,
-                names: Sequence[str] | None = None) -> list[BenchOutcome]:
+                names: Sequence[str] | None = None,
+                prefetched: Sequence[Prefetched | None] | None = None) -> list[BenchOutcome]:
     """:func:`run_bench` for several benches (settings, folder) at once, their runs in one
-    queue on one engine; ``names`` prefix each bench's progress lines."""
+    queue on one engine; ``names`` prefix each bench's progress lines; ``prefetched``:
+    each bench's inputs if already read (:func:`prefetch`; a sweep spec's check reads
+    them), else read here."""
     folders = [out for _, out in benches]
     for out in folders:
         check_output_folder(out)
@@ -341,7 +346,8 @@ def run_benches(benches: Sequence[tuple[BenchSettings, Path]], *, engine: Engine
     with contextlib.ExitStack() as locks:
         for out in folders:
             locks.enter_context(locked_folder(out))
-        return _run_locked(benches, names or [""] * len(benches), engine, stream, report)
+        return _run_locked(benches, names or [""] * len(benches), engine, stream, report,
+                           prefetched or [None] * len(benches))
 
 
 class _Bench:
@@ -352,8 +358,9 @@ class _Bench:
     progress: BenchProgress
 
     def __init__(self, index: int, settings: BenchSettings, out: Path, name: str,
-                 note: Callable[[str], None]) -> None:
+                 note: Callable[[str], None], prefetched: Prefetched | None = None) -> None:
         self.index, self.settings, self.out = index, settings, out
+        self.prefetched = prefetched
         self.prefix = f"{name}/" if name else ""
         self.results = out / "results.csv"
         _check_folder(settings, out)
@@ -382,15 +389,12 @@ class _Bench:
                                  beside=self.settings.workers > 1)
         if not self.todo:
             return []
-        from hetsched.files.replay_inputs import read_jobs, replay_inputs
-
         settings, key = self.settings, str(self.index)
-        shared = inputs[key] = replay_inputs(
-            settings.trace, settings.trace_format, settings.cluster,
-            throughput_path=settings.throughput, settings=settings.replay,
-            tenants_path=settings.tenants, pairs_path=settings.pairs)
+        read = self.prefetched or prefetch(dataclasses.replace(
+            settings, seeds=tuple(dict.fromkeys(spec.seed for spec in self.todo))))
+        inputs[key] = read.inputs
         for seed in dict.fromkeys(spec.seed for spec in self.todo):
-            inputs[f"{key}/s{seed}"] = read_jobs(shared, settings.run_settings(seed, 1.0))
+            inputs[f"{key}/s{seed}"] = read.traces[seed]
         return [Cell(spec.name, spec.policy, self.index, key, f"{key}/s{spec.seed}",
                      *settings.policy_of(spec.policy),
                      settings.run_settings(spec.seed, spec.load))
@@ -464,11 +468,11 @@ class _Sink:
 
 def _run_locked(benches: Sequence[tuple[BenchSettings, Path]], names: Sequence[str],
                 engine: Engine | None, stream: TextIO | None,
-                report: bool) -> list[BenchOutcome]:
+                report: bool, prefetched: Sequence[Prefetched | None]) -> list[BenchOutcome]:
     notes: list[str] = []
-    running = [_Bench(index, settings, out, name, notes.append)
-               for index, ((settings, out), name) in enumerate(zip(benches, names,
-                                                                   strict=True))]
+    running = [_Bench(index, settings, out, name, notes.append, read)
+               for index, ((settings, out), name, read) in enumerate(zip(
+                   benches, names, prefetched, strict=True))]
     progress = BenchProgress(sum(len(bench.todo) for bench in running), stream)
     for text in notes:
         progress.line(text)

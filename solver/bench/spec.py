@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import tomllib
 
 from hetsched.bench.engine import Engine
+from hetsched.bench.inputs import Prefetched
 from hetsched.bench.runner import (
     LABEL,
     BenchOutcome,
@@ -32,6 +33,7 @@ from hetsched.bench.runner import (
     load_label,
     run_benches,
 )
+from hetsched.bench.spec_reader import SpecReader, check_inputs, input_file, reading_setting
 from hetsched.core.errors import InputError
 from hetsched.core.outputs import check_output_folder, locked_folder, write_text, writing
 from hetsched.core.ranges import text_float
@@ -135,6 +137,8 @@ class Sweep:
     path: Path | None = None
     text: str = ""
     root: Path | None = None
+    #: each bench's inputs, read when the spec was checked (none: read by the bench)
+    prefetched: tuple[Prefetched | None, ...] = ()
 
     def copy_text(self) -> str:
         """The spec as written, with ``root`` set first when the file has none."""
@@ -170,71 +174,12 @@ def options_sweep(*, trace: Path | None, trace_format: str | None, cluster: str 
         loads=parse_loads(loads), workers=workers or default_workers(), **settings))),))
 
 
-class _Reader:
-    """Reads one spec file's values, each error naming the file and the key path."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def error(self, problem: str, key: str, value: object = None,
-              expected: str | None = None) -> InputError:
-        """An error about ``key`` (``traces[1].format``), named as the project names
-        places in files: ``$.traces[1].format``."""
-        return InputError(problem, file=str(self.path), path="$." + key if key else "$",
-                          value=value, expected=expected)
-
-    def table(self, value: object, key: str, allowed: Sequence[str]) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.error("not a table", key, value, "a table of " + ", ".join(allowed))
-        unknown = [name for name in value if name not in allowed]
-        if unknown:
-            raise self.error("unknown key", f"{key}.{unknown[0]}".lstrip("."),
-                             value[unknown[0]], "one of " + ", ".join(allowed))
-        return value
-
-    def number(self, value: object, key: str, low: float, high: float,
-               integer: bool = False) -> float:
-        kind = int if integer else (int, float)
-        if isinstance(value, bool) or not isinstance(value, kind) or not (
-                low <= value <= high):
-            what = "an integer" if integer else "a number"
-            raise self.error("bad value", key, value, f"{what} from {low:g} to {high:g}")
-        return value
-
-    def choice(self, value: object, key: str, choices: Sequence[str]) -> str:
-        if not isinstance(value, str) or value not in choices:
-            raise self.error("bad value", key, value, "one of " + ", ".join(choices))
-        return value
-
-    def flag(self, value: object, key: str) -> bool:
-        if not isinstance(value, bool):
-            raise self.error("bad value", key, value, "true or false")
-        return value
-
-    def text(self, value: object, key: str, expected: str) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise self.error("bad value", key, value, expected)
-        return value
-
-    def items(self, value: object, key: str, expected: str) -> list[Any]:
-        if not isinstance(value, list) or not value:
-            raise self.error("not a list", key, value, f"a non-empty list of {expected}")
-        return value
-
-    def within(self, key: str, call: Any, *args: Any) -> Any:
-        """``call(*args)``, an :class:`InputError` of it re-told with this file and key."""
-        try:
-            return call(*args)
-        except InputError as exc:
-            raise self.error(exc.problem, key, exc.value, exc.expected) from None
-
-
 def load_sweep(path: Path) -> Sweep:
     """Read and validate the sweep spec ``path`` (TOML; docs/bench.md): every trace
     exists, every cluster parses, every policy and its settings are known, seeds and
     loads are in range. Any problem is an :class:`InputError` naming the file, the key
     (``traces[1].format``) and the value."""
-    reader = _Reader(path)
+    reader = SpecReader(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -257,17 +202,22 @@ def load_sweep(path: Path) -> Sweep:
     shared = _shared(reader, spec)
     labels, variants = _policies(reader, spec["policies"])
     benches: dict[str, BenchSettings] = {}
+    where: dict[str, tuple[str, dict[str, Any], str]] = {}
     for index, entry in enumerate(reader.items(spec["traces"], "traces", "trace tables")):
-        for folder, settings in _trace(reader, root, entry, f"traces[{index}]", spec,
-                                       shared, labels, variants):
+        for folder, settings, cluster_key in _trace(reader, root, entry, f"traces[{index}]",
+                                                    spec, shared, labels, variants):
             if folder in benches:
                 raise reader.error("two benches with one folder name", f"traces[{index}]",
                                    folder, "a distinct name = '...' for each trace")
             benches[folder] = settings
-    return Sweep(tuple(benches.items()), path, text, root)
+            where[folder] = (f"traces[{index}]", entry, cluster_key)
+    # Every bench's inputs read as its runs will read them, before anything is written.
+    prefetched = tuple(check_inputs(reader, *where[folder], settings)
+                       for folder, settings in benches.items())
+    return Sweep(tuple(benches.items()), path, text, root, prefetched)
 
 
-def _shared(reader: _Reader, spec: Mapping[str, Any]) -> dict[str, Any]:
+def _shared(reader: SpecReader, spec: Mapping[str, Any]) -> dict[str, Any]:
     """The BenchSettings fields every bench of the spec shares."""
     from hetsched.core.settings import MAX_RESTART_PENALTY_S, check_interval
     from hetsched.registry import ENTRIES
@@ -296,6 +246,9 @@ def _shared(reader: _Reader, spec: Mapping[str, Any]) -> dict[str, Any]:
     if "prices" in spec:
         from hetsched.core.prices import parse_prices
 
+        if isinstance(spec["prices"], str):  # "" is no price list (not the defaults)
+            reader.text(spec["prices"], "prices", "TYPE=USD,... (USD per GPU-hour), e.g. "
+                        "v100=2.48,k80=0.45, or a table {v100 = 2.48}")
         shared["prices"] = reader.within("prices", parse_prices, spec["prices"])
     if "start_latency" in spec:
         shared["start_latency_s"] = float(reader.number(
@@ -309,7 +262,7 @@ def _shared(reader: _Reader, spec: Mapping[str, Any]) -> dict[str, Any]:
     return shared
 
 
-def _policies(reader: _Reader, value: object
+def _policies(reader: SpecReader, value: object
               ) -> tuple[tuple[str, ...], tuple[PolicyVariant, ...]]:
     """The labels in order and the labelled policies with settings."""
     from hetsched.replaying import rolling_policy
@@ -358,10 +311,11 @@ def _bad_key(exc: Exception, params: Mapping[str, Any]) -> str:
     return path if isinstance(path, str) and path in params else "name"
 
 
-def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[str, Any],
+def _trace(reader: SpecReader, root: Path, value: object, key: str, spec: Mapping[str, Any],
            shared: Mapping[str, Any], labels: tuple[str, ...],
-           variants: tuple[PolicyVariant, ...]) -> list[tuple[str, BenchSettings]]:
-    """The benches of one trace table: one per cluster."""
+           variants: tuple[PolicyVariant, ...]) -> list[tuple[str, BenchSettings, str]]:
+    """The benches of one trace table: one per cluster (its folder, its settings, the key
+    of its cluster)."""
     from hetsched.files.cluster_spec import parse_cluster
     from hetsched.files.traces import FORMATS
 
@@ -397,7 +351,7 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
         elif setting == "on_bad_row":
             own[setting] = reader.choice(found, where, ("fatal", "skip"))
         else:
-            own[setting] = _reading(reader, setting, found, where)
+            own[setting] = reading_setting(reader, setting, found, where)
     if "throughput" in entry:
         throughput = (root / reader.text(entry["throughput"], f"{key}.throughput",
                                          "a file")).resolve()
@@ -407,7 +361,7 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
         own["throughput"] = throughput
     for setting in ("tenants", "pairs"):
         if setting in entry or setting in spec:
-            own[setting] = _input_file(reader, root, setting,
+            own[setting] = input_file(reader, root, setting,
                                        entry.get(setting, spec.get(setting)),
                                        f"{key}.{setting}" if setting in entry else setting)
     benches = []
@@ -423,11 +377,11 @@ def _trace(reader: _Reader, root: Path, value: object, key: str, spec: Mapping[s
             variants=variants, workers=default_workers(), references=refs,
             **shared, **own), absolute,
             _references(reader, spec, labels, shared["loads"], folder))
-        benches.append((folder, settings))
+        benches.append((folder, settings, where))
     return benches
 
 
-def _references(reader: _Reader, spec: Mapping[str, Any], labels: tuple[str, ...],
+def _references(reader: SpecReader, spec: Mapping[str, Any], labels: tuple[str, ...],
                 loads: Sequence[float], folder: str) -> tuple[Reference, ...]:
     """The spec's references that apply to the bench ``folder`` (hetsched.bench.references)."""
     if "references" not in spec:
@@ -439,47 +393,6 @@ def _references(reader: _Reader, spec: Mapping[str, Any], labels: tuple[str, ...
     except InputError as error:
         raise reader.error(error.problem, error.path or "references", error.value,
                            error.expected) from None
-
-
-def _input_file(reader: _Reader, root: Path, setting: str, value: object,
-                where: str) -> Path:
-    """The ``tenants`` table or ``pairs`` file ``value`` (from ``root``), read once to
-    check it (a problem in it is told with its own file and place)."""
-    from hetsched.files.tenants import read_tenants
-    from hetsched.speeds.pairs import read_pairs_csv
-
-    what = {"tenants": "tenant table (JSON, docs/fairness.md)",
-            "pairs": "co-location pairs file (CSV, docs/traces.md)"}[setting]
-    path = (root / reader.text(value, where, f"a {what}")).resolve()
-    if not path.is_file():
-        raise reader.error(f"no such {setting} file", where, str(path),
-                           f"an existing {what}; relative paths: from root")
-    (read_tenants if setting == "tenants" else read_pairs_csv)(path)
-    return path
-
-
-def _reading(reader: _Reader, setting: str, value: object, where: str) -> Any:
-    """A trace-reading setting of :data:`READING_KEYS`, checked as the command checks it."""
-    from hetsched.core.settings import SPREAD_SPEEDS, UNKNOWN_GPUS, parse_gpu_aliases
-
-    if setting == "reference_gpu":
-        return reader.text(value, where, "a GPU type, e.g. t4")
-    if setting == "gpu_aliases":
-        if not isinstance(value, str | dict) or (isinstance(value, dict) and not all(
-                isinstance(target, str) for target in value.values())):
-            raise reader.error("bad GPU aliases", where, value,
-                               "'g3=a100,g2=v100' or a table {g3 = 'a100'}")
-        return reader.within(where, parse_gpu_aliases, value)
-    if setting == "unknown_gpus":
-        return reader.choice(value, where, UNKNOWN_GPUS)
-    if setting == "spread_speed":
-        return reader.choice(value, where, SPREAD_SPEEDS)
-    if setting in ("gpu_sharing", "elastic"):
-        return reader.flag(value, where)
-    factor = float(reader.number(value, where, 0, 1))
-    if factor <= 0:
-        raise reader.error("bad co-location factor", where, value, "a number in (0, 1]")
-    return factor
 
 
 def _cluster_paths(spec: str, root: Path) -> str:
@@ -506,10 +419,12 @@ def run_sweep(sweep: Sweep, out: Path, *, engine: Engine | None = None,
     benches = [(settings, out / name) for name, settings in sweep.benches]
     names = [name for name, _ in sweep.benches]
     if sweep.path is None:
-        return run_benches(benches, engine=engine, stream=stream, report=report, names=names)
+        return run_benches(benches, engine=engine, stream=stream, report=report, names=names,
+                           prefetched=sweep.prefetched or None)
     check_output_folder(out)
     with writing(out, "out", "the output folder"):
         out.mkdir(parents=True, exist_ok=True)
     with locked_folder(out):
         write_text(out / COPY, sweep.copy_text(), "out", COPY)
-        return run_benches(benches, engine=engine, stream=stream, report=report, names=names)
+        return run_benches(benches, engine=engine, stream=stream, report=report, names=names,
+                           prefetched=sweep.prefetched or None)

@@ -16,6 +16,8 @@ from hetsched.bench.spec import load_sweep
 from hetsched.cli.main import main
 from tests.helpers import ROOT, engine_bench, engine_trace, exits_2, same_results
 
+POLLUX = ROOT / "tests" / "data" / "pollux" / "workloads" / "workload-1.csv"
+
 SPEC = """\
 # the engine bench of tests/helpers.py, on two traces and two clusters
 seeds = [0, 1]
@@ -161,6 +163,18 @@ def spec(top: str = "", policies: str = 'policies = ["fifo"]\n', trace: str = ""
      ["$.colocation_factor: bad co-location factor (got 0"]),
     (spec(trace='gpu_sharing = "yes"\n'), ["$.traces[0].gpu_sharing: "]),
     (spec(trace='elastic = 1\n'), ["$.traces[0].elastic: "]),
+    # What only reading the inputs finds is found before anything is written, and told
+    # with the spec's key, not the command's option (--prices, --elastic, --gpu-alias).
+    (spec(top='prices = "foo=1"\n'),
+     ["$.prices: price for a GPU type the cluster lacks (got 'foo'"]),
+    (spec(top='prices = ""\n'), ["$.prices: bad value (got ''; expected TYPE=USD,"]),
+    (spec(trace="elastic = true\n"), ["$.traces[0].elastic: elastic jobs need a format with "
+                                      "batch sizes (got 'native'; expected one of pollux"]),
+    (spec(top="elastic = true\n"), ["$.elastic: elastic jobs need a format with batch sizes"]),
+    (spec(trace='gpu_aliases = "k80=zz9"\n'),
+     ["$.traces[0].gpu_aliases: GPU alias to a type the built-in catalogue lacks (got 'zz9'"]),
+    (spec().replace("v100=4,k80=4", "v100=4,zz9=4"),
+     ["$.traces[0].cluster: GPU types the built-in catalogue does not know (got 'zz9 (4 "]),
 ])
 def test_a_bad_spec_exits_2_naming_the_file_the_key_and_the_value(
         tmp_path: Path, text: str, pieces: list[str],
@@ -216,12 +230,17 @@ def test_the_trace_reading_keys_reach_the_benchs_settings(tmp_path: Path) -> Non
     path = tmp_path / "sweep.toml"
     path.write_text(spec(top='reference_gpu = "k80"\ncolocation_factor = 0.5\n',
                          trace='gpu_aliases = {p100 = "v100"}\ngpu_sharing = false\n'
-                         'unknown_gpus = "drop"\nreference_gpu = "v100"\nelastic = true\n'))
+                         'unknown_gpus = "drop"\nreference_gpu = "v100"\n'))
     ((_, settings),) = load_sweep(path).benches
     replay = settings.replay
     assert (replay.reference_gpu, dict(replay.gpu_aliases), replay.unknown_gpus,
             replay.gpu_sharing, replay.colocation_factor, replay.elastic) == \
-        ("v100", {"p100": "v100"}, "drop", False, 0.5, True)
+        ("v100", {"p100": "v100"}, "drop", False, 0.5, False)
+    # elastic, with the one format whose jobs may be (a native trace's is refused below)
+    path.write_text(f'elastic = true\npolicies = ["fifo"]\n[[traces]]\npath = "{POLLUX}"\n'
+                    'format = "pollux"\ncluster = "t4=4"\n')
+    ((_, settings),) = load_sweep(path).benches
+    assert settings.replay.elastic
 
 
 def two_tenants(folder: Path) -> tuple[Path, Path]:
