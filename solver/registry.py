@@ -64,6 +64,12 @@ class Entry:
     objective: str = "total weighted completion time, s"
     #: what the bound and gap prove, where that is less than the whole schedule
     proven: str = ""
+    #: it chooses an elastic job's GPU count among its allowed ones
+    #: (``Job.allowed_gpu_counts``; ``--elastic``); without, each runs on the count it asked
+    #: for, and a replay with elastic jobs says so
+    elastic: bool = False
+    #: made for elastic jobs (its settings tuned on them): a replay without any says so
+    for_elastic: bool = False
 
 
 ENTRIES: dict[str, Entry] = {e.name: e for e in (
@@ -74,10 +80,10 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           planner="hetsched.policies.deadline.planner:DeadlinePolicy",
           backends=BACKENDS_OF["deadline"],
           exact=True, objective="total weighted completion time, s, once missed deadlines "
-          "(or tardiness) are least"),
+          "(or tardiness) are least", elastic=True),
     Entry("allox", "AlloX min-cost matching of jobs to GPU slots, exact",
           planner="hetsched.policies.allox:AlloxPolicy", backends=BACKENDS_OF["allox"],
-          exact=True),
+          exact=True, elastic=True),
     Entry("topology", "FIFO admission, exact topology-aware placement",
           planner="hetsched.simulate.topology_planner:TopologyPolicy",
           backends=BACKENDS_OF["topology"],
@@ -173,11 +179,11 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("progress", "allocation MILP over every active job each round: weighted progress "
           "on remaining work, urgent deadlines first, restart-aware (preemptive)",
           policy="hetsched.policies.progress:Progress", backends=BACKENDS_OF["progress"],
-          exact=True),
+          exact=True, elastic=True),
     Entry("progress-packed", "progress that may also pack two whole 1-GPU jobs on one GPU "
           "at their measured co-location speeds when the MILP finds the pair worth more",
           policy="hetsched.policies.progress:Progress", params={"pairing": True},
-          backends=BACKENDS_OF["progress-packed"], exact=True),
+          backends=BACKENDS_OF["progress-packed"], exact=True, elastic=True),
     Entry("progress-elastic", "progress for elastic jobs (docs/elastic.md): 120 s rounds "
           "and horizon, each job planned with its rate over the horizon, GPU time priced by "
           "the jobs it delays, heSRPT's shares while nobody waits",
@@ -185,9 +191,9 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           params={"round_s": 120.0, "horizon_s": 120.0, "plan_ahead": True,
                   "gpu_price": ELASTIC_GPU_PRICE,
                   "speedup_exponent": ELASTIC_SPEEDUP_EXPONENT},
-          backends=BACKENDS_OF["progress-elastic"], exact=True),
+          backends=BACKENDS_OF["progress-elastic"], exact=True, elastic=True, for_elastic=True),
     Entry("optimus", "Optimus: marginal-gain GPU allocation (EuroSys 2018)",
-          policy="hetsched.policies.baselines.optimus:Optimus"),
+          policy="hetsched.policies.baselines.optimus:Optimus", elastic=True),
 )}
 
 

@@ -19,7 +19,7 @@ from hetsched.core.errors import InputError, InvalidScheduleError
 from hetsched.core.outputs import check_output_folder, writing
 from hetsched.core.records import Cluster, Job
 from hetsched.core.settings import ReplaySettings
-from hetsched.core.sharing import CoLocationModel
+from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR, CoLocationModel
 from hetsched.core.tenants import TenantTable
 from hetsched.core.throughput import ThroughputModel
 from hetsched.files.replay_inputs import ReplayInputs, read_jobs, replay_inputs, scale_arrivals
@@ -81,7 +81,8 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
            throughput: ThroughputModel, model: ThroughputModel | None = None,
            settings: ReplaySettings | None = None, progress: bool = False,
            colocation: CoLocationModel | None = None,
-           tenants: TenantTable | None = None, keep_tenants: bool = True) -> Replay:
+           tenants: TenantTable | None = None, keep_tenants: bool = True,
+           **changes: Any) -> Replay:
     """Replay ``jobs`` on ``cluster`` under ``policy`` (a registered name or a rolling
     policy object), in memory, the same way ``hetsched replay`` does.
 
@@ -98,12 +99,41 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
     by the policy (:mod:`hetsched.policies.quotas`; docs/fairness.md). What ran
     (:meth:`~hetsched.simulate.record.Replay.schedule`) is verified by
     :func:`hetsched.core.check.check` against ``throughput``;
-    :class:`~hetsched.core.errors.InvalidScheduleError` if it fails."""
+    :class:`~hetsched.core.errors.InvalidScheduleError` if it fails. ``changes`` are fields
+    of :class:`ReplaySettings` over those of ``settings`` (``load=2.0``). A setting that
+    cannot change the replay (:mod:`hetsched.setting_notices`: a trace-reading field, a
+    back-end the policy lacks) is logged and listed first in its ``warnings``."""
+    from hetsched.setting_notices import object_notices
+
+    settings = _settings_with(settings, changes, "replay")
+    notices = object_notices(settings)
+    if colocation is None:
+        colocation = CoLocationModel(default_factor=settings.colocation_factor)
+    elif settings.colocation_factor not in (DEFAULT_COLOCATION_FACTOR,
+                                            colocation.default_factor):
+        notices.append(f"colocation_factor (--colocation-factor) {settings.colocation_factor}"
+                       " does not apply: the colocation model given has its own default "
+                       f"factor, {colocation.default_factor}")
+    return _replay_jobs(jobs, cluster, policy, throughput=throughput, model=model,
+                        settings=settings, progress=progress, colocation=colocation,
+                        tenants=tenants, keep_tenants=keep_tenants, notices=notices)
+
+
+def _replay_jobs(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy, *,
+                 throughput: ThroughputModel, model: ThroughputModel | None,
+                 settings: ReplaySettings, progress: bool, colocation: CoLocationModel,
+                 tenants: TenantTable | None, keep_tenants: bool,
+                 notices: Sequence[str]) -> Replay:
+    """:func:`replay` of ``settings`` with the notices of the settings that did not apply
+    (``notices``, and those of the policy and the jobs, :mod:`hetsched.setting_notices`)."""
     from hetsched.core.prices import with_prices
     from hetsched.core.records import configurations
     from hetsched.core.throughput import PackedEverywhere
+    from hetsched.setting_notices import job_notices, policy_notices, say
 
-    settings = settings or ReplaySettings()
+    name = policy if isinstance(policy, str) else None
+    said = say([*notices, *(policy_notices(settings, name) if name is not None else []),
+                *job_notices(settings, name, jobs)])
     cluster = with_prices(cluster, settings.prices)
     if settings.spread_speed == "packed":
         throughput = PackedEverywhere(throughput)
@@ -120,6 +150,7 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
     outcome = _simulate(cluster, scaled, made, settings, truth=throughput, model=model,
                         colocation=colocation, bar=bar if bar.enabled else None)
     outcome.tenants = tenants
+    outcome.setting_warnings = said
     if outcome.failure is not None:
         outcome.failure.replay = outcome  # what ran until the policy failed
         raise outcome.failure
@@ -127,6 +158,21 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
     if violations:
         raise InvalidScheduleError("the replay", violations)
     return outcome
+
+
+def _settings_with(settings: ReplaySettings | None, changes: Mapping[str, Any],
+                 function: str) -> ReplaySettings:
+    """``settings`` (default :class:`ReplaySettings`) with ``changes``, fields of it given
+    as keyword arguments of ``function``; another keyword is a :class:`TypeError` naming
+    it and the fields, as Python names an unexpected keyword argument."""
+    settings = settings or ReplaySettings()
+    known = [f.name for f in dataclasses.fields(ReplaySettings)]
+    unknown = [name for name in changes if name not in known]
+    if unknown:
+        raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r} "
+                        "(the replay settings it takes as keywords, or as "
+                        "settings=ReplaySettings(...): " + ", ".join(known) + ")")
+    return settings.replace(**changes) if changes else settings
 
 
 def _simulate(cluster: Cluster, jobs: Sequence[Job], policy: RollingPolicy,
@@ -158,7 +204,7 @@ def replay_trace(trace: str | Path, trace_format: str, cluster: str,
                  policy: str | RollingPolicy = "fifo", *,
                  settings: ReplaySettings | None = None,
                  throughput_path: str | Path | None = None,
-                 progress: bool = False) -> Replay:
+                 progress: bool = False, **changes: Any) -> Replay:
     """Replay a trace file in memory, as ``hetsched replay`` does, and return what ran:
     ``trace`` of ``trace_format`` (gavel, philly, helios, openb, native) on the cluster
     spec ``cluster`` (``v100=36,p100=36,k80=36``, a cluster JSON, ``openb:NODES.csv``,
@@ -166,14 +212,21 @@ def replay_trace(trace: str | Path, trace_format: str, cluster: str,
     object), read with the settings' seed, job limit and trace options, the throughput of
     ``throughput_path`` (default: Gavel's table beside a Gavel trace, else the built-in
     catalogue). The same jobs, and the same ``jobs.csv``, as the command (a test checks
-    it); nothing is written. ``progress`` shows a bar on a terminal or in Jupyter."""
-    settings = settings or ReplaySettings()
+    it); nothing is written. ``progress`` shows a bar on a terminal or in Jupyter.
+    ``changes`` are fields of :class:`ReplaySettings` (``limit_jobs=200``, ``load=2.0``)
+    over those of ``settings``: ``replay_trace(..., limit_jobs=200)`` is
+    ``replay_trace(..., settings=ReplaySettings(limit_jobs=200))``."""
+    from hetsched.setting_notices import trace_notices
+
+    settings = _settings_with(settings, changes, "replay_trace")
     inputs = replay_inputs(Path(trace), trace_format, cluster,
                            throughput_path=None if throughput_path is None
                            else Path(throughput_path), settings=settings)
-    jobs = read_jobs(inputs, settings).jobs
-    return replay(jobs, inputs.cluster, policy, throughput=inputs.truth, model=inputs.model,
-                  settings=settings, progress=progress, colocation=inputs.colocation)
+    read = read_jobs(inputs, settings)
+    return _replay_jobs(read.jobs, inputs.cluster, policy, throughput=inputs.truth,
+                        model=inputs.model, settings=settings, progress=progress,
+                        colocation=inputs.colocation, tenants=None, keep_tenants=True,
+                        notices=trace_notices(settings, inputs, read))
 
 
 class ReplayBar:
@@ -234,15 +287,20 @@ def replay_rendered(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *
     meanwhile takes effect."""
     from hetsched.core.interrupts import deferred_interrupts
     from hetsched.formulations.versions import solver_versions
+    from hetsched.setting_notices import job_notices, policy_notices, say, trace_notices
     from hetsched.simulate.record import write_folder
 
     settings = settings or ReplaySettings()
     cpu_began = time.process_time()
     cluster = inputs.cluster
+    said = say([*trace_notices(settings, inputs, trace),
+                *policy_notices(settings, policy_name),
+                *job_notices(settings, policy_name, trace.jobs)])
     jobs = scale_arrivals(trace.jobs, settings.load)
     replay = _simulate(cluster, jobs, policy, settings, truth=inputs.truth,
                        model=inputs.model, colocation=inputs.colocation, bar=progress)
     replay.tenants = inputs.tenants
+    replay.setting_warnings = said
     extra: dict[str, object] = {
         "trace": str(inputs.trace_path), "format": inputs.trace_format,
         "cluster": inputs.cluster_spec, "gpus": len(cluster.gpus), "policy": policy_name,
@@ -251,6 +309,7 @@ def replay_rendered(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *
         "throughput": str(inputs.source) if inputs.source else "built-in catalogue",
         "skipped_rows": trace.skipped_rows, "excluded": dict(trace.excluded),
         "notes": list(trace.notes), "load": settings.load, **inputs.settings(trace, jobs),
+        "elastic": settings.elastic, "spread_speed": settings.spread_speed,
         "solver_limit": {"per_decision": settings.time_limit_s,
                          "unit": "work units" if settings.deterministic else "s wall"},
         "solver_versions": solver_versions(),

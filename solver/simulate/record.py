@@ -115,6 +115,9 @@ class Replay:
     tenants: TenantTable | None = None
     #: the time without progress at every start (s; the simulator's ``start_latency_s``)
     start_latency_s: float = 0.0
+    #: the settings that could not change the replay, one line each
+    #: (hetsched.setting_notices): the first of summary.json's ``warnings``
+    setting_warnings: tuple[str, ...] = ()
     _rho: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
 
     def summary(self) -> dict[str, object]:
@@ -227,8 +230,12 @@ class Replay:
         return frame
 
     def warnings(self) -> list[str]:
-        """One line per distinct fallback note (the first :data:`MAX_WARNINGS`, in order of
+        """The settings that could not change the replay (:attr:`setting_warnings`), then
+        one line per distinct fallback note (the first :data:`MAX_WARNINGS`, in order of
         first use): how many decisions fell back with it and from when (s)."""
+        return [*self.setting_warnings, *self._fallback_warnings()]
+
+    def _fallback_warnings(self) -> list[str]:
         seen: dict[str, list[float]] = {}  # note -> [count, first time]
         for decision in self.decisions:
             if decision.fallback:

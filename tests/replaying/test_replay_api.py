@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -151,3 +152,67 @@ def test_jobs_frame_types_met_as_boolean_and_deadline_as_float() -> None:
     assert frame.loc[~has_deadline, "met"].isna().all()
     assert frame.loc[has_deadline, "met"].notna().all()
     assert 0 < has_deadline.sum() < len(frame)
+
+
+def test_replay_trace_takes_the_replay_settings_as_keywords() -> None:
+    # replay_trace(..., limit_jobs=2) is replay_trace(..., settings=ReplaySettings(
+    # limit_jobs=2)); a keyword that is no setting is Python's TypeError, naming the record.
+    cluster = "v100=4,k80=4"
+    by_keyword = hetsched.replay_trace(SAMPLE, "philly", cluster, "srtf", limit_jobs=2)
+    by_record = hetsched.replay_trace(SAMPLE, "philly", cluster, "srtf",
+                                      settings=hetsched.ReplaySettings(limit_jobs=2))
+    assert len(by_keyword.records) == len(by_record.records) == 2
+    assert by_keyword.summary() == by_record.summary()
+    # Keywords change the record given: its other fields stay.
+    both = hetsched.replay_trace(SAMPLE, "philly", cluster, "srtf", limit_jobs=2,
+                                 settings=hetsched.ReplaySettings(load=2.0, limit_jobs=3))
+    assert len(both.records) == 2
+    with pytest.raises(TypeError, match=r"replay_trace\(\) got an unexpected keyword "
+                       r"argument 'limit_job' .*settings=ReplaySettings\(\.\.\.\): backend, "):
+        hetsched.replay_trace(SAMPLE, "philly", cluster, "srtf", limit_job=2)
+    with pytest.raises(InputError, match="limit_jobs"):
+        hetsched.replay_trace(SAMPLE, "philly", cluster, "srtf", limit_jobs=0)
+
+
+def test_replay_takes_the_replay_settings_as_keywords() -> None:
+    faster = hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf", throughput=SMALL.throughput,
+                             load=2.0)
+    same = hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf", throughput=SMALL.throughput,
+                           settings=hetsched.ReplaySettings(load=2.0))
+    assert faster.summary() == same.summary()
+    assert faster.summary() != hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf",
+                                               throughput=SMALL.throughput).summary()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'speed'"):
+        hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf", throughput=SMALL.throughput,
+                        speed=2.0)
+
+
+def test_in_memory_settings_for_reading_a_trace_say_they_do_not_apply() -> None:
+    # Jobs given as objects are not read from a trace: limit_jobs cannot cut them.
+    outcome = hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf", throughput=SMALL.throughput,
+                              limit_jobs=1)
+    assert len(outcome.records) == len(SMALL.jobs) > 1
+    assert outcome.metrics().warnings == (
+        "limit_jobs (--limit-jobs) 1 does not apply: the jobs are given as objects, not "
+        "read from a trace (hetsched.replay_trace reads one)",)
+
+
+def test_the_readme_shows_the_settings_record_and_its_keywords() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## In Python")[1].split("\n## ")[0]
+    assert "settings=hetsched.ReplaySettings(limit_jobs=2)" in section
+    assert '"v100=4,k80=4", "srtf", limit_jobs=2)' in section
+
+
+def test_summary_json_records_elastic_and_the_spread_speed(tmp_path: Path) -> None:
+    summary = run_replay(SAMPLE, "philly", "v100=4,k80=4", "srtf", out=tmp_path / "a",
+                         show_progress=False,
+                         settings=hetsched.ReplaySettings(spread_speed="packed"))
+    written = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert (written["elastic"], written["spread_speed"]) == (False, "packed")
+    assert (summary["elastic"], summary["spread_speed"]) == (False, "packed")
+    toy = ROOT / "tests" / "data" / "pollux" / "workloads" / "workload-1.csv"
+    run_replay(toy, "pollux", "t4=4", "progress", out=tmp_path / "b", show_progress=False,
+               settings=hetsched.ReplaySettings(elastic=True))
+    written = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert (written["elastic"], written["spread_speed"]) == (True, "measured")
