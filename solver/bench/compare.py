@@ -43,6 +43,10 @@ class RunRecord:
     jct: npt.NDArray[np.float64]
     #: the trace file as summary.json names it (``trace`` is its name alone)
     trace_file: str = ""
+    #: the quota keeper's counts (``--tenants``: starts it dropped, jobs it preempted to
+    #: give tenants their quotas back); ``None`` for a run without tenants
+    quota_dropped_starts: int | None = None
+    quota_reclaims: int | None = None
 
 
 def _not_a_replay(folder: Path, why: str, expected: str | None = None) -> InputError:
@@ -77,7 +81,14 @@ def read_run(folder: str | Path, label: str | None = None) -> RunRecord:
                      Path(str(document.get("trace", "?"))).name,
                      str(document.get("cluster", "?")), float(document.get("load", 1.0)),
                      int(document.get("seed", 0)), _completion_times(path / "jobs.csv"),
-                     str(document.get("trace", "?")))
+                     str(document.get("trace", "?")),
+                     _count(document.get("quota_dropped_starts")),
+                     _count(document.get("quota_reclaims")))
+
+
+def _count(value: object) -> int | None:
+    """A count summary.json may hold (``None`` when absent or not a count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _completion_times(path: Path) -> npt.NDArray[np.float64]:
@@ -160,8 +171,27 @@ def _rows(runs: Sequence[RunRecord]) -> list[tuple[str, list[str]]]:
         ("decisions", [f"{r.summary.decisions:,}" for r in runs]),
         ("fallbacks", [f"{r.summary.fallbacks:,}" for r in runs]),
     ]
+    rows += _quota_rows(runs)
     if any(r.summary.interrupted for r in runs):
         rows.append(("interrupted", ["yes" if r.summary.interrupted else "no" for r in runs]))
+    return rows
+
+
+def _quota_rows(runs: Sequence[RunRecord]) -> list[tuple[str, list[str]]]:
+    """The rows of the tenants' quotas (docs/fairness.md), when some run has them: GPU-s
+    held beyond quotas while a tenant within its own waited, the starts the quota keeper
+    dropped and the jobs it preempted to give quotas back ("-" for a run without)."""
+    rows: list[tuple[str, list[str]]] = []
+    if any((math.isfinite(r.summary.quota_violation_gpu_s) and r.summary.quota_violation_gpu_s
+           > 0) or r.quota_dropped_starts is not None for r in runs):
+        rows.append(("quota violations", [
+            _figure(r.summary.quota_violation_gpu_s, ",.1f") + " GPU-s"
+            if math.isfinite(r.summary.quota_violation_gpu_s) else "-" for r in runs]))
+    for name, counts in (("quota dropped starts", [r.quota_dropped_starts for r in runs]),
+                         ("quota reclaims", [r.quota_reclaims for r in runs])):
+        if any(value is not None for value in counts):
+            rows.append((name, [f"{value:,}" if value is not None else "-"
+                                for value in counts]))
     return rows
 
 
@@ -214,7 +244,8 @@ def to_frame(runs: Sequence[RunRecord]) -> Any:
 
     return pd.concat([r.summary.to_frame().assign(
         run=r.label, policy=r.policy, trace=r.trace, cluster=r.cluster, load=r.load,
-        seed=r.seed) for r in runs], ignore_index=True)
+        seed=r.seed, quota_dropped_starts=r.quota_dropped_starts,
+        quota_reclaims=r.quota_reclaims) for r in runs], ignore_index=True)
 
 
 def jct_cdf(runs: Sequence[RunRecord], ax: Any = None) -> Any:

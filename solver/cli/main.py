@@ -53,6 +53,11 @@ from hetsched.solving import solve
 
 log = logging.getLogger("hetsched")
 
+#: The fairness figures a replay with ``--tenants`` prints besides the others
+#: (docs/fairness.md).
+TENANT_KEYS = ("tenant_jain_index", "quota_violation_gpu_s", "max_rho", "quota_dropped_starts",
+               "quota_reclaims")
+
 #: ``--engine``: where replays run (``hetsched.bench.engines.ENGINES``).
 ENGINES = ("local", "ray")
 
@@ -281,7 +286,8 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
                              tenants_path=tenants_path, pairs_path=pairs_path)
     for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
                 "deadline_met", "utilization", "preemptions", "decisions", "round_s",
-                "restart_penalty_s", "fallbacks", "decision_time_p95_s", "wall_time_s"):
+                "restart_penalty_s", "fallbacks", "decision_time_p95_s", "wall_time_s",
+                *(TENANT_KEYS if tenants_path is not None else ())):
         click.echo(f"{key}: {format_number(summary.get(key))}")
     for name in ("warnings", "notes"):
         items = summary.get(name)

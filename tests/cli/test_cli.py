@@ -261,3 +261,39 @@ def test_replay_prints_no_exponent_and_no_none(tmp_path: Path,
     assert values
     assert not [v for v in values if re.search(r"[0-9]e[+-][0-9]|None", v)]
     assert "round_s: -" in lines  # fifo has no rounds
+
+
+def philly_tenants(folder: Path) -> Path:
+    """Two tenants of the Philly sample's virtual clusters, c1 (its 1- and 2-GPU jobs) and
+    c2 (its 4-GPU job), each guaranteed 2 V100s."""
+    folder.mkdir(parents=True, exist_ok=True)
+    table = folder / "tenants.json"
+    table.write_text(json.dumps({"tenants": [
+        {"name": "c1", "weight": 1, "quotas": {"v100": {"nominal": 2}}},
+        {"name": "c2", "weight": 1, "quotas": {"v100": {"nominal": 2}}}]}))
+    return table
+
+
+def test_a_tenant_replay_prints_its_fairness_figures(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    trace = ROOT / "tests" / "data" / "traces" / "philly_small.csv"
+    main(["replay", str(trace), "--format", "philly", "--cluster", "v100=4,k80=4",
+          "--tenants", str(philly_tenants(tmp_path)), "--out", str(tmp_path / "r")])
+    lines = capsys.readouterr().out.splitlines()
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    for key in ("tenant_jain_index", "quota_violation_gpu_s", "max_rho",
+                "quota_dropped_starts", "quota_reclaims"):
+        value = summary[key]
+        assert isinstance(value, int | float)
+        assert math.isfinite(value)
+        printed = f"{value:,}" if isinstance(value, int) else (
+            f"{value:,.1f}" if value >= 1000 else None)
+        (line,) = [line for line in lines if line.startswith(f"{key}: ")]
+        if printed is not None:
+            assert line == f"{key}: {printed}"
+        else:
+            assert math.isclose(float(line.split(": ")[1]), value, rel_tol=1e-5)
+    # Without tenants, no such line.
+    main(["replay", str(trace), "--format", "philly", "--cluster", "v100=4,k80=4", "--out",
+          str(tmp_path / "plain")])
+    assert "tenant_jain_index" not in capsys.readouterr().out

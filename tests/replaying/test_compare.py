@@ -114,3 +114,26 @@ def test_compare_warns_when_the_runs_are_unlike(
     notes = [line for line in captured.out.splitlines() if line.startswith("note: ")]
     assert [note.removeprefix("note: ") for note in notes] == [
         w.removeprefix("warning: ") for w in warnings]
+
+
+def test_compare_shows_quotas_when_a_run_has_them(
+        runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Without tenants, no quota rows (test above); a run with them adds its violations,
+    # the starts the quota keeper dropped and the jobs it took back, "-" for the others.
+    table = tmp_path / "tenants.json"  # the Philly sample's virtual clusters, 2 V100s each
+    table.write_text(json.dumps({"tenants": [
+        {"name": "c1", "quotas": {"v100": {"nominal": 2}}},
+        {"name": "c2", "quotas": {"v100": {"nominal": 2}}}]}))
+    main(["replay", str(SAMPLE), "--format", "philly", "--cluster", "v100=4,k80=4",
+          "--policy", "srtf", "--tenants", str(table), "--out", str(tmp_path / "kept")])
+    capsys.readouterr()
+    main(["compare", str(runs[0]), str(tmp_path / "kept")])
+    rows = {line.split("  ")[0]: line for line in capsys.readouterr().out.splitlines()}
+    summary = json.loads((tmp_path / "kept" / "summary.json").read_text())
+    assert rows["quota violations"].split()[2:] == [
+        "0.0", "GPU-s", f"{summary['quota_violation_gpu_s']:,.1f}", "GPU-s"]
+    assert rows["quota dropped starts"].split()[3:] == [
+        "-", f"{summary['quota_dropped_starts']:,}"]
+    assert rows["quota reclaims"].split()[2:] == ["-", f"{summary['quota_reclaims']:,}"]
+    main(["compare", *map(str, runs)])
+    assert "quota" not in capsys.readouterr().out
