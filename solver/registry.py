@@ -70,6 +70,9 @@ class Entry:
     elastic: bool = False
     #: made for elastic jobs (its settings tuned on them): a replay without any says so
     for_elastic: bool = False
+    #: it may pack two whole one-GPU jobs on one GPU at their measured co-location speeds
+    #: (so measured pairs, ``--pairs``, reach it)
+    packs: bool = False
 
 
 ENTRIES: dict[str, Entry] = {e.name: e for e in (
@@ -100,7 +103,7 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           policy="hetsched.policies.baselines.tiresias:Tiresias"),
     Entry("gandiva", "Gandiva: time slicing, packing of one-GPU jobs at measured pair "
           "speeds, migration of spread gangs onto one node (OSDI 2018)",
-          policy="hetsched.policies.baselines.gandiva:Gandiva"),
+          policy="hetsched.policies.baselines.gandiva:Gandiva", packs=True),
     Entry("gavel", "Gavel: max-min fairness LP in rounds (OSDI 2020)",
           policy="hetsched.policies.baselines.gavel:Gavel", params={"objective": "max-min"},
           backends=BACKENDS_OF["gavel"]),
@@ -146,33 +149,34 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("gavel-packed", "Gavel's max_min_fairness_packed: max-min LP over jobs alone and "
           "pairs of one-GPU jobs packed on one GPU at measured speeds, in Gavel's rounds",
           policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
-          backends=BACKENDS_OF["gavel-packed"]),
+          backends=BACKENDS_OF["gavel-packed"], packs=True),
     Entry("fifo-packed", "Gavel's fifo_packed: FIFO onto the fastest type, then waiting "
           "one-GPU jobs packed beside placed ones at measured speeds, in Gavel's rounds",
           policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
-          params={"objective": "fifo"}),
+          params={"objective": "fifo"}, packs=True),
     Entry("ftf-packed", "Gavel's finish_time_fairness_packed: least worst finish-time ratio "
           "over jobs alone and pairs of one-GPU jobs packed on one GPU at measured speeds, "
           "in Gavel's rounds",
           policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
-          params={"objective": "finish-time"}, backends=BACKENDS_OF["ftf-packed"]),
+          params={"objective": "finish-time"}, backends=BACKENDS_OF["ftf-packed"], packs=True),
     Entry("min-total-duration-packed", "Gavel's min_total_duration_packed: least makespan of "
           "the active jobs over jobs alone and pairs of one-GPU jobs packed on one GPU at "
           "measured speeds, in Gavel's rounds",
           policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
           params={"objective": "min-total-duration"},
-          backends=BACKENDS_OF["min-total-duration-packed"]),
+          backends=BACKENDS_OF["min-total-duration-packed"], packs=True),
     Entry("max-throughput-per-cost-packed", "Gavel's max_sum_throughput_normalized_by_cost_"
           "packed_SLOs: most throughput per dollar over jobs alone and pairs of one-GPU jobs "
           "packed on one GPU at measured speeds (meet_deadlines: its SLOs), in Gavel's rounds",
           policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
-          params={"objective": "cost"}, backends=BACKENDS_OF["max-throughput-per-cost-packed"]),
+          params={"objective": "cost"}, backends=BACKENDS_OF["max-throughput-per-cost-packed"],
+          packs=True),
     Entry("gavel-water-filling-packed", "Gavel's max_min_fairness_water_filling_packed: "
           "weighted max-min fairness by water-filling over jobs alone and pairs of one-GPU "
           "jobs packed on one GPU at measured speeds, in Gavel's rounds",
           policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
           params={"objective": "water-filling"},
-          backends=BACKENDS_OF["gavel-water-filling-packed"]),
+          backends=BACKENDS_OF["gavel-water-filling-packed"], packs=True),
     Entry("isolated", "Gavel's isolated: each active job an equal 1/n share of every GPU "
           "type, in rounds",
           policy="hetsched.policies.baselines.isolated:Isolated"),
@@ -183,7 +187,7 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("progress-packed", "progress that may also pack two whole 1-GPU jobs on one GPU "
           "at their measured co-location speeds when the MILP finds the pair worth more",
           policy="hetsched.policies.progress:Progress", params={"pairing": True},
-          backends=BACKENDS_OF["progress-packed"], exact=True, elastic=True),
+          backends=BACKENDS_OF["progress-packed"], exact=True, elastic=True, packs=True),
     Entry("progress-elastic", "progress for elastic jobs (docs/elastic.md): 120 s rounds "
           "and horizon, each job planned with its rate over the horizon, GPU time priced by "
           "the jobs it delays, heSRPT's shares while nobody waits",
@@ -269,7 +273,10 @@ def rolling(name: str, *, backend: str | None = None,
             kwargs.setdefault("deterministic", deterministic)
         made: RollingPolicy = _load(found.policy)(**kwargs)
         return made
-    return Replanning(planner(base), backend=backend, time_limit_s=time_limit_s, seed=seed,
+    # A back-end the model lacks is its first, as for the rolling policies above (a replay
+    # says so: hetsched.setting_notices), not a failure at every decision.
+    return Replanning(planner(base), backend=backend if backend in found.backends else (
+        found.backends[0] if found.backends else None), time_limit_s=time_limit_s, seed=seed,
                        deterministic=deterministic, **params)
 
 

@@ -279,12 +279,15 @@ def replay_rendered(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *
                  policy_name: str, settings: ReplaySettings | None = None,
                  params: Mapping[str, object] | None = None,
                  progress: ReplayBar | None = None, out: Path | None = None,
-                 files: Mapping[str, str] | None = None) -> ReplayOutput:
+                 files: Mapping[str, str] | None = None,
+                 pairs: Path | None = None) -> ReplayOutput:
     """Replay the jobs of ``trace`` (arrivals scaled by the settings' ``load``) under
     ``policy`` and render its outputs (:func:`run_replay`'s; ``params``, the policy's own
     settings, are recorded in the summary as ``policy_params``). With ``out``, the files
     (and ``files``: ``run.toml``) are written there as one set before a Ctrl-C that came
-    meanwhile takes effect."""
+    meanwhile takes effect. The settings that could not change the replay
+    (:mod:`hetsched.setting_notices`; ``pairs``, the co-location pairs file, if one was
+    given) are logged and listed first in its warnings."""
     from hetsched.core.interrupts import deferred_interrupts
     from hetsched.formulations.versions import solver_versions
     from hetsched.setting_notices import job_notices, policy_notices, say, trace_notices
@@ -295,7 +298,7 @@ def replay_rendered(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *
     cluster = inputs.cluster
     said = say([*trace_notices(settings, inputs, trace),
                 *policy_notices(settings, policy_name),
-                *job_notices(settings, policy_name, trace.jobs)])
+                *job_notices(settings, policy_name, trace.jobs, pairs=pairs)])
     jobs = scale_arrivals(trace.jobs, settings.load)
     replay = _simulate(cluster, jobs, policy, settings, truth=inputs.truth,
                        model=inputs.model, colocation=inputs.colocation, bar=progress)
@@ -375,7 +378,8 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     progress = ReplayBar(len(trace.jobs)) if show_progress else None
     return replay_rendered(inputs, trace, with_tenants(policy, inputs.tenants),
                            policy_name=policy_name, settings=settings,
-                        progress=progress, out=out, files=files).summary
+                           progress=progress, out=out, files=files,
+                           pairs=pairs_path).summary
 
 
 @dataclasses.dataclass(frozen=True)

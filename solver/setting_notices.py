@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hetsched.core.records import Job
@@ -94,24 +95,38 @@ def _elastic_policies() -> list[str]:
     return [name for name, found in ENTRIES.items() if found.elastic]
 
 
-def job_notices(settings: ReplaySettings, policy: str | None, jobs: Sequence[Job]) -> list[str]:
+def _packing_policies() -> list[str]:
+    from hetsched.registry import ENTRIES
+
+    return [name for name, found in ENTRIES.items() if found.packs]
+
+
+def job_notices(settings: ReplaySettings, policy: str | None, jobs: Sequence[Job], *,
+                pairs: Path | None = None) -> list[str]:
     """What ``settings`` set that the jobs cannot use: a co-location factor where no job
     asks for a share of a GPU (the policies that pack whole jobs pack only measured
     pairs, docs/traces.md), the packed speed of spread gangs where every job runs on one
-    GPU; and a policy (``policy``, a registered name) made for elastic jobs where none
-    is."""
+    GPU; co-location pairs measured on their own (``pairs``, the file) where no job shares
+    a GPU and the policy packs none; and a policy (``policy``, a registered name) made for
+    elastic jobs where none is."""
     from hetsched.registry import entry
 
     notes: list[str] = []
-    if settings.colocation_factor != DEFAULT_COLOCATION_FACTOR and not any(
-            job.gpu_share is not None for job in jobs):
+    shares = any(job.gpu_share is not None for job in jobs)
+    found = entry(policy) if policy is not None else None
+    if pairs is not None and not shares and found is not None and not found.plugin \
+            and not found.packs:
+        notes.append(f"{_named('pairs', pairs)} does not apply: no job asks for a share of a "
+                     f"GPU and policy {policy} packs no jobs (policies that do: "
+                     + ", ".join(_packing_policies()) + ")")
+    if settings.colocation_factor != DEFAULT_COLOCATION_FACTOR and not shares:
         notes.append(f"{_named('colocation_factor', settings.colocation_factor)} does not "
                      "apply: no job asks for a share of a GPU (openb's gpu_milli), and the "
                      "policies that pack whole jobs pack only pairs measured both ways")
     if settings.spread_speed == "packed" and all(max(job.gpu_counts) == 1 for job in jobs):
         notes.append(f"{_named('spread_speed', 'packed')} does not apply: every job runs on "
                      "one GPU (no gang to spread over servers)")
-    if policy is not None and entry(policy).for_elastic and not any(
+    if found is not None and found.for_elastic and not any(
             len(job.gpu_counts) > 1 for job in jobs):
         notes.append(f"policy {policy} is made for elastic jobs and no job is elastic: it "
                      "ran rigid jobs (elastic (--elastic) with --format pollux, or "

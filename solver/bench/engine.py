@@ -30,6 +30,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from hetsched.core.errors import InputError
@@ -70,6 +71,8 @@ class Cell:
     policy: str
     params: tuple[tuple[str, object], ...]
     settings: ReplaySettings
+    #: the bench's co-location pairs file (measured on their own), if any
+    pairs: Path | None = None
 
     @property
     def seed(self) -> int:
@@ -97,7 +100,7 @@ def run_cell(cell: Cell, inputs: ReplayInputs, trace: Trace,
     policy = with_tenants(rolling_policy(cell.policy, cell.settings, params=params,
                                          executor=executor), inputs.tenants)
     return replay_rendered(inputs, trace, policy, policy_name=cell.policy,
-                        settings=cell.settings, params=params)
+                           settings=cell.settings, params=params, pairs=cell.pairs)
 
 
 class WorkerLostError(RuntimeError):

@@ -397,7 +397,7 @@ class _Bench:
             inputs[f"{key}/s{seed}"] = read.traces[seed]
         return [Cell(spec.name, spec.policy, self.index, key, f"{key}/s{spec.seed}",
                      *settings.policy_of(spec.policy),
-                     settings.run_settings(spec.seed, spec.load))
+                     settings.run_settings(spec.seed, spec.load), settings.pairs)
                 for spec in self.todo]
 
     def record(self, cell: Cell, output: ReplayOutput, seconds: float) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import hetsched
+from hetsched.bench.results import read_results
 from hetsched.cli.main import main
 from hetsched.core.records import Job
 from hetsched.files.traces import write_native
@@ -71,9 +72,17 @@ IGNORED: list[tuple[object, ...]] = [
      "policy fifo solves no model"),
     (PHILLY, ["--wall-clock"], "deterministic (--wall-clock) False",
      "policy fifo solves no model"),
+    # A class of yours takes what its constructor names: examples/my_policy.py nothing.
+    ([*PHILLY, "--policy", f"{ROOT / 'examples' / 'my_policy.py'}:MyPolicy"],
+     ["--backend", "highs"], "backend (--backend) highs",
+     "the constructor of policy " + str(ROOT / "examples" / "my_policy.py")
+     + ":MyPolicy takes no backend"),
     # A back-end the policy does not have: it runs with its own first.
     ([*PHILLY, "--policy", "gavel"], ["--backend", "cpsat"], "backend (--backend) cpsat",
      "policy gavel has the back-ends highs, cbc, scip; it ran with highs"),
+    # ... a model re-solved at each decision too (not a failure at every decision).
+    ([*PHILLY, "--policy", "allox"], ["--backend", "cpsat"], "backend (--backend) cpsat",
+     "policy allox has the back-ends matching, highs, cbc, scip; it ran with matching"),
     # Reading the trace: an alias of a type the cluster lacks, a limit above the trace's
     # jobs, a JCT window past its last job, GPU sharing off where nobody shares.
     (PHILLY, ["--gpu-alias", "p100=v100"], "gpu_aliases (--gpu-alias) p100",
@@ -109,6 +118,7 @@ def test_an_option_that_cannot_apply_says_so(tmp_path: Path, base: list[str],
                                              option: list[str], named: str, why: str) -> None:
     without, jobs_without = replayed(tmp_path / "without", base)
     summary, jobs = replayed(tmp_path / "with", base + option)
+    assert summary["fallbacks"] == without["fallbacks"] == 0
     said = [line for line in warnings_of(summary) if line.startswith(named)]
     assert len(said) == 1, warnings_of(summary)
     assert why in said[0]
@@ -167,3 +177,35 @@ def test_the_registry_says_which_policies_choose_elastic_jobs_gpu_counts(name: s
     else:
         assert not resized
         assert len(said) == 1
+
+
+def test_pairs_measured_on_their_own_say_when_nothing_packs(tmp_path: Path) -> None:
+    # No job of the Philly sample asks for a share of a GPU, and fifo packs none: the
+    # pairs cannot price anything; gavel-packed packs pairs, so they reach it.
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("job_type,other_job_type,gpu_type,throughput,other_throughput,alone,"
+                     "other_alone\na,b,v100,6,9,10,12\n")
+    _, jobs_without = replayed(tmp_path / "without", PHILLY)
+    summary, jobs = replayed(tmp_path / "with", [*PHILLY, "--pairs", str(pairs)])
+    assert jobs == jobs_without
+    (said,) = warnings_of(summary)
+    assert said.startswith(f"pairs (--pairs) {pairs} does not apply: no job asks for a share "
+                           "of a GPU and policy fifo packs no jobs (policies that do: gandiva,")
+    summary, _ = replayed(tmp_path / "packed", [*PHILLY, "--pairs", str(pairs), "--policy",
+                                                "gavel-packed"])
+    assert warnings_of(summary) == []
+
+
+def test_a_bench_says_which_option_did_not_apply_to_which_run(tmp_path: Path) -> None:
+    # One --time-limit for fifo, which solves no model, and progress, which does: fifo's
+    # rows (and run folders) say it did not apply, progress's say nothing.
+    main(["bench", "--trace", PHILLY[0], "--format", "philly", "--cluster", "v100=4,k80=4",
+          "--policies", "fifo,progress", "--time-limit", "0.2", "--no-lp-bound",
+          "--out", str(tmp_path / "b")])
+    rows = {row["policy"]: row for row in read_results(tmp_path / "b" / "results.csv")}
+    assert json.loads(rows["fifo"]["warnings"]) == [
+        "time_limit_s (--time-limit) 0.2 does not apply: policy fifo solves no model"]
+    assert json.loads(rows["progress"]["warnings"]) == []
+    summary = json.loads((tmp_path / "b" / "runs" / "fifo-s0-l1" / "summary.json")
+                         .read_text())
+    assert summary["warnings"] == json.loads(rows["fifo"]["warnings"])
