@@ -129,16 +129,17 @@ def _replay_jobs(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPol
     from hetsched.core.prices import with_prices
     from hetsched.core.records import configurations
     from hetsched.core.throughput import PackedEverywhere
-    from hetsched.setting_notices import job_notices, policy_notices, say
+    from hetsched.setting_notices import job_notices, policy_notices, round_notices, say
 
     name = policy if isinstance(policy, str) else None
+    made = policy if not isinstance(policy, str) else rolling_policy(policy, settings)
     said = say([*notices, *(policy_notices(settings, name) if name is not None else []),
+                *round_notices(settings, name or made.name, made.round_s),
                 *job_notices(settings, name, jobs)])
     cluster = with_prices(cluster, settings.prices)
     if settings.spread_speed == "packed":
         throughput = PackedEverywhere(throughput)
         model = None if model is None else PackedEverywhere(model)
-    made = policy if not isinstance(policy, str) else rolling_policy(policy, settings)
     made = with_tenants(made, tenants if keep_tenants else None)
     for index, job in enumerate(jobs):
         if not configurations(cluster, throughput, job):
@@ -290,7 +291,13 @@ def replay_rendered(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *
     given) are logged and listed first in its warnings."""
     from hetsched.core.interrupts import deferred_interrupts
     from hetsched.formulations.versions import solver_versions
-    from hetsched.setting_notices import job_notices, policy_notices, say, trace_notices
+    from hetsched.setting_notices import (
+        job_notices,
+        policy_notices,
+        round_notices,
+        say,
+        trace_notices,
+    )
     from hetsched.simulate.record import write_folder
 
     settings = settings or ReplaySettings()
@@ -298,6 +305,7 @@ def replay_rendered(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *
     cluster = inputs.cluster
     said = say([*trace_notices(settings, inputs, trace),
                 *policy_notices(settings, policy_name),
+                *round_notices(settings, policy_name, policy.round_s),
                 *job_notices(settings, policy_name, trace.jobs, pairs=pairs)])
     jobs = scale_arrivals(trace.jobs, settings.load)
     replay = _simulate(cluster, jobs, policy, settings, truth=inputs.truth,

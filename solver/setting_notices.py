@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from hetsched.files.replay_inputs import ReplayInputs
     from hetsched.files.traces import Trace
 
-__all__ = ["READING_FIELDS", "job_notices", "object_notices", "policy_notices", "say",
-           "trace_notices"]
+__all__ = ["READING_FIELDS", "job_notices", "object_notices", "policy_notices",
+           "round_notices", "say", "trace_notices"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,19 @@ def policy_notices(settings: ReplaySettings, policy: str) -> list[str]:
                      "choose GPU counts; each elastic job ran on the count it asked for "
                      "(policies that do: " + ", ".join(_elastic_policies()) + ")")
     return notes
+
+
+def round_notices(settings: ReplaySettings, policy: str, round_s: float | None) -> list[str]:
+    """A decision interval (``interval_s``) that adds no decision point: a multiple of the
+    policy's own round (``round_s``), whose boundaries lie on the same grid."""
+    interval = settings.interval_s
+    if interval is None or round_s is None or round_s <= 0:
+        return []
+    multiple = interval / round_s
+    if abs(multiple - round(multiple)) > 1e-9 * max(1.0, multiple):
+        return []
+    return [f"{_named('interval_s', interval)} does not apply: policy {policy} decides every "
+            f"{round_s:g} s already (its round), on the same grid"]
 
 
 def _elastic_policies() -> list[str]:

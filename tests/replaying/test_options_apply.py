@@ -92,6 +92,9 @@ IGNORED: list[tuple[object, ...]] = [
      "the trace has 3 jobs"),
     (PHILLY, ["--no-gpu-sharing"], "gpu_sharing (--no-gpu-sharing) False",
      "no job of the philly trace asks for a share"),
+    # Decision points on the grid of the policy's own rounds (gavel's 360 s) add none.
+    ([*PHILLY, "--policy", "gavel"], ["--interval", "720"], "interval_s (--interval) 720.0",
+     "policy gavel decides every 360 s already"),
     # Every job on one GPU: no gang to spread, so its packed speed changes nothing.
     (GAVEL_ONES, ["--spread-speed", "packed"], "spread_speed (--spread-speed) packed",
      "every job runs on one GPU"),
