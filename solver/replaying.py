@@ -217,17 +217,20 @@ def replay_trace(trace: str | Path, trace_format: str, cluster: str,
     ``changes`` are fields of :class:`ReplaySettings` (``limit_jobs=200``, ``load=2.0``)
     over those of ``settings``: ``replay_trace(..., limit_jobs=200)`` is
     ``replay_trace(..., settings=ReplaySettings(limit_jobs=200))``."""
-    from hetsched.setting_notices import trace_notices
+    from hetsched.setting_notices import seed_notices, trace_notices
 
     settings = _settings_with(settings, changes, "replay_trace")
     inputs = replay_inputs(Path(trace), trace_format, cluster,
                            throughput_path=None if throughput_path is None
                            else Path(throughput_path), settings=settings)
     read = read_jobs(inputs, settings)
+    notices = trace_notices(settings, inputs, read)
+    if isinstance(policy, str):
+        notices += seed_notices(settings, policy, trace_format)
     return _replay_jobs(read.jobs, inputs.cluster, policy, throughput=inputs.truth,
                         model=inputs.model, settings=settings, progress=progress,
                         colocation=inputs.colocation, tenants=None, keep_tenants=True,
-                        notices=trace_notices(settings, inputs, read))
+                        notices=notices)
 
 
 class ReplayBar:
@@ -296,6 +299,7 @@ def replay_rendered(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *
         policy_notices,
         round_notices,
         say,
+        seed_notices,
         trace_notices,
     )
     from hetsched.simulate.record import write_folder
@@ -306,6 +310,7 @@ def replay_rendered(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *
     said = say([*trace_notices(settings, inputs, trace),
                 *policy_notices(settings, policy_name),
                 *round_notices(settings, policy_name, policy.round_s),
+                *seed_notices(settings, policy_name, inputs.trace_format),
                 *job_notices(settings, policy_name, trace.jobs, pairs=pairs)])
     jobs = scale_arrivals(trace.jobs, settings.load)
     replay = _simulate(cluster, jobs, policy, settings, truth=inputs.truth,

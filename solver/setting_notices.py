@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from hetsched.files.traces import Trace
 
 __all__ = ["READING_FIELDS", "job_notices", "object_notices", "policy_notices",
-           "round_notices", "say", "trace_notices"]
+           "round_notices", "say", "seed_notices", "trace_notices"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,28 @@ def policy_notices(settings: ReplaySettings, policy: str) -> list[str]:
                      "choose GPU counts; each elastic job ran on the count it asked for "
                      "(policies that do: " + ", ".join(_elastic_policies()) + ")")
     return notes
+
+
+#: The trace formats whose rows name every job's type and work: their reader draws
+#: nothing with the seed but synthetic deadlines.
+GIVEN_FORMATS = ("gavel", "native", "pollux")
+
+
+def seed_notices(settings: ReplaySettings, policy: str, trace_format: str) -> list[str]:
+    """A seed that draws nothing: the trace names every job's type and work
+    (:data:`GIVEN_FORMATS`), no synthetic deadline is drawn, and the policy takes no seed
+    (a rolling policy is given none; a model re-solved at each decision, or a class of
+    yours whose constructor takes ``seed``, is)."""
+    from hetsched.registry import entry, takes
+
+    if settings.seed == 0 or settings.deadline_fraction or trace_format not in GIVEN_FORMATS:
+        return []
+    found = entry(policy)
+    if found.policy is None or (found.plugin and takes(policy, "seed")):
+        return []
+    return [f"{_named('seed', settings.seed)} does not apply: the {trace_format} trace names "
+            "every job's type and work, no synthetic deadline is drawn "
+            f"(--deadline-fraction), and policy {policy} takes no seed"]
 
 
 def round_notices(settings: ReplaySettings, policy: str, round_s: float | None) -> list[str]:

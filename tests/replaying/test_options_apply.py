@@ -95,6 +95,10 @@ IGNORED: list[tuple[object, ...]] = [
     # Decision points on the grid of the policy's own rounds (gavel's 360 s) add none.
     ([*PHILLY, "--policy", "gavel"], ["--interval", "720"], "interval_s (--interval) 720.0",
      "policy gavel decides every 360 s already"),
+    # A seed that draws nothing: Pollux's workloads name each job's type and work, and
+    # progress (a rolling policy) is given no seed.
+    ([*POLLUX, "--policy", "progress"], ["--seed", "3"], "seed (--seed) 3",
+     "the pollux trace names every job's type and work"),
     # Every job on one GPU: no gang to spread, so its packed speed changes nothing.
     (GAVEL_ONES, ["--spread-speed", "packed"], "spread_speed (--spread-speed) packed",
      "every job runs on one GPU"),
@@ -147,6 +151,7 @@ def test_synthetic_deadlines_where_every_job_has_its_own_say_so(tmp_path: Path) 
 
 #: (the replay, the option): options that change jobs.csv, and say nothing.
 APPLIED: list[tuple[object, ...]] = [
+    (PHILLY, ["--seed", "3"]),  # job types drawn
     (OPENB, ["--colocation-factor", "0.2"]),  # jobs share GPUs (gpu_milli)
     (OPENB, ["--no-gpu-sharing"]),
     ([*POLLUX, "--policy", "progress"], ["--elastic"]),
