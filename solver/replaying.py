@@ -227,6 +227,11 @@ def replay_trace(trace: str | Path, trace_format: str, cluster: str,
     notices = trace_notices(settings, inputs, read)
     if isinstance(policy, str):
         notices += seed_notices(settings, policy, trace_format)
+    if settings.jct_window is not None:
+        notices.append(f"jct_window (--jct-window) {settings.jct_window[0]}:"
+                       f"{settings.jct_window[1]} does not apply to a replay in memory: "
+                       "avg_jct_window_s is a figure of the files run_replay writes "
+                       "(hetsched.replaying.window_figures computes it from a Replay)")
     return _replay_jobs(read.jobs, inputs.cluster, policy, throughput=inputs.truth,
                         model=inputs.model, settings=settings, progress=progress,
                         colocation=inputs.colocation, tenants=None, keep_tenants=True,

@@ -216,3 +216,10 @@ def test_summary_json_records_elastic_and_the_spread_speed(tmp_path: Path) -> No
                settings=hetsched.ReplaySettings(elastic=True))
     written = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert (written["elastic"], written["spread_speed"]) == (True, "measured")
+
+
+def test_a_jct_window_in_memory_says_where_its_figure_is() -> None:
+    outcome = hetsched.replay_trace(SAMPLE, "philly", "v100=4,k80=4", "srtf", jct_window=(0, 2))
+    (said,) = outcome.metrics().warnings
+    assert said.startswith("jct_window (--jct-window) 0:2 does not apply to a replay in "
+                           "memory")
