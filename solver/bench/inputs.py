@@ -4,12 +4,14 @@ shares and the trace of each seed, as :class:`hetsched.bench.runner.BenchSetting
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hetsched.core.settings import ReplaySettings
+
 if TYPE_CHECKING:
-    from hetsched.bench.runner import BenchSettings
     from hetsched.files.replay_inputs import ReplayInputs
     from hetsched.files.traces import Trace
 
@@ -25,13 +27,16 @@ class Prefetched:
     traces: Mapping[int, Trace]
 
 
-def prefetch(settings: BenchSettings) -> Prefetched:
-    """Read the inputs of ``settings`` as its runs will (:func:`replay_inputs`, and
-    :func:`read_jobs` for each seed): an :class:`InputError` if any is bad."""
+def prefetch(trace: Path, trace_format: str, cluster: str, replay: ReplaySettings,
+             seeds: Sequence[int], *, throughput: Path | None = None,
+             tenants: Path | None = None, pairs: Path | None = None) -> Prefetched:
+    """Read a bench's inputs as its runs will (``replay_inputs``, and ``read_jobs`` for
+    each of ``seeds``, :mod:`hetsched.files.replay_inputs`): the fields of
+    :class:`~hetsched.bench.runner.BenchSettings` of the same names. An
+    :class:`~hetsched.core.errors.InputError` if any is bad."""
     from hetsched.files.replay_inputs import read_jobs, replay_inputs
 
-    inputs = replay_inputs(settings.trace, settings.trace_format, settings.cluster,
-                           throughput_path=settings.throughput, settings=settings.replay,
-                           tenants_path=settings.tenants, pairs_path=settings.pairs)
-    return Prefetched(inputs, {seed: read_jobs(inputs, settings.run_settings(seed, 1.0))
-                               for seed in settings.seeds})
+    inputs = replay_inputs(trace, trace_format, cluster, throughput_path=throughput,
+                           settings=replay, tenants_path=tenants, pairs_path=pairs)
+    return Prefetched(inputs, {seed: read_jobs(inputs, replay.replace(seed=seed, load=1.0))
+                               for seed in seeds})

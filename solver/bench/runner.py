@@ -24,7 +24,6 @@ together on one engine (:func:`run_benches`), each into its own folder.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import re
@@ -390,8 +389,10 @@ class _Bench:
         if not self.todo:
             return []
         settings, key = self.settings, str(self.index)
-        read = self.prefetched or prefetch(dataclasses.replace(
-            settings, seeds=tuple(dict.fromkeys(spec.seed for spec in self.todo))))
+        read = self.prefetched or prefetch(
+            settings.trace, settings.trace_format, settings.cluster, settings.replay,
+            tuple(dict.fromkeys(spec.seed for spec in self.todo)),
+            throughput=settings.throughput, tenants=settings.tenants, pairs=settings.pairs)
         inputs[key] = read.inputs
         for seed in dict.fromkeys(spec.seed for spec in self.todo):
             inputs[f"{key}/s{seed}"] = read.traces[seed]

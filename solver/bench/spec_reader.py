@@ -145,7 +145,9 @@ def check_inputs(reader: SpecReader, key: str, entry: Mapping[str, Any], cluster
     from hetsched.bench.inputs import prefetch
 
     try:
-        return prefetch(settings)
+        return prefetch(settings.trace, settings.trace_format, settings.cluster,
+                        settings.replay, settings.seeds, throughput=settings.throughput,
+                        tenants=settings.tenants, pairs=settings.pairs)
     except InputError as error:
         name = error.path or ""
         spec_key = SETTING_KEYS.get(name)
