@@ -22,7 +22,14 @@ type, a nominal quota (guaranteed) and a borrowing limit. At every decision:
    owed. If it is owed a type a borrowed start of the policy's just took, the decision is
    made again with the job preempted from the start (so that start is refused). So a
    tenant gets its quota back in the decision its jobs arrive at, when the borrowed GPUs
-   can hold them.
+   can hold them. Types with GPUs left free count too: a tenant's quota does not wait
+   for the policy's order (a FIFO head that may not borrow holds up no other tenant
+   within its quota).
+3. **Nothing idle that may be taken.** A job whose start was refused starts where its
+   tenant may take free GPUs instead, and so may a job preempted to give a quota back;
+   when a start was refused or undone or a job shown narrowed, the waiting jobs the
+   policy did not start follow in its order, and the jobs it preempted may take the GPUs
+   it would have kept busy (a refused start must not leave idle what others may take).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from hetsched.core.fairness import tenant_of
 from hetsched.core.ranges import MAX_WEIGHT, MIN_WEIGHT
 from hetsched.core.records import Job
 from hetsched.core.tenants import TenantTable
+from hetsched.policies.quota_ledger import Key, QuotaLedger
 from hetsched.policies.rolling import (
     ClusterState,
     Decision,
@@ -48,8 +56,6 @@ from hetsched.policies.rolling import (
 )
 from hetsched.policies.rolling import quiet_until as policy_quiet_until
 
-Key = tuple[str, str]  # (tenant, GPU type)
-
 
 def with_tenants(policy: RollingPolicy, tenants: TenantTable | None) -> RollingPolicy:
     """``policy`` within the quotas and weights of ``tenants`` (:class:`TenantKeeper`), or
@@ -58,71 +64,6 @@ def with_tenants(policy: RollingPolicy, tenants: TenantTable | None) -> RollingP
                                or tenants.preempt_for_shares):
         return policy
     return TenantKeeper(policy, tenants)
-
-
-class _Ledger:
-    """What each tenant holds of each GPU type during one decision, and the gangs of the
-    jobs that wait, by tenant and type: who may take what (module notes)."""
-
-    def __init__(self, tenants: TenantTable, types_of: Callable[[Job], list[str]],
-                 running: Iterable[RunningJob], waiting: Iterable[Job]) -> None:
-        self.tenants = tenants
-        self.types_of = types_of
-        self.held: Counter[Key] = Counter()
-        for run in running:
-            self.held[(tenant_of(run.job), run.gpu_type)] += len(run.gpus)
-        self.gangs: dict[Key, Counter[int]] = {}
-        self.wait_for(waiting)
-
-    def wait_for(self, waiting: Iterable[Job]) -> None:
-        """The jobs that wait are ``waiting`` (their gangs, by tenant and type)."""
-        self.gangs = {}
-        self.waiting: set[str] = set()
-        for job in waiting:
-            self.waiting.add(job.id)
-            for gpu_type in self.types_of(job):
-                self.gangs.setdefault((tenant_of(job), gpu_type), Counter())[job.num_gpus] += 1
-
-    def nominal(self, key: Key) -> int:
-        """The tenant's nominal quota of the type."""
-        return self.tenants.get(key[0]).quota(key[1]).nominal
-
-    def borrowed(self, gpu_type: str) -> bool:
-        """Whether some tenant holds ``gpu_type`` beyond its nominal quota."""
-        return any(count > self.nominal(key) for key, count in self.held.items()
-                   if key[1] == gpu_type)
-
-    def owed(self, gpu_type: str, besides: str) -> bool:
-        """Whether a tenant other than ``besides`` waits with a job of ``gpu_type`` whose
-        gang fits in what it holds below its nominal quota."""
-        return any(key[1] == gpu_type and key[0] != besides and
-                   any(n > 0 and g <= self.nominal(key) - self.held[key]
-                       for g, n in counter.items()) for key, counter in self.gangs.items())
-
-    def may_take(self, job: Job, gpu_type: str) -> bool:
-        """Whether ``job`` may start on ``gpu_type`` now: within its tenant's nominal plus
-        borrowing limit, and not borrowing while another tenant is owed the type or while
-        the job fits in its own tenant's quota of a type others borrow."""
-        tenant = tenant_of(job)
-        key = (tenant, gpu_type)
-        after = self.held[key] + job.num_gpus
-        quota = self.tenants.get(tenant).quota(gpu_type)
-        if after > quota.most:
-            return False
-        if after <= quota.nominal:
-            return True
-        return not self.owed(gpu_type, tenant) and not any(
-            self.held[(tenant, t)] + job.num_gpus <= self.nominal((tenant, t))
-            and self.borrowed(t) for t in self.types_of(job))
-
-    def take(self, job: Job, gpu_type: str, gpus: int, sign: int = 1) -> None:
-        """``job`` starts (or, ``sign`` -1, stops) on ``gpus`` GPUs of ``gpu_type``; a job
-        that waited waits no more, on any type."""
-        self.held[(tenant_of(job), gpu_type)] += sign * gpus
-        if sign > 0 and job.id in self.waiting:
-            self.waiting.discard(job.id)
-            for kind in self.types_of(job):
-                self.gangs[(tenant_of(job), kind)][job.num_gpus] -= 1
 
 
 class TenantKeeper(PolicyHooks):
@@ -148,6 +89,12 @@ class TenantKeeper(PolicyHooks):
         #: starts of the policy dropped, and jobs preempted to give quotas back
         self.dropped = 0
         self.reclaimed = 0
+        #: refused starts of the policy made elsewhere, where the job's tenant may borrow
+        self.redirected = 0
+        self._redirected = 0  # (of the last pass of keep_quotas)
+        #: the waiting jobs the last view (:meth:`limited`) showed with fewer GPU types
+        #: than they can run on, or hid
+        self._restricted: set[str] = set()
         #: jobs started at their arrival for their tenants' shares, and jobs preempted
         #: for them (hetsched.policies.share_reclaim)
         self.share_starts = 0
@@ -175,7 +122,7 @@ class TenantKeeper(PolicyHooks):
     def figures(self) -> dict[str, object]:
         """The wrapped policy's figures, and the quota keeper's counts."""
         return {**self.policy.figures(), "quota_dropped_starts": self.dropped,
-                "quota_reclaims": self.reclaimed,
+                "quota_redirected_starts": self.redirected, "quota_reclaims": self.reclaimed,
                 **({"share_starts": self.share_starts,
                     "share_preemptions": self.share_preemptions}
                    if self.tenants.preempt_for_shares else {})}
@@ -196,15 +143,16 @@ class TenantKeeper(PolicyHooks):
         return list(view.by_type(job))
 
     def _ledger(self, state: ClusterState, running: Iterable[RunningJob],
-                waiting: Iterable[Job]) -> _Ledger:
-        return _Ledger(self.tenants, partial(self._types, state), running, waiting)
+                waiting: Iterable[Job]) -> QuotaLedger:
+        return QuotaLedger(self.tenants, partial(self._types, state), running, waiting)
 
     def limited(self, state: ClusterState) -> ClusterState:
         """``state`` with each waiting job allowed only the GPU types its tenant may take
-        now (:meth:`_Ledger.may_take`), jobs with none left out, and every job weighted
+        now (:meth:`QuotaLedger.may_take`), jobs with none left out, and every job weighted
         by its tenant (see the class)."""
         ledger = self._ledger(state, state.running, state.pending) \
             if self.tenants.has_quotas() else None  # (weights only: every type allowed)
+        self._restricted = set()
         weigh = self._weigher(state)
         shown: list[Job] = []
         changed = False
@@ -212,6 +160,8 @@ class TenantKeeper(PolicyHooks):
             types = self._types(state, job)
             allowed = types if ledger is None else [t for t in types
                                                     if ledger.may_take(job, t)]
+            if len(allowed) < len(types):
+                self._restricted.add(job.id)
             if not allowed:
                 changed = True
                 continue
@@ -309,8 +259,10 @@ class TenantKeeper(PolicyHooks):
             forced += new
         dropped = len([s for s in decision.start if s not in kept])
         self.dropped += dropped
+        self.redirected += self._redirected
         self.reclaimed += len(reclaimed) + len(forced)
-        if not dropped and len(kept) == len(decision.start) and not reclaimed and not forced:
+        if not dropped and len(kept) == len(decision.start) and not reclaimed and \
+                not forced and len(preempt) == len(decision.preempt):
             return decision
         return Decision(tuple(kept), (*dict.fromkeys([*preempt, *reclaimed]),),
                         decision.fallback, decision.note)
@@ -332,7 +284,7 @@ class TenantKeeper(PolicyHooks):
         before: Counter[Key] = Counter()
         for run in state.running:
             before[(tenant_of(run.job), run.gpu_type)] += len(run.gpus)
-        protected = {g: tenant_of(run.job) for run in state.running if run.job.id in preempt
+        protected = {g: run.job.id for run in state.running if run.job.id in preempt
                      and before[(tenant_of(run.job), run.gpu_type)]
                      <= ledger.nominal((tenant_of(run.job), run.gpu_type)) for g in run.gpus}
         jobs = {**{r.job.id: r.job for r in state.running}, **waiting}
@@ -351,35 +303,133 @@ class TenantKeeper(PolicyHooks):
         placed = {s.job for s in kept}
         ledger.wait_for([j for j in waiting.values() if j.id not in placed])
         refused: set[str] = set()  # types a start was refused on
+        dropped: list[Start] = []
         for start in borrowing:
             job = jobs[start.job]
-            key = (tenant_of(job), start.gpu_type)
-            if ledger.may_take(job, start.gpu_type) and \
-                    all(protected.get(g, key[0]) == key[0] for g in start.gpus):
+            if ledger.may_take(job, start.gpu_type) and not self._protected(
+                    start.gpus, tenant_of(job), protected, jobs, kept):
                 kept.append(start)
                 ledger.take(job, start.gpu_type, len(start.gpus))
             else:
                 refused.add(start.gpu_type)
+                dropped.append(start)
         borrowed = len(kept) > len(decision.start) - len(borrowing)
-        preempt = self._needed(state, ledger, preempt, kept, running, waiting)
+        preempt = self._needed(state, ledger, preempt, kept, running, waiting, dropped, forced)
         reclaimed = self._reclaim(state, ledger, waiting, kept, preempt, running, refused)
+        self._redirected = 0
+        stopped = [*preempt, *reclaimed]
+        chosen = {s.job for s in decision.start} | set(decision.preempt)
+        others = [(job, None) for job in state.pending if job.id not in chosen]
+        self._redirect(state, ledger, [*((jobs[s.job], s.gpu_type) for s in dropped
+                                         if s.job not in running),
+                                       *((jobs[j], None) for j in reclaimed),
+                                       *(others if self._restricted else [])],
+                       kept, stopped, protected, waiting)
+        if dropped:  # GPUs the policy would have kept busy and the quotas left idle
+            short = self._busy(state, decision.preempt, decision.start)
+            short.subtract(self._busy(state, stopped, kept))
+            halted = [(jobs[job_id], None) for job_id in decision.preempt
+                      if job_id not in running]
+            self._redirect(state, ledger, [*others, *halted], kept, stopped, protected,
+                           waiting, +short)
         return kept, preempt, reclaimed, borrowed
 
-    def _needed(self, state: ClusterState, ledger: _Ledger, preempt: list[str],
+    @staticmethod
+    def _protected(gpus: Iterable[str], tenant: str, protected: dict[str, str],
+                   jobs: dict[str, Job], kept: Sequence[Start]) -> bool:
+        """Whether a start of ``tenant`` on ``gpus`` would take GPUs of another tenant's
+        job that the policy preempts while it runs within its quota and that does not
+        start elsewhere (``kept``): a job moved to other GPUs leaves its own free."""
+        owners = {protected[g] for g in gpus if g in protected}
+        if not owners:
+            return False
+        moved = {s.job for s in kept}
+        return any(tenant_of(jobs[owner]) != tenant and owner not in moved
+                   for owner in owners)
+
+    @staticmethod
+    def _busy(state: ClusterState, preempt: Iterable[str], starts: Iterable[Start]
+              ) -> Counter[str]:
+        """GPUs of each type busy once ``preempt`` stop and ``starts`` start."""
+        stop = set(preempt)
+        busy = Counter(dict.fromkeys(state.cluster.type_names, 0))
+        for run in state.running:
+            if run.job.id not in stop:
+                busy[run.gpu_type] += len(run.gpus)
+        for start in starts:
+            busy[start.gpu_type] += len(start.gpus)
+        return busy
+
+    def _redirect(self, state: ClusterState, ledger: QuotaLedger,
+                  candidates: Sequence[tuple[Job, str | None]], kept: list[Start],
+                  preempt: Sequence[str], protected: dict[str, str],
+                  waiting: dict[str, Job], budget: Counter[str] | None = None) -> None:
+        """Start each of ``candidates`` (in order) on free GPUs where its tenant may take
+        them, the type given first, then its fastest (appending to ``kept``): the jobs
+        whose start the quotas refused (the policy wanted them to run), the jobs preempted
+        to give a quota back (they may borrow elsewhere), then, when the quotas refused
+        or undid a start or narrowed the policy's view, the other waiting jobs it did not
+        start or preempt (a FIFO head that may not borrow, or a round planned on types a
+        not take, must not leave GPUs idle that others may take). With a ``budget``, at
+        most that many GPUs of each type (those the policy would have kept busy)."""
+        if not candidates or (budget is not None and not budget):
+            return
+        pool = state.pool()
+        for run in state.running:
+            if run.job.id in preempt:
+                pool.release(run.gpus, run.job)
+        for start in kept:
+            pool.take(start.gpus, waiting.get(start.job))
+        moved = {s.job for s in kept}
+        held = [g for g, owner in protected.items() if owner not in moved and pool.is_free(g)]
+        if held:  # (protected GPUs stay with their owners' tenants: not lent here)
+            pool.take(held)
+        for job, first in candidates:
+            if job.id in moved or not pool.has_free():
+                continue
+            for gpu_type in dict.fromkeys([*([first] if first else []),
+                                           *self._types(state, job)]):
+                if (budget is not None and budget[gpu_type] < job.num_gpus) or \
+                        not ledger.may_take(job, gpu_type):
+                    continue
+                gpus = pool.best_fit(job, gpu_type, job.num_gpus, state.throughput)
+                if gpus is None:
+                    continue
+                pool.take(gpus, job)
+                kept.append(Start(job.id, gpu_type, gpus))
+                moved.add(job.id)
+                ledger.take(job, gpu_type, job.num_gpus)
+                self._redirected += 1
+                if budget is not None:
+                    budget[gpu_type] -= job.num_gpus
+                break
+
+    def _needed(self, state: ClusterState, ledger: QuotaLedger, preempt: list[str],
                 kept: Sequence[Start], running: dict[str, RunningJob],
-                waiting: dict[str, Job]) -> list[str]:
+                waiting: dict[str, Job], dropped: Sequence[Start],
+                forced: Sequence[str]) -> list[str]:
         """The preemptions of ``preempt`` still needed once starts were dropped: a job
-        running within its tenant's nominal quota, whose GPUs no kept start takes and
-        which does not start again elsewhere, keeps running (it goes back to ``running``
-        and the ledger)."""
+        whose GPUs no kept start takes and which does not start again elsewhere keeps
+        running (it goes back to ``running`` and the ledger) if it runs within its
+        tenant's nominal quota, if the policy preempted it for a start that was dropped
+        (its GPUs would stand idle; a borrower kept so may still give them back to an
+        owed tenant: :meth:`_reclaim`), or if its own move elsewhere was dropped (it
+        stays where it runs). Jobs preempted to give a quota back
+        (``forced``) stay preempted."""
         taken = {g for s in kept for g in s.gpus}
         moving = {s.job for s in kept}
+        wanted = {g for s in dropped for g in s.gpus}
+        refused = {s.job for s in dropped}
         needed: list[str] = []
         for job_id in preempt:
             run = next((r for r in state.running if r.job.id == job_id), None)
-            if run is None or job_id in moving or not taken.isdisjoint(run.gpus) or \
-                    ledger.held[(tenant_of(run.job), run.gpu_type)] + len(run.gpus) \
-                    > ledger.nominal((tenant_of(run.job), run.gpu_type)):
+            key = (tenant_of(run.job), run.gpu_type) if run is not None else ("", "")
+            after = ledger.held[key] + len(run.gpus) if run is not None else 0
+            if run is None or job_id in moving or job_id in forced or \
+                    not taken.isdisjoint(run.gpus) or \
+                    after > self.tenants.get(key[0]).quota(key[1]).most or (
+                    wanted.isdisjoint(run.gpus) and job_id not in refused and
+                    after > ledger.nominal(key)):
                 needed.append(job_id)
                 continue
             running[job_id] = run
@@ -387,17 +437,19 @@ class TenantKeeper(PolicyHooks):
             ledger.take(run.job, run.gpu_type, len(run.gpus))
         return needed
 
-    def _reclaim(self, state: ClusterState, ledger: _Ledger, waiting: dict[str, Job],
+    def _reclaim(self, state: ClusterState, ledger: QuotaLedger, waiting: dict[str, Job],
                  kept: list[Start], preempt: Sequence[str], running: dict[str, RunningJob],
                  refused: set[str]) -> list[str]:
-        """Start owed tenants' waiting jobs where borrowers hold their GPUs (appending to
-        ``kept``); the running jobs preempted for them, which may start again in the same
-        decision where their own tenant is owed (a migration)."""
-        contested = {t for t in state.cluster.type_names if ledger.borrowed(t)} | refused
+        """Start owed tenants' waiting jobs where borrowers hold their GPUs or GPUs are
+        left free (appending to ``kept``): a tenant's nominal quota is guaranteed whatever
+        the policy's order (a FIFO head that may not borrow holds up no other tenant's
+        jobs within their quotas, as Kueue's queues admit each on its own); the running
+        jobs preempted for them, which may start again in the same decision where their
+        own tenant is owed (a migration)."""
         started = {s.job for s in kept}
         candidates = [job for job in sorted(waiting.values(), key=lambda j: (j.arrival, j.id))
                       if job.id not in started]
-        if not contested or not candidates:
+        if not candidates:
             return []
         # Victims: running jobs of tenants beyond their nominal, the latest started first.
         borrowers = sorted((r for r in running.values()
@@ -412,6 +464,10 @@ class TenantKeeper(PolicyHooks):
                 pool.release(run.gpus, run.job)
         for start in kept:
             pool.take(start.gpus, waiting.get(start.job))
+        contested = {t for t in state.cluster.type_names
+                     if ledger.borrowed(t) or pool.available(t) > 0} | refused
+        if not contested:
+            return []
         reclaimed: list[str] = []
         for job in candidates:  # (a job preempted below joins the list: it waits now too)
             tenant = tenant_of(job)
