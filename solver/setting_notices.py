@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from hetsched.files.replay_inputs import ReplayInputs
     from hetsched.files.traces import Trace
 
-__all__ = ["READING_FIELDS", "job_notices", "object_notices", "policy_notices",
+__all__ = ["READING_FIELDS", "is_notice", "job_notices", "object_notices", "policy_notices",
            "round_notices", "say", "seed_notices", "trace_notices"]
 
 log = logging.getLogger(__name__)
@@ -238,6 +238,12 @@ def object_notices(settings: ReplaySettings) -> list[str]:
             "as objects, not read from a trace (hetsched.replay_trace reads one)"
             for field in (*READING_FIELDS, "jct_window")
             if getattr(settings, field) != getattr(default, field)]
+
+
+def is_notice(line: str) -> bool:
+    """Whether a line of a summary's ``warnings`` is one of this module's (not a fallback
+    note)."""
+    return " does not apply" in line or " is made for elastic jobs and no job is" in line
 
 
 def say(notes: Sequence[str]) -> tuple[str, ...]:

@@ -250,12 +250,29 @@ def _write_report(out: Path, staging: Path, rows: list[BenchRow]) -> None:
     if "deadline_met.png" not in figures.get("", []):
         lines += ["", "No deadline chart: no job has a deadline (give --deadline-fraction)."]
     lines += reference_lines(read_references(out), rows)
+    lines += notice_lines(rows)
     lines += ["", f"Raw figures: results.csv ({len(rows)} runs); each run's outputs: "
               "runs/<policy>-s<seed>-l<load>/."]
     (staging / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 # --- plots ------------------------------------------------------------------------------
+
+
+def notice_lines(rows: Sequence[BenchRow]) -> list[str]:
+    """The settings that could not change some runs (hetsched.setting_notices), each once
+    with the policies whose runs said so; none when every setting applied."""
+    from hetsched.setting_notices import is_notice
+
+    said: dict[str, list[str]] = {}
+    for row in rows:
+        for line in row.summary.warnings:
+            if is_notice(line) and row.policy not in said.setdefault(line, []):
+                said[line].append(row.policy)
+    if not said:
+        return []
+    return ["", "## Settings that did not apply", "",
+            *(f"- {line} (runs of {', '.join(policies)})" for line, policies in said.items())]
 
 
 def _read_csv_columns(path: Path, columns: Sequence[str]) -> dict[str, list[float]] | None:

@@ -217,3 +217,20 @@ def test_a_bench_says_which_option_did_not_apply_to_which_run(tmp_path: Path) ->
     summary = json.loads((tmp_path / "b" / "runs" / "fifo-s0-l1" / "summary.json")
                          .read_text())
     assert summary["warnings"] == json.loads(rows["fifo"]["warnings"])
+    report = (tmp_path / "b" / "report.md").read_text()
+    assert "## Settings that did not apply\n\n- time_limit_s (--time-limit) 0.2 does not " \
+        "apply: policy fifo solves no model (runs of fifo)\n" in report
+
+
+def test_a_native_traces_gpu_shares_are_kept_without_gpu_sharing_and_say_so(
+        tmp_path: Path) -> None:
+    trace = tmp_path / "shares.csv"
+    write_native([Job(f"j{i}", 10.0 * i, "image-cnn-small", 1, 5000.0, gpu_share=0.5)
+                  for i in range(3)], trace)
+    base = [str(trace), "--format", "native", "--cluster", "v100=4"]
+    _, jobs_without = replayed(tmp_path / "without", base)
+    summary, jobs = replayed(tmp_path / "with", [*base, "--no-gpu-sharing"])
+    assert jobs == jobs_without
+    assert warnings_of(summary) == [
+        "gpu_sharing (--no-gpu-sharing) False does not apply to the native format: its jobs "
+        "keep their gpu_share"]
