@@ -202,6 +202,10 @@ def test_the_readme_shows_the_settings_record_and_its_keywords() -> None:
     section = readme.split("## In Python")[1].split("\n## ")[0]
     assert "settings=hetsched.ReplaySettings(limit_jobs=2)" in section
     assert '"v100=4,k80=4", "srtf", limit_jobs=2)' in section
+    # ... and what a setting that cannot apply says, as it says it.
+    said = hetsched.replay_trace(SAMPLE, "philly", "v100=4,k80=4", "fifo",
+                                 time_limit_s=5).metrics().warnings
+    assert f"# {said!r}:" in section
 
 
 def test_summary_json_records_elastic_and_the_spread_speed(tmp_path: Path) -> None:
