@@ -25,13 +25,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import highspy
 import numpy as np
 import numpy.typing as npt
 
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.gavel.central import interior_point
+from hetsched.formulations.gavel.class_lp import run_highs
+from hetsched.formulations.gavel.lp import MAX_MIN_RELAXATION
 from hetsched.formulations.gavel.problem import AllocationProblem, Array
-from hetsched.formulations.mip.model import INF, MatrixBuilder
+from hetsched.formulations.mip.highs import load_model
+from hetsched.formulations.mip.model import INF, MatrixBuilder, MatrixModel
 
 Index = npt.NDArray[np.int64]
 
@@ -98,10 +102,12 @@ class PackedProblem:
                                <= base.capacity + tolerance))
 
 
-def solve_packed_max_min(problem: PackedProblem, budget: Budget | None = None
-                         ) -> tuple[Array, Array] | None:
+def solve_packed_max_min(problem: PackedProblem, budget: Budget | None = None, *,
+                         two_stage: bool = False) -> tuple[Array, Array] | None:
     """The interior max-min allocation (module notes): time fractions of the jobs alone
-    and of the pairs, feasible; ``None`` if HiGHS gives none."""
+    and of the pairs, feasible; ``None`` if HiGHS gives none. With ``two_stage``, as
+    ``gavel``'s LP: the floor by the simplex, then, every job kept at it, the greatest
+    sum of normalised rates (a vertex: the pairs and types that add the most)."""
     base = problem.alone
     jobs, types = base.throughput.shape
     if jobs == 0:
@@ -117,9 +123,34 @@ def solve_packed_max_min(problem: PackedProblem, budget: Budget | None = None
     columns.add_limits()
     cost = np.zeros(builder.num_cols)
     cost[-1] = -1.0
-    # (without presolve: it solves a small LP to "unknown", with no optimum reported)
-    found = interior_point(builder.build(cost), budget, presolve=False)
+    if two_stage:
+        found = _two_stage(builder.build(cost), int(z[0]), cols, speed * weight[rows],
+                           budget or Budget(None))
+    else:
+        # (without presolve: it solves a small LP to "unknown", with no optimum reported)
+        found = interior_point(builder.build(cost), budget, presolve=False)
     return None if found is None else columns.allocation(found)
+
+
+def _two_stage(model: MatrixModel, z: int, columns: Index, rates: Array, budget: Budget
+               ) -> Array | None:
+    """The max-min floor of ``model`` (its column ``z``), then, z held there (less
+    :data:`MAX_MIN_RELAXATION` of it), the greatest sum of ``rates`` (each ``columns``'
+    normalised rate per unit) by HiGHS's simplex; ``None`` unless both end optimal."""
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("threads", 1)
+    load_model(highs, model)
+    if not run_highs(highs, budget):
+        return None
+    floor = float(highs.getSolution().col_value[z])
+    highs.changeColBounds(z, floor * (1.0 - MAX_MIN_RELAXATION), INF)
+    cost = np.zeros(model.num_cols)
+    np.add.at(cost, columns, -rates)
+    highs.changeColsCost(model.num_cols, np.arange(model.num_cols, dtype=np.int32), cost)
+    if not run_highs(highs, budget):
+        return None
+    return np.asarray(highs.getSolution().col_value, dtype=np.float64)
 
 
 class PackedColumns:

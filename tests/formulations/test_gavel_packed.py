@@ -64,6 +64,12 @@ def random_problem(seed: int) -> PackedProblem:
 
 def simplex_floor(problem: PackedProblem) -> float:
     """The LP's optimum by scipy's HiGHS simplex, the variables written out one by one."""
+    return simplex_stages(problem)[0]
+
+
+def simplex_stages(problem: PackedProblem) -> tuple[float, float]:
+    """The LP's optimum (the floor) and, every job held at it, the greatest sum of
+    normalised rates, by scipy's HiGHS simplex, the variables written out one by one."""
     base = problem.alone
     jobs, types = base.throughput.shape
     pairs = len(problem.first)
@@ -110,7 +116,15 @@ def simplex_floor(problem: PackedProblem) -> float:
     found = linprog(cost, A_ub=np.array(a_rows), b_ub=np.array(upper), bounds=bounds,
                     method="highs-ds")
     assert found.status == 0
-    return float(-found.fun)
+    floor = float(-found.fun)
+    # Second stage: z fixed at the floor; each job's rate is -(its rate row without z).
+    rates = np.array(a_rows[0:2 * jobs:2])[:, :-1] * -1.0
+    bounds[-1] = (floor * (1 - 1e-9), None)
+    total = np.concatenate([-rates.sum(axis=0), [0.0]])
+    second = linprog(total, A_ub=np.array(a_rows), b_ub=np.array(upper), bounds=bounds,
+                     method="highs-ds")
+    assert second.status == 0
+    return floor, float(-second.fun)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -121,6 +135,24 @@ def test_the_interior_point_reaches_the_simplex_optimum(seed: int) -> None:
     assert problem.is_feasible(*answer)
     assert problem.normalised(*answer).min() == pytest.approx(simplex_floor(problem),
                                                               rel=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_two_stage_answer_keeps_the_floor_and_adds_the_most(seed: int) -> None:
+    # gavel-packed(spare="two-stage"): the same floor, then the greatest sum of normalised
+    # rates with every job at the floor (scipy's simplex on the written-out LP); the
+    # interior optimum's sum is at most that.
+    problem = random_problem(seed)
+    floor, most = simplex_stages(problem)
+    answer = solve_packed_max_min(problem, two_stage=True)
+    assert answer is not None
+    assert problem.is_feasible(*answer)
+    rho = problem.normalised(*answer)
+    assert rho.min() == pytest.approx(floor, rel=1e-6)
+    assert rho.sum() == pytest.approx(most, rel=1e-6)
+    interior = solve_packed_max_min(problem)
+    assert interior is not None
+    assert problem.normalised(*interior).sum() <= most * (1 + 1e-6)
 
 
 def test_pairs_must_be_two_different_one_gpu_jobs() -> None:
@@ -174,3 +206,13 @@ def test_fifo_packed_places_in_order_then_packs_above_the_threshold() -> None:
     placed, pairs = fifo_packed(problem, threshold=1.9)
     assert placed.tolist() == [[1, 0], [1, 0], [0, 1], [0, 0]]
     assert not pairs.any()
+
+
+def test_two_stage_is_max_mins_only() -> None:
+    from hetsched.core.errors import InputError
+
+    assert GavelPacked(spare="two-stage").spare == "two-stage"
+    with pytest.raises(InputError, match="spare"):
+        GavelPacked(objective="fifo", spare="two-stage")
+    with pytest.raises(InputError, match="spare"):
+        GavelPacked(spare="vertex")

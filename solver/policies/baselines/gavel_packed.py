@@ -40,6 +40,7 @@ from types import MappingProxyType
 import numpy as np
 
 from hetsched.allocation.layout import Start
+from hetsched.core.errors import InputError
 from hetsched.core.prices import check_prices, prices_for
 from hetsched.core.records import Job, packed_holder
 from hetsched.core.settings import DECISION_LIMIT
@@ -111,12 +112,17 @@ class GavelPacked(PolicyHooks):
         self.meet_deadlines = meet_deadlines
         if objective == "cost" and not normalized:
             self.name += "-raw"
-        if spare not in ("central", "gavel"):
-            raise ValueError(f"spare must be central or gavel, got {spare!r}")
+        if spare not in ("central", "gavel", "two-stage") or (
+                spare == "two-stage" and objective != "max-min"):
+            raise InputError("unknown spare", path="spare", value=spare,
+                             expected="central or gavel (two-stage: objective max-min)")
         #: ``min-total-duration``: the interior allocation of least makespan
         #: (``central``), or, as Gavel's code, a point inside the allocations of makespan
         #: at most the one its bisection stops at, up to 5 % above the least (``gavel``:
-        #: :func:`~hetsched.policies.baselines.min_total_duration.gavels_bisection`)
+        #: :func:`~hetsched.policies.baselines.min_total_duration.gavels_bisection`);
+        #: ``max-min``: the interior optimum, as Gavel's ECOS (``central``), or the floor
+        #: then the greatest sum of normalised rates, as ``gavel``'s LP (``two-stage``:
+        #: docs/policies.md, "gavel-packed against gavel")
         self.spare = spare
         #: the allocation's time fractions are rounded to this many decimals, so that the
         #: solver's noise does not decide the rounds' ties (as ``gavel``'s); ``None`` keeps
@@ -267,7 +273,7 @@ class GavelPacked(PolicyHooks):
     # -- the allocations -----------------------------------------------------------------
     def _max_min(self, state: ClusterState, jobs: list[Job], problem: PackedProblem,
                  budget: Budget) -> tuple[Array, Array] | None:
-        return solve_packed_max_min(problem, budget)
+        return solve_packed_max_min(problem, budget, two_stage=self.spare == "two-stage")
 
     def _fifo(self, state: ClusterState, jobs: list[Job], problem: PackedProblem,
               budget: Budget) -> tuple[Array, Array] | None:
