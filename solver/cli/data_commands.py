@@ -7,22 +7,39 @@ from pathlib import Path
 
 import click
 
+from hetsched.cli.options import FloatIn, IntIn
 from hetsched.core.outputs import check_output_file, check_plot_file, writing
-from hetsched.files.generate import GeneratorSettings, generate, parse_gpu_counts
+from hetsched.core.ranges import DURATION_RANGE, GPUS_PER_NODE_RANGE, Range
+from hetsched.core.settings import FRACTION_RANGE
+from hetsched.files.generate import (
+    MAX_JOBS,
+    MAX_MEAN_INTERARRIVAL_S,
+    GeneratorSettings,
+    generate,
+    parse_gpu_counts,
+)
 from hetsched.files.instance import save_instance
 
 
 @click.command("generate")
-@click.option("--jobs", "num_jobs", type=int, required=True, help="Number of jobs.")
+@click.option("--jobs", "num_jobs", type=IntIn(Range(1, MAX_JOBS, integer=True), "bad job count"),
+              required=True, help="Number of jobs.")
 @click.option("--gpus", required=True, help="GPUs per type, e.g. v100=8,p100=4,k80=4.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--gpus-per-node", type=int, default=4, show_default=True)
-@click.option("--mean-interarrival", type=float, default=120.0, show_default=True,
+@click.option("--seed", type=IntIn(Range(0, 2**64 - 1, integer=True), "bad seed"), default=0,
+              show_default=True, help="Seed of the draws (numpy's: 64 bits).")
+@click.option("--gpus-per-node", type=IntIn(GPUS_PER_NODE_RANGE, "bad GPUs per node"),
+              default=4, show_default=True)
+@click.option("--mean-interarrival", default=120.0, show_default=True,
+              type=FloatIn(Range(0.0, MAX_MEAN_INTERARRIVAL_S, low_open=True, noun="seconds"),
+                           "bad mean interarrival"),
               help="Mean time between arrivals (s), exponential.")
-@click.option("--median-duration", type=float, default=1800.0, show_default=True,
+@click.option("--median-duration", type=FloatIn(DURATION_RANGE, "bad median duration"),
+              default=1800.0, show_default=True,
               help="Median duration on the requested V100 gang (s), log-normal.")
-@click.option("--deadline-fraction", type=float, default=0.3, show_default=True)
-@click.option("--elastic-fraction", type=float, default=0.2, show_default=True,
+@click.option("--deadline-fraction", type=FloatIn(FRACTION_RANGE, "bad deadline fraction"),
+              default=0.3, show_default=True)
+@click.option("--elastic-fraction", type=FloatIn(FRACTION_RANGE, "bad elastic fraction"),
+              default=0.2, show_default=True,
               help="Fraction of jobs that may run with half or twice their gang.")
 @click.option("--name", default=None, help="Instance name (default: the file's stem).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)

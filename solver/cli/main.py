@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import sys
 import time
 from collections.abc import Sequence
@@ -45,9 +44,11 @@ from hetsched.cli.validate_command import validate_command
 from hetsched.core.check import check
 from hetsched.core.errors import EXIT_POLICY_FAILED, InputError, PolicyError
 from hetsched.core.outputs import check_output_file, check_plot_file, write_text, writing
+from hetsched.core.ranges import Range
 from hetsched.core.result import Schedule
+from hetsched.core.settings import TIME_LIMIT_RANGE
 from hetsched.files.instance import load_instance
-from hetsched.policies.planner import MAX_SEED, MAX_THREADS
+from hetsched.policies.planner import MAX_THREADS
 from hetsched.registry import BACKENDS, names
 from hetsched.solving import solve
 
@@ -60,6 +61,12 @@ TENANT_KEYS = ("tenant_jain_index", "quota_violation_gpu_s", "max_rho", "quota_d
 
 #: ``--engine``: where replays run (``hetsched.bench.engines.ENGINES``).
 ENGINES = ("local", "ray")
+
+#: The ranges of ``solve``'s own numbers: the relative gap at which a solver may stop,
+#: its threads (:data:`~hetsched.policies.planner.MAX_THREADS`), allox's fairness knob.
+GAP_RANGE = Range(0.0, None)
+THREADS_RANGE = Range(1, MAX_THREADS, integer=True)
+ALPHA_RANGE = Range(0.0, 1.0, low_open=True)
 
 
 #: A command reached more than this long (s) after the package was imported runs in a
@@ -114,20 +121,21 @@ def cli(ctx: click.Context, verbose: int, debug: bool) -> None:
               "through the simulator; any with -agnostic).")
 @click.option("--backend", type=click.Choice(BACKENDS), default=None,
               help="Solver back-end (default: the model's first).")
-@click.option("--time-limit", type=float, default=None,
+@click.option("--time-limit", type=cli_options.FloatIn(TIME_LIMIT_RANGE, "bad time limit"),
+              default=None,
               help="Budget of the whole command in seconds, counted from its start (loading, "
               "model building, every solver stage); default: the model's own (60 s for "
               "deadline, allox and topology; none for fifo).")
-@click.option("--gap", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
-              help="Relative gap at which the solver may stop.")
-@click.option("--threads", type=click.IntRange(min=1, max=MAX_THREADS), default=1,
-              show_default=True, help=f"Solver threads (1 to {MAX_THREADS}).")
-@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0,
-              show_default=True, help="Solver random seed.")
+@click.option("--gap", type=cli_options.FloatIn(GAP_RANGE, "bad gap"), default=0.0,
+              show_default=True, help="Relative gap at which the solver may stop.")
+@click.option("--threads", type=cli_options.IntIn(THREADS_RANGE, "bad thread count"),
+              default=1, show_default=True, help="Solver threads.")
+@click.option("--seed", type=SEED_TYPE, default=0, show_default=True,
+              help="Solver random seed.")
 @click.option("--deadline-objective", type=click.Choice(("missed", "tardiness")),
               default="missed", show_default=True,
               help="deadline model: first objective term.")
-@click.option("--alpha", type=click.FloatRange(min=0.0, max=1.0, min_open=True), default=1.0,
+@click.option("--alpha", type=cli_options.FloatIn(ALPHA_RANGE, "bad alpha"), default=1.0,
               show_default=True, help="allox: fairness knob (1 = pure completion time).")
 @click.option("--placement", type=click.Choice(("first-fit", "topology")), default="first-fit",
               show_default=True,
@@ -146,10 +154,6 @@ def solve_command(instance: Path, model: str, backend: str | None, time_limit: f
     Exit codes: 0 a schedule that passes the checker; 1 checker violations; 2 bad input;
     3 no schedule (the model cannot run the instance, or found nothing in time).
     """
-    for option in ("gap", "alpha"):  # click's ranges let NaN through
-        if not math.isfinite(settings[option]):
-            raise InputError(f"bad {option}", path=f"--{option}", value=settings[option],
-                             expected="a finite number")
     if out is not None:  # before the work, so that a long solve cannot end in an error
         check_output_file(out, "--out")
     if plot is not None:

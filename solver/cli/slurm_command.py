@@ -15,12 +15,27 @@ from pathlib import Path
 
 import click
 
+from hetsched.cli.options import FloatIn, IntIn
 from hetsched.core.errors import InputError
-from hetsched.core.settings import MAX_RESTART_PENALTY_S, RESTART_PENALTY_S, ReplaySettings
+from hetsched.core.ranges import GPUS_PER_NODE_RANGE, Range
+from hetsched.core.settings import (
+    COUNT_RANGE,
+    IDLE_SECONDS_RANGE,
+    RESTART_PENALTY_S,
+    ReplaySettings,
+)
 from hetsched.slurm.config import EPILOG_S
 from hetsched.slurm.local import DEFAULT_PORT, DEFAULT_STATE_DIR, LocalCluster, LocalClusterError
 from hetsched.slurm.metadata import MAX_SPEEDUP
 from hetsched.slurm.processes import INSTALL_HINT, missing_programs
+
+#: slurmctld's port (the nodes take the next ones): an unprivileged one.
+PORT_RANGE = Range(1024, 65535, integer=True)
+#: The longest wait of a node's epilog for the agent (s), as
+#: :class:`~hetsched.slurm.local.LocalCluster` checks it (0: no epilog).
+EPILOG_RANGE = Range(0.0, 60.0, noun="seconds")
+#: Trace seconds per wall second (:data:`~hetsched.slurm.metadata.MAX_SPEEDUP`).
+SPEEDUP_RANGE = Range(0.0, MAX_SPEEDUP, low_open=True)
 
 _DIR_OPTION = click.option(
     "--dir", "state_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -43,13 +58,14 @@ def cluster_group() -> None:
 @click.option("--cluster", "cluster_spec", required=True,
               help="v100=8,k80=4 (nodes of 4 GPUs; TYPE=NxPER for other sizes), a cluster "
               "JSON, openb:NODE_LIST.csv or pai:MACHINES.csv (at most 64 nodes).")
-@click.option("--gpus-per-node", type=click.IntRange(min=1), default=None,
+@click.option("--gpus-per-node", type=IntIn(GPUS_PER_NODE_RANGE, "bad GPUs per node"),
+              default=None,
               help="Regroup each type's GPUs into nodes of this many (default: the spec's "
               "nodes).")
 @_DIR_OPTION
-@click.option("--port", type=click.IntRange(min=1024, max=65535), default=DEFAULT_PORT,
+@click.option("--port", type=IntIn(PORT_RANGE, "bad port"), default=DEFAULT_PORT,
               help="slurmctld's port; the nodes take the next ones, one each.")
-@click.option("--epilog", "epilog_s", type=click.FloatRange(min=0, max=60),
+@click.option("--epilog", "epilog_s", type=FloatIn(EPILOG_RANGE, "bad epilog length"),
               default=EPILOG_S, show_default=True,
               help="The longest (s) each node's epilog waits for the agent's hand-over "
               "file: the agent hands a job's GPUs to the next during it (0: no epilog).")
@@ -119,16 +135,16 @@ def status_command(state_dir: Path) -> None:
               help="Where checkpoints/, logs/ and submitted.csv go (default: --cluster-dir).")
 @click.option("--partition", default=None, help="Slurm partition (default: the local "
               "cluster's, gpu).")
-@click.option("--speedup", type=click.FloatRange(min=0, max=MAX_SPEEDUP, min_open=True),
+@click.option("--speedup", type=FloatIn(SPEEDUP_RANGE, "bad speedup"),
               default=1.0, help="X: trace seconds per wall second (arrivals and the "
               "emulated training run X times faster).")
-@click.option("--limit-jobs", type=click.IntRange(min=1), default=None,
+@click.option("--limit-jobs", type=IntIn(COUNT_RANGE, "bad job limit"), default=None,
               help="Only the N earliest jobs.")
 @click.option("--throughput", "throughput_path",
               type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Profile (Gavel JSON, tidy CSV) or fitted model, as replay's; default: "
               "Gavel's beside a Gavel trace, else the built-in catalogue.")
-@click.option("--restart-penalty", type=click.FloatRange(min=0, max=MAX_RESTART_PENALTY_S),
+@click.option("--restart-penalty", type=FloatIn(IDLE_SECONDS_RANGE, "bad restart penalty"),
               default=RESTART_PENALTY_S, help="Trace seconds without progress after a "
               "requeue.")
 @click.option("--slurm-schedules", is_flag=True,

@@ -12,7 +12,10 @@ from types import FrameType
 
 import click
 
+from hetsched.cli.options import FloatIn, IntIn
 from hetsched.core.errors import InputError
+from hetsched.core.ranges import MAX_TIME_S, Range
+from hetsched.core.settings import COUNT_RANGE
 from hetsched.slurm.local import DEFAULT_STATE_DIR
 
 log = logging.getLogger("hetsched")
@@ -22,6 +25,12 @@ EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 #: Exit code of an agent whose slurmctld stayed silent past the retry budget (files written).
 EXIT_SLURM_SILENT = 1
+
+#: Wall seconds between readings of the cluster, as
+#: :class:`~hetsched.slurm.agent.AgentSettings` checks them.
+POLL_RANGE = Range(0.01, 60.0, noun="seconds")
+#: Wall seconds with nothing managed before the agent stops (0: at the first such reading).
+IDLE_EXIT_RANGE = Range(0.0, MAX_TIME_S, noun="seconds")
 
 
 @click.command("run")
@@ -54,11 +63,13 @@ EXIT_SLURM_SILENT = 1
               default=None, help="Tenants' weights and quotas per GPU type (JSON; "
               "docs/fairness.md): kept around the policy (jobs name their tenant in their "
               "metadata), and the fairness figures count per tenant.")
-@click.option("--poll", "poll_s", type=float, default=0.25, show_default=True,
+@click.option("--poll", "poll_s", type=FloatIn(POLL_RANGE, "bad poll interval"), default=0.25,
+              show_default=True,
               help="Wall seconds between readings of the cluster.")
-@click.option("--stop-after", type=int, default=None,
+@click.option("--stop-after", type=IntIn(COUNT_RANGE, "bad job count"), default=None,
               help="Stop once this many managed jobs have ended.")
-@click.option("--idle-exit", "idle_exit_s", type=float, default=None,
+@click.option("--idle-exit", "idle_exit_s", type=FloatIn(IDLE_EXIT_RANGE, "bad idle time"),
+              default=None,
               help="Stop after this many wall seconds with no managed job pending or running.")
 def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: Path | None,
                       throughput_path: Path | None, checkpoints: Path | None,

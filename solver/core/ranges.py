@@ -202,6 +202,10 @@ class Range:
 
 #: The range of a seed (:data:`MAX_SEED`).
 SEED_RANGE = Range(0, MAX_SEED, integer=True)
+#: The range of a node's GPU count (:data:`MAX_GPUS_PER_NODE`).
+GPUS_PER_NODE_RANGE = Range(1, MAX_GPUS_PER_NODE, integer=True)
+#: The range of a job's duration (:data:`MAX_DURATION_S`).
+DURATION_RANGE = Range(0.0, MAX_DURATION_S, low_open=True, noun="seconds")
 
 
 def name_value_items(text: str | Mapping[str, Any] | None, problem: str, path: str,

@@ -72,8 +72,8 @@ def test_help_shows_the_defaults() -> None:
     assert "[default: 30.0;" in replay  # --restart-penalty
     assert "[default: 1.0; a number from 0.001 to 1,000]" in replay  # --load
     generate = _help("generate")
-    assert "[default: 120.0]" in generate
-    assert "[default: 4]" in generate
+    assert "[default: 120.0; seconds > 0 and <= 100,000]" in generate  # --mean-interarrival
+    assert "[default: 4; an integer from 1 to 1,024]" in generate  # --gpus-per-node
     for command in ("solve", "replay", "bench", "fit", "generate", "validate"):
         text = _help(command)
         assert "-v, --verbose" in text, command
@@ -86,7 +86,7 @@ def test_help_shows_the_defaults() -> None:
     (["solve", "--nope"], "error: No such option '--nope'"),
     (["frob"], "error: No such command 'frob' (see hetsched --help)"),
     (["solve", "instances/tiny.json", "--threads", "0"],
-     "error: Invalid value for '--threads': 0 is not in the range 1<=x<=256"),
+     "error: --threads: bad thread count (got '0'; expected an integer from 1 to 256)"),
     (["solve", "instances/tiny.json", "--model"], "error: Option '--model' requires an "
      "argument"),
 ])
