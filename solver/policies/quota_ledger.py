@@ -5,12 +5,13 @@ docs/fairness.md, "Quotas and weights kept by every policy"."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
+from hetsched.allocation.layout import Start
 from hetsched.core.fairness import tenant_of
 from hetsched.core.records import Job
 from hetsched.core.tenants import TenantTable
-from hetsched.policies.rolling import RunningJob
+from hetsched.policies.rolling import ClusterState, RunningJob
 
 Key = tuple[str, str]  # (tenant, GPU type)
 
@@ -78,3 +79,29 @@ class QuotaLedger:
             self.waiting.discard(job.id)
             for kind in self.types_of(job):
                 self.gangs[(tenant_of(job), kind)][job.num_gpus] -= 1
+
+
+def protected_from(gpus: Iterable[str], tenant: str, protected: dict[str, str],
+                   jobs: dict[str, Job], kept: Sequence[Start]) -> bool:
+    """Whether a start of ``tenant`` on ``gpus`` would take GPUs of another tenant's
+    job that the policy preempts while it runs within its quota and that does not
+    start elsewhere (``kept``): a job moved to other GPUs leaves its own free."""
+    owners = {protected[g] for g in gpus if g in protected}
+    if not owners:
+        return False
+    moved = {s.job for s in kept}
+    return any(tenant_of(jobs[owner]) != tenant and owner not in moved
+               for owner in owners)
+
+
+def busy_gpus(state: ClusterState, preempt: Iterable[str], starts: Iterable[Start]
+              ) -> Counter[str]:
+    """GPUs of each type busy once ``preempt`` stop and ``starts`` start."""
+    stop = set(preempt)
+    busy = Counter(dict.fromkeys(state.cluster.type_names, 0))
+    for run in state.running:
+        if run.job.id not in stop:
+            busy[run.gpu_type] += len(run.gpus)
+    for start in starts:
+        busy[start.gpu_type] += len(start.gpus)
+    return busy

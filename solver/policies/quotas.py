@@ -45,7 +45,8 @@ from hetsched.core.fairness import tenant_of
 from hetsched.core.ranges import MAX_WEIGHT, MIN_WEIGHT
 from hetsched.core.records import Job
 from hetsched.core.tenants import TenantTable
-from hetsched.policies.quota_ledger import Key, QuotaLedger
+from hetsched.policies.baselines.common import Misses
+from hetsched.policies.quota_ledger import Key, QuotaLedger, busy_gpus, protected_from
 from hetsched.policies.rolling import (
     ClusterState,
     Decision,
@@ -306,7 +307,7 @@ class TenantKeeper(PolicyHooks):
         dropped: list[Start] = []
         for start in borrowing:
             job = jobs[start.job]
-            if ledger.may_take(job, start.gpu_type) and not self._protected(
+            if ledger.may_take(job, start.gpu_type) and not protected_from(
                     start.gpus, tenant_of(job), protected, jobs, kept):
                 kept.append(start)
                 ledger.take(job, start.gpu_type, len(start.gpus))
@@ -326,39 +327,13 @@ class TenantKeeper(PolicyHooks):
                                        *(others if self._restricted else [])],
                        kept, stopped, protected, waiting)
         if dropped:  # GPUs the policy would have kept busy and the quotas left idle
-            short = self._busy(state, decision.preempt, decision.start)
-            short.subtract(self._busy(state, stopped, kept))
+            short = busy_gpus(state, decision.preempt, decision.start)
+            short.subtract(busy_gpus(state, stopped, kept))
             halted = [(jobs[job_id], None) for job_id in decision.preempt
                       if job_id not in running]
             self._redirect(state, ledger, [*others, *halted], kept, stopped, protected,
                            waiting, +short)
         return kept, preempt, reclaimed, borrowed
-
-    @staticmethod
-    def _protected(gpus: Iterable[str], tenant: str, protected: dict[str, str],
-                   jobs: dict[str, Job], kept: Sequence[Start]) -> bool:
-        """Whether a start of ``tenant`` on ``gpus`` would take GPUs of another tenant's
-        job that the policy preempts while it runs within its quota and that does not
-        start elsewhere (``kept``): a job moved to other GPUs leaves its own free."""
-        owners = {protected[g] for g in gpus if g in protected}
-        if not owners:
-            return False
-        moved = {s.job for s in kept}
-        return any(tenant_of(jobs[owner]) != tenant and owner not in moved
-                   for owner in owners)
-
-    @staticmethod
-    def _busy(state: ClusterState, preempt: Iterable[str], starts: Iterable[Start]
-              ) -> Counter[str]:
-        """GPUs of each type busy once ``preempt`` stop and ``starts`` start."""
-        stop = set(preempt)
-        busy = Counter(dict.fromkeys(state.cluster.type_names, 0))
-        for run in state.running:
-            if run.job.id not in stop:
-                busy[run.gpu_type] += len(run.gpus)
-        for start in starts:
-            busy[start.gpu_type] += len(start.gpus)
-        return busy
 
     def _redirect(self, state: ClusterState, ledger: QuotaLedger,
                   candidates: Sequence[tuple[Job, str | None]], kept: list[Start],
@@ -384,16 +359,24 @@ class TenantKeeper(PolicyHooks):
         held = [g for g, owner in protected.items() if owner not in moved and pool.is_free(g)]
         if held:  # (protected GPUs stay with their owners' tenants: not lent here)
             pool.take(held)
+        misses = Misses()  # (the pool only shrinks here: a gang that found nothing
+        # finds nothing later either)
         for job, first in candidates:
-            if job.id in moved or not pool.has_free():
+            if job.id in moved:
                 continue
+            if not pool.has_free():
+                break
             for gpu_type in dict.fromkeys([*([first] if first else []),
                                            *self._types(state, job)]):
                 if (budget is not None and budget[gpu_type] < job.num_gpus) or \
+                        pool.available(gpu_type) < job.num_gpus or \
+                        misses.failed(job, gpu_type, job.num_gpus, False) or \
                         not ledger.may_take(job, gpu_type):
                     continue
                 gpus = pool.best_fit(job, gpu_type, job.num_gpus, state.throughput)
                 if gpus is None:
+                    if misses.recordable(job):
+                        misses.add(job, gpu_type, job.num_gpus, False)
                     continue
                 pool.take(gpus, job)
                 kept.append(Start(job.id, gpu_type, gpus))
