@@ -37,6 +37,7 @@ from hetsched.core.ranges import text_float, text_int
 from hetsched.core.records import MAX_GPUS_PER_JOB, MAX_THROUGHPUT, MIN_THROUGHPUT, in_range
 from hetsched.core.sharing import DEFAULT_COLOCATION_FACTOR, CoLocationModel
 from hetsched.core.throughput import Placement, ThroughputTable
+from hetsched.speeds.measured_csv import check_header
 
 log = logging.getLogger(__name__)
 
@@ -400,6 +401,7 @@ def read_profile_csv(path: str | Path) -> Profile:
         try:
             reader = csv.reader(handle, strict=True)
             header = [name.strip() for name in next(reader, [])]
+            check_header(header, file)
             missing = [c for c in PROFILE_COLUMNS if c not in header]
             if missing:
                 raise InputError(f"missing column '{missing[0]}'", path="line 1", file=file,

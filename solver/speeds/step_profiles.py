@@ -35,7 +35,7 @@ from hetsched.speeds.measured_steps import (
     placement_cell,
 )
 from hetsched.speeds.profiles import STEP_COLUMNS
-from hetsched.speeds.steps import StepRow
+from hetsched.speeds.steps import STEP_TIME_EXPECTED, STEP_TIME_RANGE, StepRow
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +86,11 @@ def _row(where: tuple[str, int], source: str, job_type: str, gpu_type: str,
 
 
 def _times(cells: dict[str, str], where: tuple[str, int]) -> tuple[float, float]:
-    return (cell_number(cells, "step_time", where, low=0.0, strict=True,
-                        expected="seconds > 0"),
-            cell_number(cells, "sync_time", where, low=0.0, expected="seconds >= 0"))
+    low, high = STEP_TIME_RANGE
+    step = cell_number(cells, "step_time", where, low=low, high=high,
+                       expected=STEP_TIME_EXPECTED)
+    return step, cell_number(cells, "sync_time", where, low=0.0, high=high,
+                             expected=f"seconds from 0 to less than the step time {step!r}")
 
 
 def _count(cells: dict[str, str], column: str, where: tuple[str, int]) -> int:
@@ -132,7 +134,9 @@ def _read_model(folder: Path, job_type: str) -> list[StepRow]:
 
 def read_pollux_profile(folder: Path) -> tuple[StepRow, ...]:
     """Every ``<model>/placements.csv`` and ``<model>/scalability.csv`` under ``folder``
-    (or ``folder``'s own, if it is one model's folder) as step rows (module notes)."""
+    (or ``folder``'s own, if it is one model's folder) as step rows (module notes). A
+    sub-folder without ``placements.csv`` beside others with one is an error (hidden
+    ones, ``.name``, are passed over)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError("no such folder", file=str(folder),
@@ -140,8 +144,16 @@ def read_pollux_profile(folder: Path) -> tuple[StepRow, ...]:
     if (folder / "placements.csv").is_file():
         models = [folder]
     else:
-        models = sorted(sub for sub in folder.iterdir()
-                        if sub.is_dir() and (sub / "placements.csv").is_file())
+        subs = sorted(sub for sub in folder.iterdir()
+                      if sub.is_dir() and not sub.name.startswith("."))
+        models = [sub for sub in subs if (sub / "placements.csv").is_file()]
+        lacking = [sub for sub in subs if sub not in models]
+        if models and lacking:
+            # a model whose measurements would be passed over unseen
+            raise InputError("no placements.csv in a model's folder", file=str(lacking[0]),
+                             value=sorted(item.name for item in lacking[0].iterdir())[:5],
+                             expected="placements.csv in every sub-folder, one per model "
+                             f"(as in {models[0].name}/)")
     if not models:
         raise InputError("no placements.csv in the folder or its sub-folders",
                          file=str(folder), expected="one sub-folder per model, each with a "

@@ -38,6 +38,7 @@ iteration each coefficient is (seconds, or a factor).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
@@ -46,7 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hetsched.core.errors import InputError
-from hetsched.core.ranges import MAX_GPUS_PER_JOB, MAX_TIME_S, in_range, is_int
+from hetsched.core.ranges import MAX_GPUS_PER_JOB, MAX_THROUGHPUT, MAX_TIME_S, in_range, is_int
 from hetsched.speeds.profiles import check_names
 from hetsched.speeds.settings import MAX_GPUS
 
@@ -62,6 +63,11 @@ OVERLAP_RANGE = (1.0, 10.0)
 MAX_LOCAL_BSZ = 1e9
 #: The most trainable parameters a row may state (10^13: 40 TB of fp32 gradient).
 MAX_MODEL_PARAMETERS = 1e13
+#: The range of a measured step time (s): one step per nanosecond (the most steps/s any
+#: throughput may state) to 317 years (the longest time hetsched reads).
+STEP_TIME_RANGE = (1.0 / MAX_THROUGHPUT, MAX_TIME_S)
+#: What a step time must be, as error messages say it.
+STEP_TIME_EXPECTED = f"seconds from {STEP_TIME_RANGE[0]:g} to {STEP_TIME_RANGE[1]:g}"
 #: The model's coefficients, in the order of :func:`step_times`'s parameter vector.
 COEFFICIENTS = ("compute_base_s", "compute_per_sample_s", "single_sync_s",
                 "node_sync_base_s", "node_sync_per_gpu_s", "network_sync_base_s",
@@ -79,10 +85,9 @@ def check_placement(placement: Any, max_gpus: int = MAX_GPUS_PER_JOB) -> tuple[i
     return gpus
 
 
-def _positive_time(value: Any, name: str, low: float = 0.0, strict: bool = True) -> float:
-    if not in_range(value, low, MAX_TIME_S, strict_low=strict):
-        raise InputError(f"bad {name}", path=name, value=value,
-                         expected=f"seconds {'>' if strict else '>='} {low:g}")
+def _time(value: Any, name: str, low: float, high: float, expected: str) -> float:
+    if not in_range(value, low, high):
+        raise InputError(f"bad {name}", path=name, value=value, expected=expected)
     return float(value)
 
 
@@ -112,9 +117,10 @@ class StepRow:
             raise InputError("bad local_bsz", path="local_bsz", value=self.local_bsz,
                              expected=f"samples per GPU, > 0 and <= {MAX_LOCAL_BSZ:g}")
         object.__setattr__(self, "local_bsz", float(self.local_bsz))
-        step = _positive_time(self.step_time, "step_time")
+        step = _time(self.step_time, "step_time", *STEP_TIME_RANGE, STEP_TIME_EXPECTED)
         object.__setattr__(self, "step_time", step)
-        sync = _positive_time(self.sync_time, "sync_time", strict=False)
+        sync = _time(self.sync_time, "sync_time", 0.0, MAX_TIME_S,
+                     f"seconds from 0 to less than the step time {step!r}")
         if sync >= step:
             raise InputError("sync_time not below step_time", path="sync_time", value=sync,
                              expected=f"seconds from 0 to less than the step time {step!r}")
@@ -178,9 +184,11 @@ def step_times(coefficients: Sequence[float] | Array, gpus: Array, nodes: Array,
     compute = coefficients[0] + coefficients[1] * local_bsz
     network = network_times(coefficients, gpus, nodes, most)
     overlap = coefficients[9]
-    # (c^g + t^g)^(1/g) = c * (1 + (t/c)^g)^(1/g): no overflow at g = 10
-    ratio = network / compute
-    overlapped = compute * (1.0 + ratio ** overlap) ** (1.0 / overlap)
+    # (c^g + t^g)^(1/g) = m * (1 + (s/m)^g)^(1/g), m the larger of c and t, s the smaller:
+    # no overflow at g = 10 however far apart the two are
+    larger = np.maximum(compute, network)
+    ratio = np.minimum(compute, network) / np.where(larger > 0, larger, 1.0)
+    overlapped = larger * (1.0 + ratio ** overlap) ** (1.0 / overlap)
     return compute, np.where(gpus > 1, overlapped, compute + network)
 
 
@@ -196,9 +204,10 @@ class StatedError:
 
     def __post_init__(self) -> None:
         for name in ("median_ape", "p90_ape"):
-            if not in_range(getattr(self, name), 0, 1e6):
+            # any finite error is a true statement, however bad the model
+            if not in_range(getattr(self, name), 0, math.inf):
                 raise InputError(f"bad {name}", path=name, value=getattr(self, name),
-                                 expected="a percentage >= 0")
+                                 expected="a finite percentage >= 0")
         if not is_int(self.rows) or self.rows < 1:
             raise InputError("bad rows", path="rows", value=self.rows,
                              expected="an integer >= 1")
@@ -254,7 +263,7 @@ class StepModel:
             value = getattr(self, name)
             if not in_range(value, 0, MAX_TIME_S):
                 raise InputError(f"bad {name}", path=name, value=value,
-                                 expected="a finite number >= 0")
+                                 expected=f"a finite number from 0 to {MAX_TIME_S:g}")
             object.__setattr__(self, name, float(value))
         if not in_range(self.overlap, *OVERLAP_RANGE):
             raise InputError("bad overlap", path="overlap", value=self.overlap,

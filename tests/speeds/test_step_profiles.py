@@ -57,7 +57,7 @@ def test_even_placements() -> None:
     (PLACEMENTS + "20,4,1.0,0.5\n", SCALABILITY, "placements.csv: line 4.placement",
      "bad placement (got '20'"),
     (PLACEMENTS + "2,4,-1,0.5\n", SCALABILITY, "placements.csv: line 4.step_time",
-     "bad step_time (got '-1'; expected seconds > 0)"),
+     "bad step_time (got '-1'; expected seconds from 1e-09 to 1e+10)"),
     (PLACEMENTS + "2,4,1.0,1.5\n", SCALABILITY, "placements.csv: line 4.sync_time",
      "sync_time not below step_time (got 1.5; expected seconds from 0 to less than the "
      "step time 1.0)"),
