@@ -35,6 +35,7 @@ import numpy as np
 from hetsched.core.errors import InputError
 from hetsched.speeds.step_fit import (
     calibrate_network,
+    calibrates,
     fit_step_model,
     group_rows,
     own_cross_ratio,
@@ -159,8 +160,10 @@ def extrapolate(rows: Sequence[StepRow], method: Method = "calibrated",
                 also_fitted: Sequence[tuple[int, ...]] = ()) -> Extrapolation:
     """Fit each job type of ``rows`` on its one-node rows (and its rows on the placements
     ``also_fitted``, then not predicted) and predict its multi-node ones (module notes).
-    Job types with no row on one node, or none on several, are left out; under
-    ``calibrated``, a GPU type with no other job type to calibrate on is an error."""
+    Job types with no row on one node, or none on several, are left out, and under
+    ``calibrated`` those with no other job type of their GPU type to calibrate the network
+    on (one measured on several GPUs of one node and on several nodes); nothing left to
+    predict is an error saying which of the two it lacks."""
     fitted_too = {tuple(placement) for placement in also_fitted}
     if method not in ("calibrated", "pollux-rule"):
         raise InputError("bad method", path="method", value=method,
@@ -172,6 +175,7 @@ def extrapolate(rows: Sequence[StepRow], method: Method = "calibrated",
     own: dict[str, float] = {}
     bases: dict[str, tuple[float, float]] = {}
     ceiling: list[float] = []
+    alone: list[tuple[str, str]] = []
     for (job_type, gpu_type), group in groups.items():
         node_rows = [row for row in group if row.num_nodes == 1 or
                      row.placement in fitted_too]
@@ -183,9 +187,14 @@ def extrapolate(rows: Sequence[StepRow], method: Method = "calibrated",
             continue
         prior = None
         if method == "calibrated":
-            prior = calibrate_network([row for (job, gpu), other in groups.items()
-                                       if gpu == gpu_type and job != job_type
-                                       for row in other])
+            others = {job: other for (job, gpu), other in groups.items()
+                      if gpu == gpu_type and job != job_type}
+            if not any(calibrates(other) for other in others.values()):
+                log.info("%s on %s: not predicted (no other job type of %s to calibrate "
+                         "the network on)", job_type, gpu_type, gpu_type)
+                alone.append((job_type, gpu_type))
+                continue
+            prior = calibrate_network([row for other in others.values() for row in other])
             priors[job_type] = prior
         model = fit_step_model(node_rows, prior)
         predictions.extend(_predict(model, spread, mates))
@@ -198,6 +207,15 @@ def extrapolate(rows: Sequence[StepRow], method: Method = "calibrated",
                 network_sync_per_gpu_s=prior.retrogression * base).predict_rows(spread))
         log.info("%s on %s: %s", job_type, gpu_type, StatedError.of(
             model.predict_rows(spread), np.array([r.step_time for r in spread]), method))
+    if alone and not predictions:
+        job_type, gpu_type = alone[0]
+        raise InputError(f"no job type on {gpu_type} other than {job_type} is measured on "
+                         "several GPUs of one node and across nodes: the network that "
+                         f"predicts {job_type} across nodes is calibrated on those (leave "
+                         "one job type out)", path="rows",
+                         expected="two job types or more of one GPU type with rows on "
+                         "several GPUs of one node and on several nodes (or method "
+                         "pollux-rule)")
     if not predictions:
         raise InputError("nothing to extrapolate", path="rows",
                          expected="a job type with rows on one node and on several")

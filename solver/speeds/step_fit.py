@@ -51,8 +51,9 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from hetsched.core.errors import InputError
+from hetsched.core.ranges import MAX_TIME_S
 from hetsched.speeds.settings import MAX_GPUS
-from hetsched.speeds.step_prior import NetworkPrior, network_base
+from hetsched.speeds.step_prior import MAX_PRIOR_VALUE, NetworkPrior, network_base
 from hetsched.speeds.steps import (
     COEFFICIENTS,
     OVERLAP_RANGE,
@@ -79,6 +80,13 @@ POLLUX_CROSS_NODE_FACTOR = 1.1
 _OVERLAP_STARTS = (1.3, 2.0, 4.0)
 #: The overlaps a network prior is calibrated at (the best is kept).
 OVERLAP_GRID = (1.0, 1.15, 1.3, 1.5, 1.75, 2.0, 2.3, 2.7, 3.2, 4.0, 5.0, 7.0, 10.0)
+#: The logs of the largest values the fits may reach: the ranges the model and the prior
+#: accept (a multi-node sync measured at 3 and 4 GPUs only, rising steeply, drives its
+#: base at 2 GPUs towards 0 and the retrogression, slope over base, without end).
+_LOG_MAX_TIME = math.log(MAX_TIME_S)
+_LOG_LIMITS = dict.fromkeys(("retrogression", "nic_sharing", "two_node_penalty",
+                             "cross_ratio", "seconds_per_parameter", "node_sync_weight"),
+                            math.log(MAX_PRIOR_VALUE))
 
 
 @dataclass(frozen=True)
@@ -121,7 +129,7 @@ def _decode(name: str, value: float) -> float:
     if name == "overlap":
         low, high = OVERLAP_RANGE
         return low + (high - low) / (1.0 + math.exp(-value))
-    return math.exp(min(value, 50.0))
+    return math.exp(min(value, _LOG_LIMITS.get(name, _LOG_MAX_TIME)))
 
 
 def _least_squares(data: _Data, start: Mapping[str, float], free: Sequence[str]
@@ -135,8 +143,10 @@ def _least_squares(data: _Data, start: Mapping[str, float], free: Sequence[str]
             values[name] = _decode(name, float(value))
         compute, step = step_times(_coefficients(values), data.gpus, data.nodes, data.most,
                                    data.local_bsz)
-        return np.concatenate([np.log(compute) - np.log(data.compute),
-                               np.log(step) - np.log(data.step)])
+        # a trial point whose times underflow to 0 is not finite: the optimiser steps back
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.concatenate([np.log(compute) - np.log(data.compute),
+                                   np.log(step) - np.log(data.step)])
 
     if free:
         solution = least_squares(residuals, np.array([_encode(n, start[n]) for n in free]),
@@ -159,14 +169,16 @@ def _initial(rows: Sequence[StepRow], data: _Data) -> dict[str, float]:
         kind = "single" if row.num_gpus == 1 else "node" if row.num_nodes == 1 else "network"
         syncs[kind].append(row.sync_time)
     node = 2 * float(np.median(syncs["node"])) if syncs["node"] else 0.1 * scale
+    # the floors are relative to the compute time, so that the units do not matter
+    floor = min(1e-6, 1e-6 * scale)
     return {"compute_base_s": max(float(base), 0.05 * scale),
             "compute_per_sample_s": max(float(slope), 1e-4 * scale / max(
                 float(np.max(data.local_bsz)), 1.0)),
             "single_sync_s": float(np.median(syncs["single"])) if syncs["single"] else 0.0,
-            "node_sync_base_s": max(node, 1e-6),
-            "node_sync_per_gpu_s": max(0.1 * node, 1e-6),
+            "node_sync_base_s": max(node, floor),
+            "node_sync_per_gpu_s": max(0.1 * node, floor),
             "network_sync_base_s": max(1.5 * float(np.median(syncs["network"])) if
-                                       syncs["network"] else 2 * node, 1e-6),
+                                       syncs["network"] else 2 * node, floor),
             "retrogression": 0.02, "nic_sharing": 0.05, "two_node_penalty": 0.1,
             "overlap": 2.0}
 
@@ -361,8 +373,14 @@ def _transfer_fit(parts: Sequence[_Part], free: Sequence[str],
     one-node fits, each job type weighing the same; and the cost (sum of squared log
     residuals)."""
 
+    limits = np.array([_LOG_LIMITS[name] for name in free])
+
+    def values(x: Array) -> dict[str, float]:
+        return {**fixed, **{name: float(value) for name, value in
+                            zip(free, np.exp(np.minimum(x, limits)), strict=True)}}
+
     def residuals(x: Array) -> Array:
-        network = {**fixed, **dict(zip(free, np.exp(np.minimum(x, 50.0)), strict=True))}
+        network = values(x)
         out = []
         for part in parts:
             coefficients = _coefficients({
@@ -373,13 +391,14 @@ def _transfer_fit(parts: Sequence[_Part], free: Sequence[str],
                                                      part.model_parameters)})
             step = step_times(coefficients, part.data.gpus, part.data.nodes, part.data.most,
                               part.data.local_bsz)[1]
-            out.append((np.log(step) - np.log(part.data.step)) / math.sqrt(len(part.data.step)))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out.append((np.log(step) - np.log(part.data.step))
+                           / math.sqrt(len(part.data.step)))
         return np.concatenate(out)
 
     solution = least_squares(residuals, np.log([_TRANSFER_STARTS[n] for n in free]),
                              method="trf")
-    return ({**fixed, **dict(zip(free, (float(v) for v in np.exp(solution.x)), strict=True))},
-            float(np.sum(solution.fun ** 2)))
+    return values(solution.x), float(np.sum(solution.fun ** 2))
 
 
 def calibrate_network(rows: Sequence[StepRow]) -> NetworkPrior:
@@ -392,15 +411,17 @@ def calibrate_network(rows: Sequence[StepRow]) -> NetworkPrior:
     then predict (each job type weighing the same); the overlap with the smallest error is
     kept. No ``transfer_error`` (:func:`hetsched.speeds.step_extrapolation.extrapolate`
     measures it)."""
-    groups = {key: group for key, group in _group(rows).items()
-              if any(row.num_nodes > 1 for row in group) and
-              any(row.num_nodes == 1 and row.num_gpus > 1 for row in group)}
+    groups = {key: group for key, group in _group(rows).items() if calibrates(group)}
     if not groups:
-        raise InputError("no job type measured both on one node and across nodes",
-                         path="rows", expected="rows of one job type on several GPUs of one "
-                         "node and on several nodes, to calibrate the network on")
+        raise InputError("no job type measured on several GPUs of one node and across "
+                         "nodes", path="rows", expected="rows of one job type on several "
+                         "GPUs of one node and on several nodes, to calibrate the network on")
     sized = all(model_parameters(group) is not None for group in groups.values())
-    form = _SIZED_FORM if sized else _RATIO_FORM
+    # the factors no row tells apart are not fitted (as in fit_step_model): 0
+    told = _identifiable([row for group in groups.values() for row in group])
+    untold = {name: 0.0 for name in _RATIO_FORM[1:] if name not in told}
+    form = tuple(name for name in (_SIZED_FORM if sized else _RATIO_FORM)
+                 if name not in untold)
     best: tuple[float, float, dict[str, float], list[_Part]] | None = None
     for overlap in OVERLAP_GRID:
         fixed = {"overlap": overlap, "retrogression": 0.0, "nic_sharing": 0.0,
@@ -412,7 +433,7 @@ def calibrate_network(rows: Sequence[StepRow]) -> NetworkPrior:
             parts.append(_Part(values, _node_sync_reference(values, node_rows),
                                model_parameters(group),
                                _Data.of([row for row in group if row.num_nodes > 1])))
-        network, cost = _transfer_fit(parts, form, {})
+        network, cost = _transfer_fit(parts, form, untold)
         if best is None or cost < best[0]:
             best = (cost, overlap, network, parts)
     assert best is not None
@@ -426,6 +447,13 @@ def calibrate_network(rows: Sequence[StepRow]) -> NetworkPrior:
                         tuple(sorted({job for job, _ in groups})), None,
                         network.get("seconds_per_parameter", 0.0),
                         network.get("node_sync_weight", 0.0))
+
+
+def calibrates(rows: Sequence[StepRow]) -> bool:
+    """Whether one job type's ``rows`` can calibrate a network prior: some on several GPUs
+    of one node, some on several nodes."""
+    return (any(row.num_nodes > 1 for row in rows) and
+            any(row.num_nodes == 1 and row.num_gpus > 1 for row in rows))
 
 
 def own_network_base(rows: Sequence[StepRow], prior: NetworkPrior) -> float:

@@ -17,6 +17,9 @@ from hetsched.core.errors import InputError
 from hetsched.core.ranges import in_range
 from hetsched.speeds.steps import OVERLAP_RANGE, StatedError
 
+#: The largest value of a prior's ratios, factors and per-parameter seconds (its fit is
+#: bounded by it: beyond it a factor only says its base is 0).
+MAX_PRIOR_VALUE = 1e6
 
 @dataclass(frozen=True)
 class NetworkPrior:
@@ -45,9 +48,9 @@ class NetworkPrior:
     def __post_init__(self) -> None:
         for name in ("cross_ratio", "retrogression", "nic_sharing", "two_node_penalty",
                      "seconds_per_parameter", "node_sync_weight"):
-            if not in_range(getattr(self, name), 0, 1e6):
+            if not in_range(getattr(self, name), 0, MAX_PRIOR_VALUE):
                 raise InputError(f"bad {name}", path=name, value=getattr(self, name),
-                                 expected="a finite number >= 0")
+                                 expected=f"a finite number from 0 to {MAX_PRIOR_VALUE:g}")
         if not in_range(self.overlap, *OVERLAP_RANGE):
             raise InputError("bad overlap", path="overlap", value=self.overlap,
                              expected="a number from 1 to 10")

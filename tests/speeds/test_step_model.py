@@ -245,5 +245,5 @@ def test_fitting_rows_of_two_job_types_is_an_error() -> None:
     rows = [StepRow("a", "t4", (1,), 8, 0.5, 0.1), StepRow("b", "t4", (1,), 8, 0.5, 0.1)]
     with pytest.raises(InputError, match="rows of several job types or GPU types"):
         fit_step_model(rows)
-    with pytest.raises(InputError, match="no job type measured both on one node and"):
+    with pytest.raises(InputError, match="no job type measured on several GPUs of one node and"):
         calibrate_network(rows)
