@@ -17,13 +17,13 @@ from hetsched.registry import entry, model_warnings, names
 
 
 @click.command("validate")
-@click.argument("files", nargs=-1, required=True,
-                type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--format", "file_format", default="instance", show_default=True,
               type=click.Choice(("instance", "gavel", "philly", "helios", "openb", "native",
                                  "continuous", "pollux", "openb-nodes", "cluster", "profile")),
               help="What the files are: instances, traces, node lists, cluster JSON or "
-              "profiles (tidy CSV, Gavel JSON).")
+              "profiles (tidy CSV, Gavel JSON; step times: a tidy CSV with step_time or a "
+              "folder of Pollux's measurements).")
 @click.option("--model", default=None,
               help="Instances: also warn about jobs this model cannot run: "
               + ", ".join(names()) + ".")

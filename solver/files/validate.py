@@ -4,7 +4,9 @@ and say in one line what it holds (docs/traces.md, "Checking files").
 Formats (:data:`FILE_FORMATS`): ``instance`` (the default: schema, ranges, semantics),
 the trace formats of :mod:`hetsched.files.traces` (``gavel``, ``philly``, ``helios``,
 ``openb``, ``native``), ``openb-nodes`` (an openb node list), ``cluster`` (a cluster
-JSON file) and ``profile`` (a tidy CSV or Gavel's JSON of measured throughputs). A trace
+JSON file) and ``profile`` (a tidy CSV or Gavel's JSON of measured throughputs, or step
+times as ``hetsched fit`` reads them: a tidy CSV with step columns or a folder of Pollux's
+measurements, the only format a folder may be). A trace
 is read as a replay reads it: with a cluster spec and a throughput file given, the GPU
 types of the cluster are checked against the model, every ``gpu_spec`` against the
 cluster and every job against the cluster's GPUs. Bad input raises
@@ -46,12 +48,15 @@ def check_file(path: Path, file_format: str = "instance", *, cluster_spec: str |
     if file_format not in FILE_FORMATS:
         raise InputError("unknown file format", path="format", value=file_format,
                          expected="one of " + ", ".join(FILE_FORMATS))
+    if file_format == "profile":
+        return _profile(path)
+    if path.is_dir():
+        raise InputError("is a folder", file=str(path), expected="a file (a folder of "
+                         "Pollux's measurements is a step profile: --format profile)")
     if file_format == "instance":
         from hetsched.files.instance import load_instance
 
         return _instance(load_instance(path))
-    if file_format == "profile":
-        return _profile(path)
     if file_format in ("openb-nodes", "cluster"):
         from hetsched.files.cluster_spec import parse_cluster
 
@@ -81,7 +86,10 @@ def _profile(path: Path) -> FileCheck:
     from hetsched.speeds.fit import check_counts
     from hetsched.speeds.model import FitSettings
     from hetsched.speeds.profiles import read_profile
+    from hetsched.speeds.step_profiles import has_step_columns
 
+    if has_step_columns(path):
+        return _step_profile(path)
     profile = read_profile(path)
     check_counts(profile, FitSettings())
     if not any(point.throughput > 0 for point in profile.points):
@@ -94,6 +102,21 @@ def _profile(path: Path) -> FileCheck:
     return FileCheck(f"OK (profile: {len(profile)} measurements, {len(profile.job_types)} "
                      f"job types, GPU types {', '.join(profile.gpu_types)}, "
                      f"{counts[0]}-{counts[-1]} GPUs)")
+
+
+def _step_profile(path: Path) -> FileCheck:
+    """A step profile, read as ``hetsched fit`` reads it."""
+    from hetsched.speeds.step_profiles import read_step_rows
+
+    rows = read_step_rows(path)
+    counts = sorted({row.num_gpus for row in rows})
+    spread = sum(row.num_nodes > 1 for row in rows)
+    jobs = len({row.job_type for row in rows})
+    return FileCheck(f"OK (step profile: {len(rows):,} step rows, "
+                     f"{jobs} job type{'s' if jobs != 1 else ''}, GPU types "
+                     f"{', '.join(sorted({row.gpu_type for row in rows}))}, "
+                     f"{counts[0]}-{counts[-1]} GPUs, {spread:,} row{'s' if spread != 1 else ''} "
+                     "on several nodes)")
 
 
 def _gpu_listing(cluster: Cluster) -> str:
