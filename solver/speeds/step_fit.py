@@ -408,8 +408,10 @@ def calibrate_network(rows: Sequence[StepRow]) -> NetworkPrior:
     type's one-node rows are fitted with that overlap, and the network's values (sized if
     every job type states its parameters, else the cross ratio) and its retrogression,
     NIC-sharing and two-node factors are fitted to the multi-node step times all of them
-    then predict (each job type weighing the same); the overlap with the smallest error is
-    kept. No ``transfer_error`` (:func:`hetsched.speeds.step_extrapolation.extrapolate`
+    then predict (each job type weighing the same; a factor their rows cannot tell, as in
+    :func:`fit_step_model`, is 0; every value at most
+    :data:`~hetsched.speeds.step_prior.MAX_PRIOR_VALUE`); the overlap with the smallest
+    error is kept. No ``transfer_error`` (:func:`hetsched.speeds.step_extrapolation.extrapolate`
     measures it)."""
     groups = {key: group for key, group in _group(rows).items() if calibrates(group)}
     if not groups:
