@@ -5,6 +5,9 @@ The first 300 jobs of Philly (``../shared/data/philly/philly.csv``) on 32 V100 +
 (six virtual clusters with nominal quotas of every type, no borrowing limit: any idle
 GPU may be borrowed). A quota keeper that idles GPUs shows as a lower utilisation and a
 longer average JCT with the table; the quotas kept show as 0 GPU-seconds of violation.
+The table's weights (4, 2 and 1) change what a weighing policy allocates whether or not
+quotas are kept, so ``--weights-only`` adds a third replay per policy, with the table's
+weights and no quota: the table against it is the quota keeper's own effect.
 
 Prints a line per policy and writes ``benchmarks/results/tenants.csv`` (one row per
 policy: average JCT and utilisation with and without the table, their ratios, the
@@ -13,6 +16,8 @@ replay passes the checker (``hetsched.replay`` checks it). Needs ../shared/data.
 
     python benchmarks/tenants.py                        # every rolling policy
     python benchmarks/tenants.py --policies gavel,fifo --limit-jobs 100
+    python benchmarks/tenants.py --weights-only --policies isolated \
+        --out benchmarks/results/tenants_weights.csv
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import time
 from pathlib import Path
 
 from hetsched.core.settings import ReplaySettings
+from hetsched.core.tenants import Tenant, TenantTable
 from hetsched.files.replay_inputs import read_jobs, replay_inputs
 from hetsched.files.tenants import read_tenants
 from hetsched.policies.quotas import with_tenants
@@ -39,7 +45,9 @@ OUT = ROOT / "benchmarks" / "results" / "tenants.csv"
 FIELDS = ("policy", "jobs", "avg_jct_s", "avg_jct_s_tenants", "jct_ratio", "utilization",
           "utilization_tenants", "utilization_ratio", "quota_violation_gpu_s",
           "quota_violation_gpu_s_untended", "quota_dropped_starts",
-          "quota_redirected_starts", "quota_reclaims", "wall_s", "wall_s_tenants")
+          "quota_redirected_starts", "quota_reclaims", "wall_s", "wall_s_tenants",
+          "avg_jct_s_weights", "utilization_weights", "wall_s_weights", "jct_over_weights",
+          "utilization_over_weights")
 
 log = logging.getLogger("benchmarks.tenants")
 
@@ -50,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default=",".join(rolling))
     parser.add_argument("--limit-jobs", type=int, default=300)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--weights-only", action="store_true",
+                        help="also each policy with the table's weights and no quota")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if not TRACE.exists():
@@ -59,18 +69,23 @@ def main(argv: list[str] | None = None) -> int:
     inputs = replay_inputs(TRACE, "philly", CLUSTER, throughput_path=None, settings=settings)
     jobs = read_jobs(inputs, settings).jobs
     table = read_tenants(TABLE)
+    weights = TenantTable(tuple(Tenant(t.name, t.weight) for t in table.tenants))
+    runs: list[tuple[str, TenantTable | None]] = [("", None), ("_tenants", table)]
+    if args.weights_only:
+        runs.append(("_weights", weights))
     done: dict[str, dict[str, str]] = {}
     if args.out.exists():
         with args.out.open(newline="") as handle:
             done = {row["policy"]: row for row in csv.DictReader(handle)
-                    if int(row["jobs"]) == len(jobs)}
+                    if int(row["jobs"]) == len(jobs)
+                    and (row.get("avg_jct_s_weights") or not args.weights_only)}
     rows = list(done.values())
     for policy in args.policies.split(","):
         if policy in done:
             log.info("%s: kept from %s", policy, args.out)
             continue
         figures: dict[str, float | int | str] = {"policy": policy, "jobs": len(jobs)}
-        for suffix, tenants in (("", None), ("_tenants", table)):
+        for suffix, tenants in runs:
             started = time.monotonic()
             made = with_tenants(rolling_policy(policy), tenants)
             ran = replay(jobs, inputs.cluster, made, throughput=inputs.truth,
@@ -84,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                 ran.tenants = table
                 figures["quota_violation_gpu_s_untended"] = \
                     ran.metrics().quota_violation_gpu_s
-            else:
+            elif suffix == "_tenants":
                 figures["quota_violation_gpu_s"] = summary.quota_violation_gpu_s
                 counts = made.figures()
                 for key in ("quota_dropped_starts", "quota_redirected_starts",
@@ -93,6 +108,15 @@ def main(argv: list[str] | None = None) -> int:
         figures["jct_ratio"] = float(figures["avg_jct_s_tenants"]) / float(figures["avg_jct_s"])
         figures["utilization_ratio"] = float(figures["utilization_tenants"]) / float(
             figures["utilization"])
+        if args.weights_only:
+            figures["jct_over_weights"] = float(figures["avg_jct_s_tenants"]) / float(
+                figures["avg_jct_s_weights"])
+            figures["utilization_over_weights"] = float(figures["utilization_tenants"]) / \
+                float(figures["utilization_weights"])
+            log.info("%-30s weights only: avg JCT %.1f h, utilisation %.3f; the table over "
+                     "it: x%.3f, x%.3f", policy, float(figures["avg_jct_s_weights"]) / 3600,
+                     figures["utilization_weights"], figures["jct_over_weights"],
+                     figures["utilization_over_weights"])
         log.info("%-30s avg JCT %.1f h -> %.1f h (x%.3f), utilisation %.3f -> %.3f (x%.3f), "
                  "violations %.0f GPU-s (untended %.0f)", policy,
                  float(figures["avg_jct_s"]) / 3600, float(figures["avg_jct_s_tenants"]) / 3600,
