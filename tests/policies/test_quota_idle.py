@@ -144,3 +144,20 @@ def test_a_fifo_head_that_may_not_borrow_holds_up_no_other_tenant() -> None:
     assert ran.records["y1"].first_start == 20.0
     assert ran.records["y1"].gpu_types[0] == "k80"
     assert ran.records["z2"].first_start == 3000.0  # x's jobs: 6,000 steps at 2 steps/s
+
+
+@pytest.mark.parametrize("policy", ["gavel", "gavel-max-sum-raw"])
+def test_a_job_the_quotas_let_borrow_again_is_seen_on_every_type(policy: str) -> None:
+    # A is guaranteed both V100s; its two jobs and B's arrive at 0, so B's job is shown
+    # with the K80s only and runs there. A's jobs end at 500 s (1,000 steps at 2 steps/s);
+    # from then on nobody is owed the V100s and B may borrow them: the allocation is
+    # solved again with B's job on every type (not with the types it was first shown
+    # with), and at the round boundary at 720 s it moves to a V100, its fastest type.
+    table = TenantTable((Tenant("A", quotas={"v100": Quota(2)}),))
+    jobs = [Job("a1", 0.0, "m", 1, 1000.0, tenant="A"),
+            Job("a2", 0.0, "m", 1, 1000.0, tenant="A"),
+            Job("b1", 0.0, "m", 1, 20000.0, tenant="B")]
+    ran = replay(jobs, parse_cluster("v100=2,k80=2"), policy, throughput=TABLE,
+                 tenants=table)
+    segments = ran.records["b1"].segments
+    assert [(s.gpu_type, s.start) for s in segments] == [("k80", 0.0), ("v100", 720.0)]

@@ -45,6 +45,11 @@ FEASIBILITY_TOLERANCE = 1e-6
 ROUNDS = ("hetsched", "gavel")
 
 
+def solve_key(jobs: Sequence[Job]) -> frozenset[tuple[str, tuple[str, ...] | None]]:
+    """What an allocation is solved for: each job and the GPU types it may use."""
+    return frozenset((job.id, job.allowed_gpu_types) for job in jobs)
+
+
 class Gavel(PolicyHooks):
     """Gavel's allocation ``X[job, gpu_type]`` (time fractions, an LP built as arrays and
     solved by HiGHS, each solve warm-started from the previous one, or PuLP's model on CBC
@@ -179,7 +184,7 @@ class Gavel(PolicyHooks):
         self._ledger: GavelLedger | None = None
         self.speeds = SpeedBook()
         self.solves = 0
-        self._solved_for: frozenset[str] | None = None
+        self._solved_for: frozenset[tuple[str, tuple[str, ...] | None]] | None = None
         self._lp_failed = ""
         self._reset_at = 0.0
         #: seconds each job ran on each type (columns: the cluster's types) since the solve
@@ -191,6 +196,9 @@ class Gavel(PolicyHooks):
         self._share_matrix: Array = np.zeros((1, 0))
         self._types: tuple[str, ...] = ()
         self._speed_rows = RowBook()
+        #: the GPU types each job's row of ``_speed_rows`` was read for (a job shown with
+        #: other allowed types gets its row read again)
+        self._speeds_allowed: dict[str, tuple[str, ...] | None] = {}
         self._last_ran: dict[str, float] = {}
         self._last_now: float | None = None
         self.clock = RoundClock(round_s)
@@ -244,6 +252,7 @@ class Gavel(PolicyHooks):
             for job_id in [j for j in self._last_ran if j not in ids]:
                 del self._last_ran[job_id]
             self._speed_rows.keep_only(ids)
+            self._speeds_allowed = {j: a for j, a in self._speeds_allowed.items() if j in ids}
         if boundary and not state.pending and len(state.cluster.type_names) == 1:
             return Decision()  # one type, nobody waiting: every running job keeps its GPUs
         if boundary:
@@ -272,17 +281,20 @@ class Gavel(PolicyHooks):
         return self._round(state, jobs)
 
     def _solve_for(self, state: ClusterState, jobs: list[Job]) -> None:
-        """Solve the LP again if ``jobs`` are not the ones it was solved for."""
+        """Solve the LP again if ``jobs`` are not the ones it was solved for, or a job may
+        run on other GPU types than then (a quota keeper narrows a waiting job's types to
+        those its tenant may take now: hetsched.policies.quotas)."""
         active = frozenset(job.id for job in jobs)
+        key = solve_key(jobs)
         ledger = self._ledger
         if ledger is not None:
             ledger.keep(active)
-            if active == self._solved_for or not ledger.due(state.now):
+            if key == self._solved_for or not ledger.due(state.now):
                 return
             ledger.reset(state.now, lambda job_id: list(self._shares_of(job_id).values()))
-        if active != self._solved_for:
+        if key != self._solved_for:
             self._solve(state, jobs)
-            self._solved_for = active
+            self._solved_for = key
 
     def figures(self) -> dict[str, object]:
         """With POP partitions: their number, and the objective each solve reached over
@@ -310,7 +322,7 @@ class Gavel(PolicyHooks):
             return -math.inf  # (Gavel's rounds give left-over GPUs to any job)
         if len(state.cluster.type_names) == 1:
             return math.inf
-        if frozenset(r.job.id for r in state.running) != self._solved_for:
+        if solve_key([r.job for r in state.running]) != self._solved_for:
             return -math.inf
         for run in state.running:
             shares = [t for t, x in self._shares_of(run.job.id).items() if x > 1e-9]
@@ -432,10 +444,12 @@ class Gavel(PolicyHooks):
         book = self._speed_rows
         types = state.cluster.type_names
         book.set_width(len(types))
+        allowed = self._speeds_allowed
         for job in jobs:
-            if job.id not in book.rows:
+            if job.id not in book.rows or allowed.get(job.id) != job.allowed_gpu_types:
                 speeds = self.speeds.speeds(state, job)
                 book.add(job.id, [speeds.get(t, 0.0) for t in types])
+                allowed[job.id] = job.allowed_gpu_types
         return book.of([job.id for job in jobs], len(types))
 
     def _round(self, state: ClusterState, jobs: list[Job]) -> Decision:
