@@ -61,6 +61,7 @@ from hetsched.formulations.gavel.packed_objectives import (
 from hetsched.formulations.gavel.problem import AllocationProblem, Array
 from hetsched.policies.baselines.common import RoundClock, deadline_rates, place, steps_left
 from hetsched.policies.baselines.finish_time import IsolatedTimes
+from hetsched.policies.baselines.gavel import solve_key
 from hetsched.policies.baselines.gavel_rounds import GavelLedger, arrival_rank, gavel_queue
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 from hetsched.policies.starting import SpeedBook
@@ -141,7 +142,8 @@ class GavelPacked(PolicyHooks):
         self.speeds = SpeedBook()
         self._ledger: GavelLedger | None = None
         self._last_now: float | None = None
-        self._solved_for: frozenset[str] | None = None
+        self._solved_for: tuple[frozenset[str], frozenset[tuple[str, tuple[str, ...] | None]]] \
+            | None = None
         self._share: dict[str, list[float]] = {}  # entry (job or pair) -> share per type
         self._entry_of: dict[str, str] = {}  # running job -> the entry it was started as
         self.solves = 0
@@ -214,11 +216,12 @@ class GavelPacked(PolicyHooks):
                                                                       strict=True)]
         active = frozenset(entries)
         ledger.keep(active)
-        if active != self._solved_for and ledger.due(state.now):
+        key = (active, solve_key(jobs))  # (a job shown with other types: solved again)
+        if key != self._solved_for and ledger.due(state.now):
             ledger.reset(state.now, lambda entry: self._share.get(entry, []))
             self._solve(state, jobs, speeds, (first, second, first_speed, second_speed),
                         entries)
-            self._solved_for = active
+            self._solved_for = key
         share = np.array([self._share.get(e, [0.0] * len(types)) for e in entries],
                          dtype=np.float64).reshape(len(entries), len(types))
         priority, deficit = ledger.priorities(entries, share)
