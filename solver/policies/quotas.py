@@ -345,8 +345,9 @@ class TenantKeeper(PolicyHooks):
         to give a quota back (they may borrow elsewhere), then, when the quotas refused
         or undid a start or narrowed the policy's view, the other waiting jobs it did not
         start or preempt (a FIFO head that may not borrow, or a round planned on types a
-        not take, must not leave GPUs idle that others may take). With a ``budget``, at
-        most that many GPUs of each type (those the policy would have kept busy)."""
+        job may not take, must not leave GPUs idle that others may take). With a
+        ``budget``, at most that many GPUs of each type (those the policy would have kept
+        busy)."""
         if not candidates or (budget is not None and not budget):
             return
         pool = state.pool()
