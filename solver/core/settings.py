@@ -281,7 +281,12 @@ def check_load(load: float) -> float:
 def parse_gpu_aliases(text: str | Mapping[str, str] | None) -> dict[str, str]:
     """``g3=a100,g2=v100`` -> ``{"g3": "a100", "g2": "v100"}``: each cluster GPU type
     (left) takes the throughput of a type the model knows (right). Names are compared as
-    written (openb's models are lower-cased: ``g3``)."""
+    written (openb's models are lower-cased: ``g3``). Blank text is an
+    :class:`InputError` (an empty list is not "no aliases": give none for those);
+    ``None`` or ``{}``: none."""
+    if isinstance(text, str) and not text.strip():
+        raise InputError("empty GPU alias list", path="gpu_aliases", value=text,
+                         expected="CLUSTER_TYPE=MODEL_TYPE[,...], e.g. g3=a100")
     aliases: dict[str, str] = {}
     for item in name_value_items(text, "bad GPU aliases", "gpu_aliases",
                                  "CLUSTER_TYPE=MODEL_TYPE[,...], e.g. g3=a100"):

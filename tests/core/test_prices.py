@@ -72,3 +72,17 @@ def test_the_cost_of_what_ran() -> None:
     types = [GpuType("v100", price_per_hour=0.74), GpuType("k80", price_per_hour=0.135)]
     assert total_cost(ran, types) == pytest.approx(2.2875)
     assert math.isnan(total_cost(ran, [GpuType("v100", price_per_hour=0.74), GpuType("k80")]))
+
+
+def test_an_empty_gpu_alias_list_is_an_error_not_no_aliases() -> None:
+    # As an empty price list: blank text is refused; None or {} means no alias.
+    from hetsched.core.errors import InputError
+    from hetsched.core.settings import ReplaySettings, parse_gpu_aliases
+
+    for blank in ("", "  "):
+        with pytest.raises(InputError, match="empty GPU alias list"):
+            parse_gpu_aliases(blank)
+        with pytest.raises(InputError, match="gpu_aliases"):
+            ReplaySettings(gpu_aliases=blank)  # type: ignore[arg-type]
+    assert parse_gpu_aliases(None) == {} == parse_gpu_aliases({})
+    assert parse_gpu_aliases("g3=a100") == {"g3": "a100"}
