@@ -320,7 +320,10 @@ class TenantKeeper(PolicyHooks):
         self._redirected = 0
         stopped = [*preempt, *reclaimed]
         chosen = {s.job for s in decision.start} | set(decision.preempt)
-        others = [(job, None) for job in state.pending if job.id not in chosen]
+        # (the waiting jobs the policy left: only read when the quotas changed something)
+        others: list[tuple[Job, str | None]] = [
+            (job, None) for job in state.pending if job.id not in chosen] \
+            if self._restricted or dropped else []
         self._redirect(state, ledger, [*((jobs[s.job], s.gpu_type) for s in dropped
                                          if s.job not in running),
                                        *((jobs[j], None) for j in reclaimed),
