@@ -11,7 +11,8 @@ not change any replay).
 Cells: Gavel's ee9e8c trace (first 300 jobs, v100=36,p100=36,k80=36) under every
 registered policy; Alibaba's openb pod list (first 400 pods, on its own 1,213 nodes with
 the aliases of docs/traces.md) under the baselines and ``progress`` when ``--openb DIR``
-holds the clusterdata files. Needs ../shared/data.
+holds the clusterdata files; Pollux's workload 6 (load 1.0, 64 T4s, every job elastic)
+under ``progress-elastic``. Needs ../shared/data.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 GAVEL = ROOT.parent / "shared" / "data" / "gavel" / "traces" / "ee9e8c.trace"
 PHILLY = ROOT.parent / "shared" / "data" / "philly" / "philly.csv"
+POLLUX_WORKLOAD = ROOT.parent / "shared" / "data" / "pollux" / "workloads" / "workload-6.csv"
 FILES = ("summary.json", "jobs.csv", "decisions.csv")
 OPENB_ALIASES = "v100m16=v100,v100m32=v100,a10=v100,g2=v100,g3=a100"
 OPENB_POLICIES = ("fifo", "sjf", "srtf", "edf", "tiresias", "gandiva", "gavel", "optimus",
