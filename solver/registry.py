@@ -77,18 +77,18 @@ class Entry:
 
 ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("fifo", "first in, first out; first fit, no backfilling",
-          planner="hetsched.policies.fifo:FifoPolicy",
+          planner="hetsched.policies.fifo:FifoPlanner",
           policy="hetsched.policies.rolling:RollingFifo"),
     Entry("deadline", "deadline-aware heterogeneous assignment (Hydra), exact",
-          planner="hetsched.policies.deadline.planner:DeadlinePolicy",
+          planner="hetsched.policies.deadline.planner:DeadlinePlanner",
           backends=BACKENDS_OF["deadline"],
           exact=True, objective="total weighted completion time, s, once missed deadlines "
           "(or tardiness) are least", elastic=True),
     Entry("allox", "AlloX min-cost matching of jobs to GPU slots, exact",
-          planner="hetsched.policies.allox:AlloxPolicy", backends=BACKENDS_OF["allox"],
+          planner="hetsched.policies.allox:AlloxPlanner", backends=BACKENDS_OF["allox"],
           exact=True, elastic=True),
     Entry("topology", "FIFO admission, exact topology-aware placement",
-          planner="hetsched.simulate.topology_planner:TopologyPolicy",
+          planner="hetsched.simulate.topology_planner:TopologyPlanner",
           backends=BACKENDS_OF["topology"],
           exact=True, objective="communication cost of the placements, s per GB weighted by "
           "sensitivity", proven="each admitted batch's placement; the FIFO admission order "

@@ -1,7 +1,7 @@
 """The ``deadline`` model: choose GPU type, gang size and start; lexicographic objective.
 
 The contract every model follows: :func:`prepare` builds the model's data, the caller
-(the planner, :class:`hetsched.policies.deadline.planner.DeadlinePolicy`) makes a start plan
+(the planner, :class:`hetsched.policies.deadline.planner.DeadlinePlanner`) makes a start plan
 (its search, :mod:`hetsched.policies.deadline.search`), :func:`run_stages` solves both
 stages on the chosen back-end (CP-SAT, or the MILP on HiGHS/CBC/SCIP) from that warm
 start, and :func:`conclude` returns the best plan realised on concrete GPUs as a

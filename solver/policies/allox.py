@@ -17,7 +17,7 @@ from hetsched.policies.backends import BACKENDS_OF
 from hetsched.policies.planner import SolveOptions, outcome_result
 
 
-class AlloxPolicy:
+class AlloxPlanner:
     """The AlloX matching on an assignment algorithm or a MILP back-end."""
 
     name: ClassVar[str] = "allox"

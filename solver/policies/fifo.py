@@ -21,7 +21,7 @@ from hetsched.core.throughput import Placement
 from hetsched.policies.planner import SolveOptions
 
 
-class FifoPolicy:
+class FifoPlanner:
     """First-in first-out list scheduling."""
 
     name: ClassVar[str] = "fifo"

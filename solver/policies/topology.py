@@ -85,7 +85,7 @@ class TopologyAdmission(PolicyHooks):
     (:func:`hetsched.formulations.topology.place`), within its share of ``budget`` (the
     batch's jobs over the jobs of ``instance`` not placed yet). It keeps what the static
     result reports (:meth:`result`). The static planner runs it through the simulator
-    (:class:`hetsched.simulate.topology_planner.TopologyPolicy`): one event loop for replays
+    (:class:`hetsched.simulate.topology_planner.TopologyPlanner`): one event loop for replays
     and static solves alike."""
 
     name = "topology"

@@ -16,7 +16,7 @@ from hetsched.policies.topology import TopologyAdmission
 from hetsched.simulate.simulated import simulate_instance
 
 
-class TopologyPolicy:
+class TopologyPlanner:
     """FIFO admission, exact topology-aware placement per batch (module docstring of
     :mod:`hetsched.policies.topology`)."""
 

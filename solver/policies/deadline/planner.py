@@ -48,7 +48,7 @@ REFINE_MAX_COLUMNS = 8_000_000
 WHOLE_MODEL_MAX_MODES = 3000
 
 
-class DeadlinePolicy:
+class DeadlinePlanner:
     """The ``deadline`` model on CP-SAT or a MILP back-end."""
 
     name: ClassVar[str] = "deadline"

@@ -3,7 +3,7 @@ model's grid (:func:`decode`), the greedy start plan, and a local search that im
 under a budget.
 
 Every back-end starts from the plan these give (a CP-SAT hint, a MIP start), and a solve
-never returns anything worse than it (:class:`~hetsched.policies.deadline.planner.DeadlinePolicy`).
+never returns anything worse than it (:class:`~hetsched.policies.deadline.planner.DeadlinePlanner`).
 """
 
 from __future__ import annotations
