@@ -35,7 +35,7 @@ STATES = ("running", "stopped", "completed", "failed")
 
 
 @dataclass(frozen=True)
-class Run:
+class EmulatedRun:
     """One run of a job: launched at ``start`` (Unix s; its batch script's start),
     making progress from ``resume`` (``start`` plus the restart penalty over the speedup
     after an earlier run), last written at ``end``; on ``gpus`` (``NODE/INDEX``, Slurm's
@@ -73,14 +73,14 @@ class Checkpoint:
     steps: float = 0.0
     state: str = "running"
     updated: float = 0.0
-    runs: tuple[Run, ...] = field(default_factory=tuple)
+    runs: tuple[EmulatedRun, ...] = field(default_factory=tuple)
 
     @property
     def done(self) -> bool:
         """Whether the job's steps reached its work."""
         return self.steps >= self.work
 
-    def with_run(self, run: Run, updated: float) -> Checkpoint:
+    def with_run(self, run: EmulatedRun, updated: float) -> Checkpoint:
         """This checkpoint with ``run`` as its newest run (replacing the newest if that
         one has the same start: the same run written again)."""
         runs = self.runs
@@ -123,7 +123,7 @@ def read_checkpoint(path: Path) -> Checkpoint | None:
     try:
         if document.pop("v") != VERSION:
             raise ValueError("unknown version")
-        runs = tuple(Run(**{**run, "nodes": tuple(run["nodes"]), "gpus": tuple(run["gpus"]),
+        runs = tuple(EmulatedRun(**{**run, "nodes": tuple(run["nodes"]), "gpus": tuple(run["gpus"]),
                             "gpu_types": tuple(run["gpu_types"])})
                      for run in document.pop("runs"))
         return Checkpoint(**document, runs=runs)

@@ -54,7 +54,7 @@ def check_name(name: str, what: str) -> None:
                          expected="a letter, then letters, digits, '-' or '_'")
 
 
-class Layout(Protocol):
+class SlurmSetup(Protocol):
     """What the files are written from: a :class:`hetsched.slurm.local.LocalCluster`."""
 
     @property
@@ -82,7 +82,7 @@ class Layout(Protocol):
     def node_port(self, index: int) -> int: ...
 
 
-def slurm_conf(cluster: Layout) -> str:
+def slurm_conf(cluster: SlurmSetup) -> str:
     """The text of the cluster's slurm.conf."""
     state, logs = cluster.state_dir, cluster.log_dir
     settings = {
@@ -119,18 +119,18 @@ def slurm_conf(cluster: Layout) -> str:
     return "\n".join(lines) + "\n"
 
 
-def epilog_path(cluster: Layout) -> Path:
+def epilog_path(cluster: SlurmSetup) -> Path:
     """The nodes' epilog script (slurm.conf's ``Epilog=``)."""
     return cluster.state_dir / "epilog"
 
 
-def handover_dir(cluster: Layout) -> Path:
+def handover_dir(cluster: SlurmSetup) -> Path:
     """Where the agent tells the epilogs that it has decided on a job's GPUs: a file per
     Slurm job id (``hetsched slurm run --handover``)."""
     return cluster.state_dir / "handover"
 
 
-def epilog_script(cluster: Layout) -> str:
+def epilog_script(cluster: SlurmSetup) -> str:
     """The text of the epilog: it ends when the agent's file for the job appears
     (:func:`handover_dir`), removing it, or after the cluster's ``epilog_s``."""
     looks = max(1, round(cluster.epilog_s / EPILOG_LOOK_S))
@@ -152,13 +152,13 @@ exit 0
 """
 
 
-def gpu_files(cluster: Layout, node: SlurmNode) -> list[Path]:
+def gpu_files(cluster: SlurmSetup, node: SlurmNode) -> list[Path]:
     """The device files of ``node``'s GPUs, ``dev/NODE/gpuI`` (I = Slurm's GPU index)."""
     return [cluster.state_dir / "dev" / node.name / f"gpu{index}"
             for index in range(node.gpus)]
 
 
-def gres_conf(cluster: Layout) -> str:
+def gres_conf(cluster: SlurmSetup) -> str:
     """The text of the cluster's gres.conf: each node's typed GPUs over their files."""
     lines = ["AutoDetect=off"]
     for node in cluster.nodes:
@@ -169,7 +169,7 @@ def gres_conf(cluster: Layout) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_files(cluster: Layout, description: Mapping[str, Any]) -> None:
+def write_files(cluster: SlurmSetup, description: Mapping[str, Any]) -> None:
     """Make the cluster's folders, MUNGE key (once) and GPU files, and write
     gres.conf, slurm.conf and ``local-cluster.json`` (``description``, the cluster's
     fields)."""

@@ -55,7 +55,7 @@ from hetsched.core.records import Job
 from hetsched.core.throughput import Placement, ThroughputModel
 from hetsched.slurm.checkpoint import (
     Checkpoint,
-    Run,
+    EmulatedRun,
     checkpoint_path,
     read_checkpoint,
     write_checkpoint,
@@ -117,7 +117,7 @@ def plan_run(start: float, steps_start: float, work: float, throughput: float,
 
 
 @dataclass(frozen=True)
-class Allocation:
+class SlurmAllocation:
     """The GPUs Slurm gave a job: per GPU its id (``NODE/INDEX``) and type, in node
     order."""
 
@@ -147,7 +147,7 @@ def _indices(text: str, count: int) -> list[int]:
     return found
 
 
-def allocation_of(nodes: Sequence[str], gres_detail: Sequence[str]) -> Allocation:
+def allocation_of(nodes: Sequence[str], gres_detail: Sequence[str]) -> SlurmAllocation:
     """The allocation of a job on ``nodes`` (expanded, in Slurm's order) with
     ``gres_detail`` (squeue's, one entry per node in the same order). An untyped entry
     (``gpu:2(IDX:0-1)``) takes its type from a node named ``TYPE-INDEX``."""
@@ -164,7 +164,7 @@ def allocation_of(nodes: Sequence[str], gres_detail: Sequence[str]) -> Allocatio
         for index in _indices(match["index"], int(match["count"])):
             gpus.append(f"{node}/{index}")
             types.append(gpu_type)
-    return Allocation(tuple(nodes), tuple(gpus), tuple(types))
+    return SlurmAllocation(tuple(nodes), tuple(gpus), tuple(types))
 
 
 def _type_of_node(node: str) -> str:
@@ -175,7 +175,7 @@ def _type_of_node(node: str) -> str:
     return match["type"]
 
 
-def gang_speed(job: Job, truth: ThroughputModel, allocation: Allocation
+def gang_speed(job: Job, truth: ThroughputModel, allocation: SlurmAllocation
                ) -> tuple[float, str, str]:
     """``(steps per trace s, the GPU type that sets the pace, problem)``: the measured
     throughput of the job's type on the allocation's GPUs (the slowest type's, for a
@@ -234,7 +234,7 @@ def slurm_record(job_id: str, environment: Mapping[str, str] | None = None,
 class Emulator:
     """One run of a job: writes its checkpoint as it goes (:meth:`run`)."""
 
-    def __init__(self, meta: JobMeta, slurm_job_id: str, allocation: Allocation,
+    def __init__(self, meta: JobMeta, slurm_job_id: str, allocation: SlurmAllocation,
                  truth: ThroughputModel, path: Path, launched: float,
                  comment: str = "") -> None:
         self.meta, self.allocation, self.path, self.launched = meta, allocation, path, launched
@@ -246,7 +246,7 @@ class Emulator:
     def _write(self, pace: Pace | None, unix_s: float, state: str, note: str = "") -> None:
         steps = pace.steps_at(unix_s) if pace is not None else self.checkpoint.steps
         allocation = self.allocation
-        run = Run(self.launched, pace.resume if pace else self.launched, unix_s,
+        run = EmulatedRun(self.launched, pace.resume if pace else self.launched, unix_s,
                   allocation.nodes, allocation.gpus, self.gpu_type, allocation.types,
                   len(allocation.gpus), str(allocation.placement), self.speed,
                   pace.steps_start if pace else steps, steps, state, self.restart_count,

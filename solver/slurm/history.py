@@ -42,7 +42,7 @@ HALF_SECOND = 0.5
 
 
 @dataclass
-class Run:
+class LiveRun:
     """One run of a job (Unix seconds; ``end`` ``None`` while it runs)."""
 
     gpu_type: str
@@ -58,7 +58,7 @@ class Seen:
     and whether it ended (and how)."""
 
     meta: JobMeta
-    runs: list[Run] = field(default_factory=list)
+    runs: list[LiveRun] = field(default_factory=list)
     asked_start: float | None = None
     asked_preempt: float | None = None
     asked_move: float | None = None  # when the agent requeued it to start elsewhere at once
@@ -112,7 +112,7 @@ class History:
             return
         seen = self.jobs[event["job"]]
         if kind == "run":
-            seen.runs.append(Run(event["gpu_type"], tuple(event["gpus"]), event["start"]))
+            seen.runs.append(LiveRun(event["gpu_type"], tuple(event["gpus"]), event["start"]))
         elif kind == "end":
             seen.runs[-1].end = event["end"]
             seen.runs[-1].finished = event["finished"]
@@ -166,7 +166,7 @@ class History:
             if running and open_run is None and not job.ended:
                 start = (job.start_unix or unix) + (HALF_SECOND if job.start_unix else 0.0)
                 gpu_type = snapshot.cluster.node_by_name[job.nodes[0]].gpu_type
-                seen.runs.append(Run(gpu_type, job.gpus, start))
+                seen.runs.append(LiveRun(gpu_type, job.gpus, start))
                 if seen.asked_move is not None:  # requeue to RUNNING elsewhere, as seen
                     seen.move_latencies.append(unix - seen.asked_move)
                     seen.asked_move = seen.asked_start = None
@@ -242,7 +242,7 @@ class History:
         seen = self.jobs.get(job_id)
         return None if seen is None else seen.meta.job
 
-    def _speed(self, job: Job, run: Run, model: ThroughputModel, cluster: Cluster) -> float:
+    def _speed(self, job: Job, run: LiveRun, model: ThroughputModel, cluster: Cluster) -> float:
         return throughput_of(model, job.job_type, run.gpu_type, len(run.gpus),
                              cluster.placement_of(run.gpus))
 
@@ -292,7 +292,7 @@ class History:
         return [x for seen in self.jobs.values() for x in seen.move_latencies]
 
     # -- outputs ---------------------------------------------------------------------------
-    def runs_of(self, seen: Seen, checkpoints: Path | None) -> list[tuple[Run, float | None]]:
+    def runs_of(self, seen: Seen, checkpoints: Path | None) -> list[tuple[LiveRun, float | None]]:
         """A job's ended runs, each with the steps it did if known: from the training
         emulator's checkpoint (``checkpoints``: its folder) when there is one, its
         exact times and steps (runs killed unwritten or that could not run left out);
@@ -302,7 +302,7 @@ class History:
         found = read_checkpoint(path) if path is not None else None
         if found is None:
             return [(r, None) for r in seen.runs if r.end is not None]
-        return [(Run(r.gpu_type, r.gpus, r.start, r.end, r.state == "completed"),
+        return [(LiveRun(r.gpu_type, r.gpus, r.start, r.end, r.state == "completed"),
                  r.steps_end - r.steps_start)
                 for r in found.runs if r.state in ("stopped", "completed")]
 
@@ -351,7 +351,7 @@ class History:
         return Replay(records, list(self.decisions), self.cluster, wall_s, first,
                       interrupted=unfinished, restart_penalty_s=penalty, truth=truth)
 
-    def _clock_end(self, job: Job, run: Run, truth: ThroughputModel, start: float,
+    def _clock_end(self, job: Job, run: LiveRun, truth: ThroughputModel, start: float,
                    work: float, penalty: float, end: float) -> float:
         """A completed emulated run's end as its own arithmetic has it (start, penalty,
         steps over the throughput), when that is within the resolution of the Unix

@@ -18,7 +18,7 @@ from hetsched.core.throughput import Placement
 from hetsched.files.generate import catalogue_table
 from hetsched.slurm.checkpoint import (
     Checkpoint,
-    Run,
+    EmulatedRun,
     checkpoint_path,
     read_checkpoint,
     write_checkpoint,
@@ -26,8 +26,8 @@ from hetsched.slurm.checkpoint import (
 from hetsched.slurm.emulator import (
     EXIT_CANNOT_RUN,
     EXIT_DONE,
-    Allocation,
     Emulator,
+    SlurmAllocation,
     allocation_of,
     gang_speed,
     plan_run,
@@ -124,7 +124,7 @@ def test_a_checkpoint_round_trips_and_a_bad_one_is_an_error(tmp_path: Path) -> N
     path = checkpoint_path(tmp_path / "checkpoints", "12")
     assert path == tmp_path / "checkpoints" / "12.json"
     assert read_checkpoint(path) is None
-    run = Run(10.0, 11.0, 12.5, ("k80-0",), ("k80-0/0",), "k80", ("k80",), 1, "packed", 9.0,
+    run = EmulatedRun(10.0, 11.0, 12.5, ("k80-0",), ("k80-0/0",), "k80", ("k80",), 1, "packed", 9.0,
               0.0, 27.0, "stopped", 0, "SIGTERM")
     checkpoint = Checkpoint("12", "a", 300.0, "hetsched {}").with_run(run, 12.6)
     write_checkpoint(path, checkpoint)
@@ -242,7 +242,7 @@ def test_gpu_requests(fields: dict[str, Any], request_: list[str]) -> None:
 
 
 def test_an_allocation_of_one_node_is_packed() -> None:
-    assert Allocation(("v100-1",), ("v100-1/3",), ("v100",)).placement is Placement.PACKED
+    assert SlurmAllocation(("v100-1",), ("v100-1/3",), ("v100",)).placement is Placement.PACKED
 
 
 def test_run_as_a_job_every_thread_blocks_the_stop_signals() -> None:

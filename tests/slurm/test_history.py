@@ -58,15 +58,15 @@ def test_a_job_started_again_after_its_work_was_done_finished_when_it_was_done(
     from hetsched.core.check import check
     from hetsched.core.records import Instance
     from hetsched.core.throughput import ThroughputTable
-    from hetsched.slurm.checkpoint import Checkpoint, Run, checkpoint_path, write_checkpoint
+    from hetsched.slurm.checkpoint import Checkpoint, EmulatedRun, checkpoint_path, write_checkpoint
 
     work, speed = 18_000.0, 1_000.0
     meta = JobMeta(Job("a", 0.0, "cnn", 2, work), origin=1000.0, speedup=1.0,
                    restart_penalty_s=0.0)
     table = ThroughputTable.from_rows([("cnn", "v100", 2, "packed", speed)])
-    ran = Run(1001.0, 1001.0, 1019.0, ("v100-0",), GPUS, "v100", ("v100",), 2, "packed",
+    ran = EmulatedRun(1001.0, 1001.0, 1019.0, ("v100-0",), GPUS, "v100", ("v100",), 2, "packed",
               speed, 0.0, work, "completed")
-    again = Run(1025.0, 1025.0, 1025.0, ("v100-0",), GPUS, "v100", ("v100",), 2, "packed",
+    again = EmulatedRun(1025.0, 1025.0, 1025.0, ("v100-0",), GPUS, "v100", ("v100",), 2, "packed",
                 speed, work, work, "completed", 1, "started after it was done")
     write_checkpoint(checkpoint_path(tmp_path, "7"), Checkpoint(
         "7", "a", work, meta.to_comment(), work, "completed", 1025.0, (ran, again)))

@@ -16,7 +16,7 @@ import pytest
 
 from hetsched.files.generate import catalogue_table
 from hetsched.slurm.checkpoint import checkpoint_path, read_checkpoint
-from hetsched.slurm.emulator import Allocation, gang_speed
+from hetsched.slurm.emulator import SlurmAllocation, gang_speed
 from hetsched.slurm.local import LocalCluster
 from hetsched.slurm.metadata import JobMeta, is_managed
 from hetsched.slurm.submit import submitted_rows
@@ -106,7 +106,7 @@ def test_slurm_schedules_runs_every_job_to_completion(cluster: LocalCluster,
         assert run.placement == ("spread" if meta.job.num_gpus > 4 else "packed")
         assert set(run.gpu_types) == {node.rsplit("-", 1)[0] for node in run.nodes}
         assert all(gpu.split("/")[0] in run.nodes for gpu in run.gpus)
-        allocation = Allocation(run.nodes, run.gpus, tuple(
+        allocation = SlurmAllocation(run.nodes, run.gpus, tuple(
             gpu.split("/")[0].rsplit("-", 1)[0] for gpu in run.gpus))
         assert gang_speed(meta.job, catalogue, allocation)[:2] == (run.throughput,
                                                                    run.gpu_type)
