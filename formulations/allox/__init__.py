@@ -57,7 +57,7 @@ def exact_matching(problem: MatchingProblem, budget: Budget | None
     (FEASIBLE, no bound)."""
     from hetsched.formulations.allox.matching import greedy_matching, solve_assignment, solve_flow
 
-    arcs = sum(problem.classes[c].levels for (_, c) in problem.runs)
+    arcs = sum(problem.classes[c].levels for (_, c) in problem.processing)
     left = None if budget is None or budget.deterministic else budget.remaining()
     if left is not None and arcs * FLOW_S_PER_ARC > left:
         return greedy_matching(problem), Status.FEASIBLE, None
@@ -128,7 +128,7 @@ def solve_allox(instance: Instance, options: SolveOptions, *, alpha: float = 1.0
         machines = machines_for(instance, whole_nodes, machine_free)
         problem = build_matching(instance, batch, machines, whole_nodes)
         stranded = [job.id for j, job in enumerate(batch)
-                    if not any((j, c) in problem.runs for c in range(len(problem.classes)))]
+                    if not any((j, c) in problem.processing for c in range(len(problem.classes)))]
         if stranded:
             what = "a whole node" if whole_nodes else "one GPU"
             return AlloxOutcome(Status.INFEASIBLE, None, message=(
@@ -204,12 +204,12 @@ def _decode(instance: Instance, problem: MatchingProblem, matching: dict[int, tu
         clock = machine.free_at
         for j in jobs:
             planned.append((clock, name, j))
-            clock += problem.runs[j, c].duration
+            clock += problem.processing[j, c].duration
     placed = []
     for _, name, j in sorted(planned):
         c, machine = machine_of[name]
         job = problem.jobs[j]
-        run = problem.runs[j, c]
+        run = problem.processing[j, c]
         gpus = sorted(machine.gpus, key=lambda g: (serial.free_at(g),
                                                    instance.cluster.gpu_by_id[g].index))
         taken = tuple(sorted(gpus[: run.num_gpus],

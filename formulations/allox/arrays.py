@@ -35,10 +35,10 @@ class AlloxArrays:
     @classmethod
     def of(cls, problem: MatchingProblem, *, relax: bool = False) -> AlloxArrays:
         """The assignment model of ``problem`` (binary columns, or [0, 1] if ``relax``)."""
-        keys = sorted(problem.runs)
+        keys = sorted(problem.processing)
         run_job = np.array([j for j, _ in keys], dtype=np.int64)
         run_class = np.array([c for _, c in keys], dtype=np.int64)
-        duration = np.array([problem.runs[key].duration for key in keys], dtype=np.float64)
+        duration = np.array([problem.processing[key].duration for key in keys], dtype=np.float64)
         levels = np.array([c.levels for c in problem.classes], dtype=np.int64)
         per_run = levels[run_class] if len(keys) else np.zeros(0, dtype=np.int64)
         # one column per (run, level): each run repeated levels_c times, levels 1 .. levels_c

@@ -109,13 +109,13 @@ def greedy_matching(problem: MatchingProblem) -> dict[int, tuple[int, int]]:
     used: dict[tuple[int, int], int] = {}
     level = [1] * len(problem.classes)
     shortest: dict[int, float] = {}
-    for (job, _), run in problem.runs.items():
+    for (job, _), run in problem.processing.items():
         shortest[job] = min(shortest.get(job, run.duration), run.duration)
     matching: dict[int, tuple[int, int]] = {}
     for job in sorted(range(len(problem.jobs)), key=lambda j: (-shortest.get(j, 0.0), j)):
         best: tuple[float, int] | None = None
         for c, cls in enumerate(problem.classes):
-            if (job, c) not in problem.runs or level[c] > cls.levels:
+            if (job, c) not in problem.processing or level[c] > cls.levels:
                 continue
             cost = problem.cost(job, (c, level[c]))
             if cost is not None and (best is None or cost < best[0]):

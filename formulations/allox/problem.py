@@ -41,8 +41,9 @@ class MachineClass:
 
 
 @dataclass(frozen=True)
-class Run:
-    """How a job runs on a class: ``num_gpus`` GPUs for ``duration`` s."""
+class Processing:
+    """How a job runs on a class: ``num_gpus`` GPUs for ``duration`` s (its processing
+    time ``p_jc``)."""
 
     num_gpus: int
     duration: float
@@ -50,11 +51,11 @@ class Run:
 
 @dataclass(frozen=True, eq=False)
 class MatchingProblem:
-    """Jobs, machine classes, and each job's run on each class it can use."""
+    """Jobs, machine classes, and each job's processing on each class it can use."""
 
     jobs: tuple[Job, ...]
     classes: tuple[MachineClass, ...]
-    runs: Mapping[tuple[int, int], Run]  # (job index, class index) -> run
+    processing: Mapping[tuple[int, int], Processing]  # by (job index, class index)
 
     def slots(self) -> list[tuple[int, int]]:
         """All (class index, level k >= 1) slots."""
@@ -63,7 +64,7 @@ class MatchingProblem:
     def cost(self, job: int, slot: tuple[int, int]) -> float | None:
         """``f_c + k p_jc`` (s), or ``None`` if the job cannot run on class c."""
         c, k = slot
-        run = self.runs.get((job, c))
+        run = self.processing.get((job, c))
         if run is None:
             return None
         return self.classes[c].free_at + k * run.duration
@@ -96,19 +97,19 @@ def machines_for(instance: Instance, whole_nodes: bool,
     return machines
 
 
-def best_run(instance: Instance, job: Job, gpu_type: str, size: int,
-             whole_nodes: bool) -> Run | None:
+def fastest_processing(instance: Instance, job: Job, gpu_type: str, size: int,
+                       whole_nodes: bool) -> Processing | None:
     """The fastest way for ``job`` to run on a machine of ``size`` GPUs of ``gpu_type``:
     one GPU, or (whole nodes) any allowed gang that fits the node, packed."""
     counts = [c for c in job.gpu_counts if c <= size] if whole_nodes else [1] if (
         1 in job.gpu_counts) else []
-    best: Run | None = None
+    best: Processing | None = None
     if not job.may_use(gpu_type):
         return None
     for count in counts:
         speed = instance.throughput.throughput(job.job_type, gpu_type, count, Placement.PACKED)
         if speed > 0 and (best is None or job.work / speed < best.duration):
-            best = Run(count, job.work / speed)
+            best = Processing(count, job.work / speed)
     return best
 
 
@@ -144,15 +145,15 @@ def build_matching(instance: Instance, jobs: Sequence[Job], machines: Sequence[M
             else max(1, n)
         classes.append(MachineClass(gpu_type, size, free, tuple(members), levels))
         class_nodes.append(node)
-    runs: dict[tuple[int, int], Run] = {}
+    processing: dict[tuple[int, int], Processing] = {}
     for j, job in enumerate(jobs):
         for c, cls in enumerate(classes):
             if job.allowed_nodes is not None and class_nodes[c] not in job.allowed_nodes:
                 continue
-            run = best_run(instance, job, cls.gpu_type, cls.size, whole_nodes)
+            run = fastest_processing(instance, job, cls.gpu_type, cls.size, whole_nodes)
             if run is not None:
-                runs[j, c] = run
-    return MatchingProblem(tuple(jobs), tuple(classes), runs)
+                processing[j, c] = run
+    return MatchingProblem(tuple(jobs), tuple(classes), processing)
 
 
 def sequences(problem: MatchingProblem, matching: Mapping[int, tuple[int, int]]

@@ -35,7 +35,7 @@ class AlloxPlanner:
     def unrunnable(self, instance: Instance) -> dict[str, str]:
         """The jobs that cannot run packed on one GPU (or, when some job cannot, on one
         whole node) of any type: AlloX matches jobs to such machines."""
-        from hetsched.formulations.allox.problem import best_run, machines_for
+        from hetsched.formulations.allox.problem import fastest_processing, machines_for
 
         whole_nodes = not all(any(c.num_gpus == 1 for c in instance.configurations(job))
                               for job in instance.jobs)
@@ -43,7 +43,8 @@ class AlloxPlanner:
         why = "it cannot run packed on " + ("one whole node" if whole_nodes else "one GPU") + \
             " of any type (allox matches jobs to single GPUs, or whole nodes)"
         return {job.id: why for job in instance.jobs if not any(
-            best_run(instance, job, gpu_type, size, whole_nodes) for gpu_type, size in shapes)}
+            fastest_processing(instance, job, gpu_type, size, whole_nodes)
+            for gpu_type, size in shapes)}
 
     def solve(self, instance: Instance, options: SolveOptions) -> Result:
         """Schedule every job; objective = total weighted JCT (s) of the realised schedule."""
