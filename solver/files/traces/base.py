@@ -13,10 +13,10 @@ import csv
 import logging
 import math
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from hetsched.core.errors import InputError
 from hetsched.core.ranges import text_float
@@ -24,6 +24,9 @@ from hetsched.core.records import Job
 from hetsched.core.throughput import ThroughputModel
 
 log = logging.getLogger(__name__)
+
+#: What a reader makes of a row: a :class:`Row` of a trace, a node of a node list.
+Item = TypeVar("Item")
 
 ON_BAD_ROW = ("fatal", "skip")
 #: With ``on_bad_row="skip"``, more bad rows than this fraction of the rows in scope (every
@@ -262,6 +265,28 @@ def check_width(row: dict[str, str]) -> None:
         if row[_PROBLEM] == "wrong number of fields":
             value = int(row[_VALUE])
         raise BadRowError(row[_PROBLEM], value, row[_EXPECTED])
+
+
+def parse_rows(reading: Reading, lines: Iterable[tuple[int, dict[str, str]]],
+               parse: Callable[[int, dict[str, str]], Item | str]) -> list[Item]:
+    """What ``parse`` makes of each ``(line, cells)`` of ``lines`` (:func:`csv_rows`'s),
+    in order: a row that does not split into the header's fields (:func:`check_width`)
+    or that ``parse`` finds bad (:class:`BadRowError`) goes to :meth:`Reading.bad_row`
+    (an error, or skipped and counted); a reason ``parse`` returns instead leaves the
+    row out on purpose, counted under it (:meth:`Reading.exclude`)."""
+    items: list[Item] = []
+    for line, cells in lines:
+        try:
+            check_width(cells)
+            item = parse(line, cells)
+        except BadRowError as error:
+            reading.bad_row(line, error)
+            continue
+        if isinstance(item, str):
+            reading.exclude(item)
+        else:
+            items.append(item)
+    return items
 
 
 def number(text: str, column: str, *, low: float | None = None, strict: bool = False,

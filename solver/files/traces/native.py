@@ -26,18 +26,8 @@ from hetsched.core.records import (
     MIN_WEIGHT,
     Job,
 )
-from hetsched.files.traces.base import (
-    BadRowError,
-    Options,
-    Reading,
-    Row,
-    Trace,
-    check_width,
-    csv_rows,
-    integer,
-    number,
-)
-from hetsched.files.traces.rules import build_trace
+from hetsched.files.traces.base import BadRowError, Options, Row, Trace, integer, number
+from hetsched.files.traces.rules import read_csv
 
 COLUMNS = ("id", "arrival", "job_type", "num_gpus", "work", "deadline", "weight", "user",
            "allowed_gpu_counts", "allowed_gpu_types")
@@ -46,7 +36,7 @@ OPTIONAL = ("gpu_share", "cpus", "memory_gb", "tenant")
 
 
 def _row(line: int, cells: dict[str, str]) -> Row:
-    check_width(cells)
+    """The row of one job."""
     if not cells["id"]:
         raise BadRowError("empty id", cells["id"], "a job id", "id")
     if not cells["job_type"]:
@@ -97,14 +87,7 @@ def _cell(value: float | str | None) -> str:
 
 def read_native(path: Path, options: Options) -> Trace:
     """Read a native trace CSV into a :class:`~hetsched.files.traces.base.Trace`."""
-    reading = Reading(path, "native", options)
-    rows: list[Row] = []
-    for line, cells in csv_rows(path, COLUMNS, OPTIONAL):
-        try:
-            rows.append(_row(line, cells))
-        except BadRowError as error:
-            reading.bad_row(line, error)
-    return build_trace(reading, rows)
+    return read_csv(path, "native", options, COLUMNS, _row, optional=OPTIONAL)
 
 
 def write_native(trace_or_jobs: Trace | Iterable[Job], path: str | Path) -> None:

@@ -30,12 +30,12 @@ from hetsched.files.traces.base import (
     Reading,
     Row,
     Trace,
-    check_width,
     csv_rows,
     integer,
     number,
+    parse_rows,
 )
-from hetsched.files.traces.rules import build_trace
+from hetsched.files.traces.rules import read_csv
 
 log = logging.getLogger(__name__)
 
@@ -61,53 +61,69 @@ def _time(cells: dict[str, str], column: str) -> float | None:
 
 def read_openb(path: Path, options: Options) -> Trace:
     """Read an openb pod list into a :class:`~hetsched.files.traces.base.Trace`."""
-    reading = Reading(path, "openb", options, types_column="gpu_spec")
-    rows: list[Row] = []
-    for line, cells in csv_rows(path, POD_COLUMNS):
-        try:
-            check_width(cells)
-            if not cells["name"]:
-                raise BadRowError("empty name", cells["name"], "a pod name", "name")
-            num_gpu = integer(cells["num_gpu"], "num_gpu", high=MAX_GPUS_PER_JOB)
-            gpu_milli = integer(cells["gpu_milli"] or "0", "gpu_milli", high=1000)
-            cpu_milli = integer(cells["cpu_milli"] or "0", "cpu_milli", high=1000 * MAX_CPUS)
-            memory_mib = number(cells["memory_mib"] or "0", "memory_mib", low=0.0,
-                                high=1024 * MAX_MEMORY_GB,
-                                what=f"MiB from 0 to {1024 * MAX_MEMORY_GB:g}")
-            created = _time(cells, "creation_time")
-            if created is None:
-                raise BadRowError("empty creation_time", cells["creation_time"],
-                             "a time in s", "creation_time")
-            scheduled = _time(cells, "scheduled_time")
-            deleted = _time(cells, "deletion_time")
-        except BadRowError as error:
-            reading.bad_row(line, error)
-            continue
-        if num_gpu == 0:
-            reading.exclude("num_gpu 0")
-            continue
-        if scheduled is None or cells["pod_phase"] == "Pending":
-            reading.exclude("never scheduled")
-            continue
-        if deleted is None:
-            reading.exclude("no deletion_time (still running)")
-            continue
-        if deleted <= scheduled:
-            reading.exclude("deletion_time not after scheduled_time")
-            continue
-        share = note = None
-        if num_gpu == 1 and 0 < gpu_milli < 1000:
-            if reading.options.gpu_sharing:
-                share = gpu_milli / 1000
-            else:
-                note = "gpu_milli < 1000 (a share of one GPU): counted as one whole GPU (GPU " \
-                    "sharing off)"
-        models = [m for m in cells["gpu_spec"].split("|") if m.strip()]
-        allowed = tuple(dict.fromkeys(gpu_type_name(m) for m in models)) or None
-        rows.append(Row(line, created, num_gpu, duration=deleted - scheduled, id=cells["name"],
-                        allowed_gpu_types=allowed, gpu_share=share, cpus=cpu_milli / 1000,
-                        memory_gb=memory_mib / 1024, note=note))
-    return build_trace(reading, rows)
+    return read_csv(path, "openb", options, POD_COLUMNS,
+                    lambda line, cells: _pod(line, cells, gpu_sharing=options.gpu_sharing),
+                    types_column="gpu_spec")
+
+
+def _pod(line: int, cells: dict[str, str], *, gpu_sharing: bool) -> Row | str:
+    """The row of one pod, or why it is left out (no GPU, never ran, still running);
+    ``gpu_sharing`` off, a share of one GPU is counted as the whole GPU (noted)."""
+    if not cells["name"]:
+        raise BadRowError("empty name", cells["name"], "a pod name", "name")
+    num_gpu = integer(cells["num_gpu"], "num_gpu", high=MAX_GPUS_PER_JOB)
+    gpu_milli = integer(cells["gpu_milli"] or "0", "gpu_milli", high=1000)
+    cpu_milli = integer(cells["cpu_milli"] or "0", "cpu_milli", high=1000 * MAX_CPUS)
+    memory_mib = number(cells["memory_mib"] or "0", "memory_mib", low=0.0,
+                        high=1024 * MAX_MEMORY_GB, what=f"MiB from 0 to {1024 * MAX_MEMORY_GB:g}")
+    created = _time(cells, "creation_time")
+    if created is None:
+        raise BadRowError("empty creation_time", cells["creation_time"], "a time in s",
+                          "creation_time")
+    scheduled = _time(cells, "scheduled_time")
+    deleted = _time(cells, "deletion_time")
+    if num_gpu == 0:
+        return "num_gpu 0"
+    if scheduled is None or cells["pod_phase"] == "Pending":
+        return "never scheduled"
+    if deleted is None:
+        return "no deletion_time (still running)"
+    if deleted <= scheduled:
+        return "deletion_time not after scheduled_time"
+    share = note = None
+    if num_gpu == 1 and 0 < gpu_milli < 1000:
+        if gpu_sharing:
+            share = gpu_milli / 1000
+        else:
+            note = "gpu_milli < 1000 (a share of one GPU): counted as one whole GPU (GPU " \
+                "sharing off)"
+    models = [m for m in cells["gpu_spec"].split("|") if m.strip()]
+    allowed = tuple(dict.fromkeys(gpu_type_name(m) for m in models)) or None
+    return Row(line, created, num_gpu, duration=deleted - scheduled, id=cells["name"],
+               allowed_gpu_types=allowed, gpu_share=share, cpus=cpu_milli / 1000,
+               memory_gb=memory_mib / 1024, note=note)
+
+
+#: Why a machine of a node list is left out of the cluster.
+CPU_ONLY = "no GPU"
+
+
+def _node(line: int, cells: dict[str, str]) -> Node | str:
+    """The node of one machine, or :data:`CPU_ONLY`."""
+    gpus = integer(cells["gpu"] or "0", "gpu", high=MAX_GPUS_PER_NODE)
+    cpus = integer(cells["cpu_milli"], "cpu_milli", high=1000 * MAX_CPUS) // 1000
+    memory = number(cells["memory_mib"], "memory_mib", low=0.0,
+                    high=1024 * MAX_MEMORY_GB) / 1024
+    if gpus > 0 and not cells["model"]:
+        raise BadRowError("empty model for a machine with GPUs", cells["model"],
+                          "a GPU model name", "model")
+    if gpus == 0:
+        return CPU_ONLY
+    try:
+        return Node(cells["sn"], gpu_type_name(cells["model"]), gpus, cpus=cpus,
+                    memory_gb=memory)
+    except InputError as exc:
+        raise BadRowError(exc.problem, exc.value, exc.expected or "", exc.path) from None
 
 
 def openb_cluster(path: str | Path) -> Cluster:
@@ -116,29 +132,8 @@ def openb_cluster(path: str | Path) -> Cluster:
     ``memory_gb`` = memory_mib / 1024); machines without GPUs are left out."""
     path = Path(path)
     reading = Reading(path, "openb-nodes", Options())
-    nodes: list[Node] = []
-    cpu_only = 0
-    for line, cells in csv_rows(path, NODE_COLUMNS):
-        try:
-            check_width(cells)
-            gpus = integer(cells["gpu"] or "0", "gpu", high=MAX_GPUS_PER_NODE)
-            cpus = integer(cells["cpu_milli"], "cpu_milli", high=1000 * MAX_CPUS) // 1000
-            memory = number(cells["memory_mib"], "memory_mib", low=0.0,
-                            high=1024 * MAX_MEMORY_GB) / 1024
-            if gpus > 0 and not cells["model"]:
-                raise BadRowError("empty model for a machine with GPUs", cells["model"],
-                             "a GPU model name", "model")
-        except BadRowError as error:
-            reading.bad_row(line, error)
-            continue
-        if gpus == 0:
-            cpu_only += 1
-            continue
-        try:
-            nodes.append(Node(cells["sn"], gpu_type_name(cells["model"]), gpus, cpus=cpus,
-                              memory_gb=memory))
-        except InputError as exc:
-            reading.bad(line, exc.problem, exc.value, exc.expected or "", exc.path)
+    nodes = parse_rows(reading, csv_rows(path, NODE_COLUMNS), _node)
+    cpu_only = reading.excluded[CPU_ONLY]
     if not nodes:
         raise InputError("no machine with GPUs in the node list", file=str(path),
                          expected="rows with gpu >= 1")

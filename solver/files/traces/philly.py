@@ -14,18 +14,8 @@ from datetime import datetime
 from pathlib import Path
 
 from hetsched.core.records import MAX_DURATION_S, MAX_GPUS_PER_JOB
-from hetsched.files.traces.base import (
-    BadRowError,
-    Options,
-    Reading,
-    Row,
-    Trace,
-    check_width,
-    csv_rows,
-    integer,
-    number,
-)
-from hetsched.files.traces.rules import build_trace
+from hetsched.files.traces.base import BadRowError, Options, Row, Trace, integer, number
+from hetsched.files.traces.rules import read_csv
 
 COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
 _EPOCH = datetime(1970, 1, 1)
@@ -59,23 +49,18 @@ def wall_clock(text: str, column: str, *, or_seconds: bool = True) -> float:
 
 def read_philly(path: Path, options: Options) -> Trace:
     """Read ``philly.csv`` into a :class:`~hetsched.files.traces.base.Trace`."""
-    reading = Reading(path, "philly", options)
-    rows: list[Row] = []
-    for line, cells in csv_rows(path, COLUMNS):
-        try:
-            check_width(cells)
-            num_gpus = integer(cells["num_gpus"], "num_gpus", high=MAX_GPUS_PER_JOB)
-            duration = number(cells["duration"], "duration", low=0.0, high=MAX_DURATION_S,
-                              what=f"a time in s from 0 to {MAX_DURATION_S:g}")
-            arrival = wall_clock(cells["timestamp"], "timestamp", or_seconds=False)
-        except BadRowError as error:
-            reading.bad_row(line, error)
-            continue
-        if num_gpus == 0:
-            reading.exclude("num_gpus 0")
-        elif duration == 0:
-            reading.exclude("duration 0")
-        else:
-            rows.append(Row(line, arrival, num_gpus, duration=duration,
-                            tenant=cells["cluster"].strip() or None))
-    return build_trace(reading, rows)
+    return read_csv(path, "philly", options, COLUMNS, _row)
+
+
+def _row(line: int, cells: dict[str, str]) -> Row | str:
+    """The row of one job, or why it is left out (no GPU, no run time)."""
+    num_gpus = integer(cells["num_gpus"], "num_gpus", high=MAX_GPUS_PER_JOB)
+    duration = number(cells["duration"], "duration", low=0.0, high=MAX_DURATION_S,
+                      what=f"a time in s from 0 to {MAX_DURATION_S:g}")
+    arrival = wall_clock(cells["timestamp"], "timestamp", or_seconds=False)
+    if num_gpus == 0:
+        return "num_gpus 0"
+    if duration == 0:
+        return "duration 0"
+    return Row(line, arrival, num_gpus, duration=duration,
+               tenant=cells["cluster"].strip() or None)

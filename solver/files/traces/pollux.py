@@ -33,18 +33,8 @@ from typing import Any
 
 from hetsched.core.errors import InputError
 from hetsched.core.records import MAX_TIME_S
-from hetsched.files.traces.base import (
-    BadRowError,
-    Options,
-    Reading,
-    Row,
-    Trace,
-    check_width,
-    csv_rows,
-    integer,
-    number,
-)
-from hetsched.files.traces.rules import build_trace
+from hetsched.files.traces.base import BadRowError, Options, Row, Trace, csv_rows, integer, number
+from hetsched.files.traces.rules import read_csv
 from hetsched.speeds.pollux import (
     MAX_GPUS,
     PolluxApplication,
@@ -83,8 +73,7 @@ def pollux_model(model: Any) -> PolluxThroughput | None:
 def read_pollux_workload(path: Path, options: Options) -> Trace:
     """Read a Pollux workload CSV into a :class:`~hetsched.files.traces.base.Trace`
     (module notes)."""
-    reading = Reading(path, "pollux", options)
-    rows_read = list(csv_rows(path, COLUMNS))  # (a missing file or header: an error first)
+    lines = list(csv_rows(path, COLUMNS))  # (a missing file or header: an error first)
     model = pollux_model(options.throughput)
     if model is None:
         folder = measurements_folder(path)
@@ -93,13 +82,9 @@ def read_pollux_workload(path: Path, options: Options) -> Trace:
                              value=str(folder), expected="Pollux's traces/ folder beside "
                              "the workloads' folder (workloads/../traces)")
         model = read_pollux(folder)
-    rows: list[Row] = []
-    for line, cells in rows_read:
-        try:
-            rows.append(_row(line, cells, model, elastic=options.elastic))
-        except BadRowError as error:
-            reading.bad_row(line, error)
-    return build_trace(reading, rows)
+    return read_csv(path, "pollux", options, COLUMNS,
+                    lambda line, cells: _row(line, cells, model, elastic=options.elastic),
+                    lines=lines)
 
 
 def elastic_counts(app: PolluxApplication, requested: int) -> tuple[int, ...]:
@@ -112,7 +97,7 @@ def elastic_counts(app: PolluxApplication, requested: int) -> tuple[int, ...]:
 
 def _row(line: int, cells: dict[str, str], model: PolluxThroughput, *,
          elastic: bool = False) -> Row:
-    check_width(cells)
+    """The row of one job, run at its application's measured speeds ``model``."""
     if not cells["name"]:
         raise BadRowError("empty name", cells["name"], "a job name", "name")
     arrival = number(cells["time"], "time", low=0.0, high=MAX_TIME_S,

@@ -8,8 +8,9 @@ first arrival is at 0 s. With the throughput look-ups they need (:class:`Speeds`
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 
@@ -29,9 +30,12 @@ from hetsched.files.traces.base import (
     MAX_SKIPPED_FRACTION,
     MAX_SKIPPED_ROWS,
     BadRowError,
+    Options,
     Reading,
     Row,
     Trace,
+    csv_rows,
+    parse_rows,
 )
 
 log = logging.getLogger(__name__)
@@ -122,6 +126,22 @@ def known_counts(model: ThroughputModel) -> tuple[int, ...] | int:
 
 
 # --- the shared rules ---------------------------------------------------------------------
+
+
+def read_csv(path: Path, format: str, options: Options, columns: Sequence[str],
+             parse: Callable[[int, dict[str, str]], Row | str], *,
+             optional: Sequence[str] = (), types_column: str = "allowed_gpu_types",
+             lines: Iterable[tuple[int, dict[str, str]]] | None = None) -> Trace:
+    """The trace of the CSV file ``path`` in ``format``, a header with ``columns`` (and
+    maybe ``optional`` ones): each data row made a :class:`Row` by ``parse`` (or left out,
+    or bad: :func:`~hetsched.files.traces.base.parse_rows`), then the shared rules
+    (:func:`build_trace`). ``types_column`` is the column that restricts a row's GPU
+    types (named in its errors); ``lines``: the file's rows read already
+    (:func:`~hetsched.files.traces.base.csv_rows`)."""
+    reading = Reading(path, format, options, types_column=types_column)
+    rows = parse_rows(reading, csv_rows(path, columns, optional) if lines is None else lines,
+                      parse)
+    return build_trace(reading, rows)
 
 
 def build_trace(reading: Reading, rows: list[Row]) -> Trace:
