@@ -35,7 +35,6 @@ Prints a table and writes ``benchmarks/results/allocation.csv`` (``--quick``:
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib.util
 import logging
 import os
@@ -49,6 +48,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
+from common import DATA, RESULTS, ROOT, write_csv
 
 from hetsched.core.throughput import Placement
 from hetsched.formulations.gavel import (
@@ -60,9 +60,7 @@ from hetsched.formulations.gavel import (
     PartitionedSolver,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "benchmarks" / "results"
-GAVEL = ROOT.parent / "shared" / "data" / "gavel"
+GAVEL = DATA / "gavel"
 TYPES = ("v100", "p100", "k80")
 #: Gavel's own code (cvxpy + ECOS) in the issue's table (s), for the printed comparison.
 GAVEL_REFERENCE = {("max-min", 100): 0.014, ("max-min", 500): 0.043,
@@ -237,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         [100, 500, 2000] if args.quick else [100, 500, 2000, 10_000, 50_000])
     partitions = [int(k) for k in args.partitions.split(",") if k]
     args.partitions = partitions
-    out = args.out or OUT / ("allocation_quick.csv" if args.quick else "allocation.csv")
+    out = args.out or RESULTS / ("allocation_quick.csv" if args.quick else "allocation.csv")
     rows: list[dict[str, object]] = []
     print(f"{'objective':9} {'jobs':>6} {'solver':11} {'median s':>9} {'build s':>8} "
           f"{'HiGHS s':>8} {'Gavel s':>8} {'x Gavel':>8} {'objective':>10}")
@@ -256,12 +254,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{_cell(item.get('ratio_to_gavel'), '.2f')} "
                       f"{float(item['objective_ratio']):>10.6f}", flush=True)  # type: ignore[arg-type]
             rows += measured
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {out}")
+    write_csv(out, rows, COLUMNS)
     return 0
 
 

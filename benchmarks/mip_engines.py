@@ -24,7 +24,6 @@ Usage: python benchmarks/mip_engines.py [--quick] [--limits 5,20] [--engines hig
 from __future__ import annotations
 
 import argparse
-import csv
 import logging
 import sys
 import time
@@ -34,12 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from common import DATA, RESULTS, ROOT, write_csv
 
 from hetsched.core.records import Instance
+from hetsched.core.result import Status
 from hetsched.files.generate import GeneratorSettings, generate
 from hetsched.files.instance import load_instance
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.common import Outcome
 from hetsched.formulations.mip import (
     MatrixModel,
     MipSettings,
@@ -49,9 +49,6 @@ from hetsched.formulations.mip import (
 )
 from hetsched.formulations.mip.pulp_io import from_pulp
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
-DATA = ROOT.parent / "shared" / "data"
 #: The issue's target: wall time <= 1.1 x limit + 0.5 s.
 TARGET_RATIO, TARGET_SLACK_S = 1.1, 0.5
 
@@ -113,8 +110,7 @@ def placement_cases(quick: bool, seed: int) -> list[Case]:
     if not DATA.is_dir():
         logging.warning("placement cases need the real data in %s: skipped", DATA)
         return []
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import placement as cases_of  # benchmarks/placement.py
+    import placement as cases_of  # benchmarks/placement.py (this script's folder)
 
     from hetsched.files.generate import catalogue_table
     from hetsched.files.interconnect import pai_cluster, read_topology, server_cluster
@@ -166,7 +162,7 @@ def placement_model(cluster: Any, busy: set[str], gangs: list[Any],
     fixed = MatrixModel(model.cost, model.matrix, model.row_lower, model.row_upper, lower,
                         upper, model.integer, model.offset)
     completed = solve_mip(fixed, "highs", Budget.unlimited())
-    return model, completed.values if completed.outcome is Outcome.OPTIMAL else None
+    return model, completed.values if completed.outcome is Status.OPTIMAL else None
 
 
 # -- running -------------------------------------------------------------------------------
@@ -239,14 +235,10 @@ def main() -> int:
     if not rows:
         print("nothing was solved", file=sys.stderr)
         return 1
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out, rows)
     late = [r for r in rows if not r["within_target"]]
     print(f"\n{len(rows)} solves, {len(late)} beyond {TARGET_RATIO} x limit + "
-          f"{TARGET_SLACK_S} s; wrote {args.out}")
+          f"{TARGET_SLACK_S} s")
     return 0
 
 

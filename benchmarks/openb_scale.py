@@ -20,7 +20,6 @@ Usage: python benchmarks/openb_scale.py --openb DIR [--pods default,gpuspec33]
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import subprocess
@@ -29,7 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import RESULTS, ROOT, write_csv
+
 ALIASES = "v100m16=v100,v100m32=v100,a10=v100,g2=v100,g3=a100"
 FIELDS = ("policy", "pods", "jobs", "end_to_end_s", "simulation_s", "decisions",
           "decision_p50_s", "decision_p95_s", "decision_max_s", "avg_jct_s", "fallbacks",
@@ -59,8 +59,7 @@ def main() -> None:
     parser.add_argument("--pods", default="default")
     parser.add_argument("--policies", default="fifo,srtf,gavel,progress")
     parser.add_argument("--limit-jobs", type=int, default=None)
-    parser.add_argument("--csv", type=Path, default=ROOT / "benchmarks" / "results" /
-                        "openb_scale.csv")
+    parser.add_argument("--csv", type=Path, default=RESULTS / "openb_scale.csv")
     args = parser.parse_args()
     if not (args.openb / "openb_node_list_gpu_node.csv").is_file():
         sys.exit(f"{args.openb}: no openb_node_list_gpu_node.csv (clusterdata's "
@@ -87,12 +86,7 @@ def main() -> None:
                       f"({row['simulation_s']} s simulation), {row['decisions']} decisions, "
                       f"p95 {row['decision_p95_s']} s, max {row['decision_max_s']} s "
                       f"(load average {load:.1f} before)", flush=True)
-    args.csv.parent.mkdir(parents=True, exist_ok=True)
-    with args.csv.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {args.csv}")
+    write_csv(args.csv, rows, FIELDS)
 
 
 if __name__ == "__main__":

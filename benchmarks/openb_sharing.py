@@ -29,7 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import RESULTS, ROOT, write_csv
+
 ALIASES = "v100m16=v100,v100m32=v100,a10=v100,g2=v100,g3=a100"
 FIELDS = ("policy", "load", "sharing", "nodes", "gpus", "jobs", "share_jobs", "avg_queue_s",
           "avg_jct_s", "p95_jct_s", "busy_gpu_hours", "peak_busy_gpus", "held_gpu_hours",
@@ -87,8 +88,7 @@ def main() -> None:
     parser.add_argument("--policies", default="fifo,sjf",
                         help="non-preemptive ones: jobs.csv then gives each pod's one run")
     parser.add_argument("--pods", default="default")
-    parser.add_argument("--csv", type=Path, default=ROOT / "benchmarks" / "results" /
-                        "openb_sharing.csv")
+    parser.add_argument("--csv", type=Path, default=RESULTS / "openb_sharing.csv")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as folder:
@@ -126,12 +126,7 @@ def main() -> None:
                           f" s (p95 {row['p95_jct_s']:>11,.0f})  busy {busy:>9,.0f} GPU-h "
                           f"(peak {peak}), held {held:>9,.0f} GPU-h  [{wall:.0f} s]",
                           flush=True)
-    args.csv.parent.mkdir(parents=True, exist_ok=True)
-    with args.csv.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {args.csv}")
+    write_csv(args.csv, rows, FIELDS)
 
 
 if __name__ == "__main__":

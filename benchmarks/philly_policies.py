@@ -11,7 +11,6 @@ done by the cap, decisions, decision time p95). Prints a line per policy and wri
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import signal
 import subprocess
@@ -20,8 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-PHILLY = ROOT.parent / "shared" / "data" / "philly" / "philly.csv"
+from common import DATA, write_csv
+
+PHILLY = DATA / "philly" / "philly.csv"
 CLUSTER = "v100=192,p100=192,k80=192"
 #: Seconds a replay gets, after SIGINT at the cap, to write what finished.
 GRACE_S = 120.0
@@ -101,12 +101,7 @@ def main() -> None:
                   f"p95 {row.get('decision_time_p95_s', '?')} s", flush=True)
     first = ["policy", "cap_s", "finished", "exit", "wall_s", "jobs", "completed", "decisions",
              "decision_time_p95_s", "simulated_h"]
-    columns = first + sorted({key for row in rows for key in row} - set(first))
-    with args.out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {args.out}")
+    write_csv(args.out, rows, first + sorted({key for row in rows for key in row} - set(first)))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ Prints a line per (band, policy) and writes one row per replay. Needs ../shared/
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import random
 import statistics
@@ -29,8 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+from common import write_csv
 from slurm_fidelity import RESTART_PENALTY_S, TRACE, band_trace, replay
 
 BANDS = ("12:36", "3:9", "2:6", "1:4")
@@ -123,11 +121,7 @@ def main() -> None:
                       f"restarts at {penalty:,.0f} s: {rows[-1]['change_pct']:+.1f} %",
                       flush=True)
     if args.out is not None:
-        with args.out.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        print(f"wrote {args.out}")
+        write_csv(args.out, rows)
 
 
 if __name__ == "__main__":
