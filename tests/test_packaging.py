@@ -12,6 +12,23 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import ROOT
+
+
+def python_c(code: str, timeout_s: float, cwd: Path | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    """``python -c code`` in a fresh interpreter (this one's executable), its output
+    captured as text."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout_s, cwd=cwd)
+
+
+def setup_cfg() -> configparser.ConfigParser:
+    """The project's setup.cfg, read."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    return config
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
@@ -27,8 +44,7 @@ def test_ortools_and_highspy_import_in_both_orders(first: str, second: str) -> N
         f"importlib.import_module('{second}'); "
         "import highspy; h = highspy.Highs(); print('ok', h.version())"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    done = python_c(code, 120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok 1.14"), done.stdout
 
@@ -62,8 +78,7 @@ def test_solver_packages_import_and_solve_in_any_order(order: tuple[str, ...]) -
         "print('ok', h.version(), h.getInfo().objective_function_value, s.getObjVal(),\n"
         "      cs.objective_value, v.solution_value())\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    done = python_c(code, 120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ok", "1.14.0", "4.0", "3.0", "5.0", "2.0"], done.stdout
 
@@ -84,17 +99,13 @@ def test_mip_engines_are_imported_only_when_asked_for() -> None:
         "print(sorted(m for m in ('highspy', 'pyscipopt', 'cbcbox', 'pulp')"
         " if m in sys.modules), available_engines())\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    done = python_c(code, 60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[] ('highs', 'cbc', 'scip')", done.stdout
 
 
 def test_pulp_sees_cbc_and_highs() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", "import pulp; print(pulp.listSolvers(onlyAvailable=True))"],
-        capture_output=True, text=True, timeout=120,
-    )
+    done = python_c("import pulp; print(pulp.listSolvers(onlyAvailable=True))", 120)
     # CBC is PuLP's bundled binary (formulations/pulp_backend.py runs every MILP).
     assert "PULP_CBC_CMD" in done.stdout, done.stdout + done.stderr
     assert "HiGHS" in done.stdout, done.stdout + done.stderr
@@ -125,8 +136,7 @@ def test_solver_package_does_not_import_pulp_or_ortools() -> None:
         "import sys, hetsched; from hetsched.cli.main import main; "
         "print(any(m.split('.')[0] in ('pulp', 'ortools') for m in sys.modules))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    done = python_c(code, 60)
     assert done.stdout.strip() == "False", done.stdout + done.stderr
 
 
@@ -140,8 +150,7 @@ def test_only_hetsched_is_importable_outside_the_checkout(tmp_path: Path) -> Non
         "print(hetsched.__version__, d.__name__)\n"
         "print([importlib.util.find_spec(n) is None for n in ('solver', 'formulations')])\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path)
+    done = python_c(code, 60, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["0.1.0 hetsched.formulations.deadline",
                                            "[True, True]"]
@@ -151,16 +160,14 @@ def test_setup_cfg_lists_every_source_package() -> None:
     # setup.cfg names the packages one by one (package_dir maps hetsched onto solver/ and
     # hetsched.formulations onto formulations/, which find: cannot follow); a new folder
     # with an __init__.py must be added there or it would be missing from the wheel.
-    root = Path(__file__).resolve().parents[1]
-    on_disk = {"hetsched" + ("." + ".".join(p.parent.relative_to(root / "solver").parts)
-                             if p.parent != root / "solver" else "")
-               for p in (root / "solver").rglob("__init__.py")
-               if "formulations" not in p.relative_to(root / "solver").parts} | {"hetsched"}
+    on_disk = {"hetsched" + ("." + ".".join(p.parent.relative_to(ROOT / "solver").parts)
+                             if p.parent != ROOT / "solver" else "")
+               for p in (ROOT / "solver").rglob("__init__.py")
+               if "formulations" not in p.relative_to(ROOT / "solver").parts} | {"hetsched"}
     on_disk |= {"hetsched.formulations" + "".join("." + part for part in
-                                                p.parent.relative_to(root / "formulations").parts)
-                for p in (root / "formulations").rglob("__init__.py")}
-    config = configparser.ConfigParser()
-    config.read(root / "setup.cfg")
+                                                p.parent.relative_to(ROOT / "formulations").parts)
+                for p in (ROOT / "formulations").rglob("__init__.py")}
+    config = setup_cfg()
     listed = set(config["options"]["packages"].split())
     assert listed == on_disk
     assert config["options"]["package_dir"].split() == [
@@ -170,14 +177,13 @@ def test_setup_cfg_lists_every_source_package() -> None:
 def test_every_module_has_a_layer() -> None:
     # .importlinter's layers contract covers the modules it names; a new top-level module
     # must be given a layer there, or nothing would stop it importing upwards.
-    root = Path(__file__).resolve().parents[1]
     config = configparser.ConfigParser()
-    config.read(root / ".importlinter")
+    config.read(ROOT / ".importlinter")
     layers = config["importlinter:contract:layers"]["layers"].split("\n")
     named = {name.strip() for layer in layers for part in layer.split("|")
              for name in part.split(":") if name.strip()}
     on_disk = {"hetsched." + (p.stem if p.is_file() else p.name)
-               for p in (root / "solver").iterdir()
+               for p in (ROOT / "solver").iterdir()
                if (p.suffix == ".py" and p.stem != "__init__")
                or (p.is_dir() and (p / "__init__.py").exists())}
     assert named == on_disk
@@ -201,25 +207,21 @@ def test_no_import_cycles() -> None:
 def test_license_citation_and_python_version_agree_with_setup_cfg() -> None:
     # The licence setup.cfg declares is the LICENSE file's; CITATION.cff cites the version
     # setup.cfg builds; the README states the Python versions python_requires allows.
-    root = Path(__file__).resolve().parents[1]
-    config = configparser.ConfigParser()
-    config.read(root / "setup.cfg")
+    config = setup_cfg()
     assert config["metadata"]["license"] == "MIT"
-    assert (root / "LICENSE").read_text(encoding="utf-8").startswith("MIT License\n")
-    citation = (root / "CITATION.cff").read_text(encoding="utf-8")
+    assert (ROOT / "LICENSE").read_text(encoding="utf-8").startswith("MIT License\n")
+    citation = (ROOT / "CITATION.cff").read_text(encoding="utf-8")
     assert "cff-version: 1.2.0" in citation
     assert f"\nversion: {config['metadata']['version']}\n" in citation
     assert "license: MIT" in citation
     minimum = config["options"]["python_requires"].removeprefix(">=")
-    assert f"Python {minimum} or newer" in (root / "README.md").read_text(encoding="utf-8")
+    assert f"Python {minimum} or newer" in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_the_dev_extra_opens_runs_and_clears_the_notebooks() -> None:
     # docs/notebooks.md: "jupyter lab notebooks/" and "jupyter nbconvert --clear-output"
     # work from .[dev] with nothing else to install; tqdm draws widgets with ipywidgets.
-    root = Path(__file__).resolve().parents[1]
-    config = configparser.ConfigParser()
-    config.read(root / "setup.cfg")
+    config = setup_cfg()
     dev = {line.split(">")[0].split("<")[0].split("=")[0].strip()
            for line in config["options.extras_require"]["dev"].splitlines()
            if line.strip() and not line.strip().startswith("#")}

@@ -14,15 +14,22 @@ STEPS = ("job_type,gpu_type,num_gpus,placement,local_batch_size,step_time,sync_t
          "b,v100,4,packed,8,0.3,0.1\n")
 
 
+def validated(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """What ``hetsched validate --format profile PATH`` says of it after ``PATH: OK (step
+    profile: `` (it must exit 0 and say that first)."""
+    assert exit_code(["validate", "--format", "profile", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{path}: OK (step profile: "), out
+    return out.removeprefix(f"{path}: OK (step profile: ")
+
+
 def test_a_tidy_step_profile_is_valid(tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     # Before: "missing column 'throughput'" for a file hetsched fit reads.
     path = tmp_path / "steps.csv"
     path.write_text(STEPS)
-    assert exit_code(["validate", "--format", "profile", str(path)]) == 0
-    assert capsys.readouterr().out == (
-        f"{path}: OK (step profile: 4 step rows, 2 job types, GPU types t4, v100, 1-4 GPUs, "
-        "1 row on several nodes)\n")
+    assert validated(path, capsys) == ("4 step rows, 2 job types, GPU types t4, v100, 1-4 GPUs, "
+                                       "1 row on several nodes)\n")
 
 
 def test_a_folder_of_pollux_measurements_is_valid(tmp_path: Path,
@@ -31,19 +38,14 @@ def test_a_folder_of_pollux_measurements_is_valid(tmp_path: Path,
     (tmp_path / "toy").mkdir()
     (tmp_path / "toy" / "placements.csv").write_text(
         "placement,local_bsz,step_time,sync_time\n1,4,0.45,0.01\n22,4,1.9,1.5\n")
-    assert exit_code(["validate", "--format", "profile", str(tmp_path)]) == 0
-    assert capsys.readouterr().out == (
-        f"{tmp_path}: OK (step profile: 2 step rows, 1 job type, GPU types t4, 1-4 GPUs, "
-        "1 row on several nodes)\n")
+    assert validated(tmp_path, capsys) == ("2 step rows, 1 job type, GPU types t4, 1-4 GPUs, "
+                                           "1 row on several nodes)\n")
 
 
 def test_pollux_measurements_are_valid(shared_data: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
-    folder = shared_data / "pollux" / "traces"
-    assert exit_code(["validate", "--format", "profile", str(folder)]) == 0
-    assert capsys.readouterr().out == (
-        f"{folder}: OK (step profile: 7,103 step rows, 6 job types, GPU types t4, 1-64 GPUs, "
-        "6,884 rows on several nodes)\n")
+    assert validated(shared_data / "pollux" / "traces", capsys) == (
+        "7,103 step rows, 6 job types, GPU types t4, 1-64 GPUs, 6,884 rows on several nodes)\n")
 
 
 def test_a_bad_step_profile_names_its_line(tmp_path: Path,

@@ -58,14 +58,24 @@ def test_bad_specs(spec: str, message: str) -> None:
         parse_cluster(spec, base_dir=DATA)
 
 
-def test_bad_json_cluster(tmp_path: Path) -> None:
+#: The start of a cluster file with one GPU type, v100.
+V100 = '{"gpu_types": [{"name": "v100"}]'
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (V100 + ', "nodes": [{"name": "a", "gpu_type": "p100", "num_gpus": 2}]}',
+     r"c.json: \$.nodes\[0\].gpu_type: unknown GPU type"),
+    (V100 + "}", r"c.json: \$.nodes: missing or bad nodes"),
+    (V100 + ', "nodes": [{"name": "a", "gpu_type": "v100"}]}',
+     r"c.json: \$.nodes\[0\]: missing field 'num_gpus'"),
+    (V100 + ', "nodes": [{"name": "a", "gpu_type": "v100", "num_gpus": 30000}]}',
+     r"c.json: \$.nodes\[0\].num_gpus: value too large"),
+    (V100 + ', "nodes": ' + "[" * 3000 + "]" * 3000 + "}", r"c.json: JSON nested too deeply"),
+])
+def test_bad_json_cluster_files_name_the_field(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "c.json"
-    path.write_text('{"gpu_types": [{"name": "v100"}], "nodes": [{"name": "a", '
-                    '"gpu_type": "p100", "num_gpus": 2}]}')
-    with pytest.raises(InputError, match=r"c.json: \$.nodes\[0\].gpu_type: unknown GPU type"):
-        parse_cluster(str(path))
-    path.write_text('{"gpu_types": [{"name": "v100"}]}')
-    with pytest.raises(InputError, match=r"c.json: \$.nodes: missing or bad nodes"):
+    path.write_text(text)
+    with pytest.raises(InputError, match=message):
         parse_cluster(str(path))
 
 
