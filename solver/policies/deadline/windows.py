@@ -9,8 +9,8 @@ any other node where the fixed jobs leave room. Once that gains little, each kee
 kind (GPU type, gang size) and the windows grow. Each sweep groups the nodes at random (of
 any GPU types; of one type once kinds are kept), so the next sweep searches other
 neighbourhoods. Windows of a few nodes beat windows of consecutive jobs over all nodes:
-they let jobs move between those nodes (the figures are in docs/formulations.md,
-"Windows" and "Where the gap stands").
+they let jobs move between those nodes (the figures are in
+benchmarks/history/formulations.md).
 """
 
 from __future__ import annotations
@@ -40,17 +40,18 @@ class WindowShape:
 
 
 #: Windows first free the jobs of two nodes, 8 at a time, in any mode: the shape that
-#: gained most of those measured (docs/formulations.md, "Windows").
+#: gained most of those measured (benchmarks/history/formulations.md).
 ANY_MODE = WindowShape(nodes=2, jobs=8, keep_kinds=False)
 #: After a sweep of those that gains less than ``SWITCH_GAIN``, the jobs keep their kinds
 #: (by then few plans still change a job's kind), and windows grow, since a window of
 #: fixed kinds is a smaller model. Their nodes are of one GPU type: jobs that keep their
 #: kinds on nodes of other types never meet, so a mixed group would be several small
-#: windows (docs/formulations.md, "Windows", has the shapes and groupings measured).
+#: windows (benchmarks/history/formulations.md has the shapes and groupings measured).
 SAME_KIND = WindowShape(nodes=4, jobs=12, keep_kinds=True)
 SWITCH_GAIN = 1e-2
 #: A window of 8 jobs gets this part of the budget, a larger one in proportion: wall
-#: seconds (the best median of those measured over seeds, docs/formulations.md) ...
+#: seconds (the best median of those measured over seeds,
+#: benchmarks/history/formulations.md) ...
 WINDOW_S = 0.18
 #: ... or work units (deterministic budgets; CP-SAT's deterministic time, 0.1 per unit).
 WINDOW_UNITS = 0.25
