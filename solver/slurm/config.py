@@ -1,7 +1,36 @@
 """The files of a local Slurm cluster (hetsched.slurm.local): slurm.conf, gres.conf, the
 GPUs' placeholder device files, the MUNGE key and ``local-cluster.json``.
 
-docs/slurm.md ("The settings, and why") explains each setting.
+Why slurm.conf says what it says (:func:`slurm_conf`):
+
+- ``SlurmctldHost=localhost``, per node ``NodeHostname=localhost NodeAddr=127.0.0.1
+  Port=...``: every slurmd runs on this machine, told apart by its port and ``-N NAME``.
+- ``SlurmUser=root``, ``SlurmdUser=root``: nothing to set up for a ``slurm`` user.
+- ``AuthInfo=socket=DIR/munge/munge.socket``: the cluster's own munged; the system's
+  (``/run/munge``) is neither needed nor touched. Its folder is 0755 and the socket's
+  path at most 107 characters (a Unix socket's), so a deeper ``--dir`` is refused.
+- ``SelectType=select/cons_tres``, ``SelectTypeParameters=CR_Core_Memory``,
+  ``DefMemPerCPU``: GPUs, cores and memory as consumable resources; without a default
+  memory a job asking for none would hold a whole node's memory.
+- ``GresTypes=gpu``, ``Gres=gpu:TYPE:N`` and gres.conf's ``AutoDetect=off`` with
+  ``File=DIR/dev/NODE/gpu[0-3]``: typed GPUs with indices, over placeholder files.
+- ``SlurmdParameters=config_overrides``: a node may declare more CPUs and memory than
+  the machine has.
+- ``ProctrackType=proctrack/linuxproc``, ``TaskPlugin=task/none``, no accounting
+  (``accounting_storage/none``, ``jobacct_gather/none``): no cgroups and no slurmdbd to
+  run; ``sacct`` then does not work, and ``JobCompType=jobcomp/filetxt`` (``log/jobcomp.txt``:
+  a line per run with ``JobState``, ``StartTime``, ``EndTime``, ``NodeList``,
+  ``SubmitTime``; a requeue writes one with ``JobState=PENDING`` for the run it ended)
+  stands in.
+- ``SchedulerParameters`` (:data:`SCHEDULER_PARAMETERS`): see there.
+- ``Epilog=DIR/epilog`` (:data:`EPILOG_S`): the end of an epilog is the one event on
+  which slurmctld schedules at once.
+- ``JobRequeue=1``, ``ReturnToService=2``, ``PreemptType=preempt/none``: jobs may be
+  requeued; a node that was down comes back when its slurmd registers; Slurm preempts
+  nothing by itself (the agent does).
+- ``MinJobAge=300``, ``KillWait=5``: a finished job stays in ``squeue --json`` for 5
+  minutes (the agent reads ends from there); a cancelled or requeued job gets SIGTERM,
+  then SIGKILL 5 s later.
 """
 
 from __future__ import annotations

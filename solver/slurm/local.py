@@ -210,7 +210,7 @@ class LocalCluster:
 
     # The configuration files (hetsched.slurm.config).
     def slurm_conf(self) -> str:
-        """The text of slurm.conf (docs/slurm.md explains each setting's choice)."""
+        """The text of slurm.conf (:mod:`hetsched.slurm.config` explains each setting)."""
         return config.slurm_conf(self)
 
     def gres_conf(self) -> str:
