@@ -26,7 +26,8 @@ most ``late_cap`` (the deadline term of a known plan; with the ``tardiness`` obj
 each column's least weighted tardiness). Every plan that misses at most ``late_cap``
 deadlines maps to a 0/1 point of these rows costing at most its completion term, so the
 LP optimum bounds the completion term of such plans, among them the lexicographic optimum
-(docs/formulations.md).
+and every plan ``solve`` may return (never lexicographically worse than the known plan,
+so with no larger deadline term). Any partition of time into slots gives a valid bound.
 
 *Column generation.* The master LP starts from the catch-all columns, the columns of a
 known plan and, on a finer grid, the coarser LP's columns of positive value (each at the

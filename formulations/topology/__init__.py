@@ -1,5 +1,5 @@
 """Topology-aware placement (after Amaral et al., SC 2017), solved exactly as a column
-model in CP-SAT or PuLP (CBC, HiGHS). See docs/formulations.md, "topology"."""
+model in CP-SAT or PuLP (CBC, HiGHS). See docs/topology.md, "The placement model"."""
 
 from __future__ import annotations
 
