@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from hetsched.core.records import Cluster, Configuration, Job, Node, configurations
 from hetsched.core.throughput import Placement, ThroughputModel
 
-__all__ = ["Layout", "SpeedView", "Start", "layout", "throughput_of", "victim_gpus"]
+__all__ = ["GpuLayout", "SpeedView", "Start", "layout", "throughput_of", "victim_gpus"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Start:
     packed: bool = False
 
 
-class Layout:
+class GpuLayout:
     """A cluster's GPUs by node: each node's GPU ids (index order), name and type, the
     position of each node name, the node of every GPU and its place in cluster order
     (``order``), the nodes of each type (cluster order), per type all its GPU ids in
@@ -59,14 +59,14 @@ class Layout:
                           for t, positions in self.nodes_by_type.items()}
 
 
-_LAYOUTS: weakref.WeakKeyDictionary[Cluster, Layout] = weakref.WeakKeyDictionary()
+_LAYOUTS: weakref.WeakKeyDictionary[Cluster, GpuLayout] = weakref.WeakKeyDictionary()
 
 
-def layout(cluster: Cluster) -> Layout:
+def layout(cluster: Cluster) -> GpuLayout:
     """The (cached) layout of ``cluster``."""
     found = _LAYOUTS.get(cluster)
     if found is None:
-        found = _LAYOUTS[cluster] = Layout(cluster)
+        found = _LAYOUTS[cluster] = GpuLayout(cluster)
     return found
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Container
 
-from hetsched.allocation.layout import Layout
+from hetsched.allocation.layout import GpuLayout
 
 #: Stands for "no limit" (a node without a CPU or memory capacity) in the max trees.
 UNLIMITED = 1 << 62
@@ -73,7 +73,7 @@ class NodeClasses:
     and (built when first asked for) their max trees of CPUs and memory left, read from
     ``left`` (node position -> milli-cores and MiB left, the master's node use)."""
 
-    def __init__(self, where: Layout, left: Callable[[int], Left]) -> None:
+    def __init__(self, where: GpuLayout, left: Callable[[int], Left]) -> None:
         self.where = where
         self.left = left
         self.free: set[str] = set()

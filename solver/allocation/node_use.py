@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from hetsched.allocation.layout import Layout
+from hetsched.allocation.layout import GpuLayout
 from hetsched.core.records import Cluster, Job, share_milli
 
 #: A whole GPU, in thousandths.
@@ -33,7 +33,7 @@ class NodeUse:
     """GPU shares and node CPUs and memory left (module docstring): a master made from a
     cluster, or a fork of one (:meth:`fork`) whose changes stay its own."""
 
-    def __init__(self, cluster: Cluster, where: Layout) -> None:
+    def __init__(self, cluster: Cluster, where: GpuLayout) -> None:
         self._base: NodeUse | None = None
         self._where = where
         self._shares: dict[str, int | None] = {}  # GPU -> thousandths left (None: none)

@@ -144,15 +144,8 @@ class ScanIndex:
 
     def best_fit(self, job: Job, gpu_type: str, count: int, model: ThroughputModel,
                  with_victims: bool = False) -> tuple[str, ...] | None:
-        """``count`` GPUs of ``gpu_type`` for ``job``, or ``None`` (nothing is taken).
-
-        Packed first: the node of that type that can hold the gang (its free GPUs and, if
-        ``with_victims``, victims' GPUs) with the fewest GPUs of the jobs it would
-        preempt, then the fewest available GPUs (best fit, which keeps whole nodes for
-        large gangs), then in cluster order. Else spread over free GPUs in cluster order,
-        then victims' GPUs. Victims are whole running jobs, as few and as low-priority as
-        cover the need (:func:`victim_gpus`). A placement is only returned where the
-        throughput ``model`` gives is positive."""
+        """:meth:`FreeGpuIndex.best_fit` (its docstring says what it returns) by scoring
+        every node of ``gpu_type``; no GPU shares, CPUs or memory."""
         if not job.may_use(gpu_type) or self.available(gpu_type, with_victims) < count:
             return None
         where = self._layout
