@@ -47,7 +47,7 @@ from hetsched.formulations.common import TICK_S
 from hetsched.formulations.deadline.problem import DeadlineProblem, Plan, build_problem
 from hetsched.formulations.deadline.timeindexed import job_kinds, time_indexed_bound
 from hetsched.policies.deadline.windows import improve_by_windows
-from hetsched.solving import solve
+from hetsched.solving import SolveOptions, solve
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCE = ROOT / "instances" / "medium.json"
@@ -124,7 +124,7 @@ def main() -> None:
     if parts:
         for run in range(args.repeats if "solve" in parts else 1):
             began = time.perf_counter()
-            result = solve(instance, model="deadline", time_limit=args.time_limit)
+            result = solve(instance, "deadline", SolveOptions(time_limit_s=args.time_limit))
             wall = time.perf_counter() - began
             assert result.objective is not None
             assert result.schedule is not None

@@ -186,15 +186,16 @@ def _measure(path: Path, runs: tuple[str, ...], before: dict[str, object] | None
     for run in runs:
         if run == "progress":
             ran = replay_trace(path, "pollux", CLUSTER, "progress",
-                               settings=ReplaySettings(restart_penalty_s=30.0))
+                               settings=ReplaySettings(restart_penalty_s=30.0)).replay
             row["progress_avg_jct_s"] = round(_jct(ran), 1)
         elif run == "short":
             ran = replay_trace(path, "pollux", CLUSTER, rolling("progress", **SHORT_ROUNDS),
-                               settings=elastic_settings)
+                               settings=elastic_settings).replay
             row["elastic_short_rounds_avg_jct_s"] = round(_jct(ran), 1)
         else:
             policy = "progress" if run == "elastic" else "progress-elastic"
-            ran = replay_trace(path, "pollux", CLUSTER, policy, settings=elastic_settings)
+            ran = replay_trace(path, "pollux", CLUSTER, policy,
+                               settings=elastic_settings).replay
             spent = [d.decision_time_s for d in ran.decisions]
             summary = ran.summary()
             prefix = run.replace("-", "_")

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             policy = rolling_policy(name, run, params=params)
             summary = replay(jobs, inputs.cluster, policy, throughput=inputs.truth,
                              model=inputs.model, settings=run,
-                             colocation=inputs.colocation).metrics()
+                             colocation=inputs.colocation).summary
             first = first or summary.avg_jct_s
             pairs = policy.figures().get("gavel_packed_pairs_started", 0)
             row = {"jobs": count, "restart_penalty_s": args.restart_penalty,

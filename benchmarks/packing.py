@@ -65,7 +65,8 @@ def run(trace: str, load: float, jobs: int, policy: str) -> dict[str, Any]:
     settings = ReplaySettings(limit_jobs=jobs, load=load, seed=0)
     made = rolling(policy, time_limit_s=settings.time_limit_s)
     began = time.process_time()
-    ran = replay_trace(TRACES / f"{trace}.trace", "gavel", CLUSTER, made, settings=settings)
+    ran = replay_trace(TRACES / f"{trace}.trace", "gavel", CLUSTER, made,
+                       settings=settings).replay
     cpu = time.process_time() - began
     summary = ran.summary()
     pairs = packed_pairs(ran)

@@ -93,10 +93,10 @@ def run(loads: list[float], workloads: list[int], policies: list[str]
             for index in workloads:
                 name = f"workload-{index}"
                 policy, settings = POLICIES[policy_name]()
-                replay = hetsched.replay_trace(workload_path(load, index), "pollux", CLUSTER,
+                result = hetsched.replay_trace(workload_path(load, index), "pollux", CLUSTER,
                                                policy, settings=settings)
-                frame = replay.jobs_frame()
-                summary = replay.summary()
+                frame = result.replay.jobs_frame()
+                summary = result.replay.summary()
                 ours = float(summary["avg_jct_s"])  # type: ignore[arg-type]
                 theirs = sum(tiresias_ref[name].values()) / len(tiresias_ref[name])
                 elastic = sum(pollux_ref[name].values()) / len(pollux_ref[name])

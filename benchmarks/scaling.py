@@ -26,7 +26,7 @@ from hetsched.core.result import Result, compute_metrics
 from hetsched.core.throughput import Placement
 from hetsched.files.generate import GeneratorSettings, generate
 from hetsched.files.instance import load_instance
-from hetsched.solving import solve
+from hetsched.solving import SolveOptions, solve
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
@@ -92,8 +92,8 @@ def sweep(sizes: Iterable[int], time_limit: float, threads: int) -> list[dict[st
                 if backend in ("highs", "cbc") and jobs > MILP_MAX_JOBS[model]:
                     rows.append(record(model, backend, instance, None, "too large for the MILP"))
                     continue
-                result = solve(instance, model=model, backend=backend, time_limit=time_limit,
-                               threads=threads)
+                result = solve(instance, model, SolveOptions(
+                    backend=backend, time_limit_s=time_limit, threads=threads))
                 rows.append(record(model, backend, instance, result))
                 print_row(rows[-1])
     return rows
@@ -112,12 +112,12 @@ def targets(time_limit: float, threads: int) -> list[dict[str, object]]:
     """The issue's two targets: deadline 200 jobs / 96 GPUs, allox 1000 jobs / 300 GPUs."""
     rows = []
     instance = instance_for(200, 32)
-    result = solve(instance, model="deadline", backend="cpsat", time_limit=time_limit,
-                   threads=threads, gap=0.01)
+    result = solve(instance, "deadline", SolveOptions(
+        backend="cpsat", time_limit_s=time_limit, threads=threads, gap=0.01))
     rows.append(record("deadline", "cpsat", instance, result, "target: 1% gap in <= 30 s"))
     print_row(rows[-1])
     instance = instance_for(1000, 100, single_gpu=True, all_present=True)
-    result = solve(instance, model="allox", backend="matching")
+    result = solve(instance, "allox", SolveOptions(backend="matching"))
     rows.append(record("allox", "matching", instance, result, "target: exact in <= 10 s"))
     print_row(rows[-1])
     return rows
@@ -145,8 +145,8 @@ def agnostic(instance: Instance, model: str, backend: str, time_limit: float,
     """Average JCT (s) of ``model`` planned as if every type were the slowest, then run
     on the real cluster: same GPUs, same start order, real durations."""
     blind = instance.replace(throughput=SlowestType(instance))
-    planned = solve(blind, model=model, backend=backend, time_limit=time_limit,
-                    threads=threads)
+    planned = solve(blind, model,
+                    SolveOptions(backend=backend, time_limit_s=time_limit, threads=threads))
     order = sorted(planned.schedule, key=lambda a: (a.start, a.job))
     real = left_shift(instance, [(a.job, a.gpu_type, a.gpus) for a in order])
     assert not check(instance, real)
@@ -161,8 +161,8 @@ def heterogeneity(time_limit: float, threads: int) -> list[dict[str, object]]:
     fifo_jct = fifo.metrics.avg_jct_s if fifo.metrics else math.nan
     print(f"medium.json: fifo average JCT {fifo_jct:,.0f} s")
     for model, backend in (("deadline", "cpsat"), ("allox", "matching")):
-        aware = solve(instance, model=model, backend=backend, time_limit=time_limit,
-                      threads=threads)
+        aware = solve(instance, model,
+                      SolveOptions(backend=backend, time_limit_s=time_limit, threads=threads))
         aware_jct = aware.metrics.avg_jct_s if aware.metrics else math.nan
         blind_jct = agnostic(instance, model, backend, time_limit, threads)
         print(f"medium.json: {model:8s} average JCT {aware_jct:,.0f} s ({aware.status}); "

@@ -91,14 +91,14 @@ def main(argv: list[str] | None = None) -> int:
             ran = replay(jobs, inputs.cluster, made, throughput=inputs.truth,
                          model=inputs.model, colocation=inputs.colocation, tenants=tenants,
                          keep_tenants=False)
-            summary = ran.metrics()
+            summary = ran.summary
             figures[f"wall_s{suffix}"] = round(time.monotonic() - started, 1)
             figures[f"avg_jct_s{suffix}"] = summary.avg_jct_s
             figures[f"utilization{suffix}"] = summary.utilization
             if tenants is None:  # what the policy alone breaks of the quotas
                 ran.tenants = table
                 figures["quota_violation_gpu_s_untended"] = \
-                    ran.metrics().quota_violation_gpu_s
+                    ran.summary.quota_violation_gpu_s
             elif suffix == "_tenants":
                 figures["quota_violation_gpu_s"] = summary.quota_violation_gpu_s
                 counts = made.figures()

@@ -24,10 +24,10 @@ _PUBLIC = {
                     "hetsched.core.throughput"),
     "load_instance": "hetsched.files.instance", "save_instance": "hetsched.files.instance",
     "names": "hetsched.registry",
-    "replay": "hetsched.replaying", "replay_trace": "hetsched.replaying",
+    **dict.fromkeys(("ReplayResult", "replay", "replay_trace"), "hetsched.replaying"),
     "Replay": "hetsched.simulate.record",
     "ReplaySummary": "hetsched.simulate.summary",
-    "solve": "hetsched.solving",
+    "SolveOptions": "hetsched.solving", "solve": "hetsched.solving",
 }
 
 
@@ -52,10 +52,10 @@ if TYPE_CHECKING:
     from hetsched.core.throughput import Placement, ThroughputModel, ThroughputTable
     from hetsched.files.instance import load_instance, save_instance
     from hetsched.registry import names
-    from hetsched.replaying import replay, replay_trace
+    from hetsched.replaying import ReplayResult, replay, replay_trace
     from hetsched.simulate.record import Replay
     from hetsched.simulate.summary import ReplaySummary
-    from hetsched.solving import solve
+    from hetsched.solving import SolveOptions, solve
 
 __version__ = "0.1.0"
 
@@ -72,10 +72,12 @@ __all__ = [
     "Node",
     "Placement",
     "Replay",
+    "ReplayResult",
     "ReplaySettings",
     "ReplaySummary",
     "Result",
     "Schedule",
+    "SolveOptions",
     "Status",
     "ThroughputModel",
     "ThroughputTable",

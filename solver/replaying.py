@@ -1,7 +1,8 @@
-"""Replaying jobs under a policy: in memory (:func:`replay`, Python objects in, a
-:class:`~hetsched.simulate.record.Replay` out) or from a trace file into an output folder
+"""Replaying jobs under a policy: in memory (:func:`replay`, Python objects in;
+:func:`replay_trace`, a trace file) or from a trace file into an output folder
 (:func:`run_replay`, the ``hetsched replay`` command; what it reads is
-:mod:`hetsched.files.replay_inputs`'s), progress on a terminal or in Jupyter. Every replay's run
+:mod:`hetsched.files.replay_inputs`'s; :func:`replay_rendered`, a bench's cell), progress on
+a terminal or in Jupyter. Every one returns a :class:`ReplayResult`, and every replay's run
 segments are verified by the independent checker."""
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from hetsched.policies.backends import check_installed
 from hetsched.policies.quotas import with_tenants
 from hetsched.policies.rolling import RollingPolicy
 from hetsched.simulate.record import Replay
+from hetsched.simulate.summary import ReplaySummary
 
 if TYPE_CHECKING:
     from hetsched.core.check import Violation
     from hetsched.files.traces import Trace
 
-__all__ = ["ReplayBar", "ReplayOutput", "check_replay", "replay", "replay_rendered",
+__all__ = ["ReplayBar", "ReplayResult", "check_replay", "replay", "replay_rendered",
            "replay_trace", "rolling_policy", "run_replay"]
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,33 @@ log = logging.getLogger(__name__)
 #: A rolling policy's constructor arguments that the replay itself sets (not a policy's
 #: own setting in a sweep spec).
 REPLAY_ARGUMENTS = frozenset({"backend", "time_limit_s", "deterministic", "seed", "executor"})
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayResult:
+    """What every replay returns (:func:`replay`, :func:`replay_trace`,
+    :func:`run_replay`, :func:`replay_rendered`): what ran (``replay``: the per-job
+    records, the decisions, :meth:`~hetsched.simulate.record.Replay.schedule`,
+    :meth:`~hetsched.simulate.record.Replay.jobs_frame`), its metrics as a typed record
+    (``summary``), and every figure by name (``figures``: the metrics, then, where the
+    replay was rendered, the rest of ``summary.json``'s keys: the trace, the settings, the
+    lower bounds; then ``timing.json``'s wall-clock figures and ``cpu_time_s``, the CPU
+    seconds the replay took in its process). A rendered replay has its outputs as text by
+    file name (``files``: :meth:`~hetsched.simulate.record.Replay.files`, empty in memory),
+    which a bench worker hands back for the bench to write, and ``out``, the folder they
+    were written into (``None`` if none)."""
+
+    replay: Replay
+    summary: ReplaySummary
+    figures: Mapping[str, object]
+    files: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    out: Path | None = None
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the replay was stopped before every job finished (Ctrl-C, SIGTERM, a
+        policy's failure)."""
+        return self.summary.interrupted
 
 
 def rolling_policy(name: str, settings: ReplaySettings | None = None, *,
@@ -82,9 +111,10 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
            settings: ReplaySettings | None = None, progress: bool = False,
            colocation: CoLocationModel | None = None,
            tenants: TenantTable | None = None, keep_tenants: bool = True,
-           **changes: Any) -> Replay:
+           **changes: Any) -> ReplayResult:
     """Replay ``jobs`` on ``cluster`` under ``policy`` (a registered name or a rolling
-    policy object), in memory, the same way ``hetsched replay`` does.
+    policy object), in memory, the same way ``hetsched replay`` does; what ran and its
+    metrics (:class:`ReplayResult`, nothing rendered).
 
     ``throughput`` advances the jobs (measured); ``model`` is what the policy sees (the
     fitted one; default ``throughput``). ``settings`` (default :class:`ReplaySettings`,
@@ -99,7 +129,8 @@ def replay(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPolicy = 
     by the policy (:mod:`hetsched.policies.quotas`; docs/fairness.md). What ran
     (:meth:`~hetsched.simulate.record.Replay.schedule`) is verified by
     :func:`hetsched.core.check.check` against ``throughput``;
-    :class:`~hetsched.core.errors.InvalidScheduleError` if it fails. ``changes`` are fields
+    :class:`~hetsched.core.errors.InvalidScheduleError` if it fails, and a policy's failure
+    is raised (its ``replay``: what ran until then). ``changes`` are fields
     of :class:`ReplaySettings` over those of ``settings`` (``load=2.0``). A setting that
     cannot change the replay (:mod:`hetsched.setting_notices`: a trace-reading field, a
     back-end the policy lacks) is logged and listed first in its ``warnings``."""
@@ -123,7 +154,7 @@ def _replay_jobs(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPol
                  throughput: ThroughputModel, model: ThroughputModel | None,
                  settings: ReplaySettings, progress: bool, colocation: CoLocationModel,
                  tenants: TenantTable | None, keep_tenants: bool,
-                 notices: Sequence[str]) -> Replay:
+                 notices: Sequence[str]) -> ReplayResult:
     """:func:`replay` of ``settings`` with the notices of the settings that did not apply
     (``notices``, and those of the policy and the jobs, :mod:`hetsched.setting_notices`)."""
     from hetsched.core.prices import with_prices
@@ -131,6 +162,7 @@ def _replay_jobs(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPol
     from hetsched.core.throughput import PackedEverywhere
     from hetsched.setting_notices import job_notices, policy_notices, round_notices, say
 
+    cpu_began = time.process_time()
     name = policy if isinstance(policy, str) else None
     made = policy if not isinstance(policy, str) else rolling_policy(policy, settings)
     said = say([*notices, *(policy_notices(settings, name) if name is not None else []),
@@ -158,7 +190,9 @@ def _replay_jobs(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPol
     violations = check_replay(outcome, scaled, throughput)
     if violations:
         raise InvalidScheduleError("the replay", violations)
-    return outcome
+    summary = outcome.metrics()
+    return ReplayResult(outcome, summary, {
+        **summary.to_dict(), **outcome.timing(), "cpu_time_s": time.process_time() - cpu_began})
 
 
 def _settings_with(settings: ReplaySettings | None, changes: Mapping[str, Any],
@@ -205,8 +239,9 @@ def replay_trace(trace: str | Path, trace_format: str, cluster: str,
                  policy: str | RollingPolicy = "fifo", *,
                  settings: ReplaySettings | None = None,
                  throughput_path: str | Path | None = None,
-                 progress: bool = False, **changes: Any) -> Replay:
-    """Replay a trace file in memory, as ``hetsched replay`` does, and return what ran:
+                 progress: bool = False, **changes: Any) -> ReplayResult:
+    """Replay a trace file in memory, as ``hetsched replay`` does, and return what ran and
+    its metrics (:class:`ReplayResult`, nothing rendered):
     ``trace`` of ``trace_format`` (gavel, philly, helios, openb, native) on the cluster
     spec ``cluster`` (``v100=36,p100=36,k80=36``, a cluster JSON, ``openb:NODES.csv``,
     ``pai:MACHINES.csv``) under ``policy`` (a name, ``file.py:Class``, or a rolling policy
@@ -268,35 +303,20 @@ class ReplayBar:
         self.bar.close()
 
 
-@dataclasses.dataclass(frozen=True)
-class ReplayOutput:
-    """A finished replay: its summary (``summary.json``'s keys, ``timing.json``'s figures,
-    and ``cpu_time_s``, the CPU seconds it took in its process) and its files as text
-    (:meth:`hetsched.simulate.record.Replay.files`), which a bench worker hands back for the
-    bench to write."""
-
-    summary: dict[str, object]
-    files: dict[str, str]
-
-    @property
-    def interrupted(self) -> bool:
-        """Whether the replay was stopped before every job finished (Ctrl-C, SIGTERM)."""
-        return bool(self.summary.get("interrupted"))
-
-
 def replay_rendered(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *,
                  policy_name: str, settings: ReplaySettings | None = None,
                  params: Mapping[str, object] | None = None,
                  progress: ReplayBar | None = None, out: Path | None = None,
                  files: Mapping[str, str] | None = None,
-                 pairs: Path | None = None) -> ReplayOutput:
+                 pairs: Path | None = None) -> ReplayResult:
     """Replay the jobs of ``trace`` (arrivals scaled by the settings' ``load``) under
     ``policy`` and render its outputs (:func:`run_replay`'s; ``params``, the policy's own
     settings, are recorded in the summary as ``policy_params``). With ``out``, the files
     (and ``files``: ``run.toml``) are written there as one set before a Ctrl-C that came
-    meanwhile takes effect. The settings that could not change the replay
-    (:mod:`hetsched.setting_notices`; ``pairs``, the co-location pairs file, if one was
-    given) are logged and listed first in its warnings."""
+    meanwhile takes effect; the result's ``files`` are the replay's own. The settings that
+    could not change the replay (:mod:`hetsched.setting_notices`; ``pairs``, the
+    co-location pairs file, if one was given) are logged and listed first in its
+    warnings."""
     from hetsched.core.interrupts import deferred_interrupts
     from hetsched.formulations.versions import solver_versions
     from hetsched.setting_notices import (
@@ -354,7 +374,8 @@ def replay_rendered(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *
     # The CPU time of this process (a bench worker's), which other users' jobs on a shared
     # machine do not inflate as they do the wall time: in results.csv, not in the files.
     cpu_s = time.process_time() - cpu_began
-    return ReplayOutput({**output.summary, "cpu_time_s": cpu_s}, output.files)
+    return ReplayResult(replay, output.summary, {**output.figures, "cpu_time_s": cpu_s},
+                        output.files, out)
 
 
 def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_name: str, *,
@@ -363,10 +384,11 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
                executor: Executor | None = None,
                files: Mapping[str, str] | None = None,
                tenants_path: Path | None = None,
-               pairs_path: Path | None = None) -> dict[str, object]:
+               pairs_path: Path | None = None) -> ReplayResult:
     """Read the trace, replay it under the policy, write the outputs into the folder
-    ``out`` (new, or one a replay wrote: it is replaced as a whole); returns the summary
-    and the wall-clock figures of ``timing.json``. ``settings`` (default
+    ``out`` (new, or one a replay wrote: it is replaced as a whole); returns what ran,
+    its figures (``summary.json``'s and ``timing.json``'s) and the files written
+    (:class:`ReplayResult`). ``settings`` (default
     :class:`ReplaySettings`: the ``hetsched replay`` command's defaults) say how: the
     policy is called at every boundary of its own round (``round_s``), and every
     ``interval_s`` if given, while any job runs or waits; ``load`` scales the arrival rate
@@ -380,14 +402,14 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     weights and quotas for the fairness figures (docs/fairness.md); ``pairs_path``:
     co-location pairs measured on their own (:mod:`hetsched.speeds.pairs`)."""
     from hetsched.files.cluster_spec import parse_cluster
-    from hetsched.simulate.simulator import check_out_folder
+    from hetsched.simulate.record import FOLDER_FILES
 
     settings = settings or ReplaySettings()
     # Options first, so that a typo is reported before a trace of 80,000 rows is read.
     policy = rolling_policy(policy_name, settings, executor=executor)
     cluster = parse_cluster(cluster_spec)
-    check_out_folder(out)
-    check_output_folder(out)  # before the work: a run must not end in a write error
+    # Before the work: a run must not end in a write error.
+    check_output_folder(out, holds=FOLDER_FILES)
     inputs = replay_inputs(trace_path, trace_format, cluster_spec,
                            throughput_path=throughput_path, cluster=cluster,
                            settings=settings, tenants_path=tenants_path,
@@ -396,13 +418,13 @@ def run_replay(trace_path: Path, trace_format: str, cluster_spec: str, policy_na
     progress = ReplayBar(len(trace.jobs)) if show_progress else None
     return replay_rendered(inputs, trace, with_tenants(policy, inputs.tenants),
                            policy_name=policy_name, settings=settings,
-                           progress=progress, out=out, files=files,
-                           pairs=pairs_path).summary
+                           progress=progress, out=out, files=files, pairs=pairs_path)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Rendered:
-    summary: dict[str, object]
+    summary: ReplaySummary
+    figures: dict[str, object]
     files: dict[str, str]
     violations: list[Violation]
 
@@ -425,8 +447,9 @@ def _render(replay: Replay, jobs: Sequence[Job], inputs: ReplayInputs,
     extra = {**extra, **(lower_bounds(covered, cluster, truth).as_dict() if covered else {}),
              "bounds_cover": "finished jobs" if replay.interrupted else "all jobs"}
     violations = check_replay(replay, jobs, truth)
-    metrics = replay.summary()  # (once: on a long replay it takes seconds)
-    return _Rendered({**metrics, **extra, **replay.timing()},
+    summary = replay.metrics()  # (once: on a long replay it takes seconds)
+    metrics = summary.to_dict()
+    return _Rendered(summary, {**metrics, **extra, **replay.timing()},
                      replay.files(extra, metrics=metrics), violations)
 
 

@@ -1,4 +1,4 @@
-"""The one entry point: ``solve(instance, model=..., backend=..., time_limit=...)``."""
+"""The one entry point: ``solve(instance, model, SolveOptions(...))``."""
 
 from __future__ import annotations
 
@@ -9,64 +9,61 @@ from typing import Any
 
 from hetsched.core.errors import InputError
 from hetsched.core.records import Instance
-from hetsched.core.result import Result, Schedule, compute_metrics
-from hetsched.formulations.budget import Budget
-from hetsched.policies.planner import run_planner
+from hetsched.core.result import Result, compute_metrics
+from hetsched.policies.planner import SolveOptions, run_planner
 from hetsched.registry import planner
+
+__all__ = ["PLACEMENTS", "SolveOptions", "solve"]
 
 log = logging.getLogger(__name__)
 
+#: How GPUs inside a node are chosen after the solve (``solve(placement=...)``).
+PLACEMENTS = ("first-fit", "topology")
+#: The settings of a solve (every field of :class:`SolveOptions`, and ``time_limit``, its
+#: old keyword), which ``solve`` takes in ``options``, never as keywords.
+_SETTINGS = frozenset({*(f.name for f in dataclasses.fields(SolveOptions)), "time_limit"})
 
-def solve(
-    instance: Instance,
-    model: str = "fifo",
-    backend: str | None = None,
-    time_limit: float | None = None,
-    *,
-    deterministic: bool = False,
-    gap: float = 0.0,
-    threads: int = 1,
-    seed: int = 0,
-    warm_start: Schedule | None = None,
-    placement: str = "first-fit",
-    budget: Budget | None = None,
-    started: float | None = None,
-    lp_bound: bool = True,
-    **knobs: Any,
-) -> Result:
-    """Schedule ``instance`` with the planner ``model`` (any registered name) on ``backend``.
 
-    ``time_limit`` is the budget of the whole solve, in seconds (the model's default when
-    ``None``), or in deterministic work units with ``deterministic`` (the same answer on
-    any machine; see :mod:`hetsched.formulations.budget`); ``gap``, ``threads``, ``seed``,
-    ``warm_start`` and ``lp_bound`` are the :class:`~hetsched.policies.planner.SolveOptions` of
-    that name.
-    ``knobs`` are the model's own settings, arguments of its planner's constructor
-    (``objective`` for ``deadline``, ``alpha`` for ``allox``, a rolling policy's
-    parameters). ``placement``: GPUs inside a node by ``"first-fit"`` or by the exact
-    ``"topology"`` model after the solve. One
-    :class:`~hetsched.formulations.budget.Budget` is made (or given as ``budget``;
-    ``started`` a ``time.monotonic()`` reading from which a wall-clock budget counts, e.g.
-    the start of a command), and every phase of the solve consults it. The result's
-    runtime is wall time of the whole solve and its metrics are computed from the
-    returned schedule.
+def solve(instance: Instance, model: str = "fifo", options: SolveOptions | None = None, *,
+          placement: str = "first-fit", started: float | None = None,
+          **knobs: Any) -> Result:
+    """Schedule ``instance`` with the planner ``model`` (any registered name).
+
+    ``options`` (default :class:`~hetsched.policies.planner.SolveOptions`, also
+    ``hetsched.SolveOptions``) are the settings of the solve, checked when made: the
+    back-end (default: the model's first), ``time_limit_s``, the budget of the whole solve
+    in seconds (the model's default when ``None``) or in deterministic work units with
+    ``deterministic`` (the same answer on any machine; see
+    :mod:`hetsched.formulations.budget`), ``gap``, ``threads``, ``seed``, ``warm_start``,
+    ``lp_bound``, or a ready ``budget``. ``knobs`` are the model's own settings, arguments
+    of its planner's constructor (``objective`` for ``deadline``, ``alpha`` for ``allox``,
+    a rolling policy's parameters). ``placement``: GPUs inside a node by ``"first-fit"``
+    or by the exact ``"topology"`` model after the solve. One
+    :class:`~hetsched.formulations.budget.Budget` is made (unless given), counted from
+    ``started`` (a ``time.monotonic()`` reading, e.g. the start of a command; default
+    now), and every phase of the solve consults it. The result's runtime is wall time of
+    the whole solve and its metrics are computed from the returned schedule.
     """
     began = time.perf_counter()
-    if placement not in ("first-fit", "topology"):
+    misplaced = sorted(_SETTINGS.intersection(knobs))
+    if misplaced:
+        name = misplaced[0]
+        field = "time_limit_s" if name == "time_limit" else name
+        raise TypeError(f"solve() takes the solve setting {name!r} in options: "
+                        f"solve(instance, model, SolveOptions({field}=...))")
+    if placement not in PLACEMENTS:
         raise InputError("unknown placement", path="placement", value=placement,
-                         expected="first-fit or topology")
+                         expected=" or ".join(PLACEMENTS))
     policy = planner(model, **knobs)
-    result, settings = run_planner(
-        policy, instance, backend=backend, time_limit=time_limit, deterministic=deterministic,
-        budget=budget, started=started, gap=gap, threads=threads, seed=seed,
-        warm_start=warm_start, lp_bound=lp_bound)
+    result, used = run_planner(policy, instance, options, started=started)
     if placement == "topology" and model != "topology" and len(result.schedule):
         from hetsched.policies.topology import topology_replacement
 
+        exact = planner("topology").backends  # the exact placement model's
         schedule, extra = topology_replacement(
-            instance, result.schedule, backend=settings.backend if settings.backend in (
-                "cpsat", "cbc", "highs", "scip") else "cpsat",
-            budget=settings.budget, threads=settings.threads, seed=settings.seed)
+            instance, result.schedule,
+            backend=used.backend if used.backend in exact else exact[0],
+            budget=used.budget, threads=used.threads, seed=used.seed)
         result = dataclasses.replace(result, schedule=schedule,
                                      extra={**result.extra, **extra})
     runtime = time.perf_counter() - began
@@ -74,4 +71,4 @@ def solve(
     log.info("%s: status %s objective %.6g in %.3f s", model, result.status, result.objective,
              runtime)
     return dataclasses.replace(result, runtime_s=runtime, metrics=metrics,
-                               backend=settings.backend)
+                               backend=used.backend)

@@ -11,7 +11,7 @@ cluster). Its inputs (the cluster, the throughput model, the jobs of each seed:
 once by the bench and handed to the engine as one mapping; the engine delivers each to
 every worker once (the local pool's initializer, Ray's object store), and a cell names
 the two it needs by key. A worker returns the replay's summary and files
-(:class:`~hetsched.replaying.ReplayOutput`); the bench alone writes the output folder.
+(:class:`~hetsched.replaying.ReplayResult`); the bench alone writes the output folder.
 
 :func:`run_cells` keeps the engine's slots busy, reports each cell as it finishes,
 retries a failed or lost cell once (:data:`ATTEMPTS`) and then reports it as failed;
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from hetsched.files.replay_inputs import ReplayInputs
     from hetsched.files.traces import Trace
-    from hetsched.replaying import ReplayOutput
+    from hetsched.replaying import ReplayResult
 
 log = logging.getLogger(__name__)
 
@@ -87,11 +87,11 @@ class Cell:
 
 #: What runs one cell: the cell, its inputs, its jobs, and an executor for POP's
 #: partitions (``None``: solved in turn); :func:`run_cell`, or a test's stand-in.
-Runner = Callable[["Cell", "ReplayInputs", "Trace", "Executor | None"], "ReplayOutput"]
+Runner = Callable[["Cell", "ReplayInputs", "Trace", "Executor | None"], "ReplayResult"]
 
 
 def run_cell(cell: Cell, inputs: ReplayInputs, trace: Trace,
-             executor: Executor | None = None) -> ReplayOutput:
+             executor: Executor | None = None) -> ReplayResult:
     """Replay one cell (in a worker) and return its summary and files."""
     from hetsched.policies.quotas import with_tenants
     from hetsched.replaying import replay_rendered, rolling_policy
@@ -121,14 +121,14 @@ class EngineSession(Protocol):
         ...
 
     def wait(self, handles: Collection[Hashable], timeout_s: float
-             ) -> list[tuple[Hashable, ReplayOutput | BaseException]]:
+             ) -> list[tuple[Hashable, ReplayResult | BaseException]]:
         """The handles among ``handles`` that finished within ``timeout_s`` seconds
         (at least one unless the time ran out), each with its output or its exception
         (:class:`WorkerLostError` for a worker that died)."""
         ...
 
     def drain(self, handles: Collection[Hashable], timeout_s: float
-              ) -> list[tuple[Hashable, ReplayOutput | BaseException]]:
+              ) -> list[tuple[Hashable, ReplayResult | BaseException]]:
         """After an interrupt: what the running ``handles`` hand back within
         ``timeout_s`` seconds (replays stopped by the Ctrl-C come back interrupted);
         the rest are abandoned."""
@@ -179,7 +179,7 @@ class CellSink(Protocol):
         """The cells running now."""
         ...
 
-    def finished(self, cell: Cell, output: ReplayOutput, seconds: float) -> None:
+    def finished(self, cell: Cell, output: ReplayResult, seconds: float) -> None:
         """A cell that finished (perhaps interrupted: ``output.interrupted``)."""
         ...
 
@@ -207,7 +207,7 @@ def run_cells(engine: Engine, inputs: Mapping[str, object], cells: Sequence[Cell
     attempts: Counter[Cell] = Counter()
     interrupted = False
 
-    def settle(done: list[tuple[Hashable, ReplayOutput | BaseException]],
+    def settle(done: list[tuple[Hashable, ReplayResult | BaseException]],
                draining: bool = False) -> None:
         nonlocal interrupted
         for handle, outcome in done:

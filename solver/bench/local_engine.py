@@ -23,7 +23,7 @@ from hetsched.bench.engine import Cell, EngineSession, Runner, WorkerLostError, 
 from hetsched.core.errors import InputError
 
 if TYPE_CHECKING:
-    from hetsched.replaying import ReplayOutput
+    from hetsched.replaying import ReplayResult
 
 
 class LocalEngine:
@@ -76,18 +76,18 @@ class _SerialSession:
         return handle
 
     def wait(self, handles: Collection[Hashable], timeout_s: float
-             ) -> list[tuple[Hashable, ReplayOutput | BaseException]]:
+             ) -> list[tuple[Hashable, ReplayResult | BaseException]]:
         handle = next(iter(handles))
         cell = self._cells.pop(handle)  # type: ignore[call-overload]
         return [(handle, _run(self.runner, cell, self.inputs))]
 
     def drain(self, handles: Collection[Hashable], timeout_s: float
-              ) -> list[tuple[Hashable, ReplayOutput | BaseException]]:
+              ) -> list[tuple[Hashable, ReplayResult | BaseException]]:
         return []  # the cell that was running raised the interrupt: nothing came back
 
 
 def _run(runner: Runner, cell: Cell, inputs: Mapping[str, object]
-         ) -> ReplayOutput | BaseException:
+         ) -> ReplayResult | BaseException:
     """The runner's output, or the exception it raised (an interrupt propagates)."""
     try:
         return runner(cell, inputs[cell.inputs], inputs[cell.jobs],  # type: ignore[arg-type]
@@ -109,7 +109,7 @@ def _start_worker(bench_pid: int, inputs: Mapping[str, object]) -> None:
     _WORKER_INPUTS.update(inputs)
 
 
-def _pool_cell(runner: Runner, cell: Cell) -> ReplayOutput:
+def _pool_cell(runner: Runner, cell: Cell) -> ReplayResult:
     """One cell in a pool worker, on the inputs its initializer installed."""
     return runner(cell, _WORKER_INPUTS[cell.inputs], _WORKER_INPUTS[cell.jobs],  # type: ignore[arg-type]
                   None)
@@ -125,7 +125,7 @@ class _PoolSession:
         self.slots = workers
         self._pool: ProcessPoolExecutor | None = None
         #: the pool each running cell went to (a broken pool is dropped only once)
-        self._owner: dict[Future[ReplayOutput], ProcessPoolExecutor] = {}
+        self._owner: dict[Future[ReplayResult], ProcessPoolExecutor] = {}
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -162,12 +162,12 @@ class _PoolSession:
             self._pool = None
 
     def wait(self, handles: Collection[Hashable], timeout_s: float
-             ) -> list[tuple[Hashable, ReplayOutput | BaseException]]:
-        futures: list[Future[ReplayOutput]] = list(handles)  # type: ignore[arg-type]
+             ) -> list[tuple[Hashable, ReplayResult | BaseException]]:
+        futures: list[Future[ReplayResult]] = list(handles)  # type: ignore[arg-type]
         done, _ = wait(futures, timeout=timeout_s, return_when=FIRST_COMPLETED)
         return [(future, self._outcome(future)) for future in done]
 
-    def _outcome(self, future: Future[ReplayOutput]) -> ReplayOutput | BaseException:
+    def _outcome(self, future: Future[ReplayResult]) -> ReplayResult | BaseException:
         pool = self._owner.pop(future, None)
         try:
             return future.result()
@@ -180,8 +180,8 @@ class _PoolSession:
             return exc
 
     def drain(self, handles: Collection[Hashable], timeout_s: float
-              ) -> list[tuple[Hashable, ReplayOutput | BaseException]]:
-        futures: list[Future[ReplayOutput]] = list(handles)  # type: ignore[arg-type]
+              ) -> list[tuple[Hashable, ReplayResult | BaseException]]:
+        futures: list[Future[ReplayResult]] = list(handles)  # type: ignore[arg-type]
         done, _ = wait(futures, timeout=timeout_s)
         return [(future, self._outcome(future)) for future in futures if future in done]
 

@@ -37,7 +37,7 @@ from hetsched.bench.engine import (
 from hetsched.core.errors import InputError
 from hetsched.files.replay_inputs import ReplayInputs
 from hetsched.files.traces import Trace
-from hetsched.replaying import ReplayOutput
+from hetsched.replaying import ReplayResult
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ CONNECT_S = 5.0
 NICENESS = "RAY_worker_niceness"
 
 
-def _cell_task(runner: Runner, cell: Cell, inputs: ReplayInputs, trace: Trace) -> ReplayOutput:
+def _cell_task(runner: Runner, cell: Cell, inputs: ReplayInputs, trace: Trace) -> ReplayResult:
     """One cell in a Ray worker (``inputs`` and ``trace`` come from the object store)."""
     return runner(cell, inputs, trace, RayPartitionExecutor())
 
@@ -208,7 +208,7 @@ class _RaySession:
         return ref  # type: ignore[no-any-return]
 
     def wait(self, handles: Collection[Hashable], timeout_s: float
-             ) -> list[tuple[Hashable, ReplayOutput | BaseException]]:
+             ) -> list[tuple[Hashable, ReplayResult | BaseException]]:
         refs: list[ray.ObjectRef[Any]] = list(handles)
         ready, rest = ray.wait(refs, num_returns=1, timeout=timeout_s)
         if ready and rest:  # every other one that is done too
@@ -216,10 +216,10 @@ class _RaySession:
             ready = [*ready, *more]
         return [(ref, self._outcome(ref)) for ref in ready]
 
-    def _outcome(self, ref: ray.ObjectRef[Any]) -> ReplayOutput | BaseException:
+    def _outcome(self, ref: ray.ObjectRef[Any]) -> ReplayResult | BaseException:
         self._running.discard(ref)
         try:
-            output: ReplayOutput = ray.get(ref)
+            output: ReplayResult = ray.get(ref)
             return output
         except RayTaskError as exc:  # the task raised: its own exception
             cause = exc.cause
@@ -228,7 +228,7 @@ class _RaySession:
             return WorkerLostError(f"{type(exc).__name__}: {exc}")
 
     def drain(self, handles: Collection[Hashable], timeout_s: float
-              ) -> list[tuple[Hashable, ReplayOutput | BaseException]]:
+              ) -> list[tuple[Hashable, ReplayResult | BaseException]]:
         """What is done already; the rest are cancelled (Ray's workers do not see the
         terminal's Ctrl-C, so nothing more would come back but whole replays)."""
         refs: list[ray.ObjectRef[Any]] = list(handles)

@@ -307,15 +307,15 @@ def bench_rows(path: Path) -> list[BenchRow]:
     return [BenchRow.from_cells(row) for row in read_results(path)]
 
 
-def result_row(policy: str, seed: int, load: str, summary: Mapping[str, object]
+def result_row(policy: str, seed: int, load: str, figures: Mapping[str, object]
                ) -> dict[str, str]:
-    """The results.csv row of a finished run: its key (``load`` as written), the summary
-    (:func:`hetsched.replaying.run_replay`'s: metrics, settings, bounds, timing), and the
-    ratios of the average JCT and makespan to their bounds."""
+    """The results.csv row of a finished run: its key (``load`` as written), its figures
+    (:attr:`hetsched.replaying.ReplayResult.figures`: metrics, settings, bounds, timing),
+    and the ratios of the average JCT and makespan to their bounds."""
     row: dict[str, object] = {"policy": policy, "seed": seed, "load": load}
-    row.update({k: v for k, v in summary.items() if k not in row})
+    row.update({k: v for k, v in figures.items() if k not in row})
     for metric in ("avg_jct_s", "makespan_s"):
-        value, bound = summary.get(metric), summary.get(f"bound_{metric}")
+        value, bound = figures.get(metric), figures.get(f"bound_{metric}")
         ratio = math.nan
         if isinstance(value, int | float) and isinstance(bound, int | float) and bound > 0:
             ratio = value / bound

@@ -17,6 +17,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from hetsched.bench.engines import ENGINES
 from hetsched.cli import options as cli_options
 from hetsched.cli import run_config
 from hetsched.cli.compare_command import compare_command
@@ -48,9 +49,9 @@ from hetsched.core.ranges import Range
 from hetsched.core.result import Schedule
 from hetsched.core.settings import TIME_LIMIT_RANGE
 from hetsched.files.instance import load_instance
-from hetsched.policies.planner import MAX_THREADS
+from hetsched.policies.planner import MAX_THREADS, SolveOptions
 from hetsched.registry import BACKENDS, names
-from hetsched.solving import solve
+from hetsched.solving import PLACEMENTS, solve
 
 log = logging.getLogger("hetsched")
 
@@ -58,9 +59,6 @@ log = logging.getLogger("hetsched")
 #: (docs/fairness.md).
 TENANT_KEYS = ("tenant_jain_index", "quota_violation_gpu_s", "max_rho", "quota_dropped_starts",
                "quota_reclaims")
-
-#: ``--engine``: where replays run (``hetsched.bench.engines.ENGINES``).
-ENGINES = ("local", "ray")
 
 #: The ranges of ``solve``'s own numbers: the relative gap at which a solver may stop,
 #: its threads (:data:`~hetsched.policies.planner.MAX_THREADS`), allox's fairness knob.
@@ -84,23 +82,26 @@ def _command_start() -> float:
     return STARTED_AT if now - STARTED_AT < _FRESH_PROCESS_S else now
 
 
-def _solver_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """The options of ``hetsched solve`` as :func:`hetsched.solve` arguments: the solve
-    settings, and the model own given on the command line (reads --warm-start)."""
+def _solve_arguments(settings: dict[str, Any]) -> tuple[SolveOptions, dict[str, Any]]:
+    """The options of ``hetsched solve`` as :func:`hetsched.solve` takes them: the solve
+    settings (:class:`SolveOptions`; reads --warm-start), and the model's own given on
+    the command line."""
     context = click.get_current_context()
-    options = {key: value for key, value in settings.items() if key not in MODEL_SETTINGS}
-    for option, (setting, _) in MODEL_SETTINGS.items():
-        if context.get_parameter_source(option) is ParameterSource.COMMANDLINE:
-            options[setting] = settings[option]
-    path = options.pop("warm_start", None)
+    knobs = {setting: settings[option] for option, (setting, _) in MODEL_SETTINGS.items()
+             if context.get_parameter_source(option) is ParameterSource.COMMANDLINE}
+    path = settings["warm_start"]
+    warm_start = None
     if path is not None:
         try:
             document = json.loads(Path(path).read_text(encoding="utf-8"))
-            options["warm_start"] = Schedule.from_list(document["schedule"])
+            warm_start = Schedule.from_list(document["schedule"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError("cannot read a schedule", path="--warm-start", value=str(path),
                              expected="a result JSON with a 'schedule' list") from exc
-    return options
+    options = SolveOptions(backend=settings["backend"], time_limit_s=settings["time_limit"],
+                           gap=settings["gap"], threads=settings["threads"],
+                           seed=settings["seed"], warm_start=warm_start)
+    return options, knobs
 
 
 @click.group(context_settings=cli_options.settings())
@@ -137,7 +138,7 @@ def cli(ctx: click.Context, verbose: int, debug: bool) -> None:
               help="deadline model: first objective term.")
 @click.option("--alpha", type=cli_options.FloatIn(ALPHA_RANGE, "bad alpha"), default=1.0,
               show_default=True, help="allox: fairness knob (1 = pure completion time).")
-@click.option("--placement", type=click.Choice(("first-fit", "topology")), default="first-fit",
+@click.option("--placement", type=click.Choice(PLACEMENTS), default="first-fit",
               show_default=True,
               help="GPUs inside a node: lowest free first, or the exact topology-aware model.")
 @click.option("--warm-start", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -147,8 +148,8 @@ def cli(ctx: click.Context, verbose: int, debug: bool) -> None:
               help="Also write the result as JSON to this file.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also draw the schedule as a Gantt chart per GPU (PNG/SVG/PDF).")
-def solve_command(instance: Path, model: str, backend: str | None, time_limit: float | None,
-                  as_json: bool, out: Path | None, plot: Path | None, **settings: Any) -> None:
+def solve_command(instance: Path, model: str, placement: str, as_json: bool,
+                  out: Path | None, plot: Path | None, **settings: Any) -> None:
     """Solve one INSTANCE file and print the plan and its metrics.
 
     Exit codes: 0 a schedule that passes the checker; 1 checker violations; 2 bad input;
@@ -159,10 +160,10 @@ def solve_command(instance: Path, model: str, backend: str | None, time_limit: f
     if plot is not None:
         check_plot_file(plot)
     data = load_instance(instance)
+    options, knobs = _solve_arguments(settings)
     started = _command_start()
-    with cli_options.solve_bar(model, time_limit, started):
-        result = solve(data, model=model, backend=backend, time_limit=time_limit,
-                       started=started, **_solver_settings(settings))
+    with cli_options.solve_bar(model, options.time_limit_s, started):
+        result = solve(data, model, options, placement=placement, started=started, **knobs)
     violations = check(data, result.schedule, complete=result.is_feasible())
     document: dict[str, Any] = {"instance": str(instance), **result.to_dict(),
                                 "violations": [str(v) for v in violations]}
@@ -230,12 +231,8 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
               "\"...\"); options typed here win. Every replay writes its settings into "
               "--out as run.toml, to repeat it with --config.")
 @click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--format", "trace_format", required=True,
-              type=click.Choice(("gavel", "philly", "helios", "openb", "native", "continuous",
-                                 "pollux")))
-@click.option("--cluster", "cluster_spec", required=True,
-              help="v100=36,p100=36,k80=36 (servers of 4 GPUs; TYPE=NxPER for other sizes), "
-              "a cluster JSON, openb:NODE_LIST.csv or pai:pai_machine_spec.csv.")
+@cli_options.format_option(required=True)
+@cli_options.cluster_option(required=True)
 @click.option("--policy", default="fifo", show_default=True,
               help="Rolling policy or model: " + ", ".join(names()) + " (any with -agnostic), "
               "or a class of yours: path/to/file.py:Class or module.path:Class "
@@ -246,19 +243,15 @@ def topology_show_command(topo_file: Path, plot: Path | None) -> None:
 @click.option("--partitions", type=PARTITIONS_TYPE, default=DEFAULTS.partitions,
               show_default=True,
               help="gavel, gavel-max-sum: split the LP into K random sub-problems (POP).")
-@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+@click.option("--engine", type=click.Choice(tuple(ENGINES)), default="local",
+              show_default=True,
               help="Where POP's K sub-problems are solved: in turn here, or as Ray tasks.")
 @click.option("--address", default=None,
               help="--engine ray: the Ray cluster (HOST:6379, or auto); default: a local Ray.")
 @replay_settings_options
-@click.option("--tenants", "tenants_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Tenants' weights and quotas per GPU type (JSON; "
-              "docs/fairness.md): the policy keeps the quotas, the fairness figures count "
-              "per tenant.")
-@click.option("--pairs", "pairs_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Co-location pairs measured on their own (CSV: job_type, "
-              "other_job_type, gpu_type, throughput, other_throughput, alone, other_alone; "
-              "docs/traces.md), over the throughput profile's.")
+@cli_options.tenants_option(": the policy keeps the quotas, the fairness figures count per "
+                            "tenant.")
+@cli_options.pairs_option()
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: str,
                    seed: int, load: float, partitions: int, engine: str, address: str | None,
@@ -273,7 +266,7 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
     from hetsched.replaying import run_replay
 
     solving: contextlib.AbstractContextManager[Executor | None] = contextlib.nullcontext()
-    if engine != "local" or address is not None:  # (the bench layer only when asked for)
+    if engine != "local" or address is not None:  # (the bench's runner only when asked for)
         from hetsched.bench.runner import make_engine
 
         if partitions == 1 and engine != "local":
@@ -284,37 +277,33 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
     context = click.get_current_context()
     with run_config.located_errors(context, PARAMETER_FLAGS), solving as executor:
         settings = replay_settings(options, seed=seed, load=load, partitions=partitions)
-        summary = run_replay(trace, trace_format, cluster_spec, policy, out=out,
+        figures = run_replay(trace, trace_format, cluster_spec, policy, out=out,
                              settings=settings, throughput_path=throughput_path,
                              executor=executor, files=run_config.config_files(context),
-                             tenants_path=tenants_path, pairs_path=pairs_path)
+                             tenants_path=tenants_path, pairs_path=pairs_path).figures
     for key in ("jobs", "completed", "avg_jct_s", "p95_jct_s", "makespan_s", "deadline_jobs",
                 "deadline_met", "utilization", "preemptions", "decisions", "round_s",
                 "restart_penalty_s", "fallbacks", "decision_time_p95_s", "wall_time_s",
                 *(TENANT_KEYS if tenants_path is not None else ())):
-        click.echo(f"{key}: {format_number(summary.get(key))}")
+        click.echo(f"{key}: {format_number(figures.get(key))}")
     for name in ("warnings", "notes"):
-        items = summary.get(name)
+        items = figures.get(name)
         if isinstance(items, list) and items:
             click.echo(f"{name.removesuffix('s')}: {items[0]}" + (
                 f" ({len(items) - 1} more in summary.json)" if len(items) > 1 else ""))
     click.echo(f"wrote {out}/summary.json, jobs.csv, decisions.csv, timing.json, run.toml")
-    if summary.get("interrupted"):
+    if figures.get("interrupted"):
         from hetsched.core.interrupts import exit_code
 
-        click.echo(f"interrupted: {summary.get('completed')} of {summary.get('jobs')} jobs "
+        click.echo(f"interrupted: {figures.get('completed')} of {figures.get('jobs')} jobs "
                    "finished; the metrics cover those only", err=True)
         sys.exit(exit_code())
 
 
 @cli.command("bench")
 @click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None)
-@click.option("--format", "trace_format", default=None,
-              type=click.Choice(("gavel", "philly", "helios", "openb", "native", "continuous",
-                                 "pollux")))
-@click.option("--cluster", "cluster_spec", default=None,
-              help="v100=36,p100=36,k80=36, a cluster JSON, openb:NODE_LIST.csv or "
-              "pai:MACHINES.csv.")
+@cli_options.format_option(required=False)
+@cli_options.cluster_option(required=False)
 @click.option("--policies", default=None,
               help="Comma-separated policies: registered names, or classes of yours "
               "(path/to/file.py:Class, module.path:Class).")
@@ -330,18 +319,14 @@ def replay_command(trace: Path, trace_format: str, cluster_spec: str, policy: st
 @click.option("--spec", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A sweep spec (TOML: traces, formats, clusters, policies with settings, "
               "seeds, loads; docs/bench.md) in place of --trace ... --policies.")
-@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
-              help="Where the replays run: local processes, or Ray tasks.")
+@click.option("--engine", type=click.Choice(tuple(ENGINES)), default="local",
+              show_default=True, help="Where the replays run: local processes, or Ray tasks.")
 @click.option("--address", default=None,
               help="--engine ray: the Ray cluster (HOST:6379, or auto); default: a local Ray "
               "on this machine.")
 @replay_settings_options
-@click.option("--tenants", "tenants_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Tenants' weights and quotas per GPU type (JSON; "
-              "docs/fairness.md), kept around every policy of the bench.")
-@click.option("--pairs", "pairs_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Co-location pairs measured on their own (CSV; "
-              "docs/traces.md), over the throughput profile's.")
+@cli_options.tenants_option(", kept around every policy of the bench.")
+@cli_options.pairs_option()
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def bench_command(trace: Path | None, trace_format: str | None, cluster_spec: str | None,
                   policies: str | None, seeds: str, loads: str, workers: int | None,

@@ -7,21 +7,57 @@ in a :class:`~hetsched.core.ranges.Range` stated one way."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from hetsched.core.errors import InputError
 from hetsched.core.ranges import Range, is_number
+from hetsched.files.traces import FORMATS
 
 if TYPE_CHECKING:
     from hetsched.core.bars import BudgetBar
+
+#: A command's function, or the command it becomes (what an option decorates).
+Command = TypeVar("Command", bound=Callable[..., Any])
 
 #: The format of the log lines on stderr.
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 VERBOSE_HELP = "Log progress (-v) or details (-vv) to stderr; before or after the command."
 DEBUG_HELP = "Show the traceback of unexpected errors; before or after the command."
+
+
+def format_option(*, required: bool) -> Callable[[Command], Command]:
+    """``--format``: a trace format, one of the readers' (:data:`hetsched.files.traces.FORMATS`)."""
+    return click.option("--format", "trace_format", required=required,
+                        type=click.Choice(tuple(FORMATS)))
+
+
+def cluster_option(*, required: bool) -> Callable[[Command], Command]:
+    """``--cluster``: a cluster spec (:func:`hetsched.files.cluster_spec.parse_cluster`)."""
+    return click.option("--cluster", "cluster_spec", required=required,
+                        help="v100=36,p100=36,k80=36 (servers of 4 GPUs; TYPE=NxPER for other "
+                        "sizes), a cluster JSON, openb:NODE_LIST.csv or pai:MACHINES.csv.")
+
+
+def tenants_option(use: str) -> Callable[[Command], Command]:
+    """``--tenants``: the tenants' weights and quotas (a JSON file); ``use`` says what the
+    command does with them."""
+    return click.option("--tenants", "tenants_path",
+                        type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        help="Tenants' weights and quotas per GPU type (JSON; "
+                        "docs/fairness.md)" + use)
+
+
+def pairs_option() -> Callable[[Command], Command]:
+    """``--pairs``: co-location pairs measured on their own (a CSV file)."""
+    return click.option("--pairs", "pairs_path", type=click.Path(dir_okay=False, path_type=Path),
+                        default=None, help="Co-location pairs measured on their own (CSV: "
+                        "job_type, other_job_type, gpu_type, throughput, other_throughput, "
+                        "alone, other_alone; docs/traces.md), over the throughput profile's.")
 
 
 def log_level(verbosity: int) -> int:
@@ -126,45 +162,48 @@ def _number(limits: Range, problem: str, value: Any, param: click.Parameter | No
     return limits.check(value, flag, problem)
 
 
-class FloatIn(click.FloatRange):
+class _In:
+    """What :class:`FloatIn` and :class:`IntIn` share: the value read and checked against
+    ``limits`` (:func:`_number`), made a number by ``cast``; the range in ``--help`` and in
+    the type's repr in the same words."""
+
+    limits: Range
+    problem: str
+    cast: Callable[[Any], Any]
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        """The value as a number in the range (an :class:`InputError` otherwise)."""
+        return self.cast(_number(self.limits, self.problem, value, param))
+
+    def _describe_range(self) -> str:
+        return self.limits.expected
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.limits.expected})"
+
+
+class FloatIn(_In, click.FloatRange):
     """A float option in ``limits`` (``problem`` names it in errors: ``bad load``): read
     by :meth:`Range.read <hetsched.core.ranges.Range.read>`, so ``'٣'``, ``'1_000'``,
     ``'nan'`` and ``'inf'`` are refused as any other text that is not a number, with one
     line naming the option, the value and the range (exit 2), as a value of the library
     would be. ``--help`` shows the range in the same words."""
 
+    cast = float
+
     def __init__(self, limits: Range, problem: str) -> None:
         super().__init__(limits.low, limits.high, min_open=limits.low_open)
         self.limits, self.problem = limits, problem
 
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Any:
-        """The value as a float in the range (an :class:`InputError` otherwise)."""
-        return float(_number(self.limits, self.problem, value, param))
 
-    def _describe_range(self) -> str:
-        return self.limits.expected
-
-    def __repr__(self) -> str:
-        return f"FloatIn({self.limits.expected})"
-
-
-class IntIn(click.IntRange):
+class IntIn(_In, click.IntRange):
     """An integer option in ``limits``, as :class:`FloatIn` (``'4.0'`` is not one)."""
+
+    cast = int
 
     def __init__(self, limits: Range, problem: str) -> None:
         low, high = limits.low, limits.high
         super().__init__(None if low is None else int(low), None if high is None else int(high),
                          min_open=limits.low_open)
         self.limits, self.problem = limits, problem
-
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Any:
-        """The value as an int in the range (an :class:`InputError` otherwise)."""
-        return int(_number(self.limits, self.problem, value, param))
-
-    def _describe_range(self) -> str:
-        return self.limits.expected
-
-    def __repr__(self) -> str:
-        return f"IntIn({self.limits.expected})"

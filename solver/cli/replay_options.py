@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from hetsched.cli.options import FloatIn, IntIn
-from hetsched.core.ranges import SEED_RANGE
+from hetsched.core.ranges import SEED_RANGE, Range
 from hetsched.core.settings import (
     COUNT_RANGE,
     FRACTION_RANGE,
@@ -58,22 +58,21 @@ def replay_settings_options(command: Any) -> Any:
         click.option("--backend", type=click.Choice(BACKENDS), default=DEFAULTS.backend,
                      help="Solver back-end of the policies that solve a model (default: "
                      "each policy's first)."),
-        click.option("--interval", type=FloatIn(PERIOD_RANGE, "bad decision interval"),
-                     default=DEFAULTS.interval_s,
-                     help=f"Also decide every S seconds (S >= {MIN_PERIOD_S:g}) while jobs "
-                     "run or wait (besides the policy's own rounds)."),
-        _seconds("--time-limit", DEFAULTS.time_limit_s, "bad time limit",
-                 "Solver limit per decision: deterministic work units (about seconds of one "
-                 "core; the same replay on any machine), or wall seconds with --wall-clock."),
+        _number("--interval", PERIOD_RANGE, "bad decision interval", DEFAULTS.interval_s,
+                f"Also decide every S seconds (S >= {MIN_PERIOD_S:g}) while jobs run or "
+                "wait (besides the policy's own rounds)."),
+        _number("--time-limit", TIME_LIMIT_RANGE, "bad time limit", DEFAULTS.time_limit_s,
+                "Solver limit per decision: deterministic work units (about seconds of one "
+                "core; the same replay on any machine), or wall seconds with --wall-clock."),
         click.option("--wall-clock", is_flag=True, default=not DEFAULTS.deterministic,
                      help="Limit solvers by wall time instead of deterministic work (faster "
                      "machines find more; results are no longer byte-identical from run "
                      "to run)."),
-        _seconds("--decision-timeout", DEFAULTS.decision_timeout_s,
-                 "bad decision timeout",
-                 "Wall seconds one call of the policy may take (its decide, its hooks); past "
-                 "it the replay stops as the policy's failure (exit 3), what finished "
-                 "written."),
+        _number("--decision-timeout", TIME_LIMIT_RANGE, "bad decision timeout",
+                DEFAULTS.decision_timeout_s,
+                "Wall seconds one call of the policy may take (its decide, its hooks); past "
+                "it the replay stops as the policy's failure (exit 3), what finished "
+                "written."),
         click.option("--limit-jobs", type=IntIn(COUNT_RANGE, "bad job limit"),
                      default=DEFAULTS.limit_jobs, help="Only the N earliest jobs."),
         click.option("--throughput", "throughput_path",
@@ -81,11 +80,9 @@ def replay_settings_options(command: Any) -> Any:
                      help="Profile (Gavel JSON, tidy CSV), fitted model, or Pollux's "
                      "measurements folder; default: Gavel's beside a Gavel trace, Pollux's "
                      "beside a Pollux workload, else the built-in catalogue."),
-        click.option("--restart-penalty",
-                     type=FloatIn(IDLE_SECONDS_RANGE, "bad restart penalty"),
-                     default=DEFAULTS.restart_penalty_s, show_default=True,
-                     help="Seconds without progress after a preemption (0 to "
-                     f"{MAX_RESTART_PENALTY_S:,.0f})."),
+        _number("--restart-penalty", IDLE_SECONDS_RANGE, "bad restart penalty",
+                DEFAULTS.restart_penalty_s, "Seconds without progress after a preemption (0 "
+                f"to {MAX_RESTART_PENALTY_S:,.0f})."),
         click.option("--spread-speed", type=click.Choice(SPREAD_SPEEDS),
                      default=DEFAULTS.spread_speed, show_default=True,
                      help="A gang spread over servers runs at its measured spread speed "
@@ -96,18 +93,15 @@ def replay_settings_options(command: Any) -> Any:
                      "catalogue's for --cluster v100=N: Google Cloud on demand; Gavel's: "
                      "v100=0.74,p100=0.43,k80=0.135): the cost policy's prices and "
                      "summary.json's total_cost_usd."),
-        click.option("--start-latency",
-                     type=FloatIn(IDLE_SECONDS_RANGE, "bad start latency"),
-                     default=DEFAULTS.start_latency_s, show_default=True,
-                     help="Seconds from a decision to start a job to its first step, GPUs "
-                     "held, at every start (a real scheduler's dispatch latency: "
-                     "docs/slurm.md measures Slurm's)."),
+        _number("--start-latency", IDLE_SECONDS_RANGE, "bad start latency",
+                DEFAULTS.start_latency_s, "Seconds from a decision to start a job to its "
+                "first step, GPUs held, at every start (a real scheduler's dispatch latency: "
+                "docs/slurm.md measures Slurm's)."),
         click.option("--on-bad-row", type=click.Choice(ON_BAD_ROW),
                      default=DEFAULTS.on_bad_row, show_default=True),
-        click.option("--deadline-fraction",
-                     type=FloatIn(FRACTION_RANGE, "bad deadline fraction"),
-                     default=DEFAULTS.deadline_fraction,
-                     help="Give this fraction of jobs a synthetic deadline (docs/traces.md)."),
+        _number("--deadline-fraction", FRACTION_RANGE, "bad deadline fraction",
+                DEFAULTS.deadline_fraction,
+                "Give this fraction of jobs a synthetic deadline (docs/traces.md)."),
         click.option("--reference-gpu", default=DEFAULTS.reference_gpu,
                      help="GPU type the durations of philly, helios and openb traces were "
                      "measured on (default: v100 if the throughput model knows it, else the "
@@ -131,19 +125,19 @@ def replay_settings_options(command: Any) -> Any:
                      help="Also the average JCT of the jobs of arrival rank A to B - 1 "
                      "(avg_jct_window_s; Gavel measures jobs 4000:5000 of a continuous "
                      "trace, in steady state)."),
-        click.option("--colocation-factor",
-                     type=FloatIn(COLOCATION_FACTOR_RANGE, "bad co-location factor"),
-                     default=DEFAULTS.colocation_factor, show_default=True,
-                     help="Speed factor of a job sharing its GPU with others, where no "
-                     "pair was measured (docs/traces.md, GPU shares)."),
+        _number("--colocation-factor", COLOCATION_FACTOR_RANGE, "bad co-location factor",
+                DEFAULTS.colocation_factor, "Speed factor of a job sharing its GPU with "
+                "others, where no pair was measured (docs/traces.md, GPU shares)."),
     )):
         command = option(command)
     return command
 
 
-def _seconds(flag: str, default: float | None, problem: str, text: str) -> Any:
-    """An option of seconds > 0 (:data:`~hetsched.core.settings.TIME_LIMIT_RANGE`)."""
-    return click.option(flag, type=FloatIn(TIME_LIMIT_RANGE, problem), default=default,
+def _number(flag: str, limits: Range, problem: str, default: float | None,
+            text: str) -> Any:
+    """A number option in ``limits`` (:class:`~hetsched.cli.options.FloatIn`; ``problem``
+    names it in errors)."""
+    return click.option(flag, type=FloatIn(limits, problem), default=default,
                         show_default=True, help=text)
 
 

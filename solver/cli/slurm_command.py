@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from hetsched.cli.options import FloatIn, IntIn
+from hetsched.cli.options import FloatIn, IntIn, format_option
 from hetsched.core.errors import InputError
 from hetsched.core.ranges import GPUS_PER_NODE_RANGE, Range
 from hetsched.core.settings import (
@@ -124,9 +124,7 @@ def status_command(state_dir: Path) -> None:
 
 @slurm_group.command("submit")
 @click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--format", "trace_format", required=True,
-              type=click.Choice(("gavel", "philly", "helios", "openb", "native", "continuous",
-                                 "pollux")))
+@format_option(required=True)
 @click.option("--cluster-dir", type=click.Path(file_okay=False, path_type=Path),
               default=DEFAULT_STATE_DIR,
               help="The local cluster's folder: its nodes are the cluster the trace is read "

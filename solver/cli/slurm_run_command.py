@@ -12,7 +12,7 @@ from types import FrameType
 
 import click
 
-from hetsched.cli.options import FloatIn, IntIn
+from hetsched.cli.options import FloatIn, IntIn, tenants_option
 from hetsched.core.errors import InputError
 from hetsched.core.ranges import MAX_TIME_S, Range
 from hetsched.core.settings import COUNT_RANGE
@@ -59,10 +59,8 @@ IDLE_EXIT_RANGE = Range(0.0, MAX_TIME_S, noun="seconds")
               help="The cluster's GPU types in order, v100,p100,k80 (the type preference "
               "of FIFO-like policies; a replay takes it from --cluster's order); default: "
               "a local cluster's spec order with --cluster-dir, else by name.")
-@click.option("--tenants", "tenants_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Tenants' weights and quotas per GPU type (JSON; "
-              "docs/fairness.md): kept around the policy (jobs name their tenant in their "
-              "metadata), and the fairness figures count per tenant.")
+@tenants_option(": kept around the policy (jobs name their tenant in their metadata), and "
+                "the fairness figures count per tenant.")
 @click.option("--poll", "poll_s", type=FloatIn(POLL_RANGE, "bad poll interval"), default=0.25,
               show_default=True,
               help="Wall seconds between readings of the cluster.")

@@ -13,14 +13,14 @@ import click
 from hetsched.cli.printing import as_typed
 from hetsched.core.errors import InputError
 from hetsched.files.instance import load_instance
+from hetsched.files.validate import FILE_FORMATS, check_file
 from hetsched.registry import entry, model_warnings, names
 
 
 @click.command("validate")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--format", "file_format", default="instance", show_default=True,
-              type=click.Choice(("instance", "gavel", "philly", "helios", "openb", "native",
-                                 "continuous", "pollux", "openb-nodes", "cluster", "profile")),
+              type=click.Choice(FILE_FORMATS),
               help="What the files are: instances, traces, node lists, cluster JSON or "
               "profiles (tidy CSV, Gavel JSON; step times: a tidy CSV with step_time or a "
               "folder of Pollux's measurements).")
@@ -44,7 +44,6 @@ def validate_command(files: tuple[Path, ...], file_format: str, model: str | Non
     (--model cannot run a job; GPUs of a type no throughput covers).
     """
     from hetsched.core.settings import parse_gpu_aliases
-    from hetsched.files.validate import check_file
 
     if model is not None:
         if file_format != "instance":

@@ -19,7 +19,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -79,15 +79,36 @@ def _existing_parent(target: Path, option: str, what: str) -> Path:
     return Path(target.anchor or ".")
 
 
-def check_output_folder(folder: Path | str, option: str = "out") -> None:
+def check_output_folder(folder: Path | str, option: str = "out", *,
+                        holds: Collection[str] | None = None) -> None:
     """Before any work: ``folder`` is a folder or can be made one, and files can be made
-    beside it (the outputs are written in a temporary folder there and renamed)."""
+    beside it (the outputs are written in a temporary folder there and renamed). With
+    ``holds``, the names of the files a run writes into it (the folder is then replaced
+    as a whole), a folder already there may hold nothing else (but a ``.tmp`` file); one
+    that another run moves away meanwhile is no error."""
     target = Path(folder).absolute()
     if target.exists() and not target.is_dir():
         raise InputError("the output folder is a file", file=str(target), path=option,
                          expected="a new folder, or a folder a previous run wrote")
+    if holds is not None:
+        _holds_only(target, holds, option)
     _probe(_existing_parent(target, option, "the output folder"), target, option,
            "the output folder")
+
+
+def _holds_only(folder: Path, names: Collection[str], option: str) -> None:
+    """An :class:`InputError` if ``folder`` holds a file not in ``names`` (nor a ``.tmp``
+    file); none if it is absent, or gone while it is looked at."""
+    try:  # one look at a time: another run into it may move the folder away meanwhile
+        present = os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return  # absent, moved aside by another run, or a parent is a file (said next)
+    foreign = sorted(name for name in present if name not in names and not name.endswith(".tmp"))
+    if foreign:
+        raise InputError("the output folder holds files that are not a run's",
+                         file=str(folder), path=option, value=", ".join(foreign[:5]),
+                         expected="a new folder, or one holding only " + ", ".join(names)
+                         + " (it is replaced as a whole)")
 
 
 def check_output_file(path: Path | str, option: str, what: str = "the output file") -> None:

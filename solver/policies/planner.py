@@ -11,6 +11,7 @@ turns every rolling policy into a planner (:class:`~hetsched.simulate.simulated.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from typing import Protocol
@@ -74,36 +75,28 @@ def outcome_result(outcome: ScheduleOutcome, model: str) -> Result:
                   model, message=outcome.message, extra=dict(outcome.extra))
 
 
-def run_planner(planner: Planner, instance: Instance, *, backend: str | None = None,
-                time_limit: float | None = None, deterministic: bool = False,
-                budget: Budget | None = None, started: float | None = None, gap: float = 0.0,
-                threads: int = 1, seed: int = 0, warm_start: Schedule | None = None,
-                lp_bound: bool = True, windows: bool = True) -> tuple[Result, SolveOptions]:
-    """Run ``planner`` on ``instance`` under one budget; the result and the settings used.
-
-    ``time_limit`` is the budget of the whole solve, in seconds (the planner's default when
-    ``None``), or in deterministic work units with ``deterministic`` (see
-    :mod:`hetsched.formulations.budget`); ``budget`` replaces it with a given one, and
-    ``started`` (a ``time.monotonic()`` reading) is when a wall-clock budget starts to
-    count. The other arguments are the fields of :class:`SolveOptions` of that name."""
-    if time_limit is not None and not (isinstance(time_limit, int | float) and
-                                       math.isfinite(time_limit) and time_limit > 0):
-        raise InputError("bad time limit", path="time_limit", value=time_limit,
-                         expected="a finite number of seconds > 0")
-    limit = time_limit if time_limit is not None else planner.default_time_limit_s
-    budget = budget if budget is not None else Budget(limit, deterministic=deterministic,
-                                                      started=started)
-    check_installed(backend)
-    if backend is not None and backend not in planner.backends:
+def run_planner(planner: Planner, instance: Instance, options: SolveOptions | None = None, *,
+                started: float | None = None) -> tuple[Result, SolveOptions]:
+    """Run ``planner`` on ``instance`` with ``options`` (default :class:`SolveOptions`)
+    under one budget; the result and the options used: the planner's first back-end when
+    they name none, its default time limit when they give none, and the budget, theirs or
+    one made of the time limit (seconds, or deterministic work units with
+    ``deterministic``: :mod:`hetsched.formulations.budget`) counting from ``started`` (a
+    ``time.monotonic()`` reading; default now)."""
+    options = options or SolveOptions()
+    check_installed(options.backend)
+    if options.backend is not None and options.backend not in planner.backends:
         expected = ", ".join(planner.backends) if planner.backends else \
             "no back-end (a heuristic)"
         raise InputError(f"model {planner.name} has no such back-end", path="backend",
-                         value=backend, expected=expected)
-    settings = SolveOptions(
-        backend=backend or (planner.backends[0] if planner.backends else None),
-        time_limit_s=limit, deterministic=deterministic, budget=budget, gap=gap,
-        threads=threads, seed=seed, warm_start=warm_start, lp_bound=lp_bound,
-        windows=windows)
+                         value=options.backend, expected=expected)
+    limit = options.time_limit_s if options.time_limit_s is not None else \
+        planner.default_time_limit_s
+    budget = options.budget if options.budget is not None else Budget(
+        limit, deterministic=options.deterministic, started=started)
+    settings = dataclasses.replace(
+        options, backend=options.backend or (planner.backends[0] if planner.backends else None),
+        time_limit_s=limit, budget=budget)
     log.log(solve_log_level(), "solving %s (%d jobs) with %s/%s, budget %s",
             instance.name or "instance", len(instance.jobs), planner.name, settings.backend or "-",
             budget.describe())

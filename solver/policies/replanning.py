@@ -13,7 +13,7 @@ from hetsched.allocation.layout import SpeedView, Start
 from hetsched.core.records import Cluster, Instance, Job
 from hetsched.core.settings import DECISION_LIMIT
 from hetsched.core.throughput import Placement
-from hetsched.policies.planner import Planner, run_planner
+from hetsched.policies.planner import Planner, SolveOptions, run_planner
 from hetsched.policies.rolling import (
     ClusterState,
     Decision,
@@ -203,9 +203,9 @@ class Replanning(PolicyHooks):
         return self._decide_free(state, early, free, candidates)
 
     def _solve(self, instance: Instance) -> Result:
-        result, _ = run_planner(self.planner, instance, backend=self.backend,
-                                time_limit=self.time_limit_s, deterministic=self.deterministic,
-                                seed=self.seed, lp_bound=False, windows=False)
+        result, _ = run_planner(self.planner, instance, SolveOptions(
+            backend=self.backend, time_limit_s=self.time_limit_s,
+            deterministic=self.deterministic, seed=self.seed, lp_bound=False, windows=False))
         return result
 
     def _decide_free(self, state: ClusterState, early: list[Start], free: set[str],

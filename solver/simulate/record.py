@@ -25,6 +25,7 @@ import numpy as np
 
 from hetsched.core.errors import InputError, PolicyError
 from hetsched.core.fairness import FairnessFigures, fairness_figures, finish_time_fairness
+from hetsched.core.outputs import check_output_folder
 from hetsched.core.prices import total_cost
 from hetsched.core.records import Cluster, Job
 from hetsched.core.result import Assignment, Schedule, completion_figures
@@ -80,6 +81,8 @@ OUTPUT_FILES = ("summary.json", "jobs.csv", "decisions.csv", "timing.json")
 #: Files a replay's folder may hold besides: ``run.toml``, the settings ``hetsched replay``
 #: ran with (:mod:`hetsched.cli.run_config`), written with the others as one set.
 COMMAND_FILES = ("run.toml",)
+#: Every file a replay's folder may hold (:func:`hetsched.core.outputs.check_output_folder`).
+FOLDER_FILES = OUTPUT_FILES + COMMAND_FILES
 #: ``summary.json`` lists at most this many distinct fallback notes.
 MAX_WARNINGS = 10
 #: The wall-clock fields, kept out of ``summary.json`` (they go to ``timing.json``).
@@ -366,7 +369,7 @@ def write_folder(out_dir: str | Path, files: Mapping[str, str]) -> None:
             except OSError:
                 if not folder.exists():
                     continue
-            check_out_folder(folder)
+            check_output_folder(folder, holds=FOLDER_FILES)
             aside = folder.with_name(f".{folder.name}.old-{token}-{attempt}")
             try:
                 os.rename(folder, aside)

@@ -128,14 +128,26 @@ def test_solver_settings_out_of_range_are_refused(option: str, value: str,
 
 @pytest.mark.parametrize(("field", "value"), [("threads", 100_000), ("threads", True),
                                               ("seed", 2**31), ("seed", -1),
-                                              ("gap", float("nan"))])
+                                              ("gap", float("nan")),
+                                              ("time_limit_s", float("nan")),
+                                              ("time_limit_s", -1.0)])
 def test_solve_options_out_of_range_are_input_errors(field: str, value: object) -> None:
+    from hetsched.solving import SolveOptions
+
+    with pytest.raises(InputError, match=f"{field}: bad"):
+        SolveOptions(**{field: value})  # type: ignore[arg-type]
+
+
+def test_solve_takes_its_settings_in_one_solve_options() -> None:
     from hetsched.files.instance import load_instance
     from hetsched.solving import solve
 
-    with pytest.raises(InputError, match=f"{field}: bad"):
-        solve(load_instance(INSTANCES / "tiny.json"), model="deadline",
-              **{field: value})  # type: ignore[arg-type]
+    tiny = load_instance(INSTANCES / "tiny.json")
+    with pytest.raises(TypeError, match=r"solve\(\) takes the solve setting 'time_limit' in "
+                       r"options: solve\(instance, model, SolveOptions\(time_limit_s=\.\.\.\)\)"):
+        solve(tiny, "deadline", time_limit=5.0)
+    with pytest.raises(TypeError, match="'backend' in options"):
+        solve(tiny, "deadline", backend="cpsat")
 
 
 @pytest.mark.parametrize("limit", ["0.1", "0.01"])

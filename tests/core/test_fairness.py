@@ -89,14 +89,14 @@ def test_two_jobs_one_after_the_other_on_one_gpu() -> None:
     cluster = parse_cluster("v100=1")
     jobs = [job("a", gpus=1), job("b", gpus=1)]
     ran = replay(jobs, cluster, "fifo", throughput=TABLE)
-    assert ran.metrics().max_rho == pytest.approx(4 / 3)
-    assert ran.metrics().mean_rho == pytest.approx((0.5 + 4 / 3) / 2)
-    assert ran.metrics().rho_above_1 == pytest.approx(0.5)
+    assert ran.summary.max_rho == pytest.approx(4 / 3)
+    assert ran.summary.mean_rho == pytest.approx((0.5 + 4 / 3) / 2)
+    assert ran.summary.rho_above_1 == pytest.approx(0.5)
     assert finish_time_fairness(jobs, {"a": 120.0, "b": 240.0}, cluster, TABLE) == \
         pytest.approx({"a": 0.5, "b": 4 / 3})
-    assert ran.summary()["tenant_jain_index"] == 1.0  # one tenant
+    assert ran.summary.tenant_jain_index == 1.0  # one tenant
     # jobs.csv has each job's tenant (none: empty) and rho.
-    rows = list(csv.DictReader(io.StringIO(ran.files()["jobs.csv"])))
+    rows = list(csv.DictReader(io.StringIO(ran.replay.files()["jobs.csv"])))
     assert [(r["job"], r["tenant"], float(r["rho"])) for r in rows] == \
         [("a", "", pytest.approx(0.5)), ("b", "", pytest.approx(4 / 3))]
 
@@ -106,8 +106,8 @@ def test_tenants_in_a_replay() -> None:
     cluster = parse_cluster("v100=2")
     jobs = [job("a", gpus=1, tenant="x"), job("b", gpus=1, tenant="y")]
     ran = replay(jobs, cluster, "fifo", throughput=TABLE)
-    assert ran.metrics().tenant_jain_index == 1.0
-    rows = list(csv.DictReader(io.StringIO(ran.files()["jobs.csv"])))
+    assert ran.summary.tenant_jain_index == 1.0
+    rows = list(csv.DictReader(io.StringIO(ran.replay.files()["jobs.csv"])))
     # Both alone on a GPU each with 2 jobs over 2 GPUs: a whole GPU is their 1/2 share.
     assert [(r["tenant"], float(r["rho"])) for r in rows] == [("x", 1.0), ("y", 1.0)]
 
@@ -187,11 +187,11 @@ def test_a_replay_counts_violations_with_the_tenant_table() -> None:
     jobs = [job("b1", 0.0, tenant="b"), job("b2", 0.0, tenant="b"),
             job("a1", 10.0, tenant="a")]
     loose = replay(jobs, cluster, "fifo", throughput=TABLE, tenants=QUOTAS, keep_tenants=False)
-    assert loose.metrics().quota_violation_gpu_s == pytest.approx(100.0)
-    assert replay(jobs, cluster, "fifo", throughput=TABLE).metrics().quota_violation_gpu_s \
+    assert loose.summary.quota_violation_gpu_s == pytest.approx(100.0)
+    assert replay(jobs, cluster, "fifo", throughput=TABLE).summary.quota_violation_gpu_s \
         == 0.0  # no table, no quotas
     kept = replay(jobs, cluster, "fifo", throughput=TABLE, tenants=QUOTAS)
-    assert kept.metrics().quota_violation_gpu_s == 0.0
-    assert kept.records["a1"].first_start == 10.0
-    assert kept.records["b2"].preemptions == 1
-    assert kept.records["b1"].preemptions == 0
+    assert kept.summary.quota_violation_gpu_s == 0.0
+    assert kept.replay.records["a1"].first_start == 10.0
+    assert kept.replay.records["b2"].preemptions == 1
+    assert kept.replay.records["b1"].preemptions == 0

@@ -93,7 +93,7 @@ def test_the_folder_check_tolerates_a_folder_moved_away_meanwhile(
         raise FileNotFoundError(errno.ENOENT, "moved", str(path))
 
     monkeypatch.setattr(outcome.os, "listdir", moved_away)
-    outcome.check_out_folder(out)  # no error: the write that follows makes a new folder
+    check_output_folder(out, holds=outcome.FOLDER_FILES)  # no error: the write makes a new one
 
 
 def _write_sets(out: str, tag: str, count: int) -> None:
@@ -176,6 +176,15 @@ def test_checks_name_the_problem(tmp_path: Path) -> None:
         check_output_folder(tmp_path / "f" / "g" / "h")
     check_output_folder(tmp_path / "new" / "deeper")  # made later, by the write
     assert not (tmp_path / "new").exists()
+    # A folder replaced as a whole may hold only what a run writes into it.
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("mine")
+    (tmp_path / "run" / "summary.json.tmp").write_text("")
+    with pytest.raises(InputError, match=r"out: the output folder holds files that are not "
+                       r"a run's \(got 'notes.txt'; expected a new folder, or one holding "
+                       r"only summary.json, jobs.csv"):
+        check_output_folder(tmp_path / "run", holds=("summary.json", "jobs.csv"))
+    check_output_folder(tmp_path / "run")  # (any folder, when nothing replaces it whole)
     (tmp_path / "dir.png").mkdir()
     with pytest.raises(InputError, match=r"plot: the plot is a folder"):
         check_plot_file(tmp_path / "dir.png")

@@ -19,7 +19,7 @@ from hetsched.formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
 from hetsched.formulations.deadline.problem import StagePlans
 from hetsched.policies.deadline.planner import _search_the_rest
 from hetsched.policies.deadline.search import greedy_plan, improve_plan
-from hetsched.solving import solve
+from hetsched.solving import SolveOptions, solve
 from tests.helpers import ROOT, assert_valid, gangs_instance
 
 
@@ -104,8 +104,8 @@ def test_a_solve_is_never_worse_than_its_start_plan(limit: float) -> None:
     instance = gangs_instance()
     problem = build_problem(instance)
     greedy = problem.completion_seconds(problem.evaluate(greedy_plan(problem))[1])
-    result = solve(instance, model="deadline", backend="cpsat", time_limit=limit,
-                   deterministic=True)
+    result = solve(instance, "deadline",
+                   SolveOptions(backend="cpsat", time_limit_s=limit, deterministic=True))
     assert_valid(instance, result.schedule)
     assert result.objective <= greedy + 1e-6
     assert result.extra["plan_source"] in ("start plan", "local search", "windows",
@@ -170,10 +170,10 @@ def test_no_leftover_search_after_a_proof_or_without_budget() -> None:
 @pytest.mark.slow
 def test_deterministic_solves_repeat_exactly() -> None:
     instance = gangs_instance(20, seed=3)
-    first = solve(instance, model="deadline", backend="cpsat", time_limit=1.0,
-                  deterministic=True)
-    second = solve(instance, model="deadline", backend="cpsat", time_limit=1.0,
-                   deterministic=True)
+    first = solve(instance, "deadline",
+                  SolveOptions(backend="cpsat", time_limit_s=1.0, deterministic=True))
+    second = solve(instance, "deadline",
+                   SolveOptions(backend="cpsat", time_limit_s=1.0, deterministic=True))
     assert first.schedule == second.schedule
     assert first.objective == second.objective
     assert first.extra["budget"]["kind"] == "deterministic"
@@ -199,7 +199,7 @@ def test_a_model_that_cannot_be_built_in_time_gives_the_start_plan(backend: str)
     # start plan comes back as TIME_LIMIT, with a message saying so.
     instance = gangs_instance(40, seed=1)
     budget = Budget(4.0, clock=TickingClock(1.0))
-    result = solve(instance, model="deadline", backend=backend, budget=budget)
+    result = solve(instance, "deadline", SolveOptions(backend=backend, budget=budget))
     assert_valid(instance, result.schedule)
     assert len(result.schedule) == 40
     assert result.status is Status.TIME_LIMIT

@@ -347,8 +347,8 @@ def test_below_every_replay_on_a_gavel_trace(shared_data: Path) -> None:
     for policy in ("fifo", "srtf", "gavel"):
         outcome = replay(jobs, cluster, policy, throughput=truth,
                          model=PolicyView(fitted, truth))
-        finished = [record.finish for record in outcome.records.values()]
+        finished = [record.finish for record in outcome.replay.records.values()]
         assert all(f is not None for f in finished)
         total = math.fsum(float(f) for f in finished if f is not None)
         assert bound.total_weighted_s <= total, policy
-        assert bound.avg_jct_s <= outcome.summary()["avg_jct_s"], policy
+        assert bound.avg_jct_s <= outcome.summary.avg_jct_s, policy

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from hetsched.cli.main import cli
 from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
-from hetsched.core.result import Result, Status
+from hetsched.core.result import Result, Schedule, Status
 from hetsched.core.throughput import Placement, ThroughputTable
 from hetsched.files.instance import load_instance
 from hetsched.formulations.budget import Budget
@@ -20,7 +20,7 @@ from hetsched.formulations.deadline.cpsat import CpSatSettings, DeadlineCpSat
 from hetsched.formulations.deadline.cuts import separate
 from hetsched.policies.deadline.search import decode, greedy_plan, improve_plan
 from hetsched.policies.fifo import fifo_schedule
-from hetsched.solving import solve
+from hetsched.solving import SolveOptions, solve
 from tests.helpers import INSTANCES, assert_valid, random_instance
 
 #: Every test taking ``backend`` runs on each back-end of the deadline model (tests/conftest.py).
@@ -32,11 +32,12 @@ pytestmark = pytest.mark.model("deadline")
 LIMIT = 60.0
 
 
-def run(instance: Instance, backend: str, **options: object) -> Result:
+def run(instance: Instance, backend: str, warm_start: Schedule | None = None,
+        **knobs: object) -> Result:
     """Solve with the deadline model and check what every result must satisfy."""
-    options.setdefault("deterministic", True)
-    result = solve(instance, model="deadline", backend=backend, time_limit=LIMIT, threads=1,
-                   **options)
+    options = SolveOptions(backend=backend, time_limit_s=LIMIT, deterministic=True, threads=1,
+                           warm_start=warm_start)
+    result = solve(instance, "deadline", options, **knobs)
     assert_valid(instance, result.schedule)
     # The reported objective is the model's (grid) value; the schedule runs each job for
     # its exact time, at most one tick less: they agree within sum_j w_j x 1 ms.
@@ -132,7 +133,7 @@ def test_infeasible_with_reason_when_a_gang_cannot_be_packed() -> None:
     cluster = Cluster((GpuType("g"),), (Node("a", "g", 2), Node("b", "g", 2)))
     table = ThroughputTable.from_rows([("t", "g", 4, Placement.SPREAD, 1.0)])
     instance = Instance(cluster, (Job("big", 0.0, "t", 4, 100.0),), table)
-    result = solve(instance, model="deadline", backend="cpsat")
+    result = solve(instance, "deadline", SolveOptions(backend="cpsat"))
     assert result.status is Status.INFEASIBLE
     assert "big" in result.message
     assert "packed" in result.message
@@ -250,8 +251,8 @@ def test_small_json_cbc_returns_the_same_objective() -> None:
     # (which reaches the optimum with 0.23 work units; it gets 5% of 10) and returns it: a
     # solve is never worse than its start. Deterministic: the same on any machine.
     instance = load_instance(INSTANCES / "small.json")
-    result = solve(instance, model="deadline", backend="cbc", time_limit=10.0,
-                   deterministic=True)
+    result = solve(instance, "deadline",
+                   SolveOptions(backend="cbc", time_limit_s=10.0, deterministic=True))
     assert_valid(instance, result.schedule)
     assert result.objective == pytest.approx(SMALL_OPTIMUM_S, abs=1e-3)
     assert result.bound is not None

@@ -15,7 +15,7 @@ from hetsched.formulations.deadline import relaxation as relaxation_module
 from hetsched.formulations.deadline.bruteforce import solve_by_enumeration
 from hetsched.formulations.deadline.relaxation import relax, relaxation_settings
 from hetsched.policies.deadline.search import decode, greedy_plan
-from hetsched.solving import solve
+from hetsched.solving import SolveOptions, solve
 from tests.helpers import INSTANCES, assert_valid, random_instance
 
 
@@ -86,7 +86,7 @@ def test_solve_reports_the_relaxations_bound_and_never_claims_more() -> None:
     # returned one) is part of the result's, which is at most the objective. It is above
     # the preemptive LP's, which is then not run; without lp_bound neither runs.
     instance = load_instance(INSTANCES / "congested.json")
-    result = solve(instance, model="deadline", time_limit=20.0, deterministic=True)
+    result = solve(instance, "deadline", SolveOptions(time_limit_s=20.0, deterministic=True))
     assert_valid(instance, result.schedule)
     timed = result.extra["time_indexed"]
     assert timed["status"] == "optimal"
@@ -99,8 +99,8 @@ def test_solve_reports_the_relaxations_bound_and_never_claims_more() -> None:
     assert preemptive.bound_s < timed["bound"]
     assert result.gap is not None
     assert result.gap == pytest.approx((result.objective - result.bound) / result.objective)
-    without = solve(instance, model="deadline", time_limit=20.0, deterministic=True,
-                    lp_bound=False)
+    without = solve(instance, "deadline",
+                    SolveOptions(time_limit_s=20.0, deterministic=True, lp_bound=False))
     assert "lp_relaxation" not in without.extra
     assert "time_indexed" not in without.extra
 
@@ -117,7 +117,7 @@ def test_the_preemptive_lp_runs_when_the_time_indexed_one_does_not_converge(
     monkeypatch.setattr(TimeIndexedRelaxation, "run",
                         lambda self, budget, max_rounds=1: original(self, budget, 1))
     instance = load_instance(INSTANCES / "congested.json")
-    result = solve(instance, model="deadline", time_limit=20.0, deterministic=True)
+    result = solve(instance, "deadline", SolveOptions(time_limit_s=20.0, deterministic=True))
     assert_valid(instance, result.schedule)
     assert result.extra["time_indexed"]["status"] == "round limit"
     lp = result.extra["lp_relaxation"]
@@ -131,7 +131,7 @@ def test_tiny_stays_optimal_with_the_relaxation() -> None:
     # tiny.json's optimum 9,284.29 s (tests/formulations/test_deadline.py) is proven; the
     # relaxation's bound is below it and does not change the answer.
     instance = load_instance(INSTANCES / "tiny.json")
-    result = solve(instance, model="deadline", time_limit=20.0, deterministic=True)
+    result = solve(instance, "deadline", SolveOptions(time_limit_s=20.0, deterministic=True))
     assert result.status is Status.OPTIMAL
     assert result.objective == pytest.approx(9284.29, abs=1e-3)
     assert result.extra["time_indexed"]["bound"] <= result.objective + 1e-6
@@ -175,8 +175,8 @@ def test_solve_refines_the_time_indexed_grid_while_its_budget_lasts(seed: int) -
     problem = build_problem(instance)
     (_, weighted_end), _ = solve_by_enumeration(problem)
     optimum = problem.completion_seconds(weighted_end)
-    coarse = solve(instance, model="deadline", time_limit=0.2, deterministic=True)
-    fine = solve(instance, model="deadline", time_limit=5.0, deterministic=True)
+    coarse = solve(instance, "deadline", SolveOptions(time_limit_s=0.2, deterministic=True))
+    fine = solve(instance, "deadline", SolveOptions(time_limit_s=5.0, deterministic=True))
     assert coarse.extra["time_indexed"]["slots"] == 400
     assert fine.extra["time_indexed"]["slots"] == [659, 501, 666, 571][seed]
     assert coarse.extra["time_indexed"]["bound"] < fine.extra["time_indexed"]["bound"] \

@@ -22,7 +22,7 @@ from hetsched.policies.deadline.windows import (
     node_groups,
     windows,
 )
-from hetsched.solving import solve
+from hetsched.solving import SolveOptions, solve
 from tests.helpers import INSTANCES, assert_valid, gangs_instance, random_instance
 
 
@@ -146,8 +146,8 @@ def test_solve_uses_windows_when_the_whole_model_is_too_large(
     # result says so, passes the checker, is never worse than the start and repeats.
     monkeypatch.setattr(deadline_policy, "WHOLE_MODEL_MAX_MODES", 0)
     instance = gangs_instance(20, seed=3)
-    results = [solve(instance, model="deadline", backend="cpsat", time_limit=2.0,
-                     deterministic=True) for _ in range(2)]
+    options = SolveOptions(backend="cpsat", time_limit_s=2.0, deterministic=True)
+    results = [solve(instance, "deadline", options) for _ in range(2)]
     first = results[0]
     assert "windows" in first.extra["whole_model"]
     assert first.extra["plan_source"] in ("windows", "local search", "start plan")

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hetsched.core.result import Status
-from hetsched.solving import solve
+from hetsched.solving import SolveOptions, solve
 from tests.helpers import assert_valid, random_instance
 
 
@@ -18,8 +18,9 @@ from tests.helpers import assert_valid, random_instance
 def test_deadline_milp_equals_cpsat(seed: int, jobs: int, weights: bool, objective: str) -> None:
     instance = random_instance(seed, jobs=jobs, weights=weights)
     results = {
-        backend: solve(instance, model="deadline", backend=backend, time_limit=60.0,
-                       deterministic=True, objective=objective)
+        backend: solve(instance, "deadline",
+                       SolveOptions(backend=backend, time_limit_s=60.0, deterministic=True),
+                       objective=objective)
         for backend in ("cpsat", "highs")
     }
     for result in results.values():
@@ -35,8 +36,8 @@ def test_deadline_milp_equals_cpsat(seed: int, jobs: int, weights: bool, objecti
 @given(seed=st.integers(0, 10_000), jobs=st.integers(1, 12), alpha=st.sampled_from([1.0, 0.5]))
 def test_allox_matching_equals_milp(seed: int, jobs: int, alpha: float) -> None:
     instance = random_instance(seed, jobs=jobs, gangs=False, elastic=False)
-    matching = solve(instance, model="allox", backend="matching", alpha=alpha)
-    milp = solve(instance, model="allox", backend="highs", alpha=alpha)
+    matching = solve(instance, "allox", SolveOptions(backend="matching"), alpha=alpha)
+    milp = solve(instance, "allox", SolveOptions(backend="highs"), alpha=alpha)
     for result in (matching, milp):
         assert result.is_feasible()
         assert_valid(instance, result.schedule)

@@ -14,7 +14,7 @@ from hetsched.core.result import Assignment, Schedule
 from hetsched.core.throughput import Placement, ThroughputTable
 from hetsched.files.instance import instance_from_dict, instance_to_dict
 from hetsched.registry import names
-from hetsched.solving import solve
+from hetsched.solving import SolveOptions, solve
 
 # Three 2-GPU V100 nodes n0, n1, n2 in that order; every job 1 step/s per GPU count.
 # (priced: max-throughput-per-cost needs one)
@@ -33,7 +33,7 @@ INSTANCE = Instance(CLUSTER, JOBS, TABLE)
 @pytest.mark.parametrize("name", [*names(), "srtf-agnostic", "deadline-agnostic",
                                   "allox-agnostic"])
 def test_every_planner_keeps_jobs_on_their_nodes(name: str) -> None:
-    result = solve(INSTANCE, model=name, time_limit=30.0, deterministic=True)
+    result = solve(INSTANCE, name, SolveOptions(time_limit_s=30.0, deterministic=True))
     assert check(INSTANCE, result.schedule) == []
     nodes = {a.job: {CLUSTER.gpu_by_id[g].node for g in a.gpus} for a in result.schedule}
     assert nodes["far"] == {"n2"}

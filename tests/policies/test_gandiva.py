@@ -36,7 +36,7 @@ def pairs(same: float) -> CoLocationModel:
 def run(jobs: list[Job], policy: Gandiva, colocation: CoLocationModel,
         cluster: Cluster = ONE_GPU, table: ThroughputTable = TABLE) -> Replay:
     return hetsched.replay(jobs, cluster, policy, throughput=table, colocation=colocation,
-                           settings=SETTINGS)
+                           settings=SETTINGS).replay
 
 
 def jcts(ran: Replay) -> dict[str, float]:
@@ -137,8 +137,8 @@ def test_gandiva_replays_random_traces_through_the_checker() -> None:
         jobs, table, colocation = random_case(seed)
         ran = hetsched.replay(jobs, CLUSTER, Gandiva(), throughput=table,
                               colocation=colocation, settings=SETTINGS)
-        assert ran.summary()["completed"] == len(jobs)
-        packed = [s for r in ran.records.values() for s in r.segments if s.packed]
+        assert ran.summary.completed == len(jobs)
+        packed = [s for r in ran.replay.records.values() for s in r.segments if s.packed]
         assert all(len(s.gpus) == 1 for s in packed)
         seeds_packed += bool(packed)
         kind = {job.id: job.job_type for job in jobs}

@@ -99,10 +99,10 @@ def test_gavels_rounds_realise_tenant_weights_three_to_one() -> None:
         ran = replay(work, cluster, rolling("gavel", rounds=rounds), throughput=table_speeds,
                      tenants=table)
         held = {"A": 0.0, "B": 0.0}
-        for record in ran.records.values():
+        for record in ran.replay.records.values():
             for segment in record.segments:
                 held[str(record.job.tenant)] += len(segment.gpus) * max(
                     0.0, min(segment.finish, 7200.0) - segment.start)
         assert held["A"] == pytest.approx(a_share)
         assert held["A"] + held["B"] == pytest.approx(8 * 7200.0)
-        assert ran.metrics().completed == 24
+        assert ran.summary.completed == 24

@@ -173,12 +173,14 @@ def sorted_srtf(self: ShortestRemainingTimeFirst, state: ClusterState) -> Decisi
 def test_a_long_queue_is_decided_the_same_with_and_without_short_cuts(
         policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = ReplaySettings(limit_jobs=250, load=4.0)
-    fast = replay_trace(GAVEL, "gavel", "v100=8,p100=8,k80=8", policy, settings=settings)
+    fast = replay_trace(GAVEL, "gavel", "v100=8,p100=8,k80=8", policy,
+                        settings=settings).replay
     peak = max(d.pending for d in fast.decisions)
     assert peak >= 100  # a long queue: the short cuts had work to do
     with monkeypatch.context() as patch:
         without_short_cuts(patch)
-        slow = replay_trace(GAVEL, "gavel", "v100=8,p100=8,k80=8", policy, settings=settings)
+        slow = replay_trace(GAVEL, "gavel", "v100=8,p100=8,k80=8", policy,
+                            settings=settings).replay
     assert runs(fast) == runs(slow)
     assert [(d.time, d.started, d.preempted) for d in fast.decisions] == \
         [(d.time, d.started, d.preempted) for d in slow.decisions]

@@ -46,8 +46,8 @@ def test_smallest_gang_first_backfills_past_a_big_gang() -> None:
     mine = hetsched.replay(SMALL.jobs, SMALL.cluster, rolling(_reference()),
                            throughput=SMALL.throughput)
     fifo = hetsched.replay(SMALL.jobs, SMALL.cluster, "fifo", throughput=SMALL.throughput)
-    assert mine.metrics().completed == 20
-    assert mine.metrics().avg_queue_s <= fifo.metrics().avg_queue_s
+    assert mine.summary.completed == 20
+    assert mine.summary.avg_queue_s <= fifo.summary.avg_queue_s
 
 
 def test_a_module_reference_and_the_agnostic_variant_work(
@@ -60,7 +60,7 @@ def test_a_module_reference_and_the_agnostic_variant_work(
     assert agnostic.name == "smallest-gang-first-agnostic"
     outcome = hetsched.replay(SMALL.jobs, SMALL.cluster, "lab_policies:MyPolicy",
                               throughput=SMALL.throughput)
-    assert outcome.metrics().completed == 20
+    assert outcome.summary.completed == 20
 
 
 def test_solve_runs_a_plugin_through_the_simulator(capsys: pytest.CaptureFixture[str]) -> None:
@@ -132,7 +132,7 @@ def test_an_installed_entry_point_is_a_registered_name(installed_package: str) -
     assert found.plugin
     outcome = hetsched.replay(SMALL.jobs, SMALL.cluster, installed_package,
                               throughput=SMALL.throughput)
-    assert outcome.metrics().completed == 20
+    assert outcome.summary.completed == 20
     assert hetsched.solve(SMALL, model=installed_package).is_feasible()
 
 

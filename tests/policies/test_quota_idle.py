@@ -121,11 +121,11 @@ def test_the_keeper_leaves_no_gpu_idle_that_a_waiting_job_may_take(policy: str,
     keeper = Watched(policy, table)
     ran = replay(jobs, parse_cluster("v100=4,k80=4"), keeper, throughput=TABLE,
                  tenants=table, keep_tenants=False)
-    assert ran.metrics().completed == 30  # (and replay() checked what ran)
+    assert ran.summary.completed == 30  # (and replay() checked what ran)
     assert keeper.failures == []
     # The quotas hold all the same: no GPU held beyond a quota while a tenant within its
     # own waits.
-    assert ran.metrics().quota_violation_gpu_s == 0.0
+    assert ran.summary.quota_violation_gpu_s == 0.0
 
 
 def test_a_fifo_head_that_may_not_borrow_holds_up_no_other_tenant() -> None:
@@ -141,9 +141,9 @@ def test_a_fifo_head_that_may_not_borrow_holds_up_no_other_tenant() -> None:
             Job("z2", 10.0, "m", 1, 100.0, tenant="z"),
             Job("y1", 20.0, "n", 1, 100.0, tenant="y")]
     ran = replay(jobs, parse_cluster("v100=2,k80=2"), "fifo", throughput=TABLE, tenants=table)
-    assert ran.records["y1"].first_start == 20.0
-    assert ran.records["y1"].gpu_types[0] == "k80"
-    assert ran.records["z2"].first_start == 3000.0  # x's jobs: 6,000 steps at 2 steps/s
+    assert ran.replay.records["y1"].first_start == 20.0
+    assert ran.replay.records["y1"].gpu_types[0] == "k80"
+    assert ran.replay.records["z2"].first_start == 3000.0  # x's jobs: 6,000 steps at 2 steps/s
 
 
 @pytest.mark.parametrize("policy", ["gavel", "gavel-max-sum-raw"])
@@ -159,5 +159,5 @@ def test_a_job_the_quotas_let_borrow_again_is_seen_on_every_type(policy: str) ->
             Job("b1", 0.0, "m", 1, 20000.0, tenant="B")]
     ran = replay(jobs, parse_cluster("v100=2,k80=2"), policy, throughput=TABLE,
                  tenants=table)
-    segments = ran.records["b1"].segments
+    segments = ran.replay.records["b1"].segments
     assert [(s.gpu_type, s.start) for s in segments] == [("k80", 0.0), ("v100", 720.0)]

@@ -42,7 +42,7 @@ def held(ran: Replay, tenant: str, gpu_type: str, when: float) -> int:
 
 @pytest.mark.parametrize("policy", ROLLING)
 def test_a_quota_comes_back_in_the_decision_its_jobs_arrive_at(policy: str) -> None:
-    ran = replay(jobs(), CLUSTER, policy, throughput=TABLE, tenants=TWO)
+    ran = replay(jobs(), CLUSTER, policy, throughput=TABLE, tenants=TWO).replay
     summary = ran.metrics()
     assert summary.completed == 18  # and replay() checked what ran
     assert held(ran, "B", "v100", 999.0) > 0  # B borrowed idle V100s
@@ -57,7 +57,8 @@ def test_without_the_quotas_kept_fifo_breaks_them() -> None:
     # fifo alone: at 1,000 a0-a3 take the 4 idle K80s, a4 and a5 wait for B's V100 jobs
     # to end at 1,800 while B holds all 8 V100s beyond its quota of none: 2 GPUs owed to A
     # for 800 s.
-    loose = replay(jobs(), CLUSTER, "fifo", throughput=TABLE, tenants=TWO, keep_tenants=False)
+    loose = replay(jobs(), CLUSTER, "fifo", throughput=TABLE, tenants=TWO,
+                   keep_tenants=False).replay
     assert [loose.records[f"a{i}"].first_start for i in range(6)] == [1000.0] * 4 + [1800.0] * 2
     assert loose.metrics().quota_violation_gpu_s == pytest.approx(1600.0)
 
@@ -67,7 +68,7 @@ def test_a_borrowing_limit_is_never_passed(policy: str) -> None:
     # B may borrow at most 2 V100s: at any time it holds at most 2.
     table = TenantTable((Tenant("A", quotas={"v100": Quota(8)}),
                          Tenant("B", quotas={"k80": Quota(8), "v100": Quota(0, 2)})))
-    ran = replay(jobs(), CLUSTER, policy, throughput=TABLE, tenants=table)
+    ran = replay(jobs(), CLUSTER, policy, throughput=TABLE, tenants=table).replay
     starts = sorted({s.start for r in ran.records.values() for s in r.segments})
     assert max(held(ran, "B", "v100", when) for when in starts) == 2
     assert ran.metrics().completed == 18
@@ -90,7 +91,7 @@ def test_quotas_hold_on_random_workloads(policy: str, seed: int) -> None:
         for i, name in enumerate("xyz")))
     jobs = [Job(f"j{i}", float(draw.randint(0, 4000)), "m", 1,
                 float(draw.randint(200, 6000)), tenant=draw.choice("xyz")) for i in range(24)]
-    ran = replay(jobs, cluster, policy, throughput=TABLE, tenants=table)
+    ran = replay(jobs, cluster, policy, throughput=TABLE, tenants=table).replay
     assert ran.metrics().completed == 24
     assert ran.metrics().quota_violation_gpu_s == 0.0
     moments = sorted({s.start for r in ran.records.values() for s in r.segments})
@@ -109,7 +110,7 @@ def test_weighted_tenants_share_gavels_allocation_by_weight() -> None:
     table = TenantTable((Tenant("A", 3.0), Tenant("B", 1.0)))
     work = [*(Job(f"a{i}", 0.0, "m", 1, 7200.0, tenant="A") for i in range(12)),
             *(Job(f"b{i}", 0.0, "m", 1, 7200.0, tenant="B") for i in range(12))]
-    assert replay(work, cluster, "gavel", throughput=TABLE, tenants=table).metrics() \
+    assert replay(work, cluster, "gavel", throughput=TABLE, tenants=table).summary \
         .completed == 24
     policy = TenantKeeper(rolling("gavel"), table)
     state = ClusterState(0.0, cluster, TABLE, tuple(work), {j.id: j.work for j in work}, (),

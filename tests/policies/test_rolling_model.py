@@ -11,7 +11,7 @@ from hetsched.policies.replanning import Replanning
 from hetsched.policies.rolling import ClusterState, RunningJob
 from hetsched.registry import planner
 from hetsched.simulate.simulator import Simulator
-from hetsched.solving import solve
+from hetsched.solving import SolveOptions, solve
 from tests.helpers import assert_valid
 
 # One job type, 1 step/s on "fast" and 0.25 step/s on "slow", one GPU each.
@@ -40,8 +40,8 @@ def test_a_job_pinned_to_the_second_of_identical_nodes_is_feasible(backend: str)
     jobs = (Job("a", 0.0, "train", 1, 100.0, allowed_nodes=("f1",)),
             Job("b", 0.0, "train", 1, 200.0))
     instance = Instance(cluster, jobs, TABLE)
-    result = solve(instance, model="deadline", backend=backend, time_limit=20.0,
-                   deterministic=True)
+    result = solve(instance, "deadline",
+                   SolveOptions(backend=backend, time_limit_s=20.0, deterministic=True))
     assert_valid(instance, result.schedule)
     assert result.objective == pytest.approx(300.0, abs=1e-3)
     placed = {a.job: a.gpus for a in result.schedule}

@@ -38,7 +38,7 @@ def run(table: TenantTable, work: list[Job] | None = None,
     checker, and the tenant keeper (its counts)."""
     work = work or jobs()
     keeper = TenantKeeper(rolling("fifo"), table)
-    ran = replay(work, CLUSTER, keeper, throughput=model)
+    ran = replay(work, CLUSTER, keeper, throughput=model).replay
     assert check_replay(ran, work, model) == []
     return ran, keeper
 

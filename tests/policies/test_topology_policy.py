@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hetsched import solve
+from hetsched import SolveOptions, solve
 from hetsched.cli.main import main
 from hetsched.core.errors import InputError
 from hetsched.core.result import Status
@@ -53,7 +53,7 @@ def test_one_batch_is_placed_optimally_and_beats_first_fit(
     tmp_path: Path, shared_data: Path, backend: str
 ) -> None:
     instance = load_instance(dgx1_instance(tmp_path, shared_data))
-    result = solve(instance, model="topology", backend=backend)
+    result = solve(instance, "topology", SolveOptions(backend=backend))
     assert_valid(instance, result.schedule)
     # All three jobs start at 0 in one batch, so the placement optimum is a proven optimum.
     assert result.status is Status.OPTIMAL
@@ -84,7 +84,7 @@ def test_link_factor_end_points() -> None:
 @pytest.mark.parametrize("name", ["small.json", "medium.json"])
 def test_topology_policy_on_examples_is_valid_and_fifo(name: str) -> None:
     instance = load_instance(INSTANCES / name)
-    result = solve(instance, model="topology", time_limit=10, deterministic=True)
+    result = solve(instance, "topology", SolveOptions(time_limit_s=10, deterministic=True))
     assert_valid(instance, result.schedule)
     by_job = result.schedule.by_job()
     ordered = sorted(instance.jobs, key=lambda j: (j.arrival, j.id))
@@ -139,10 +139,11 @@ def test_deadline_then_topology_placement(tmp_path: Path, shared_data: Path) -> 
     # takes the lowest free GPUs (a: 0, b: 1, c: 2-5, slowest link SYS). The topology
     # step re-chooses GPUs inside the node without moving any job in time.
     instance = load_instance(dgx1_instance(tmp_path, shared_data))
-    plain = solve(instance, model="deadline", backend="cpsat", time_limit=20,
-                  deterministic=True)
-    placed = solve(instance, model="deadline", backend="cpsat", time_limit=20,
-                   deterministic=True, placement="topology")
+    plain = solve(instance, "deadline",
+                  SolveOptions(backend="cpsat", time_limit_s=20, deterministic=True))
+    placed = solve(instance, "deadline",
+                   SolveOptions(backend="cpsat", time_limit_s=20, deterministic=True),
+                   placement="topology")
     assert_valid(instance, placed.schedule)
     assert placed.objective == pytest.approx(plain.objective)
     times = {a.job: (a.start, a.finish) for a in placed.schedule}

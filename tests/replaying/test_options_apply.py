@@ -175,10 +175,10 @@ def test_the_registry_says_which_policies_choose_elastic_jobs_gpu_counts(name: s
     # job on a count it did not ask for (and says nothing); one that does not, never does,
     # and its replay says --elastic did not apply.
     outcome = hetsched.replay_trace(POLLUX[0], "pollux", "t4=4", name, elastic=True)
-    resized = [record.job.id for record in outcome.records.values()
+    resized = [record.job.id for record in outcome.replay.records.values()
                if any(len(segment.gpus) != record.job.num_gpus
                       for segment in record.segments)]
-    said = [line for line in outcome.metrics().warnings if line.startswith("elastic ")]
+    said = [line for line in outcome.summary.warnings if line.startswith("elastic ")]
     if ENTRIES[name].elastic:
         assert resized
         assert not said

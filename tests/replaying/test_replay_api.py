@@ -1,4 +1,5 @@
-"""hetsched.replay: jobs, a cluster and throughput models in, a checked Replay out."""
+"""hetsched.replay: jobs, a cluster and throughput models in, a checked Replay out (a
+ReplayResult, as every replay entry point returns)."""
 
 from __future__ import annotations
 
@@ -33,12 +34,17 @@ def test_in_memory_replay_is_the_simulators() -> None:
     outcome = hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf", throughput=SMALL.throughput)
     direct = Simulator(SMALL.cluster, SMALL.jobs, rolling("srtf"),
                        truth=SMALL.throughput).run()
-    assert outcome.summary() == direct.summary()
-    assert outcome.schedule() == direct.schedule()
+    assert outcome.replay.summary() == direct.summary()
+    assert outcome.summary.to_dict() == direct.summary()
+    assert outcome.replay.schedule() == direct.schedule()
+    # In memory: nothing rendered, nothing written; the figures are the metrics and the
+    # wall-clock and CPU figures.
+    assert (outcome.files, outcome.out, outcome.interrupted) == ({}, None, False)
+    assert list(outcome.figures) == [*direct.summary(), *direct.timing(), "cpu_time_s"]
     # A policy object works as well as a name.
     again = hetsched.replay(SMALL.jobs, SMALL.cluster, rolling("srtf"),
                             throughput=SMALL.throughput)
-    assert again.summary() == outcome.summary()
+    assert again.summary == outcome.summary
 
 
 def test_jobs_frame_is_jobs_csv(tmp_path: Path) -> None:
@@ -50,7 +56,7 @@ def test_jobs_frame_is_jobs_csv(tmp_path: Path) -> None:
     table = catalogue_table(list(cluster.type_names))
     jobs = read_trace(SAMPLE, "philly", throughput=table,
                       gpu_types=list(cluster.type_names)).jobs
-    frame = hetsched.replay(jobs, cluster, "srtf", throughput=table).jobs_frame()
+    frame = hetsched.replay(jobs, cluster, "srtf", throughput=table).replay.jobs_frame()
     written = pd.read_csv(tmp_path / "run" / "jobs.csv")
     assert list(frame.columns) == list(written.columns)
     assert len(frame) == len(written) == 3
@@ -106,13 +112,14 @@ def test_replay_summary_is_typed_and_round_trips_through_csv_cells() -> None:
     # summary.json's dict and the typed record agree; a results.csv row carries the
     # same record back (every job finished, so no NaN; SRTF decides every 600 s too).
     outcome = hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf", throughput=SMALL.throughput)
-    record = outcome.metrics()
-    assert record.to_dict() == outcome.summary()
-    assert list(record.to_dict()) == list(outcome.summary())
+    record = outcome.summary
+    assert record == outcome.replay.metrics()
+    assert record.to_dict() == outcome.replay.summary()
+    assert list(record.to_dict()) == list(outcome.replay.summary())
     assert ReplaySummary.from_cells(record.to_cells()) == record
     assert (record.completed, record.round_s, record.interval_s) == (20, 600.0, None)
     row = BenchRow.from_cells(result_row("srtf", 3, "0.5", {
-        **outcome.summary(), "bound_avg_jct_s": record.avg_jct_s / 2}))
+        **outcome.figures, "bound_avg_jct_s": record.avg_jct_s / 2}))
     assert (row.policy, row.seed, row.load, row.run_name) == ("srtf", 3, 0.5, "srtf-s3-l0.5")
     assert row.summary == record
     assert row.avg_jct_over_bound == 2.0
@@ -125,10 +132,10 @@ def test_a_replays_metrics_are_the_schedules() -> None:
     from hetsched.core.result import compute_metrics
 
     outcome = hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf", throughput=SMALL.throughput)
-    record = outcome.metrics()
+    record = outcome.summary
     first = min(job.arrival for job in SMALL.jobs)
     metrics = compute_metrics(Instance(SMALL.cluster, SMALL.jobs, SMALL.throughput, now=first),
-                              outcome.schedule())
+                              outcome.replay.schedule())
     assert (metrics.scheduled, metrics.deadline_jobs, metrics.deadline_met) == (
         record.completed, record.deadline_jobs, record.deadline_met)
     assert metrics.avg_jct_s == pytest.approx(record.avg_jct_s, rel=1e-12)
@@ -145,7 +152,7 @@ def test_jobs_frame_types_met_as_boolean_and_deadline_as_float() -> None:
     # the third none.
     outcome = hetsched.replay_trace(SAMPLE, "philly", "v100=4,k80=4", "srtf",
                                     settings=hetsched.ReplaySettings(deadline_fraction=0.5))
-    frame = outcome.jobs_frame()
+    frame = outcome.replay.jobs_frame()
     assert str(frame["met"].dtype) == "boolean"
     assert frame["deadline"].dtype == np.float64
     has_deadline = frame["deadline"].notna()
@@ -161,12 +168,12 @@ def test_replay_trace_takes_the_replay_settings_as_keywords() -> None:
     by_keyword = hetsched.replay_trace(SAMPLE, "philly", cluster, "srtf", limit_jobs=2)
     by_record = hetsched.replay_trace(SAMPLE, "philly", cluster, "srtf",
                                       settings=hetsched.ReplaySettings(limit_jobs=2))
-    assert len(by_keyword.records) == len(by_record.records) == 2
-    assert by_keyword.summary() == by_record.summary()
+    assert len(by_keyword.replay.records) == len(by_record.replay.records) == 2
+    assert by_keyword.summary == by_record.summary
     # Keywords change the record given: its other fields stay.
     both = hetsched.replay_trace(SAMPLE, "philly", cluster, "srtf", limit_jobs=2,
                                  settings=hetsched.ReplaySettings(load=2.0, limit_jobs=3))
-    assert len(both.records) == 2
+    assert len(both.replay.records) == 2
     with pytest.raises(TypeError, match=r"replay_trace\(\) got an unexpected keyword "
                        r"argument 'limit_job' .*settings=ReplaySettings\(\.\.\.\): backend, "):
         hetsched.replay_trace(SAMPLE, "philly", cluster, "srtf", limit_job=2)
@@ -179,9 +186,9 @@ def test_replay_takes_the_replay_settings_as_keywords() -> None:
                              load=2.0)
     same = hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf", throughput=SMALL.throughput,
                            settings=hetsched.ReplaySettings(load=2.0))
-    assert faster.summary() == same.summary()
-    assert faster.summary() != hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf",
-                                               throughput=SMALL.throughput).summary()
+    assert faster.summary == same.summary
+    assert faster.summary != hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf",
+                                             throughput=SMALL.throughput).summary
     with pytest.raises(TypeError, match="unexpected keyword argument 'speed'"):
         hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf", throughput=SMALL.throughput,
                         speed=2.0)
@@ -191,8 +198,8 @@ def test_in_memory_settings_for_reading_a_trace_say_they_do_not_apply() -> None:
     # Jobs given as objects are not read from a trace: limit_jobs cannot cut them.
     outcome = hetsched.replay(SMALL.jobs, SMALL.cluster, "srtf", throughput=SMALL.throughput,
                               limit_jobs=1)
-    assert len(outcome.records) == len(SMALL.jobs) > 1
-    assert outcome.metrics().warnings == (
+    assert len(outcome.replay.records) == len(SMALL.jobs) > 1
+    assert outcome.summary.warnings == (
         "limit_jobs (--limit-jobs) 1 does not apply: the jobs are given as objects, not "
         "read from a trace (hetsched.replay_trace reads one)",)
 
@@ -204,17 +211,17 @@ def test_the_readme_shows_the_settings_record_and_its_keywords() -> None:
     assert '"v100=4,k80=4", "srtf", limit_jobs=2)' in section
     # ... and what a setting that cannot apply says, as it says it.
     said = hetsched.replay_trace(SAMPLE, "philly", "v100=4,k80=4", "fifo",
-                                 time_limit_s=5).metrics().warnings
+                                 time_limit_s=5).summary.warnings
     assert f"# {said!r}:" in section
 
 
 def test_summary_json_records_elastic_and_the_spread_speed(tmp_path: Path) -> None:
-    summary = run_replay(SAMPLE, "philly", "v100=4,k80=4", "srtf", out=tmp_path / "a",
-                         show_progress=False,
-                         settings=hetsched.ReplaySettings(spread_speed="packed"))
+    result = run_replay(SAMPLE, "philly", "v100=4,k80=4", "srtf", out=tmp_path / "a",
+                        show_progress=False,
+                        settings=hetsched.ReplaySettings(spread_speed="packed"))
     written = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert (written["elastic"], written["spread_speed"]) == (False, "packed")
-    assert (summary["elastic"], summary["spread_speed"]) == (False, "packed")
+    assert (result.figures["elastic"], result.figures["spread_speed"]) == (False, "packed")
     toy = ROOT / "tests" / "data" / "pollux" / "workloads" / "workload-1.csv"
     run_replay(toy, "pollux", "t4=4", "progress", out=tmp_path / "b", show_progress=False,
                settings=hetsched.ReplaySettings(elastic=True))
@@ -224,6 +231,32 @@ def test_summary_json_records_elastic_and_the_spread_speed(tmp_path: Path) -> No
 
 def test_a_jct_window_in_memory_says_where_its_figure_is() -> None:
     outcome = hetsched.replay_trace(SAMPLE, "philly", "v100=4,k80=4", "srtf", jct_window=(0, 2))
-    (said,) = outcome.metrics().warnings
+    (said,) = outcome.summary.warnings
     assert said.startswith("jct_window (--jct-window) 0:2 does not apply to a replay in "
                            "memory")
+
+
+def test_every_replay_entry_point_returns_one_result(tmp_path: Path) -> None:
+    # run_replay (files in, files out) and replay_trace (in memory) replay the same jobs:
+    # the same typed summary; the rendered one has the files it wrote, byte for byte, and
+    # summary.json's keys among its figures.
+    out = tmp_path / "run"
+    written = run_replay(SAMPLE, "philly", "v100=4,k80=4", "srtf", out=out,
+                         show_progress=False)
+    in_memory = hetsched.replay_trace(SAMPLE, "philly", "v100=4,k80=4", "srtf")
+    assert isinstance(written, hetsched.ReplayResult)
+    assert isinstance(in_memory, hetsched.ReplayResult)
+    assert written.summary == in_memory.summary
+    assert written.summary == ReplaySummary.from_dict(json.loads(
+        (out / "summary.json").read_text()))
+    assert (written.out, in_memory.out, in_memory.files) == (out, None, {})
+    assert sorted(written.files) == ["decisions.csv", "jobs.csv", "summary.json", "timing.json"]
+    for name in ("summary.json", "jobs.csv", "decisions.csv"):
+        assert written.files[name] == (out / name).read_text()
+    for name in ("jobs.csv", "decisions.csv"):
+        assert written.files[name] == in_memory.replay.files()[name]
+    summary_json = json.loads(written.files["summary.json"])
+    assert set(summary_json) < set(written.figures)
+    assert {"trace", "policy", "bound_avg_jct_s", "wall_time_s", "cpu_time_s"} <= set(
+        written.figures)
+    assert written.replay.jobs_frame().equals(in_memory.replay.jobs_frame())

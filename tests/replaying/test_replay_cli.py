@@ -264,10 +264,10 @@ def test_an_interrupted_replay_bounds_only_the_jobs_it_finished(
     trace = tmp_path / "t.csv"
     write_native([Job("long", 0.0, "rnn-lm", 1, 2e7), Job("s1", 0.0, "rnn-lm", 1, 2000.0),
                   Job("s2", 0.0, "rnn-lm", 1, 2000.0)], trace)
-    summary = run_replay(trace, "native", "v100=4", "fifo", out=tmp_path / "r",
-                         show_progress=False, settings=ReplaySettings(interval_s=1000.0))
+    figures = run_replay(trace, "native", "v100=4", "fifo", out=tmp_path / "r",
+                         show_progress=False, settings=ReplaySettings(interval_s=1000.0)).figures
     written = json.loads((tmp_path / "r" / "summary.json").read_text())
-    for got in (summary, written):
+    for got in (figures, written):
         assert (got["interrupted"], got["completed"], got["jobs"]) == (True, 2, 3)
         assert got["bounds_cover"] == "finished jobs"
         assert got["avg_jct_s"] == pytest.approx(100.0)

@@ -31,7 +31,7 @@ def test_a_replanned_model_logs_each_decision_at_debug(caplog: pytest.LogCapture
     caplog.set_level(logging.DEBUG, logger="hetsched")
     outcome = hetsched.replay(SMALL.jobs, SMALL.cluster, "allox", throughput=SMALL.throughput)
     solving = [r for r in caplog.records if r.getMessage().startswith("solving ")]
-    assert len(solving) == outcome.metrics().decisions - 1 == 20
+    assert len(solving) == outcome.summary.decisions - 1 == 20
     assert {r.levelno for r in solving} == {logging.DEBUG}
     assert not [r for r in caplog.records
                 if r.levelno == logging.INFO and r.name.startswith("hetsched.policies")]

@@ -37,7 +37,8 @@ HALF = CoLocationModel({("t", "a", "b"): 0.8}, default_factor=0.5)
 
 
 def replay(jobs: list[Job], cluster: Cluster = CLUSTER) -> hetsched.simulate.record.Replay:
-    return hetsched.replay(jobs, cluster, RollingFifo(), throughput=TABLE, colocation=HALF)
+    return hetsched.replay(jobs, cluster, RollingFifo(), throughput=TABLE,
+                           colocation=HALF).replay
 
 
 def test_two_shares_run_together_and_the_survivor_speeds_up() -> None:
@@ -231,8 +232,8 @@ def test_a_gang_whose_cpus_no_node_holds_runs_spread_under_progress() -> None:
     jobs = [Job("small", 0.0, "a", 1, 10_000.0, cpus=4.0),
             Job("big", 0.0, "a", 8, 6_000.0, cpus=100.0)]
     outcome = hetsched.replay(jobs, cluster, "progress", throughput=table)
-    big = outcome.records["big"]
+    big = outcome.replay.records["big"]
     assert big.first_start == 0.0
     assert len({g.split("/")[0] for g in big.gpus}) == 2  # spread: 4 GPUs, 50 cores each
     assert big.finish == pytest.approx(100.0)  # 6,000 steps at 60 steps/s
-    assert outcome.summary()["fallbacks"] == 0
+    assert outcome.summary.fallbacks == 0

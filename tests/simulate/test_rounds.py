@@ -426,7 +426,7 @@ def test_two_resnet_jobs_on_a_v100_and_a_k80(policy: str, shared_data: Path,
                      "long,0,ResNet-50 (batch size 64),1,44000,,,,,\n"
                      "short,0,ResNet-50 (batch size 64),1,4400,,,,,\n")
     summary = run_replay(trace, "native", "v100=1,k80=1", policy, out=tmp_path / "out",
-                         throughput_path=table, show_progress=False)
+                         throughput_path=table, show_progress=False).figures
     with (tmp_path / "out" / "jobs.csv").open(newline="") as handle:
         jct = {row["job"]: float(row["jct"]) for row in csv.DictReader(handle)}
     got = (jct["short"], jct["long"])

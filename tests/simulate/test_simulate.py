@@ -716,5 +716,5 @@ def test_spread_speed_packed_runs_a_spread_gang_at_its_packed_speed() -> None:
     measured = replay(jobs, cluster, "fifo", throughput=table)
     packed = replay(jobs, cluster, "fifo", throughput=table,
                     settings=ReplaySettings(spread_speed="packed"))
-    assert measured.records["j"].finish == pytest.approx(17_000 / 63.2)
-    assert packed.records["j"].finish == pytest.approx(50.0)
+    assert measured.replay.records["j"].finish == pytest.approx(17_000 / 63.2)
+    assert packed.replay.records["j"].finish == pytest.approx(50.0)
