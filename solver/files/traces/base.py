@@ -267,15 +267,22 @@ def check_width(row: dict[str, str]) -> None:
         raise BadRowError(row[_PROBLEM], value, row[_EXPECTED])
 
 
-def parse_rows(reading: Reading, lines: Iterable[tuple[int, dict[str, str]]],
-               parse: Callable[[int, dict[str, str]], Item | str]) -> list[Item]:
-    """What ``parse`` makes of each ``(line, cells)`` of ``lines`` (:func:`csv_rows`'s),
-    in order: a row that does not split into the header's fields (:func:`check_width`)
-    or that ``parse`` finds bad (:class:`BadRowError`) goes to :meth:`Reading.bad_row`
-    (an error, or skipped and counted); a reason ``parse`` returns instead leaves the
-    row out on purpose, counted under it (:meth:`Reading.exclude`)."""
+def read_rows(path: Path, format: str, options: Options, columns: Sequence[str],
+              parse: Callable[[int, dict[str, str]], Item | str], *,
+              optional: Sequence[str] = (), types_column: str = "allowed_gpu_types",
+              lines: Iterable[tuple[int, dict[str, str]]] | None = None
+              ) -> tuple[Reading, list[Item]]:
+    """The read of the CSV file ``path`` in ``format`` (a header with ``columns``, and
+    maybe ``optional`` ones: :func:`csv_rows`) and what ``parse`` makes of each data row
+    ``(line, cells)``, in order. A row that does not split into the header's fields
+    (:func:`check_width`) or that ``parse`` finds bad (:class:`BadRowError`) goes to
+    :meth:`Reading.bad_row` (an error, or skipped and counted); a reason ``parse``
+    returns instead leaves the row out on purpose, counted under it
+    (:meth:`Reading.exclude`). ``types_column`` is the column that restricts a row's GPU
+    types (named in its errors); ``lines``: the file's rows read already."""
+    reading = Reading(path, format, options, types_column=types_column)
     items: list[Item] = []
-    for line, cells in lines:
+    for line, cells in csv_rows(path, columns, optional) if lines is None else lines:
         try:
             check_width(cells)
             item = parse(line, cells)
@@ -286,7 +293,7 @@ def parse_rows(reading: Reading, lines: Iterable[tuple[int, dict[str, str]]],
             reading.exclude(item)
         else:
             items.append(item)
-    return items
+    return reading, items
 
 
 def number(text: str, column: str, *, low: float | None = None, strict: bool = False,

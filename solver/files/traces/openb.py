@@ -24,17 +24,7 @@ from hetsched.core.records import (
     GpuType,
     Node,
 )
-from hetsched.files.traces.base import (
-    BadRowError,
-    Options,
-    Reading,
-    Row,
-    Trace,
-    csv_rows,
-    integer,
-    number,
-    parse_rows,
-)
+from hetsched.files.traces.base import BadRowError, Options, Row, Trace, integer, number, read_rows
 from hetsched.files.traces.rules import read_csv
 
 log = logging.getLogger(__name__)
@@ -131,8 +121,7 @@ def openb_cluster(path: str | Path) -> Cluster:
     one node per machine with GPUs (``cpus`` = cpu_milli / 1000 rounded down,
     ``memory_gb`` = memory_mib / 1024); machines without GPUs are left out."""
     path = Path(path)
-    reading = Reading(path, "openb-nodes", Options())
-    nodes = parse_rows(reading, csv_rows(path, NODE_COLUMNS), _node)
+    reading, nodes = read_rows(path, "openb-nodes", Options(), NODE_COLUMNS, _node)
     cpu_only = reading.excluded[CPU_ONLY]
     if not nodes:
         raise InputError("no machine with GPUs in the node list", file=str(path),

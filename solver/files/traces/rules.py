@@ -34,8 +34,7 @@ from hetsched.files.traces.base import (
     Reading,
     Row,
     Trace,
-    csv_rows,
-    parse_rows,
+    read_rows,
 )
 
 log = logging.getLogger(__name__)
@@ -134,14 +133,10 @@ def read_csv(path: Path, format: str, options: Options, columns: Sequence[str],
              lines: Iterable[tuple[int, dict[str, str]]] | None = None) -> Trace:
     """The trace of the CSV file ``path`` in ``format``, a header with ``columns`` (and
     maybe ``optional`` ones): each data row made a :class:`Row` by ``parse`` (or left out,
-    or bad: :func:`~hetsched.files.traces.base.parse_rows`), then the shared rules
-    (:func:`build_trace`). ``types_column`` is the column that restricts a row's GPU
-    types (named in its errors); ``lines``: the file's rows read already
-    (:func:`~hetsched.files.traces.base.csv_rows`)."""
-    reading = Reading(path, format, options, types_column=types_column)
-    rows = parse_rows(reading, csv_rows(path, columns, optional) if lines is None else lines,
-                      parse)
-    return build_trace(reading, rows)
+    or bad: :func:`~hetsched.files.traces.base.read_rows`, which says what
+    ``types_column`` and ``lines`` are), then the shared rules (:func:`build_trace`)."""
+    return build_trace(*read_rows(path, format, options, columns, parse, optional=optional,
+                                  types_column=types_column, lines=lines))
 
 
 def build_trace(reading: Reading, rows: list[Row]) -> Trace:
