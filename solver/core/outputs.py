@@ -17,6 +17,7 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Collection, Iterator
@@ -87,7 +88,11 @@ def check_output_folder(folder: Path | str, option: str = "out", *,
     as a whole), a folder already there may hold nothing else (but a ``.tmp`` file); one
     that another run moves away meanwhile is no error."""
     target = Path(folder).absolute()
-    if target.exists() and not target.is_dir():
+    try:  # one look: another run into it may move the folder away meanwhile
+        is_file = not stat.S_ISDIR(os.stat(target).st_mode)
+    except (FileNotFoundError, NotADirectoryError):  # absent, or a parent is a file (below)
+        is_file = False
+    if is_file:
         raise InputError("the output folder is a file", file=str(target), path=option,
                          expected="a new folder, or a folder a previous run wrote")
     if holds is not None:
