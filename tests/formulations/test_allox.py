@@ -15,7 +15,7 @@ from hetsched.formulations.allox.matching import solve_assignment, solve_flow
 from hetsched.formulations.allox.milp import AlloxMilp
 from hetsched.formulations.allox.problem import MatchingProblem, build_matching, machines_for
 from hetsched.formulations.pulp_backend import MipSettings
-from hetsched.solving import solve
+from hetsched.solving import SolveOptions, solve
 from tests.helpers import INSTANCES, assert_valid, random_instance
 
 #: Every test taking ``backend`` runs on each back-end of the allox model (tests/conftest.py).
@@ -23,10 +23,10 @@ pytestmark = pytest.mark.model("allox")
 
 
 
-def run(instance: Instance, backend: str, **options: object) -> Result:
+def run(instance: Instance, backend: str, **knobs: object) -> Result:
     """Solve with allox; the checker passes and the objective is the schedule's."""
-    result = solve(instance, model="allox", backend=backend, time_limit=60.0,
-                   deterministic=True, **options)
+    result = solve(instance, "allox",
+                   SolveOptions(backend=backend, time_limit_s=60.0, deterministic=True), **knobs)
     assert_valid(instance, result.schedule)
     assert result.metrics is not None
     assert result.objective == pytest.approx(result.metrics.total_weighted_completion_s,
@@ -138,7 +138,7 @@ def test_level_bound_does_not_cut_off_the_optimum() -> None:
     assert max(c.levels for c in capped.classes) < 9
     uncapped = MatchingProblem(capped.jobs, tuple(
         type(c)(c.gpu_type, c.size, c.free_at, c.machines, 9) for c in capped.classes),
-        capped.runs)
+        capped.processing)
     assert capped.matching_value(solve_assignment(capped)) == pytest.approx(
         uncapped.matching_value(solve_assignment(uncapped)), rel=1e-12)
 

@@ -12,12 +12,12 @@ from hetsched.core.check import check
 from hetsched.core.errors import InputError
 from hetsched.core.result import Status
 from hetsched.files.instance import load_instance
-from hetsched.policies.fifo import FifoPolicy
+from hetsched.policies.fifo import FifoPlanner
 from hetsched.policies.replanning import Replanning
 from hetsched.registry import ENTRIES, entry, is_exact, names, planner, rolling
 from hetsched.simulate.simulated import Simulated
 from hetsched.simulate.simulator import Simulator
-from hetsched.solving import solve
+from hetsched.solving import SolveOptions, solve
 from tests.helpers import INSTANCES, ROOT
 
 TINY = load_instance(INSTANCES / "tiny.json")
@@ -44,7 +44,7 @@ def test_entries_declare_what_their_classes_do() -> None:
 def test_every_name_solves_a_static_instance_and_passes_the_checker(name: str) -> None:
     # tiny.json: 3 jobs on 2 GPUs. Rolling policies run through the simulator
     # (Simulated), static models are solved; every schedule passes the checker.
-    result = solve(TINY, model=name, time_limit=30.0, deterministic=True)
+    result = solve(TINY, name, SolveOptions(time_limit_s=30.0, deterministic=True))
     assert result.status in (Status.OPTIMAL, Status.FEASIBLE)
     assert check(TINY, result.schedule) == []
     assert result.metrics is not None
@@ -85,7 +85,7 @@ def test_jobs_that_arrived_before_now_are_released_at_now() -> None:
 
 
 def test_fifo_is_static_in_solve_and_native_in_replay() -> None:
-    assert isinstance(planner("fifo"), FifoPolicy)
+    assert isinstance(planner("fifo"), FifoPlanner)
     assert isinstance(planner("gavel"), Simulated)
     assert planner("gavel").backends == ("highs", "cbc", "scip")
 
@@ -99,7 +99,7 @@ def test_unknown_names_and_back_ends_name_the_parameter() -> None:
     assert (error.value.problem, error.value.path) == ("unknown policy", "policy")
     assert entry("gavel-agnostic").name == "gavel"
     with pytest.raises(InputError, match="no such back-end") as error:
-        solve(TINY, model="srtf", backend="cpsat")
+        solve(TINY, "srtf", SolveOptions(backend="cpsat"))
     assert error.value.path == "backend"
 
 
@@ -128,8 +128,8 @@ def test_cli_solve_with_a_rolling_policy() -> None:
 def test_model_knobs_are_constructor_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     from hetsched.cli.main import main
 
-    tardy = solve(TINY, model="deadline", objective="tardiness", time_limit=30.0,
-                  deterministic=True)
+    tardy = solve(TINY, "deadline", SolveOptions(time_limit_s=30.0, deterministic=True),
+                  objective="tardiness")
     assert tardy.extra["deadline_objective"] == "tardiness"
     assert planner("allox", alpha=0.5).alpha == 0.5  # type: ignore[attr-defined]
     # A rolling policy's parameters reach it through Simulated.
