@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 
 from hetsched.bench.results import is_heuristic, read_results
-from hetsched.bench.runner import BenchSettings, run_benches
+from hetsched.bench.runner import run_benches
+from hetsched.bench.settings import BenchSettings
 from hetsched.bench.spec import parse_loads, parse_policies, parse_seeds
 from hetsched.core.errors import InputError
 

@@ -20,10 +20,10 @@ from hetsched.speeds.profiles import Profile, ProfilePoint
 
 if TYPE_CHECKING:
     from hetsched.bench.engine import Cell
-    from hetsched.bench.runner import BenchSettings
+    from hetsched.bench.settings import BenchSettings
     from hetsched.files.replay_inputs import ReplayInputs
     from hetsched.files.traces import Trace
-    from hetsched.replaying import ReplayOutput
+    from hetsched.replaying import ReplayResult
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ROOT / "instances"
@@ -176,7 +176,7 @@ def engine_bench(trace: Path, **changes: object) -> BenchSettings:
     """A bench of :func:`engine_trace` for comparing engines: fifo, srtf, gavel, and gavel
     with POP's 2 partitions (``gavel-pop2``), seeds 0 and 1 (half of the jobs get a
     deadline the seed draws), load 1, no LP bound; ``changes`` override fields."""
-    from hetsched.bench.runner import PolicyVariant, bench_settings
+    from hetsched.bench.settings import PolicyVariant, bench_settings
 
     values: dict[str, object] = {
         "trace": trace, "trace_format": "native", "cluster": ENGINE_CLUSTER,
@@ -201,7 +201,7 @@ FAULTS = "faults.json"
 
 
 def faulty_runner(cell: Cell, inputs: ReplayInputs, trace: Trace,
-                  executor: Executor | None) -> ReplayOutput:
+                  executor: Executor | None) -> ReplayResult:
     """A bench runner (hetsched.bench.engine.run_cell) that fails the cells named in
     ``faults.json`` beside the trace, deterministically: each attempt of such a cell
     leaves a marker file ``<cell>.attempt-<n>`` there (so attempts are counted across

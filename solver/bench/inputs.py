@@ -1,5 +1,5 @@
 """A bench's inputs read once, before its runs (:func:`prefetch`): the inputs every run
-shares and the trace of each seed, as :class:`hetsched.bench.runner.BenchSettings` says
+shares and the trace of each seed, as :class:`hetsched.bench.settings.BenchSettings` says
 (a sweep spec's check reads them before anything is written, and the bench uses them)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def prefetch(trace: Path, trace_format: str, cluster: str, replay: ReplaySetting
              tenants: Path | None = None, pairs: Path | None = None) -> Prefetched:
     """Read a bench's inputs as its runs will (``replay_inputs``, and ``read_jobs`` for
     each of ``seeds``, :mod:`hetsched.files.replay_inputs`): the fields of
-    :class:`~hetsched.bench.runner.BenchSettings` of the same names. An
+    :class:`~hetsched.bench.settings.BenchSettings` of the same names. An
     :class:`~hetsched.core.errors.InputError` if any is bad."""
     from hetsched.files.replay_inputs import read_jobs, replay_inputs
 

@@ -71,7 +71,7 @@ class LpBoundFigures:
 class TraceSource(Protocol):
     """What the replays of a bench read: the trace, its format, the cluster, the
     throughput file and the settings of the run of one seed and load
-    (:class:`hetsched.bench.runner.BenchSettings` has them)."""
+    (:class:`hetsched.bench.settings.BenchSettings` has them)."""
 
     @property
     def trace(self) -> Path: ...

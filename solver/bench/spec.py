@@ -23,16 +23,8 @@ import tomllib
 
 from hetsched.bench.engine import Engine
 from hetsched.bench.inputs import Prefetched
-from hetsched.bench.runner import (
-    LABEL,
-    BenchOutcome,
-    BenchSettings,
-    PolicyVariant,
-    bench_settings,
-    default_workers,
-    load_label,
-    run_benches,
-)
+from hetsched.bench.runner import BenchOutcome, default_workers, run_benches
+from hetsched.bench.settings import LABEL, BenchSettings, PolicyVariant, bench_settings, load_label
 from hetsched.bench.spec_reader import SpecReader, check_inputs, input_file, reading_setting
 from hetsched.core.errors import InputError
 from hetsched.core.outputs import check_output_folder, locked_folder, write_text, writing
@@ -91,7 +83,7 @@ def parse_seeds(text: str) -> tuple[int, ...]:
 
 def parse_loads(text: str) -> tuple[float, ...]:
     """``0.5,1,2`` -> ``(0.5, 1.0, 2.0)``: arrival-rate multipliers, finite and > 0;
-    loads written alike (:func:`hetsched.bench.runner.load_label`) are one."""
+    loads written alike (:func:`hetsched.bench.settings.load_label`) are one."""
     loads: dict[str, float] = {}
     for item in _split(text, "load"):
         try:

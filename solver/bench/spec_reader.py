@@ -15,7 +15,7 @@ from hetsched.core.errors import InputError
 
 if TYPE_CHECKING:
     from hetsched.bench.inputs import Prefetched
-    from hetsched.bench.runner import BenchSettings
+    from hetsched.bench.settings import BenchSettings
 
 __all__ = ["SETTING_KEYS", "SpecReader", "check_inputs", "input_file", "reading_setting"]
 

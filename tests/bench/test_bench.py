@@ -17,14 +17,15 @@ from hetsched.bench.engine import Cell, run_cell
 from hetsched.bench.local_engine import LocalEngine
 from hetsched.bench.report import busy_gpus_over_time, write_report
 from hetsched.bench.results import append_result, is_heuristic, read_results
-from hetsched.bench.runner import BenchSettings, bench_settings, run_bench
+from hetsched.bench.runner import run_bench
+from hetsched.bench.settings import BenchSettings, bench_settings
 from hetsched.cli.main import main
 from hetsched.core.errors import InputError
 from hetsched.core.records import Job
 from hetsched.core.settings import ReplaySettings
 from hetsched.files.replay_inputs import ReplayInputs, scale_arrivals
 from hetsched.files.traces import Trace, write_native
-from hetsched.replaying import ReplayOutput
+from hetsched.replaying import ReplayResult
 
 CLUSTER = "v100=2,k80=2"
 
@@ -129,7 +130,7 @@ def test_rerun_skips_finished_rows_and_interruption_keeps_them(
     calls: list[str] = []
 
     def interrupted_second(cell: Cell, inputs: ReplayInputs, jobs: Trace,
-                           executor: Executor | None) -> ReplayOutput:
+                           executor: Executor | None) -> ReplayResult:
         calls.append(cell.name)
         if len(calls) == 2:
             raise KeyboardInterrupt

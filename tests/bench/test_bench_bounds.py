@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from hetsched.bench import lp_bounds as bench_bounds
-from hetsched.bench.runner import BenchSettings, bench_settings, run_bench
+from hetsched.bench.runner import run_bench
+from hetsched.bench.settings import BenchSettings, bench_settings
 from hetsched.core.records import Job
 from hetsched.files.traces import write_native
 

@@ -15,7 +15,8 @@ import pytest
 from hetsched import replaying as replays
 from hetsched.bench.report import write_report
 from hetsched.bench.results import append_result, read_results
-from hetsched.bench.runner import BenchSettings, run_bench
+from hetsched.bench.runner import run_bench
+from hetsched.bench.settings import BenchSettings
 from hetsched.cli.main import main
 from hetsched.core.errors import InputError
 from hetsched.core.outputs import locked_folder

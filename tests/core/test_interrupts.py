@@ -112,7 +112,8 @@ def test_a_signal_while_a_bench_appends_keeps_the_row_and_counts_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hetsched.bench import runner as bench
     from hetsched.bench.results import read_results
-    from hetsched.bench.runner import BenchSettings, run_bench
+    from hetsched.bench.runner import run_bench
+    from hetsched.bench.settings import BenchSettings
 
     real = bench.append_result
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import hetsched
-from hetsched.bench.runner import BenchSettings, run_bench
+from hetsched.bench.runner import run_bench
+from hetsched.bench.settings import BenchSettings
 from hetsched.cli.main import main
 from hetsched.core.settings import DECISION_LIMIT, ReplaySettings
 from hetsched.files.replay_inputs import read_jobs, replay_inputs
@@ -64,9 +65,9 @@ def test_every_entry_point_replays_alike_by_default(policy: str, tmp_path: Path)
     jobs = read_jobs(inputs).jobs
     outcome = hetsched.replay(jobs, inputs.cluster, policy, throughput=inputs.truth,
                               model=inputs.model, colocation=inputs.colocation)
-    files = outcome.files()
+    files = outcome.replay.files()
     assert (files["jobs.csv"], files["decisions.csv"]) == reference
-    files = hetsched.replay_trace(trace, "native", CLUSTER, policy).files()
+    files = hetsched.replay_trace(trace, "native", CLUSTER, policy).replay.files()
     assert (files["jobs.csv"], files["decisions.csv"]) == reference
 
 
