@@ -5,7 +5,9 @@ from another test module or from conftest)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,16 +15,20 @@ import numpy as np
 import pytest
 
 from hetsched.core.check import check
+from hetsched.core.errors import InputError
 from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
 from hetsched.core.result import Schedule
 from hetsched.core.throughput import Placement, ThroughputTable
 from hetsched.speeds.profiles import Profile, ProfilePoint
 
 if TYPE_CHECKING:
-    from hetsched.bench.engine import Cell
+    from hetsched.bench.engine import Cell, Engine
+    from hetsched.bench.runner import BenchOutcome
     from hetsched.bench.settings import BenchSettings
     from hetsched.files.replay_inputs import ReplayInputs
     from hetsched.files.traces import Trace
+    from hetsched.formulations.gavel.problem import AllocationProblem
+    from hetsched.formulations.progress.problem import RoundProblem
     from hetsched.replaying import ReplayResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,16 +182,13 @@ def engine_bench(trace: Path, **changes: object) -> BenchSettings:
     """A bench of :func:`engine_trace` for comparing engines: fifo, srtf, gavel, and gavel
     with POP's 2 partitions (``gavel-pop2``), seeds 0 and 1 (half of the jobs get a
     deadline the seed draws), load 1, no LP bound; ``changes`` override fields."""
-    from hetsched.bench.settings import PolicyVariant, bench_settings
+    from hetsched.bench.settings import PolicyVariant
 
-    values: dict[str, object] = {
-        "trace": trace, "trace_format": "native", "cluster": ENGINE_CLUSTER,
-        "policies": ("fifo", "srtf", "gavel", "gavel-pop2"),
+    return native_bench(trace, **{
+        "cluster": ENGINE_CLUSTER, "policies": ("fifo", "srtf", "gavel", "gavel-pop2"),
         "variants": (PolicyVariant("gavel-pop2", "gavel", (("partitions", 2),)),),
-        "seeds": (0, 1), "loads": (1.0,), "workers": 1, "time_limit_s": 0.1,
-        "deadline_fraction": 0.5, "lp_bound": False}
-    values.update(changes)
-    return bench_settings(**values)
+        "seeds": (0, 1), "loads": (1.0,), "time_limit_s": 0.1, "deadline_fraction": 0.5,
+        "lp_bound": False, **changes})
 
 
 def set_faults(trace: Path, **which: str) -> None:
@@ -277,3 +280,160 @@ def gangs_instance(jobs: int = 30, seed: int = 7) -> Instance:
         job_list.append(Job(f"j{index}", round(arrival, 1), str(rng.choice(["cnn", "lm", "rec"])),
                             4, float(rng.integers(2000, 20000)), deadline=arrival + 400_000))
     return Instance(cluster, tuple(job_list), table, name="gangs")
+
+
+# --- errors that name where -------------------------------------------------------------
+
+
+def raises_input_error(call: Callable[[], object], starts: str,
+                       pieces: Iterable[str]) -> InputError:
+    """The :class:`InputError` ``call()`` raises, its message asserted to start with
+    ``starts`` and to hold every one of ``pieces``."""
+    with pytest.raises(InputError) as caught:
+        call()
+    message = str(caught.value)
+    assert message.startswith(starts), message
+    for piece in pieces:
+        assert piece in message, message
+    return caught.value
+
+
+# --- small benches --------------------------------------------------------------------
+
+#: The built-in catalogue's job types that :func:`catalogue_trace` takes in turn.
+CATALOGUE_KINDS = ("image-cnn-small", "rnn-lm", "recommender", "transformer-lm")
+
+
+def catalogue_trace(path: Path, jobs: int, every_s: float, work: float,
+                    deadline_s: float | None = None) -> Path:
+    """A native trace at ``path`` of ``jobs`` jobs of :data:`CATALOGUE_KINDS` in turn, one
+    every ``every_s``, of 1 and 2 GPUs in turn and ``work`` + 0, 1,500 or 3,000 steps in
+    turn; every second job due ``deadline_s`` after its arrival (None: no deadlines)."""
+    from hetsched.files.traces import write_native
+
+    write_native([Job(f"j{i}", every_s * i, CATALOGUE_KINDS[i % 4], 1 + (i % 2),
+                      work + 1500 * (i % 3),
+                      deadline=every_s * i + deadline_s if deadline_s is not None and i % 2
+                      else None) for i in range(jobs)], path)
+    return path
+
+
+def native_bench(trace: Path, **values: object) -> BenchSettings:
+    """A bench of the native trace ``trace`` on one worker; ``values`` set the other
+    fields (hetsched.bench.settings.bench_settings)."""
+    from hetsched.bench.settings import bench_settings
+
+    return bench_settings(**{"trace": trace, "trace_format": "native", "workers": 1, **values})
+
+
+@dataclass(frozen=True)
+class FaultyBench:
+    """A bench run by :func:`faulty_bench`: its outcome, what it printed, and how many
+    times each cell given a fault was started."""
+
+    outcome: BenchOutcome
+    printed: str
+    attempts: dict[str, int]
+
+
+def faulty_bench(trace: Path, out: Path, engine: Callable[..., Engine], workers: int,
+                 **faults: str) -> FaultyBench:
+    """:func:`engine_bench` of ``trace`` run into ``out`` on ``engine(workers=workers,
+    runner=faulty_runner)``, the cells of ``faults`` failing as :func:`set_faults` says
+    (none given: no cell fails)."""
+    import io
+
+    from hetsched.bench.runner import run_bench
+
+    set_faults(trace, **faults)
+    stream = io.StringIO()
+    outcome = run_bench(engine_bench(trace), out, report=False, stream=stream,
+                        engine=engine(workers=workers, runner=faulty_runner))
+    return FaultyBench(outcome, stream.getvalue(),
+                       {cell: attempts(trace.parent, cell) for cell in faults})
+
+
+# --- reference solutions by brute force or scipy ---------------------------------------
+
+
+def best_worth(problem: RoundProblem, choices: Iterable[np.ndarray]) -> float:
+    """The best worth of a round ``problem`` over the feasible ``choices`` (masks of its
+    options), 0 at least (choosing nothing)."""
+    best = 0.0
+    for chosen in choices:
+        if problem.feasible(chosen):
+            best = max(best, problem.worth(chosen))
+    return best
+
+
+def allocation_problem(throughput: list[list[float]], gangs: list[float], capacity: list[float],
+                       weights: list[float] | None = None) -> AllocationProblem:
+    """An allocation problem of jobs j0, j1, ... on GPU types t0, t1, ...: ``throughput``
+    per job and type (steps/s), each job's gang (GPUs), each type's GPUs, the jobs'
+    weights (default 1)."""
+    from hetsched.formulations.gavel.problem import AllocationProblem
+
+    jobs = len(gangs)
+    return AllocationProblem(tuple(f"j{i}" for i in range(jobs)),
+                             tuple(f"t{k}" for k in range(len(capacity))),
+                             np.array(throughput, dtype=float), np.array(gangs, dtype=float),
+                             np.array(capacity, dtype=float),
+                             np.ones(jobs) if weights is None else np.array(weights, dtype=float))
+
+
+def per_job_rows(problem: AllocationProblem
+                 ) -> tuple[np.ndarray, np.ndarray, list[tuple[float, float]]]:
+    """Gavel's constraints, one variable per (job, type) (row-major), for scipy:
+    ``sum_k x_jk <= 1``, ``sum_j s_j x_jk <= C_k``, ``0 <= x <= 1`` (0 where T = 0)."""
+    jobs, types = problem.throughput.shape
+    rows, bounds = [], []
+    for j in range(jobs):
+        row = np.zeros(jobs * types)
+        row[j * types:(j + 1) * types] = 1.0
+        rows.append(row)
+        bounds.append(1.0)
+    for k in range(types):
+        row = np.zeros(jobs * types)
+        row[k::types] = problem.scale_factors
+        rows.append(row)
+        bounds.append(problem.capacity[k])
+    upper = [(0.0, 0.0 if problem.throughput[j, k] <= 0 else 1.0)
+             for j in range(jobs) for k in range(types)]
+    return np.array(rows), np.array(bounds), upper
+
+
+def speed_rows(problem: AllocationProblem, need: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``-sum_k T_jk x_jk <= -need_j`` for every job (as scipy's ``A_ub``)."""
+    jobs, types = problem.throughput.shape
+    rows = np.zeros((jobs, jobs * types))
+    for j in range(jobs):
+        rows[j, j * types:(j + 1) * types] = -problem.throughput[j]
+    return rows, -need
+
+
+def least_feasible(problem: AllocationProblem, need: Callable[[float], np.ndarray | None],
+                   halvings: int) -> float:
+    """The least value v > 0 at which an allocation of ``problem`` gives every job at least
+    ``need(v)`` steps/s (None: none does), by scipy's LP on :func:`per_job_rows`: 1 doubled
+    until one does, then ``halvings`` bisections; the upper end."""
+    from scipy.optimize import linprog
+
+    rows, bounds, upper = per_job_rows(problem)
+
+    def reached(value: float) -> bool:
+        floor = need(value)
+        if floor is None:
+            return False
+        speed, minus_floor = speed_rows(problem, floor)
+        found = linprog(np.zeros(rows.shape[1]), A_ub=np.vstack([rows, speed]),
+                        b_ub=np.concatenate([bounds, minus_floor]), bounds=upper,
+                        method="highs")
+        return bool(found.status == 0)
+
+    low, high = 0.0, 1.0
+    while not reached(high):
+        high *= 2
+    for _ in range(halvings):
+        middle = (low + high) / 2
+        low, high = (low, middle) if reached(middle) else (middle, high)
+    return high

@@ -18,14 +18,15 @@ from hetsched.bench.local_engine import LocalEngine
 from hetsched.bench.report import busy_gpus_over_time, write_report
 from hetsched.bench.results import append_result, is_heuristic, read_results
 from hetsched.bench.runner import run_bench
-from hetsched.bench.settings import BenchSettings, bench_settings
+from hetsched.bench.settings import BenchSettings
 from hetsched.cli.main import main
 from hetsched.core.errors import InputError
 from hetsched.core.records import Job
 from hetsched.core.settings import ReplaySettings
 from hetsched.files.replay_inputs import ReplayInputs, scale_arrivals
-from hetsched.files.traces import Trace, write_native
+from hetsched.files.traces import Trace
 from hetsched.replaying import ReplayResult
+from tests.helpers import catalogue_trace, native_bench
 
 CLUSTER = "v100=2,k80=2"
 
@@ -34,21 +35,13 @@ CLUSTER = "v100=2,k80=2"
 def trace(tmp_path: Path) -> Path:
     """Eight jobs of the built-in catalogue arriving every 40 s on 4 GPUs, some with
     deadlines: enough contention that the policies differ, small enough to run in ms."""
-    kinds = ["image-cnn-small", "rnn-lm", "recommender", "transformer-lm"]
-    jobs = [Job(f"j{i}", 40.0 * i, kinds[i % 4], 1 + (i % 2), 3000.0 + 1500 * (i % 3),
-                deadline=40.0 * i + 400 if i % 2 else None) for i in range(8)]
-    path = tmp_path / "tiny.csv"
-    write_native(jobs, path)
-    return path
+    return catalogue_trace(tmp_path / "tiny.csv", 8, 40.0, 3000.0, deadline_s=400.0)
 
 
 def settings(trace: Path, **changes: object) -> BenchSettings:
-    values: dict[str, object] = {"trace": trace, "trace_format": "native",
-                                 "cluster": CLUSTER, "policies": ("fifo", "allox"),
-                                 "seeds": (0,), "loads": (1.0,), "workers": 1,
-                                 "time_limit_s": 1.0}
-    values.update(changes)
-    return bench_settings(**values)
+    return native_bench(trace, **{"cluster": CLUSTER, "policies": ("fifo", "allox"),
+                                  "seeds": (0,), "loads": (1.0,), "time_limit_s": 1.0,
+                                  **changes})
 
 
 def _csv(path: Path) -> list[dict[str, str]]:

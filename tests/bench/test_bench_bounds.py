@@ -14,9 +14,8 @@ import pytest
 
 from hetsched.bench import lp_bounds as bench_bounds
 from hetsched.bench.runner import run_bench
-from hetsched.bench.settings import BenchSettings, bench_settings
-from hetsched.core.records import Job
-from hetsched.files.traces import write_native
+from hetsched.bench.settings import BenchSettings
+from tests.helpers import catalogue_trace, native_bench
 
 CLUSTER = "v100=2,k80=2"
 
@@ -24,21 +23,13 @@ CLUSTER = "v100=2,k80=2"
 @pytest.fixture
 def trace(tmp_path: Path) -> Path:
     """Ten jobs of the built-in catalogue arriving every 30 s on 4 GPUs: they compete."""
-    kinds = ["image-cnn-small", "rnn-lm", "recommender", "transformer-lm"]
-    jobs = [Job(f"j{i}", 30.0 * i, kinds[i % 4], 1 + (i % 2), 4000.0 + 1500 * (i % 3))
-            for i in range(10)]
-    path = tmp_path / "tiny.csv"
-    write_native(jobs, path)
-    return path
+    return catalogue_trace(tmp_path / "tiny.csv", 10, 30.0, 4000.0)
 
 
 def settings(trace: Path, **changes: object) -> BenchSettings:
-    values: dict[str, object] = {"trace": trace, "trace_format": "native",
-                                 "cluster": CLUSTER, "policies": ("fifo", "srtf"),
-                                 "seeds": (0, 1), "loads": (1.0, 2.0), "workers": 1,
-                                 "time_limit_s": 1.0}
-    values.update(changes)
-    return bench_settings(**values)
+    return native_bench(trace, **{"cluster": CLUSTER, "policies": ("fifo", "srtf"),
+                                  "seeds": (0, 1), "loads": (1.0, 2.0), "time_limit_s": 1.0,
+                                  **changes})
 
 
 def rows(out: Path) -> list[dict[str, str]]:

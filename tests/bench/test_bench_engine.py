@@ -4,7 +4,6 @@ imports ray; --engine and --address are checked."""
 
 from __future__ import annotations
 
-import io
 import subprocess
 import sys
 from pathlib import Path
@@ -20,13 +19,11 @@ from hetsched.core.settings import ReplaySettings
 from tests.helpers import (
     ENGINE_CLUSTER,
     ROOT,
-    attempts,
     engine_bench,
     engine_trace,
     exits_2,
-    faulty_runner,
+    faulty_bench,
     same_results,
-    set_faults,
 )
 
 
@@ -47,15 +44,12 @@ def clean(tmp_path: Path, trace: Path) -> Path:
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_cell_that_fails_once_is_tried_again_and_recorded(
         tmp_path: Path, trace: Path, clean: Path, workers: int) -> None:
-    set_faults(trace, **{"srtf-s1-l1": "fail-once", "gavel-pop2-s0-l1": "fail-once"})
-    stream = io.StringIO()
-    outcome = run_bench(engine_bench(trace), tmp_path / "b", report=False, stream=stream,
-                        engine=LocalEngine(workers, runner=faulty_runner))
-    assert (outcome.ran, outcome.failed, outcome.interrupted) == (8, (), False)
-    assert attempts(trace.parent, "srtf-s1-l1") == 2
-    assert attempts(trace.parent, "gavel-pop2-s0-l1") == 2
+    ran = faulty_bench(trace, tmp_path / "b", LocalEngine, workers,
+                       **{"srtf-s1-l1": "fail-once", "gavel-pop2-s0-l1": "fail-once"})
+    assert (ran.outcome.ran, ran.outcome.failed, ran.outcome.interrupted) == (8, (), False)
+    assert ran.attempts == {"srtf-s1-l1": 2, "gavel-pop2-s0-l1": 2}
     assert "srtf-s1-l1: RuntimeError: srtf-s1-l1 fails on purpose (attempt 1): trying it " \
-        "again" in stream.getvalue()
+        "again" in ran.printed
     # The retried cells give what a clean bench gives, cell for cell.
     same_results(tmp_path / "b", clean)
 
@@ -63,21 +57,17 @@ def test_a_cell_that_fails_once_is_tried_again_and_recorded(
 @pytest.mark.slow
 def test_a_cell_that_always_fails_is_reported_once_tried_twice_and_the_rest_recorded(
         tmp_path: Path, trace: Path) -> None:
-    set_faults(trace, **{"fifo-s0-l1": "always"})
-    stream = io.StringIO()
-    outcome = run_bench(engine_bench(trace), tmp_path / "b", report=False, stream=stream,
-                        engine=LocalEngine(1, runner=faulty_runner))
-    assert (outcome.ran, outcome.failed, outcome.interrupted) == (7, ("fifo-s0-l1",), False)
-    assert attempts(trace.parent, "fifo-s0-l1") == ATTEMPTS == 2
+    ran = faulty_bench(trace, tmp_path / "b", LocalEngine, 1, **{"fifo-s0-l1": "always"})
+    assert (ran.outcome.ran, ran.outcome.failed, ran.outcome.interrupted) == \
+        (7, ("fifo-s0-l1",), False)
+    assert ran.attempts["fifo-s0-l1"] == ATTEMPTS == 2
     assert "fifo-s0-l1: FAILED: RuntimeError: fifo-s0-l1 fails on purpose (attempt 2)" in \
-        stream.getvalue()
+        ran.printed
     rows = read_results(tmp_path / "b" / "results.csv")
     assert ("fifo", "0") not in {(r["policy"], r["seed"]) for r in rows}
     assert len(rows) == 7
     # A rerun tries the failed cell again (and only it).
-    set_faults(trace)
-    again = run_bench(engine_bench(trace), tmp_path / "b", report=False,
-                      engine=LocalEngine(1, runner=faulty_runner))
+    again = faulty_bench(trace, tmp_path / "b", LocalEngine, 1).outcome
     assert (again.ran, again.skipped, again.failed) == (1, 7, ())
 
 
@@ -86,13 +76,10 @@ def test_a_killed_worker_loses_no_finished_cell_and_the_bench_completes(
         tmp_path: Path, trace: Path, clean: Path) -> None:
     # The worker running gavel-s0-l1 dies (os._exit) on its first attempt: the pool
     # breaks, every cell running in it is lost; they are tried again in a new pool.
-    set_faults(trace, **{"gavel-s0-l1": "die-once"})
-    stream = io.StringIO()
-    outcome = run_bench(engine_bench(trace), tmp_path / "b", report=False, stream=stream,
-                        engine=LocalEngine(2, runner=faulty_runner))
-    assert (outcome.ran, outcome.failed, outcome.interrupted) == (8, (), False)
-    assert attempts(trace.parent, "gavel-s0-l1") == 2
-    assert "WorkerLostError" in stream.getvalue()
+    ran = faulty_bench(trace, tmp_path / "b", LocalEngine, 2, **{"gavel-s0-l1": "die-once"})
+    assert (ran.outcome.ran, ran.outcome.failed, ran.outcome.interrupted) == (8, (), False)
+    assert ran.attempts == {"gavel-s0-l1": 2}
+    assert "WorkerLostError" in ran.printed
     same_results(tmp_path / "b", clean)
 
 

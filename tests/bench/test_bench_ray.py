@@ -4,7 +4,6 @@ and lost tasks tried again once, POP's partitions as Ray tasks."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -17,13 +16,11 @@ from hetsched.bench.runner import run_bench
 from hetsched.cli.main import main
 from tests.helpers import (
     ENGINE_CLUSTER,
-    attempts,
     engine_bench,
     engine_trace,
     exits_2,
-    faulty_runner,
+    faulty_bench,
     same_results,
-    set_faults,
 )
 
 ray = pytest.importorskip("ray", reason="ray is the optional extra of --engine ray: "
@@ -132,21 +129,17 @@ def test_failed_and_lost_ray_tasks_are_tried_once_more(
     run_bench(engine_bench(trace), tmp_path / "clean", report=False, engine=LocalEngine(1))
     # srtf-s0-l1 raises once; the worker of gavel-s1-l1 dies on its first attempt (as a
     # killed Ray worker does); fifo-s1-l1 fails every time.
-    set_faults(trace, **{"srtf-s0-l1": "fail-once", "gavel-s1-l1": "die-once",
-                     "fifo-s1-l1": "always"})
-    stream = io.StringIO()
-    outcome = run_bench(engine_bench(trace), tmp_path / "b", report=False, stream=stream,
-                        engine=RayEngine(workers=2, runner=faulty_runner))
-    assert (outcome.ran, outcome.failed, outcome.interrupted) == (7, ("fifo-s1-l1",), False)
-    assert [attempts(trace.parent, cell) for cell in
-            ("srtf-s0-l1", "gavel-s1-l1", "fifo-s1-l1")] == [2, 2, 2]
-    text = stream.getvalue()
-    assert "gavel-s1-l1: WorkerLostError" in text
-    assert "fifo-s1-l1: FAILED: RuntimeError: fifo-s1-l1 fails on purpose (attempt 2)" in text
+    ran = faulty_bench(trace, tmp_path / "b", RayEngine, 2,
+                       **{"srtf-s0-l1": "fail-once", "gavel-s1-l1": "die-once",
+                          "fifo-s1-l1": "always"})
+    assert (ran.outcome.ran, ran.outcome.failed, ran.outcome.interrupted) == \
+        (7, ("fifo-s1-l1",), False)
+    assert ran.attempts == {"srtf-s0-l1": 2, "gavel-s1-l1": 2, "fifo-s1-l1": 2}
+    assert "gavel-s1-l1: WorkerLostError" in ran.printed
+    assert "fifo-s1-l1: FAILED: RuntimeError: fifo-s1-l1 fails on purpose (attempt 2)" in \
+        ran.printed
     # No finished cell lost; a rerun does the failed one, and all equal the clean bench.
-    set_faults(trace)
-    again = run_bench(engine_bench(trace), tmp_path / "b", report=False,
-                      engine=RayEngine(workers=2, runner=faulty_runner))
+    again = faulty_bench(trace, tmp_path / "b", RayEngine, 2).outcome
     assert (again.ran, again.skipped, again.failed) == (1, 7, ())
     same_results(tmp_path / "b", tmp_path / "clean")
 

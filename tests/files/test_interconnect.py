@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.core.errors import InputError
 from hetsched.core.records import Cluster, GpuType, Node
 from hetsched.files.interconnect import (
     NetworkSpec,
@@ -23,7 +22,7 @@ from hetsched.files.interconnect import (
 )
 from hetsched.formulations.topology import Gang, place
 from hetsched.formulations.topology.problem import fragmentation
-from tests.helpers import SHARED_DATA
+from tests.helpers import SHARED_DATA, raises_input_error
 
 TOPOLOGY = SHARED_DATA / "topology"
 DGX1 = TOPOLOGY / "dgx1-v100.nvidia-smi-topo.txt"
@@ -87,12 +86,7 @@ def test_pcie_only_links(shared_data: Path) -> None:
     ],
 )
 def test_malformed_topology_text_names_line_and_column(text: str, pieces: list[str]) -> None:
-    with pytest.raises(InputError) as error:
-        parse_nvidia_smi_topo(text, "bad.txt")
-    message = str(error.value)
-    assert message.startswith("bad.txt: ")
-    for piece in pieces:
-        assert piece in message, message
+    raises_input_error(lambda: parse_nvidia_smi_topo(text, "bad.txt"), "bad.txt: ", pieces)
 
 
 def test_cluster_costs(shared_data: Path) -> None:

@@ -7,25 +7,20 @@ import math
 
 import numpy as np
 import pytest
-from scipy.optimize import linprog
 
 from hetsched.formulations.gavel.finish_time import (
     FinishTimeProblem,
     FinishTimeSolver,
     isolated_speeds,
 )
-from hetsched.formulations.gavel.problem import AllocationProblem
+from tests.helpers import allocation_problem, least_feasible
 
 
 def problem(throughput: list[list[float]], gangs: list[float], capacity: list[float],
             since: list[float], steps: list[float], isolated: list[float]
             ) -> FinishTimeProblem:
-    jobs = len(gangs)
-    base = AllocationProblem(tuple(f"j{i}" for i in range(jobs)),
-                             tuple(f"t{k}" for k in range(len(capacity))),
-                             np.array(throughput, dtype=float), np.array(gangs, dtype=float),
-                             np.array(capacity, dtype=float), np.ones(jobs))
-    return FinishTimeProblem(base, np.array(since, dtype=float), np.array(steps, dtype=float),
+    return FinishTimeProblem(allocation_problem(throughput, gangs, capacity),
+                             np.array(since, dtype=float), np.array(steps, dtype=float),
                              np.array(isolated, dtype=float))
 
 
@@ -52,43 +47,12 @@ def test_isolated_speeds_split_every_type_among_the_jobs() -> None:
 def bisection(case: FinishTimeProblem) -> float:
     """The least worst ratio by bisection on z: z is reached if an allocation gives every
     job at least steps / (z iso - since) steps/s (an LP feasibility problem)."""
-    base = case.allocation
-    jobs, types = base.throughput.shape
 
-    def reached(z: float) -> bool:
+    def need(z: float) -> np.ndarray | None:
         room = z * case.isolated_s - case.since_s
-        if np.any(room <= 0):
-            return False
-        need = case.steps_left / room
-        rows, bounds = [], []
-        for j in range(jobs):  # - sum_k T_jk x_jk <= - need_j
-            row = np.zeros(jobs * types)
-            row[j * types:(j + 1) * types] = -base.throughput[j]
-            rows.append(row)
-            bounds.append(-need[j])
-        for j in range(jobs):  # sum_k x_jk <= 1
-            row = np.zeros(jobs * types)
-            row[j * types:(j + 1) * types] = 1.0
-            rows.append(row)
-            bounds.append(1.0)
-        for k in range(types):  # sum_j s_j x_jk <= C_k
-            row = np.zeros(jobs * types)
-            row[k::types] = base.scale_factors
-            rows.append(row)
-            bounds.append(base.capacity[k])
-        upper = [(0.0, 0.0 if base.throughput[j, k] <= 0 else 1.0)
-                 for j in range(jobs) for k in range(types)]
-        found = linprog(np.zeros(jobs * types), A_ub=np.array(rows), b_ub=np.array(bounds),
-                        bounds=upper, method="highs")
-        return bool(found.status == 0)
+        return None if np.any(room <= 0) else case.steps_left / room
 
-    low, high = 0.0, 1.0
-    while not reached(high):
-        high *= 2
-    for _ in range(60):
-        middle = (low + high) / 2
-        low, high = (low, middle) if reached(middle) else (middle, high)
-    return high
+    return least_feasible(case.allocation, need, 60)
 
 
 @pytest.mark.parametrize("seed", range(8))

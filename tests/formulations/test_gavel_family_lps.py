@@ -12,15 +12,7 @@ from hetsched.formulations.gavel.cost import CostProblem, max_throughput_per_cos
 from hetsched.formulations.gavel.duration import DurationProblem, min_total_duration
 from hetsched.formulations.gavel.fastest import fastest_free
 from hetsched.formulations.gavel.problem import AllocationProblem
-
-
-def base(throughput: list[list[float]], gangs: list[float], capacity: list[float]
-         ) -> AllocationProblem:
-    jobs = len(gangs)
-    return AllocationProblem(tuple(f"j{i}" for i in range(jobs)),
-                             tuple(f"t{k}" for k in range(len(capacity))),
-                             np.array(throughput, dtype=float), np.array(gangs, dtype=float),
-                             np.array(capacity, dtype=float), np.ones(jobs))
+from tests.helpers import allocation_problem, least_feasible, per_job_rows, speed_rows
 
 
 def random_base(seed: int) -> AllocationProblem:
@@ -32,37 +24,8 @@ def random_base(seed: int) -> AllocationProblem:
         throughput[1] = throughput[0]
     gangs = draw.choice([1.0, 2.0, 4.0], jobs)
     gangs[1] = gangs[0]
-    return base(throughput.tolist(), gangs.tolist(), draw.choice([2.0, 4.0, 8.0], types).tolist())
-
-
-def per_job_rows(problem: AllocationProblem) -> tuple[np.ndarray, np.ndarray, list[tuple[float,
-                                                                                        float]]]:
-    """Gavel's constraints, one variable per (job, type) (row-major), for scipy:
-    ``sum_k x_jk <= 1``, ``sum_j s_j x_jk <= C_k``, ``0 <= x <= 1`` (0 where T = 0)."""
-    jobs, types = problem.throughput.shape
-    rows, bounds = [], []
-    for j in range(jobs):
-        row = np.zeros(jobs * types)
-        row[j * types:(j + 1) * types] = 1.0
-        rows.append(row)
-        bounds.append(1.0)
-    for k in range(types):
-        row = np.zeros(jobs * types)
-        row[k::types] = problem.scale_factors
-        rows.append(row)
-        bounds.append(problem.capacity[k])
-    upper = [(0.0, 0.0 if problem.throughput[j, k] <= 0 else 1.0)
-             for j in range(jobs) for k in range(types)]
-    return np.array(rows), np.array(bounds), upper
-
-
-def speed_rows(problem: AllocationProblem, need: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``-sum_k T_jk x_jk <= -need_j`` for every job (as scipy's ``A_ub``)."""
-    jobs, types = problem.throughput.shape
-    rows = np.zeros((jobs, jobs * types))
-    for j in range(jobs):
-        rows[j, j * types:(j + 1) * types] = -problem.throughput[j]
-    return rows, -need
+    return allocation_problem(throughput.tolist(), gangs.tolist(),
+                              draw.choice([2.0, 4.0, 8.0], types).tolist())
 
 
 # --- min total duration ----------------------------------------------------------------
@@ -73,7 +36,7 @@ def test_two_jobs_that_both_want_the_v100_share_both_types() -> None:
     # speeds add up to at most 4 + 1 = 5 steps/s (both GPUs full), so the slower gets at
     # most 2.5: T >= 400 / 2.5 = 160 s, reached by half of each type each. (Each alone
     # on the V100 would take 100 s: the LP's T_lb, not reachable here.)
-    case = DurationProblem(base([[4.0, 1.0], [4.0, 1.0]], [1, 1], [1, 1]),
+    case = DurationProblem(allocation_problem([[4.0, 1.0], [4.0, 1.0]], [1, 1], [1, 1]),
                            np.array([400.0, 400.0]))
     answer = min_total_duration(case)
     assert answer.optimal
@@ -88,7 +51,7 @@ def test_the_fast_job_gets_the_v100_and_the_other_the_k80() -> None:
     # and B on the K80 (1) reach it. With the makespan held, any split with B at full
     # time keeps T = 100, but the second stage (most sum of T X / E: E_A = 1.5, E_B = 1)
     # gives A all of the V100: 2 a + a' with a <= 1 - b, a' <= b is 2 - b, best at b = 0.
-    case = DurationProblem(base([[2.0, 1.0], [1.0, 1.0]], [1, 1], [1, 1]),
+    case = DurationProblem(allocation_problem([[2.0, 1.0], [1.0, 1.0]], [1, 1], [1, 1]),
                            np.array([100.0, 100.0]))
     answer = min_total_duration(case)
     assert answer.value == pytest.approx(100.0, rel=1e-7)
@@ -99,7 +62,7 @@ def test_the_time_the_last_job_cannot_use_goes_to_the_others() -> None:
     # Two GPUs of one type at 1 step/s; A has 100 steps left, B 10. A takes 100 s at best
     # (all of its time on one GPU); B needs only 0.1 of its time to finish by then. The
     # first stage alone leaves B anywhere from 0.1 to 1; the second gives it all (1).
-    case = DurationProblem(base([[1.0], [1.0]], [1, 1], [2]), np.array([100.0, 10.0]))
+    case = DurationProblem(allocation_problem([[1.0], [1.0]], [1, 1], [2]), np.array([100.0, 10.0]))
     answer = min_total_duration(case)
     assert answer.value == pytest.approx(100.0, rel=1e-7)
     np.testing.assert_allclose(answer.fractions, [[1.0], [1.0]], atol=1e-7)
@@ -108,22 +71,7 @@ def test_the_time_the_last_job_cannot_use_goes_to_the_others() -> None:
 def bisection(case: DurationProblem) -> float:
     """The least makespan by Gavel's method: bisection on T, each T an LP feasibility
     problem (every job at least steps / T steps/s), here to 1e-9 instead of 5 %."""
-    problem = case.allocation
-    rows, bounds, upper = per_job_rows(problem)
-
-    def reached(makespan: float) -> bool:
-        speed, need = speed_rows(problem, case.steps_left / makespan)
-        found = linprog(np.zeros(rows.shape[1]), A_ub=np.vstack([rows, speed]),
-                        b_ub=np.concatenate([bounds, need]), bounds=upper, method="highs")
-        return bool(found.status == 0)
-
-    low, high = 0.0, 1.0
-    while not reached(high):
-        high *= 2
-    for _ in range(80):
-        middle = (low + high) / 2
-        low, high = (low, middle) if reached(middle) else (middle, high)
-    return high
+    return least_feasible(case.allocation, lambda makespan: case.steps_left / makespan, 80)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -149,7 +97,7 @@ def test_gavels_own_cost_case() -> None:
     # LP's vertices are matchings, the best A on the V100 and B on the K80,
     # 12 / (7 x 3.1) + 0.625 = 1.17800 (next: A on the P100 and B on the K80, 1.0536).
     # The P100 stays idle.
-    problem = base([[2.0, 1.0, 0.5], [3.0, 2.0, 1.0]], [1, 1], [1, 1, 1])
+    problem = allocation_problem([[2.0, 1.0, 0.5], [3.0, 2.0, 1.0]], [1, 1], [1, 1, 1])
     case = CostProblem(problem, np.array([3.1, 2.0, 0.8]), np.zeros(2))
     answer = max_throughput_per_cost(case)
     assert answer.allocation.optimal
@@ -161,8 +109,8 @@ def two_alike(need: list[float]) -> CostProblem:
     """One V100 (3 USD/h) and one K80 (1 USD/h); two jobs at 2 and 1 steps/s. E = 1.5, so
     a unit of time earns 2 / 1.5 / 3 = 4/9 on the V100 and 1 / 1.5 / 1 = 2/3 on the K80:
     both GPUs full give 4/9 + 2/3 = 10/9 however the jobs split them."""
-    return CostProblem(base([[2.0, 1.0], [2.0, 1.0]], [1, 1], [1, 1]), np.array([3.0, 1.0]),
-                       np.array(need))
+    return CostProblem(allocation_problem([[2.0, 1.0], [2.0, 1.0]], [1, 1], [1, 1]),
+                       np.array([3.0, 1.0]), np.array(need))
 
 
 def test_a_deadline_is_met_and_costs_nothing_here() -> None:
@@ -227,7 +175,7 @@ def test_fifo_fastest_deals_types_in_order_and_stops_at_the_first_misfit() -> No
     # Two V100s and four K80s; every job faster on the V100. a (1 GPU) takes a V100; b (2
     # GPUs) finds one V100 left and takes two K80s; c (1) the last V100; d (4) fits on no
     # type now: the queue stops, and e (1 GPU, room on the K80s) waits behind d.
-    problem = base([[10.0, 2.0]] * 5, [1, 2, 1, 4, 1], [2, 4])
+    problem = allocation_problem([[10.0, 2.0]] * 5, [1, 2, 1, 4, 1], [2, 4])
     fractions = fastest_free(problem, np.arange(5))
     np.testing.assert_array_equal(fractions, [[1, 0], [0, 1], [1, 0], [0, 0], [0, 0]])
     # In another order (e first) e takes a V100 and c is the one sent to a K80.
@@ -239,7 +187,7 @@ def test_fifo_fastest_stops_at_a_job_whose_only_type_is_full() -> None:
     # One V100, two K80s; a runs on the V100 only and takes it; b, also V100-only, finds
     # it full and stops the queue, although c could run on the free K80s (Gavel would
     # skip b and start c: docs/policies.md).
-    problem = base([[10.0, 0.0], [10.0, 0.0], [10.0, 2.0]], [1, 1, 1], [1, 2])
+    problem = allocation_problem([[10.0, 0.0], [10.0, 0.0], [10.0, 2.0]], [1, 1, 1], [1, 2])
     np.testing.assert_array_equal(fastest_free(problem, np.arange(3)),
                                   [[1, 0], [0, 0], [0, 0]])
 

@@ -11,6 +11,7 @@ import pytest
 
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.progress import RoundProblem, best_each, greedy, solve_round
+from tests.helpers import best_worth
 
 
 def paired_round(seed: int, jobs: int = 5, types: int = 2) -> RoundProblem:
@@ -51,12 +52,8 @@ def paired_round(seed: int, jobs: int = 5, types: int = 2) -> RoundProblem:
 
 def brute_force(problem: RoundProblem) -> float:
     """The best total value over every subset of options that is feasible."""
-    best = 0.0
-    for pick in itertools.product((False, True), repeat=problem.num_options):
-        chosen = np.array(pick, dtype=np.bool_)
-        if problem.feasible(chosen):
-            best = max(best, problem.worth(chosen))
-    return best
+    return best_worth(problem, (np.array(pick, dtype=np.bool_) for pick in
+                                itertools.product((False, True), repeat=problem.num_options)))
 
 
 @pytest.mark.parametrize("seed", range(8))

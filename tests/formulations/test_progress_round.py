@@ -18,6 +18,7 @@ from hetsched.formulations.progress import (
     greedy,
     solve_round,
 )
+from tests.helpers import best_worth
 
 
 def round_problem(seed: int, jobs: int = 5, types: int = 2) -> RoundProblem:
@@ -48,13 +49,9 @@ def brute_force(problem: RoundProblem) -> float:
     per_job: list[list[int | None]] = [[None] for _ in range(problem.num_jobs)]
     for k in range(problem.num_options):
         per_job[int(problem.option_job[k])].append(k)
-    best = 0.0
-    for pick in itertools.product(*per_job):
-        chosen = np.zeros(problem.num_options, dtype=np.bool_)
-        chosen[[k for k in pick if k is not None]] = True
-        if problem.feasible(chosen):
-            best = max(best, problem.worth(chosen))
-    return best
+    options = np.arange(problem.num_options)
+    return best_worth(problem, (np.isin(options, [k for k in pick if k is not None])
+                                for pick in itertools.product(*per_job)))
 
 
 @pytest.mark.parametrize("seed", range(12))

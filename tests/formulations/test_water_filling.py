@@ -7,17 +7,8 @@ import numpy as np
 import pytest
 
 from hetsched.formulations.gavel.matrix import solve_matrix
-from hetsched.formulations.gavel.problem import AllocationProblem
 from hetsched.formulations.gavel.water_filling import water_filling
-
-
-def problem(throughput: list[list[float]], gangs: list[float], capacity: list[float],
-            weights: list[float]) -> AllocationProblem:
-    jobs = len(gangs)
-    return AllocationProblem(tuple(f"j{i}" for i in range(jobs)),
-                             tuple(f"t{k}" for k in range(len(capacity))),
-                             np.array(throughput, dtype=float), np.array(gangs, dtype=float),
-                             np.array(capacity, dtype=float), np.array(weights, dtype=float))
+from tests.helpers import allocation_problem
 
 
 def test_weights_are_kept_above_a_held_floor() -> None:
@@ -26,7 +17,7 @@ def test_weights_are_kept_above_a_held_floor() -> None:
     # of 6 GPUs, 3.3: it is held at 1 GPU (its gang), which sets the floor. Water-filling
     # goes on: the other six share 5 GPUs as 2 : 2 : 1 : 1 : 1 : 1, 1.25 GPUs for the
     # weight-2 jobs, held at 1 each; the four others share the 3 left, 0.75 each.
-    case = problem([[1.0]] * 7, [1] * 7, [6], [10, 2, 2, 1, 1, 1, 1])
+    case = allocation_problem([[1.0]] * 7, [1] * 7, [6], [10, 2, 2, 1, 1, 1, 1])
     filled = water_filling(case)
     assert filled.fractions[:, 0] == pytest.approx([1, 1, 1, 0.75, 0.75, 0.75, 0.75],
                                                    abs=1e-6)
@@ -46,7 +37,7 @@ def test_a_job_held_on_one_type_leaves_the_other_to_the_rest() -> None:
     # the V100 and (1 - k) / 2 of the K80, (1 + (1 - k) / 2) / 1.5. They are equal at
     # k = 3/7, rho = 6/7 for all three: all hold the floor together, and water-filling
     # ends where max-min does.
-    case = problem([[0.0, 1.0], [2.0, 1.0], [2.0, 1.0]], [1, 1, 1], [1, 1], [1, 1, 1])
+    case = allocation_problem([[0.0, 1.0], [2.0, 1.0], [2.0, 1.0]], [1, 1, 1], [1, 1], [1, 1, 1])
     filled = water_filling(case)
     assert filled.value == pytest.approx(6 / 7, rel=1e-6)
     assert case.normalised(filled.fractions) == pytest.approx([6 / 7] * 3, rel=1e-6)
@@ -59,7 +50,7 @@ def test_gpu_shares_count_gpus_not_rates() -> None:
     # By normalised rates, A on the V100 gains most: A gets half of the V100 (rho 3 x 0.5
     # / 2 = 0.75), B and C a quarter of it and half of the K80 each (rho 0.75): GPUs held
     # 0.5, 0.75, 0.75. By GPUs held, the 2 GPUs are split evenly: 2/3 each.
-    case = problem([[3.0, 1.0], [1.0, 1.0], [1.0, 1.0]], [1, 1, 1], [1, 1], [1, 1, 1])
+    case = allocation_problem([[3.0, 1.0], [1.0, 1.0], [1.0, 1.0]], [1, 1, 1], [1, 1], [1, 1, 1])
     rates = water_filling(case)
     assert case.normalised(rates.fractions) == pytest.approx([0.75] * 3, rel=1e-6)
     assert rates.fractions.sum(axis=1) == pytest.approx([0.5, 0.75, 0.75], abs=1e-6)
@@ -78,7 +69,7 @@ def test_hierarchical_gives_a_tenant_what_its_small_job_cannot_take() -> None:
     # 9 left as 1 : 2, 3 and 6 GPUs: A holds 4 of 10. Hierarchical: once a1 stops, its
     # half of A's weight goes to a2, which rises from 1 GPU as fast as b1 does from 2:
     # 1 + (1 + t) + (2 + t) = 10, t = 3, a2 4 and b1 5: A and B hold 5 GPUs each.
-    case = problem([[1.0]] * 3, [1, 8, 8], [10], [0.5, 0.5, 1.0])
+    case = allocation_problem([[1.0]] * 3, [1, 8, 8], [10], [0.5, 0.5, 1.0])
     flat = water_filling(case, share="gpus")
     assert flat.fractions[:, 0] * case.scale_factors == pytest.approx([1, 3, 6], abs=1e-6)
     tenants = water_filling(case, share="gpus", groups=[0, 0, 1])
@@ -122,7 +113,7 @@ def test_hierarchical_matches_tenant_then_job_water_filling(seed: int) -> None:
     weight = {t: float(rng.choice([1.0, 2.0, 4.0])) for t in set(tenant)}
     capacity = float(rng.integers(4, sum(gangs) + 1))
     count = {t: tenant.count(t) for t in set(tenant)}
-    case = problem([[1.0]] * jobs, gangs, [capacity],
+    case = allocation_problem([[1.0]] * jobs, gangs, [capacity],
                    [weight[t] / count[t] for t in tenant])
     filled = water_filling(case, share="gpus", groups=tenant)
     held = filled.fractions[:, 0] * case.scale_factors

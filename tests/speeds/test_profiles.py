@@ -20,6 +20,7 @@ from hetsched.speeds.profiles import (
     read_profile_csv,
     write_profile_csv,
 )
+from tests.helpers import raises_input_error
 
 PACKED, SPREAD = Placement.PACKED, Placement.SPREAD
 
@@ -91,11 +92,7 @@ def test_gavel_keys_are_literals_never_evaluated(tmp_path: Path) -> None:
 def test_bad_gavel_content_names_the_place(tmp_path: Path, key: str, value: object,
                                            problem: str, where: str) -> None:
     path = write_json(tmp_path / "bad.json", {"v100": {key: value}})
-    with pytest.raises(InputError, match=problem) as caught:
-        read_gavel_throughputs(path)
-    message = str(caught.value)
-    assert message.startswith(str(path))
-    assert where in message
+    raises_input_error(lambda: read_gavel_throughputs(path), str(path), [problem, where])
 
 
 def test_gavel_reader_rejects_a_list(tmp_path: Path) -> None:
@@ -159,12 +156,7 @@ def test_bad_csv_names_file_line_and_value(tmp_path: Path, text: str,
                                            pieces: list[str]) -> None:
     path = tmp_path / "bad.csv"
     path.write_text(text, encoding="utf-8")
-    with pytest.raises(InputError) as caught:
-        read_profile(path)
-    message = str(caught.value)
-    assert message.startswith(str(path))
-    for piece in pieces:
-        assert piece in message
+    raises_input_error(lambda: read_profile(path), str(path), pieces)
 
 
 def test_one_job_type_cannot_have_two_families() -> None:

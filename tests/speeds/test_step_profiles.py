@@ -14,6 +14,7 @@ from hetsched.speeds.step_profiles import (
     read_pollux_profile,
     read_step_profile_csv,
 )
+from tests.helpers import raises_input_error
 
 PLACEMENTS = ("placement,local_bsz,step_time,sync_time\n"
               "1,4,0.45,0.01\n"
@@ -73,11 +74,8 @@ def test_even_placements() -> None:
 def test_bad_pollux_files_name_file_line_and_field(
         tmp_path: Path, placements: str, scalability: str, where: str, message: str) -> None:
     folder = pollux_folder(tmp_path, placements, scalability)
-    with pytest.raises(InputError) as caught:
-        read_pollux_profile(folder)
-    text = str(caught.value)
-    assert text.startswith(f"{folder / 'toy'}/{where}: "), text
-    assert message in text, text
+    raises_input_error(lambda: read_pollux_profile(folder), f"{folder / 'toy'}/{where}: ",
+                       [message])
 
 
 def test_a_folder_without_measurements(tmp_path: Path) -> None:
@@ -122,11 +120,7 @@ def test_bad_tidy_step_rows_name_file_line_and_field(
         tmp_path: Path, line: str, where: str, message: str) -> None:
     path = tmp_path / "profile.csv"
     path.write_text(TIDY + line + "\n")
-    with pytest.raises(InputError) as caught:
-        read_step_profile_csv(path)
-    text = str(caught.value)
-    assert text.startswith(f"{path}: {where}: "), text
-    assert message in text, text
+    raises_input_error(lambda: read_step_profile_csv(path), f"{path}: {where}: ", [message])
 
 
 def test_a_tidy_profile_without_step_times(tmp_path: Path) -> None:

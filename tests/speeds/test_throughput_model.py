@@ -17,7 +17,17 @@ from hetsched.speeds.leave_one_out import leave_one_out
 from hetsched.speeds.model import Basis, CountRange, FitSettings, FittedThroughputModel
 from hetsched.speeds.model_file import load_model, save_model
 from hetsched.speeds.profiles import Profile, ProfilePoint, read_gavel_throughputs
-from tests.helpers import BETA, COMPUTE, COUNTS, GAMMA, PACKED, SPREAD, step_time, synthetic_profile
+from tests.helpers import (
+    BETA,
+    COMPUTE,
+    COUNTS,
+    GAMMA,
+    PACKED,
+    SPREAD,
+    raises_input_error,
+    step_time,
+    synthetic_profile,
+)
 
 
 def test_recovers_known_coefficients_from_synthetic_data() -> None:
@@ -276,12 +286,7 @@ def test_bad_model_files_are_clear_errors(tmp_path: Path, change: object,
     change(doc)  # type: ignore[operator]
     path = tmp_path / "bad-model.json"
     path.write_text(json.dumps(doc))
-    with pytest.raises(InputError) as caught:
-        load_model(path)
-    message = str(caught.value)
-    assert message.startswith(str(path))
-    for piece in pieces:
-        assert piece in message
+    raises_input_error(lambda: load_model(path), str(path), pieces)
 
 
 def test_leave_one_out_never_sees_the_held_out_point() -> None:
