@@ -8,7 +8,7 @@ import pytest
 from hetsched.core.records import Cluster, GpuType, Instance, Job, Node
 from hetsched.core.throughput import Placement, ThroughputTable
 from hetsched.policies.replanning import Replanning
-from hetsched.policies.rolling import ClusterState, RunningJob
+from hetsched.policies.rolling import ClusterState, Decision, RunningJob
 from hetsched.registry import planner
 from hetsched.simulate.simulator import Simulator
 from hetsched.solving import SolveOptions, solve
@@ -49,21 +49,26 @@ def test_a_job_pinned_to_the_second_of_identical_nodes_is_feasible(backend: str)
     assert placed["b"] == ("f0/0",)
 
 
-def test_preemptive_policy_stops_a_long_job_for_a_shorter_one() -> None:
-    # One fast GPU held by "long" (10,000 s left); "short" (1,000 s) waits. Short first
-    # gives total completion 1,000 + 11,000 against 10,000 + 11,000 the other way, and
-    # delays "long" by 1,000 s >= the 600 s hysteresis: "long" is preempted, "short" starts.
+def decide_beside_a_long_job(short_s: float, preemptive: bool = True) -> Decision:
+    """The deadline model's rolling decision at 5,000 s: one fast GPU held by "long" (10,000
+    s left), "short" (``short_s`` of work) waiting; preemption hysteresis 600 s."""
     cluster = Cluster(TYPES, (Node("f0", "fast", 1),))
     long_job = Job("long", 0.0, "train", 1, 20_000.0)
-    short = Job("short", 5_000.0, "train", 1, 1_000.0)
+    short = Job("short", 5_000.0, "train", 1, short_s)
     running = [RunningJob(long_job, "fast", ("f0/0",), 0.0, 10_000.0)]
-    decision = Replanning(planner("deadline"), time_limit_s=5.0).decide(
+    return Replanning(planner("deadline"), time_limit_s=5.0, preemptive=preemptive).decide(
         state(cluster, [short], running, 5_000.0))
+
+
+def test_preemptive_policy_stops_a_long_job_for_a_shorter_one() -> None:
+    # "short" of 1,000 s: short first gives total completion 1,000 + 11,000 against
+    # 10,000 + 11,000 the other way, and delays "long" by 1,000 s >= the 600 s
+    # hysteresis: "long" is preempted, "short" starts.
+    decision = decide_beside_a_long_job(1_000.0)
     assert decision.preempt == ("long",)
     assert [(s.job, s.gpus) for s in decision.start] == [("short", ("f0/0",))]
     # Non-preemptive, nothing is free: nothing happens.
-    decision = Replanning(planner("deadline"), time_limit_s=5.0, preemptive=False).decide(
-        state(cluster, [short], running, 5_000.0))
+    decision = decide_beside_a_long_job(1_000.0, preemptive=False)
     assert decision.preempt == ()
     assert decision.start == ()
 
@@ -71,12 +76,7 @@ def test_preemptive_policy_stops_a_long_job_for_a_shorter_one() -> None:
 def test_no_preemption_when_the_gain_is_below_the_hysteresis() -> None:
     # The same with a 300 s pending job: the plan still puts it first, but it delays
     # "long" by only 300 s < 600 s, so nothing is preempted and "short" waits.
-    cluster = Cluster(TYPES, (Node("f0", "fast", 1),))
-    long_job = Job("long", 0.0, "train", 1, 20_000.0)
-    short = Job("short", 5_000.0, "train", 1, 300.0)
-    running = [RunningJob(long_job, "fast", ("f0/0",), 0.0, 10_000.0)]
-    decision = Replanning(planner("deadline"), time_limit_s=5.0).decide(
-        state(cluster, [short], running, 5_000.0))
+    decision = decide_beside_a_long_job(300.0)
     assert decision.preempt == ()
     assert decision.start == ()
 

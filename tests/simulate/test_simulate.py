@@ -45,6 +45,13 @@ def one_gpu() -> tuple[Cluster, ThroughputTable]:
     return cluster, ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 10.0)])
 
 
+def on_one_gpu(jobs: list[Job], policy: RollingPolicy, **options: object) -> Replay:
+    """The replay of ``jobs`` on :func:`one_gpu` (cnn at 10 steps/s) under ``policy``,
+    the simulator given ``options``."""
+    cluster, table = one_gpu()
+    return Simulator(cluster, jobs, policy, truth=table, **options).run()  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("name", ["small.json", "medium.json"])
 def test_rolling_fifo_equals_the_static_fifo_schedule(name: str) -> None:
     # Two independent implementations of strict FIFO first fit: the list scheduler that
@@ -66,9 +73,8 @@ def test_rolling_fifo_equals_the_static_fifo_schedule(name: str) -> None:
 def test_completion_at_exact_times_with_an_interval() -> None:
     # Job a: 1000 steps at 10 steps/s, arrives 0 -> finishes 100 s exactly; b arrives 30,
     # waits, runs 100..150. A 7 s re-solve interval must not round anything up.
-    cluster, table = one_gpu()
     jobs = [Job("a", 0.0, "cnn", 1, 1000.0), Job("b", 30.0, "cnn", 1, 500.0)]
-    replay = Simulator(cluster, jobs, RollingFifo(), truth=table, interval_s=7.0).run()
+    replay = on_one_gpu(jobs, RollingFifo(), interval_s=7.0)
     assert replay.records["a"].finish == pytest.approx(100.0)
     assert replay.records["b"].first_start == pytest.approx(100.0)
     assert replay.records["b"].finish == pytest.approx(150.0)
@@ -94,9 +100,8 @@ class PreemptOnce(PolicyHooks):
 
 
 def test_preemption_keeps_progress_and_pays_the_restart_penalty() -> None:
-    cluster, table = one_gpu()
     jobs = [Job("a", 0.0, "cnn", 1, 1000.0), Job("b", 40.0, "cnn", 1, 200.0)]
-    replay = Simulator(cluster, jobs, PreemptOnce(), truth=table, restart_penalty_s=30).run()
+    replay = on_one_gpu(jobs, PreemptOnce(), restart_penalty_s=30)
     # a: 400 steps done by 40 s; b runs 40..60 (a first start: no penalty); a restarts at
     # 60, restores for 30 s, then 600 steps at 10/s: finishes 60 + 30 + 60 = 150.
     assert replay.records["b"].finish == pytest.approx(60.0)
@@ -149,9 +154,8 @@ class NeverStarts(PolicyHooks):
 
 
 def test_a_policy_that_starts_nothing_cannot_stall_the_replay() -> None:
-    cluster, table = one_gpu()
     jobs = [Job("a", 0.0, "cnn", 1, 100.0), Job("b", 5.0, "cnn", 1, 100.0)]
-    replay = Simulator(cluster, jobs, NeverStarts(), truth=table).run()
+    replay = on_one_gpu(jobs, NeverStarts())
     assert all(r.finish is not None for r in replay.records.values())
     assert replay.summary()["fallbacks"] >= 1
 
@@ -170,9 +174,8 @@ def test_the_fallback_is_the_policys_own_on_stall() -> None:
     # The simulator knows no policy by name: it asks the policy's on_stall hook. Both
     # jobs are waiting at t = 5 (nothing started at t = 0, "b" still to arrive), so "b"
     # runs first, from 5 to 15 s, then "a" from 15 to 25 s (100 steps at 10 steps/s).
-    cluster, table = one_gpu()
     jobs = [Job("a", 0.0, "cnn", 1, 100.0), Job("b", 5.0, "cnn", 1, 100.0)]
-    replay = Simulator(cluster, jobs, LastFirstWhenStalled(), truth=table).run()
+    replay = on_one_gpu(jobs, LastFirstWhenStalled())
     assert (replay.records["b"].finish, replay.records["a"].finish) == (15.0, 25.0)
     assert [d.note for d in replay.decisions if d.fallback] == ["last first"] * 2
 
@@ -188,9 +191,8 @@ class Cheater(PolicyHooks):
 def test_invalid_decisions_are_refused() -> None:
     # Both jobs on the one GPU: "a" starts, "b" is refused; the replay stops there as the
     # policy's failure, "a"'s run left unfinished (interrupted).
-    cluster, table = one_gpu()
     jobs = [Job("a", 0.0, "cnn", 1, 100.0), Job("b", 0.0, "cnn", 1, 100.0)]
-    replay = Simulator(cluster, jobs, Cheater(), truth=table).run()
+    replay = on_one_gpu(jobs, Cheater())
     assert replay.interrupted
     assert str(replay.failure) == ("policy cheater failed at t = 0.0 s, job b: started it on "
                                    "GPUs that are not free (or without its share, CPUs or "
@@ -597,10 +599,8 @@ def test_state_fields_must_be_read_while_deciding() -> None:
             assert [r.job.id for r in state.running] == (["a"] if state.now == 5 else [])
             return RollingFifo().decide(state)
 
-    cluster, table = one_gpu()
     # a runs 0..100 s; b arrives at 5 s and waits: decisions at 0, 5 and 100 s.
-    jobs = [Job("a", 0.0, "cnn", 1, 1000.0), Job("b", 5.0, "cnn", 1, 100.0)]
-    Simulator(cluster, jobs, Keeper(), truth=table).run()
+    on_one_gpu([Job("a", 0.0, "cnn", 1, 1000.0), Job("b", 5.0, "cnn", 1, 100.0)], Keeper())
     assert [state.now for state in kept] == [0.0, 5.0, 100.0]
     # Read inside decide: still there afterwards. Never read: the simulator has moved on.
     assert [(r.job.id, r.started) for r in kept[1].running] == [("a", 0.0)]
