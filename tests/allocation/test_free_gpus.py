@@ -80,12 +80,8 @@ class ScanIndex:
             self._type_free[where.node_type[pos]] += step
 
     def first_fit(self, job: Job, size: int, model: ThroughputModel) -> Start | None:
-        """Free GPUs for ``job`` at ``size`` GPUs: packed on the first node (cluster order)
-        of an allowed type with enough free GPUs and positive packed throughput, else
-        spread over the first free GPUs (cluster order) of the first type where spread
-        throughput is positive, at most ``size - 1`` of them on the first node so that
-        the gang does span two nodes; ``None`` if neither fits. Only nodes the job may
-        use count."""
+        """:meth:`FreeGpuIndex.first_fit` by scanning the nodes; no GPU shares, CPUs or
+        memory."""
         where = self._layout
         node_free = self._node_free
         allowed = job.allowed_nodes
@@ -122,9 +118,7 @@ class ScanIndex:
 
     def packed(self, gpu_type: str, size: int, nodes: tuple[str, ...] | None = None
                ) -> tuple[str, ...] | None:
-        """The first ``size`` free GPUs (index order) of the first node of ``gpu_type``
-        (cluster order; among ``nodes`` if given) with that many free; ``None`` if none
-        has."""
+        """:meth:`FreeGpuIndex.packed` by scanning the nodes of ``gpu_type``."""
         where = self._layout
         for pos in where.nodes_by_type.get(gpu_type, ()):
             if self._node_free[pos] >= size and (nodes is None or where.node_name[pos] in nodes):
@@ -133,8 +127,7 @@ class ScanIndex:
 
     def spread(self, gpu_type: str, size: int, nodes: tuple[str, ...] | None = None
                ) -> tuple[str, ...] | None:
-        """The first ``size`` free GPUs of ``gpu_type`` in cluster order (on ``nodes`` if
-        given), on one node or more; ``None`` if fewer are free."""
+        """:meth:`FreeGpuIndex.spread` by scanning the GPUs of ``gpu_type``."""
         if self._type_free.get(gpu_type, 0) < size:
             return None
         where = self._layout
