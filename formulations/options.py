@@ -21,8 +21,8 @@ __all__ = ["MAX_SEED", "MAX_THREADS", "SolveOptions", "check_seed"]
 @dataclass(frozen=True)
 class SolveOptions:
     """Settings every planner accepts; a heuristic ignores what it has no use for. A
-    model's own knobs are arguments of its planner's constructor (``DeadlinePolicy(
-    objective=...)``, ``AlloxPolicy(alpha=...)``), not settings.
+    model's own knobs are arguments of its planner's constructor (``DeadlinePlanner(
+    objective=...)``, ``AlloxPlanner(alpha=...)``), not settings.
 
     ``budget`` is the one budget of the whole solve (made by :func:`hetsched.solve` from
     ``time_limit_s`` and ``deterministic``; every phase of a policy consults it), ``gap``
@@ -49,6 +49,13 @@ class SolveOptions:
     windows: bool = True
 
     def __post_init__(self) -> None:
+        if self.time_limit_s is not None and not (
+                isinstance(self.time_limit_s, int | float) and not isinstance(
+                    self.time_limit_s, bool) and math.isfinite(self.time_limit_s)
+                and self.time_limit_s > 0):
+            raise InputError("bad time limit", path="time_limit_s", value=self.time_limit_s,
+                             expected="a finite number of seconds > 0, or None (the model's "
+                             "default)")
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not (
                 1 <= self.threads <= MAX_THREADS):
             raise InputError("bad thread count", path="threads", value=self.threads,
