@@ -64,6 +64,9 @@ def cells(openb: Path | None, policies: list[str],
             str(openb / "openb_pod_list_gpuspec33.csv"), "--format", "openb", "--cluster",
             f"openb:{openb / 'openb_node_list_gpu_node.csv'}", "--gpu-alias", OPENB_ALIASES,
             "--limit-jobs", "400"]) for policy in OPENB_POLICIES if policy in policies]
+    if "progress-elastic" in policies:
+        found.append(("pollux-6", "progress-elastic", [
+            str(POLLUX_WORKLOAD), "--format", "pollux", "--cluster", "t4=64x4", "--elastic"]))
     return found
 
 
