@@ -29,11 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from hetsched.allocation.layout import Start, throughput_of
-from hetsched.core.errors import InputError
+from hetsched.allocation.layout import Start
+from hetsched.core.errors import InputError, PolicyError
 from hetsched.core.records import Cluster, Job
 from hetsched.core.throughput import ThroughputModel
 from hetsched.policies.rolling import ClusterState, Decision, RollingPolicy, RunningJob
+from hetsched.simulate.driver import PolicyDriver, start_problem
 from hetsched.slurm.control import SlurmControl, SlurmRefusedError
 from hetsched.slurm.history import History
 from hetsched.slurm.state import Snapshot, read_snapshot, slurm_takes
@@ -214,6 +215,7 @@ class Agent:
                  truth: ThroughputModel | None = None) -> None:
         self.live = live
         self.policy = policy
+        self.driver = PolicyDriver(policy)
         self.model = model
         self.truth = truth or model
         self.history = history
@@ -318,18 +320,11 @@ class Agent:
         state = self.state(snapshot, now)
         began = time.perf_counter()
         try:
-            decision = self.policy.decide(state)
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:  # a policy's failure stops nothing that runs
-            log.error("policy %s failed at t = %.0f s: %s: %s; nothing changed",
-                      self.policy.name, now, type(exc).__name__, exc)
+            decision = self.driver.decide(state)
+        except PolicyError as exc:  # a policy's failure stops nothing that runs
+            log.error("%s; nothing changed", exc)
             return []
         spent = time.perf_counter() - began
-        if not isinstance(decision, Decision):
-            log.error("policy %s returned %s, not a Decision", self.policy.name,
-                      type(decision).__name__)
-            return []
         started, preempted = self.apply(decision, snapshot, state, unix)
         self.history.decided(now, unix, pending=len(state.pending) - len(started),
                              running=len(state.running) - len(preempted) + len(started),
@@ -462,26 +457,12 @@ class Agent:
 
     def _invalid(self, start: Start, waiting: Mapping[str, Job], free: set[str],
                  cluster: Cluster) -> str:
-        """Why ``start`` may not be applied ("" if it may)."""
+        """Why ``start`` may not be applied ("" if it may): the simulator's checks
+        (:func:`~hetsched.simulate.driver.start_problem`) on a held job, ``free`` the GPUs
+        free now."""
         job = waiting.get(start.job)
         if job is None:
             return "not a held job"
-        gpus = cluster.gpu_by_id
-        if not start.gpus or any(g not in gpus for g in start.gpus):
-            return f"unknown GPUs {start.gpus}"
-        if len(set(start.gpus)) != len(start.gpus) or not free.issuperset(start.gpus):
-            return f"GPUs not free: {sorted(set(start.gpus) - free)}"
-        types = {gpus[g].gpu_type for g in start.gpus}
-        meta_job = job
-        if types != {start.gpu_type}:
-            return f"GPU type {start.gpu_type} is not the GPUs' ({sorted(types)})"
-        if not meta_job.may_use(start.gpu_type):
-            return f"GPU type {start.gpu_type} not allowed ({meta_job.allowed_gpu_types})"
-        if len(start.gpus) not in (meta_job.allowed_gpu_counts or (meta_job.num_gpus,)):
-            return f"a gang of {len(start.gpus)} GPUs"
-        placement = cluster.placement_of(start.gpus)
-        if throughput_of(self.model, meta_job.job_type, start.gpu_type, len(start.gpus),
-                         placement) <= 0:
-            return f"no throughput on {len(start.gpus)} x {start.gpu_type} ({placement.value})"
-        return ""
+        return start_problem(start, job, cluster, self.model,
+                             lambda gpus, _holder: free.issuperset(gpus))
 
