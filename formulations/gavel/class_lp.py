@@ -26,10 +26,15 @@ import highspy
 import numpy as np
 
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.gavel.matrix import JobClasses
+from hetsched.formulations.gavel.matrix import (
+    JobClasses,
+    one_type_at_a_time,
+    run_highs,
+    type_capacity,
+)
 from hetsched.formulations.gavel.problem import AllocationProblem, Array
 from hetsched.formulations.mip.highs import load_model
-from hetsched.formulations.mip.model import INF, Index, MatrixBuilder, MatrixModel
+from hetsched.formulations.mip.model import Index, MatrixBuilder, MatrixModel
 
 #: A later stage may lose this much of an earlier stage's optimum (relative, at least
 #: this much absolute): the earlier objective is held, not frozen at its last digit.
@@ -83,14 +88,12 @@ class ClassColumns:
 
     def one_type_at_a_time(self, builder: MatrixBuilder) -> None:
         """sum_k x_ck <= 1 for every class c."""
-        builder.add_rows(self.cls, np.arange(self.num_pairs), np.ones(self.num_pairs), -INF,
-                         1.0, count=self.num_classes)
+        one_type_at_a_time(builder, self.cls, self.num_classes)
 
     def type_capacity(self, builder: MatrixBuilder) -> None:
         """sum_c n_c s_c x_ck <= C_k for every type k."""
-        builder.add_rows(self.gpu_type, np.arange(self.num_pairs),
-                         self.classes.size[self.cls] * self.gang[self.cls], -INF,
-                         self.problem.capacity, count=len(self.problem.gpu_types))
+        type_capacity(builder, self.gpu_type, self.classes.size[self.cls] * self.gang[self.cls],
+                      self.problem.capacity)
 
     def fractions(self, values: Array) -> Array:
         """The per-job allocation (jobs x types) of the first ``num_pairs`` column values."""
@@ -128,14 +131,3 @@ def solve_in_stages(model: MatrixModel, stages: Sequence[Array],
             return values, False
         values = np.asarray(highs.getSolution().col_value, dtype=np.float64)
     return values, True
-
-
-def run_highs(highs: highspy.Highs, budget: Budget) -> bool:
-    """One HiGHS run; whether it ended optimal (a wall-clock budget may stop it first)."""
-    left = budget.remaining()
-    if left is not None and not budget.deterministic:
-        if left <= 0:
-            return False
-        highs.setOptionValue("time_limit", float(left))
-    highs.run()
-    return bool(highs.getModelStatus() == highspy.HighsModelStatus.kOptimal)

@@ -94,6 +94,20 @@ class JobClasses:
                    size.astype(np.float64), tuple(row.tobytes() for row in rows))
 
 
+def one_type_at_a_time(builder: MatrixBuilder, column_class: Index, num_classes: int) -> None:
+    """sum_k x_ck <= 1 for every class c (``column_class``: each column's class)."""
+    columns = len(column_class)
+    builder.add_rows(column_class, np.arange(columns), np.ones(columns), -INF, 1.0,
+                     count=num_classes)
+
+
+def type_capacity(builder: MatrixBuilder, column_type: Index, gpus: Array,
+                  capacity: Array) -> None:
+    """sum_c n_c s_c x_ck <= C_k for every type k (``gpus``: each column's n_c s_c)."""
+    builder.add_rows(column_type, np.arange(len(column_type)), gpus, -INF, capacity,
+                     count=len(capacity))
+
+
 @dataclass(frozen=True)
 class Timing:
     """Where one solve's time went (s): building the arrays, and inside HiGHS."""
@@ -145,8 +159,9 @@ class _Lp:
         builder.add_columns(self.num_pairs, 0.0, 1.0)
         if self.with_floor:
             builder.add_columns(1, 0.0, math.inf)  # t, the last column
-        self._one_type_at_a_time(builder)
-        self._type_capacity(builder)
+        one_type_at_a_time(builder, self.cls, self.num_classes)
+        type_capacity(builder, self.gpu_type, self.classes.size[self.cls] * self.gang[self.cls],
+                      problem.capacity)
         if self.with_floor:
             self._fair_floor(builder)
         cost = np.zeros(builder.num_cols)
@@ -157,16 +172,6 @@ class _Lp:
         self.model = builder.build(cost)
         self.num_cols = self.model.num_cols
 
-    def _one_type_at_a_time(self, builder: MatrixBuilder) -> None:
-        """sum_k x_ck <= 1 for every class c."""
-        builder.add_rows(self.cls, np.arange(self.num_pairs), np.ones(self.num_pairs), -INF,
-                         1.0, count=self.num_classes)
-
-    def _type_capacity(self, builder: MatrixBuilder) -> None:
-        """sum_c n_c s_c x_ck <= C_k for every type k."""
-        builder.add_rows(self.gpu_type, np.arange(self.num_pairs),
-                         self.classes.size[self.cls] * self.gang[self.cls], -INF,
-                         self.problem.capacity, count=self.num_types)
 
     def _fair_floor(self, builder: MatrixBuilder) -> None:
         """t - sum_k a_ck x_ck <= 0 for every class c (t the last column)."""
@@ -249,7 +254,7 @@ class AllocationSolver:
         built = time.perf_counter()
         if not warm and lp.num_cols > IPM_ABOVE_COLUMNS:
             highs.setOptionValue("solver", "ipm")
-        ok = _run(highs, budget)
+        ok = run_highs(highs, budget)
         iterations = int(highs.getInfo().simplex_iteration_count)
         if ok and lp.with_floor:
             floor = float(highs.getSolution().col_value[lp.num_cols - 1])
@@ -257,7 +262,7 @@ class AllocationSolver:
             highs.changeColBounds(lp.num_cols - 1, floor * (1 - MAX_MIN_RELAXATION), math.inf)
             highs.changeColsCost(lp.num_cols, np.arange(lp.num_cols, dtype=np.int32),
                                  lp.stage_two_cost())
-            ok = _run(highs, budget)
+            ok = run_highs(highs, budget)
             iterations += int(highs.getInfo().simplex_iteration_count)
         self.last_timing = Timing(built - began, time.perf_counter() - built, iterations)
         return highs, ok, warm
@@ -325,7 +330,7 @@ def _highs(lp: _Lp, budget: Budget) -> highspy.Highs:
     return highs
 
 
-def _run(highs: highspy.Highs, budget: Budget) -> bool:
+def run_highs(highs: highspy.Highs, budget: Budget) -> bool:
     """One HiGHS run; whether it ended optimal (a wall-clock budget may stop it first)."""
     left = budget.remaining()
     if left is not None and not budget.deterministic:

@@ -31,8 +31,8 @@ import numpy.typing as npt
 
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.gavel.central import interior_point
-from hetsched.formulations.gavel.class_lp import run_highs
 from hetsched.formulations.gavel.lp import MAX_MIN_RELAXATION
+from hetsched.formulations.gavel.matrix import run_highs
 from hetsched.formulations.gavel.problem import AllocationProblem, Array
 from hetsched.formulations.mip.highs import load_model
 from hetsched.formulations.mip.model import INF, MatrixBuilder, MatrixModel

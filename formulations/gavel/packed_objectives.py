@@ -204,7 +204,7 @@ def packed_water_filling(problem: PackedProblem, budget: Budget | None = None
     level (:func:`packed_feasible`), as Gavel keeps its last ECOS solve, with no
     further objective. The value is the least ``s_j r_j / (E_j w_j)``; ``None`` if an
     LP did not end optimal."""
-    from hetsched.formulations.gavel.class_lp import run_highs
+    from hetsched.formulations.gavel.matrix import run_highs
     from hetsched.formulations.gavel.water_filling import DUAL_TOLERANCE, LEVEL_SLACK
     from hetsched.formulations.mip.highs import load_model
 

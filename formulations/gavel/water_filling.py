@@ -39,7 +39,8 @@ import numpy as np
 import numpy.typing as npt
 
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.gavel.class_lp import ClassColumns, run_highs
+from hetsched.formulations.gavel.class_lp import ClassColumns
+from hetsched.formulations.gavel.matrix import run_highs
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem
 from hetsched.formulations.mip.highs import load_model
 from hetsched.formulations.mip.model import INF, MatrixBuilder
