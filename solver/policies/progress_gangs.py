@@ -116,7 +116,7 @@ class Gangs:
         gives a packed gang whenever a server has room, and in Gavel's table some jobs
         run faster spread than packed (ResNet-50 at batch 128 on 4 V100s: 7.35 against
         6.40 steps/s fitted), so such a job waited, chosen round after round, while
-        whole servers were free (issue 34: until the free GPUs happened to be scattered).
+        whole servers were free (until the free GPUs happened to be scattered).
         ``None`` if the spread speed is not the option's or the GPUs do not hold it."""
         state, pool, job = self.state, self.pool, option.job
         if option.size < 2 or throughput_of(state.throughput, job.job_type, option.gpu_type,

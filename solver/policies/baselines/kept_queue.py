@@ -5,7 +5,7 @@ policy last looked (:class:`FeedReader`, from the state's
 changed by what changed. On the whole Philly trace tens of thousands of jobs wait while
 the cluster is full: a decision that walks, or sorts, every waiting job costs time in
 the queue at every arrival and completion, one that follows the changes costs time in
-them (issue 33, item 18). A state without a feed (made by hand, or derived by a wrapper
+them. A state without a feed (made by hand, or derived by a wrapper
 with other pending jobs) is read whole, as before; both ways decide the same."""
 
 from __future__ import annotations

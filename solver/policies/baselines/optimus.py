@@ -62,7 +62,7 @@ class Optimus(PolicyHooks):
         self.round_s = round_s
         self.clock = RoundClock(round_s)
         self.restart_penalty_s = restart_penalty_s
-        # The queue kept from decision to decision (issue 33, item 18): the waiting jobs
+        # The queue kept from decision to decision (a long queue: kept_queue): the waiting jobs
         # and their first allocation steps in order.
         self.reader = FeedReader()
         self.steps = FirstSteps()

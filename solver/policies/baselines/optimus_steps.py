@@ -1,4 +1,4 @@
-"""Optimus' greedy over a long queue (issue 33, item 18): each waiting job's first
+"""Optimus' greedy over a long queue (thousands of waiting jobs): each waiting job's first
 allocation steps kept in order from one decision to the next (:class:`FirstSteps`), and
 the promoted jobs in the order they are served (:class:`PromotedOrder`).
 

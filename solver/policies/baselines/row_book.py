@@ -1,6 +1,6 @@
 """A row of numbers per job, kept in one matrix: read for thousands of waiting jobs at a
 decision without building an array per job (:class:`~hetsched.policies.baselines.gavel.
-Gavel`'s predicted speeds; issue 33, item 18)."""
+Gavel`'s predicted speeds)."""
 
 from __future__ import annotations
 

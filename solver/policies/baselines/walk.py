@@ -1,4 +1,4 @@
-"""The walk of a decision over a kept queue (issue 33, item 18): only the waiting jobs
+"""The walk of a decision over a kept queue (:mod:`.kept_queue`): only the waiting jobs
 that could start, merged with the running jobs in the policy's order.
 
 On the whole Philly trace tens of thousands of jobs wait while a few GPUs stay free that
@@ -37,8 +37,8 @@ def walked_running(order: KeptOrder, running: Iterable[tuple[Any, Job]]
     """The running jobs a preemptive walk must look at (``(key, job)``, sorted by key):
     those whose key is not below every waiting job's. The others come before any
     waiting job, so before anything is taken: they keep their GPUs whatever happens,
-    and leaving them out of the walk and of the victims decides the same (issue 33,
-    item 18: on a busy cluster about half of the running jobs, at every decision)."""
+    and leaving them out of the walk and of the victims decides the same (on a
+    busy cluster about half of the running jobs, at every decision)."""
     first = order.first_key()
     kept = running if first is None else [item for item in running if not item[0] < first]
     return sorted(kept, key=_first)
