@@ -17,13 +17,13 @@ Needs ../shared/data.
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-TRACES = ROOT.parent / "shared" / "data" / "gavel" / "traces"
+from common import DATA, row_line, write_csv
+
+TRACES = DATA / "gavel" / "traces"
 CLUSTER = "v100=36,p100=36,k80=36"
 
 
@@ -40,8 +40,8 @@ def run(trace: str, load: float, jobs: int, policy: str, bound: float | None
     began = time.process_time()
     ran = replay_trace(TRACES / f"{trace}.trace", "gavel", CLUSTER, made, settings=settings)
     cpu = time.process_time() - began
-    summary = ran.metrics()
-    rho = list(ran.rho().values())
+    summary = ran.summary
+    rho = list(ran.replay.rho().values())
     name = policy if bound is None else f"{policy}:rho<={bound:g}"
     return {"trace": trace, "load": load, "jobs": jobs, "policy": name,
             "avg_jct_s": summary.avg_jct_s, "mean_rho": sum(rho) / len(rho),
@@ -77,15 +77,10 @@ def main() -> None:
                 row["max_rho_over_ftf"] = float(row["max_rho"]) / float(ftf["max_rho"])
                 row["avg_jct_over_progress"] = (float(row["avg_jct_s"])
                                                 / float(plain["avg_jct_s"]))
-                print("  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                for k, v in row.items()), flush=True)
+                print(row_line(row), flush=True)
             rows.extend(cell)
     if args.out is not None:
-        with args.out.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        print(f"wrote {args.out}")
+        write_csv(args.out, rows)
 
 
 if __name__ == "__main__":

@@ -26,22 +26,20 @@ Prints a line per run and writes CSV. Needs ../shared/data.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
-import math
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from common import DATA, ROOT, row_line, sorted_columns, write_csv
 from gavel_side import (
-    ROOT,
     THROUGHPUT,
+    add_side_arguments,
     gavel_finish,
     hetsched_replay,
-    read_jobs,
+    jobs_to_replay,
     variant,
-    write_gavel_trace,
 )
 
 if TYPE_CHECKING:
@@ -78,8 +76,7 @@ def hetsched_run(read: TraceJobs, policy: str, round_s: float = 360.0) -> dict[s
     conserving; ``NAME:gavel``: Gavel's rounds; ``NAME:central``: Gavel's rounds and the
     central optimum, ``spare="central"``) in rounds of ``round_s``, with no restart
     penalty, the policy shown the measured throughput."""
-    name, params = variant(policy)
-    ran = hetsched_replay(read, name, round_s=round_s, **params)
+    ran = hetsched_replay(read, policy, round_s=round_s)
     timing = ran.replay.timing()
     return {"side": "hetsched", "policy": policy, "round_s": round_s,
             **figures(read, ran.finish),
@@ -113,26 +110,32 @@ def over_rounds(rows: list[dict[str, object]]) -> list[dict[str, object]]:
     return means
 
 
+def philly_jobs(active: int) -> TraceJobs:
+    """The first ``active`` jobs of Philly's trace on 32 + 32 + 32 GPUs, the measured
+    throughput."""
+    from hetsched.core.settings import ReplaySettings
+    from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.files.replay_inputs import trace_jobs
+
+    return trace_jobs(DATA / "philly" / "philly.csv", "philly",
+                      parse_cluster("v100=32,p100=32,k80=32"), throughput_path=THROUGHPUT,
+                      settings=ReplaySettings(limit_jobs=active))
+
+
 def decision_times(active: int, repeats: int) -> list[dict[str, object]]:
     """Wall seconds of one decision with ``active`` jobs waiting at once (the first jobs
     of Philly's trace, all arrived, on 32 + 32 + 32 GPUs with half of them busy): ``ftf``'s
     (a first solve, then solves after one arrival) and the quota keeper's around
     ``fifo`` (instances/philly_tenants.json), median and p95 over ``repeats`` calls."""
-    import dataclasses
     import statistics
 
-    from hetsched.core.settings import ReplaySettings
     from hetsched.core.throughput import Placement
-    from hetsched.files.cluster_spec import parse_cluster
-    from hetsched.files.replay_inputs import trace_jobs
     from hetsched.files.tenants import read_tenants
     from hetsched.policies.quotas import TenantKeeper
     from hetsched.policies.rolling import ClusterState, RunningJob
     from hetsched.registry import rolling
 
-    philly = ROOT.parent / "shared" / "data" / "philly" / "philly.csv"
-    read = trace_jobs(philly, "philly", parse_cluster("v100=32,p100=32,k80=32"),
-                      throughput_path=THROUGHPUT, settings=ReplaySettings(limit_jobs=active))
+    read = philly_jobs(active)
     jobs = [dataclasses.replace(job, arrival=0.0) for job in read.jobs]
     cluster = read.cluster
     # The first jobs that fit run on half of each type's GPUs; the rest wait.
@@ -184,18 +187,13 @@ def philly_shares(active: int, policies: list[str]) -> list[dict[str, object]]:
     entitled to by weighted max-min (hetsched.core.shares)
     while two tenants or more have work, then a row "all" over the tenants with at least
     1 % of the entitlement."""
-    from hetsched.core.settings import ReplaySettings
     from hetsched.core.shares import weighted_shares
     from hetsched.core.throughput import Placement
-    from hetsched.files.cluster_spec import parse_cluster
-    from hetsched.files.replay_inputs import trace_jobs
     from hetsched.files.tenants import read_tenants
     from hetsched.registry import rolling
     from hetsched.replaying import replay
 
-    philly = ROOT.parent / "shared" / "data" / "philly" / "philly.csv"
-    read = trace_jobs(philly, "philly", parse_cluster("v100=32,p100=32,k80=32"),
-                      throughput_path=THROUGHPUT, settings=ReplaySettings(limit_jobs=active))
+    read = philly_jobs(active)
     table = read_tenants(ROOT / "instances" / "philly_weights.json")
     rows: list[dict[str, object]] = []
     for policy in policies:
@@ -208,8 +206,8 @@ def philly_shares(active: int, policies: list[str]) -> list[dict[str, object]]:
         began = time.perf_counter()
         ran = replay(read.jobs, read.cluster, made, throughput=read.truth, tenants=kept)
         wall = time.perf_counter() - began
-        finish = {r.job.id: r.finish for r in ran.records.values() if r.finish is not None}
-        segments = [s for r in ran.records.values() for s in r.segments]
+        finish = {r.job.id: r.finish for r in ran.replay.records.values() if r.finish is not None}
+        segments = [s for r in ran.replay.records.values() for s in r.segments]
         types = read.cluster.type_names
         speeds = {job.id: {t: read.truth.throughput(job.job_type, t, job.num_gpus,
                                                     Placement.PACKED) for t in types}
@@ -236,11 +234,7 @@ def philly_shares(active: int, policies: list[str]) -> list[dict[str, object]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=300)
-    parser.add_argument("--quick", action="store_true", help="60 jobs, hetsched's side only")
-    parser.add_argument("--write-gavel-trace", type=Path, default=None)
-    parser.add_argument("--gavel", action="append", default=[], metavar="NAME=FILE",
-                        help="Gavel's per-job JCTs for its policy NAME")
+    add_side_arguments(parser, "Gavel's per-job JCTs for its policy NAME")
     parser.add_argument("--policies", default="ftf,ftf:rounds,ftf:gavel,ftf-agnostic,"
                         "ftf-agnostic:rounds,ftf-agnostic:gavel,gavel",
                         help="NAME, NAME:rounds (only the rounds start jobs) or NAME:gavel "
@@ -264,12 +258,9 @@ def main() -> None:
                         "at each (Gavel's side: --gavel POLICY@ROUND_S=FILE)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    if args.quick:
-        args.jobs, args.gavel = 60, []
-    if args.write_gavel_trace is not None:
-        write_gavel_trace(args.write_gavel_trace, args.jobs)
+    read = jobs_to_replay(args)
+    if read is None:
         return
-    read = read_jobs(args.jobs)
     lengths = [float(x) for x in args.round_lengths.split(",")]
     rows = [hetsched_run(read, policy, round_s) for policy in args.policies.split(",")
             if policy for round_s in lengths]
@@ -289,16 +280,9 @@ def main() -> None:
             for key in ("avg_jct_s", "mean_rho", "max_rho"):
                 mine[f"{key}_vs_gavel"] = float(str(mine[key])) / float(str(peer[key]))
     for row in rows:
-        print("  ".join(f"{k}={v:.4g}" if isinstance(v, float) and math.isfinite(v)
-                        else f"{k}={v}" for k, v in row.items()))
+        print(row_line(row))
     if args.out is not None:
-        columns = sorted({key for row in rows for key in row},
-                         key=lambda k: (k not in ("side", "policy"), k))
-        with args.out.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, columns)
-            writer.writeheader()
-            writer.writerows(rows)
-        print(f"wrote {args.out}")
+        write_csv(args.out, rows, sorted_columns(rows, ("side", "policy")))
 
 
 if __name__ == "__main__":

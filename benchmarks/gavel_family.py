@@ -24,18 +24,17 @@ Prints a line per run and writes CSV. Needs ../shared/data.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from common import row_line, sorted_columns, write_csv
 from gavel_side import (
+    add_side_arguments,
     gavel_finish,
     hetsched_replay,
+    jobs_to_replay,
     read_gavel_jobs,
-    read_jobs,
-    variant,
-    write_gavel_trace,
 )
 
 if TYPE_CHECKING:
@@ -87,8 +86,7 @@ def figures(read: TraceJobs, finish: dict[str, float]) -> dict[str, object]:
 def hetsched_run(read: TraceJobs, policy: str) -> dict[str, object]:
     """hetsched's replay under ``policy`` (``NAME:rounds``: not work conserving;
     ``NAME:gavel``: Gavel's rounds), with Gavel's prices on the cluster's types."""
-    name, params = variant(policy)
-    ran = hetsched_replay(read, name, prices=PRICES, **params)
+    ran = hetsched_replay(read, policy, prices=PRICES)
     metrics = ran.replay.metrics()
     return {"side": "hetsched", "policy": policy, **figures(read, ran.finish),
             "total_cost_usd": metrics.total_cost_usd,
@@ -128,11 +126,7 @@ def ratios(rows: list[dict[str, object]]) -> list[dict[str, object]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=300)
-    parser.add_argument("--quick", action="store_true", help="60 jobs, hetsched's side only")
-    parser.add_argument("--write-gavel-trace", type=Path, default=None)
-    parser.add_argument("--gavel", action="append", default=[], metavar="NAME=FILE",
-                        help="Gavel's per-job JCTs (and cost) for its policy NAME")
+    add_side_arguments(parser, "Gavel's per-job JCTs (and cost) for its policy NAME")
     parser.add_argument("--gavel-dir", type=Path, default=None,
                         help="a folder of ee9e8c_<jobs>_NAME.csv, one per Gavel policy NAME "
                         "of PEERS (those present are read)")
@@ -141,12 +135,9 @@ def main() -> None:
                         "(realised as Gavel's simulator does)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    if args.quick:
-        args.jobs, args.gavel = 60, []
-    if args.write_gavel_trace is not None:
-        write_gavel_trace(args.write_gavel_trace, args.jobs)
+    read = jobs_to_replay(args)
+    if read is None:
         return
-    read = read_jobs(args.jobs)
     rows: list[dict[str, object]] = []
     for policy in filter(None, args.policies.split(",")):
         rows.append(hetsched_run(read, policy))
@@ -160,20 +151,9 @@ def main() -> None:
         rows.append(gavel_run(read, name, Path(file)))
     rows += ratios(rows)
     for row in rows:
-        print(_line(row))
+        print(row_line(row))
     if args.out is not None:
-        columns = sorted({key for row in rows for key in row},
-                         key=lambda k: (k not in ("side", "policy", "gavel_policy"), k))
-        with args.out.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, columns)
-            writer.writeheader()
-            writer.writerows(rows)
-        print(f"wrote {args.out}")
-
-
-def _line(row: dict[str, object]) -> str:
-    return "  ".join(f"{k}={v:.4g}" if isinstance(v, float) and math.isfinite(v)
-                     else f"{k}={v}" for k, v in row.items())
+        write_csv(args.out, rows, sorted_columns(rows, ("side", "policy", "gavel_policy")))
 
 
 if __name__ == "__main__":

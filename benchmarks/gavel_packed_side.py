@@ -25,10 +25,10 @@ Prints a line per run and writes CSV. Needs ../shared/data.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 from pathlib import Path
 
+from common import write_csv
 from gavel_side import (
     THROUGHPUT,
     TRACE,
@@ -36,7 +36,6 @@ from gavel_side import (
     gavel_finish,
     hetsched_replay,
     read_gavel_jobs,
-    variant,
 )
 
 #: (hetsched's policy, Gavel's policy). ``..._hetsched_gavel``, ``..._hetsched``: Gavel's
@@ -106,8 +105,7 @@ def main() -> None:
         for ours, theirs in PEERS:
             if chosen is not None and ours not in chosen:
                 continue
-            name, params = variant(ours)
-            ran = runs.get(ours) or hetsched_replay(read, name, prices=PRICES, **params)
+            ran = runs.get(ours) or hetsched_replay(read, ours, prices=PRICES)
             runs[ours] = ran
             arrival = {job.id: job.arrival for job in read.jobs}
             mine = sum(ran.finish[j] - arrival[j] for j in ran.finish) / len(ran.finish)
@@ -132,12 +130,7 @@ def main() -> None:
             print("  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
             rows.append(row)
     if args.out is not None:
-        fields = list(dict.fromkeys(k for row in rows for k in row))
-        with args.out.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fields)
-            writer.writeheader()
-            writer.writerows(rows)
-        print(f"wrote {args.out}")
+        write_csv(args.out, rows, list(dict.fromkeys(k for row in rows for k in row)))
 
 
 if __name__ == "__main__":

@@ -17,13 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from common import DATA
+
 if TYPE_CHECKING:
+    import argparse
+
     from hetsched.files.replay_inputs import TraceJobs
     from hetsched.simulate.record import Replay
 
-ROOT = Path(__file__).resolve().parent.parent
-TRACE = ROOT.parent / "shared" / "data" / "gavel" / "traces" / "ee9e8c.trace"
-THROUGHPUT = ROOT.parent / "shared" / "data" / "gavel" / "simulation_throughputs.json"
+TRACE = DATA / "gavel" / "traces" / "ee9e8c.trace"
+THROUGHPUT = DATA / "gavel" / "simulation_throughputs.json"
 #: One server of 36 GPUs per type: Gavel's simulator runs every gang at the table's
 #: (consolidated) throughput wherever its GPUs are, which is hetsched's packed placement;
 #: with servers of 4 GPUs hetsched would run an 8-GPU job spread, up to 9x slower.
@@ -40,6 +43,27 @@ def read_jobs(limit: int) -> TraceJobs:
         sys.exit(f"{TRACE} is absent: this benchmark needs ../shared/data")
     return trace_jobs(TRACE, "gavel", parse_cluster(CLUSTER), throughput_path=THROUGHPUT,
                       settings=ReplaySettings(limit_jobs=limit))
+
+
+def add_side_arguments(parser: argparse.ArgumentParser, gavel_help: str) -> None:
+    """The options of every script set beside Gavel's simulator: ``--jobs``, ``--quick``,
+    ``--write-gavel-trace`` and ``--gavel NAME=FILE`` (``gavel_help`` says what FILE holds)."""
+    parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--quick", action="store_true", help="60 jobs, hetsched's side only")
+    parser.add_argument("--write-gavel-trace", type=Path, default=None)
+    parser.add_argument("--gavel", action="append", default=[], metavar="NAME=FILE",
+                        help=gavel_help)
+
+
+def jobs_to_replay(args: argparse.Namespace) -> TraceJobs | None:
+    """The jobs of :func:`add_side_arguments`' options (``--quick``: 60 and no Gavel
+    files); None once ``--write-gavel-trace`` has written them as Gavel's trace instead."""
+    if args.quick:
+        args.jobs, args.gavel = 60, []
+    if args.write_gavel_trace is not None:
+        write_gavel_trace(args.write_gavel_trace, args.jobs)
+        return None
+    return read_jobs(args.jobs)
 
 
 def write_gavel_trace(path: Path, limit: int) -> None:
@@ -89,22 +113,24 @@ def variant(policy: str) -> tuple[str, dict[str, object]]:
     return name, VARIANTS[suffix]
 
 
-def hetsched_replay(read: TraceJobs, policy: str, *, prices: str = "",
+def hetsched_replay(read: TraceJobs, policy: str, *, prices: str | None = None,
                     **params: object) -> HetschedRun:
-    """hetsched's replay of the jobs under the registered ``policy`` (made with
-    ``params``) with no restart penalty, the policy shown the measured throughput
-    (Gavel's simulator gives its policies the table's throughputs, its "oracle") and
-    the table's measured pairs (``gavel-packed``);
-    ``prices`` (``v100=0.74,...``, USD per GPU-hour) set on the cluster's types."""
+    """hetsched's replay of the jobs under ``policy`` (a registered policy's ``NAME`` or
+    ``NAME:SUFFIX``, :func:`variant`; made with ``params`` too) with no restart penalty,
+    the policy shown the measured throughput (Gavel's simulator gives its policies the
+    table's throughputs, its "oracle") and the table's measured pairs (``gavel-packed``);
+    ``prices`` (``v100=0.74,...``, USD per GPU-hour) set on the cluster's types (None:
+    none)."""
     from hetsched.core.settings import ReplaySettings
     from hetsched.registry import rolling
     from hetsched.replaying import replay
 
-    made = rolling(policy, **params)
+    name, preset = variant(policy)
+    made = rolling(name, **preset, **params)
     began, cpu = time.perf_counter(), time.process_time()
     ran = replay(read.jobs, read.cluster, made, throughput=read.truth,
-                 settings=ReplaySettings(restart_penalty_s=0.0, prices=prices),
-                 colocation=read.colocation)
+                 settings=ReplaySettings(restart_penalty_s=0.0, prices=prices or {}),
+                 colocation=read.colocation).replay
     finish = {r.job.id: r.finish for r in ran.records.values() if r.finish is not None}
     return HetschedRun(ran, finish, time.perf_counter() - began, time.process_time() - cpu)
 

@@ -14,7 +14,6 @@ plan_source, message. Run it on a quiet machine: it measures wall time.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import subprocess
 import sys
@@ -22,9 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "time_limits.csv"
-QUICK_RESULTS = ROOT / "benchmarks" / "results" / "time_limits_quick.csv"
+from common import RESULTS, ROOT, write_csv
 
 #: model -> back-ends ("" for a heuristic without back-end)
 MODELS = {"fifo": [""], "deadline": ["cpsat", "highs", "cbc", "scip"],
@@ -39,10 +36,11 @@ CHILD = """
 import json, sys, time
 began = time.perf_counter()
 from hetsched.files.instance import load_instance
-from hetsched.solving import solve
+from hetsched.solving import SolveOptions, solve
 instance = load_instance(sys.argv[1])
 backend = sys.argv[3] or None
-result = solve(instance, model=sys.argv[2], backend=backend, time_limit=float(sys.argv[4]))
+result = solve(instance, sys.argv[2], SolveOptions(backend=backend,
+                                                   time_limit_s=float(sys.argv[4])))
 print(json.dumps({"runtime_s": result.runtime_s, "status": result.status.value,
                   "objective": result.objective, "jobs": len(instance.jobs),
                   "plan_source": result.extra.get("plan_source", ""),
@@ -102,7 +100,7 @@ def main() -> None:
                         help="CSV (default: time_limits.csv; --quick: time_limits_quick.csv)")
     args = parser.parse_args()
     if args.out is None:
-        args.out = QUICK_RESULTS if args.quick else RESULTS
+        args.out = RESULTS / ("time_limits_quick.csv" if args.quick else "time_limits.csv")
     limits = (1.0, 5.0) if args.quick else (1.0, 5.0, 10.0)
     rows = []
     with tempfile.TemporaryDirectory() as folder:
@@ -131,16 +129,12 @@ def main() -> None:
                               f"{row['process_wall_s']} s, {row['status']}"
                               f"{'' if row['ok'] else '  <-- OVER ' + str(target(limit))}",
                               flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out, rows, COLUMNS)
     over = [r for r in rows if not r["ok"]]
     worst = max((float(str(r["solve_wall_s"])) - target(float(str(r["limit_s"])))
                  for r in rows if r["solve_wall_s"] != ""), default=0.0)
     print(f"{len(rows)} cells, {len(over)} over 1.1 x limit + 0.5 s; worst margin "
-          f"{worst:+.2f} s (negative: under the target); wrote {args.out}")
+          f"{worst:+.2f} s (negative: under the target)")
 
 
 if __name__ == "__main__":
