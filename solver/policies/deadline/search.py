@@ -179,77 +179,122 @@ def improve_plan(problem: DeadlineProblem, plan: Plan, budget: Budget | None = N
     :class:`DecodeWork` units for the jobs it decodes, so the moves tried, and the result,
     depend only on the input and the budget."""
     budget = budget or Budget.unlimited()
-    jobs = problem.jobs
-    index = {data.job.id: j for j, data in enumerate(jobs)}
-    work = DecodeWork(problem) if budget.deterministic else None
-    kinds = [kind_modes(problem, j) for j in range(len(jobs))]
-
-    def run(order: list[int], chosen: Mapping[int, int | None], prefix: Sequence[Step] = ()
-            ) -> tuple[list[Step], tuple[int, int]]:
-        """The decode of ``order`` from ``prefix`` (charged for the jobs it decodes) and
-        its value."""
-        if work is not None:
-            budget.charge(work(chosen, order[len(prefix):]))
-        steps = decode_steps(problem, order, chosen, prefix=prefix)
-        return steps, problem.evaluate(plan_of(problem, steps))
-
-    def same_kind(j: int, one: int | None, other: int | None) -> bool:
-        if one is None or other is None:
-            return one is other
-        a, b = jobs[j].modes[one], jobs[j].modes[other]
-        return (a.gpu_type, a.num_gpus) == (b.gpu_type, b.num_gpus)
-
-    starts: list[tuple[list[int], dict[int, int | None]]] = []
-    own_modes: dict[int, int | None] = {index[jid]: mode for jid, (mode, _) in plan.items()}
-    starts.append((sorted(own_modes, key=lambda j: (plan[jobs[j].job.id][1], j)), own_modes))
-    shortest = {j: min(m.duration for m in d.modes) for j, d in enumerate(jobs)}
-    starts.append((sorted(range(len(jobs)), key=lambda j: (
-        jobs[j].release + shortest[j] / max(jobs[j].weight, 1),
-        jobs[j].deadline is None, jobs[j].deadline or 0, j)), dict.fromkeys(range(len(jobs)))))
+    search = LocalSearch(problem, budget)
     best_plan, best_value = plan, problem.evaluate(plan)
-    decoded = []
-    for order, start_modes in starts:
-        if budget.expired():
-            break
-        steps, value = run(order, start_modes)
-        chosen: dict[int, int | None] = {j: m for j, m, _ in steps}
-        decoded.append((value, list(order), chosen, steps))
     # Search from the better starting point first.
-    for current_value, order, modes, current in sorted(decoded, key=lambda d: d[0]):
-        improved = True
-        while improved and not budget.expired():
-            improved = False
-            for position, j in enumerate(list(order)):
-                for mode in kinds[j]:
-                    if same_kind(j, mode, modes[j]) or budget.expired():
-                        continue
-                    trial_modes = {**modes, j: mode}
-                    trial, trial_value = run(order, trial_modes, current[:position])
-                    if trial_value < current_value:
-                        modes, current, current_value, improved = (trial_modes, trial,
-                                                                   trial_value, True)
-                if budget.expired():
-                    break
-            for position in range(1, len(order)):
-                if budget.expired():
-                    break
-                for target in range(len(order)):
-                    if target == position or budget.expired():
-                        continue
-                    rest = order[:position] + order[position + 1:]
-                    trial_order = [*rest[:target], order[position], *rest[target:]]
-                    trial, trial_value = run(trial_order, modes,
-                                             current[:min(position, target)])
-                    if trial_value < current_value:
-                        order, current, current_value, improved = (trial_order, trial,
-                                                                   trial_value, True)
-                        break
-        if current_value < best_value:
-            best_plan, best_value = plan_of(problem, current), current_value
+    for value, order, modes, steps in sorted(search.starting_points(plan),
+                                             key=lambda start: start[0]):
+        value, steps = search.descend(value, order, modes, steps)
+        if value < best_value:
+            best_plan, best_value = plan_of(problem, steps), value
         if budget.expired():
             break
     log.debug("local search: %s -> %s (%s)", problem.evaluate(plan), best_value, budget)
     return best_plan
+
+
+#: A plan's value, lexicographic: (deadline term, weighted completion), in model units.
+Value = tuple[int, int]
+#: A job index's mode (``None``: any) for :func:`decode`.
+Modes = dict[int, int | None]
+
+
+class LocalSearch:
+    """:func:`improve_plan`'s moves on ``problem`` within ``budget``: each decode is charged
+    :class:`DecodeWork` units in deterministic mode."""
+
+    def __init__(self, problem: DeadlineProblem, budget: Budget) -> None:
+        self.problem = problem
+        self.budget = budget
+        self._work = DecodeWork(problem) if budget.deterministic else None
+        #: each job's modes of distinct (GPU type, gang size)
+        self._kinds = [kind_modes(problem, j) for j in range(len(problem.jobs))]
+
+    def run(self, order: list[int], chosen: Mapping[int, int | None],
+            prefix: Sequence[Step] = ()) -> tuple[list[Step], Value]:
+        """The decode of ``order`` from ``prefix`` (charged for the jobs it decodes) and
+        its value."""
+        if self._work is not None:
+            self.budget.charge(self._work(chosen, order[len(prefix):]))
+        steps = decode_steps(self.problem, order, chosen, prefix=prefix)
+        return steps, self.problem.evaluate(plan_of(self.problem, steps))
+
+    def starting_points(self, plan: Plan) -> list[tuple[Value, list[int], Modes, list[Step]]]:
+        """``plan``'s own order (by start) and modes, and the weighted-shortest-processing-
+        time order with each job in the mode that ends first, decoded while the budget
+        lasts: (value, order, modes, steps) of each."""
+        jobs = self.problem.jobs
+        index = {data.job.id: j for j, data in enumerate(jobs)}
+        own_modes: Modes = {index[jid]: mode for jid, (mode, _) in plan.items()}
+        shortest = {j: min(m.duration for m in d.modes) for j, d in enumerate(jobs)}
+        starts: list[tuple[list[int], Modes]] = [
+            (sorted(own_modes, key=lambda j: (plan[jobs[j].job.id][1], j)), own_modes),
+            (sorted(range(len(jobs)), key=lambda j: (
+                jobs[j].release + shortest[j] / max(jobs[j].weight, 1),
+                jobs[j].deadline is None, jobs[j].deadline or 0, j)),
+             dict.fromkeys(range(len(jobs))))]
+        decoded = []
+        for order, start_modes in starts:
+            if self.budget.expired():
+                break
+            steps, value = self.run(order, start_modes)
+            chosen: Modes = {j: m for j, m, _ in steps}
+            decoded.append((value, list(order), chosen, steps))
+        return decoded
+
+    def descend(self, value: Value, order: list[int], modes: Modes, steps: list[Step]
+                ) -> tuple[Value, list[Step]]:
+        """Moves, first improvement, from a decoded start until none improves or the
+        budget is spent: the value and steps reached."""
+        improved = True
+        while improved and not self.budget.expired():
+            modes, steps, value, changed = self._other_modes(value, order, modes, steps)
+            order, steps, value, moved = self._other_places(value, order, modes, steps)
+            improved = changed or moved
+        return value, steps
+
+    def _same_kind(self, j: int, one: int | None, other: int | None) -> bool:
+        """Whether two modes of job ``j`` are of one (GPU type, gang size)."""
+        if one is None or other is None:
+            return one is other
+        a, b = self.problem.jobs[j].modes[one], self.problem.jobs[j].modes[other]
+        return (a.gpu_type, a.num_gpus) == (b.gpu_type, b.num_gpus)
+
+    def _other_modes(self, value: Value, order: list[int], modes: Modes, steps: list[Step]
+                     ) -> tuple[Modes, list[Step], Value, bool]:
+        """Each job in turn given each other (GPU type, gang size), kept where it
+        improves; whether any did."""
+        improved = False
+        for position, j in enumerate(list(order)):
+            for mode in self._kinds[j]:
+                if self._same_kind(j, mode, modes[j]) or self.budget.expired():
+                    continue
+                trial_modes = {**modes, j: mode}
+                trial, trial_value = self.run(order, trial_modes, steps[:position])
+                if trial_value < value:
+                    modes, steps, value, improved = trial_modes, trial, trial_value, True
+            if self.budget.expired():
+                break
+        return modes, steps, value, improved
+
+    def _other_places(self, value: Value, order: list[int], modes: Modes,
+                      steps: list[Step]) -> tuple[list[int], list[Step], Value, bool]:
+        """Each job in turn moved to the first other place in the order that improves;
+        whether any did."""
+        improved = False
+        for position in range(1, len(order)):
+            if self.budget.expired():
+                break
+            for target in range(len(order)):
+                if target == position or self.budget.expired():
+                    continue
+                rest = order[:position] + order[position + 1:]
+                trial_order = [*rest[:target], order[position], *rest[target:]]
+                trial, trial_value = self.run(trial_order, modes, steps[:min(position, target)])
+                if trial_value < value:
+                    order, steps, value, improved = trial_order, trial, trial_value, True
+                    break
+        return order, steps, value, improved
 
 
 #: :func:`guided_plans`: a job with a deadline is ranked no later than its latest start that
