@@ -9,30 +9,37 @@ every decision point (:class:`~hetsched.policies.replanning.Replanning`). ``NAME
 any of them shown every GPU type alike (:mod:`hetsched.policies.baselines.agnostic`).
 
 An :class:`Entry` declares what the callers need without importing the policy: its
-back-ends and whether it is an exact model. Classes are imported when first asked for,
-so a solver that is not used is never loaded.
+parameters (a light frozen record of its settings and their defaults, which names it and
+gives its back-ends), its back-ends and whether it is an exact model. Classes are
+imported when first asked for, so a solver that is not used is never loaded.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from hetsched import plugins
 from hetsched.core.errors import InputError
 from hetsched.core.records import Instance
-from hetsched.core.settings import (
-    DECISION_LIMIT,
-    ELASTIC_GPU_PRICE,
-    ELASTIC_SPEEDUP_EXPONENT,
-    RESTART_PENALTY_S,
-)
-from hetsched.policies.backends import BACKENDS, BACKENDS_OF
+from hetsched.core.settings import DECISION_LIMIT, RESTART_PENALTY_S
+from hetsched.policies.backends import BACKENDS, CPSAT_OR_MIP, MATCHING_OR_MIP
 from hetsched.policies.baselines.agnostic import AGNOSTIC_SUFFIX, HeterogeneityAgnostic
+from hetsched.policies.baselines.gavel_params import (
+    CostParams,
+    DurationParams,
+    FifoFastestParams,
+    FinishTimeParams,
+    GavelParams,
+    IsolatedParams,
+    PackedParams,
+)
+from hetsched.policies.params import PolicyParams, settings_of, with_settings
 from hetsched.policies.planner import Planner, SolveOptions
+from hetsched.policies.progress_params import ELASTIC, ProgressParams
 from hetsched.policies.replanning import Replanning
 from hetsched.policies.rolling import RollingPolicy
 from hetsched.simulate.simulated import Simulated
@@ -42,19 +49,28 @@ __all__ = ["AGNOSTIC_SUFFIX", "BACKENDS", "ENTRIES", "Entry", "entry", "is_exact
 
 
 
+#: The classes of Gavel's family and of ``progress``: each entry gives its parameters.
+_GAVEL = "hetsched.policies.baselines.gavel:Gavel"
+_GAVEL_PACKED = "hetsched.policies.baselines.gavel_packed:GavelPacked"
+_PROGRESS = "hetsched.policies.progress:Progress"
+
+
 @dataclass(frozen=True)
 class Entry:
     """One registered name: where its static model (``planner``) and its rolling policy
     (``policy``) are defined (``"module:Class"``; at least one), the rolling policy's
-    constructor arguments, its back-ends (the default first; none for a heuristic that
-    solves nothing), and whether it solves an optimization model of its own at each
-    decision, exactly (an exact model: bench reports set it against the heuristics)."""
+    parameters (``params``: the frozen record of its settings, with their defaults and
+    checks, that its class takes first; none for a class that takes its settings as
+    keywords), the back-ends of its model (the default first; none for a heuristic that
+    solves nothing; with ``params``, theirs), and whether it solves an optimization model
+    of its own at each decision, exactly (an exact model: bench reports set it against the
+    heuristics)."""
 
     name: str
     summary: str
     planner: str | None = None
     policy: str | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)
+    params: PolicyParams | None = None
     backends: tuple[str, ...] = ()
     exact: bool = False
     #: a user's class (a ``module:Class`` or ``file.py:Class`` reference, or an installed
@@ -74,6 +90,20 @@ class Entry:
     #: (so measured pairs, ``--pairs``, reach it)
     packs: bool = False
 
+    def __post_init__(self) -> None:
+        if self.params is None:
+            return
+        if self.params.name != self.name or self.backends:
+            raise ValueError(f"entry {self.name}: its parameters make {self.params.name} and "
+                             "give its back-ends")
+        object.__setattr__(self, "backends", self.params.backends)
+
+    @classmethod
+    def of(cls, params: PolicyParams, policy: str, summary: str, **flags: Any) -> Entry:
+        """The entry of the rolling policy ``policy`` made with ``params``: its name and
+        back-ends are theirs."""
+        return cls(params.name, summary, policy=policy, params=params, **flags)
+
 
 ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("fifo", "first in, first out; first fit, no backfilling",
@@ -81,15 +111,15 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           policy="hetsched.policies.rolling:RollingFifo"),
     Entry("deadline", "deadline-aware heterogeneous assignment (Hydra), exact",
           planner="hetsched.policies.deadline.planner:DeadlinePlanner",
-          backends=BACKENDS_OF["deadline"],
+          backends=CPSAT_OR_MIP,
           exact=True, objective="total weighted completion time, s, once missed deadlines "
           "(or tardiness) are least", elastic=True),
     Entry("allox", "AlloX min-cost matching of jobs to GPU slots, exact",
-          planner="hetsched.policies.allox:AlloxPlanner", backends=BACKENDS_OF["allox"],
+          planner="hetsched.policies.allox:AlloxPlanner", backends=MATCHING_OR_MIP,
           exact=True, elastic=True),
     Entry("topology", "FIFO admission, exact topology-aware placement",
           planner="hetsched.simulate.topology_planner:TopologyPlanner",
-          backends=BACKENDS_OF["topology"],
+          backends=CPSAT_OR_MIP,
           exact=True, objective="communication cost of the placements, s per GB weighted by "
           "sensitivity", proven="each admitted batch's placement; the FIFO admission order "
           "is not optimised"),
@@ -104,98 +134,72 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("gandiva", "Gandiva: time slicing, packing of one-GPU jobs at measured pair "
           "speeds, migration of spread gangs onto one node (OSDI 2018)",
           policy="hetsched.policies.baselines.gandiva:Gandiva", packs=True),
-    Entry("gavel", "Gavel: max-min fairness LP in rounds (OSDI 2020)",
-          policy="hetsched.policies.baselines.gavel:Gavel", params={"objective": "max-min"},
-          backends=BACKENDS_OF["gavel"]),
-    Entry("gavel-water-filling", "Gavel: weighted max-min fairness by water-filling in "
-          "rounds (its max_min_fairness_water_filling)",
-          policy="hetsched.policies.baselines.gavel:Gavel",
-          params={"objective": "max-min", "water_filling": True},
-          backends=BACKENDS_OF["gavel-water-filling"]),
-    Entry("gavel-water-filling-gpus", "weighted max-min fairness of GPUs held (every type "
-          "alike, as quotas count them) by water-filling, in Gavel's rounds; the rest by "
-          "normalised throughput",
-          policy="hetsched.policies.baselines.gavel:Gavel",
-          params={"objective": "max-min", "water_filling": "gpus"},
-          backends=BACKENDS_OF["gavel-water-filling-gpus"]),
-    Entry("gavel-max-sum", "Gavel: max-sum throughput LP in rounds",
-          policy="hetsched.policies.baselines.gavel:Gavel", params={"objective": "max-sum"},
-          backends=BACKENDS_OF["gavel-max-sum"]),
-    Entry("gavel-max-sum-raw", "Gavel's max_sum_throughput_perf as its code has it: LP "
-          "allocation of most raw steps/s summed over jobs, in rounds",
-          policy="hetsched.policies.baselines.gavel:Gavel", params={"objective": "max-sum-raw"},
-          backends=BACKENDS_OF["gavel-max-sum-raw"]),
-    Entry("ftf", "finish-time fairness: Gavel's heterogeneity-aware LP in rounds (Themis's "
-          "rho, NSDI 2020)",
-          policy="hetsched.policies.baselines.finish_time:FinishTimeFairness",
-          backends=BACKENDS_OF["ftf"]),
-    Entry("fifo-fastest", "Gavel's fifo_perf: arrival order, each job onto the fastest GPU "
-          "type with room for its gang (re-dealt, in rounds, when jobs come and go); no "
-          "backfilling",
-          policy="hetsched.policies.baselines.fifo_fastest:FifoFastest"),
-    Entry("min-total-duration", "Gavel's min_total_duration: LP allocation of least makespan "
-          "of the active jobs, in rounds",
-          policy="hetsched.policies.baselines.min_total_duration:MinTotalDuration",
-          backends=BACKENDS_OF["min-total-duration"]),
-    Entry("max-throughput-per-cost", "Gavel's max_sum_throughput_normalized_by_cost: LP "
-          "allocation of most throughput per dollar (meet_deadlines: Gavel's SLOs), in rounds",
-          policy="hetsched.policies.baselines.throughput_per_cost:ThroughputPerCost",
-          backends=BACKENDS_OF["max-throughput-per-cost"]),
-    Entry("max-throughput-per-cost-raw", "Gavel's cost policy as its code has it: raw "
-          "steps/s per dollar summed over jobs, in rounds",
-          policy="hetsched.policies.baselines.throughput_per_cost:ThroughputPerCost",
-          params={"normalized": False},
-          backends=BACKENDS_OF["max-throughput-per-cost-raw"]),
-    Entry("gavel-packed", "Gavel's max_min_fairness_packed: max-min LP over jobs alone and "
-          "pairs of one-GPU jobs packed on one GPU at measured speeds, in Gavel's rounds",
-          policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
-          backends=BACKENDS_OF["gavel-packed"], packs=True),
-    Entry("fifo-packed", "Gavel's fifo_packed: FIFO onto the fastest type, then waiting "
-          "one-GPU jobs packed beside placed ones at measured speeds, in Gavel's rounds",
-          policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
-          params={"objective": "fifo"}, packs=True),
-    Entry("ftf-packed", "Gavel's finish_time_fairness_packed: least worst finish-time ratio "
-          "over jobs alone and pairs of one-GPU jobs packed on one GPU at measured speeds, "
-          "in Gavel's rounds",
-          policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
-          params={"objective": "finish-time"}, backends=BACKENDS_OF["ftf-packed"], packs=True),
-    Entry("min-total-duration-packed", "Gavel's min_total_duration_packed: least makespan of "
-          "the active jobs over jobs alone and pairs of one-GPU jobs packed on one GPU at "
-          "measured speeds, in Gavel's rounds",
-          policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
-          params={"objective": "min-total-duration"},
-          backends=BACKENDS_OF["min-total-duration-packed"], packs=True),
-    Entry("max-throughput-per-cost-packed", "Gavel's max_sum_throughput_normalized_by_cost_"
-          "packed_SLOs: most throughput per dollar over jobs alone and pairs of one-GPU jobs "
-          "packed on one GPU at measured speeds (meet_deadlines: its SLOs), in Gavel's rounds",
-          policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
-          params={"objective": "cost"}, backends=BACKENDS_OF["max-throughput-per-cost-packed"],
-          packs=True),
-    Entry("gavel-water-filling-packed", "Gavel's max_min_fairness_water_filling_packed: "
-          "weighted max-min fairness by water-filling over jobs alone and pairs of one-GPU "
-          "jobs packed on one GPU at measured speeds, in Gavel's rounds",
-          policy="hetsched.policies.baselines.gavel_packed:GavelPacked",
-          params={"objective": "water-filling"},
-          backends=BACKENDS_OF["gavel-water-filling-packed"], packs=True),
-    Entry("isolated", "Gavel's isolated: each active job an equal 1/n share of every GPU "
-          "type, in rounds",
-          policy="hetsched.policies.baselines.isolated:Isolated"),
-    Entry("progress", "allocation MILP over every active job each round: weighted progress "
-          "on remaining work, urgent deadlines first, restart-aware (preemptive)",
-          policy="hetsched.policies.progress:Progress", backends=BACKENDS_OF["progress"],
-          exact=True, elastic=True),
-    Entry("progress-packed", "progress that may also pack two whole 1-GPU jobs on one GPU "
-          "at their measured co-location speeds when the MILP finds the pair worth more",
-          policy="hetsched.policies.progress:Progress", params={"pairing": True},
-          backends=BACKENDS_OF["progress-packed"], exact=True, elastic=True, packs=True),
-    Entry("progress-elastic", "progress for elastic jobs (docs/elastic.md): 120 s rounds "
-          "and horizon, each job planned with its rate over the horizon, GPU time priced by "
-          "the jobs it delays, heSRPT's shares while nobody waits",
-          policy="hetsched.policies.progress:Progress",
-          params={"round_s": 120.0, "horizon_s": 120.0, "plan_ahead": True,
-                  "gpu_price": ELASTIC_GPU_PRICE,
-                  "speedup_exponent": ELASTIC_SPEEDUP_EXPONENT},
-          backends=BACKENDS_OF["progress-elastic"], exact=True, elastic=True, for_elastic=True),
+    # The entries below read their names from their parameters (``params.name``).
+    Entry.of(GavelParams(), _GAVEL, "Gavel: max-min fairness LP in rounds (OSDI 2020)"),
+    Entry.of(GavelParams(water_filling=True), _GAVEL,
+             "Gavel: weighted max-min fairness by water-filling in rounds (its "
+             "max_min_fairness_water_filling)"),
+    Entry.of(GavelParams(water_filling="gpus"), _GAVEL,
+             "weighted max-min fairness of GPUs held (every type alike, as quotas count them) "
+             "by water-filling, in Gavel's rounds; the rest by normalised throughput"),
+    Entry.of(GavelParams(objective="max-sum"), _GAVEL,
+             "Gavel: max-sum throughput LP in rounds"),
+    Entry.of(GavelParams(objective="max-sum-raw"), _GAVEL,
+             "Gavel's max_sum_throughput_perf as its code has it: LP allocation of most raw "
+             "steps/s summed over jobs, in rounds"),
+    Entry.of(FinishTimeParams(), _GAVEL,
+             "finish-time fairness: Gavel's heterogeneity-aware LP in rounds (Themis's rho, "
+             "NSDI 2020)"),
+    Entry.of(FifoFastestParams(), _GAVEL,
+             "Gavel's fifo_perf: arrival order, each job onto the fastest GPU type with room "
+             "for its gang (re-dealt, in rounds, when jobs come and go); no backfilling"),
+    Entry.of(DurationParams(), _GAVEL,
+             "Gavel's min_total_duration: LP allocation of least makespan of the active jobs, "
+             "in rounds"),
+    Entry.of(CostParams(), _GAVEL,
+             "Gavel's max_sum_throughput_normalized_by_cost: LP allocation of most throughput "
+             "per dollar (meet_deadlines: Gavel's SLOs), in rounds"),
+    Entry.of(CostParams(normalized=False), _GAVEL,
+             "Gavel's cost policy as its code has it: raw steps/s per dollar summed over "
+             "jobs, in rounds"),
+    Entry.of(PackedParams(), _GAVEL_PACKED,
+             "Gavel's max_min_fairness_packed: max-min LP over jobs alone and pairs of one-GPU "
+             "jobs packed on one GPU at measured speeds, in Gavel's rounds", packs=True),
+    Entry.of(PackedParams(objective="fifo"), _GAVEL_PACKED,
+             "Gavel's fifo_packed: FIFO onto the fastest type, then waiting one-GPU jobs "
+             "packed beside placed ones at measured speeds, in Gavel's rounds", packs=True),
+    Entry.of(PackedParams(objective="finish-time"), _GAVEL_PACKED,
+             "Gavel's finish_time_fairness_packed: least worst finish-time ratio over jobs "
+             "alone and pairs of one-GPU jobs packed on one GPU at measured speeds, in "
+             "Gavel's rounds", packs=True),
+    Entry.of(PackedParams(objective="min-total-duration"), _GAVEL_PACKED,
+             "Gavel's min_total_duration_packed: least makespan of the active jobs over jobs "
+             "alone and pairs of one-GPU jobs packed on one GPU at measured speeds, in "
+             "Gavel's rounds", packs=True),
+    Entry.of(PackedParams(objective="cost"), _GAVEL_PACKED,
+             "Gavel's max_sum_throughput_normalized_by_cost_packed_SLOs: most throughput per "
+             "dollar over jobs alone and pairs of one-GPU jobs packed on one GPU at measured "
+             "speeds (meet_deadlines: its SLOs), in Gavel's rounds", packs=True),
+    Entry.of(PackedParams(objective="water-filling"), _GAVEL_PACKED,
+             "Gavel's max_min_fairness_water_filling_packed: weighted max-min fairness by "
+             "water-filling over jobs alone and pairs of one-GPU jobs packed on one GPU at "
+             "measured speeds, in Gavel's rounds", packs=True),
+    Entry.of(IsolatedParams(), _GAVEL,
+             "Gavel's isolated: each active job an equal 1/n share of every GPU type, in "
+             "rounds"),
+    Entry.of(ProgressParams(), _PROGRESS,
+             "allocation MILP over every active job each round: weighted progress on "
+             "remaining work, urgent deadlines first, restart-aware (preemptive)",
+             exact=True, elastic=True),
+    Entry.of(ProgressParams(pairing=True), _PROGRESS,
+             "progress that may also pack two whole 1-GPU jobs on one GPU at their measured "
+             "co-location speeds when the MILP finds the pair worth more",
+             exact=True, elastic=True, packs=True),
+    Entry.of(ELASTIC, _PROGRESS,
+             "progress for elastic jobs (docs/elastic.md): 120 s rounds and horizon, each job "
+             "planned with its rate over the horizon, GPU time priced by the jobs it delays, "
+             "heSRPT's shares while nobody waits",
+             exact=True, elastic=True, for_elastic=True),
     Entry("optimus", "Optimus: marginal-gain GPU allocation (EuroSys 2018)",
           policy="hetsched.policies.baselines.optimus:Optimus", elastic=True),
 )}
@@ -253,7 +257,8 @@ def rolling(name: str, *, backend: str | None = None,
     units with ``deterministic``; the defaults are a replay's,
     :class:`~hetsched.core.settings.ReplaySettings`) and ``seed`` reach the policies that
     solve a model;
-    ``params`` override the policy's constructor arguments (e.g. ``round_s``)."""
+    ``params`` override the policy's settings (e.g. ``round_s``: fields of its parameters
+    record, checked by it, or its constructor's other arguments)."""
     base, agnostic = _split(name)
     found = entry(name)
     if agnostic:
@@ -264,14 +269,19 @@ def rolling(name: str, *, backend: str | None = None,
         return _plugin(found.policy, name, {"backend": backend, "time_limit_s": time_limit_s,
                                             "seed": seed, "deterministic": deterministic},
                        params)
-    if found.policy is not None:
-        kwargs = {**found.params, **params}
+    if found.policy is not None and found.params is None:
+        made: RollingPolicy = _load(found.policy)(**params)
+        return made
+    if found.policy is not None and found.params is not None:
+        fields = settings_of(found.params)
+        own = {key: value for key, value in params.items() if key in fields}
         if found.backends:
-            kwargs.setdefault("backend", backend if backend in found.backends
-                              else found.backends[0])
-            kwargs.setdefault("time_limit_s", time_limit_s)
-            kwargs.setdefault("deterministic", deterministic)
-        made: RollingPolicy = _load(found.policy)(**kwargs)
+            own.setdefault("backend", backend if backend in found.backends
+                           else found.backends[0])
+            own.setdefault("time_limit_s", time_limit_s)
+            own.setdefault("deterministic", deterministic)
+        made = _load(found.policy)(with_settings(found.params, own),
+                                   **{k: v for k, v in params.items() if k not in fields})
         return made
     # A back-end the model lacks is its first, as for the rolling policies above (a replay
     # says so: hetsched.setting_notices), not a failure at every decision.
@@ -307,12 +317,16 @@ def takes(name: str, parameter: str) -> bool:
 
 
 def policy_settings(name: str) -> tuple[str, ...]:
-    """The constructor arguments of the rolling policy called ``name`` (none for a model
-    re-solved by replanning)."""
+    """The settings of the rolling policy called ``name``: its constructor's arguments, the
+    fields of its parameters record for the first (none for a model re-solved by
+    replanning)."""
     found = entry(name)
     if found.policy is None:
         return ()
-    return tuple(inspect.signature(_load(found.policy)).parameters)
+    arguments = tuple(inspect.signature(_load(found.policy)).parameters)
+    if found.params is None:
+        return arguments
+    return (*settings_of(found.params), *arguments[1:])
 
 
 def planner(name: str, *, restart_penalty_s: float = RESTART_PENALTY_S, **own: Any
@@ -325,11 +339,12 @@ def planner(name: str, *, restart_penalty_s: float = RESTART_PENALTY_S, **own: A
     found = entry(name, "model")
     if found.planner is not None and not agnostic:
         cls = _load(found.planner)
-        _check_settings(name, cls, own)
+        _check_settings(name, own, _keywords(cls))
         made: Planner = cls(**own)
         return made
     if own and found.policy is not None:
-        _check_settings(name, _load(found.policy), own)
+        _check_settings(name, own, _keywords(_load(found.policy)) if found.params is None
+                        else policy_settings(name))
 
     def make(options: SolveOptions) -> RollingPolicy:
         return rolling(name, backend=options.backend, time_limit_s=None, seed=options.seed,
@@ -338,10 +353,14 @@ def planner(name: str, *, restart_penalty_s: float = RESTART_PENALTY_S, **own: A
     return Simulated(name, make, backends=found.backends, restart_penalty_s=restart_penalty_s)
 
 
-def _check_settings(name: str, cls: Any, own: Mapping[str, Any]) -> None:
-    """Every setting is a keyword argument of ``cls``'s constructor."""
-    accepted = {p.name for p in inspect.signature(cls).parameters.values()
-                if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+def _keywords(cls: Any) -> tuple[str, ...]:
+    """The arguments ``cls``'s constructor takes by keyword."""
+    return tuple(p.name for p in inspect.signature(cls).parameters.values()
+                 if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def _check_settings(name: str, own: Mapping[str, Any], accepted: tuple[str, ...]) -> None:
+    """Every setting is one of ``accepted``."""
     for setting in own:
         if setting not in accepted:
             raise InputError(f"model {name} has no setting {setting}", path=setting,

@@ -65,14 +65,6 @@ DECISION_TIMEOUT_S = 600.0
 #: and the most a replay accepts (one day).
 RESTART_PENALTY_S = 30.0
 MAX_RESTART_PENALTY_S = 86_400.0
-#: ``progress-elastic``'s GPU price (``Progress(gpu_price=...)``, docs/elastic.md): of
-#: 0.125 to 2, the one with the least average JCT on Pollux's 8 workloads at load 1.0.
-ELASTIC_GPU_PRICE = 0.25
-#: ``progress-elastic``'s speed-up exponent (``Progress(speedup_exponent=...)``, the
-#: heSRPT shares while nobody waits, docs/elastic.md): imagenet's, which makes most of
-#: the average JCT, 4 to 64 GPUs late in training (x 13.3 for 16 times the GPUs, 0.93);
-#: the other exponents measured are in docs/elastic.md.
-ELASTIC_SPEEDUP_EXPONENT = 0.9
 #: Seconds from a decision to start a job to the job running, its GPUs held without
 #: progress, at every start (first or restart; a restart pays the restart penalty after
 #: it): the time a real scheduler takes to dispatch a job (Slurm's scheduling pass, a

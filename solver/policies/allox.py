@@ -13,7 +13,7 @@ from typing import ClassVar
 from hetsched.core.errors import InputError
 from hetsched.core.records import Instance
 from hetsched.core.result import Result
-from hetsched.policies.backends import BACKENDS_OF
+from hetsched.policies.backends import MATCHING_OR_MIP
 from hetsched.policies.planner import SolveOptions, outcome_result
 
 
@@ -21,7 +21,7 @@ class AlloxPlanner:
     """The AlloX matching on an assignment algorithm or a MILP back-end."""
 
     name: ClassVar[str] = "allox"
-    backends: ClassVar[tuple[str, ...]] = BACKENDS_OF["allox"]
+    backends: ClassVar[tuple[str, ...]] = MATCHING_OR_MIP
     default_time_limit_s: ClassVar[float | None] = 60.0
     replan_preemptive: ClassVar[bool] = False
 

@@ -1,6 +1,7 @@
-"""The one table of back-ends: which solvers each built-in policy that solves a model runs
-on, its default first. The registry's entries, the planners' ``backends``, the command's
-``--backend`` choices and the tests' back-end option all read it (docs/architecture.md).
+"""The back-ends of the models policies solve, by the kind of model, the default first: the
+registry's entries (and the parameters records of the rolling policies that solve a
+model), the planners' ``backends``, the command's ``--backend`` choices and the tests'
+back-end option read these tuples; a policy's name is written in the registry only.
 The engines themselves are the formulations' (:data:`hetsched.formulations.mip.ENGINES`
 for the MILPs, CP-SAT for the constraint models, ``matching`` for AlloX's assignment)."""
 
@@ -10,34 +11,20 @@ from hetsched.core.errors import InputError
 from hetsched.formulations.mip import ENGINES as MIP
 from hetsched.formulations.mip import available_engines
 
-__all__ = ["BACKENDS", "BACKENDS_OF", "EXTRA_OF", "MIP", "check_installed"]
+__all__ = ["BACKENDS", "CPSAT_OR_MIP", "DEFAULT_BACKEND", "EXTRA_OF", "HIGHS_ONLY",
+           "MATCHING_OR_MIP", "MIP", "check_installed"]
 
-#: Each policy's back-ends, the default first.
-BACKENDS_OF: dict[str, tuple[str, ...]] = {
-    "deadline": ("cpsat", *MIP),
-    "allox": ("matching", *MIP),
-    "topology": ("cpsat", *MIP),
-    "gavel": MIP,
-    "gavel-water-filling": ("highs",),
-    "gavel-water-filling-gpus": ("highs",),
-    "gavel-max-sum": MIP,
-    "gavel-max-sum-raw": MIP,
-    "ftf": ("highs",),
-    "min-total-duration": ("highs",),
-    "max-throughput-per-cost": ("highs",),
-    "max-throughput-per-cost-raw": ("highs",),
-    "progress": MIP,
-    "progress-packed": MIP,
-    "progress-elastic": MIP,
-    "gavel-packed": ("highs",),
-    "ftf-packed": ("highs",),
-    "min-total-duration-packed": ("highs",),
-    "max-throughput-per-cost-packed": ("highs",),
-    "gavel-water-filling-packed": ("highs",),
-}
-#: Every back-end of the table, each once.
-BACKENDS: tuple[str, ...] = tuple(dict.fromkeys(
-    backend for backends in BACKENDS_OF.values() for backend in backends))
+#: The back-end of a policy's model unless told otherwise: HiGHS, in the lean install.
+DEFAULT_BACKEND = "highs"
+#: The LPs built as arrays for HiGHS alone (no PuLP model).
+HIGHS_ONLY: tuple[str, ...] = (DEFAULT_BACKEND,)
+#: A constraint model (``deadline``, ``topology``): CP-SAT, or its MILP on a MILP engine.
+CPSAT_OR_MIP: tuple[str, ...] = ("cpsat", *MIP)
+#: AlloX's assignment: a min-cost matching, or its MILP on a MILP engine.
+MATCHING_OR_MIP: tuple[str, ...] = ("matching", *MIP)
+#: Every back-end, each once.
+BACKENDS: tuple[str, ...] = tuple(dict.fromkeys((*CPSAT_OR_MIP, *MATCHING_OR_MIP, *MIP,
+                                                  *HIGHS_ONLY)))
 #: The back-ends that come with an extra of the distribution, not with the lean install.
 EXTRA_OF = {"cbc": "cbc", "scip": "scip"}
 

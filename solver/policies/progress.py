@@ -44,7 +44,6 @@ import numpy as np
 from hetsched.allocation.layout import layout, throughput_of
 from hetsched.core.fairness import isolated_speed
 from hetsched.core.records import Job
-from hetsched.core.settings import DECISION_LIMIT, RESTART_PENALTY_S
 from hetsched.core.throughput import Placement, speed_change_after, throughput_ahead
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import call_word
@@ -52,6 +51,7 @@ from hetsched.formulations.progress import RoundPlan, RoundProblem, solve_round
 from hetsched.policies.contention import ContentionClock
 from hetsched.policies.pairing import lone_packed, pair_options
 from hetsched.policies.progress_gangs import Gangs, Option, spreadable
+from hetsched.policies.progress_params import ProgressParams
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 from hetsched.policies.starting import SpeedBook, types_worth_starting
 
@@ -62,95 +62,21 @@ URGENT_FACTOR = 4.0
 
 
 class Progress(PolicyHooks):
-    """The ``progress`` rolling policy (see the module docstring).
+    """The ``progress`` rolling policy (see the module docstring), with its settings
+    (``params``: :class:`~hetsched.policies.progress_params.ProgressParams`)."""
 
-    ``round_s``: the round (s); ``horizon_s``: the time (s) over which a restart must pay
-    back its penalty; ``urgent_slack``: a deadline job is urgent once its slack is at most
-    this many times its remaining time plus a round (``inf``: as soon as it arrives);
-    ``critical_rounds``: an urgent option whose slack is under this many rounds gets
-    twice the lift (it must run now);
-    ``rho_bound``: finish-time fairness kept as a deadline (issue 35): a job must finish by
-    ``arrival + rho_bound * work / isolated speed`` (its speed with 1/N of the cluster, N
-    the average number of active jobs since it arrived: rho as
-    :func:`hetsched.core.fairness.finish_time_fairness` counts it). Once that is near as
-    ``urgent_slack`` says, its options are urgent, and critical when under
-    ``critical_rounds`` rounds or past; unlike a deadline, a bound already missed keeps
-    the job urgent, as it is the one max rho counts (None: no bound);
-    ``restart_penalty_s``: the penalty a restart or migration costs (the simulator's);
-    ``backend``, ``time_limit_s``, ``deterministic``: the MILP engine and its budget per
-    decision (work units when deterministic); ``pairing``: two whole jobs of one GPU may
-    also run packed on one GPU, at their measured co-location speeds, when the MILP
-    finds the pair worth more than the two apart (``progress-packed``,
-    :mod:`hetsched.policies.pairing`);
-    ``plan_ahead``: a job whose speed changes as it progresses (an elastic job's epochs,
-    docs/elastic.md) is planned with its rate over the next ``horizon_s`` from where it is
-    instead of its whole-life rate; ``gpu_price``: the value of an option on ``n`` GPUs of
-    a type with ``G`` is divided by ``1 + gpu_price * behind * n / G``, ``behind`` the
-    active jobs with more time left (on their fastest options) than this one: GPU time a
-    job takes delays each of them by ``1 / G`` of it, so a job grows only while its
-    speed-up is worth that (at ``gpu_price`` 1, with a power-law speed-up ``n^p``, close to
-    the share heSRPT gives the shortest job, Berg et al. 2020; docs/elastic.md); 0: off.
-    ``speedup_exponent``: while nobody waits, the round is valued as heSRPT shares the
-    cluster among jobs whose speed-up is ``n ** speedup_exponent`` (Berg et al. 2020,
-    optimal for average JCT when no job arrives): of the ``m`` active jobs, the one with
-    ``i - 1`` jobs of more time left than it (the shortest: ``i = m``) has the share
-    ``theta_i = (i/m)^c - ((i-1)/m)^c``, ``c = 1 / (1 - p)``, and an option is worth
-    ``w_j * theta_i^(1-p) * speed / (its speed on its fewest GPUs)``, so that the MILP's
-    optimum over continuous counts with that speed-up is heSRPT's shares (:func:`hesrpt_weight`;
-    ``gpu_price`` then does not apply; jobs such a round stopped do not count as waiting);
-    while an elastic job runs every round boundary is then a decision, so heSRPT's round
-    follows the last waiting job's start even when no GPU is free; None: off
-    (docs/elastic.md).
-    ``plan_ahead`` changes nothing for jobs at a fixed speed; ``gpu_price`` and
-    ``speedup_exponent`` reorder any jobs, hence off by default (``progress-elastic`` sets
-    all three, with 120 s rounds and horizon)."""
-
-    name = "progress"
-
-    def __init__(self, *, round_s: float = 1800.0, horizon_s: float = 360.0,
-                 restart_penalty_s: float = RESTART_PENALTY_S, urgent_slack: float = 0.5,
-                 critical_rounds: float = 2.0, rho_bound: float | None = None,
-                 backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
-                 deterministic: bool = True, pairing: bool = False,
-                 plan_ahead: bool = False, gpu_price: float = 0.0,
-                 speedup_exponent: float | None = None) -> None:
-        for label, value in (("round_s", round_s), ("horizon_s", horizon_s)):
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{label} must be finite and > 0, got {value}")
-        self.round_s = round_s
-        if not (math.isfinite(restart_penalty_s) and restart_penalty_s >= 0):
-            raise ValueError(f"restart_penalty_s must be >= 0, got {restart_penalty_s}")
-        if not (urgent_slack >= 0 and critical_rounds >= 0):
-            raise ValueError(f"urgent_slack and critical_rounds must be >= 0, got "
-                             f"{urgent_slack} and {critical_rounds}")
-        if rho_bound is not None and not (math.isfinite(rho_bound) and rho_bound > 0):
-            raise ValueError(f"rho_bound must be finite and > 0, got {rho_bound}")
-        self.rho_bound = rho_bound
-        self.horizon_s = horizon_s
-        self.restart_penalty_s = restart_penalty_s
-        self.urgent_slack = urgent_slack
-        self.critical_rounds = critical_rounds
-        self.backend = backend
-        self.time_limit_s = time_limit_s
-        self.deterministic = deterministic
-        self.pairing = pairing
-        if not (math.isfinite(gpu_price) and gpu_price >= 0):
-            raise ValueError(f"gpu_price must be finite and >= 0, got {gpu_price}")
-        if speedup_exponent is not None and not 0 < speedup_exponent < 1:
-            raise ValueError(f"speedup_exponent must be in (0, 1), got {speedup_exponent}")
-        self.plan_ahead = plan_ahead
-        self.gpu_price = gpu_price
-        self.speedup_exponent = speedup_exponent
+    def __init__(self, params: ProgressParams | None = None) -> None:
+        params = ProgressParams() if params is None else params
+        #: the policy's parameters (its settings)
+        self.params = params
+        self.name = params.name
+        self.round_s = params.round_s
         # With gpu_price or speedup_exponent: job id -> active jobs with more time left.
         self._behind: dict[str, int] = {}
         self._fewest: dict[str, float] = {}  # with speedup_exponent: its speed on fewest GPUs
         self._parked: set[str] = set()  # with speedup_exponent: jobs a heSRPT round stopped
         self._shares = False  # with speedup_exponent: this round is heSRPT's
         self._type_gpus: dict[str, int] = {}
-        if pairing:
-            self.name = "progress-packed"
-        elif plan_ahead or gpu_price > 0 or speedup_exponent is not None:
-            self.name = "progress-elastic"
         self.speeds = SpeedBook()
         self._last: dict[str, tuple[str, int]] = {}  # job id -> chosen (type, size)
         self._rounds = 0
@@ -180,14 +106,14 @@ class Progress(PolicyHooks):
         """With ``speedup_exponent``, while an elastic job runs, every round boundary is a
         decision: heSRPT's round then comes at the first boundary nobody waits (not when a
         GPU next frees), and follows the jobs' rates as their epochs change them."""
-        return self.speedup_exponent is not None and \
+        return self.params.speedup_exponent is not None and \
             any(len(run.job.gpu_counts) > 1 for run in state.running)
 
     def on_finished(self, job: Job, now: float) -> None:
         """Forget the job's last option."""
         self._last.pop(job.id, None)
         self._parked.discard(job.id)
-        if self.rho_bound is not None:
+        if self.params.rho_bound is not None:
             self._clock.finished(job.id, now)
 
     def figures(self) -> dict[str, object]:
@@ -195,16 +121,16 @@ class Progress(PolicyHooks):
         the jobs started packed)."""
         figures: dict[str, object] = {"progress_rounds": self._rounds,
                                       "progress_rounds_improved": self._from_milp}
-        if self.rho_bound is not None:
+        if self.params.rho_bound is not None:
             figures["progress_fair_urgent"] = self._fair_urgent
-        if self.pairing:
+        if self.params.pairing:
             figures["progress_packed_starts"] = self._packed_starts
         return figures
 
     # -- deciding ------------------------------------------------------------------------
     def decide(self, state: ClusterState) -> Decision:
         """Solve the round's allocation and realise it on GPUs."""
-        if self.rho_bound is not None:
+        if self.params.rho_bound is not None:
             active = [*(r.job for r in state.running), *state.pending]
             self._clock.seen(state.now, (job.id for job in active))
             self._clock.forget_before(min((job.arrival for job in active), default=state.now))
@@ -214,8 +140,8 @@ class Progress(PolicyHooks):
         if not options:
             return Decision()
         problem = self.problem(state, options)
-        budget = Budget(self.time_limit_s, deterministic=self.deterministic)
-        plan = solve_round(problem, budget, self.backend)
+        budget = Budget(self.params.time_limit_s, deterministic=self.params.deterministic)
+        plan = solve_round(problem, budget, self.params.backend)
         self._rounds += 1
         self._from_milp += plan.source == "milp"
         chosen = [options[k] for k in np.flatnonzero(plan.chosen)]
@@ -237,7 +163,7 @@ class Progress(PolicyHooks):
         self._fewest = {}
         # heSRPT's round while nobody waits but the jobs an earlier one stopped (it parks
         # the longest): valuing such a round by the waiting rule would undo it next round.
-        self._shares = self.speedup_exponent is not None and \
+        self._shares = self.params.speedup_exponent is not None and \
             all(job.id in self._parked for job in state.pending)
         found: list[Option] = []
         alone: dict[str, float] = {}  # job id -> its time left on its fastest option
@@ -253,7 +179,7 @@ class Progress(PolicyHooks):
             restarted = run is not None or job.id in state.attained
             # With plan_ahead, a job whose speed changes with its progress (an elastic
             # job's epochs) is planned with its rate over the next horizon on each option.
-            varies = self.plan_ahead and \
+            varies = self.params.plan_ahead and \
                 speed_change_after(state.throughput, job.job_type, 0.0) is not None
             fair = self._fair_deadline(state, job)
             mine, fair_slack = [], []
@@ -262,10 +188,10 @@ class Progress(PolicyHooks):
                     here = run is not None and run.gpu_type == gpu_type and \
                         len(run.gpus) == size and (not run.packed or job.id in lone)
                     ahead = _rate_ahead(state, job, gpu_type, size, speed,
-                                        job.work - remaining, self.horizon_s) \
+                                        job.work - remaining, self.params.horizon_s) \
                         if varies else None
                     end = state.now + (0.0 if here or not restarted else
-                                       self.restart_penalty_s) + remaining / (ahead or speed)
+                                       self.params.restart_penalty_s) + remaining / (ahead or speed)
                     slack = math.inf if job.deadline is None else job.deadline - end
                     fair_slack.append(fair - end)
                     mine.append(Option(job, gpu_type, size, speed, remaining,
@@ -273,15 +199,15 @@ class Progress(PolicyHooks):
                                        rate=ahead))
             fastest = remaining / max(o.planned for o in mine)
             alone[job.id] = fastest
-            if self.speedup_exponent is not None:
+            if self.params.speedup_exponent is not None:
                 fewest = min(o.size for o in mine)
                 self._fewest[job.id] = max(o.planned for o in mine if o.size == fewest)
             if job.deadline is not None and any(o.urgent for o in mine):
                 slack = job.deadline - state.now - fastest
-                if slack > self.urgent_slack * fastest + self.round_s:
+                if slack > self.params.urgent_slack * fastest + self.round_s:
                     mine = [dataclasses.replace(o, urgent=False) for o in mine]
             if math.isfinite(fair) and \
-                    fair - state.now - fastest <= self.urgent_slack * fastest + self.round_s:
+                    fair - state.now - fastest <= self.params.urgent_slack * fastest + self.round_s:
                 # Its rho may pass the bound (or has): urgent on every option, as for a
                 # deadline, and still urgent past it.
                 self._fair_urgent += 1
@@ -294,12 +220,12 @@ class Progress(PolicyHooks):
             kept = [o for o in mine if o.running_here and o.urgent and o.slack >= 0
                     and o.fair_slack >= 0]
             found.extend(kept or mine)
-        if self.gpu_price > 0 or self.speedup_exponent is not None:
+        if self.params.gpu_price > 0 or self.params.speedup_exponent is not None:
             # Shortest time left first: the jobs after each, whom its GPU time delays.
             order = sorted(alone, key=lambda j: (alone[j], j))
             self._behind = {j: len(order) - k - 1 for k, j in enumerate(order)}
             self._type_gpus = dict(layout(state.cluster).type_gpus)
-        if self.pairing and state.colocation is not None and state.colocation.pairs:
+        if self.params.pairing and state.colocation is not None and state.colocation.pairs:
             def rate(o: Option) -> float:
                 return self._worth(state, o)
 
@@ -314,30 +240,31 @@ class Progress(PolicyHooks):
         ``arrival + rho_bound * work / isolated speed`` (its speed on 1/N of the cluster,
         N the average number of active jobs since its arrival, as
         :mod:`hetsched.core.fairness` counts rho); ``inf`` without."""
-        if self.rho_bound is None:
+        bound = self.params.rho_bound
+        if bound is None:
             return math.inf
         contention = self._clock.average(job.arrival, state.now)
         speeds = self.speeds.speeds(state, job, job.num_gpus)
         isolated = isolated_speed(job, state.cluster, speeds, contention)
-        return job.arrival + self.rho_bound * job.work / isolated if isolated > 0 else math.inf
+        return job.arrival + bound * job.work / isolated if isolated > 0 else math.inf
 
     def _worth(self, state: ClusterState, option: Option) -> float:
         """A job's option alone: the weighted share of its remaining work it finishes per
         second, discounted where it restarts the job (it must win the penalty back within
         the horizon). A pair's value adds its two jobs' (:mod:`hetsched.policies.pairing`)."""
         job = option.job
-        if self._shares and self.speedup_exponent is not None:
+        if self._shares and self.params.speedup_exponent is not None:
             rank = len(self._behind) - self._behind.get(job.id, 0)  # 1: the shortest
             value = job.weight * hesrpt_weight(rank, len(self._behind),
-                                               self.speedup_exponent) * \
+                                               self.params.speedup_exponent) * \
                 option.planned / self._fewest[job.id]
         else:
             value = job.weight * option.planned / option.remaining
-            if self.gpu_price > 0:
-                value /= 1.0 + self.gpu_price * self._behind.get(job.id, 0) * \
+            if self.params.gpu_price > 0:
+                value /= 1.0 + self.params.gpu_price * self._behind.get(job.id, 0) * \
                     option.size / self._type_gpus[option.gpu_type]
         if not option.running_here and job.id in state.attained:
-            value *= max(0.0, 1.0 - self.restart_penalty_s / self.horizon_s)
+            value *= max(0.0, 1.0 - self.params.restart_penalty_s / self.params.horizon_s)
         return value
 
     def problem(self, state: ClusterState, options: list[Option]) -> RoundProblem:
@@ -363,7 +290,7 @@ class Progress(PolicyHooks):
             lift = URGENT_FACTOR * per_gpu * sizes
             # Twice the lift when critical: under critical_rounds rounds of slack to the
             # deadline or to the rho bound (or past the bound).
-            critical = self.critical_rounds * self.round_s
+            critical = self.params.critical_rounds * self.round_s
             factor = np.array([2.0 if min(o.slack, o.fair_slack) <= critical else 1.0
                                for o in options])
             value[urgent] += lift[urgent] * factor[urgent]

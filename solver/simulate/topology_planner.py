@@ -11,7 +11,7 @@ from hetsched.core.records import Instance
 from hetsched.core.result import Result
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.options import SolveOptions
-from hetsched.policies.backends import BACKENDS_OF
+from hetsched.policies.backends import CPSAT_OR_MIP
 from hetsched.policies.topology import TopologyAdmission
 from hetsched.simulate.simulated import simulate_instance
 
@@ -21,7 +21,7 @@ class TopologyPlanner:
     :mod:`hetsched.policies.topology`)."""
 
     name: ClassVar[str] = "topology"
-    backends: ClassVar[tuple[str, ...]] = BACKENDS_OF["topology"]
+    backends: ClassVar[tuple[str, ...]] = CPSAT_OR_MIP
     default_time_limit_s: ClassVar[float | None] = 60.0
     replan_preemptive: ClassVar[bool] = False
 

@@ -8,7 +8,9 @@ import pytest
 from hetsched.core.records import Cluster, GpuType, Job, Node
 from hetsched.core.throughput import ThroughputTable
 from hetsched.policies.baselines import HeterogeneityAgnostic
-from hetsched.policies.baselines.finish_time import FinishTimeFairness
+from hetsched.policies.baselines.finish_time import FinishTime
+from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.baselines.gavel_params import FinishTimeParams
 from hetsched.policies.rolling import ClusterState, RunningJob
 from hetsched.registry import rolling
 from hetsched.simulate.simulator import Simulator
@@ -19,7 +21,7 @@ TABLE = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 1.0)])
 
 def test_isolated_time_adds_up_over_solves() -> None:
     a, b = Job("A", 0.0, "cnn", 1, 2000.0), Job("B", 500.0, "cnn", 1, 2000.0)
-    policy = FinishTimeFairness(round_s=100.0)
+    policy = Gavel(FinishTimeParams(round_s=100.0))
     first = policy.decide(ClusterState(now=0.0, cluster=CLUSTER, throughput=TABLE,
                                        pending=(a,), remaining={"A": 2000.0}, running=(),
                                        free=frozenset({"n/0"})))
@@ -33,7 +35,8 @@ def test_isolated_time_adds_up_over_solves() -> None:
     # = 3500 s, B's 2000 / 0.5 = 4000 s. max((500 + 1500 / rA) / 3500, 2000 / rB / 4000)
     # with rA + rB = 1 is least at rA = rB = 1/2 (both ratios 1). Without the 500 s A
     # already had, rA^2 + 5 rA - 3 = 0 would give A 0.541.
-    assert policy._isolated.done == {"A": pytest.approx(500.0)}
+    assert isinstance(policy.objective, FinishTime)
+    assert policy.objective.isolated.done == {"A": pytest.approx(500.0)}
     assert policy.allocation["A"]["v100"] == pytest.approx(0.5, abs=1e-6)
     assert policy.allocation["B"]["v100"] == pytest.approx(0.5, abs=1e-6)
 
@@ -42,7 +45,7 @@ def test_a_replay_gives_the_late_job_its_share() -> None:
     # The case above as a replay, rounds of 100 s: from 500 s A and B alternate round by
     # round, so B, which arrived when A was a quarter done, does not wait for A's end.
     jobs = [Job("A", 0.0, "cnn", 1, 2000.0), Job("B", 500.0, "cnn", 1, 2000.0)]
-    ran = Simulator(CLUSTER, jobs, FinishTimeFairness(round_s=100.0), truth=TABLE).run()
+    ran = Simulator(CLUSTER, jobs, Gavel(FinishTimeParams(round_s=100.0)), truth=TABLE).run()
     assert ran.records["B"].first_start == pytest.approx(600.0)
     assert ran.records["A"].preemptions > 0
     assert ran.summary()["completed"] == 2
@@ -53,7 +56,8 @@ def test_a_replay_gives_the_late_job_its_share() -> None:
 def test_the_agnostic_variant_is_registered() -> None:
     policy = rolling("ftf-agnostic")
     assert isinstance(policy, HeterogeneityAgnostic)
-    assert isinstance(policy.policy, FinishTimeFairness)
+    assert isinstance(policy.policy, Gavel)
+    assert isinstance(policy.policy.params, FinishTimeParams)
     assert policy.policy.name == "ftf"
 
 
@@ -82,9 +86,11 @@ def test_auto_spare_solves_few_jobs_by_the_lp_and_many_by_the_prices(
                          free=frozenset({"n/0"}))
     for threshold, lps, tests in ((500, True, False), (1, False, True)):
         monkeypatch.setattr(module, "AUTO_LP_JOBS", threshold)
-        policy = FinishTimeFairness(round_s=100.0)
+        policy = Gavel(FinishTimeParams(round_s=100.0))
         policy.decide(state)
-        assert (policy._finish_lp.last_solves > 0) is lps
-        assert (policy._finish.last_tests > 0) is tests
+        objective = policy.objective
+        assert isinstance(objective, FinishTime)
+        assert (objective._finish_lp.last_solves > 0) is lps
+        assert (objective._finish.last_tests > 0) is tests
         # Either way the two alike jobs share the GPU half and half (both ratios 1).
         assert policy.allocation["A"]["v100"] == pytest.approx(0.5, abs=1e-6)

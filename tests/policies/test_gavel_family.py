@@ -12,9 +12,13 @@ from hetsched.core.records import Cluster, GpuType, Job, Node
 from hetsched.core.throughput import ThroughputTable
 from hetsched.files.instance import load_instance
 from hetsched.policies.baselines import HeterogeneityAgnostic
-from hetsched.policies.baselines.fifo_fastest import FifoFastest
-from hetsched.policies.baselines.isolated import Isolated
-from hetsched.policies.baselines.min_total_duration import MinTotalDuration
+from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.baselines.gavel_params import (
+    CostParams,
+    DurationParams,
+    FifoFastestParams,
+    IsolatedParams,
+)
 from hetsched.policies.baselines.throughput_per_cost import ThroughputPerCost
 from hetsched.policies.rolling import ClusterState, RollingPolicy
 from hetsched.registry import ENTRIES, rolling
@@ -49,7 +53,7 @@ def test_fifo_fastest_moves_the_second_job_to_the_v100_once_free() -> None:
     table = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 10.0),
                                        ("cnn", "k80", 1, "packed", 2.0)])
     jobs = [Job("a", 0.0, "cnn", 1, 1000.0), Job("b", 0.0, "cnn", 1, 2000.0)]
-    ran = Simulator(cluster, jobs, FifoFastest(round_s=100.0), truth=table).run()
+    ran = Simulator(cluster, jobs, Gavel(FifoFastestParams(round_s=100.0)), truth=table).run()
     assert ran.records["a"].finish == pytest.approx(100.0)
     assert ran.records["b"].finish == pytest.approx(310.0)
     assert ran.records["b"].preemptions == 1
@@ -65,11 +69,28 @@ def test_isolated_gives_each_job_its_nth_of_every_type() -> None:
     cluster = v100_and_k80(4, 2)
     table = ThroughputTable.from_rows([("cnn", t, n, "packed", 1.0) for t in ("v100", "k80")
                                        for n in (1, 2, 4)])
-    policy = Isolated(round_s=100.0)
+    policy = Gavel(IsolatedParams(round_s=100.0))
     policy.decide(first_state(cluster, table, [Job("one", 0.0, "cnn", 1, 100.0),
                                                Job("four", 0.0, "cnn", 4, 100.0)]))
     assert policy.allocation["one"] == pytest.approx({"v100": 2 / 3, "k80": 1 / 3})
     assert policy.allocation["four"] == pytest.approx({"v100": 0.5, "k80": 0.0})
+
+
+#: fast at 2 and 1 steps/s on a V100 and a K80, even at 1 and 1.
+FAST_AND_EVEN = ThroughputTable.from_rows([("fast", "v100", 1, "packed", 2.0),
+                                           ("fast", "k80", 1, "packed", 1.0),
+                                           ("even", "v100", 1, "packed", 1.0),
+                                           ("even", "k80", 1, "packed", 1.0)])
+
+
+def decided_min_total_duration(fast_steps: float, spare: str = "two-stage") -> Gavel:
+    """``min-total-duration`` (rounds of 100 s, ``spare``) after its first decision on one
+    V100 and one K80 for f (fast, ``fast_steps`` steps) and e (even, 100 steps)."""
+    policy = Gavel(DurationParams(round_s=100.0, spare=spare))
+    policy.decide(first_state(v100_and_k80(), FAST_AND_EVEN,
+                              [Job("f", 0.0, "fast", 1, fast_steps),
+                               Job("e", 0.0, "even", 1, 100.0)]))
+    return policy
 
 
 def test_min_total_duration_uses_the_steps_left() -> None:
@@ -79,15 +100,8 @@ def test_min_total_duration_uses_the_steps_left() -> None:
     # fast bounds it: 2 a + a' >= 400 / T and b + b' >= 100 / T; fast all on the V100
     # (2 steps/s, 200 s) and even on the K80 (100 s) gives T = 200, and no allocation
     # does better (fast's best is 2 steps/s).
-    cluster = v100_and_k80()
-    table = ThroughputTable.from_rows([("fast", "v100", 1, "packed", 2.0),
-                                       ("fast", "k80", 1, "packed", 1.0),
-                                       ("even", "v100", 1, "packed", 1.0),
-                                       ("even", "k80", 1, "packed", 1.0)])
     for steps in (100.0, 400.0):
-        policy = MinTotalDuration(round_s=100.0)
-        policy.decide(first_state(cluster, table, [Job("f", 0.0, "fast", 1, steps),
-                                                   Job("e", 0.0, "even", 1, 100.0)]))
+        policy = decided_min_total_duration(steps)
         assert policy.allocation["f"] == pytest.approx({"v100": 1.0, "k80": 0.0}, abs=1e-6)
         assert policy.allocation["e"] == pytest.approx({"v100": 0.0, "k80": 1.0}, abs=1e-6)
 
@@ -101,14 +115,7 @@ def test_min_total_duration_as_gavel_keeps_a_point_inside_at_its_bisections_make
     # the V100 as at the least makespan), so the makespan lies between 200 s and T_g.
     from hetsched.policies.baselines.min_total_duration import gavels_bisection
 
-    cluster = v100_and_k80()
-    table = ThroughputTable.from_rows([("fast", "v100", 1, "packed", 2.0),
-                                       ("fast", "k80", 1, "packed", 1.0),
-                                       ("even", "v100", 1, "packed", 1.0),
-                                       ("even", "k80", 1, "packed", 1.0)])
-    policy = MinTotalDuration(round_s=100.0, spare="gavel")
-    policy.decide(first_state(cluster, table, [Job("f", 0.0, "fast", 1, 400.0),
-                                               Job("e", 0.0, "even", 1, 100.0)]))
+    policy = decided_min_total_duration(400.0, spare="gavel")
     bound = gavels_bisection(200.0)
     assert 200.0 < bound <= 210.0
     f, e = policy.allocation["f"], policy.allocation["e"]
@@ -124,7 +131,7 @@ COST_TABLE = ThroughputTable.from_rows([("cnn", "v100", 1, "packed", 2.0),
                                         ("cnn", "k80", 1, "packed", 1.0)])
 
 
-def cost_allocation(policy: ThroughputPerCost, cluster: Cluster,
+def cost_allocation(policy: Gavel, cluster: Cluster,
                     job: Job) -> dict[str, float]:
     policy.decide(first_state(cluster, COST_TABLE, [job]))
     return policy.allocation[job.id]
@@ -137,14 +144,14 @@ def test_the_cost_policy_reads_the_prices() -> None:
     # 0.135), given: 1.80 against 4.94, the K80. No price anywhere: an error naming one.
     job = Job("a", 0.0, "cnn", 1, 1000.0)
     priced = v100_and_k80(v100_price=3.0, k80_price=1.0)
-    assert cost_allocation(ThroughputPerCost(), priced, job) == pytest.approx(
+    assert cost_allocation(Gavel(CostParams()), priced, job) == pytest.approx(
         {"v100": 0.0, "k80": 1.0}, abs=1e-6)
-    assert cost_allocation(ThroughputPerCost(prices={"v100": 1.0, "k80": 1.0}), priced,
+    assert cost_allocation(Gavel(CostParams(prices={"v100": 1.0, "k80": 1.0})), priced,
                            job) == pytest.approx({"v100": 1.0, "k80": 0.0}, abs=1e-6)
-    assert cost_allocation(ThroughputPerCost(prices=GAVEL_PRICES), v100_and_k80(),
+    assert cost_allocation(Gavel(CostParams(prices=GAVEL_PRICES)), v100_and_k80(),
                            job) == pytest.approx({"v100": 0.0, "k80": 1.0}, abs=1e-6)
     with pytest.raises(ValueError, match="'v100' has no price"):
-        cost_allocation(ThroughputPerCost(), v100_and_k80(), job)
+        cost_allocation(Gavel(CostParams()), v100_and_k80(), job)
 
 
 def test_the_cost_policy_meets_a_deadline_when_asked() -> None:
@@ -153,9 +160,9 @@ def test_the_cost_policy_meets_a_deadline_when_asked() -> None:
     # dollar, so a = 1/3 of the V100 and 2/3 of the K80. Without meet_deadlines: the K80.
     job = Job("a", 0.0, "cnn", 1, 2000.0, deadline=1500.0)
     priced = v100_and_k80(v100_price=3.0, k80_price=1.0)
-    assert cost_allocation(ThroughputPerCost(meet_deadlines=True), priced, job) == \
+    assert cost_allocation(Gavel(CostParams(meet_deadlines=True)), priced, job) == \
         pytest.approx({"v100": 1 / 3, "k80": 2 / 3}, abs=1e-6)
-    assert cost_allocation(ThroughputPerCost(), priced, job) == pytest.approx(
+    assert cost_allocation(Gavel(CostParams()), priced, job) == pytest.approx(
         {"v100": 0.0, "k80": 1.0}, abs=1e-6)
 
 
@@ -164,8 +171,8 @@ def test_a_gpu_type_without_a_price_is_named() -> None:
     table = ThroughputTable.from_rows([("cnn", "h100", 1, "packed", 1.0)])
     state = first_state(cluster, table, [Job("a", 0.0, "cnn", 1, 10.0)])
     with pytest.raises(ValueError, match="'h100' has no price"):
-        ThroughputPerCost().decide(state)
-    assert ThroughputPerCost(prices={"h100": 4.0}).decide(state).start
+        Gavel(CostParams()).decide(state)
+    assert Gavel(CostParams(prices={"h100": 4.0})).decide(state).start
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -198,9 +205,10 @@ def test_a_replay_passes_the_checker(name: str) -> None:
 
 
 def test_a_replay_meeting_deadlines_passes_the_checker() -> None:
-    policy = ThroughputPerCost(meet_deadlines=True)
+    policy = Gavel(CostParams(meet_deadlines=True))
     small_replay(policy)
-    assert policy.figures()["deadlines_left_out"] == policy.deadlines_left_out
+    assert isinstance(policy.objective, ThroughputPerCost)
+    assert policy.figures()["deadlines_left_out"] == policy.objective.deadlines_left_out
 
 
 def test_gavels_bisection_stops_within_five_percent() -> None:

@@ -16,6 +16,7 @@ from hetsched.core.records import Cluster, GpuType, Job, Node
 from hetsched.core.settings import MAX_RESTART_PENALTY_S, MIN_PERIOD_S, ReplaySettings
 from hetsched.core.throughput import ThroughputTable
 from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.baselines.gavel_params import GavelParams
 from hetsched.policies.baselines.tiresias import Tiresias
 from hetsched.policies.rolling import ClusterState, Decision, RollingFifo
 from hetsched.registry import rolling
@@ -120,7 +121,7 @@ class CountingGavel(Gavel):
     """Gavel counting its calls."""
 
     def __init__(self) -> None:
-        super().__init__(backend="highs")
+        super().__init__(GavelParams(backend="highs"))
         self.calls: list[float] = []
 
     def decide(self, state: ClusterState) -> Decision:

@@ -1,20 +1,22 @@
-"""``fifo-fastest``: Gavel's ``fifo_perf``, first in first out onto the fastest GPU type
-with room, realised in rounds as ``gavel`` realises its allocation."""
+"""``fifo-fastest`` and ``fifo-packed``: Gavel's ``fifo_perf``, first in first out onto the
+fastest GPU type with room, realised in rounds as ``gavel`` realises its allocation, and
+its ``fifo_packed``."""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 
 import numpy as np
 
 from hetsched.core.records import Job
 from hetsched.formulations.budget import Budget
+from hetsched.formulations.gavel.packed import PackedProblem
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem
-from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.baselines.gavel_objectives import GavelObjective, PackedShares
 from hetsched.policies.rolling import ClusterState
 
 
-class FifoFastest(Gavel):
+class FifoFastest(GavelObjective):
     """Gavel's heterogeneity-aware FIFO (``fifo_perf``): jobs in arrival order, each given
     all of its time on the fastest GPU type that still has GPUs for its gang, until a job
     finds none (:mod:`hetsched.formulations.gavel.fastest`; no backfilling). Recomputed,
@@ -28,21 +30,20 @@ class FifoFastest(Gavel):
     waiting job is overtaken by nobody who came after it, but by the allocation's
     re-deal; ``starvation_rounds`` is infinite by default). Work conserving by default,
     as ``gavel``: GPUs left over go to waiting jobs between rounds; with
-    ``work_conserving=False`` only the rounds start jobs, as in Gavel's scheduler."""
+    ``work_conserving=False`` only the rounds start jobs, as in Gavel's scheduler.
 
-    #: (Gavel's rounds skip a FIFO policy's pairs of priority 0: ``scheduler.py:829-831``)
+    Packed (``fifo_packed``: :func:`~hetsched.formulations.gavel.packed.fifo_packed`): the
+    same onto the fastest type with room, then the next jobs packed beside placed ones
+    whose pair's rates add up to more than ``packing_threshold``."""
+
     walks_zero_priority = False
 
-    def __init__(self, *, round_s: float = 360.0, starvation_rounds: float = math.inf,
-                 work_conserving: bool = True,
-                 rounds: str = "hetsched") -> None:
-        super().__init__(objective="max-min", round_s=round_s,
-                         starvation_rounds=starvation_rounds, work_conserving=work_conserving,
-                         rounds=rounds)
-        self.name = "fifo-fastest"
+    def __init__(self, packing_threshold: float = 1.5) -> None:
+        super().__init__()
+        self.packing_threshold = packing_threshold
 
-    def _allocate(self, state: ClusterState, jobs: list[Job], problem: AllocationProblem,
-                  budget: Budget) -> Allocation:
+    def alone(self, state: ClusterState, jobs: Sequence[Job], problem: AllocationProblem,
+              budget: Budget) -> Allocation:
         """The greedy allocation of ``jobs`` in arrival order (then by id)."""
         from hetsched.formulations.gavel.fastest import fastest_free
 
@@ -50,3 +51,10 @@ class FifoFastest(Gavel):
                             np.array([job.arrival for job in jobs], dtype=np.float64)))
         fractions = fastest_free(problem, order)
         return Allocation(problem, fractions, float(fractions.sum()), True)
+
+    def packed(self, state: ClusterState, jobs: Sequence[Job], problem: PackedProblem,
+               budget: Budget) -> PackedShares:
+        """Gavel's ``fifo_packed``."""
+        from hetsched.formulations.gavel.packed import fifo_packed
+
+        return fifo_packed(problem, self.packing_threshold)

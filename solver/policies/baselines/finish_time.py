@@ -1,5 +1,6 @@
-"""Finish-time fairness (``ftf``): Gavel's heterogeneity-aware ``finish_time_fairness_perf``
-allocation (Themis's rho, NSDI 2020), realised in rounds as ``gavel`` realises its own."""
+"""Finish-time fairness (``ftf``, ``ftf-packed``): Gavel's heterogeneity-aware
+``finish_time_fairness_perf`` allocation (Themis's rho, NSDI 2020), realised in rounds as
+``gavel`` realises its own, and its ``finish_time_fairness_packed``."""
 
 from __future__ import annotations
 
@@ -8,27 +9,25 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hetsched.core.errors import InputError
 from hetsched.core.records import Job
-from hetsched.core.settings import DECISION_LIMIT
 from hetsched.formulations.budget import Budget
+from hetsched.formulations.gavel.packed import PackedProblem
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem, Array
-from hetsched.policies.backends import BACKENDS_OF
 from hetsched.policies.baselines.common import steps_left
-from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.baselines.gavel_objectives import (
+    LEAST_STEPS,
+    GavelObjective,
+    PackedShares,
+)
 from hetsched.policies.rolling import ClusterState
 
-#: A running job about to finish still has this many steps left to the LP (it needs > 0).
-LEAST_STEPS = 1e-9
-#: How an allocation gives out what the worst job does not need (``spare``).
-SPARE = ("auto", "greedy", "central", "lp")
 #: ``spare="auto"``: the LP iteration up to this many active jobs, the prices above.
 AUTO_LP_JOBS = 500
 
 log = logging.getLogger(__name__)
 
 
-class FinishTimeFairness(Gavel):
+class FinishTime(GavelObjective):
     """Gavel's finish-time-fairness allocation, recomputed as ``gavel`` recomputes its own
     (the first round boundary after the active jobs changed) and realised the same way
     (rounds of ``round_s``, priorities by share over time received, the starvation
@@ -37,53 +36,33 @@ class FinishTimeFairness(Gavel):
     Each solve minimises the largest ratio of a job's expected finish time (time since
     its arrival plus its steps left at the allocation's speed) to its isolated time
     (:mod:`hetsched.formulations.gavel.finish_time`). A job's isolated time adds up, as
-    Gavel's: the steps it did between two solves at the isolated speed of the earlier
-    one (1/n of the cluster, n the jobs active then), plus its steps left at today's.
-    ``ftf-agnostic`` sees every GPU type alike (the registry's ``-agnostic`` variant),
-    like Gavel's ``finish_time_fairness``, which gives every type the V100's throughput.
-    The objective counts the worst job only; ``spare`` says which of the allocations
-    that reach it is used (the attribute's notes), ``rounds="gavel"`` realises it as
-    Gavel's simulator does (:class:`Gavel`).
+    Gavel's (:class:`IsolatedTimes`): the steps it did between two solves at the isolated
+    speed of the earlier one (1/n of the cluster, n the jobs active then), plus its steps
+    left at today's. ``ftf-agnostic`` sees every GPU type alike (the registry's
+    ``-agnostic`` variant), like Gavel's ``finish_time_fairness``, which gives every type
+    the V100's throughput. The objective counts the worst job only; ``spare`` says which
+    of the allocations that reach it is used
+    (:class:`~hetsched.policies.baselines.gavel_params.FinishTimeParams`).
     """
 
-    def __init__(self, *, round_s: float = 360.0, backend: str = "highs",
-                 time_limit_s: float | None = DECISION_LIMIT, deterministic: bool = True,
-                 starvation_rounds: float = 20.0, work_conserving: bool = True,
-                 rounds: str = "hetsched", spare: str = "auto") -> None:
+    def __init__(self, spare: str = "auto") -> None:
         from hetsched.formulations.gavel.finish_time import FinishTimeSolver
 
-        if spare not in SPARE:
-            raise InputError("unknown spare", path="spare", value=spare,
-                             expected=" or ".join(SPARE))
-        if backend not in BACKENDS_OF["ftf"]:
-            raise ValueError(f"ftf's LPs run on {', '.join(BACKENDS_OF['ftf'])}, not {backend}")
-        super().__init__(objective="max-min", round_s=round_s, backend=backend,
-                         time_limit_s=time_limit_s, deterministic=deterministic,
-                         starvation_rounds=starvation_rounds, work_conserving=work_conserving,
-                         rounds=rounds)
-        self.name = "ftf"
+        super().__init__()
+        self.spare = spare
         self._finish = FinishTimeSolver("lp" if spare == "lp" else "prices")
         #: the LP iteration, for ``spare="auto"`` on few jobs
         self._finish_lp = FinishTimeSolver("lp") if spare == "auto" else self._finish
-        #: how the allocation gives out what the worst job does not need: ``lp`` (the LP
-        #: iteration, whose last solve maximises the sum of normalised rates with every
-        #: job within the optimum: exact, 3 or more LPs of a row per job), ``greedy`` (the
-        #: optimum through capacity prices, then the pairs of most normalised rate per GPU
-        #: first: 10 times faster at 2,000 jobs), ``auto`` (``lp`` up to
-        #: :data:`AUTO_LP_JOBS` active jobs, ``greedy`` above), or ``central`` (an
-        #: interior optimum, as Gavel's conic solver returns, after the prices;
-        #: :mod:`hetsched.formulations.gavel.central`). All reach the same worst ratio.
-        self.spare = spare
         #: each job's isolated time, as Gavel counts it
-        self._isolated = IsolatedTimes()
+        self.isolated = IsolatedTimes()
 
-    def _allocate(self, state: ClusterState, jobs: list[Job], problem: AllocationProblem,
-                  budget: Budget) -> Allocation:
+    def alone(self, state: ClusterState, jobs: Sequence[Job], problem: AllocationProblem,
+              budget: Budget) -> Allocation:
         """The finish-time-fairness allocation of ``jobs`` at ``state``."""
         from hetsched.formulations.gavel.finish_time import FinishTimeProblem, isolated_speeds
 
         steps = np.array(steps_left(state, jobs, LEAST_STEPS))
-        isolated = self._isolated.at_solve(jobs, steps, isolated_speeds(problem))
+        isolated = self.isolated.at_solve(jobs, steps, isolated_speeds(problem))
         since = np.array([max(0.0, state.now - job.arrival) for job in jobs])
         finish = FinishTimeProblem(problem, since, steps, isolated)
         solver = self._finish_lp if len(jobs) <= AUTO_LP_JOBS else self._finish
@@ -97,6 +76,26 @@ class FinishTimeFairness(Gavel):
                                   answer.optimal, answer.runtime_s)
             log.debug("t=%g: no central allocation; the greedy one is used", state.now)
         return answer
+
+    def packed(self, state: ClusterState, jobs: Sequence[Job], problem: PackedProblem,
+               budget: Budget) -> PackedShares:
+        """Gavel's packed finish-time fairness; each job's isolated time adds up as
+        :meth:`alone`'s does, its isolated speed alone with 1/n of the cluster, as
+        Gavel's."""
+        from hetsched.formulations.gavel.finish_time import isolated_allocation
+        from hetsched.formulations.gavel.packed_objectives import packed_finish_time
+
+        steps = np.array(steps_left(state, jobs, LEAST_STEPS))
+        start = isolated_allocation(problem.alone)
+        speeds = (problem.alone.throughput * start).sum(axis=1)
+        isolated = self.isolated.at_solve(jobs, steps, speeds)
+        if np.any(speeds <= 0):  # (a job no type with GPUs can run: no ratio for it)
+            return None
+        since = np.array([max(0.0, state.now - job.arrival) for job in jobs])
+        answer = packed_finish_time(problem, since, steps, isolated,
+                                    (start, np.zeros((len(problem.first), start.shape[1]))),
+                                    budget)
+        return None if answer is None else (answer.alone, answer.together)
 
 
 class IsolatedTimes:

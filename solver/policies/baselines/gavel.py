@@ -1,5 +1,6 @@
-"""Gavel (Narayanan et al., OSDI 2020): a heterogeneity-aware allocation LP over time
-fractions per GPU type, realised round by round."""
+"""Gavel (Narayanan et al., OSDI 2020): a heterogeneity-aware allocation of time fractions
+per GPU type, realised round by round; the objective it allocates by is one of Gavel's
+family (:mod:`hetsched.policies.baselines.gavel_family`)."""
 
 from __future__ import annotations
 
@@ -12,19 +13,12 @@ import numpy as np
 
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.allocation.layout import Start
-from hetsched.core.errors import InputError
-from hetsched.core.fairness import tenant_of
 from hetsched.core.records import Job
-from hetsched.core.settings import DECISION_LIMIT
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.gavel.problem import (
-    Allocation,
-    AllocationProblem,
-    Array,
-    equal_shares,
-)
-from hetsched.policies.backends import BACKENDS_OF
+from hetsched.formulations.gavel.problem import AllocationProblem, Array, equal_shares
 from hetsched.policies.baselines.common import Misses, RoundClock, SpeedBook, place
+from hetsched.policies.baselines.gavel_family import objective_of
+from hetsched.policies.baselines.gavel_params import GavelParams, RoundsParams
 from hetsched.policies.baselines.gavel_rounds import (
     GavelLedger,
     Pairs,
@@ -33,16 +27,12 @@ from hetsched.policies.baselines.gavel_rounds import (
     whole_first,
 )
 from hetsched.policies.baselines.row_book import RowBook
-from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
+from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RunningJob
 
 log = logging.getLogger(__name__)
 
-#: The most POP partitions (``--partitions``).
-MAX_PARTITIONS = 256
 #: An LP answer may exceed a constraint by this much (GPUs, or time fractions) and be used.
 FEASIBILITY_TOLERANCE = 1e-6
-#: Whose rounds realise an allocation (``rounds``).
-ROUNDS = ("hetsched", "gavel")
 
 
 def solve_key(jobs: Sequence[Job]) -> frozenset[tuple[str, tuple[str, ...] | None]]:
@@ -51,16 +41,16 @@ def solve_key(jobs: Sequence[Job]) -> frozenset[tuple[str, tuple[str, ...] | Non
 
 
 class Gavel(PolicyHooks):
-    """Gavel's allocation ``X[job, gpu_type]`` (time fractions, an LP built as arrays and
-    solved by HiGHS, each solve warm-started from the previous one, or PuLP's model on CBC
-    or SCIP: ``hetsched.formulations.gavel``), realised in rounds of ``round_s`` seconds.
-    With ``partitions`` k > 1 the LP is split into POP's k random sub-problems
-    (:mod:`hetsched.formulations.gavel.pop`); each solve's note in decisions.csv gives
-    the objective it reached over the monolithic optimum. An ``executor`` (a process
-    pool, Ray's: ``hetsched.bench.ray_engine``) solves the k sub-problems side by side, with the
+    """Gavel's allocation ``X[job, gpu_type]`` (time fractions) by the objective its
+    parameters name (``params``: :class:`~hetsched.policies.baselines.gavel_params.
+    GavelParams` for Gavel's own LP, max-min fairness or max-sum throughput, monolithic or
+    split by POP, or water-filling; ``FinishTimeParams``, ``DurationParams``,
+    ``CostParams``, ``IsolatedParams``, ``FifoFastestParams`` for the others of its
+    family), realised in rounds of ``round_s`` seconds. An ``executor`` (a process pool,
+    Ray's: ``hetsched.bench.ray_engine``) solves POP's sub-problems side by side, with the
     same allocations as solving them here in turn.
 
-    The LP is solved again at the first round boundary after the set of active jobs
+    The allocation is solved again at the first round boundary after the set of active jobs
     changed (an arrival or a completion), as Gavel's scheduler does. Each job's priority
     on each type is ``X_jk`` divided by the fraction of the time since that solve it has
     run on type k (infinite if it has not run there yet; 0 where ``X_jk = 0``, and for
@@ -78,7 +68,7 @@ class Gavel(PolicyHooks):
     ``work_conserving=False`` only the rounds start jobs and a job not chosen stops, as
     in Gavel's own scheduler).
 
-    Only a feasible LP answer is used. If the LP gives none (no solution in its time
+    Only a feasible answer is used. If the objective gives none (no solution in its time
     limit, or one that over-fills a GPU type), every job gets an equal time share of each
     type it can run on (:func:`equal_shares`, feasible by construction); the decisions
     until the next solve are marked as fallbacks (counted in ``summary.json``'s
@@ -94,92 +84,21 @@ class Gavel(PolicyHooks):
     work conserving), to compare an allocation with Gavel's with the mechanism held equal.
     """
 
-    #: Gavel's rounds (``rounds="gavel"``) walk the pairs of priority 0 too (its
-    #: ``_schedule_jobs_on_workers_helper``), except for its FIFO policies
-    walks_zero_priority = True
-
-    def __init__(self, *, objective: str = "max-min", round_s: float = 360.0,
-                 backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
-                 deterministic: bool = True,
-                 starvation_rounds: float = 20.0, partitions: int = 1,
-                 executor: Executor | None = None, work_conserving: bool = True,
-                 rounds: str = "hetsched", water_filling: bool | str = False,
-                 hierarchical: bool = True, spare: str = "two-stage",
-                 keep_whole: bool = False) -> None:
-        from hetsched.formulations.gavel import AllocationSolver, Objective, PartitionedSolver
-
-        if not round_s > 0 or not starvation_rounds > 0:
-            raise ValueError("round_s and starvation_rounds must be > 0")
-        if backend not in BACKENDS_OF["gavel"]:
-            raise ValueError(f"gavel's LP runs on {', '.join(BACKENDS_OF['gavel'])}, not "
-                             f"{backend}")
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or not (
-                1 <= partitions <= MAX_PARTITIONS):
-            raise InputError("bad number of partitions", path="partitions", value=partitions,
-                             expected=f"an integer from 1 to {MAX_PARTITIONS}")
-        if partitions > 1 and backend != "highs":
-            raise InputError("POP partitions run on highs only", path="partitions",
-                             value=partitions, expected=f"1 with backend {backend}")
-        if rounds not in ROUNDS:
-            raise InputError("unknown rounds", path="rounds", value=rounds,
-                             expected=" or ".join(ROUNDS))
-        self.objective = Objective(objective)
-        if water_filling not in (False, True, "gpus"):
-            raise InputError("unknown water_filling", path="water_filling",
-                             value=water_filling, expected="true, false or \"gpus\"")
-        if water_filling and (self.objective is not Objective.MAX_MIN or partitions > 1
-                              or backend != "highs"):
-            raise InputError("water-filling is max-min's, monolithic, on highs",
-                             path="water_filling", value=water_filling,
-                             expected="objective max-min, 1 partition, backend highs")
-        #: max-min by water-filling (:mod:`hetsched.formulations.gavel.water_filling`) of
-        #: normalised rates (``True``) or of GPUs held (``"gpus"``)
-        self.water_filling = water_filling
-        #: water-filling over tenants, then their jobs: a job that cannot take more leaves
-        #: its part of its tenant's weight to the tenant's other jobs (Gavel's
-        #: ``entity_to_job_mapping``); off: every job keeps the weight it is shown with
-        if not isinstance(hierarchical, bool):
-            raise InputError("hierarchical must be true or false", path="hierarchical",
-                             value=hierarchical, expected="true or false")
-        self.hierarchical = hierarchical
-        if spare not in ("two-stage", "central") or (
-                spare == "central" and (self.objective is not Objective.MAX_MIN
-                                        or water_filling or backend != "highs")):
-            raise InputError("unknown spare", path="spare", value=spare,
-                             expected="two-stage, or central (max-min on highs)")
-        #: max-min's slack above the floor: by the greatest sum of rho (``two-stage``), or
-        #: an interior optimum as ECOS returns for Gavel (``central``,
-        #: :func:`hetsched.formulations.gavel.central.central_max_min`)
-        self.spare = spare
-        if not isinstance(keep_whole, bool):
-            raise InputError("keep_whole must be true or false", path="keep_whole",
-                             value=keep_whole, expected="true or false")
-        #: hetsched's rounds take the jobs whose allocation is all of their time first,
-        #: each kept on the type it runs on while it has had no more than its share there
-        self.keep_whole = keep_whole
-        #: POP's number of partitions (1: the monolithic LP)
-        self.partitions = partitions
-        #: the LP kept between solves (warm starts), when it runs on HiGHS
-        self._solver = AllocationSolver(self.objective) if partitions == 1 else \
-            PartitionedSolver(self.objective, partitions, executor=executor)
-        #: POP: each solve's objective over the monolithic optimum
-        self.pop_ratios: list[float] = []
-        self.name = {Objective.MAX_MIN: "gavel", Objective.MAX_SUM: "gavel-max-sum",
-                     Objective.MAX_SUM_RAW: "gavel-max-sum-raw"}[self.objective]
-        if water_filling:
-            self.name = "gavel-water-filling" + ("-gpus" if water_filling == "gpus" else "")
-        self.round_s = round_s
-        self.backend = backend
-        self.time_limit_s = time_limit_s
-        #: the time limit counts deterministic work (an LP then runs to its optimum)
-        self.deterministic = deterministic
-        self.starvation_rounds = starvation_rounds
+    def __init__(self, params: RoundsParams | None = None, *,
+                 executor: Executor | None = None) -> None:
+        params = GavelParams() if params is None else params
+        #: the policy's parameters (its settings)
+        self.params: RoundsParams = params
+        self.name = params.name
+        self.round_s = params.round_s
+        #: how the allocation is solved
+        self.objective = objective_of(params, executor)
         #: GPUs a round leaves over, and GPUs freed between rounds, go to waiting jobs
         #: (off: only the rounds start jobs, and a job not chosen stops, as in Gavel's
         #: own scheduler)
-        self.work_conserving = work_conserving and rounds == "hetsched"
-        #: whose rounds realise the allocation: hetsched's, or Gavel's simulator's
-        self.rounds = rounds
+        self.work_conserving = params.work_conserving and params.rounds == "hetsched"
+        #: hetsched's rounds take the jobs whose allocation is all of their time first
+        self.keep_whole = isinstance(params, GavelParams) and params.keep_whole
         #: Gavel's bookkeeping, with ``rounds="gavel"`` (made at the first decision)
         self._ledger: GavelLedger | None = None
         self.speeds = SpeedBook()
@@ -201,7 +120,7 @@ class Gavel(PolicyHooks):
         self._speeds_allowed: dict[str, tuple[str, ...] | None] = {}
         self._last_ran: dict[str, float] = {}
         self._last_now: float | None = None
-        self.clock = RoundClock(round_s)
+        self.clock = RoundClock(params.round_s)
         self._warned = False
         self._pop_note = ""
 
@@ -226,7 +145,7 @@ class Gavel(PolicyHooks):
         # running jobs' records, which most decisions (arrivals, finishes) do not need.
         running = state.running_types()
         time_on, last_ran = self._time_on, self._last_ran
-        if self.rounds == "gavel" and self._ledger is None:
+        if self.params.rounds == "gavel" and self._ledger is None:
             self._ledger = GavelLedger(len(types), self.round_s)
         ledger = self._ledger
         for job_id, gpu_type in running.items():
@@ -297,14 +216,9 @@ class Gavel(PolicyHooks):
             self._solved_for = key
 
     def figures(self) -> dict[str, object]:
-        """With POP partitions: their number, and the objective each solve reached over
-        the monolithic optimum (solves, min, mean); nothing without."""
-        if self.partitions == 1:
-            return {}
-        ratios = self.pop_ratios
-        return {"partitions": self.partitions, "pop_solves": len(ratios),
-                "pop_objective_ratio_min": min(ratios, default=math.nan),
-                "pop_objective_ratio_mean": sum(ratios) / len(ratios) if ratios else math.nan}
+        """The objective's figures (with POP partitions: their number, and the objective
+        each solve reached over the monolithic optimum)."""
+        return self.objective.figures()
 
     def quiet_until(self, state: ClusterState) -> float:
         """Until the next event (``inf``) when nobody waits and either the cluster has one
@@ -339,9 +253,9 @@ class Gavel(PolicyHooks):
             np.array([float(job.num_gpus) for job in jobs]),
             np.array([float(state.cluster.num_gpus(t)) for t in types]),
             np.array([job.weight for job in jobs]))
-        budget = Budget(self.time_limit_s, deterministic=self.deterministic)
-        self._pop_note = ""
-        result = self._allocate(state, jobs, problem, budget)
+        budget = Budget(self.params.time_limit_s, deterministic=self.params.deterministic)
+        result = self.objective.alone(state, jobs, problem, budget)
+        self._pop_note = self.objective.note
         self.solves += 1
         # Only a feasible allocation is used: one that over-fills a GPU type (or gives a
         # job more than all of its time, or time where it cannot run) never is.
@@ -374,37 +288,6 @@ class Gavel(PolicyHooks):
         self._reset_at = state.now
         self._time_on = {}
 
-    def _allocate(self, state: ClusterState, jobs: list[Job], problem: AllocationProblem,
-                  budget: Budget) -> Allocation:
-        """The allocation LP's answer for ``problem`` (``jobs``, in its rows, at ``state``)."""
-        from hetsched.formulations.gavel import PartitionedSolver, solve_allocation
-
-        if self.backend != "highs":
-            return solve_allocation(problem, self.objective, backend=self.backend,
-                                    budget=budget)
-        if self.water_filling:
-            from hetsched.formulations.gavel.water_filling import groups_of, water_filling
-
-            groups = groups_of([tenant_of(job) for job in jobs]) if self.hierarchical else None
-            return water_filling(problem, budget, share="gpus" if self.water_filling == "gpus"
-                                 else "throughput", groups=groups)
-        if isinstance(self._solver, PartitionedSolver):
-            split = self._solver.solve(problem, budget)
-            if split.allocation.ok:
-                self.pop_ratios.append(split.ratio)
-                self._pop_note = (f"POP k={self.partitions}: objective {split.ratio:.6f} of "
-                                  "the monolithic optimum")
-            return split.allocation
-        answer = self._solver.solve(problem, budget)
-        if self.spare == "central" and answer.ok:
-            from hetsched.formulations.gavel.central import central_max_min
-
-            central = central_max_min(problem, answer.value, budget)
-            if central is not None:
-                return Allocation(problem, central, problem.objective_value(
-                    self.objective, central), answer.optimal, answer.runtime_s)
-        return answer
-
     def _pairs(self, state: ClusterState, jobs: Sequence[Job]) -> Pairs:
         """The (job, type) pairs of ``jobs`` as arrays (rows: jobs, columns: the cluster's
         types): each pair's priority ``X_jk / (time on k since the solve / time since the
@@ -431,7 +314,7 @@ class Gavel(PolicyHooks):
         usable = speed > 0
         column = np.broadcast_to(np.arange(width), share.shape)
         preference = np.lexsort((column, -speed, -share, -priority, ~usable), axis=-1)
-        limit = self.starvation_rounds * self.round_s
+        limit = self.params.starvation_rounds * self.round_s
         last_ran = self._last_ran
         starved = np.asarray(state.now - np.array(
             [last_ran.get(job.id, job.arrival) for job in jobs], dtype=np.float64) >= limit,
@@ -453,58 +336,73 @@ class Gavel(PolicyHooks):
         return book.of([job.id for job in jobs], len(types))
 
     def _round(self, state: ClusterState, jobs: list[Job]) -> Decision:
-        """A round boundary: Gavel's greedy over (job, type) pairs, then the realisation.
-
-        The pairs are taken starved jobs first (waiting ones only), then by decreasing
-        priority, larger share, earlier arrival, job id and cluster order; a pair is
-        taken if its job has none yet and its type has the job's GPUs unclaimed."""
-        pairs = self._pairs(state, jobs)
+        """A round boundary: Gavel's greedy over (job, type) pairs, then the realisation."""
         running = {r.job.id: r for r in state.running}
+        pairs, rows, cols = self._queue(state, jobs, running)
+        return self._realise(state, jobs, pairs, running, self._claim(state, jobs, rows, cols))
+
+    def _queue(self, state: ClusterState, jobs: list[Job], running: dict[str, RunningJob]
+               ) -> tuple[Pairs, np.ndarray, np.ndarray]:
+        """The pairs of ``jobs`` and the (row, column) of each that a round may take, in
+        the order it takes them: starved jobs first (waiting ones only), then by
+        decreasing priority, larger share, earlier arrival, job id and cluster order
+        (Gavel's queues with ``rounds="gavel"``)."""
+        pairs = self._pairs(state, jobs)
         rank = arrival_rank(jobs)
         if self._ledger is not None:
             priority, deficit = self._ledger.priorities([job.id for job in jobs], pairs.share)
             pairs = Pairs(priority, pairs.share, pairs.usable, pairs.preference,
                            np.zeros(len(jobs), dtype=np.bool_))
-            walked = pairs.usable if self.walks_zero_priority else \
+            walked = pairs.usable if self.objective.walks_zero_priority else \
                 pairs.usable & (priority > 0)
             rows, cols = gavel_queue(priority, deficit, pairs.share, walked, rank)
-            order = np.arange(len(rows))
-        else:
-            starved = pairs.starved & np.array([job.id not in running for job in jobs],
-                                               dtype=bool)
-            rows, cols = np.nonzero(pairs.usable & ((pairs.priority > 0) | starved[:, None]))
-            keys = [cols, rank[rows], -pairs.share[rows, cols], -pairs.priority[rows, cols],
-                    ~starved[rows]]
-            if self.keep_whole:
-                names = state.cluster.type_names
-                whole, stay = whole_first(pairs, [names.index(running[job.id].gpu_type)
-                                                  if job.id in running else -1 for job in jobs])
-                keys[-1:-1] = [~stay[rows, cols]]
-                keys.append(~whole[rows])
-            order = np.lexsort(keys)
+            return pairs, rows, cols
+        starved = pairs.starved & np.array([job.id not in running for job in jobs],
+                                           dtype=bool)
+        rows, cols = np.nonzero(pairs.usable & ((pairs.priority > 0) | starved[:, None]))
+        keys = [cols, rank[rows], -pairs.share[rows, cols], -pairs.priority[rows, cols],
+                ~starved[rows]]
+        if self.keep_whole:
+            names = state.cluster.type_names
+            whole, stay = whole_first(pairs, [names.index(running[job.id].gpu_type)
+                                              if job.id in running else -1 for job in jobs])
+            keys[-1:-1] = [~stay[rows, cols]]
+            keys.append(~whole[rows])
+        order = np.lexsort(keys)
+        return pairs, rows[order], cols[order]
+
+    def _claim(self, state: ClusterState, jobs: list[Job], rows: np.ndarray,
+               cols: np.ndarray) -> dict[int, int]:
+        """Gavel's greedy: each pair in turn is taken if its job has none yet and its type
+        has the job's GPUs unclaimed; the row and column of each job taken."""
         types = state.cluster.type_names
         left = [state.cluster.num_gpus(t) for t in types]
         unclaimed = sum(left)
         gangs = [job.num_gpus for job in jobs]
-        chosen: dict[str, str] = {}
         taken: dict[int, int] = {}
         # Gavel's rounds claim GPUs for a job the allocation has not seen yet but do not
         # start it (``scheduler.py:944``: workers go to jobs in the allocation only).
         unseen = set() if self._ledger is None else \
             {row for row, job in enumerate(jobs) if job.id not in self._share_rows}
-        for row, col in zip(rows[order].tolist(), cols[order].tolist(), strict=True):
+        for row, col in zip(rows.tolist(), cols.tolist(), strict=True):
             if row in taken or left[col] < gangs[row]:
                 continue
             left[col] -= gangs[row]
             unclaimed -= gangs[row]
-            if row not in unseen:
-                taken[row] = col
-                chosen[jobs[row].id] = types[col]
-            else:
-                taken[row] = -1
+            taken[row] = -1 if row in unseen else col
             if not unclaimed:  # every GPU is claimed: no later pair can be taken
                 break
-        taken = {row: col for row, col in taken.items() if col >= 0}
+        return {row: col for row, col in taken.items() if col >= 0}
+
+    def _realise(self, state: ClusterState, jobs: list[Job], pairs: Pairs,
+                 running: dict[str, RunningJob], taken: dict[int, int]) -> Decision:
+        """The round's starts and preemptions: the jobs ``taken`` (row -> column) on
+        another type than they run on start there, largest gangs first; the other
+        running jobs stop unless nobody needed their GPUs; then the waiting jobs fill
+        the GPUs left (work conserving)."""
+        types = state.cluster.type_names
+        gangs = [job.num_gpus for job in jobs]
+        chosen = {jobs[row].id: types[col] for row, col in taken.items()}
         preempt = [job_id for job_id, run in running.items()
                    if chosen.get(job_id) != run.gpu_type]
         pool = state.pool()

@@ -34,34 +34,19 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
-from types import MappingProxyType
 
 import numpy as np
 
 from hetsched.allocation.layout import Start
-from hetsched.core.errors import InputError
-from hetsched.core.prices import check_prices, prices_for
 from hetsched.core.records import Job, packed_holder
-from hetsched.core.settings import DECISION_LIMIT
 from hetsched.core.sharing import CoLocationModel
 from hetsched.formulations.budget import Budget
-from hetsched.formulations.gavel.packed import (
-    PackedProblem,
-    fifo_packed,
-    solve_packed_max_min,
-)
-from hetsched.formulations.gavel.packed_objectives import (
-    packed_feasible,
-    packed_finish_time,
-    packed_min_total_duration,
-    packed_throughput_per_cost,
-    packed_water_filling,
-)
+from hetsched.formulations.gavel.packed import PackedProblem
 from hetsched.formulations.gavel.problem import AllocationProblem, Array
-from hetsched.policies.baselines.common import RoundClock, deadline_rates, place, steps_left
-from hetsched.policies.baselines.finish_time import IsolatedTimes
+from hetsched.policies.baselines.common import RoundClock, place
 from hetsched.policies.baselines.gavel import solve_key
+from hetsched.policies.baselines.gavel_family import objective_of
+from hetsched.policies.baselines.gavel_params import PackedParams
 from hetsched.policies.baselines.gavel_rounds import GavelLedger, arrival_rank, gavel_queue
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 from hetsched.policies.starting import SpeedBook
@@ -70,75 +55,22 @@ log = logging.getLogger(__name__)
 
 #: Between the two job ids of a pair's entry in the ledger.
 PAIR_MARK = "\x1f"
-#: The allocations (``objective``) and the policy's name for each.
-OBJECTIVES = {"max-min": "gavel-packed", "fifo": "fifo-packed", "finish-time": "ftf-packed",
-              "min-total-duration": "min-total-duration-packed",
-              "cost": "max-throughput-per-cost-packed",
-              "water-filling": "gavel-water-filling-packed"}
-#: A running job about to finish still has this many steps left to the LPs (they need > 0).
-LEAST_STEPS = 1e-9
 
 
 class GavelPacked(PolicyHooks):
-    """Gavel's packed max-min allocation in Gavel's rounds (module notes)."""
+    """Gavel's packed allocations in Gavel's rounds (module notes): the objective its
+    parameters name (``params``: :class:`~hetsched.policies.baselines.gavel_params.
+    PackedParams`)."""
 
-    name = "gavel-packed"
-
-    def __init__(self, *, objective: str = "max-min", packing_threshold: float = 1.5,
-                 prices: Mapping[str, float] | None = None, normalized: bool = True,
-                 meet_deadlines: bool = False, spare: str = "central",
-                 share_digits: int | None = 6, round_s: float = 360.0,
-                 backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
-                 deterministic: bool = True) -> None:
-        if objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got "
-                             f"{objective!r}")
-        #: ``max-min`` (Gavel's ``max_min_fairness_packed``), ``fifo`` (``fifo_packed``:
-        #: :func:`~hetsched.formulations.gavel.packed.fifo_packed`, pairs above
-        #: ``packing_threshold``; its rounds skip entries of priority 0, as Gavel's FIFO),
-        #: ``finish-time`` (``finish_time_fairness_packed``), ``min-total-duration``
-        #: (``min_total_duration_packed``), ``cost``
-        #: (``max_sum_throughput_normalized_by_cost_packed_SLOs``) or ``water-filling``
-        #: (``max_min_fairness_water_filling_packed``):
-        #: :mod:`hetsched.formulations.gavel.packed_objectives`
-        self.objective = objective
-        self.packing_threshold = packing_threshold
-        self.name = OBJECTIVES[objective]
-        #: ``cost``: USD per GPU-hour by GPU type, over the cluster's own prices
-        #: (:func:`hetsched.core.prices.prices_for`)
-        self.prices: Mapping[str, float] = MappingProxyType(check_prices(prices or {}))
-        #: ``cost``: each job's throughput over its equal share (off: Gavel's raw steps/s)
-        self.normalized = normalized
-        #: ``cost``: each job with a deadline gets the speed that meets it (Gavel's SLOs)
-        self.meet_deadlines = meet_deadlines
-        if objective == "cost" and not normalized:
-            self.name += "-raw"
-        if spare not in ("central", "gavel", "two-stage") or (
-                spare == "two-stage" and objective != "max-min"):
-            raise InputError("unknown spare", path="spare", value=spare,
-                             expected="central or gavel (two-stage: objective max-min)")
-        #: ``min-total-duration``: the interior allocation of least makespan
-        #: (``central``), or, as Gavel's code, a point inside the allocations of makespan
-        #: at most the one its bisection stops at, up to 5 % above the least (``gavel``:
-        #: :func:`~hetsched.policies.baselines.min_total_duration.gavels_bisection`);
-        #: ``max-min``: the interior optimum, as Gavel's ECOS (``central``), or the floor
-        #: then the greatest sum of normalised rates, as ``gavel``'s LP (``two-stage``:
-        #: docs/policies.md, "gavel-packed against gavel")
-        self.spare = spare
-        #: the allocation's time fractions are rounded to this many decimals, so that the
-        #: solver's noise does not decide the rounds' ties (as ``gavel``'s); ``None`` keeps
-        #: the LP's values as Gavel's code does, where an entry the LP gives no time but
-        #: for the solver's noise (1e-7 and below) still gets a priority above 0
-        #: (docs/policies.md: it moves ``max-throughput-per-cost-packed`` by 28 %)
-        self.share_digits = share_digits
-        if not (math.isfinite(round_s) and round_s > 0):
-            raise ValueError(f"round_s must be finite and > 0, got {round_s}")
-        if backend != "highs":
-            raise ValueError(f"gavel-packed's LP runs on highs, not {backend}")
-        self.round_s = round_s
-        self.time_limit_s = time_limit_s
-        self.deterministic = deterministic
-        self.clock = RoundClock(round_s)
+    def __init__(self, params: PackedParams | None = None) -> None:
+        params = PackedParams() if params is None else params
+        #: the policy's parameters (its settings)
+        self.params = params
+        self.name = params.name
+        self.round_s = params.round_s
+        #: how the allocation is solved (:mod:`hetsched.policies.baselines.gavel_family`)
+        self.objective = objective_of(params)
+        self.clock = RoundClock(params.round_s)
         self.speeds = SpeedBook()
         self._ledger: GavelLedger | None = None
         self._last_now: float | None = None
@@ -151,12 +83,6 @@ class GavelPacked(PolicyHooks):
         self.pairs_started = 0
         self._factors_of: CoLocationModel | None = None
         self._factor_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], Array] = {}
-        #: ``finish-time``: each job's isolated time, as Gavel counts it
-        self._isolated = IsolatedTimes()
-        self._allocate = {"max-min": self._max_min, "fifo": self._fifo,
-                          "finish-time": self._finish_time,
-                          "min-total-duration": self._min_total_duration,
-                          "cost": self._cost, "water-filling": self._water_filling}[objective]
 
     def quiet_until(self, state: ClusterState) -> float:
         """No promise: every round boundary may move jobs (Gavel's rounds)."""
@@ -241,7 +167,7 @@ class GavelPacked(PolicyHooks):
                 (int(first[row - len(jobs)]), int(second[row - len(jobs)]))
             size = gangs[row] if row < len(jobs) else 1
             if left[column] < size or any(m in taken for m in members) or \
-                    (self.objective == "fifo" and priority[row, column] <= 0):
+                    (not self.objective.walks_zero_priority and priority[row, column] <= 0):
                 continue
             left[column] -= size
             taken.update(members)
@@ -259,8 +185,8 @@ class GavelPacked(PolicyHooks):
             np.array([float(state.cluster.num_gpus(t)) for t in types]),
             np.array([job.weight for job in jobs]))
         problem = PackedProblem(alone, *pairs)
-        answer = self._allocate(state, jobs, problem,
-                                Budget(self.time_limit_s, deterministic=self.deterministic))
+        answer = self.objective.packed(state, jobs, problem, Budget(
+            self.params.time_limit_s, deterministic=self.params.deterministic))
         self.solves += 1
         if answer is None:
             self.failed_solves += 1
@@ -268,67 +194,10 @@ class GavelPacked(PolicyHooks):
                         self.name)
             return
         fractions = np.vstack([answer[0], answer[1]])
-        digits = self.share_digits
+        digits = self.params.share_digits
         self._share = {entry: [float(x) if digits is None else round(float(x), digits)
                                for x in row]
                        for entry, row in zip(entries, fractions, strict=True)}
-
-    # -- the allocations -----------------------------------------------------------------
-    def _max_min(self, state: ClusterState, jobs: list[Job], problem: PackedProblem,
-                 budget: Budget) -> tuple[Array, Array] | None:
-        return solve_packed_max_min(problem, budget, two_stage=self.spare == "two-stage")
-
-    def _fifo(self, state: ClusterState, jobs: list[Job], problem: PackedProblem,
-              budget: Budget) -> tuple[Array, Array] | None:
-        return fifo_packed(problem, self.packing_threshold)
-
-    def _finish_time(self, state: ClusterState, jobs: list[Job], problem: PackedProblem,
-                     budget: Budget) -> tuple[Array, Array] | None:
-        """Gavel's packed finish-time fairness; each job's isolated time adds up as
-        ``ftf``'s does (:class:`~hetsched.policies.baselines.finish_time.
-        FinishTimeFairness`): the steps it did between two solves at the isolated speed
-        of the earlier one (its speed alone with 1/n of the cluster, as Gavel's), plus
-        its steps left at today's."""
-        from hetsched.formulations.gavel.finish_time import isolated_allocation
-
-        steps = np.array(steps_left(state, jobs, LEAST_STEPS))
-        start = isolated_allocation(problem.alone)
-        speeds = (problem.alone.throughput * start).sum(axis=1)
-        isolated = self._isolated.at_solve(jobs, steps, speeds)
-        if np.any(speeds <= 0):  # (a job no type with GPUs can run: no ratio for it)
-            return None
-        since = np.array([max(0.0, state.now - job.arrival) for job in jobs])
-        answer = packed_finish_time(problem, since, steps, isolated,
-                                    (start, np.zeros((len(problem.first), start.shape[1]))),
-                                    budget)
-        return None if answer is None else (answer.alone, answer.together)
-
-    def _min_total_duration(self, state: ClusterState, jobs: list[Job],
-                            problem: PackedProblem, budget: Budget
-                            ) -> tuple[Array, Array] | None:
-        from hetsched.policies.baselines.min_total_duration import gavels_bisection
-
-        steps = np.array(steps_left(state, jobs, LEAST_STEPS))
-        answer = packed_min_total_duration(problem, steps, budget)
-        if answer is None:
-            return None
-        if self.spare == "gavel" and math.isfinite(answer.value):
-            inside = packed_feasible(problem, steps / gavels_bisection(answer.value), budget)
-            if inside is not None:
-                return inside
-        return answer.alone, answer.together
-
-    def _cost(self, state: ClusterState, jobs: list[Job], problem: PackedProblem,
-              budget: Budget) -> tuple[Array, Array] | None:
-        prices = np.array(prices_for(state.cluster.gpu_types, self.prices))
-        need = deadline_rates(state, jobs) if self.meet_deadlines else np.zeros(len(jobs))
-        answer = packed_throughput_per_cost(problem, prices, need, self.normalized, budget)
-        return None if answer is None else (answer.alone, answer.together)
-
-    def _water_filling(self, state: ClusterState, jobs: list[Job], problem: PackedProblem,
-                       budget: Budget) -> tuple[Array, Array] | None:
-        answer = packed_water_filling(problem, budget)
-        return None if answer is None else (answer.alone, answer.together)
 
     def _realise(self, state: ClusterState, jobs: list[Job], chosen: list[tuple[int, int]],
                  first: np.ndarray, second: np.ndarray) -> Decision:

@@ -3,16 +3,18 @@ cluster, realised in rounds as ``gavel`` realises its allocation."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from hetsched.core.records import Job
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem
-from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.baselines.gavel_objectives import GavelObjective
 from hetsched.policies.rolling import ClusterState
 
 
-class Isolated(Gavel):
+class Isolated(GavelObjective):
     """Gavel's ``isolated`` policy: each of the n active jobs gets 1/n of every GPU type,
     ``X_jk = C_k / (n s_j)``, each row scaled down to a sum of 1 when it is more (a gang
     runs in one place at a time; :func:`hetsched.core.fairness.isolated_shares`, the
@@ -24,16 +26,8 @@ class Isolated(Gavel):
     Recomputed at the first round boundary after the jobs changed and realised by
     ``gavel``'s rounds and starvation guard."""
 
-    def __init__(self, *, round_s: float = 360.0, starvation_rounds: float = 20.0,
-                 work_conserving: bool = True,
-                 rounds: str = "hetsched") -> None:
-        super().__init__(objective="max-min", round_s=round_s,
-                         starvation_rounds=starvation_rounds, work_conserving=work_conserving,
-                         rounds=rounds)
-        self.name = "isolated"
-
-    def _allocate(self, state: ClusterState, jobs: list[Job], problem: AllocationProblem,
-                  budget: Budget) -> Allocation:
+    def alone(self, state: ClusterState, jobs: Sequence[Job], problem: AllocationProblem,
+              budget: Budget) -> Allocation:
         """1/n of the cluster for each of ``jobs``."""
         from hetsched.formulations.gavel.finish_time import isolated_allocation
 

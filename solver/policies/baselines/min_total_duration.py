@@ -1,25 +1,28 @@
-"""``min-total-duration``: Gavel's ``min_total_duration_perf``, the allocation that
-finishes the active jobs soonest, realised in rounds as ``gavel`` realises its own."""
+"""``min-total-duration`` (and ``min-total-duration-packed``): Gavel's
+``min_total_duration_perf``, the allocation that finishes the active jobs soonest,
+realised in rounds as ``gavel`` realises its own, and its ``min_total_duration_packed``."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 
-from hetsched.core.errors import InputError
 from hetsched.core.records import Job
-from hetsched.core.settings import DECISION_LIMIT
 from hetsched.formulations.budget import Budget
+from hetsched.formulations.gavel.packed import PackedProblem
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem
-from hetsched.policies.backends import BACKENDS_OF
 from hetsched.policies.baselines.common import steps_left
-from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.baselines.gavel_objectives import (
+    LEAST_STEPS,
+    GavelObjective,
+    PackedShares,
+)
 from hetsched.policies.rolling import ClusterState
 
-#: A running job about to finish still has this many steps left to the LP (it needs > 0).
-LEAST_STEPS = 1e-9
 
-
-class MinTotalDuration(Gavel):
+class MinTotalDuration(GavelObjective):
     """Gavel's min-total-duration allocation: the time fractions that minimise the
     makespan of the active jobs, ``max_j steps_j / sum_k T_jk X_jk`` (their steps left at
     the allocation's speeds), one LP in the rate 1/T instead of Gavel's bisection on T,
@@ -34,28 +37,16 @@ class MinTotalDuration(Gavel):
     second stage's; ``spare="gavel"``: as Gavel's policy returns, a point inside the
     allocations of makespan at most the T its bisection stops at (:func:`gavels_bisection`),
     found with no objective, as ECOS finds it
-    (:func:`hetsched.formulations.gavel.packed_objectives.packed_feasible`, no pairs)."""
+    (:func:`hetsched.formulations.gavel.packed_objectives.packed_feasible`, no pairs).
+    Packed, the least makespan's interior allocation, or with ``spare="gavel"`` the point
+    its bisection gives."""
 
-    def __init__(self, *, round_s: float = 360.0, backend: str = "highs",
-                 time_limit_s: float | None = DECISION_LIMIT, deterministic: bool = True,
-                 starvation_rounds: float = 20.0, work_conserving: bool = True,
-                 rounds: str = "hetsched", spare: str = "two-stage") -> None:
-        if backend not in BACKENDS_OF["min-total-duration"]:
-            raise ValueError("min-total-duration's LP runs on "
-                             f"{', '.join(BACKENDS_OF['min-total-duration'])}, not {backend}")
-        super().__init__(objective="max-min", round_s=round_s, time_limit_s=time_limit_s,
-                         deterministic=deterministic, starvation_rounds=starvation_rounds,
-                         work_conserving=work_conserving,
-                         rounds=rounds)
-        if spare not in ("two-stage", "central", "gavel"):
-            raise InputError("unknown spare", path="spare", value=spare,
-                             expected="two-stage, central or gavel")
-        #: which allocation of least makespan (the class's notes)
+    def __init__(self, spare: str = "two-stage") -> None:
+        super().__init__()
         self.spare = spare
-        self.name = "min-total-duration"
 
-    def _allocate(self, state: ClusterState, jobs: list[Job], problem: AllocationProblem,
-                  budget: Budget) -> Allocation:
+    def alone(self, state: ClusterState, jobs: Sequence[Job], problem: AllocationProblem,
+              budget: Budget) -> Allocation:
         """The least-makespan allocation of ``jobs`` at ``state``."""
         from hetsched.formulations.gavel.duration import DurationProblem, min_total_duration
 
@@ -71,7 +62,6 @@ class MinTotalDuration(Gavel):
                 return Allocation(problem, central, duration.makespan(central),
                                   answer.optimal, answer.runtime_s)
         if self.spare == "gavel" and answer.ok and problem.job_ids:
-            from hetsched.formulations.gavel.packed import PackedProblem
             from hetsched.formulations.gavel.packed_objectives import packed_feasible
 
             inside = packed_feasible(PackedProblem.without_pairs(problem),
@@ -80,6 +70,24 @@ class MinTotalDuration(Gavel):
                 return Allocation(problem, inside[0], duration.makespan(inside[0]),
                                   answer.optimal, answer.runtime_s)
         return answer
+
+    def packed(self, state: ClusterState, jobs: Sequence[Job], problem: PackedProblem,
+               budget: Budget) -> PackedShares:
+        """Gavel's ``min_total_duration_packed``."""
+        from hetsched.formulations.gavel.packed_objectives import (
+            packed_feasible,
+            packed_min_total_duration,
+        )
+
+        steps = np.array(steps_left(state, jobs, LEAST_STEPS))
+        answer = packed_min_total_duration(problem, steps, budget)
+        if answer is None:
+            return None
+        if self.spare == "gavel" and math.isfinite(answer.value):
+            inside = packed_feasible(problem, steps / gavels_bisection(answer.value), budget)
+            if inside is not None:
+                return inside
+        return answer.alone, answer.together
 
 
 def gavels_bisection(least: float) -> float:

@@ -1,29 +1,28 @@
-"""``max-throughput-per-cost``: Gavel's ``max_sum_throughput_normalized_by_cost_perf``
-(and, with ``meet_deadlines``, its ``_SLOs`` version), realised in rounds as ``gavel``
-realises its allocation."""
+"""``max-throughput-per-cost`` (and ``-raw``, ``-packed``): Gavel's
+``max_sum_throughput_normalized_by_cost_perf`` (and, with ``meet_deadlines``, its ``_SLOs``
+version), realised in rounds as ``gavel`` realises its allocation, and its
+``max_sum_throughput_normalized_by_cost_packed_SLOs``."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from types import MappingProxyType
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from hetsched.core.prices import check_prices, prices_for
+from hetsched.core.prices import prices_for
 from hetsched.core.records import Job
-from hetsched.core.settings import DECISION_LIMIT
 from hetsched.formulations.budget import Budget
+from hetsched.formulations.gavel.packed import PackedProblem
 from hetsched.formulations.gavel.problem import Allocation, AllocationProblem
-from hetsched.policies.backends import BACKENDS_OF
 from hetsched.policies.baselines.common import deadline_rates
-from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.baselines.gavel_objectives import GavelObjective, PackedShares
 from hetsched.policies.rolling import ClusterState
 
 log = logging.getLogger(__name__)
 
 
-class ThroughputPerCost(Gavel):
+class ThroughputPerCost(GavelObjective):
     """Gavel's cost policy: the time fractions of most throughput per dollar,
     ``max sum_j sum_k T_jk X_jk / (E_j p_k)`` (each job's throughput relative to its
     equal share, over the price of a GPU of the type per hour;
@@ -40,32 +39,20 @@ class ThroughputPerCost(Gavel):
     sees every type alike: it then puts jobs on the cheapest types. ``normalized=False``
     (``max-throughput-per-cost-raw``) sums raw steps/s, as Gavel's code does."""
 
-    def __init__(self, *, prices: Mapping[str, float] | None = None,
-                 meet_deadlines: bool = False, normalized: bool = True, round_s: float = 360.0,
-                 backend: str = "highs", time_limit_s: float | None = DECISION_LIMIT,
-                 deterministic: bool = True, starvation_rounds: float = 20.0,
-                 work_conserving: bool = True,
-                 rounds: str = "hetsched") -> None:
-        if backend not in BACKENDS_OF["max-throughput-per-cost"]:
-            raise ValueError("max-throughput-per-cost's LP runs on "
-                             f"{', '.join(BACKENDS_OF['max-throughput-per-cost'])}, not "
-                             f"{backend}")
-        super().__init__(objective="max-sum", round_s=round_s, time_limit_s=time_limit_s,
-                         deterministic=deterministic, starvation_rounds=starvation_rounds,
-                         work_conserving=work_conserving,
-                         rounds=rounds)
-        self.name = "max-throughput-per-cost" if normalized else "max-throughput-per-cost-raw"
-        #: each job's throughput over its equal share (off: Gavel's raw steps/s)
-        self.normalized = normalized
+    def __init__(self, prices: Mapping[str, float], *, meet_deadlines: bool = False,
+                 normalized: bool = True) -> None:
+        super().__init__()
         #: USD per GPU-hour given by the caller (over the cluster's and the defaults)
-        self.prices: Mapping[str, float] = MappingProxyType(check_prices(prices or {}))
+        self.prices = prices
         #: each job with a deadline must get the speed that meets it
         self.meet_deadlines = meet_deadlines
+        #: each job's throughput over its equal share (off: Gavel's raw steps/s)
+        self.normalized = normalized
         #: deadlines the LP was not made to meet, summed over the solves
         self.deadlines_left_out = 0
 
-    def _allocate(self, state: ClusterState, jobs: list[Job], problem: AllocationProblem,
-                  budget: Budget) -> Allocation:
+    def alone(self, state: ClusterState, jobs: Sequence[Job], problem: AllocationProblem,
+              budget: Budget) -> Allocation:
         """The allocation of most throughput per dollar of ``jobs`` at ``state``."""
         from hetsched.formulations.gavel.cost import CostProblem, max_throughput_per_cost
 
@@ -80,8 +67,16 @@ class ThroughputPerCost(Gavel):
                       left_out, int(np.count_nonzero(need > 0)))
         return answer.allocation
 
+    def packed(self, state: ClusterState, jobs: Sequence[Job], problem: PackedProblem,
+               budget: Budget) -> PackedShares:
+        """The packed allocation of most throughput per dollar."""
+        from hetsched.formulations.gavel.packed_objectives import packed_throughput_per_cost
+
+        prices = np.array(prices_for(state.cluster.gpu_types, self.prices))
+        need = deadline_rates(state, jobs) if self.meet_deadlines else np.zeros(len(jobs))
+        answer = packed_throughput_per_cost(problem, prices, need, self.normalized, budget)
+        return None if answer is None else (answer.alone, answer.together)
+
     def figures(self) -> dict[str, object]:
         """With ``meet_deadlines``: the deadlines left out of the LP, over the solves."""
-        if not self.meet_deadlines:
-            return super().figures()
-        return {**super().figures(), "deadlines_left_out": self.deadlines_left_out}
+        return {"deadlines_left_out": self.deadlines_left_out} if self.meet_deadlines else {}

@@ -20,7 +20,7 @@ from hetsched.core.result import Result, Status
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.deadline.problem import DeadlineProblem, Plan, StagePlans
 from hetsched.formulations.deadline.relaxation import Relaxation
-from hetsched.policies.backends import BACKENDS_OF
+from hetsched.policies.backends import CPSAT_OR_MIP
 from hetsched.policies.planner import SolveOptions, outcome_result
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class DeadlinePlanner:
     """The ``deadline`` model on CP-SAT or a MILP back-end."""
 
     name: ClassVar[str] = "deadline"
-    backends: ClassVar[tuple[str, ...]] = BACKENDS_OF["deadline"]
+    backends: ClassVar[tuple[str, ...]] = CPSAT_OR_MIP
     default_time_limit_s: ClassVar[float | None] = 60.0
     #: Replanned in a replay, it sees the running jobs (pinned to their nodes) and may
     #: preempt them (:class:`~hetsched.policies.replanning.Replanning`).
