@@ -1,9 +1,9 @@
-"""Issue #14's LP targets: Gavel's allocation LPs at cluster scale, and POP.
+"""Gavel's allocation LPs at cluster scale, and POP.
 
 Inputs: the first n jobs of Gavel's ``ee9e8c.trace`` (then the other 14 Gavel traces, in
 name order, then again from the start), throughputs from Gavel's
 ``simulation_throughputs.json`` (packed placement), n/4 GPUs of each of v100, p100 and
-k80, weights 1: the setting of the issue's table, where Gavel's own code (cvxpy + ECOS)
+k80, weights 1: the setting where Gavel's own code (cvxpy + ECOS)
 measured 0.014 / 0.043 / 0.133 s (max-min) and 0.013 / 0.041 / 0.090 s (max-sum) at
 100 / 500 / 2,000 jobs.
 
@@ -62,7 +62,7 @@ from hetsched.formulations.gavel import (
 
 GAVEL = DATA / "gavel"
 TYPES = ("v100", "p100", "k80")
-#: Gavel's own code (cvxpy + ECOS) in the issue's table (s), for the printed comparison.
+#: Gavel's own code (cvxpy + ECOS) at these sizes (s), for the printed comparison.
 GAVEL_REFERENCE = {("max-min", 100): 0.014, ("max-min", 500): 0.043,
                    ("max-min", 2000): 0.133, ("max-sum", 100): 0.013,
                    ("max-sum", 500): 0.041, ("max-sum", 2000): 0.090}

@@ -1,6 +1,6 @@
 """Two runs of ``benchmarks/bench_policies.py`` side by side, cell by cell: each replay's
-wall time and figures before and after a change (issue 14's "2x faster with the same
-figures" target).
+wall time and figures before and after a change (for a target such as "2x faster
+with the same figures").
 
 Run the bench at the older commit (a ``git worktree`` with its own virtual environment)
 and at this one, one after the other on the same machine, each with ``--out``, then

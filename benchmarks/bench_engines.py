@@ -1,7 +1,7 @@
-"""Issue 16's targets: the Ray engine against the local engine, and what a full sweep
+"""The Ray engine against the local engine, and what a full sweep
 would take.
 
-``quick``: the issue's acceptance bench (ee9e8c, 36 V100 + 36 P100 + 36 K80, fifo, srtf
+``quick``: the acceptance bench (ee9e8c, 36 V100 + 36 P100 + 36 K80, fifo, srtf
 and gavel, seeds 0 and 1, loads 0.5 and 1, the first 200 jobs: 12 replays) run as
 ``hetsched bench`` processes, local and Ray interleaved (local, ray, local, ray, ...) so
 that both see the same machine, each timed end to end (start-up, LP bounds, Ray's start
@@ -14,8 +14,8 @@ jobs, 4 replays of milliseconds, no LP bound), local and Ray interleaved; the di
 is Ray's start, stop and task costs.
 
 ``four-cell``: the 4-cell bench (ee9e8c and 6214e9, first 1,000 jobs, loads 0.5 and 1:
-four trace x load cells) of the issue's 11 policies and ``progress`` (the 12 policies of
-the full sweep), seed 0, as one sweep spec on one engine; and the same at 200 jobs, to
+four trace x load cells) of the 12 policies of the full sweep
+(POLICIES), seed 0, as one sweep spec on one engine; and the same at 200 jobs, to
 see how a replay's cost grows with the number of jobs. Reports replays and cells per
 hour per core: from the wall time (inflated by other users' jobs on a shared machine)
 and from the replays' CPU time (results.csv's ``cpu_time_s``: what a core of one's own
@@ -63,7 +63,7 @@ CLUSTER = "v100=36,p100=36,k80=36"
 QUICK = ["--trace", str(DATA / "traces" / "ee9e8c.trace"), "--format", "gavel", "--cluster",
          CLUSTER, "--policies", "fifo,srtf,gavel", "--seeds", "0,1", "--load", "0.5,1",
          "--limit-jobs", "200"]
-#: The issue's 11 policies and progress: the 12 of the full sweep.
+#: 11 policies and progress: the 12 of the full sweep.
 POLICIES = ("fifo", "srtf", "edf", "tiresias", "gandiva", "gavel", "gavel-agnostic", "optimus",
             "allox", "deadline", "deadline-agnostic", "progress")
 FOUR_CELL_TRACES = ("ee9e8c", "6214e9")

@@ -1,10 +1,10 @@
-"""Issues #7 and #15's target: every policy on Gavel's ee9e8c and 6214e9 traces (first
+"""Every policy on Gavel's ee9e8c and 6214e9 traces (first
 1,000 jobs each) on 36 V100 + 36 P100 + 36 K80 at two loads and two seeds, through
 ``hetsched bench``.
 
 It runs one bench per trace into ``OUT/<trace>/`` (results.csv, report.md, plots;
 rerunning resumes), their runs in one queue (:func:`hetsched.bench.runner.run_benches`), then
-prints the issues' figures: the policy with the lowest average JCT and the highest
+prints the figures: the policy with the lowest average JCT and the highest
 deadline-met ratio per load, where ``progress`` and ``deadline`` rank, each
 heterogeneity-aware policy against its ``-agnostic`` variant, and the wall time. It
 writes ``OUT/bench_policies.csv`` (every row of every trace).
@@ -41,7 +41,7 @@ OUT = ROOT / "benchmarks" / "results" / "bench"
 TRACES = ("ee9e8c", "6214e9")
 CLUSTER = "v100=36,p100=36,k80=36"
 #: About ten policies: the baselines of the field, the exact models, and the
-#: heterogeneity-agnostic variants the issue compares against (Gavel's 3.5x).
+#: heterogeneity-agnostic variants to compare against (Gavel's 3.5x).
 POLICIES = ("fifo,srtf,edf,tiresias,gandiva,gavel,gavel-agnostic,optimus,allox,deadline,"
             "deadline-agnostic,progress,progress-agnostic")
 #: The optimisation policies whose rank the figures report.
@@ -60,7 +60,7 @@ def _deadline_ratio(rows: list[dict[str, str]], policy: str) -> float:
 
 
 def figures(trace: str, rows: list[dict[str, str]]) -> list[str]:
-    """The issue's figures for one trace, a line each."""
+    """The figures for one trace, a line each."""
     lines = []
     for load in sorted({r["load"] for r in rows}, key=float):
         group = [r for r in rows if r["load"] == load]

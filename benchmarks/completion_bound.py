@@ -1,4 +1,4 @@
-"""Issue #15 (part 1): the time-indexed LP lower bound on the average JCT, measured on
+"""The time-indexed LP lower bound on the average JCT, measured on
 the bench's job sets.
 
 Inputs: the jobs ``benchmarks/bench_policies.py`` replays with seed 0 (Gavel's

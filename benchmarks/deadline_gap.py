@@ -1,4 +1,4 @@
-"""Where the gap of ``solve --model deadline`` stands at 200 jobs (issue 15's target: a
+"""Where the gap of ``solve --model deadline`` stands at 200 jobs (the target: a
 bound with a gap of at most 5 % in 30 s on ``instances/medium.json``, 200 jobs on
 96 GPUs of 3 types).
 

@@ -1,4 +1,4 @@
-"""Elastic jobs on Pollux's measurements (issue 37), one named section at a time.
+"""Elastic jobs on Pollux's measurements, one named section at a time.
 
 Sections (``--sections a,b``; all by default):
 

@@ -1,5 +1,5 @@
 """The ``policy`` section of benchmarks/elastic.py: elastic ``progress`` on Pollux's
-workloads beside Pollux's own ``pollux`` (issue 37's targets).
+workloads beside Pollux's own ``pollux``.
 
 Pollux's 8 workloads (``workloads/`` at load 1.0; ``workloads-0.5``, ``-1.5``, ``-2.0``)
 on 16 nodes of 4 T4s (``t4=64x4``), 30 s restart penalty (Pollux's re-scale time), each

@@ -1,6 +1,7 @@
-"""Issue 35's fair-``progress`` target on the bench's four cells: Gavel's ee9e8c and
-6214e9 traces (first 1,000 jobs), loads 0.5 and 1, on 36 V100 + 36 P100 + 36 K80, half
-the jobs with a synthetic deadline, seed 0 (as ``benchmarks/bench_policies.py``).
+"""``progress`` with a bound on finish-time fairness on the bench's four
+cells: Gavel's ee9e8c and 6214e9 traces (first 1,000 jobs), loads 0.5 and 1, on
+36 V100 + 36 P100 + 36 K80, half the jobs with a synthetic deadline, seed 0 (as
+``benchmarks/bench_policies.py``).
 
 For each cell: ``ftf``, plain ``progress`` and ``progress`` with each ``--bounds`` value
 of ``rho_bound``. Printed and written to CSV: average JCT, mean and max rho (hetsched.core.

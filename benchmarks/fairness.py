@@ -1,4 +1,4 @@
-"""Issue 35's targets, side by side with Gavel's own simulator: the first 300 jobs of
+"""Finish-time fairness side by side with Gavel's own simulator: the first 300 jobs of
 ee9e8c on 36 V100 + 36 P100 + 36 K80 (one server each, see CLUSTER), no restart
 penalty, under hetsched's ``ftf`` and ``ftf-agnostic`` and Gavel's
 ``finish_time_fairness_perf`` and ``finish_time_fairness``:
@@ -241,11 +241,11 @@ def main() -> None:
                         "(realised as Gavel's simulator does: rounds='gavel')")
     parser.add_argument("--decision-times", type=int, default=0, metavar="N",
                         help="also time one decision of ftf and of the quota keeper with N "
-                        "active jobs (2,000 in the issue)")
+                        "active jobs (the target: 2,000)")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--philly-shares", type=int, default=0, metavar="N",
                         help="also measure weighted shares on the first N Philly jobs "
-                        "(2,000 in the issue), policies of --share-policies")
+                        "(the target: 2,000), policies of --share-policies")
     parser.add_argument("--share-policies",
                         default="gavel,gavel:gavel,gavel-water-filling,gavel-water-filling:gavel,"
                         "gavel-water-filling-gpus,gavel-water-filling-gpus:gavel,"

@@ -1,6 +1,6 @@
 """``hetsched fit --report`` on a realistic profile of about 5,000 rows: how long the
-leave-one-out takes (issue 17, defect 8: one whole refit per held-out point took about
-80 minutes on 5,586 rows; target: 2 minutes).
+leave-one-out takes (it once refit the whole model per held-out point: about 80
+minutes on 5,586 rows; target: 2 minutes).
 
 The profile is synthetic, written here with the shape of a measured one (Sia's: model
 families at several batch sizes on several GPU types, 1-32 GPUs packed and spread):

@@ -1,5 +1,5 @@
-"""Issue 36's first target, side by side with Gavel's own simulator: the first 300 jobs of
-ee9e8c on 36 V100 + 36 P100 + 36 K80 (one server each: gavel_side.CLUSTER), no restart
+"""Gavel's family of policies side by side with Gavel's own simulator: the first
+300 jobs of ee9e8c on 36 V100 + 36 P100 + 36 K80 (one server each: gavel_side.CLUSTER), no restart
 penalty, each policy of Gavel's family in hetsched beside Gavel's own (PEERS): average
 JCT overall and by gang size (1, 2, 4, 8 GPUs), hetsched's over Gavel's, and for the cost
 policy the total cost and cost per completed job on both sides (Gavel's GCP prices,

@@ -1,4 +1,4 @@
-"""Issue 36's ``_packed`` target, side by side with Gavel's own simulator: Gavel's
+"""Gavel's ``_packed`` policies side by side with Gavel's own simulator: Gavel's
 ``max_min_fairness_packed`` beside hetsched's ``gavel-packed`` and its ``fifo_packed``
 beside ``fifo-packed`` (and each side's unpacked policy, ``max_min_fairness_perf``
 beside ``gavel:central``, ``fifo_perf`` beside ``fifo-fastest:gavel``, for the effect of

@@ -49,7 +49,7 @@ from hetsched.formulations.mip import (
 )
 from hetsched.formulations.mip.pulp_io import from_pulp
 
-#: The issue's target: wall time <= 1.1 x limit + 0.5 s.
+#: The target: wall time <= 1.1 x limit + 0.5 s.
 TARGET_RATIO, TARGET_SLACK_S = 1.1, 0.5
 
 

@@ -1,4 +1,4 @@
-"""Alibaba's openb trace on its own cluster (issue 17's target): every pod of a pod list
+"""Alibaba's openb trace on its own cluster, timed: every pod of a pod list
 on the real 1,213-node, 6,212-GPU inventory, one ``hetsched replay`` per policy, each
 timed end to end (reading, simulation, checking, bounds, writing) in a fresh process.
 Target: fifo, srtf, gavel and the optimisation policy (progress) each at most 60 s on

@@ -1,4 +1,4 @@
-"""What GPU sharing changes on Alibaba's openb trace (issue 17): the same pods on a
+"""What GPU sharing changes on Alibaba's openb trace: the same pods on a
 contended subset of the real openb nodes, with fractional GPUs (a pod asking for
 ``gpu_milli`` < 1000 gets that share of one GPU, co-located pods at the co-location
 factor, docs/traces.md) and without (every share rounded up to a whole GPU), side by

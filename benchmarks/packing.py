@@ -1,4 +1,4 @@
-"""Issue 36's space-sharing target: ``progress-packed`` (two whole one-GPU jobs packed on
+"""Space sharing: ``progress-packed`` (two whole one-GPU jobs packed on
 one GPU at their measured co-location speeds when the round's MILP finds the pair worth
 more) beside plain ``progress`` on Gavel's ee9e8c trace at load 2 on 8 V100 + 8 P100 +
 8 K80, with Gavel's table and its 1,881 measured pairs.

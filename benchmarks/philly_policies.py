@@ -1,4 +1,4 @@
-"""Issue 33, item 18: the whole Philly trace (82,247 jobs of ../shared/data/philly/philly.csv
+"""The whole Philly trace (82,247 jobs of ../shared/data/philly/philly.csv
 on v100=192,p100=192,k80=192) under every registered rolling policy, each in a process of
 its own under a wall-clock cap (default 600 s, the target): at the cap the replay gets
 SIGINT and writes what finished, so a policy that is too slow is still measured (jobs

@@ -1,4 +1,4 @@
-"""hetsched beside Pollux's simulator on Pollux's own workloads (issue 37, fidelity).
+"""hetsched beside Pollux's simulator on Pollux's own workloads: how close its replays come.
 
 Pollux's artifact ran its 8 workloads (160 jobs each at load 1.0; 80, 240 and 320 at
 loads 0.5, 1.5 and 2.0, in ``workloads-<load>/``) on 16 nodes of 4 T4s and published

@@ -1,4 +1,4 @@
-"""Issue #6's replay targets: how long ``hetsched replay`` takes on the real traces.
+"""How long ``hetsched replay`` takes on the real traces.
 
 Cases (each one ``python -m hetsched replay ...`` in a fresh process, timed from start to
 exit, so interpreter start, reading the trace, the lower bounds and writing the outputs
@@ -14,12 +14,12 @@ all count; its peak memory is the child's maximum resident set size):
   ``v100=36,p100=36,k80=36`` (Gavel's cluster and measured throughputs).
 * ``gavel-deadline`` (with ``--deadline``): the rolling ``deadline`` policy on the same.
   Targets: <= 10 min end to end, decision time p50 <= 1 s and p95 <= 5 s, no fallbacks.
-* Issue 14, the allocation LP with many active jobs (``peak_active`` from decisions.csv):
+* The allocation LP with many active jobs (``peak_active`` from decisions.csv):
   ``gavel-gavel-load2`` (``gavel`` on ee9e8c at ``--load 2`` on ``v100=8,p100=8,k80=8``),
   ``gavel-gavel-pop4`` (``--partitions 4`` on Gavel's cluster), ``philly-gavel``,
   ``philly-gavel-max-sum`` and ``philly-gavel-pop8`` (all 82,247 jobs on
   ``v100=192,p100=192,k80=192``; target <= 15 min end to end, 0 fallbacks).
-* Issue 15, the ``progress`` policy's MILP over every active job: ``gavel-progress-load2``
+* The ``progress`` policy's MILP over every active job: ``gavel-progress-load2``
   and ``gavel-progress-load1000`` (ee9e8c on ``v100=8,p100=8,k80=8``; target decision
   time p95 <= 1 s, 0 fallbacks).
 
@@ -62,7 +62,7 @@ COLUMNS = ("case", "trace", "format", "cluster", "gpus", "policy", "jobs", "comp
 
 @dataclass(frozen=True)
 class Case:
-    """One replay to time, and the issue's target for it."""
+    """One replay to time, and its target."""
 
     name: str
     trace: Path
@@ -94,10 +94,10 @@ def cases(deadline_jobs: int | None) -> list[Case]:
         Case("gavel-deadline", GAVEL, "gavel", "v100=36,p100=36,k80=36", "deadline",
              "end_to_end_s <= 600, decision p50 <= 1 s, p95 <= 5 s, 0 fallbacks",
              deadline_jobs),
-        # Issue 14: the allocation LP where hundreds to thousands of jobs are active.
+        # The allocation LP where hundreds to thousands of jobs are active.
         Case("gavel-gavel-load2", GAVEL, "gavel", "v100=8,p100=8,k80=8", "gavel",
              "0 fallbacks", options=("--load", "2")),
-        # Issue 15: the progress policy's MILP over every active job, ~2,000 at the peak.
+        # The progress policy's MILP over every active job, ~2,000 at the peak.
         Case("gavel-progress-load2", GAVEL, "gavel", "v100=8,p100=8,k80=8", "progress",
              "decision p95 <= 1 s, 0 fallbacks", options=("--load", "2")),
         # ... and with every job of the trace arriving within minutes (--load 1000): the

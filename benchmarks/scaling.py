@@ -1,4 +1,4 @@
-"""Scaling of the ``deadline`` and ``allox`` models, the issue's targets, and what
+"""Scaling of the ``deadline`` and ``allox`` models, their targets, and what
 heterogeneity-awareness buys on instances/medium.json.
 
 Writes ``benchmarks/results/scaling.csv`` and ``scaling.png`` and prints the
@@ -109,7 +109,7 @@ def print_row(row: dict[str, object]) -> None:
 
 
 def targets(time_limit: float, threads: int) -> list[dict[str, object]]:
-    """The issue's two targets: deadline 200 jobs / 96 GPUs, allox 1000 jobs / 300 GPUs."""
+    """The two targets: deadline 200 jobs / 96 GPUs, allox 1000 jobs / 300 GPUs."""
     rows = []
     instance = instance_for(200, 32)
     result = solve(instance, "deadline", SolveOptions(

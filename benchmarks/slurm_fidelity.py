@@ -1,8 +1,8 @@
-"""Issue 34's targets on a local Slurm cluster (hetsched.slurm.local): 100 jobs of
-Gavel's ee9e8c trace (by default the first 100 that last 12 to 36 hours on their fastest
-GPU type: band_trace says why) on v100=8,p100=8,k80=8 (nodes of 4 GPUs),
-time-compressed by --speedup (7,000: 13 to 15 minutes a run), each job the training
-emulator; the agent polls every 0.1 s.
+"""hetsched's agent against its own replays on a local Slurm cluster
+(hetsched.slurm.local): 100 jobs of Gavel's ee9e8c trace (by default the first 100 that
+last 12 to 36 hours on their fastest GPU type: band_trace says why) on
+v100=8,p100=8,k80=8 (nodes of 4 GPUs), time-compressed by --speedup (7,000: 13 to 15
+minutes a run), each job the training emulator; the agent polls every 0.1 s.
 
 For each policy (fifo, srtf, progress): the agent (`hetsched slurm run`) schedules the
 jobs `hetsched slurm submit` hands Slurm at their arrival times; then `hetsched replay`

@@ -1,4 +1,4 @@
-"""How much a second of Slurm's latency can move a replay by itself (issue 34): which
+"""How much a second of Slurm's latency can move a replay by itself: which
 slice of ee9e8c, at which speedup, lets `benchmarks/slurm_fidelity.py` measure hetsched's
 fidelity rather than the chaos of an overloaded queue.
 
