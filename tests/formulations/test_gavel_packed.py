@@ -180,8 +180,8 @@ def test_gavel_packed_packs_the_pair_worth_more_in_its_rounds() -> None:
     ran = hetsched.replay([Job("A", 0.0, "a", 1, 1000.0), Job("B", 0.0, "b", 1, 2000.0)],
                           cluster, policy, throughput=table, colocation=pairs,
                           settings=ReplaySettings(restart_penalty_s=0.0))
-    assert [ran.records[j].finish for j in "AB"] == pytest.approx([125.0, 225.0])
-    assert all(s.packed for r in ran.records.values() for s in r.segments)
+    assert [ran.replay.records[j].finish for j in "AB"] == pytest.approx([125.0, 225.0])
+    assert all(s.packed for r in ran.replay.records.values() for s in r.segments)
     assert policy.figures()["gavel_packed_pairs_started"] == 1
 
 
@@ -210,9 +210,10 @@ def test_fifo_packed_places_in_order_then_packs_above_the_threshold() -> None:
 
 def test_two_stage_is_max_mins_only() -> None:
     from hetsched.core.errors import InputError
+    from hetsched.policies.baselines.gavel_params import PackedParams
 
-    assert GavelPacked(spare="two-stage").spare == "two-stage"
+    assert GavelPacked(PackedParams(spare="two-stage")).params.spare == "two-stage"
     with pytest.raises(InputError, match="spare"):
-        GavelPacked(objective="fifo", spare="two-stage")
+        PackedParams(objective="fifo", spare="two-stage")
     with pytest.raises(InputError, match="spare"):
-        GavelPacked(spare="vertex")
+        PackedParams(spare="vertex")

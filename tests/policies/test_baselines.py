@@ -21,6 +21,7 @@ from hetsched.policies.baselines import AgnosticView, HeterogeneityAgnostic
 from hetsched.policies.baselines.duration import ShortestJobFirst, ShortestRemainingTimeFirst
 from hetsched.policies.baselines.gandiva import Gandiva
 from hetsched.policies.baselines.gavel import Gavel
+from hetsched.policies.baselines.gavel_params import GavelParams
 from hetsched.policies.baselines.optimus import Optimus
 from hetsched.policies.baselines.tiresias import Tiresias
 from hetsched.policies.replanning import Replanning
@@ -263,7 +264,7 @@ def test_gavel_rotates_jobs_round_by_round() -> None:
     # at 100 a has had its share (priority 1/3 / 1), b and c none: b; at 200 c.
     cluster, table = one_gpu(speed=1.0)
     jobs = [job(name, 0, 1000) for name in "abc"]
-    done = replay(Gavel(round_s=100.0), cluster, table, jobs)
+    done = replay(Gavel(GavelParams(round_s=100.0)), cluster, table, jobs)
     assert [done.records[j].first_start for j in "abc"] == [0, 100, 200]
     assert done.summary()["completed"] == 3
     assert done.summary()["preemptions"] > 0
@@ -391,7 +392,7 @@ def test_every_policy_replays_the_small_instance_reproducibly(name: str) -> None
 def test_every_policy_replays_the_sample_traces(name: str, tmp_path: Path) -> None:
     for trace, fmt in (("philly_small.csv", "philly"), ("helios_small.csv", "helios")):
         summaries = [run_replay(SAMPLES / trace, fmt, "v100=4,k80=4", name,
-                                out=tmp_path / f"{fmt}{i}", show_progress=False)
+                                out=tmp_path / f"{fmt}{i}", show_progress=False).figures
                      for i in range(2)]
         assert summaries[0]["completed"] == summaries[0]["jobs"]
         assert summaries[0]["jobs"] == (3 if fmt == "philly" else 2)
@@ -421,7 +422,7 @@ def test_every_policy_replays_the_gavel_samples(name: str, gavel_model: Path,
     for trace in ("gavel7.trace", "gavel10.trace"):
         summary = run_replay(SAMPLES / trace, "gavel", "v100=4,p100=4,k80=4", name,
                              out=tmp_path / trace, throughput_path=gavel_model,
-                             show_progress=False)
+                             show_progress=False).figures
         assert summary["completed"] == summary["jobs"]
         assert summary["jobs"] == (3 if trace == "gavel7.trace" else 2)
 
@@ -429,11 +430,11 @@ def test_every_policy_replays_the_gavel_samples(name: str, gavel_model: Path,
 def test_replay_uses_the_policy_round_and_lists_baselines(tmp_path: Path) -> None:
     # The policy's round is its own; --interval adds decision points beside it.
     summary = run_replay(SAMPLES / "philly_small.csv", "philly", "v100=4,k80=4", "gavel",
-                         out=tmp_path / "g", show_progress=False)
+                         out=tmp_path / "g", show_progress=False).figures
     assert (summary["round_s"], summary["interval_s"]) == (360.0, None)
     summary = run_replay(SAMPLES / "philly_small.csv", "philly", "v100=4,k80=4", "gavel",
                          out=tmp_path / "h", show_progress=False,
-                         settings=ReplaySettings(interval_s=50.0))
+                         settings=ReplaySettings(interval_s=50.0)).figures
     assert (summary["round_s"], summary["interval_s"]) == (360.0, 50.0)
     assert summary["restart_penalty_s"] == 30.0
     with pytest.raises(InputError) as error:

@@ -1,4 +1,4 @@
-"""Elastic jobs under ``progress`` (issue 37): the round chooses each elastic job's GPU
+"""Elastic jobs under ``progress``: the round chooses each elastic job's GPU
 count among its allowed counts, a running job is resized onto a gang that may include its
 own GPUs (restart penalty paid), and it grows into GPUs freed while nobody waits."""
 
@@ -15,6 +15,7 @@ from hetsched.files.cluster_spec import parse_cluster
 from hetsched.files.traces import read_trace
 from hetsched.policies.progress import Progress, hesrpt_weight
 from hetsched.policies.progress_gangs import Option
+from hetsched.policies.progress_params import ProgressParams
 from hetsched.policies.rolling import ClusterState
 from hetsched.registry import rolling
 from hetsched.replaying import check_replay
@@ -83,13 +84,12 @@ def test_a_replay_of_an_elastic_workload_passes_the_checker(shared_data: Path,
     workload = shared_data / "pollux" / "workloads" / "workload-6.csv"
     ran = replay_trace(workload, "pollux", "t4=64x4", "progress",
                        settings=ReplaySettings(elastic=True, limit_jobs=40))
-    summary = ran.summary()
-    assert summary["completed"] == 40
-    assert summary["fallbacks"] == 0
+    assert (ran.summary.completed, ran.summary.fallbacks) == (40, 0)
     # Elastic jobs ran on counts other than the ones they asked for.
     asked = {job.id: job.num_gpus for job in read_trace(workload, "pollux", elastic=True,
                                                         limit_jobs=40).jobs}
-    ran_on = {(job_id, len(s.gpus)) for job_id, r in ran.records.items() for s in r.segments}
+    ran_on = {(job_id, len(s.gpus)) for job_id, r in ran.replay.records.items()
+              for s in r.segments}
     assert any(n != asked[job_id] for job_id, n in ran_on)
     # (replay_trace runs the checker on every replay: a violation is an error)
 
@@ -119,7 +119,7 @@ def test_a_gpu_price_keeps_the_shortest_job_from_taking_every_gpu() -> None:
     # 0.00127; B: 0.00067, 0.00095. The best use of 4 GPUs is A and D on 2 each (0.0095),
     # ahead of A on 4 (0.009) and A on 2 with C and D on 1 (0.0094).
     assert first_counts(1.0) == {"A": 2, "D": 2}
-    with pytest.raises(ValueError, match="gpu_price must be finite and >= 0"):
+    with pytest.raises(InputError, match="gpu_price"):
         rolling("progress", gpu_price=-1.0)
 
 
@@ -159,7 +159,7 @@ def test_hesrpt_weights_give_hesrpt_shares() -> None:
     # theta^(1-p) = 1/m whatever p (with c = 20, theta itself is 1e-34).
     assert hesrpt_weight(1, 1, 0.9) == 1.0
     assert hesrpt_weight(50, 50, 0.95) == pytest.approx(1 / 50)
-    with pytest.raises(ValueError, match="speedup_exponent must be in"):
+    with pytest.raises(InputError, match="speedup_exponent"):
         rolling("progress", speedup_exponent=1.0)
 
 
@@ -263,8 +263,8 @@ def test_a_job_a_hesrpt_round_stopped_does_not_count_as_waiting() -> None:
     # 1/980 + 1/1,080 = 3.600e-3): D restarts and A shrinks, at 180 nobody waits and
     # heSRPT's round stops D again, and so on every other round until A's end: the flip
     # the rule removes, and 15 s more average JCT.
-    flipping = parked_replay(Forgetful(round_s=60.0, restart_penalty_s=0.0,
-                                       speedup_exponent=0.5))
+    flipping = parked_replay(Forgetful(ProgressParams(round_s=60.0, restart_penalty_s=0.0,
+                                                      speedup_exponent=0.5)))
     assert [n for n, _, _ in flipping["A"][:8]] == [1, 2, 1, 2, 1, 2, 1, 2]
     assert [start for _, start, _ in flipping["D"][:4]] == [0.0, 120.0, 240.0, 360.0]
     assert sum(segments[-1][2] for segments in flipping.values()) / 4 > jct + 15

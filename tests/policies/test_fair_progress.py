@@ -1,4 +1,4 @@
-"""``progress`` with a bound on finish-time fairness (``rho_bound``, issue 35) and the
+"""``progress`` with a bound on finish-time fairness (``rho_bound``) and the
 contention clock it counts N with (hetsched.policies.contention): values worked out by
 hand, and the bound against plain ``progress`` on a long job that shortest-remaining
 first would starve."""
@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import pytest
 
+from hetsched.core.errors import InputError
 from hetsched.core.records import Job
 from hetsched.core.settings import ReplaySettings
 from hetsched.core.throughput import Placement, ThroughputTable
 from hetsched.files.cluster_spec import parse_cluster
 from hetsched.policies.contention import ContentionClock
 from hetsched.policies.progress import Progress
+from hetsched.policies.progress_params import ProgressParams
 from hetsched.replaying import replay
 
 #: One job type at 1 step/s on a V100: steps are seconds.
@@ -50,10 +52,10 @@ def test_plain_progress_starves_the_long_job_and_the_bound_does_not() -> None:
     # ends at 3,000. Two jobs are active until 2,000, then L alone: N = (2 x 2,000 +
     # 1,000) / 3,000 = 5/3, L's isolated time 1,000 x 5/3, rho = 3,000 / 1,666.7 = 1.8;
     # each short job: 100 / (100 x 2) = 0.5.
-    plain = replay(stream(), ONE_GPU, Progress(time_limit_s=None), throughput=TABLE,
+    plain = replay(stream(), ONE_GPU, Progress(ProgressParams(time_limit_s=None)), throughput=TABLE,
                    settings=NO_PENALTY)
-    assert plain.records["L"].finish == pytest.approx(3000.0)
-    rho = plain.rho()
+    assert plain.replay.records["L"].finish == pytest.approx(3000.0)
+    rho = plain.replay.rho()
     assert rho["L"] == pytest.approx(1.8)
     assert max(rho[f"s{i:02d}"] for i in range(20)) == pytest.approx(0.5)
 
@@ -68,23 +70,23 @@ def test_plain_progress_starves_the_long_job_and_the_bound_does_not() -> None:
     # ends last, at 3,000, but with more jobs active over its life: its rho, the largest,
     # falls.
     def bounded(rho_bound: float) -> Progress:
-        return Progress(time_limit_s=None, rho_bound=rho_bound, round_s=100.0,
-                        critical_rounds=1.0)
+        return Progress(ProgressParams(time_limit_s=None, rho_bound=rho_bound, round_s=100.0,
+                                       critical_rounds=1.0))
 
     fair = replay(stream(), ONE_GPU, bounded(1.2), throughput=TABLE, settings=NO_PENALTY)
-    assert fair.records["L"].first_start == pytest.approx(1300.0)
-    fair_rho = fair.rho()
+    assert fair.replay.records["L"].first_start == pytest.approx(1300.0)
+    fair_rho = fair.replay.rho()
     assert max(fair_rho.values()) < rho["L"] - 0.3
     # The price: the short jobs that waited. The average JCT rises.
-    assert fair.metrics().avg_jct_s > plain.metrics().avg_jct_s
+    assert fair.summary.avg_jct_s > plain.summary.avg_jct_s
     # A bound plain progress keeps changes nothing: with rho <= 2, L must end by 4,000 and
     # is critical from 2,900 only, when it runs anyway (2,000 to 3,000).
     loose = replay(stream(), ONE_GPU, bounded(2.0), throughput=TABLE, settings=NO_PENALTY)
-    assert loose.records["L"].first_start == pytest.approx(2000.0)
-    assert loose.metrics().avg_jct_s == pytest.approx(plain.metrics().avg_jct_s)
+    assert loose.replay.records["L"].first_start == pytest.approx(2000.0)
+    assert loose.summary.avg_jct_s == pytest.approx(plain.summary.avg_jct_s)
 
 
 def test_a_bad_bound_is_refused() -> None:
     for bad in (0.0, -1.0, float("inf"), float("nan")):
-        with pytest.raises(ValueError, match="rho_bound"):
-            Progress(rho_bound=bad)
+        with pytest.raises(InputError, match="rho_bound"):
+            ProgressParams(rho_bound=bad)

@@ -7,14 +7,17 @@ lower bounds and SRTF."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
+from hetsched.core.errors import InputError
 from hetsched.core.records import Cluster, GpuType, Job, Node
 from hetsched.core.settings import ReplaySettings
 from hetsched.core.throughput import ThroughputTable
 from hetsched.policies.progress import Progress
+from hetsched.policies.progress_params import ProgressParams
 from hetsched.policies.rolling import ClusterState, Decision, RunningJob
 from hetsched.replaying import run_replay
 
@@ -28,8 +31,8 @@ def decide(cluster: Cluster, table: ThroughputTable, pending: tuple[Job, ...],
     state = ClusterState(now=now, cluster=cluster, throughput=table, pending=pending,
                          remaining={j.id: j.work for j in pending}, running=running,
                          free=free, attained=attained or {})
-    return Progress(time_limit_s=None, urgent_slack=urgent_slack,
-                    critical_rounds=critical_rounds).decide(state)
+    return Progress(ProgressParams(time_limit_s=None, urgent_slack=urgent_slack,
+                                   critical_rounds=critical_rounds)).decide(state)
 
 
 def one_type(gpus: int = 1) -> tuple[Cluster, ThroughputTable]:
@@ -157,10 +160,10 @@ def test_a_job_meeting_its_deadline_is_not_moved() -> None:
 
 
 def test_bad_settings_are_refused() -> None:
-    with pytest.raises(ValueError, match="round_s"):
-        Progress(round_s=0)
-    with pytest.raises(ValueError, match="restart_penalty_s"):
-        Progress(restart_penalty_s=-1)
+    with pytest.raises(InputError, match="round_s"):
+        ProgressParams(round_s=0)
+    with pytest.raises(InputError, match="restart_penalty_s"):
+        ProgressParams(restart_penalty_s=-1)
 
 
 @pytest.mark.slow
@@ -171,11 +174,11 @@ def test_a_gavel_trace_with_deadlines(shared_data: Path, tmp_path: Path) -> None
     # deadlines; SRTF 118.0 h and 48; Gavel 143.3 h and 25).
     trace = shared_data / "gavel" / "traces" / "ee9e8c.trace"
 
-    def replay(policy: str, out: str) -> dict[str, object]:
+    def replay(policy: str, out: str) -> Mapping[str, object]:
         return run_replay(trace, "gavel", "v100=16,p100=16,k80=16", policy,
                           out=tmp_path / out, show_progress=False,
                           settings=ReplaySettings(limit_jobs=150, deadline_fraction=0.5,
-                                                  time_limit_s=0.1))
+                                                  time_limit_s=0.1)).figures
 
     ours = replay("progress", "p")
     again = replay("progress", "q")

@@ -1,4 +1,4 @@
-"""``progress-packed`` (issue 36): two whole one-GPU jobs packed on one GPU at their
+"""``progress-packed``: two whole one-GPU jobs packed on one GPU at their
 measured co-location speeds when the round's MILP finds the pair worth more; the
 simulator runs them at those speeds, the checker verifies packed runs, and a pair whose
 measured rates add up to 1 or less is never packed."""
@@ -15,6 +15,7 @@ from hetsched.core.settings import ReplaySettings
 from hetsched.core.sharing import CoLocationModel
 from hetsched.core.throughput import Placement, ThroughputTable
 from hetsched.policies.progress import Progress
+from hetsched.policies.progress_params import ProgressParams
 from hetsched.simulate.record import Replay
 
 P = Placement.PACKED
@@ -29,10 +30,10 @@ PAIRS = CoLocationModel({("t", "a", "b"): 0.8, ("t", "b", "a"): 0.8, ("t", "a", 
 
 
 def replay(jobs: list[Job], pairing: bool, cluster: Cluster = ONE) -> Replay:
-    policy = Progress(pairing=pairing, restart_penalty_s=0.0)
+    policy = Progress(ProgressParams(pairing=pairing, restart_penalty_s=0.0))
     POLICIES[pairing] = policy
     return hetsched.replay(jobs, cluster, policy, throughput=TABLE, colocation=PAIRS,
-                           settings=ReplaySettings(restart_penalty_s=0.0))
+                           settings=ReplaySettings(restart_penalty_s=0.0)).replay
 
 
 def test_a_pair_worth_more_than_the_shorter_alone_is_packed() -> None:
