@@ -52,8 +52,8 @@ def test_packed_policies_replay_random_traces_through_the_checker(policy: str,
     jobs, table, pairs = random_case(seed)
     ran = hetsched.replay(jobs, CLUSTER, policy, throughput=table, colocation=pairs,
                           settings=ReplaySettings(restart_penalty_s=30.0))
-    assert ran.summary()["completed"] == len(jobs)
-    packed = [s for r in ran.records.values() for s in r.segments if s.packed]
+    assert ran.summary.completed == len(jobs)
+    packed = [s for r in ran.replay.records.values() for s in r.segments if s.packed]
     assert all(len(s.gpus) == 1 for s in packed)
     if policy != "fifo-packed":  # (fifo-packed packs only above 1.5: in some seeds never)
         assert packed  # 9 to 153 packed segments in these seeds
@@ -71,22 +71,24 @@ def test_packed_policies_replay_random_traces_through_the_checker(policy: str,
 def test_gavels_cost_policy_with_the_lps_own_shares_replays_through_the_checker(
         seed: int) -> None:
     from hetsched.policies.baselines.gavel_packed import GavelPacked
+    from hetsched.policies.baselines.gavel_params import PackedParams
 
     jobs, table, pairs = random_case(seed)
-    policy = GavelPacked(objective="cost", normalized=False, share_digits=None)
+    policy = GavelPacked(PackedParams(objective="cost", normalized=False, share_digits=None))
     assert policy.name == "max-throughput-per-cost-packed-raw"
     ran = hetsched.replay(jobs, CLUSTER, policy, throughput=table, colocation=pairs,
                           settings=ReplaySettings(restart_penalty_s=30.0))
-    assert ran.summary()["completed"] == len(jobs)
+    assert ran.summary.completed == len(jobs)
 
 
 @pytest.mark.parametrize("seed", range(2))
 def test_packed_min_total_duration_as_gavel_replays_through_the_checker(seed: int) -> None:
     from hetsched.policies.baselines.gavel_packed import GavelPacked
+    from hetsched.policies.baselines.gavel_params import PackedParams
 
     jobs, table, pairs = random_case(seed)
-    policy = GavelPacked(objective="min-total-duration", spare="gavel")
+    policy = GavelPacked(PackedParams(objective="min-total-duration", spare="gavel"))
     ran = hetsched.replay(jobs, CLUSTER, policy, throughput=table, colocation=pairs,
                           settings=ReplaySettings(restart_penalty_s=30.0))
-    assert ran.summary()["completed"] == len(jobs)
+    assert ran.summary.completed == len(jobs)
     assert policy.failed_solves == 0
