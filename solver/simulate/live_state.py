@@ -18,7 +18,7 @@ from hetsched.core.sharing import CoLocationModel
 from hetsched.core.throughput import ThroughputModel
 from hetsched.policies.rolling import ClusterState, Held, PendingFeed, RunningJob
 from hetsched.simulate.record import JobRecord
-from hetsched.simulate.runs import Run
+from hetsched.simulate.runs import SimulatedRun
 
 __all__ = ["LiveState"]
 
@@ -30,7 +30,7 @@ class LiveState(ClusterState):
     decides: once ``decide`` returns, a field not built yet, or a view, raises
     ``RuntimeError`` when read (the simulator has moved on)."""
 
-    _runs: dict[str, Run]
+    _runs: dict[str, SimulatedRun]
     _records: dict[str, JobRecord]
     _left: dict[str, float]
     _waiting: dict[str, Job]
@@ -38,7 +38,7 @@ class LiveState(ClusterState):
 
     @classmethod
     def make(cls, now: float, cluster: Cluster, throughput: ThroughputModel,
-             waiting: dict[str, Job], index: FreeGpuIndex, runs: dict[str, Run],
+             waiting: dict[str, Job], index: FreeGpuIndex, runs: dict[str, SimulatedRun],
              records: dict[str, JobRecord], left: dict[str, float],
              feed: PendingFeed | None = None,
              colocation: CoLocationModel | None = None) -> LiveState:
@@ -79,7 +79,7 @@ class LiveState(ClusterState):
 
     def held(self) -> dict[str, Held]:
         """What every running job holds, by job id, without building their records
-        (each run keeps its own: :attr:`Run.held`; a derived state: its ``running``)."""
+        (each run keeps its own: :attr:`SimulatedRun.held`; a derived state: its ``running``)."""
         if "_runs" not in self.__dict__:
             return super().held()
         self.check_open("held")
@@ -119,11 +119,11 @@ class LiveState(ClusterState):
                               lambda state, job_id: state._records[job_id].preemptions)
 
 
-def _running_jobs(runs: Iterable[Run], now: float) -> tuple[RunningJob, ...]:
+def _running_jobs(runs: Iterable[SimulatedRun], now: float) -> tuple[RunningJob, ...]:
     """Each run as ``RunningJob(job, gpu_type, gpus, since, remaining at now)``, made
     without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field): a
     busy cluster holds hundreds of running jobs at each of the whole Philly trace's
-    160,000 decisions (issue 33, item 18)."""
+    160,000 decisions."""
     new = object.__new__
     made: list[RunningJob] = []
     for run in runs:

@@ -1,4 +1,4 @@
-"""A job's run on its GPUs, as the simulator keeps it (:class:`Run`), and the jobs that
+"""A job's run on its GPUs, as the simulator keeps it (:class:`SimulatedRun`), and the jobs that
 share GPUs (:class:`Sharers`): who runs on each shared GPU, how fast co-location lets
 each of them run (:class:`hetsched.core.sharing.CoLocationModel`), and a run continued at a
 new speed when its co-runners change (docs/traces.md, "GPU shares, CPUs and memory")."""
@@ -16,7 +16,7 @@ from hetsched.simulate.record import JobRecord
 
 
 @dataclass(frozen=True)
-class Run:
+class SimulatedRun:
     """A job on its GPUs since ``start`` (s): no progress before ``resume`` (the restart
     penalty), then ``speed`` measured steps/s until ``work_left`` steps are done at
     ``finish``. Never changed once made, so progress is computed, not accounted step by
@@ -65,7 +65,8 @@ class Run:
         included (a share of a GPU counts its share)."""
         return max(0.0, moment - self.start) * len(self.gpus) * self.share
 
-    def at_speed(self, now: float, speed: float, version: int) -> tuple[Run, Assignment | None]:
+    def at_speed(self, now: float, speed: float, version: int
+                 ) -> tuple[SimulatedRun, Assignment | None]:
         """This run continued from ``now`` at ``speed`` (steps/s): the new run, and the
         segment that ends now (``None`` when the run started now: it is replaced)."""
         left = self.remaining_at(now)
