@@ -96,7 +96,7 @@ def test_topology_plot_has_a_legend_and_tells_link_kinds_apart(shared_data: Path
 
 
 def test_the_title_names_the_model() -> None:
-    # Issue 33, item 13: every chart was titled with the instance only, so fifo.png and
+    # Every chart was titled with the instance only, so fifo.png and
     # deadline.png looked the same.
     instance = load_instance(INSTANCES / "tiny.json")
     schedule = solve(instance, model="fifo").schedule

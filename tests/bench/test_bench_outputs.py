@@ -97,7 +97,7 @@ def test_resume_refuses_a_bad_row_before_the_last(trace: Path, tmp_path: Path, c
 @pytest.mark.parametrize("where", ["middle", "last"])
 def test_one_run_in_two_rows_is_refused_naming_both(trace: Path, tmp_path: Path,
                                                     where: str) -> None:
-    # Issue 33, item 6: a row copied twice was taken, and the report counted its run twice
+    # A row copied twice was taken, and the report counted its run twice
     # (a mean over three rows of two runs). Refused wherever the copy stands, the file
     # left as it was.
     out = tmp_path / "b"
@@ -173,7 +173,7 @@ def test_a_full_disk_while_drawing_keeps_the_previous_report(
         trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "b"
     run_bench(settings(trace, (0,)), out)
-    # No job has a deadline: no deadline chart (issue 33, item 13), the report says why.
+    # No job has a deadline: no deadline chart, the report says why.
     assert not (out / "deadline_met.png").exists()
     assert "No deadline chart: no job has a deadline" in (out / "report.md").read_text()
     names = ["report.md", "jct_cdf_l1.png", "utilization_l1.png", "decision_times.png"]

@@ -58,7 +58,7 @@ EXPECTED = {
     "long_integer.json": ["$.jobs[1].work", "number too long", "(5000 digits)",
                           "at most 30 digits"],
     "deep_nesting.json": ["JSON nested too deeply", "at most 64 levels"],
-    # Issue 33, item 7: the last of two keys won silently.
+    # The last of two keys won silently.
     "duplicate_key.json": ["$.jobs[1].work", "a key given twice in one object",
                            "each key once"],
 }

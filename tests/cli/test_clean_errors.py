@@ -1,4 +1,4 @@
-"""Issue 19, item 5: inputs that once ended in "internal error" (exit 1) or in a message
+"""Inputs that once ended in "internal error" (exit 1) or in a message
 that did not name the value in the file are clean input errors (exit 2, one line naming
 where, the value and what was expected)."""
 

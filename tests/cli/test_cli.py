@@ -197,7 +197,7 @@ def test_the_largest_accepted_values_solve_or_end_cleanly(
 
 def test_solve_says_what_the_objective_measures_and_what_is_proven(
         capsys: pytest.CaptureFixture[str]) -> None:
-    # Issue 33, item 10: topology printed "status: FEASIBLE", "gap: 0%" and an objective
+    # topology printed "status: FEASIBLE", "gap: 0%" and an objective
     # without a unit; the gap is of the placements only (FIFO admission is not optimised).
     from hetsched.cli.main import main
 
@@ -216,7 +216,7 @@ def test_solve_says_what_the_objective_measures_and_what_is_proven(
 
 def test_a_job_run_in_segments_has_one_jct_on_its_last_segment(
         capsys: pytest.CaptureFixture[str]) -> None:
-    # Issue 33, item 11: each run segment of a preempted job showed its own JCT and
+    # Each run segment of a preempted job showed its own JCT and
     # "met" (a first segment's "jct 11,651 s, met" though the job finished later).
     from hetsched.cli.main import main
 
@@ -243,7 +243,7 @@ def test_a_job_run_in_segments_has_one_jct_on_its_last_segment(
     (0.0, "0"), (None, "-"), (math.nan, "-"), (2000, "2,000"), (True, "true"),
 ])
 def test_every_number_is_written_in_one_style(value: object, text: str) -> None:
-    # Issue 33, item 12: one output mixed 766,250, 1.65863e+06 and None.
+    # One output mixed 766,250, 1.65863e+06 and None.
     from hetsched.cli.printing import format_number
 
     assert format_number(value) == text

@@ -92,7 +92,7 @@ def test_help_shows_the_defaults() -> None:
 ])
 def test_clicks_usage_errors_are_one_line_like_every_other_error(
         args: list[str], start: str, capsys: pytest.CaptureFixture[str]) -> None:
-    # Issue 33, item 7: click printed its usage, a hint and the error on four lines.
+    # click printed its usage, a hint and the error on four lines.
     err = exits_2(args, capsys)
     assert err.startswith(start), err
     assert err.count("\n") == 1, err

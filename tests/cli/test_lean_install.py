@@ -1,4 +1,4 @@
-"""Issue 33, item 15: the lean install (``pip install -e .``) has HiGHS and CP-SAT; CBC
+"""The lean install (``pip install -e .``) has HiGHS and CP-SAT; CBC
 and SCIP are extras. A back-end whose package is missing is a clear error naming the
 extra to install (exit 2), never an internal error."""
 

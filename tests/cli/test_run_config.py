@@ -84,7 +84,7 @@ def test_run_toml_repeats_the_run_exactly_from_any_folder(
     ("seed = [1, 2]\n", "key seed: bad value (got [1, 2]; expected a string, a number or "
      "true/false"),
     ('policy = "srtf\n', "--config: not valid TOML"),
-    # Issue 33, item 5: a value of the wrong TOML type is refused, never coerced.
+    # A value of the wrong TOML type is refused, never coerced.
     ("seed = 0.9\n", "key seed: bad value (got 0.9; expected an integer (a TOML float is "
      "not one)"),
     ('gpu-sharing = ""\n', "key gpu-sharing: bad value (got ''; expected true or false (a "

@@ -194,7 +194,7 @@ def test_checks_name_the_problem(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640)])
 def test_files_written_whole_get_the_mode_the_umask_gives(tmp_path: Path, umask: int,
                                                           mode: int) -> None:
-    # Issue 33, item 7: solve --out, bench.json and results.csv were 0600 whatever the
+    # solve --out, bench.json and results.csv were 0600 whatever the
     # umask (mkstemp's mode), while a replay's files were 0644.
     previous = os.umask(umask)
     try:

@@ -1,4 +1,4 @@
-"""Issue 19, item 3: GPUs of a type no job can run on count neither in utilisation nor in
+"""GPUs of a type no job can run on count neither in utilisation nor in
 the capacity bounds; every lower bound stays below what a replay achieves, at every
 load the options allow; loads outside that range are refused."""
 

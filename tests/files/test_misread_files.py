@@ -1,4 +1,4 @@
-"""Issue 33, items 3 and 7: files that were misread. Numbers are read from ASCII digits
+"""Files that were misread. Numbers are read from ASCII digits
 only, everywhere (Python's ``float`` and ``int`` also read full-width and other Unicode
 digits, which no format here writes); Philly's timestamp is its one format (a number was
 read as epoch seconds: a 47.8-year makespan with exit 0); a machine list's ``inf`` is a
@@ -94,7 +94,7 @@ def test_a_machine_list_value_that_is_not_a_finite_count_names_its_line_and_colu
 
 def test_validate_refuses_a_profile_whose_throughputs_are_all_zero(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # Issue 33, item 7: validate said OK although every replay with it exits 2.
+    # validate said OK although every replay with it exits 2.
     path = _write(tmp_path, "zero.csv", "job_type,gpu_type,num_gpus,placement,throughput\n"
                   "cnn,v100,1,packed,0\nlm,k80,1,packed,0\n")
     err = exits_2(["validate", "--format", "profile", str(path)], capsys)
@@ -104,7 +104,7 @@ def test_validate_refuses_a_profile_whose_throughputs_are_all_zero(
 
 
 def test_notes_count_the_jobs_replayed_not_every_row_of_the_trace(tmp_path: Path) -> None:
-    # Issue 33, item 9: "--limit-jobs 300" printed "GPU count capped: 373 jobs": the rows
+    # "--limit-jobs 300" printed "GPU count capped: 373 jobs": the rows
     # of the whole trace. Four 64-GPU rows (no job type of the catalogue runs on 64 GPUs:
     # each capped), the earliest two kept.
     from hetsched.files.traces import read_trace
@@ -123,7 +123,7 @@ def test_notes_count_the_jobs_replayed_not_every_row_of_the_trace(tmp_path: Path
 
 
 def test_validate_groups_the_gpu_count_caps_of_a_trace() -> None:
-    # Issue 33, item 13: validate of a Gavel trace printed 55 unsorted note lines, one per
+    # validate of a Gavel trace printed 55 unsorted note lines, one per
     # (job type, GPU count) pair capped. Grouped by the count they were capped at.
     from hetsched.cli.validate_command import grouped_notes
 

@@ -1,4 +1,4 @@
-"""Readers that never misread (issue 17): zero is a time in openb, the reference GPU type,
+"""Readers that never misread: zero is a time in openb, the reference GPU type,
 one Gavel layout per file, tidy profile rows checked for width, skipping bad rows within
 limits, GPU counts beyond a fitted model, GPU types no throughput model knows, gpu_spec
 naming an absent type, GPU aliases, job types in jobs.csv, and ``validate --format``.
@@ -39,7 +39,7 @@ def _pods(tmp_path: Path, *rows: str) -> Path:
     return path
 
 
-# --- defect 1: zero is a time -------------------------------------------------------------
+# --- zero is a time -------------------------------------------------------------------------
 
 
 def test_openb_pod_created_and_scheduled_at_zero_is_read(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_openb_empty_scheduled_time_is_never_scheduled_and_empty_creation_is_bad
         read_trace(bad, "openb", throughput=NO_V100, reference_gpu="t4")
 
 
-# --- defect 2: the reference GPU type -----------------------------------------------------
+# --- the reference GPU type -----------------------------------------------------------------
 
 
 def test_reference_gpu_default_rule_without_v100(tmp_path: Path) -> None:
@@ -116,7 +116,7 @@ def test_bench_takes_the_reference_gpu_and_aliases(
     assert (run["reference_gpu"], run["gpu_aliases"]) == ("g3", {"g3": "a100"})
 
 
-# --- defect 3: no silent misreads ---------------------------------------------------------
+# --- no silent misreads ---------------------------------------------------------------------
 
 
 LONG = "ResNet-50\tcmd\tdir\t--steps\tFalse\t1000\t1\t1\t-1\t{arrival}"
@@ -197,7 +197,7 @@ def test_fit_rejects_a_gpu_count_beyond_the_model(
     assert f"line {lines}.num_gpus" in err
 
 
-# --- defect 4: GPU types no throughput model knows; gpu_spec naming an absent type -----
+# --- GPU types no throughput model knows; gpu_spec naming an absent type --------------------
 
 
 def test_node_list_with_an_unknown_gpu_model_is_an_error_or_dropped(
@@ -297,7 +297,7 @@ def _catalogue() -> ThroughputTable:
     return catalogue_table({"t4": "t4", "a100": "a100"})
 
 
-# --- defect 9: validate --format ------------------------------------------------------------
+# --- validate --format ----------------------------------------------------------------------
 
 
 def test_validate_format_reads_traces_node_lists_and_profiles(

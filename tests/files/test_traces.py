@@ -430,7 +430,7 @@ def test_native_deadline_before_arrival_names_the_times_of_the_file(tmp_path: Pa
     with pytest.raises(InputError, match=r"t.csv: line 3.deadline: deadline is not after the "
                        r"arrival \(got '4000.0'; expected a time after the arrival 5000.0 s\)"):
         read_trace(path, "native")
-    # Unix-epoch times: the file's digits, not 1.7e+09 (issue 19).
+    # Unix-epoch times: the file's digits, not 1.7e+09.
     write_native([Job("a", 1_700_000_000.0, "A3C", 1, 10.0)], path)
     path.write_text(path.read_text() + "b,1700000500,A3C,1,10.0,1700000400,1.0,,,\n")
     with pytest.raises(InputError, match=r"t.csv: line 3.deadline: deadline is not after the "

@@ -90,7 +90,7 @@ def test_a_folder_that_is_not_a_replay_exits_2(runs: tuple[Path, Path], tmp_path
 
 def test_compare_warns_when_the_runs_are_unlike(
         runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # Issue 33, item 8: runs of different traces or job counts, or an interrupted run
+    # Runs of different traces or job counts, or an interrupted run
     # beside a finished one, were set side by side without a word.
     fifo, _ = runs
     other = tmp_path / "other"

@@ -60,7 +60,7 @@ def test_jobs_frame_is_jobs_csv(tmp_path: Path) -> None:
     written = pd.read_csv(tmp_path / "run" / "jobs.csv")
     assert list(frame.columns) == list(written.columns)
     assert len(frame) == len(written) == 3
-    # met: a nullable boolean in memory (issue 33, item 17), 0/1/empty in jobs.csv
+    # met: a nullable boolean in memory, 0/1/empty in jobs.csv
     assert str(frame["met"].dtype) == "boolean"
     frame["met"] = frame["met"].astype("Float64")
     for column in frame.columns:
@@ -147,7 +147,7 @@ def test_a_replays_metrics_are_the_schedules() -> None:
 
 
 def test_jobs_frame_types_met_as_boolean_and_deadline_as_float() -> None:
-    # Issue 33, item 17: met was a float (1.0/0.0) and a deadline-less job's deadline
+    # met was a float (1.0/0.0) and a deadline-less job's deadline
     # None in an object column. Seed 0 gives the first two jobs of philly_small deadlines,
     # the third none.
     outcome = hetsched.replay_trace(SAMPLE, "philly", "v100=4,k80=4", "srtf",
