@@ -262,8 +262,9 @@ def same_results(one: Path, other: Path) -> None:
 
 
 def gangs_instance(jobs: int = 30, seed: int = 7) -> Instance:
-    """The case of issue 12: 4-GPU gangs on two GPU types (two 4-GPU nodes each), jobs
-    arriving every ~2 minutes with deadlines so loose that every plan meets them."""
+    """Where CP-SAT once ended worse than its start plan: 4-GPU gangs on two GPU types
+    (two 4-GPU nodes each), jobs arriving every ~2 minutes with deadlines so loose that
+    every plan meets them."""
     rng = np.random.default_rng(seed)
     cluster = Cluster((GpuType("fast"), GpuType("slow")),
                       (Node("f0", "fast", 4), Node("f1", "fast", 4), Node("s0", "slow", 4),

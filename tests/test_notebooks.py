@@ -13,7 +13,7 @@ import pytest
 from tests.helpers import ROOT
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-#: The four notebooks of issue #8, in reading order.
+#: The four notebooks, in reading order.
 EXPECTED = ["01_quickstart.ipynb", "02_throughput_model.ipynb", "03_formulations.ipynb",
             "04_replay_and_benchmark.ipynb"]
 

@@ -1,4 +1,4 @@
-"""The free-GPU index with node classes (hetsched.allocation.free_gpus, issue 17) answers every
+"""The free-GPU index with node classes (hetsched.allocation.free_gpus) answers every
 request as scanning every node in cluster order does: random clusters, random sequences
 of takes, releases and victims, on a master and on forks of it, against the scanning
 index it replaced (``ScanIndex`` below, kept as the reference)."""
@@ -19,7 +19,7 @@ from hetsched.core.throughput import Placement, ThroughputModel, ThroughputTable
 
 
 class ScanIndex:
-    """The free-GPU index as it was before node classes (hetsched 0.x, issue 17): every
+    """The free-GPU index as it was before node classes (hetsched 0.x): every
     request scans the nodes in cluster order. The reference the node classes must match."""
 
     def __init__(self, cluster: Cluster, free: AbstractSet[str] = frozenset(),

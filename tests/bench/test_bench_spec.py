@@ -244,7 +244,7 @@ def test_the_trace_reading_keys_reach_the_benchs_settings(tmp_path: Path) -> Non
 
 
 def two_tenants(folder: Path) -> tuple[Path, Path]:
-    """The issue's two-tenant case as a native trace and a tenant table: A is guaranteed
+    """Two tenants as a native trace and a tenant table: A is guaranteed
     the 8 V100s, B the 8 K80s, both may borrow; B's 12 one-GPU jobs come at 0 (8 borrow
     the V100s, the faster type), A's 6 at 1,000 while B's still run."""
     from hetsched.core.records import Job

@@ -74,13 +74,14 @@ def test_a_budget_must_be_positive_and_finite(bad: float) -> None:
 
 @pytest.mark.slow
 def test_cpsat_hinted_with_a_plan_that_breaks_its_symmetry_breaking_ends_worse() -> None:
-    # The cause of issue 12's first defect, deterministically. The four nodes are two pairs
-    # of identical nodes, and the model only lets job j use the second node of a pair once
-    # an earlier job used the first. The local search's plan (the start of every solve)
-    # uses them in another order, so as a hint it is infeasible: CP-SAT cannot take it
-    # and, stopped after 10 work units (1 s of CP-SAT deterministic time), holds a plan
-    # worse than the hint. Relabelled (DeadlineCpSat.canonical: the same plan with the
-    # nodes of each pair swapped as needed), the hint is feasible and is never lost.
+    # Why CP-SAT once returned a plan worse than the start plan it was hinted with,
+    # deterministically. The four nodes are two pairs of identical nodes, and the model
+    # only lets job j use the second node of a pair once an earlier job used the first.
+    # The local search's plan (the start of every solve) uses them in another order, so as
+    # a hint it is infeasible: CP-SAT cannot take it and, stopped after 10 work units (1 s
+    # of CP-SAT deterministic time), holds a plan worse than the hint. Relabelled
+    # (DeadlineCpSat.canonical: the same plan with the nodes of each pair swapped as
+    # needed), the hint is feasible and is never lost.
     problem = build_problem(gangs_instance())
     start = improve_plan(problem, greedy_plan(problem), Budget.work(0.1))
     raw = DeadlineCpSat(problem, Budget.work(10.0))

@@ -28,7 +28,7 @@ def random_problem(seed: int, jobs: int, types: int = 3, shapes: int = 6,
                    gpus_per_type: float | None = None) -> AllocationProblem:
     """``jobs`` jobs drawn from ``shapes`` distinct (throughput row, gang, weight) shapes,
     some unable to run on some types, on ``gpus_per_type`` GPUs of each type (default
-    jobs / 4, the issue's benchmark ratio)."""
+    jobs / 4, as in benchmarks/allocation.py)."""
     rng = np.random.default_rng(seed)
     rows = rng.uniform(0.5, 10.0, size=(shapes, types))
     rows[rng.uniform(size=rows.shape) < 0.2] = 0.0

@@ -1,4 +1,4 @@
-"""The short cuts of a long queue (issue 33, item 18) change no decision: the memo of
+"""The short cuts of a long queue (the whole Philly trace) change no decision: the memo of
 gangs that found no GPUs in a walk (:class:`Misses`), the types-worth-starting answer
 computed with remembered earliest releases, the remembered waiting times of the
 starvation guard and the remembered predictions, the queue kept in order from the

@@ -1,4 +1,4 @@
-"""Issue 33, items 1 and 2: a policy of yours that exits, raises, returns garbage or hangs
+"""A policy of yours that exits, raises, returns garbage or hangs
 ends the replay with one line naming the policy, the decision time and the job, exit 3,
 and what ran until then written and marked as the policy's failure (as an interrupt
 is); one that fails to import or to be made is a bad ``--policy`` (exit 2). Before, a

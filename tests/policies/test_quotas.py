@@ -21,7 +21,7 @@ from hetsched.simulate.record import Replay
 TABLE = ThroughputTable({("m", "v100", 1, Placement.PACKED): 2.0,
                          ("m", "k80", 1, Placement.PACKED): 1.0})
 CLUSTER = parse_cluster("v100=8,k80=8")
-#: The issue's case: A is guaranteed the 8 V100s, B the 8 K80s, both may borrow.
+#: Two tenants: A is guaranteed the 8 V100s, B the 8 K80s, both may borrow.
 TWO = TenantTable((Tenant("A", quotas={"v100": Quota(8)}),
                    Tenant("B", quotas={"k80": Quota(8)})))
 ROLLING = sorted(name for name, entry in ENTRIES.items() if entry.policy is not None)

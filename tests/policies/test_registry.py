@@ -105,7 +105,7 @@ def test_unknown_names_and_back_ends_name_the_parameter() -> None:
 
 @pytest.mark.slow
 def test_cli_solve_with_a_rolling_policy() -> None:
-    # The acceptance command; the JSON's schedule has the run segments.
+    # ``solve`` with a rolling policy as the model; the JSON's schedule has the run segments.
     done = subprocess.run([sys.executable, "-m", "hetsched", "solve",
                            str(INSTANCES / "small.json"), "--model", "srtf", "--json"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)

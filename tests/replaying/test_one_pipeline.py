@@ -1,4 +1,4 @@
-"""One replay pipeline, one set of defaults (issue 32): the ``hetsched replay`` command,
+"""One replay pipeline, one set of defaults: the ``hetsched replay`` command,
 :func:`hetsched.replaying.run_replay`, the ``hetsched bench`` command and
 :func:`hetsched.bench.runner.run_bench`, and :func:`hetsched.replay` on the same jobs give
 byte-identical ``jobs.csv`` and ``decisions.csv`` when no setting is given, and record

@@ -1,4 +1,4 @@
-"""GPU shares, CPUs and memory (issue 17): jobs asking for a share of one GPU run on it
+"""GPU shares, CPUs and memory: jobs asking for a share of one GPU run on it
 together at the co-location speed factor, continue at a new speed when co-runners come
 and go, never hold more than the whole GPU; a start must fit the node's CPUs and memory;
 the checker verifies all of it; every policy replays a trace with shares."""

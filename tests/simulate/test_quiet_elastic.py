@@ -1,4 +1,4 @@
-"""Quiet rounds skipped with elastic jobs (issue 37): a job whose speed changes with its
+"""Quiet rounds skipped with elastic jobs: a job whose speed changes with its
 progress (an elastic job's next epoch, Pollux's statistical efficiency) may end sooner
 than the completion a skip was computed for; the boundaries around its new end are then
 called again, and every job's record is the one of a call at every boundary."""

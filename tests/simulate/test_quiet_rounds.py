@@ -1,4 +1,4 @@
-"""Issue 19, item 1: decision intervals and rounds of at least 1 s, a finite restart
+"""Decision intervals and rounds of at least 1 s, a finite restart
 penalty, and quiet rounds skipped (a boundary where the policy promises nothing changes
 until the next event) with the same outcome as a call at every boundary."""
 

@@ -1,8 +1,7 @@
 """Round-based policies act at every boundary of their declared round while any job runs
-or waits (issue 12, defect 5): the simulator's decision points, Gavel's time sharing and
+or waits: the simulator's decision points, Gavel's time sharing and
 migration, Optimus' migration, the two-job case of every baseline on Gavel's measured
-throughputs, and an honest fallback when Gavel's LP gives no feasible allocation
-(defect 6)."""
+throughputs, and an honest fallback when Gavel's LP gives no feasible allocation."""
 
 from __future__ import annotations
 
@@ -272,7 +271,7 @@ def test_an_over_filling_lp_answer_is_never_used_and_the_fallback_is_visible(
     assert "over-fills" in (tmp_path / "r" / "summary.json").read_text()
 
 
-# --- the issue's two-job case on Gavel's measured throughputs --------------------------
+# --- two jobs on Gavel's measured throughputs, every baseline ----------------------------
 
 #: ResNet-50 (batch size 64) on 1 GPU in Gavel's simulation_throughputs.json (steps/s).
 V100 = 4.394774823323071

@@ -54,8 +54,8 @@ def test_start_reuses_the_running_cluster(cluster: LocalCluster) -> None:
 
 def test_a_held_job_pinned_to_a_node_and_gpu_type_runs_there_when_released(
         cluster: LocalCluster) -> None:
-    # The recipe: submitted held with no GPU request, then given a GPU type,
-    # count and node, then released.
+    # How the agent starts a job (hetsched.slurm.agent): submitted held with no GPU
+    # request, then given a GPU type, count and node, then released.
     job = submit_held(cluster, 2, comment='{"hetsched": 1}')
     run_slurm(cluster, "scontrol", "update", f"JobId={job}", "TresPerNode=gres:gpu:k80:2",
               "NodeList=k80-0")

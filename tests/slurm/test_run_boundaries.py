@@ -1,4 +1,4 @@
-"""Issue 34's boundaries of ``hetsched slurm run`` against real daemons: Ctrl-C stops the
+"""The boundaries of ``hetsched slurm run`` against real daemons: Ctrl-C stops the
 agent with its files written (exit 130), and a slurmctld that stops answering is retried
 with backoff, said in the log, until it answers again (or the patience runs out)."""
 

@@ -58,7 +58,7 @@ def test_extrapolation_from_one_node_on_pollux_measurements(calibrated: Extrapol
     overall = calibrated.error()
     # 6,884 rows on 2-16 nodes: 5,323 multi-node placement rows, 1,561 scalability rows
     assert overall.rows == 6884
-    # the target: median <= 8 %, p90 <= 20 %
+    # the target: median <= 8 %, p90 <= 20 %
     assert overall.median_ape == pytest.approx(7.6, abs=0.2)
     assert overall.p90_ape == pytest.approx(19.4, abs=0.3)
     for job_type, (median, p90) in MEASURED.items():

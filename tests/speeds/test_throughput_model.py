@@ -318,7 +318,7 @@ def gavel(shared_data: Path) -> Profile:
 
 @pytest.mark.slow
 def test_local_refits_give_the_whole_refits_leave_one_out(gavel: Profile) -> None:
-    # Issue 17 (defect 8): refitting only the held-out point's group on its GPU type
+    # Refitting only the held-out point's group on its GPU type
     # predicts every point exactly as refitting the whole table does, float for float,
     # with family pooling (the default) on Gavel's table, and per series (the naive
     # baseline) on a synthetic profile of two GPU types.
