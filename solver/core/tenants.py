@@ -1,7 +1,7 @@
 """Tenants sharing a cluster (docs/fairness.md): each with a weight and, per GPU type, a
 nominal quota and a borrowing limit, in the spirit of Kueue's ClusterQueue
 (``nominalQuota``, ``borrowingLimit``), with quotas per GPU type as operators ask for
-them (KAI-Scheduler #1087).
+them (https://github.com/kai-scheduler/KAI-Scheduler/issues/1087).
 
 A tenant is guaranteed its nominal quota of each type: GPUs of that type other tenants
 hold beyond their own quotas are owed back while it waits. It may borrow idle GPUs
