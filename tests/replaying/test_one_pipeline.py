@@ -81,7 +81,8 @@ def test_the_defaults_are_defined_once() -> None:
     assert (DEFAULTS.time_limit_s, DEFAULTS.deterministic, DEFAULTS.restart_penalty_s) == (
         0.1, True, 30.0)
     gavel = rolling("gavel")
-    assert (gavel.time_limit_s, gavel.deterministic) == (0.1, True)  # type: ignore[attr-defined]
+    params = gavel.params  # type: ignore[attr-defined]
+    assert (params.time_limit_s, params.deterministic) == (0.1, True)
     settings = BenchSettings(trace=TRACE, trace_format="philly", cluster=CLUSTER,
                              policies=("fifo",), workers=1)
     assert settings.run_settings(3, 2.0) == ReplaySettings(seed=3, load=2.0)
