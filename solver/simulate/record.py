@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from hetsched.core.errors import InputError, PolicyError
+from hetsched.core.errors import PolicyError
 from hetsched.core.fairness import FairnessFigures, fairness_figures, finish_time_fairness
 from hetsched.core.outputs import check_output_folder
 from hetsched.core.prices import total_cost
@@ -321,31 +321,6 @@ def _json(values: dict[str, object]) -> str:
 def _num(value: float | None) -> str:
     """A float for CSV: repr-exact, empty for None."""
     return "" if value is None else repr(float(value))
-
-
-def check_out_folder(out_dir: str | Path) -> None:
-    """Refuse an output folder that is a file or holds anything but a replay's outputs
-    (:data:`OUTPUT_FILES`, :data:`COMMAND_FILES`): :func:`write_folder` replaces the folder
-    as a whole."""
-    folder = Path(out_dir)
-    try:  # one look at a time: another replay into it may move the folder away meanwhile
-        names = os.listdir(folder)
-    except FileNotFoundError:
-        return  # absent, or just moved aside by another replay into it
-    except NotADirectoryError:
-        if folder.exists():
-            raise InputError("the output folder is a file", file=str(folder), path="out",
-                             expected="a new folder, or one a replay wrote") from None
-        return  # a parent is a file: hetsched.core.outputs.check_output_folder says so
-    else:
-        foreign = sorted(name for name in names if name not in OUTPUT_FILES + COMMAND_FILES
-                         and not name.endswith(".tmp"))
-        if foreign:
-            raise InputError("the output folder holds files that are not a replay's",
-                             file=str(folder), path="out", value=", ".join(foreign[:5]),
-                             expected="a new folder, or one holding only "
-                             + ", ".join(OUTPUT_FILES + COMMAND_FILES)
-                             + " (it is replaced as a whole)")
 
 
 def write_folder(out_dir: str | Path, files: Mapping[str, str]) -> None:

@@ -43,13 +43,12 @@ from hetsched.simulate.record import (
     DecisionLog,
     JobRecord,
     Replay,
-    check_out_folder,
     write_folder,
 )
 from hetsched.simulate.runs import SimulatedRun
 
 __all__ = ["EPS", "OUTPUT_FILES", "DecisionLog", "JobRecord", "Replay", "Simulator",
-           "check_out_folder", "write_folder"]
+           "write_folder"]
 
 log = logging.getLogger(__name__)
 
