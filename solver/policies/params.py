@@ -14,8 +14,12 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from hetsched.core.errors import InputError
 
-__all__ = ["PolicyParams", "check_backend", "check_choice", "check_flag",
+__all__ = ["ROUND_S", "PolicyParams", "check_backend", "check_choice", "check_flag",
            "check_non_negative", "check_positive", "settings_of", "with_settings"]
+
+#: The round (s) of the policies that decide in rounds unless told otherwise (Gavel's
+#: six minutes; Tiresias' and the Gavel family's default).
+ROUND_S = 360.0
 
 
 class PolicyParams(Protocol):

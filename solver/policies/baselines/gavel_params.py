@@ -18,6 +18,7 @@ from hetsched.core.prices import check_prices
 from hetsched.core.settings import DECISION_LIMIT
 from hetsched.policies.backends import DEFAULT_BACKEND, HIGHS_ONLY, MIP
 from hetsched.policies.params import (
+    ROUND_S,
     check_backend,
     check_choice,
     check_flag,
@@ -29,8 +30,6 @@ __all__ = ["MAX_PARTITIONS", "OBJECTIVE_NAMES", "PACKED_NAMES", "ROUNDS", "ROUND
            "FinishTimeParams", "GavelParams", "IsolatedParams", "PackedParams",
            "RoundsParams"]
 
-#: Gavel's round (s): how long an allocation's share of each GPU type is held.
-ROUND_S = 360.0
 #: The starvation guard: a job waiting this many rounds since it last ran goes first.
 STARVATION_ROUNDS = 20.0
 #: The most POP partitions (``--partitions``).

@@ -13,6 +13,7 @@ from hetsched.core.records import Job
 from hetsched.policies.baselines.common import cluster_order, preempt_in_order, victim_ranks
 from hetsched.policies.baselines.kept_queue import FeedReader, KeptOrder
 from hetsched.policies.baselines.walk import kept_walk, walked_running
+from hetsched.policies.params import ROUND_S
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
 
 
@@ -40,7 +41,7 @@ class Tiresias(PolicyHooks):
     name = "tiresias"
 
     def __init__(self, *, thresholds_gpu_s: Sequence[float] = (3600.0, 36000.0),
-                 promote_knob: float = 4.0, round_s: float = 360.0) -> None:
+                 promote_knob: float = 4.0, round_s: float = ROUND_S) -> None:
         limits = list(thresholds_gpu_s)
         if any(b <= a for a, b in itertools.pairwise(limits)) or \
                 any(t <= 0 for t in limits):
