@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TypeAlias
+from typing import ClassVar, TypeAlias
 
 from hetsched.core.errors import InputError
 from hetsched.core.prices import check_prices
@@ -137,7 +137,29 @@ class GavelParams:
 
 
 @dataclass(frozen=True)
-class FinishTimeParams:
+class _LpRoundsParams:
+    """What the LP policies in Gavel's rounds share: the rounds as :class:`GavelParams`',
+    the LP's ``backend``, ``time_limit_s`` (per solve) and ``deterministic``."""
+
+    name: ClassVar[str]
+    backends: ClassVar[tuple[str, ...]]
+
+    round_s: float = ROUND_S
+    backend: str = DEFAULT_BACKEND
+    time_limit_s: float | None = DECISION_LIMIT
+    deterministic: bool = True
+    starvation_rounds: float = STARVATION_ROUNDS
+    work_conserving: bool = True
+    rounds: str = "hetsched"
+
+    def __post_init__(self) -> None:
+        _check_rounds(self.round_s, self.starvation_rounds, self.work_conserving,
+                      self.rounds)
+        check_backend(self, self.backend)
+
+
+@dataclass(frozen=True)
+class FinishTimeParams(_LpRoundsParams):
     """``ftf`` (:mod:`hetsched.policies.baselines.finish_time`): the rounds as
     :class:`GavelParams`'; ``spare``: how the allocation gives out what the worst job
     does not need: ``lp`` (the LP iteration, whose last solve maximises the sum of
@@ -147,45 +169,27 @@ class FinishTimeParams:
     500 active jobs, ``greedy`` above), or ``central`` (an interior optimum, as Gavel's
     conic solver returns, after the prices). All reach the same worst ratio."""
 
-    round_s: float = ROUND_S
-    backend: str = DEFAULT_BACKEND
-    time_limit_s: float | None = DECISION_LIMIT
-    deterministic: bool = True
-    starvation_rounds: float = STARVATION_ROUNDS
-    work_conserving: bool = True
-    rounds: str = "hetsched"
     spare: str = "auto"
 
     def __post_init__(self) -> None:
-        _check_rounds(self.round_s, self.starvation_rounds, self.work_conserving,
-                      self.rounds)
+        super().__post_init__()
         check_choice(self.spare, "spare", FINISH_TIME_SPARE)
-        check_backend(self, self.backend)
 
     name = "ftf"
     backends = HIGHS_ONLY
 
 
 @dataclass(frozen=True)
-class DurationParams:
+class DurationParams(_LpRoundsParams):
     """``min-total-duration`` (:mod:`hetsched.policies.baselines.min_total_duration`): the
     rounds as :class:`GavelParams`'; ``spare``: of the allocations of least makespan, the
     second stage's (``two-stage``: the most total relative throughput), an interior one
     (``central``), or the one Gavel's bisection returns (``gavel``)."""
 
-    round_s: float = ROUND_S
-    backend: str = DEFAULT_BACKEND
-    time_limit_s: float | None = DECISION_LIMIT
-    deterministic: bool = True
-    starvation_rounds: float = STARVATION_ROUNDS
-    work_conserving: bool = True
-    rounds: str = "hetsched"
     spare: str = "two-stage"
 
     def __post_init__(self) -> None:
-        _check_rounds(self.round_s, self.starvation_rounds, self.work_conserving,
-                      self.rounds)
-        check_backend(self, self.backend)
+        super().__post_init__()
         check_choice(self.spare, "spare", DURATION_SPARE,
                      expected="two-stage, central or gavel")
 
