@@ -15,7 +15,7 @@ import click
 from hetsched.cli.options import FloatIn, IntIn, tenants_option
 from hetsched.core.errors import InputError
 from hetsched.core.ranges import MAX_TIME_S, Range
-from hetsched.core.settings import COUNT_RANGE
+from hetsched.core.settings import COUNT_RANGE, DECISION_TIMEOUT_S, TIME_LIMIT_RANGE
 from hetsched.slurm.local import DEFAULT_STATE_DIR
 
 log = logging.getLogger("hetsched")
@@ -69,11 +69,17 @@ IDLE_EXIT_RANGE = Range(0.0, MAX_TIME_S, noun="seconds")
 @click.option("--idle-exit", "idle_exit_s", type=FloatIn(IDLE_EXIT_RANGE, "bad idle time"),
               default=None,
               help="Stop after this many wall seconds with no managed job pending or running.")
+@click.option("--decision-timeout", "decision_timeout_s",
+              type=FloatIn(TIME_LIMIT_RANGE, "bad decision timeout"),
+              default=DECISION_TIMEOUT_S, show_default=True,
+              help="Wall seconds one call of the policy may take (its decide, its hooks); "
+              "past it the call is logged as the policy's failure and nothing that runs "
+              "changes.")
 def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: Path | None,
                       throughput_path: Path | None, checkpoints: Path | None,
                       handover: Path | None, type_order: str | None,
                       tenants_path: Path | None, poll_s: float, stop_after: int | None,
-                      idle_exit_s: float | None) -> None:
+                      idle_exit_s: float | None, decision_timeout_s: float | None) -> None:
     """Schedule the managed jobs of a live Slurm cluster with a rolling policy: jobs
     submitted held with hetsched metadata in their comment (docs/slurm.md); every other
     job is left to Slurm and its GPUs are never given away. Ctrl-C or SIGTERM writes the
@@ -87,7 +93,8 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
     from hetsched.slurm.control import SlurmControl, SlurmUnreachableError
     from hetsched.slurm.history import History
 
-    settings = AgentSettings(poll_s=poll_s, stop_after=stop_after, idle_exit_s=idle_exit_s)
+    settings = AgentSettings(poll_s=poll_s, stop_after=stop_after, idle_exit_s=idle_exit_s,
+                             decision_timeout_s=decision_timeout_s)
     tenants = read_tenants(tenants_path) if tenants_path is not None else None
     policy = with_tenants(rolling_policy(policy_name), tenants)
     if out.exists() and not out.is_dir():

@@ -31,7 +31,9 @@ from typing import Protocol
 
 from hetsched.allocation.layout import Start
 from hetsched.core.errors import InputError, PolicyError
+from hetsched.core.interrupts import WallClockLimit
 from hetsched.core.records import Cluster, Job
+from hetsched.core.settings import DECISION_TIMEOUT_S, check_time_limit
 from hetsched.core.throughput import ThroughputModel
 from hetsched.policies.rolling import ClusterState, Decision, RollingPolicy, RunningJob
 from hetsched.simulate.driver import PolicyDriver, start_problem
@@ -152,14 +154,17 @@ class SlurmCluster:
 class AgentSettings:
     """How the agent runs: its poll interval (wall s), when it stops (after
     ``stop_after`` managed jobs ended, or after ``idle_exit_s`` wall seconds with
-    nothing managed pending or running; ``None``: never, until Ctrl-C), and the restart
-    penalty it predicts with when a job carries none."""
+    nothing managed pending or running; ``None``: never, until Ctrl-C), and the wall-clock
+    limit of one call of the policy (``decision_timeout_s``, as a replay's: a call over it
+    changes nothing that runs, and is logged)."""
 
     poll_s: float = 0.25
     stop_after: int | None = None
     idle_exit_s: float | None = None
+    decision_timeout_s: float | None = DECISION_TIMEOUT_S
 
     def __post_init__(self) -> None:
+        check_time_limit(self.decision_timeout_s, "--decision-timeout", "bad decision timeout")
         if not (math.isfinite(self.poll_s) and 0.01 <= self.poll_s <= 60):
             raise InputError("bad poll interval", path="--poll", value=self.poll_s,
                              expected="seconds from 0.01 to 60")
@@ -232,15 +237,20 @@ class Agent:
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> None:
-        """Cycle until a stop condition holds (:class:`AgentSettings`) or Ctrl-C."""
-        while not self.cycle():
-            self.sleep(self.settings.poll_s)
+        """Cycle until a stop condition holds (:class:`AgentSettings`) or Ctrl-C; every
+        call of the policy within the settings' ``decision_timeout_s``."""
+        with WallClockLimit(self.settings.decision_timeout_s) as limit:
+            self.driver.limit = limit
+            while not self.cycle():
+                self.sleep(self.settings.poll_s)
 
     def cycle(self) -> bool:
         """One reading, and a decision if one is due; whether to stop."""
         snapshot = self.live.read()
         unix = self.clock()
+        ended = self.history.ended_ids()
         self.history.observe(snapshot, unix)
+        self._tell_ended(ended, unix)
         managed = snapshot.jobs
         if not managed:
             return self._idle(unix)
@@ -260,6 +270,23 @@ class Agent:
         if round_s and now >= self._next_round:
             self._next_round = now + float(round_s)
         return self._done(snapshot, unix)
+
+    def _tell_ended(self, before: set[str], unix: float) -> None:
+        """Tell the policy of every managed job that ended since ``before`` (the ids that
+        had ended), at its end's trace time (``on_finished``, as a replay does at every
+        completion; here for every end, completed or not: the job leaves the cluster).
+        A policy that fails on it is logged; nothing that runs changes."""
+        now = self.history.trace_time(unix)
+        for job_id in sorted(self.history.ended_ids() - before):
+            job = self.history.job(job_id)
+            if job is None:
+                continue
+            runs = self.history.jobs[job_id].runs
+            end = runs[-1].end if runs and runs[-1].end is not None else unix
+            try:
+                self.driver.finished(job, self.history.trace_time(end), now)
+            except PolicyError as exc:
+                log.error("%s; nothing changed", exc)
 
     def _idle(self, unix: float) -> bool:
         idle = self.settings.idle_exit_s

@@ -277,6 +277,10 @@ class History:
         return {job_id: sum(1 for r in seen.runs if r.end is not None and not r.finished)
                 for job_id, seen in self.jobs.items()}
 
+    def ended_ids(self) -> set[str]:
+        """The managed jobs that ended for good."""
+        return {job_id for job_id, seen in self.jobs.items() if seen.ended}
+
     def ended_count(self) -> int:
         """Managed jobs that ended for good."""
         return sum(1 for seen in self.jobs.values() if seen.ended)
