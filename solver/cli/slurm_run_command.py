@@ -90,6 +90,7 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
     from hetsched.policies.quotas import with_tenants
     from hetsched.replaying import rolling_policy
     from hetsched.slurm.agent import Agent, AgentSettings, SlurmCluster
+    from hetsched.slurm.agent_lock import agent_lock
     from hetsched.slurm.control import SlurmControl, SlurmUnreachableError
     from hetsched.slurm.history import History
 
@@ -112,44 +113,45 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
     if handover is not None and not handover.is_dir():
         raise InputError("no such folder", path="--handover", value=str(handover),
                          expected="the folder the nodes' epilogs watch")
-    live = SlurmCluster(control, partition, order, handover=handover)
-    try:
-        first = live.read()
-    except SlurmUnreachableError as exc:
-        raise InputError(str(exc), path="--cluster-dir", value=str(cluster_dir or ""),
-                         expected="a running Slurm cluster") from None
-    speeds = throughputs(first.cluster, throughput_path)
-    history = History(out / "events.jsonl")
-    agent = Agent(live, policy, speeds.model, history, settings, truth=speeds.truth)
-    log.info("agent: policy %s on %d nodes (%d GPUs), partition %s", policy_name,
-             len(first.cluster.nodes), len(first.cluster.gpus), partition)
-    code = 0
-    began = time.monotonic()
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    try:
-        agent.run()
-        click.echo(f"stopped: {agent.stopped_because}", err=True)
-    except KeyboardInterrupt:
-        code = EXIT_INTERRUPTED
-    except _TerminatedError:
-        code = EXIT_TERMINATED
-    except SlurmUnreachableError as exc:
-        log.error("agent stopped: %s", exc)
-        code = EXIT_SLURM_SILENT
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        history.close()
-    if checkpoints is None and cluster_dir is not None:
-        checkpoints = cluster_dir / "checkpoints"
-    summary = history.write(out, policy=policy_name, truth=speeds.truth,
-                            wall_s=time.monotonic() - began,
-                            checkpoints=checkpoints, tenants=tenants,
-                            figures=policy.figures()) \
-        if history.cluster else {}
-    click.echo(f"{summary.get('completed', 0)} of {summary.get('jobs', 0)} jobs completed; "
-               f"wrote {out}/summary.json, jobs.csv, decisions.csv", err=True)
-    if code:
-        raise SystemExit(code)
+    with agent_lock(env.get("SLURM_CONF", "/etc/slurm/slurm.conf"), partition):
+        live = SlurmCluster(control, partition, order, handover=handover)
+        try:
+            first = live.read()
+        except SlurmUnreachableError as exc:
+            raise InputError(str(exc), path="--cluster-dir", value=str(cluster_dir or ""),
+                             expected="a running Slurm cluster") from None
+        speeds = throughputs(first.cluster, throughput_path)
+        history = History(out / "events.jsonl")
+        agent = Agent(live, policy, speeds.model, history, settings, truth=speeds.truth)
+        log.info("agent: policy %s on %d nodes (%d GPUs), partition %s", policy_name,
+                 len(first.cluster.nodes), len(first.cluster.gpus), partition)
+        code = 0
+        began = time.monotonic()
+        previous = signal.signal(signal.SIGTERM, _terminate)
+        try:
+            agent.run()
+            click.echo(f"stopped: {agent.stopped_because}", err=True)
+        except KeyboardInterrupt:
+            code = EXIT_INTERRUPTED
+        except _TerminatedError:
+            code = EXIT_TERMINATED
+        except SlurmUnreachableError as exc:
+            log.error("agent stopped: %s", exc)
+            code = EXIT_SLURM_SILENT
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            history.close()
+        if checkpoints is None and cluster_dir is not None:
+            checkpoints = cluster_dir / "checkpoints"
+        summary = history.write(out, policy=policy_name, truth=speeds.truth,
+                                wall_s=time.monotonic() - began,
+                                checkpoints=checkpoints, tenants=tenants,
+                                figures=policy.figures()) \
+            if history.cluster else {}
+        click.echo(f"{summary.get('completed', 0)} of {summary.get('jobs', 0)} jobs completed; "
+                   f"wrote {out}/summary.json, jobs.csv, decisions.csv", err=True)
+        if code:
+            raise SystemExit(code)
 
 
 class _TerminatedError(Exception):
