@@ -212,10 +212,29 @@ def comparison_lines(runs: Sequence[RunRecord]) -> list[str]:
 
 
 #: What runs compared side by side should share, and how to read it off a run.
+#: Traces by file name (a replay names its trace as it was given, relative or not; an
+#: agent's run by the name ``slurm submit`` put in its jobs' metadata), clusters by GPUs
+#: of each type (a spec may name them in any order or by nodes; an agent's run by what
+#: it found in Slurm).
 _ALIKE: tuple[tuple[str, Callable[[RunRecord], object]], ...] = (
-    ("traces", lambda r: r.trace_file), ("job counts", lambda r: r.summary.jobs),
+    ("traces", lambda r: r.trace), ("job counts", lambda r: r.summary.jobs),
     ("loads", lambda r: r.load), ("seeds", lambda r: r.seed),
-    ("clusters", lambda r: r.cluster))
+    ("clusters", lambda r: gpus_by_type(r.cluster)))
+
+
+def gpus_by_type(spec: str) -> str:
+    """A cluster spec as its GPU counts by type, sorted (``k80=4,v100=8``); the spec
+    itself where it cannot be read (a file since moved)."""
+    from hetsched.files.cluster_spec import parse_cluster
+
+    try:
+        cluster = parse_cluster(spec)
+    except (InputError, OSError, ValueError):
+        return spec
+    counts: dict[str, int] = {}
+    for gpu in cluster.gpus:
+        counts[gpu.gpu_type] = counts.get(gpu.gpu_type, 0) + 1
+    return ",".join(f"{kind}={counts[kind]}" for kind in sorted(counts))
 
 
 def comparison_warnings(runs: Sequence[RunRecord]) -> list[str]:

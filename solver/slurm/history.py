@@ -385,8 +385,11 @@ class History:
         replay.tenants = tenants
         latencies = sorted(self.latencies())
         moves = sorted(self.move_latencies())
+        traces = sorted({seen.meta.trace for seen in self.jobs.values() if seen.meta.trace})
         extra: dict[str, object] = {
             "policy": policy, "source": "slurm",
+            **({"trace": ", ".join(traces)} if traces else {}),
+            **({"cluster": gpu_counts(self.cluster)} if self.cluster is not None else {}),
             "start_latency_p50_s": _percentile(latencies, 50),
             "start_latency_p95_s": _percentile(latencies, 95),
             "starts_measured": len(latencies),
@@ -404,6 +407,15 @@ class History:
         for name, text in files.items():
             write_text(out / name, text, "--out")
         return {**replay.summary(), **extra}
+
+
+def gpu_counts(cluster: Cluster) -> str:
+    """The cluster as a spec of GPU counts by type (``v100=8,k80=4``, types in the
+    cluster's order), as ``hetsched compare`` reads a replay's ``--cluster``."""
+    counts: dict[str, int] = {}
+    for gpu in cluster.gpus:
+        counts[gpu.gpu_type] = counts.get(gpu.gpu_type, 0) + 1
+    return ",".join(f"{kind}={count}" for kind, count in counts.items())
 
 
 def _percentile(values: list[float], q: float) -> float | None:

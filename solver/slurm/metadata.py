@@ -53,6 +53,8 @@ _OPTIONAL = ("deadline", "weight", "user", "tenant", "allowed_gpu_types",
              "allowed_gpu_counts")
 _LISTS = ("allowed_gpu_types", "allowed_gpu_counts")
 _TOP = ("v", "job", "origin", "speedup", "restart_penalty_s")
+#: Top-level fields a comment may leave out.
+_TOP_OPTIONAL = ("trace",)
 
 
 def is_managed(comment: str | None) -> bool:
@@ -71,13 +73,16 @@ def is_emulated(comment: str | None) -> bool:
 class JobMeta:
     """A managed job's metadata: the job (trace times, steps), the Unix time of trace
     time 0 (``origin``, s), the time compression (``speedup``: trace s per wall s), the
-    restart penalty (trace s), and whether Slurm's own scheduler places it."""
+    restart penalty (trace s), whether Slurm's own scheduler places it, and the name of
+    the trace file it came from (``trace``; "" when it came from none), which the agent's
+    summary.json records so that ``hetsched compare`` sets it beside the trace's replay."""
 
     job: Job
     origin: float
     speedup: float
     restart_penalty_s: float
     slurm_schedules: bool = False
+    trace: str = ""
 
     def __post_init__(self) -> None:
         _check_number(self.origin, "origin", "a Unix time in s", 0.0, MAX_UNIX_TIME_S)
@@ -108,7 +113,8 @@ class JobMeta:
                 continue
             fields[name] = list(value) if name in _LISTS else value
         document = {"v": VERSION, "job": fields, "origin": self.origin,
-                    "speedup": self.speedup, "restart_penalty_s": self.restart_penalty_s}
+                    "speedup": self.speedup, "restart_penalty_s": self.restart_penalty_s,
+                    **({"trace": self.trace} if self.trace else {})}
         prefix = SLURM_PREFIX if self.slurm_schedules else PREFIX
         text = f"{prefix} {json.dumps(document, separators=(',', ':'))}"
         if len(text) > MAX_COMMENT_CHARS:
@@ -137,12 +143,17 @@ class JobMeta:
         if not isinstance(document, dict):
             raise InputError("not a JSON object", path="comment", value=document,
                              expected='{"v": 1, "job": {...}, ...}')
-        _check_keys(document, _TOP, _TOP, "comment")
+        _check_keys(document, _TOP, _TOP + _TOP_OPTIONAL, "comment")
+        trace = document.get("trace", "")
+        if not isinstance(trace, str):
+            raise InputError("bad trace", path="comment.trace", value=trace,
+                             expected="the trace file's name, text")
         if document["v"] != VERSION or isinstance(document["v"], bool):
             raise InputError("unknown metadata version", path="comment.v",
                              value=document["v"], expected=str(VERSION))
         return cls(_job(document["job"]), document["origin"], document["speedup"],
-                   document["restart_penalty_s"], slurm_schedules=prefix == SLURM_PREFIX)
+                   document["restart_penalty_s"], slurm_schedules=prefix == SLURM_PREFIX,
+                   trace=trace)
 
 
 def _job(fields: Any) -> Job:

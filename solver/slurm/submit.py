@@ -157,7 +157,8 @@ def prepare(trace: Path, trace_format: str, cluster: LocalCluster, *, speedup: f
     jobs = trace_jobs(trace, trace_format, hetsched_cluster(cluster),
                       throughput_path=throughput_path, settings=settings)
     origin = time.time() + LEAD_S if origin is None else origin
-    metas = tuple(JobMeta(job, origin, speedup, settings.restart_penalty_s, slurm_schedules)
+    metas = tuple(JobMeta(job, origin, speedup, settings.restart_penalty_s, slurm_schedules,
+                          trace=trace.name)
                   for job in sorted(jobs.jobs, key=lambda job: job.arrival))
     for meta in metas:
         meta.to_comment()  # too long: an error now, before any job is submitted

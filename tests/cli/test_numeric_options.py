@@ -62,6 +62,8 @@ OPTIONS: dict[tuple[str, str], tuple[str, str, str, Any]] = {
     ("slurm run", "--poll"): ("bad poll interval", "seconds from 0.01 to 60", "0.5", 0.5),
     ("slurm run", "--stop-after"): ("bad job count", "an integer >= 1", "3", 3),
     ("slurm run", "--idle-exit"): ("bad idle time", "seconds from 0 to 1e+10", "30", 30.0),
+    ("slurm run", "--decision-timeout"): ("bad decision timeout", "seconds > 0 and <= 1e+10",
+                                          "5", 5.0),
 }
 
 #: The commands whose numeric options test_float_options.py covers.
