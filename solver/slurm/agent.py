@@ -39,6 +39,7 @@ from hetsched.policies.rolling import ClusterState, Decision, RollingPolicy, Run
 from hetsched.simulate.driver import PolicyDriver, start_problem
 from hetsched.slurm.control import SlurmControl, SlurmRefusedError
 from hetsched.slurm.history import History
+from hetsched.slurm.runnable import NeverRuns
 from hetsched.slurm.state import Snapshot, read_snapshot, slurm_takes
 
 log = logging.getLogger(__name__)
@@ -222,6 +223,7 @@ class Agent:
         self.policy = policy
         self.driver = PolicyDriver(policy)
         self.model = model
+        self.never = NeverRuns(model)
         self.truth = truth or model
         self.history = history
         self.settings = settings or AgentSettings()
@@ -319,8 +321,9 @@ class Agent:
         the history predicts them), the running ones, the free GPUs (a job COMPLETING
         neither runs nor waits: its GPUs are free, see :mod:`hetsched.slurm.state`)."""
         moving = self._placed_moves(snapshot)
-        pending = sorted((j.meta.job for j in snapshot.jobs.values()
-                          if j.waiting and j.job_id not in moving),
+        pending = sorted(self.never.runnable((j.meta.job for j in snapshot.jobs.values()
+                                              if j.waiting and j.job_id not in moving),
+                                             snapshot.cluster),
                          key=lambda job: (job.arrival, job.id))
         # A job a decision moved runs where it was moved to, as in a replay, while Slurm
         # requeues it: its new GPUs are not free, and it is not waiting.
