@@ -32,6 +32,7 @@ from typing import Protocol
 from hetsched.allocation.layout import Start
 from hetsched.core.errors import InputError, PolicyError
 from hetsched.core.interrupts import WallClockLimit
+from hetsched.core.log_levels import per_decision_logs
 from hetsched.core.records import Cluster, Job
 from hetsched.core.settings import DECISION_TIMEOUT_S, check_time_limit
 from hetsched.core.throughput import ThroughputModel
@@ -240,8 +241,9 @@ class Agent:
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> None:
         """Cycle until a stop condition holds (:class:`AgentSettings`) or Ctrl-C; every
-        call of the policy within the settings' ``decision_timeout_s``."""
-        with WallClockLimit(self.settings.decision_timeout_s) as limit:
+        call of the policy within the settings' ``decision_timeout_s``, its solves logging
+        their stages at DEBUG, as a replay's decisions do (``-v`` shows the agent)."""
+        with per_decision_logs(), WallClockLimit(self.settings.decision_timeout_s) as limit:
             self.driver.limit = limit
             while not self.cycle():
                 self.sleep(self.settings.poll_s)

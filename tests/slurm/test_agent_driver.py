@@ -115,3 +115,27 @@ def test_a_decision_over_its_timeout_is_cut_and_changes_nothing(
     assert len(over) == 2
     record = job_record(cluster, job)
     assert (record["job_state"], record["priority"]) == ("PENDING", 0)  # still held
+
+
+def test_the_policy_solves_log_at_debug_as_a_replays_do(
+        cluster: LocalCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # progress solves a MILP at each decision: its stages are a replay's decisions, at
+    # DEBUG (``-v`` is the agent's own lines, not one solver line per decision).
+    from hetsched.registry import rolling
+
+    for index in range(4):  # 16 GPUs asked of 12: the round's MILP chooses
+        submit(cluster, meta(f"d{index}", 4), seconds=30)
+    agent = live_agent(cluster, rolling("progress"), tmp_path / "events.jsonl")  # type: ignore[arg-type]
+    cycles = []
+
+    def sleep(seconds: float) -> None:
+        cycles.append(seconds)
+        if len(cycles) == 3:
+            raise StopRunError
+
+    agent.sleep = sleep
+    with caplog.at_level(logging.DEBUG), pytest.raises(StopRunError):
+        agent.run()
+    solver = [r for r in caplog.records if r.name.startswith("hetsched.formulations")]
+    assert solver  # it solved
+    assert {r.levelno for r in solver} == {logging.DEBUG}
