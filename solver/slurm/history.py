@@ -282,6 +282,15 @@ class History:
         """The managed jobs that ended for good."""
         return {job_id for job_id, seen in self.jobs.items() if seen.ended}
 
+    def end_states(self) -> dict[str, int]:
+        """How many managed jobs ended in each of Slurm's end states (COMPLETED,
+        CANCELLED, FAILED, NODE_FAIL, ...; GONE: left Slurm's list unseen)."""
+        counts: dict[str, int] = {}
+        for seen in self.jobs.values():
+            if seen.ended:
+                counts[seen.ended] = counts.get(seen.ended, 0) + 1
+        return dict(sorted(counts.items()))
+
     def ended_count(self) -> int:
         """Managed jobs that ended for good."""
         return sum(1 for seen in self.jobs.values() if seen.ended)
@@ -324,6 +333,9 @@ class History:
             penalty = seen.meta.restart_penalty_s
             record = records[job_id] = JobRecord(job)
             closed = self.runs_of(seen, checkpoints)
+            # a job that ended otherwise than completed (cancelled, failed, its node
+            # failed): its last run was not a preemption
+            stopped_for_good = seen.ended not in ("", "COMPLETED")
             for index, (run, steps) in enumerate(closed):
                 start, end = self.trace_time(run.start), self.trace_time(run.end or run.start)
                 length = max(0.0, end - start - (penalty if index else 0.0))
@@ -349,7 +361,7 @@ class History:
                     # (a job requeued as it completed is started again, finds its work
                     # done and ends at once: it finished in the run that did the work)
                     record.finish = end if record.finish is None else record.finish
-                else:
+                elif not (stopped_for_good and index == len(closed) - 1):
                     record.preemptions += 1
         first = min((seen.meta.job.arrival for seen in self.jobs.values()), default=0.0)
         unfinished = any(r.finish is None for r in records.values())
@@ -396,7 +408,8 @@ class History:
             "starts_measured": len(latencies),
             "move_latency_p50_s": _percentile(moves, 50),
             "move_latency_p95_s": _percentile(moves, 95),
-            "moves_measured": len(moves), **(figures or {})}
+            "moves_measured": len(moves), "end_states": self.end_states(),
+            **(figures or {})}
         if checkpoints is not None and truth is not None:
             from hetsched.replaying import check_replay
 

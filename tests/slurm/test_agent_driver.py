@@ -139,3 +139,28 @@ def test_the_policy_solves_log_at_debug_as_a_replays_do(
     solver = [r for r in caplog.records if r.name.startswith("hetsched.formulations")]
     assert solver  # it solved
     assert {r.levelno for r in solver} == {logging.DEBUG}
+
+
+def test_a_cancelled_or_failed_job_ends_so_not_as_a_preemption(
+        cluster: LocalCluster, tmp_path: Path) -> None:
+    # Two one-GPU jobs the agent starts: one cancelled as it runs, one whose script
+    # exits 1. Neither finished; neither was preempted: the outputs say how each ended.
+    cancelled = submit(cluster, meta("x0", 1), seconds=60)
+    run_slurm(cluster, "sbatch", "-H", "--parsable", f"--partition={cluster.partition}",
+              f"--comment={meta('x1', 1)}", "--output=/dev/null", "--wrap", "sleep 1; exit 1")
+    policy = Listening()
+    agent = live_agent(cluster, policy, tmp_path / "events.jsonl")
+    cycle_until(agent, lambda: "x0" in agent.history.jobs and agent.history.jobs["x0"].runs)
+    run_slurm(cluster, "scancel", cancelled)
+    cycle_until(agent, lambda: agent.history.ended_ids() >= {"x0", "x1"})
+    replay = agent.history.replay(None)
+    for job_id in ("x0", "x1"):
+        record = replay.records[job_id]
+        assert len(record.segments) == 1  # it ran once
+        assert (record.finish, record.preemptions) == (None, 0)
+    assert (agent.history.jobs["x0"].ended, agent.history.jobs["x1"].ended) == (
+        "CANCELLED", "FAILED")
+    states = agent.history.end_states()  # (and what summary.json's end_states says)
+    assert states["CANCELLED"] >= 1
+    assert states["FAILED"] >= 1
+    assert {j for j, _ in policy.finished} >= {"x0", "x1"}
