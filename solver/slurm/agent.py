@@ -252,9 +252,7 @@ class Agent:
         """One reading, and a decision if one is due; whether to stop."""
         snapshot = self.live.read()
         unix = self.clock()
-        ended = self.history.ended_ids()
-        self.history.observe(snapshot, unix)
-        self._tell_ended(ended, unix)
+        self._tell_ended(self.history.observe(snapshot, unix), unix)
         managed = snapshot.jobs
         if not managed:
             return self._idle(unix)
@@ -275,13 +273,13 @@ class Agent:
             self._next_round = now + float(round_s)
         return self._done(snapshot, unix)
 
-    def _tell_ended(self, before: set[str], unix: float) -> None:
-        """Tell the policy of every managed job that ended since ``before`` (the ids that
-        had ended), at its end's trace time (``on_finished``, as a replay does at every
+    def _tell_ended(self, ended: list[str], unix: float) -> None:
+        """Tell the policy of the managed jobs that ended in this reading (``ended``: their
+        ids), each at its end's trace time (``on_finished``, as a replay does at every
         completion; here for every end, completed or not: the job leaves the cluster).
         A policy that fails on it is logged; nothing that runs changes."""
         now = self.history.trace_time(unix)
-        for job_id in sorted(self.history.ended_ids() - before):
+        for job_id in ended:
             job = self.history.job(job_id)
             if job is None:
                 continue

@@ -147,10 +147,11 @@ class History:
         return (unix - origin) * speedup
 
     # -- observing -------------------------------------------------------------------------
-    def observe(self, snapshot: Snapshot, unix: float) -> None:
+    def observe(self, snapshot: Snapshot, unix: float) -> list[str]:
         """Record what changed since the last reading: runs that began or ended, jobs
-        that ended."""
+        that ended; the ids of the jobs that ended, in the order seen."""
         self.cluster = snapshot.cluster
+        ended: list[str] = []
         for job_id, job in snapshot.jobs.items():
             seen = self.jobs.get(job_id)
             if seen is None or seen.slurm_id != job.slurm_id:
@@ -199,6 +200,7 @@ class History:
                     self._log({"event": "end", "job": job_id, "end": last.end,
                                "finished": True})
                 seen.ended = job.state
+                ended.append(job_id)
                 self._log({"event": "ended", "job": job_id, "state": job.state})
                 if job.state != "COMPLETED":
                     log.warning("job %s (Slurm %d) ended %s", job_id, job.slurm_id, job.state)
@@ -209,8 +211,10 @@ class History:
                     seen.runs[-1].end = unix
                     self._log({"event": "end", "job": job_id, "end": unix, "finished": False})
                 seen.ended = "GONE"
+                ended.append(job_id)
                 self._log({"event": "ended", "job": job_id, "state": "GONE"})
                 log.warning("job %s left Slurm's job list unseen: its end is unknown", job_id)
+        return ended
 
     def starting(self, job_id: str, unix: float) -> None:
         """The agent released ``job_id`` at ``unix``."""
