@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from hetsched.slurm.local import LocalCluster
@@ -92,3 +94,20 @@ def start_pinned(cluster: LocalCluster, job_id: str, tres: str, node: str) -> di
     run_slurm(cluster, "scontrol", "release", job_id)
     record, _ = wait_for_state(cluster, job_id, {"RUNNING"})
     return record
+
+
+def agent_command(cluster: LocalCluster, out: Path, *extra: str,
+                  policy: str = "fifo") -> tuple[list[str], dict[str, str]]:
+    """``hetsched slurm run`` of ``policy`` on ``cluster``'s partition, writing ``out``
+    (polling every 0.1 s), with ``extra`` options: its command line and environment."""
+    return ([sys.executable, "-m", "hetsched", "slurm", "run", "--policy", policy, "--out",
+             str(out), "--cluster-dir", str(cluster.state_dir), "--poll", "0.1", *extra],
+            {**os.environ, "SLURM_CONF": str(cluster.conf_path)})
+
+
+def run_agent(cluster: LocalCluster, out: Path, *extra: str,
+              timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """:func:`agent_command` run to its end (killed after ``timeout_s``)."""
+    command, env = agent_command(cluster, out, *extra)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
+                          env=env, check=False)

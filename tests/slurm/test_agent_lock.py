@@ -4,10 +4,8 @@ traceback), against the real local cluster; the lock goes with the agent's proce
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,16 +14,15 @@ import pytest
 from hetsched.core.errors import InputError
 from hetsched.slurm.agent_lock import agent_lock, lock_path
 from hetsched.slurm.local import LocalCluster
+from tests.slurm.commands import agent_command
 
 
 def agent(cluster: LocalCluster, out: Path) -> subprocess.Popen[str]:
     """``hetsched slurm run`` (fifo) on ``cluster``'s partition, writing ``out``."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "hetsched", "slurm", "run", "--policy", "fifo", "--out",
-         str(out), "--cluster-dir", str(cluster.state_dir), "--poll", "0.1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        env={**os.environ, "SLURM_CONF": str(cluster.conf_path)})
+    command, env = agent_command(cluster, out)
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            env=env)
 
 
 def test_a_second_agent_on_the_partition_refuses_to_start(cluster: LocalCluster,

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from hetsched.files.replay_inputs import throughputs
@@ -16,7 +13,7 @@ from hetsched.slurm.agent import SlurmCluster
 from hetsched.slurm.control import SlurmControl
 from hetsched.slurm.local import LocalCluster
 from hetsched.slurm.runnable import why_never_runs
-from tests.slurm.commands import job_record
+from tests.slurm.commands import job_record, run_agent
 from tests.slurm.test_agent import meta, submit
 
 
@@ -29,12 +26,8 @@ def test_a_job_that_can_never_run_is_said_once_and_holds_nobody_up(
     huge = submit(cluster, meta("h0", 64, arrival=0.5))
     submit(cluster, meta("g0", 1, arrival=1.0), seconds=2)
     out = tmp_path / "agent"
-    ran = subprocess.run(
-        [sys.executable, "-m", "hetsched", "slurm", "run", "--policy", "fifo", "--out",
-         str(out), "--cluster-dir", str(cluster.state_dir), "--poll", "0.1",
-         "--stop-after", "1", "--checkpoints", str(tmp_path / "checkpoints")],
-        capture_output=True, text=True, timeout=120,
-        env={**os.environ, "SLURM_CONF": str(cluster.conf_path)}, check=False)
+    ran = run_agent(cluster, out, "--stop-after", "1", "--checkpoints",
+                    str(tmp_path / "checkpoints"))
     assert ran.returncode == 0, ran.stderr
     assert "Traceback" not in ran.stderr
     said = [line for line in ran.stderr.splitlines() if "can never run" in line]
