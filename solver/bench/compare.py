@@ -231,10 +231,8 @@ def gpus_by_type(spec: str) -> str:
         cluster = parse_cluster(spec)
     except (InputError, OSError, ValueError):
         return spec
-    counts: dict[str, int] = {}
-    for gpu in cluster.gpus:
-        counts[gpu.gpu_type] = counts.get(gpu.gpu_type, 0) + 1
-    return ",".join(f"{kind}={counts[kind]}" for kind in sorted(counts))
+    return ",".join(f"{kind}={cluster.num_gpus(kind)}" for kind in sorted(cluster.type_names)
+                    if cluster.num_gpus(kind))
 
 
 def comparison_warnings(runs: Sequence[RunRecord]) -> list[str]:

@@ -145,10 +145,11 @@ class Books:
         while events and not self.current(events[0]):
             heapq.heappop(events)
 
-    def next_completion(self) -> float:
-        """When the next run going on ends (s; ``inf`` when none runs)."""
-        self.drop_stale(self.completions)
-        return self.completions[0][0] if self.completions else math.inf
+    def next_at(self, events: list[Event]) -> float:
+        """When the next of ``events`` that belongs to a run going on happens (s; ``inf``
+        when none does): ``completions``' is the next end."""
+        self.drop_stale(events)
+        return events[0][0] if events else math.inf
 
     def schedule_end(self, run: SimulatedRun) -> None:
         """``run``'s end, as an event."""

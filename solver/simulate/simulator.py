@@ -172,21 +172,14 @@ class Simulator:
     def _next_event(books: Books) -> float:
         """The time of the next event: an arrival, a completion, a speed change, or a
         boundary while anything runs or waits."""
-        candidates = []
-        if books.arrivals_left:
-            candidates.append(books.next_arrival_time)
-        books.drop_stale(books.completions)
-        if books.completions:
-            candidates.append(books.completions[0][0])
-        books.drop_stale(books.phases)
-        if books.phases:
-            candidates.append(books.phases[0][0])
-        if books.next_tick is not None and (books.pending or books.running):
-            candidates.append(books.next_tick)
-        if not candidates:
+        tick = books.next_tick if books.next_tick is not None and (
+            books.pending or books.running) else math.inf
+        upcoming = min(books.next_arrival_time, books.next_at(books.completions),
+                       books.next_at(books.phases), tick)
+        if upcoming == math.inf:
             raise RuntimeError(f"replay stalled at {books.now:g} s with {len(books.pending)} "
                                "pending jobs, nothing running and nothing arriving")
-        return min(candidates)
+        return upcoming
 
     def _advance_phases(self, books: Books) -> None:
         """The runs whose speed changes with their progress now go on at the new speed (a
@@ -341,7 +334,7 @@ class Simulator:
     def _skip_quiet(books: Books, quiet: float) -> None:
         """Skip to the last boundary before the next event (or ``quiet``): the boundaries
         before it would be calls that change nothing."""
-        end = min(quiet, books.next_completion(), books.next_arrival_time)
+        end = min(quiet, books.next_at(books.completions), books.next_arrival_time)
         last = books.boundaries.last_before(end)
         if last is not None and books.next_tick is not None and last > books.next_tick:
             books.next_tick = last

@@ -432,10 +432,8 @@ class History:
 def gpu_counts(cluster: Cluster) -> str:
     """The cluster as a spec of GPU counts by type (``v100=8,k80=4``, types in the
     cluster's order), as ``hetsched compare`` reads a replay's ``--cluster``."""
-    counts: dict[str, int] = {}
-    for gpu in cluster.gpus:
-        counts[gpu.gpu_type] = counts.get(gpu.gpu_type, 0) + 1
-    return ",".join(f"{kind}={count}" for kind, count in counts.items())
+    return ",".join(f"{kind}={cluster.num_gpus(kind)}" for kind in cluster.type_names
+                    if cluster.num_gpus(kind))
 
 
 def _percentile(values: list[float], q: float) -> float | None:
