@@ -10,9 +10,10 @@ It reads its job's metadata (:mod:`hetsched.slurm.metadata`) from its own record
 its steps at the measured throughput of that GPU type, gang size and placement (the
 truth ``hetsched replay`` runs jobs at: the same ``--throughput`` file, or the built-in
 catalogue) times the speedup X. A gang over nodes of several types runs at the pace of
-its slowest type. Its step count goes to ``DIR/JOBID.json`` (:mod:`~hetsched.slurm.checkpoint`)
-every :data:`CHECKPOINT_EVERY_S` wall seconds, on SIGTERM (Slurm's requeue or cancel:
-then it exits) and at the end. A run after an earlier one (a requeued job keeps its id)
+its slowest type. Its step count goes to ``DIR/JOBID.json``, the report a real job
+writes too (:mod:`hetsched.job`, whose records and writer it uses), every
+:data:`CHECKPOINT_EVERY_S` wall seconds, on SIGTERM (Slurm's requeue or cancel: then it
+exits) and at the end. A run after an earlier one (a requeued job keeps its id)
 makes no progress for the restart penalty / X, then resumes from the checkpoint.
 
 Progress counts from ``--launched``, the time its batch script started (``date
@@ -53,13 +54,8 @@ if __name__ == "__main__":
 from hetsched.core.errors import InputError
 from hetsched.core.records import Job
 from hetsched.core.throughput import Placement, ThroughputModel
-from hetsched.slurm.checkpoint import (
-    Checkpoint,
-    EmulatedRun,
-    checkpoint_path,
-    read_checkpoint,
-    write_checkpoint,
-)
+from hetsched.job import Run
+from hetsched.slurm.checkpoint import Checkpoint, RunRecord, checkpoint_path, read_checkpoint
 from hetsched.slurm.control import expand_nodes
 from hetsched.slurm.metadata import JobMeta
 from hetsched.slurm.processes import program
@@ -243,16 +239,16 @@ class Emulator:
         self.speed, self.gpu_type, self.problem = gang_speed(meta.job, truth, allocation)
         self.restart_count = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
 
-    def _write(self, pace: Pace | None, unix_s: float, state: str, note: str = "") -> None:
-        steps = pace.steps_at(unix_s) if pace is not None else self.checkpoint.steps
-        allocation = self.allocation
-        run = EmulatedRun(self.launched, pace.resume if pace else self.launched, unix_s,
-                  allocation.nodes, allocation.gpus, self.gpu_type, allocation.types,
-                  len(allocation.gpus), str(allocation.placement), self.speed,
-                  pace.steps_start if pace else steps, steps, state, self.restart_count,
-                  note)
-        self.checkpoint = self.checkpoint.with_run(run, time.time())
-        write_checkpoint(self.path, self.checkpoint)
+    def _reporter(self, pace: Pace | None) -> Run:
+        """This run's report (:mod:`hetsched.job`): the GPUs and speed it runs at, from
+        the checkpoint's steps, resuming after the penalty; written at every call (the
+        run paces its own writes)."""
+        allocation, steps = self.allocation, self.checkpoint.steps
+        record = RunRecord(self.launched, pace.resume if pace else self.launched,
+                           self.launched, allocation.nodes, allocation.gpus, self.gpu_type,
+                           allocation.types, len(allocation.gpus), str(allocation.placement),
+                           self.speed, steps, steps, "running", self.restart_count)
+        return Run(self.path, self.checkpoint, record, every_s=0.0)
 
     def run(self, wait: Any = signal.sigtimedwait) -> int:
         """Advance to the end, or until SIGTERM or SIGINT (blocked by the caller, taken
@@ -261,11 +257,12 @@ class Emulator:
         if self.problem:
             log.error("job %s cannot run on %s: %s", job.id, ",".join(self.allocation.gpus),
                       self.problem)
-            self._write(None, time.time(), "failed", self.problem)
+            self._reporter(None).failed(self.problem)
             return EXIT_CANNOT_RUN
         if self.checkpoint.done:
             log.warning("job %s already did its %g steps", job.id, job.work)
-            self._write(None, self.launched, "completed", "started after it was done")
+            self._reporter(None).completed(self.checkpoint.steps, at=self.launched,
+                                           note="started after it was done")
             return EXIT_DONE
         penalty = meta.restart_penalty_s if self.checkpoint.runs else 0.0
         pace = plan_run(self.launched, self.checkpoint.steps, job.work, self.speed,
@@ -275,18 +272,19 @@ class Emulator:
                      self.allocation.gpus), len(self.allocation.gpus), self.gpu_type,
                  self.allocation.placement, self.speed, meta.speedup, pace.steps_start,
                  job.work, penalty, pace.end, pace.end - time.time())
+        report = self._reporter(pace)
         while True:
             now = time.time()
             if now >= pace.end:
-                self._write(pace, pace.end, "completed")
+                report.completed(pace.work, at=pace.end)
                 log.info("job %s completed its %g steps", job.id, job.work)
                 return EXIT_DONE
-            self._write(pace, now, "running")
+            report.report(pace.steps_at(now), at=now)
             received = wait(_STOP_SIGNALS, min(CHECKPOINT_EVERY_S, pace.end - now))
             now = time.time()
             if received is not None and now < pace.end:  # (at the end: completed)
                 name = signal.Signals(received.si_signo).name
-                self._write(pace, now, "stopped", name)
+                report.stopped(pace.steps_at(now), note=name, at=now)
                 log.info("job %s stopped by %s at step %.6g", job.id, name,
                          pace.steps_at(now))
                 return 128 + int(received.si_signo)
