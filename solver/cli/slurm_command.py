@@ -1,13 +1,15 @@
 """``hetsched slurm``: hetsched and Slurm. ``hetsched slurm cluster start|stop|status``
 runs a local Slurm cluster on this machine (hetsched.slurm.local); ``hetsched slurm
 submit`` submits a trace's jobs to it, each running the training emulator
-(hetsched.slurm.submit, hetsched.slurm.emulator; docs/slurm.md)."""
+(hetsched.slurm.submit, hetsched.slurm.emulator; docs/slurm.md) or, with ``--script``, a
+training script that reports through hetsched.job."""
 
 from __future__ import annotations
 
 import contextlib
 import math
 import os
+import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -148,28 +150,38 @@ def status_command(state_dir: Path) -> None:
 @click.option("--slurm-schedules", is_flag=True,
               help="Submit the jobs not held, each asking for its GPU count of any type, "
               "for Slurm's own scheduler (the anchor; no agent touches them).")
+@click.option("--script", "script", default=None, metavar="'FILE [ARGS...]'",
+              help="Run this training script as each job instead of the emulator (shell "
+              "words; a .py file runs under this Python): it reports its steps and stops on "
+              "SIGTERM through hetsched.job, told its folder and its job's work (steps) in "
+              "the environment (docs/slurm.md, \"Real jobs: hetsched.job\").")
 def submit_command(trace: Path, trace_format: str, cluster_dir: Path, state_dir: Path | None,
                    partition: str | None, speedup: float, limit_jobs: int | None,
                    throughput_path: Path | None, restart_penalty: float,
-                   slurm_schedules: bool) -> None:
+                   slurm_schedules: bool, script: str | None) -> None:
     """Submit TRACE's jobs to the local Slurm cluster at their arrival times divided by
-    --speedup, each running hetsched's training emulator; held for the agent (hetsched
-    slurm run) unless --slurm-schedules. Writes STATE/submitted.csv as it goes."""
+    --speedup, each running hetsched's training emulator (or --script); held for the
+    agent (hetsched slurm run) unless --slurm-schedules. Writes STATE/submitted.csv as it
+    goes."""
     from hetsched.core.bars import ProgressBar
     from hetsched.core.interrupts import exit_code
     from hetsched.slurm import submit
 
+    command = submit.script_command(script) if script is not None else ()
     cluster = LocalCluster.load(cluster_dir)
     submit.check_partition(cluster, partition or cluster.partition)
     settings = ReplaySettings(limit_jobs=limit_jobs, restart_penalty_s=restart_penalty)
     plan = submit.prepare(trace, trace_format, cluster, speedup=speedup, settings=settings,
                           throughput_path=throughput_path, partition=partition,
-                          state_dir=state_dir, slurm_schedules=slurm_schedules)
+                          state_dir=state_dir, slurm_schedules=slurm_schedules,
+                          command=command)
     first, last = plan.metas[0], plan.metas[-1]
     click.echo(f"submitting {len(plan.metas)} jobs to partition {plan.partition} "
                f"({'Slurm schedules them' if slurm_schedules else 'held for the agent'}): "
                f"trace time 0 = Unix {first.origin:.3f}, speedup {speedup:g}, the last "
                f"in {last.unix_time(last.job.arrival) - time.time():,.1f} s")
+    if command:
+        click.echo(f"each job runs {shlex.join(command)}")
     with ProgressBar(len(plan.metas), desc="submit", unit="job") as bar:
         def progress(done: int, total: int, following: float) -> None:
             wait = following - time.time()

@@ -1,6 +1,8 @@
 """``hetsched slurm submit``: a trace's jobs submitted to Slurm at their arrival times,
 time compressed by a speedup X, each running the training emulator
-(:mod:`hetsched.slurm.emulator`; docs/slurm.md, "Submitting a trace").
+(:mod:`hetsched.slurm.emulator`; docs/slurm.md, "Submitting a trace"), or a training
+script of the user's that reports through :mod:`hetsched.job` (``--script``; docs/slurm.md,
+"Real jobs: hetsched.job").
 
 The jobs are read as ``hetsched replay`` reads them on the local cluster's GPUs
 (:func:`hetsched.files.replay_inputs.trace_jobs`: the same throughput source, reference
@@ -25,11 +27,12 @@ import csv
 import json
 import logging
 import math
+import os
 import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +42,7 @@ from hetsched.core.ranges import in_range
 from hetsched.core.records import Cluster, GpuType, Job, Node
 from hetsched.core.settings import ReplaySettings
 from hetsched.files.generate import GPU_TYPES
+from hetsched.job import FOLDER_VARIABLE, JOB_VARIABLE, LAUNCHED_VARIABLE, WORK_VARIABLE
 from hetsched.slurm.local import LocalCluster
 from hetsched.slurm.metadata import MAX_SPEEDUP, JobMeta
 from hetsched.slurm.processes import program
@@ -57,7 +61,9 @@ JOB_NAME_PREFIX = "hetsched-"
 class Submission:
     """What ``submit`` will do: each job's metadata (by arrival), the folders of its
     checkpoints and logs, the batch script and the throughput file the emulator reads
-    (``None``: the built-in catalogue)."""
+    (``None``: the built-in catalogue); with a user's ``command`` (``--script``), the
+    batch script runs it instead, and ``script`` is without each job's own lines
+    (:meth:`script_of`)."""
 
     metas: tuple[JobMeta, ...]
     state_dir: Path
@@ -65,6 +71,13 @@ class Submission:
     script: str
     partition: str
     gpus_per_node: int
+    command: tuple[str, ...] = ()
+
+    def script_of(self, meta: JobMeta) -> str:
+        """The batch script of the job of ``meta``."""
+        if not self.command:
+            return self.script
+        return command_script(self.command, self.checkpoints, meta.job)
 
     @property
     def checkpoints(self) -> Path:
@@ -115,6 +128,44 @@ def batch_script(checkpoints: Path, throughput_path: Path | None,
             '--launched "$(date +%s.%N)"\n')
 
 
+def script_command(text: str, python: str = sys.executable) -> tuple[str, ...]:
+    """The command line of ``--script FILE [ARGS...]`` (shell words): FILE made absolute,
+    run by ``python`` if it ends in ``.py``, else run itself (it must be executable). An
+    InputError if FILE is missing or cannot run."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise InputError(f"unbalanced quotes ({exc})", path="--script", value=text,
+                         expected="FILE [ARGS...] in shell words") from None
+    if not words:
+        raise InputError("no training script", path="--script", value=text,
+                         expected="FILE [ARGS...]")
+    file = Path(words[0]).absolute()
+    if not file.is_file():
+        raise InputError("no such file", path="--script", value=words[0],
+                         expected="a training script that reports through hetsched.job")
+    if file.suffix == ".py":
+        return (python, str(file), *words[1:])
+    if not os.access(file, os.X_OK):
+        raise InputError("not executable", path="--script", value=words[0],
+                         expected="an executable file, or a Python file ending in .py")
+    return (str(file), *words[1:])
+
+
+def command_script(command: Sequence[str], checkpoints: Path, job: Job | None = None) -> str:
+    """The batch script that runs a user's ``command`` as a managed job: it exports where
+    the job reports (:mod:`hetsched.job`: ``HETSCHED_CHECKPOINTS``) and when the script
+    started, and with ``job`` the job's id and work (steps: how far to train)."""
+    exports = {FOLDER_VARIABLE: shlex.quote(str(Path(checkpoints).absolute())),
+               LAUNCHED_VARIABLE: '"$(date +%s.%N)"'}
+    if job is not None:
+        exports |= {JOB_VARIABLE: shlex.quote(job.id), WORK_VARIABLE: repr(job.work)}
+    return ("#!/bin/sh\n# a training script run as a managed job (hetsched slurm submit "
+            "--script; docs/slurm.md)\n"
+            + "".join(f"export {name}={value}\n" for name, value in exports.items())
+            + f'exec {" ".join(shlex.quote(part) for part in command)}\n')
+
+
 def gpu_request(job: Job, gpus_per_node: int) -> list[str]:
     """The sbatch options of a job Slurm's own scheduler places: its ``num_gpus`` on one
     node if a node holds them, else over ``ceil(N / gpus_per_node)`` nodes; typed when
@@ -142,11 +193,13 @@ def sbatch_arguments(meta: JobMeta, submission: Submission) -> list[str]:
 def prepare(trace: Path, trace_format: str, cluster: LocalCluster, *, speedup: float,
             settings: ReplaySettings | None = None, throughput_path: Path | None = None,
             partition: str | None = None, state_dir: Path | None = None,
-            slurm_schedules: bool = False, origin: float | None = None) -> Submission:
+            slurm_schedules: bool = False, origin: float | None = None,
+            command: Sequence[str] = ()) -> Submission:
     """The submission of ``trace`` to ``cluster`` (module docstring): the jobs read as a
     replay on its GPUs reads them with ``settings`` (``limit_jobs``, ``restart_penalty_s``,
     ...), every comment checked; ``origin`` (Unix s of trace time 0) defaults to
-    :data:`LEAD_S` from now."""
+    :data:`LEAD_S` from now. Each job runs the emulator, or ``command``
+    (:func:`script_command`) if given."""
     from hetsched.files.replay_inputs import trace_jobs
 
     if not in_range(speedup, 0, MAX_SPEEDUP, strict_low=True):
@@ -171,9 +224,10 @@ def prepare(trace: Path, trace_format: str, cluster: LocalCluster, *, speedup: f
                         "emulator fails (exit 3)", len(narrow), narrow[0])
     state_dir = Path(state_dir or cluster.state_dir).absolute()
     checkpoints = state_dir / "checkpoints"
-    return Submission(metas, state_dir, jobs.source, batch_script(checkpoints, jobs.source),
-                      partition or cluster.partition,
-                      max(node.gpus for node in cluster.nodes))
+    script = command_script(command, checkpoints) if command else \
+        batch_script(checkpoints, jobs.source)
+    return Submission(metas, state_dir, jobs.source, script, partition or cluster.partition,
+                      max(node.gpus for node in cluster.nodes), tuple(command))
 
 
 def check_partition(cluster: LocalCluster, partition: str) -> None:
@@ -195,7 +249,7 @@ def check_partition(cluster: LocalCluster, partition: str) -> None:
 def submit_one(meta: JobMeta, submission: Submission, environment: Mapping[str, str]) -> str:
     """sbatch one job (its own session, so a Ctrl-C at the terminal reaches this process
     only); its Slurm job id. A RuntimeError with sbatch's message if it fails."""
-    done = subprocess.run(sbatch_arguments(meta, submission), input=submission.script,
+    done = subprocess.run(sbatch_arguments(meta, submission), input=submission.script_of(meta),
                           env=dict(environment), capture_output=True, text=True, timeout=60,
                           check=False, start_new_session=True)
     job_id = done.stdout.strip().split(";")[0]
