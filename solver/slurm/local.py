@@ -18,11 +18,13 @@ node ``v100-1`` and GPU index 2 (``squeue --json``'s ``gres_detail``) are hetsch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Mapping
@@ -40,10 +42,12 @@ from hetsched.slurm.processes import (
     daemon_pids,
     log_tail,
     missing_programs,
+    node_job_pids,
     owned,
     program,
     read_pid,
     terminate,
+    wait_gone,
 )
 
 log = logging.getLogger(__name__)
@@ -368,6 +372,53 @@ class LocalCluster:
                     "\n".join(filter(None, (log_tail(self.log_dir / f"{name}.log", 8)
                                             for name in logs))))
             time.sleep(0.1)
+
+    # Faults, as an operator meets them (docs/slurm.md, "When a node fails").
+    def _node(self, name: str) -> SlurmNode:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise InputError("no such node", path="node", value=name,
+                         expected=f"one of {[node.name for node in self.nodes]}")
+
+    def kill_node(self, name: str) -> list[int]:
+        """Node ``name`` loses its power: SIGKILL to its slurmd and to everything it runs
+        for jobs (their slurmstepd and programs); the pids killed. slurmctld finds it not
+        responding within ``SlurmdTimeout`` and its jobs failed (requeued: they asked for
+        it). :meth:`start_node` brings it back."""
+        self._node(name)
+        daemon = self.daemon_pids()[f"slurmd {name}"]
+        pids = [*([daemon] if daemon is not None else []),
+                *node_job_pids(str(self.conf_path), name)]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        wait_gone(pids, 5.0)
+        log.info("node %s killed (pids %s)", name, pids)
+        return pids
+
+    def stop_node(self, name: str, timeout_s: float = 10.0) -> None:
+        """Stop node ``name``'s slurmd alone (SIGTERM), as ``systemctl stop slurmd``: its
+        jobs run on, and report to slurmctld when it is back (:meth:`start_node`)."""
+        self._node(name)
+        pid = self.daemon_pids()[f"slurmd {name}"]
+        if pid is not None and terminate([pid], timeout_s):
+            raise LocalClusterError(f"slurmd of {name} did not exit")
+
+    def start_node(self, name: str) -> None:
+        """Start node ``name``'s slurmd (after :meth:`kill_node` or :meth:`stop_node`)."""
+        self._node(name)
+        if self.daemon_pids()[f"slurmd {name}"] is None:
+            self._run_daemon("slurmd", ["-f", str(self.conf_path), "-N", name],
+                             label=f"slurmd-{name}")
+
+    def restart_controller(self, timeout_s: float = 10.0) -> None:
+        """Stop slurmctld (SIGTERM: it saves its state) and start it again from that
+        state, as ``systemctl restart slurmctld``; the jobs run on meanwhile."""
+        pid = self.daemon_pids()["slurmctld"]
+        if pid is not None and terminate([pid], timeout_s):
+            raise LocalClusterError("slurmctld did not exit")
+        self._run_daemon("slurmctld", ["-f", str(self.conf_path)])
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Cancel every job still queued or running (so no job step outlives the cluster),

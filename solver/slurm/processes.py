@@ -112,6 +112,35 @@ def daemon_pids(markers: Sequence[str], slurm_conf: str) -> list[int]:
     return sorted(found)
 
 
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return int(fields[1]) if len(fields) > 1 else None
+
+
+def node_job_pids(slurm_conf: str, node: str) -> list[int]:
+    """The processes a node of a local cluster runs for its jobs: every process whose
+    environment names ``node`` (``SLURMD_NODENAME``, which Slurm sets for a job) and
+    ``slurm_conf``, and the slurmstepd above each."""
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        pid = int(entry.name)
+        if not (_environment_names(pid, "SLURMD_NODENAME", node)
+                and _environment_names(pid, "SLURM_CONF", slurm_conf) and is_alive(pid)):
+            continue
+        found.add(pid)
+        parent = _parent(pid)
+        while parent is not None and parent > 1 and _name(parent) == "slurmstepd":
+            found.add(parent)
+            parent = _parent(parent)
+    return sorted(found)
+
+
 def _signal(pid: int, number: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, number)
