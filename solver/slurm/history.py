@@ -51,6 +51,9 @@ class LiveRun:
     start: float
     end: float | None = None
     finished: bool = False
+    #: From a real job's report (:mod:`hetsched.job`): its times and steps are the
+    #: job's own, its GPUs those the agent saw it hold.
+    reported: bool = False
 
 
 @dataclass
@@ -320,9 +323,21 @@ class History:
         found = read_checkpoint(path) if path is not None else None
         if found is None:
             return [(r, None) for r in seen.runs if r.end is not None]
-        return [(LiveRun(r.gpu_type, r.gpus, r.start, r.end, r.state == "completed"),
-                 r.steps_end - r.steps_start)
-                for r in found.runs if r.state in ("stopped", "completed")]
+        closed: list[tuple[LiveRun, float | None]] = []
+        for r in found.runs:
+            if r.state not in ("stopped", "completed"):
+                continue
+            run = LiveRun(r.gpu_type, r.gpus, r.start, r.end, r.state == "completed",
+                          reported=not r.gpus)
+            if not r.gpus:  # a real job's run: where it ran, as the agent saw it
+                saw = _overlapping(seen.runs, r.start, r.end)
+                if saw is None:
+                    log.warning("job %s: a reported run (%.0f-%.0f) the agent never saw "
+                                "run: left out", seen.meta.job.id, r.start, r.end)
+                    continue
+                run.gpu_type, run.gpus = saw.gpu_type, saw.gpus
+            closed.append((run, r.steps_end - r.steps_start))
+        return closed
 
     def replay(self, truth: ThroughputModel | None, *, wall_s: float = 0.0,
                checkpoints: Path | None = None) -> Replay:
@@ -345,7 +360,7 @@ class History:
                 length = max(0.0, end - start - (penalty if index else 0.0))
                 if steps is not None:
                     work = steps
-                    if truth is not None and run.finished:
+                    if truth is not None and run.finished and not run.reported:
                         end = self._clock_end(job, run, truth, start, work,
                                               penalty if index else 0.0, end)
                 elif run.finished:
@@ -427,6 +442,18 @@ class History:
         for name, text in files.items():
             write_text(out / name, text, "--out")
         return {**replay.summary(), **extra}
+
+
+def _overlapping(runs: list[LiveRun], start: float, end: float) -> LiveRun | None:
+    """The run of ``runs`` longest within ``[start, end]`` (Unix s; one whole second of
+    slack each side, Slurm's times being whole seconds), ``None`` if none is."""
+    best, overlap = None, 0.0
+    for run in runs:
+        stop = run.end if run.end is not None else end
+        shared = min(stop, end + 1.0) - max(run.start, start - 1.0)
+        if shared > overlap:
+            best, overlap = run, shared
+    return best
 
 
 def gpu_counts(cluster: Cluster) -> str:

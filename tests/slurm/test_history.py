@@ -81,3 +81,48 @@ def test_a_job_started_again_after_its_work_was_done_finished_when_it_was_done(
     assert record.finish == 19.0
     assert [s.work for s in record.segments] == [work, 0.0]
     assert check(Instance(CLUSTER, (meta.job,), table), replay.schedule()) == []
+
+
+def test_a_real_jobs_report_gives_steps_and_times_and_the_agent_its_gpus(
+        tmp_path: Path) -> None:
+    # A real job reports through hetsched.job: its runs have times and steps but no GPU
+    # fields. Run 1 on v100-0/0-1 from 1001 to 1010 did 9,000 steps (1,000 a second);
+    # requeued, run 2 on v100-0/2-3 from 1012 to 1021 did the other 9,000. The replay
+    # takes each run's GPUs from what the agent saw overlap it, its steps and times from
+    # the report (finish 21 s at speedup 1, origin 1000, one preemption), and the
+    # independent checker passes it.
+    from hetsched.core.check import check
+    from hetsched.core.records import Instance
+    from hetsched.core.throughput import ThroughputTable
+    from hetsched.job import Checkpoint, RunRecord, checkpoint_path, write_checkpoint
+
+    work, speed = 18_000.0, 1_000.0
+    meta = JobMeta(Job("a", 0.0, "cnn", 2, work), origin=1000.0, speedup=1.0,
+                   restart_penalty_s=0.0)
+    table = ThroughputTable.from_rows([("cnn", "v100", 2, "packed", speed)])
+
+    def run(start: float, end: float, steps: tuple[float, float], state: str,
+            restarts: int) -> RunRecord:
+        return RunRecord(start, start, end, (), (), "", (), 0, "", 0.0, *steps, state,
+                         restarts)
+
+    write_checkpoint(checkpoint_path(tmp_path, "7"), Checkpoint(
+        "7", "a", work, meta.to_comment(), work, "completed", 1021.0,
+        (run(1001.0, 1010.0, (0.0, 9_000.0), "stopped", 0),
+         run(1012.0, 1021.0, (9_000.0, work), "completed", 1))))
+    other = ("v100-0/2", "v100-0/3")
+    history = History()
+    for unix, state, gpus, start in ((1001.2, "RUNNING", GPUS, 1001.0),
+                                     (1010.1, "PENDING", (), None),
+                                     (1012.3, "RUNNING", other, 1012.0),
+                                     (1021.4, "COMPLETED", (), None)):
+        job = SlurmJob(7, meta, state, state == "PENDING", ("v100-0",) if gpus else (),
+                       gpus, start_unix=start, end_unix=1021.0 if state == "COMPLETED"
+                       else None)
+        history.observe(Snapshot(CLUSTER, {"a": job}, frozenset(gpus)), unix)
+    replay = history.replay(table, checkpoints=tmp_path)
+    record = replay.records["a"]
+    assert [(s.gpus, s.start, s.finish, s.work) for s in record.segments] == [
+        (GPUS, 1.0, 10.0, 9_000.0), (other, 12.0, 21.0, 9_000.0)]
+    assert (record.finish, record.preemptions) == (21.0, 1)
+    assert check(Instance(CLUSTER, (meta.job,), table), replay.schedule()) == []
