@@ -89,10 +89,11 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
     from hetsched.files.tenants import read_tenants
     from hetsched.policies.quotas import with_tenants
     from hetsched.replaying import rolling_policy
-    from hetsched.slurm.agent import Agent, AgentSettings, SlurmCluster
+    from hetsched.slurm.agent import Agent, AgentSettings
     from hetsched.slurm.agent_lock import agent_lock
     from hetsched.slurm.control import SlurmControl, SlurmUnreachableError
     from hetsched.slurm.history import History
+    from hetsched.slurm.live import SlurmCluster
 
     settings = AgentSettings(poll_s=poll_s, stop_after=stop_after, idle_exit_s=idle_exit_s,
                              decision_timeout_s=decision_timeout_s)
@@ -146,7 +147,8 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
         summary = history.write(out, policy=policy_name, truth=speeds.truth,
                                 wall_s=time.monotonic() - began,
                                 checkpoints=checkpoints, tenants=tenants,
-                                figures=policy.figures()) \
+                                figures={**policy.figures(),
+                                         **agent.recovery.figures()}) \
             if history.cluster else {}
         click.echo(f"{summary.get('completed', 0)} of {summary.get('jobs', 0)} jobs completed; "
                    f"wrote {out}/summary.json, jobs.csv, decisions.csv", err=True)

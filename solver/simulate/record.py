@@ -49,6 +49,14 @@ class JobRecord:
     gpu_seconds: float = 0.0
     #: Its run segments, in order (:class:`~hetsched.core.result.Assignment` with ``work``).
     segments: list[Assignment] = field(default_factory=list)
+    #: How it ended when not by completing (a live run's: cancelled, failed,
+    #: node-failed, gone); "" for a job that completed or has not ended.
+    ended_otherwise: str = ""
+
+    @property
+    def end_state(self) -> str:
+        """jobs.csv's ``end_state``: completed, :attr:`ended_otherwise`, or "" (not ended)."""
+        return "completed" if self.finish is not None else self.ended_otherwise
 
     @property
     def met(self) -> bool | None:
@@ -205,7 +213,7 @@ class Replay:
                 "|".join(dict.fromkeys(record.gpu_types)), len(record.gpus),
                 " ".join(record.gpus), record.preemptions, record.gpu_seconds,
                 job.deadline, "" if record.met is None else int(record.met), job.tenant or "",
-                rho.get(job.id)))
+                rho.get(job.id), record.end_state))
         return rows
 
     def rho(self) -> dict[str, float]:
@@ -298,7 +306,7 @@ class Replay:
 #: The columns of jobs.csv (:meth:`Replay.job_rows`).
 JOB_COLUMNS = ("job", "job_type", "arrival", "start", "finish", "jct", "gpu_types",
                "num_gpus", "gpus", "preemptions", "gpu_seconds", "deadline", "met", "tenant",
-               "rho")
+               "rho", "end_state")
 #: The columns of jobs.csv written as repr-exact floats (empty when unknown).
 FLOAT_COLUMNS = frozenset({"arrival", "start", "finish", "jct", "gpu_seconds", "deadline",
                           "rho"})

@@ -192,6 +192,15 @@ class SlurmControl:
         again; Slurm sends it SIGTERM, then SIGKILL after ``KillWait``)."""
         self.run("scontrol", "requeuehold", str(job_id))
 
+    def job_state(self, job_id: int) -> str:
+        """One job's state now (``squeue``'s: RUNNING, COMPLETING, COMPLETED ...); "" for a
+        job Slurm no longer lists."""
+        try:
+            answer = self.run("squeue", "-h", "-t", "all", "-j", str(job_id), "-o", "%T")
+        except SlurmRefusedError:  # "Invalid job id specified": gone
+            return ""
+        return answer.strip().split("\n")[0].strip()
+
     def hold(self, job_id: int) -> None:
         """Hold a pending job again (a job released that has not started)."""
         self.run("scontrol", "hold", str(job_id))

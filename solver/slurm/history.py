@@ -38,6 +38,12 @@ from hetsched.slurm.state import Snapshot
 
 log = logging.getLogger(__name__)
 
+#: jobs.csv's ``end_state`` of a job that ended otherwise than COMPLETED, by Slurm's
+#: state (GONE: it left Slurm's job list unseen); others in lower case.
+END_STATES = {"CANCELLED": "cancelled", "FAILED": "failed", "OUT_OF_MEMORY": "failed",
+              "TIMEOUT": "failed", "NODE_FAIL": "node-failed", "BOOT_FAIL": "node-failed",
+              "GONE": "gone", "COMPLETED": ""}
+
 #: Slurm's times are whole seconds: the middle of the second.
 HALF_SECOND = 0.5
 
@@ -314,19 +320,21 @@ class History:
 
     # -- outputs ---------------------------------------------------------------------------
     def runs_of(self, seen: Seen, checkpoints: Path | None) -> list[tuple[LiveRun, float | None]]:
-        """A job's ended runs, each with the steps it did if known: from the training
-        emulator's checkpoint (``checkpoints``: its folder) when there is one, its
-        exact times and steps (runs killed unwritten or that could not run left out);
-        else as the agent saw them, steps unknown."""
+        """A job's ended runs, each with the steps it did if known. From its report (the
+        emulator's or a real job's checkpoint file in ``checkpoints``) when there is
+        one: its exact times and steps, a run killed without a last word (its node lost
+        power) counted up to what it last wrote, which the next run resumed from, a run
+        still going left out. Else as the agent saw them, steps unknown."""
         path = None if checkpoints is None or seen.slurm_id is None else \
             checkpoint_path(checkpoints, str(seen.slurm_id))
         found = read_checkpoint(path) if path is not None else None
         if found is None:
             return [(r, None) for r in seen.runs if r.end is not None]
         closed: list[tuple[LiveRun, float | None]] = []
-        for r in found.runs:
-            if r.state not in ("stopped", "completed"):
-                continue
+        for index, r in enumerate(found.runs):
+            killed = r.state == "running" and index < len(found.runs) - 1
+            if not (killed or r.state in ("stopped", "completed", "failed")):
+                continue  # running still, or killed last with nothing after it
             run = LiveRun(r.gpu_type, r.gpus, r.start, r.end, r.state == "completed",
                           reported=not r.gpus)
             if not r.gpus:  # a real job's run: where it ran, as the agent saw it
@@ -350,7 +358,8 @@ class History:
         for job_id, seen in self.jobs.items():
             job = seen.meta.job
             penalty = seen.meta.restart_penalty_s
-            record = records[job_id] = JobRecord(job)
+            record = records[job_id] = JobRecord(job, ended_otherwise=END_STATES.get(
+                seen.ended, seen.ended.lower()))
             closed = self.runs_of(seen, checkpoints)
             # a job that ended otherwise than completed (cancelled, failed, its node
             # failed): its last run was not a preemption

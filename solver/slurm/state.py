@@ -106,6 +106,12 @@ class Snapshot:
     busy: frozenset[str]
     foreign_jobs: int = 0
     rejected: Mapping[int, str] = field(default_factory=dict)
+    #: Nodes nobody may be given now (down, drained, not responding).
+    unusable_nodes: frozenset[str] = frozenset()
+    #: GPUs Slurm counts used (``sinfo``'s ``gres_used``) that no job holds, on nodes
+    #: where no job is completing (whose GPUs Slurm 22.05 lists for no job): busy, since
+    #: Slurm will start nothing on them, though idle (:func:`phantom_gpus`).
+    phantom: frozenset[str] = frozenset()
 
     @property
     def free(self) -> frozenset[str]:
@@ -212,6 +218,7 @@ def read_snapshot(nodes: Iterable[Mapping[str, Any]], jobs: Iterable[Mapping[str
     """A :class:`Snapshot` of ``sinfo --json``'s nodes and ``squeue --json``'s jobs (of
     the managed partition). Bad metadata is logged once per job (``reported``: the
     Slurm ids already logged) and the job left pending. ``order``: :func:`read_cluster`'s."""
+    nodes, jobs = list(nodes), list(jobs)
     cluster, unusable = read_cluster(nodes, order)
     busy = set(unusable)
     node_gpus = {node.name: node.gpu_ids() for node in cluster.nodes}
@@ -263,4 +270,37 @@ def read_snapshot(nodes: Iterable[Mapping[str, Any]], jobs: Iterable[Mapping[str
             list(split[1] if split is not None else ())
         busy.update(chosen)
         managed[job_id] = dataclasses.replace(job, gpus=tuple(chosen))
-    return Snapshot(cluster, managed, frozenset(busy), foreign, rejected)
+    unusable_nodes = frozenset(g.split("/", 1)[0] for g in unusable)
+    phantom = phantom_gpus(nodes, jobs, cluster)
+    busy.update(phantom)
+    return Snapshot(cluster, managed, frozenset(busy), foreign, rejected, unusable_nodes,
+                    phantom)
+
+
+#: ``sinfo``'s GPUs in use on a node: ``gpu:v100:4(IDX:0-3)``, ``gpu:v100:0(IDX:N/A)``.
+USED_GRES = re.compile(r"gpu:[^:,(]+:\d+\(IDX:(?P<index>[^)]*)\)")
+
+
+def phantom_gpus(nodes: Iterable[Mapping[str, Any]], jobs: Iterable[Mapping[str, Any]],
+                 cluster: Cluster) -> frozenset[str]:
+    """GPUs that ``sinfo`` shows in use (``gres_used``) and no job of ``squeue`` holds,
+    on nodes where no job is COMPLETING (Slurm 22.05 lists a completing job's GPUs for
+    no job). Seen after a node's slurmd died and came back: the node IDLE and its GPUs
+    used, Slurm starting nothing there."""
+    held: set[str] = set()
+    completing: set[str] = set()
+    for record in jobs:
+        state = str(record.get("job_state", ""))
+        if state == "COMPLETING":
+            completing.update(expand_nodes(str(record.get("nodes") or "")))
+        elif state in HOLDING:
+            held.update(held_gpus(record)[1])
+    names = {node.name for node in cluster.nodes}
+    found: set[str] = set()
+    for record in nodes:
+        name = str(record.get("name"))
+        if name not in names or name in completing:
+            continue
+        for match in USED_GRES.finditer(str(record.get("gres_used") or "")):
+            found.update(gpu_id(name, i) for i in gpu_indices(match.group(0)))
+    return frozenset(found - held)

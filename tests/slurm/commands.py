@@ -18,7 +18,7 @@ from hetsched.slurm.processes import INSTALL_HINT, busy_ports, missing_programs
 #: Where the search for each test cluster's ports starts (:func:`free_port`), away from
 #: the default 16817 of ``hetsched slurm cluster start`` so that a cluster of yours runs on.
 PORTS = {"session": 17817, "restart": 17917, "cli": 18017, "taken": 18117, "outage": 18217,
-         "handover": 18317}
+         "handover": 18317, "faults": 18417}
 
 
 def free_port(cluster: str, nodes: int) -> int:

@@ -16,9 +16,10 @@ from hetsched.core.records import Job
 from hetsched.files.replay_inputs import throughputs
 from hetsched.policies.rolling import Decision
 from hetsched.registry import rolling
-from hetsched.slurm.agent import Agent, AgentSettings, SlurmCluster
+from hetsched.slurm.agent import Agent, AgentSettings
 from hetsched.slurm.control import SlurmControl
 from hetsched.slurm.history import History
+from hetsched.slurm.live import SlurmCluster
 from hetsched.slurm.local import LocalCluster
 from hetsched.slurm.metadata import JobMeta
 from tests.slurm.commands import job_record, run_slurm, wait_for_state
@@ -49,11 +50,12 @@ def agent_for(cluster: LocalCluster, policy: str, journal: Path) -> tuple[Agent,
                  AgentSettings(poll_s=0.1)), live
 
 
-def running_on(cluster: LocalCluster, tmp_path: Path, job_id: str, first: Start
-               ) -> tuple[str, Agent, SlurmCluster]:
-    """A managed job of ``len(first.gpus)`` GPUs started by an agent (fifo) on ``first``'s
-    GPUs and seen running by its history: its Slurm id, the agent, the cluster."""
-    job = submit(cluster, meta(job_id, len(first.gpus)))
+def running_on(cluster: LocalCluster, tmp_path: Path, job_id: str, first: Start,
+               seconds: int = 60) -> tuple[str, Agent, SlurmCluster]:
+    """A managed job of ``len(first.gpus)`` GPUs (sleeping ``seconds``) started by an
+    agent (fifo) on ``first``'s GPUs and seen running by its history: its Slurm id, the
+    agent, the cluster."""
+    job = submit(cluster, meta(job_id, len(first.gpus)), seconds)
     agent, live = agent_for(cluster, "fifo", tmp_path / "events.jsonl")
     snapshot = live.read()
     agent.apply(Decision((first,)), snapshot, agent.state(snapshot, 0.0), time.time())

@@ -14,9 +14,10 @@ import pytest
 from hetsched.core.records import Job
 from hetsched.files.replay_inputs import throughputs
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RollingFifo
-from hetsched.slurm.agent import Agent, AgentSettings, SlurmCluster
+from hetsched.slurm.agent import Agent, AgentSettings
 from hetsched.slurm.control import SlurmControl
 from hetsched.slurm.history import History
+from hetsched.slurm.live import SlurmCluster
 from hetsched.slurm.local import LocalCluster
 from tests.slurm.commands import job_record, run_slurm
 from tests.slurm.test_agent import cycle_until, meta, submit

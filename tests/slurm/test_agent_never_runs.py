@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 from hetsched.files.replay_inputs import throughputs
-from hetsched.slurm.agent import SlurmCluster
 from hetsched.slurm.control import SlurmControl
+from hetsched.slurm.live import SlurmCluster
 from hetsched.slurm.local import LocalCluster
 from hetsched.slurm.runnable import why_never_runs
 from tests.slurm.commands import job_record, run_agent

@@ -13,9 +13,10 @@ from hetsched.core.tenants import Quota, Tenant, TenantTable
 from hetsched.files.replay_inputs import throughputs
 from hetsched.policies.quotas import TenantKeeper
 from hetsched.registry import rolling
-from hetsched.slurm.agent import Agent, AgentSettings, SlurmCluster
+from hetsched.slurm.agent import Agent, AgentSettings
 from hetsched.slurm.control import SlurmControl
 from hetsched.slurm.history import History
+from hetsched.slurm.live import SlurmCluster
 from hetsched.slurm.local import LocalCluster
 from hetsched.slurm.metadata import JobMeta
 from tests.slurm.commands import job_record, run_slurm, wait_for_state

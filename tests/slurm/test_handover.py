@@ -16,10 +16,11 @@ import pytest
 
 from hetsched.files.replay_inputs import throughputs
 from hetsched.registry import rolling
-from hetsched.slurm.agent import Agent, AgentSettings, SlurmCluster
+from hetsched.slurm.agent import Agent, AgentSettings
 from hetsched.slurm.config import epilog_path
 from hetsched.slurm.control import SlurmControl
 from hetsched.slurm.history import History
+from hetsched.slurm.live import SlurmCluster
 from hetsched.slurm.local import LocalCluster
 from hetsched.slurm.state import Snapshot
 from tests.slurm.commands import free_port, job_record, run_slurm, running, skip_reason

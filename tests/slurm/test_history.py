@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from hetsched.core.records import Job
 from hetsched.files.cluster_spec import parse_cluster
 from hetsched.slurm.history import History
@@ -83,14 +85,17 @@ def test_a_job_started_again_after_its_work_was_done_finished_when_it_was_done(
     assert check(Instance(CLUSTER, (meta.job,), table), replay.schedule()) == []
 
 
+@pytest.mark.parametrize("first", ["stopped", "running"])
 def test_a_real_jobs_report_gives_steps_and_times_and_the_agent_its_gpus(
-        tmp_path: Path) -> None:
+        tmp_path: Path, first: str) -> None:
     # A real job reports through hetsched.job: its runs have times and steps but no GPU
     # fields. Run 1 on v100-0/0-1 from 1001 to 1010 did 9,000 steps (1,000 a second);
     # requeued, run 2 on v100-0/2-3 from 1012 to 1021 did the other 9,000. The replay
     # takes each run's GPUs from what the agent saw overlap it, its steps and times from
     # the report (finish 21 s at speedup 1, origin 1000, one preemption), and the
-    # independent checker passes it.
+    # independent checker passes it. A first run that ends "running" was killed without
+    # a last word (its node lost power): it counts up to its last write (1010 s, 9,000
+    # steps), where the second run resumed.
     from hetsched.core.check import check
     from hetsched.core.records import Instance
     from hetsched.core.throughput import ThroughputTable
@@ -108,7 +113,7 @@ def test_a_real_jobs_report_gives_steps_and_times_and_the_agent_its_gpus(
 
     write_checkpoint(checkpoint_path(tmp_path, "7"), Checkpoint(
         "7", "a", work, meta.to_comment(), work, "completed", 1021.0,
-        (run(1001.0, 1010.0, (0.0, 9_000.0), "stopped", 0),
+        (run(1001.0, 1010.0, (0.0, 9_000.0), first, 0),
          run(1012.0, 1021.0, (9_000.0, work), "completed", 1))))
     other = ("v100-0/2", "v100-0/3")
     history = History()

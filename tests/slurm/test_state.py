@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from hetsched.core.records import Job
-from hetsched.slurm.agent import SlurmCluster
 from hetsched.slurm.control import SlurmControl, expand_nodes, gpu_indices
+from hetsched.slurm.live import SlurmCluster
 from hetsched.slurm.metadata import JobMeta
 from hetsched.slurm.state import held_gpus, read_cluster, read_snapshot
 
