@@ -166,6 +166,7 @@ def submit_command(trace: Path, trace_format: str, cluster_dir: Path, state_dir:
     from hetsched.core.bars import ProgressBar
     from hetsched.core.interrupts import exit_code
     from hetsched.slurm import submit
+    from hetsched.slurm.source import record_source
 
     command = submit.script_command(script) if script is not None else ()
     cluster = LocalCluster.load(cluster_dir)
@@ -175,6 +176,8 @@ def submit_command(trace: Path, trace_format: str, cluster_dir: Path, state_dir:
                           throughput_path=throughput_path, partition=partition,
                           state_dir=state_dir, slurm_schedules=slurm_schedules,
                           command=command)
+    if not slurm_schedules:  # the agent reads the same throughputs (slurm.source)
+        record_source(cluster_dir, plan.throughput_path, trace)
     first, last = plan.metas[0], plan.metas[-1]
     click.echo(f"submitting {len(plan.metas)} jobs to partition {plan.partition} "
                f"({'Slurm schedules them' if slurm_schedules else 'held for the agent'}): "

@@ -94,6 +94,7 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
     from hetsched.slurm.control import SlurmControl, SlurmUnreachableError
     from hetsched.slurm.history import History
     from hetsched.slurm.live import SlurmCluster
+    from hetsched.slurm.source import source_for_run
 
     settings = AgentSettings(poll_s=poll_s, stop_after=stop_after, idle_exit_s=idle_exit_s,
                              decision_timeout_s=decision_timeout_s)
@@ -101,6 +102,7 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
     policy = with_tenants(rolling_policy(policy_name), tenants)
     if out.exists() and not out.is_dir():
         raise InputError("not a folder", path="--out", value=str(out), expected="a folder")
+    source = source_for_run(cluster_dir, throughput_path)  # submit's, or a refusal
     env = _slurm_env(cluster_dir)
     control = SlurmControl(env=env)
     order: list[str] = [t for t in (type_order or "").split(",") if t]
@@ -121,7 +123,7 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
         except SlurmUnreachableError as exc:
             raise InputError(str(exc), path="--cluster-dir", value=str(cluster_dir or ""),
                              expected="a running Slurm cluster") from None
-        speeds = throughputs(first.cluster, throughput_path)
+        speeds = throughputs(first.cluster, source)
         history = History(out / "events.jsonl")
         agent = Agent(live, policy, speeds.model, history, settings, truth=speeds.truth)
         log.info("agent: policy %s on %d nodes (%d GPUs), partition %s", policy_name,
