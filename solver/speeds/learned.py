@@ -66,13 +66,18 @@ positive length is a valid observation (0 steps/s: the job made no progress ther
 The model is mutable: answers change with each observation (``version`` counts them).
 Do not put it behind a view that caches answers (``PolicyView`` does); take a frozen
 ``snapshot`` when one is needed. The prior is treated as fixed and its answers cached.
+What was measured: ``rows``/``table`` (a throughput table), ``write_csv`` (the table with
+each key's steps and seconds, atomically) and ``read_csv`` (learning on from such a file).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from statistics import median
 from typing import Literal
 
@@ -80,13 +85,10 @@ import numpy as np
 import numpy.typing as npt
 
 from hetsched.core.errors import InputError
+from hetsched.core.outputs import write_text
 from hetsched.core.ranges import MAX_THROUGHPUT, MIN_THROUGHPUT
-from hetsched.core.throughput import (
-    Placement,
-    ThroughputKey,
-    ThroughputModel,
-    ThroughputTable,
-)
+from hetsched.core.throughput import Placement, ThroughputKey, ThroughputModel, ThroughputTable
+from hetsched.speeds.measured_csv import cell_number, csv_rows
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +99,9 @@ Config = tuple[int, Placement]
 ONE_GPU: Config = (1, Placement.PACKED)
 #: steps/s per GPU given where nothing at all is known (see the module)
 FALLBACK_STEPS_PER_S = 1.0
+#: :meth:`LearnedThroughput.write_csv`'s columns: a throughput table's, and the sums
+CSV_COLUMNS = ("job_type", "gpu_type", "num_gpus", "placement", "throughput", "steps",
+               "seconds")
 
 
 def _median_ratio(pairs: Iterable[tuple[float, float]]) -> float | None:
@@ -336,10 +341,6 @@ class LearnedThroughput:
                       for (j, g), configs in self._configs.items()
                       for (n, p), v in configs.items())
 
-    def to_rows(self) -> list[tuple[str, str, int, Placement, float]]:
-        """The same as :meth:`rows`."""
-        return self.rows()
-
     def table(self) -> ThroughputTable:
         """What was measured as a throughput table (``write_throughput_csv`` writes it
         as the CSV that ``--throughput`` reads)."""
@@ -352,3 +353,44 @@ class LearnedThroughput:
         return ThroughputTable.from_rows(
             (j, g, n, p, self.throughput(j, g, n, p)) for j in job_types for g in gpu_types
             for n in counts for p in placements)
+
+    def write_csv(self, path: Path) -> None:
+        """What was measured as CSV, written atomically: a throughput table
+        (``--throughput`` reads it and ignores the other columns) with each key's
+        ``steps`` and ``seconds``, from which :meth:`read_csv` learns on."""
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS)
+        for job, gpu, count, placement, speed in self.rows():
+            steps, seconds = self._sums[(job, gpu, count, placement)]
+            writer.writerow([job, gpu, count, placement.value, repr(speed), repr(steps),
+                             repr(seconds)])
+        write_text(path, text.getvalue(), "out", "the learned throughput file")
+
+    @classmethod
+    def read_csv(cls, path: Path, prior: ThroughputModel | None = None,
+                 gpu_types: Iterable[str] = (), fallback: float = FALLBACK_STEPS_PER_S
+                 ) -> LearnedThroughput:
+        """A model over ``prior`` that has learned what :meth:`write_csv` wrote (its
+        ``throughput`` column is not read: the sums are); a bad file is an InputError
+        naming the line and column."""
+        measured: dict[ThroughputKey, tuple[float, float]] = {}
+        for line, cells in csv_rows(path, CSV_COLUMNS):
+            where = (str(path), line)
+            try:
+                placement = Placement(cells["placement"])
+            except ValueError:
+                raise InputError("bad placement", file=str(path), path=f"line {line}.placement",
+                                 value=cells["placement"], expected="packed or spread") from None
+            key = (cells["job_type"], cells["gpu_type"],
+                   int(cell_number(cells, "num_gpus", where, low=1, integer=True,
+                                   expected="an integer >= 1")), placement)
+            if key in measured:
+                raise InputError("a key written twice", file=str(path), path=f"line {line}",
+                                 value=[*key[:3], placement.value], expected="one row per key")
+            measured[key] = (cell_number(cells, "steps", where, low=0),
+                             cell_number(cells, "seconds", where, low=0, strict=True))
+        try:
+            return cls(prior, gpu_types, measured, fallback)
+        except InputError as exc:
+            raise exc.in_file(str(path)) from None

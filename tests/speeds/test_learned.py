@@ -186,7 +186,7 @@ def test_what_was_learned_is_a_table_hetsched_reads(tmp_path: Path) -> None:
     model = learned()
     model.observe("new", "v100", 1, PACKED, 1200, 600)
     model.observe("new", "k80", 8, SPREAD, 50, 100)
-    assert model.to_rows() == [("new", "k80", 8, SPREAD, 0.5), ("new", "v100", 1, PACKED, 2.0)]
+    assert model.rows() == [("new", "k80", 8, SPREAD, 0.5), ("new", "v100", 1, PACKED, 2.0)]
     path = tmp_path / "learned.csv"
     write_throughput_csv(model.table(), path)
     assert read_throughput_table(path).rows() == model.rows()
@@ -221,3 +221,35 @@ def test_a_run_without_progress_is_a_measured_zero() -> None:
     assert model.explain("new", "k80", 1, PACKED) == (0.0, "measured")
     # A zero is not borrowed elsewhere: one V100 is still the bootstrap.
     assert model.explain("new", "v100", 1, PACKED) == (5.0, "bootstrap")
+
+
+def test_the_learned_file_is_a_table_and_learning_goes_on_from_it(tmp_path: Path) -> None:
+    model = learned()
+    model.observe("new", "v100", 1, PACKED, 1200, 600)
+    model.observe("new", "v100", 1, PACKED, 300, 300)
+    model.observe("new", "k80", 8, SPREAD, 50, 100)
+    path = tmp_path / "learned.csv"
+    model.write_csv(path)
+    # --throughput reads it as a table (the steps and seconds columns ignored) ...
+    assert read_throughput_table(path).rows() == model.rows()
+    # ... and a restarted agent learns on with the same weights: one more run of 1,500
+    # steps in 900 s gives (1,500 + 1,500) / (900 + 900) = 5/3 again, then 3,000 more in
+    # 900 s: 6,000 / 2,700 = 2.222.
+    again = LearnedThroughput.read_csv(path, PRIOR)
+    assert again.sums() == model.sums()
+    assert again.observe("new", "v100", 1, PACKED, 1500, 900) == pytest.approx(5 / 3)
+    assert again.observe("new", "v100", 1, PACKED, 3000, 900) == pytest.approx(6000 / 2700)
+    assert again.explain("new", "k80", 8, SPREAD) == (0.5, "measured")
+
+
+@pytest.mark.parametrize(("row", "pieces"), [
+    ("new,v100,1,packed,2,1200,0", ["line 2.seconds", "'0'"]),
+    ("new,v100,1,stacked,2,1200,600", ["line 2.placement", "'stacked'"]),
+    ("new,v100,0,packed,2,1200,600", ["line 2.num_gpus"]),
+    (",v100,1,packed,2,1200,600", ["observe.job_type", "empty name"]),
+])
+def test_a_bad_learned_file_names_the_line(tmp_path: Path, row: str, pieces: list[str]) -> None:
+    path = tmp_path / "learned.csv"
+    path.write_text("job_type,gpu_type,num_gpus,placement,throughput,steps,seconds\n"
+                    f"{row}\n")
+    raises_input_error(lambda: LearnedThroughput.read_csv(path), str(path), pieces)
