@@ -17,6 +17,7 @@ from hetsched.core.errors import InputError
 from hetsched.core.ranges import MAX_TIME_S, Range
 from hetsched.core.settings import COUNT_RANGE, DECISION_TIMEOUT_S, TIME_LIMIT_RANGE
 from hetsched.slurm.local import DEFAULT_STATE_DIR
+from hetsched.slurm.source import LEARN_PRIORS
 
 log = logging.getLogger("hetsched")
 
@@ -59,6 +60,11 @@ IDLE_EXIT_RANGE = Range(0.0, MAX_TIME_S, noun="seconds")
               help="The cluster's GPU types in order, v100,p100,k80 (the type preference "
               "of FIFO-like policies; a replay takes it from --cluster's order); default: "
               "a local cluster's spec order with --cluster-dir, else by name.")
+@click.option("--learn", type=click.Choice(LEARN_PRIORS), default="off", show_default=True,
+              help="Learn throughputs from the jobs' reports as they run, starting from the "
+              "throughput source, the built-in catalogue or nothing (a job type never seen "
+              "starts from a bootstrap estimate); the policy plans with what was learned, "
+              "written to OUT/learned_throughput.csv.")
 @tenants_option(": kept around the policy (jobs name their tenant in their metadata), and "
                 "the fairness figures count per tenant.")
 @click.option("--poll", "poll_s", type=FloatIn(POLL_RANGE, "bad poll interval"), default=0.25,
@@ -77,7 +83,7 @@ IDLE_EXIT_RANGE = Range(0.0, MAX_TIME_S, noun="seconds")
               "changes.")
 def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: Path | None,
                       throughput_path: Path | None, checkpoints: Path | None,
-                      handover: Path | None, type_order: str | None,
+                      handover: Path | None, type_order: str | None, learn: str,
                       tenants_path: Path | None, poll_s: float, stop_after: int | None,
                       idle_exit_s: float | None, decision_timeout_s: float | None) -> None:
     """Schedule the managed jobs of a live Slurm cluster with a rolling policy: jobs
@@ -93,6 +99,7 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
     from hetsched.slurm.agent_lock import agent_lock
     from hetsched.slurm.control import SlurmControl, SlurmUnreachableError
     from hetsched.slurm.history import History
+    from hetsched.slurm.learning import reports_for
     from hetsched.slurm.live import SlurmCluster
     from hetsched.slurm.source import source_for_run
 
@@ -125,7 +132,11 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
                              expected="a running Slurm cluster") from None
         speeds = throughputs(first.cluster, source)
         history = History(out / "events.jsonl")
-        agent = Agent(live, policy, speeds.model, history, settings, truth=speeds.truth)
+        if checkpoints is None and cluster_dir is not None:
+            checkpoints = cluster_dir / "checkpoints"
+        reports = reports_for(checkpoints, learn, first.cluster, speeds.model)
+        agent = Agent(live, policy, speeds.model, history, settings, truth=speeds.truth,
+                      reports=reports)
         log.info("agent: policy %s on %d nodes (%d GPUs), partition %s", policy_name,
                  len(first.cluster.nodes), len(first.cluster.gpus), partition)
         code = 0
@@ -144,13 +155,16 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
         finally:
             signal.signal(signal.SIGTERM, previous)
             history.close()
-        if checkpoints is None and cluster_dir is not None:
-            checkpoints = cluster_dir / "checkpoints"
+        learned = reports.learned if reports is not None else None
+        if learned is not None:
+            learned.write_csv(out / "learned_throughput.csv")
         summary = history.write(out, policy=policy_name, truth=speeds.truth,
                                 wall_s=time.monotonic() - began,
                                 checkpoints=checkpoints, tenants=tenants,
                                 figures={**policy.figures(),
-                                         **agent.recovery.figures()}) \
+                                         **agent.recovery.figures(),
+                                         **({"learned_keys": len(learned.rows())}
+                                            if learned is not None else {})}) \
             if history.cluster else {}
         click.echo(f"{summary.get('completed', 0)} of {summary.get('jobs', 0)} jobs completed; "
                    f"wrote {out}/summary.json, jobs.csv, decisions.csv", err=True)

@@ -38,6 +38,7 @@ from hetsched.policies.rolling import ClusterState, Decision, RollingPolicy, Run
 from hetsched.simulate.driver import PolicyDriver, start_problem
 from hetsched.slurm.control import SlurmRefusedError
 from hetsched.slurm.history import History
+from hetsched.slurm.learning import Reports
 from hetsched.slurm.live import LiveCluster
 from hetsched.slurm.recovery import Recovery
 from hetsched.slurm.runnable import NeverRuns
@@ -113,7 +114,8 @@ class Agent:
                  history: History, settings: AgentSettings | None = None, *,
                  clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep,
-                 truth: ThroughputModel | None = None) -> None:
+                 truth: ThroughputModel | None = None,
+                 reports: Reports | None = None) -> None:
         self.live = live
         self.policy = policy
         self.driver = PolicyDriver(policy)
@@ -132,6 +134,8 @@ class Agent:
         self._idle_since: float | None = None
         self.stopped_because = ""
         self.recovery = Recovery(live, history)
+        #: the jobs' reports: their progress, and what is learned from them
+        self.reports = reports
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> None:
@@ -151,6 +155,8 @@ class Agent:
             snapshot = self.live.read()
             unix = self.clock()
         self._tell_ended(self.history.observe(snapshot, unix), unix)
+        if self.reports is not None:
+            self.reports.read(self.history, snapshot.cluster)
         managed = snapshot.jobs
         if not managed:
             return self._idle(unix)
@@ -219,7 +225,12 @@ class Agent:
     def state(self, snapshot: Snapshot, now: float) -> ClusterState:
         """What the policy sees: the waiting jobs (pending, with their steps left as
         the history predicts them), the running ones, the free GPUs (a job COMPLETING
-        neither runs nor waits: its GPUs are free, see :mod:`hetsched.slurm.state`)."""
+        neither runs nor waits: its GPUs are free, see :mod:`hetsched.slurm.state`).
+        Learning, the policy sees what was learned so far
+        (:meth:`~hetsched.slurm.learning.Reports.policy_model`)."""
+        if self.reports is not None and self.reports.learned is not None:
+            self.model = self.never.model = self.reports.policy_model(
+                [seen.meta.job for seen in self.history.jobs.values()], snapshot.cluster)
         moving = self._placed_moves(snapshot)
         pending = sorted(self.never.runnable((j.meta.job for j in snapshot.jobs.values()
                                               if j.waiting and j.job_id not in moving),
@@ -228,22 +239,29 @@ class Agent:
         # A job a decision moved runs where it was moved to, as in a replay, while Slurm
         # requeues it: its new GPUs are not free, and it is not waiting.
         running = [RunningJob(snapshot.jobs[job_id].meta.job, move.gpu_type, move.gpus, now,
-                              self.history.remaining(snapshot.jobs[job_id].meta.job, now,
-                                                     self.truth, snapshot.cluster))
+                              self._remaining(snapshot.jobs[job_id].meta.job, now,
+                                              snapshot.cluster))
                    for job_id, move in moving.items()]
         free = snapshot.free.difference(g for move in moving.values() for g in move.gpus)
         for job in snapshot.jobs.values():
             if job.holding and job.gpus and not job.handing_over:
                 gpu_type = snapshot.cluster.node_by_name[job.nodes[0]].gpu_type if job.nodes else ""
-                left = self.history.remaining(job.meta.job, now, self.truth, snapshot.cluster)
+                left = self._remaining(job.meta.job, now, snapshot.cluster)
                 running.append(RunningJob(job.meta.job, gpu_type, job.gpus,
                                           self.history.started(job.job_id, now), left))
-        remaining = {job.id: self.history.remaining(job, now, self.truth, snapshot.cluster)
-                     for job in pending}
+        remaining = {job.id: self._remaining(job, now, snapshot.cluster) for job in pending}
         return ClusterState(now, snapshot.cluster, self.model, tuple(pending), remaining,
                             tuple(running), free,
                             attained=self.history.attained(now),
                             preemptions=self.history.preemptions())
+
+    def _remaining(self, job: Job, now: float, cluster: Cluster) -> float:
+        """Steps left of ``job``: from its report when it has one, else as the history
+        predicts them (with ``truth``; learning, with what was learned)."""
+        if self.reports is None:
+            return self.history.remaining(job, now, self.truth, cluster)
+        model = self.model if self.reports.learned is not None else self.truth
+        return self.reports.remaining(job, now, self.history, model, cluster)
 
     def _decide(self, snapshot: Snapshot, now: float, unix: float) -> list[str]:
         """Ask the policy and apply its decision; the jobs preempted."""

@@ -338,7 +338,7 @@ class History:
             run = LiveRun(r.gpu_type, r.gpus, r.start, r.end, r.state == "completed",
                           reported=not r.gpus)
             if not r.gpus:  # a real job's run: where it ran, as the agent saw it
-                saw = _overlapping(seen.runs, r.start, r.end)
+                saw = overlapping(seen.runs, r.start, r.end)
                 if saw is None:
                     log.warning("job %s: a reported run (%.0f-%.0f) the agent never saw "
                                 "run: left out", seen.meta.job.id, r.start, r.end)
@@ -453,7 +453,7 @@ class History:
         return {**replay.summary(), **extra}
 
 
-def _overlapping(runs: list[LiveRun], start: float, end: float) -> LiveRun | None:
+def overlapping(runs: list[LiveRun], start: float, end: float) -> LiveRun | None:
     """The run of ``runs`` longest within ``[start, end]`` (Unix s; one whole second of
     slack each side, Slurm's times being whole seconds), ``None`` if none is."""
     best, overlap = None, 0.0

@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 SOURCE_FILE = "throughput-source.json"
 #: The built-in catalogue, as the record names it.
 CATALOGUE = "built-in catalogue"
+#: ``slurm run --learn``: what the learned model starts from (hetsched.slurm.learning).
+LEARN_PRIORS = ("off", "source", "catalogue", "none")
 
 
 def _name(source: Path | None) -> str:
