@@ -188,7 +188,9 @@ def one_run(kind: str, repeat: int, folder: Path, trace: Path,
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         fault.thread.start()
         deadline = time.monotonic() + args.timeout
-        while process[0].poll() is None and time.monotonic() < deadline:
+        # (while the fault strikes, the agent may be down: killed, not yet restarted)
+        while (process[0].poll() is None or fault.thread.is_alive()) \
+                and time.monotonic() < deadline:
             time.sleep(1.0)
         timed_out = process[0].poll() is None
         if timed_out:

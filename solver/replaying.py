@@ -470,11 +470,17 @@ def window_figures(replay: Replay, jobs: Sequence[Job], window: tuple[int, int]
 def check_replay(replay: Replay, jobs: Sequence[Job], truth: ThroughputModel) -> list[Violation]:
     """The independent checker's verdict on what the replay ran (:meth:`Replay.schedule`:
     every run segment, preemptions and restart penalties included) against the measured
-    throughput; an interrupted replay is checked for the segments that ended."""
+    throughput; an interrupted replay is checked for the segments that ended. Only the
+    segments of ``jobs`` are checked."""
+    import dataclasses
+
     from hetsched.core.check import check
     from hetsched.core.records import Instance
 
+    ids = {job.id for job in jobs}
     schedule = replay.schedule()
+    schedule = dataclasses.replace(schedule, assignments=tuple(
+        a for a in schedule.assignments if a.job in ids))
     instance = Instance(replay.cluster, tuple(jobs), truth, now=min(
         (job.arrival for job in jobs), default=0.0), colocation=replay.colocation)
     violations = check(instance, schedule, complete=not replay.interrupted)

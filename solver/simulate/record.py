@@ -52,6 +52,9 @@ class JobRecord:
     #: How it ended when not by completing (a live run's: cancelled, failed,
     #: node-failed, gone); "" for a job that completed or has not ended.
     ended_otherwise: str = ""
+    #: Steps per trace second over its runs as the job reported them (a live run's,
+    #: hetsched.job), ``None`` without a report.
+    reported_throughput: float | None = None
 
     @property
     def end_state(self) -> str:
@@ -213,7 +216,7 @@ class Replay:
                 "|".join(dict.fromkeys(record.gpu_types)), len(record.gpus),
                 " ".join(record.gpus), record.preemptions, record.gpu_seconds,
                 job.deadline, "" if record.met is None else int(record.met), job.tenant or "",
-                rho.get(job.id), record.end_state))
+                rho.get(job.id), record.end_state, record.reported_throughput))
         return rows
 
     def rho(self) -> dict[str, float]:
@@ -306,10 +309,10 @@ class Replay:
 #: The columns of jobs.csv (:meth:`Replay.job_rows`).
 JOB_COLUMNS = ("job", "job_type", "arrival", "start", "finish", "jct", "gpu_types",
                "num_gpus", "gpus", "preemptions", "gpu_seconds", "deadline", "met", "tenant",
-               "rho", "end_state")
+               "rho", "end_state", "reported_throughput")
 #: The columns of jobs.csv written as repr-exact floats (empty when unknown).
 FLOAT_COLUMNS = frozenset({"arrival", "start", "finish", "jct", "gpu_seconds", "deadline",
-                          "rho"})
+                          "rho", "reported_throughput"})
 #: The columns of decisions.csv: every field of :class:`DecisionLog` but the wall clock.
 DECISION_COLUMNS = tuple(f.name for f in fields(DecisionLog) if f.name != "decision_time_s")
 

@@ -347,6 +347,18 @@ class History:
             closed.append((run, r.steps_end - r.steps_start))
         return closed
 
+    def reported_throughput(self, seen: Seen, checkpoints: Path | None) -> float | None:
+        """Steps per trace second of a job over its runs as its report has them (from
+        each run's resume: no restore time); ``None`` without a report or progress."""
+        path = None if checkpoints is None or seen.slurm_id is None else \
+            checkpoint_path(checkpoints, str(seen.slurm_id))
+        found = read_checkpoint(path) if path is not None else None
+        if found is None:
+            return None
+        steps = sum(r.steps_end - r.steps_start for r in found.runs)
+        seconds = sum(max(0.0, r.end - r.resume) for r in found.runs) * seen.meta.speedup
+        return steps / seconds if steps > 0 and seconds > 0 else None
+
     def replay(self, truth: ThroughputModel | None, *, wall_s: float = 0.0,
                checkpoints: Path | None = None) -> Replay:
         """What ran as a :class:`Replay` in trace time: one segment per run, with the
@@ -361,6 +373,7 @@ class History:
             record = records[job_id] = JobRecord(job, ended_otherwise=END_STATES.get(
                 seen.ended, seen.ended.lower()))
             closed = self.runs_of(seen, checkpoints)
+            record.reported_throughput = self.reported_throughput(seen, checkpoints)
             # a job that ended otherwise than completed (cancelled, failed, its node
             # failed): its last run was not a preemption
             stopped_for_good = seen.ended not in ("", "COMPLETED")
@@ -419,7 +432,8 @@ class History:
         with the agent's figures (release-to-start latency p50 and p95, and a move's
         requeue-to-start, wall s) and,
         with the emulator's ``checkpoints`` and ``truth``, the independent checker's
-        verdict on what ran (``checker_violations``; the first few in the log); with
+        verdict on what ran (``checker_violations``; the first few in the log; real jobs,
+        which train at their own speed, left out: ``checker_left_out_real_jobs``); with
         ``tenants``, the fairness figures that need the tenant table (quota violations);
         ``figures``, the policy's own (its ``figures()``, as a replay's summary has them)."""
         replay = self.replay(truth, wall_s=wall_s, checkpoints=checkpoints)
@@ -441,10 +455,14 @@ class History:
         if checkpoints is not None and truth is not None:
             from hetsched.replaying import check_replay
 
-            checked = [r.job for r in replay.records.values()
-                       if r.segments or not why_never_runs(r.job, replay.cluster, truth)]
+            # A real job trains at its own speed, not the model's: left to its report.
+            real = {job_id for job_id, seen in self.jobs.items()
+                    if any(run.reported for run, _ in self.runs_of(seen, checkpoints))}
+            checked = [r.job for r in replay.records.values() if r.job.id not in real and (
+                r.segments or not why_never_runs(r.job, replay.cluster, truth))]
             violations = check_replay(replay, checked, truth)
             extra["checker_violations"] = len(violations)
+            extra["checker_left_out_real_jobs"] = len(real)
             for violation in violations[:5]:
                 log.warning("checker: %s", violation)
         files = replay.files(extra)

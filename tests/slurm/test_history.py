@@ -130,4 +130,6 @@ def test_a_real_jobs_report_gives_steps_and_times_and_the_agent_its_gpus(
     assert [(s.gpus, s.start, s.finish, s.work) for s in record.segments] == [
         (GPUS, 1.0, 10.0, 9_000.0), (other, 12.0, 21.0, 9_000.0)]
     assert (record.finish, record.preemptions) == (21.0, 1)
+    assert record.reported_throughput == 1_000.0  # 18,000 steps in 9 + 9 s of its runs
+    assert record.end_state == "completed"
     assert check(Instance(CLUSTER, (meta.job,), table), replay.schedule()) == []
