@@ -13,6 +13,8 @@ fault strikes once the first job has run --at wall seconds:
   agent-kill         the agent SIGKILLed, started again on the same --out after 5 s
   requeue            every running job requeued by someone else (scontrol requeue, as an
                      operator or Slurm's own preemption would), twice, 10 s apart
+  preempt-checkpointing  a running job requeued the moment its checkpoint file changes
+                     (within milliseconds of its write), for two jobs in turn
 
 For each run: the jobs lost (not completed exactly once by the end: Slurm's jobcomp
 log), those run again after completing (a run in the emulator's checkpoint after its
@@ -49,7 +51,7 @@ from slurm_fidelity import HETSCHED, THROUGHPUT, TRACE, band_trace, jcts
 
 CLUSTER = "v100=8,k80=8"
 FAULTS = ("node-kill", "node-drain", "slurmd-restart", "slurmctld-restart", "agent-kill",
-          "requeue")
+          "requeue", "preempt-checkpointing")
 PORT = 21817
 
 
@@ -123,7 +125,29 @@ class Fault:
                 for job, _host in running_jobs(self.cluster_dir):
                     slurm(self.cluster_dir, "scontrol", "requeue", job)
                 time.sleep(10.0)
+        elif self.kind == "preempt-checkpointing":
+            for job, _host in jobs[:2]:
+                node = f"{node} job {job} ({self.requeue_at_write(job)})"
         self.note = f"{self.kind} on {node or '-'} at {time.monotonic() - began:.0f} s"
+
+    def requeue_at_write(self, job: str) -> str:
+        """Requeue Slurm job ``job`` as soon as its checkpoint file changes; how soon."""
+        path = self.cluster_dir / "checkpoints" / f"{job}.json"
+        try:
+            before = path.stat().st_mtime_ns
+        except OSError:
+            return "no checkpoint"
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            try:
+                now = path.stat().st_mtime_ns
+            except OSError:
+                now = before
+            if now != before:
+                slurm(self.cluster_dir, "scontrol", "requeue", job)
+                return f"{(time.time_ns() - now) / 1e6:.0f} ms after a write"
+            time.sleep(0.001)
+        return "no write in 30 s"
 
 
 def completions(cluster_dir: Path) -> Counter[str]:

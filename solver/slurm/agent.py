@@ -136,6 +136,8 @@ class Agent:
         self.recovery = Recovery(live, history)
         #: the jobs' reports: their progress, and what is learned from them
         self.reports = reports
+        if reports is not None:
+            self.recovery.last_run = reports.last_run
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> None:

@@ -44,6 +44,8 @@ class Reports:
     learned: LearnedThroughput | None = None
     #: job id -> (steps done, Unix time of the write, running)
     progress: dict[str, tuple[float, float, bool]] = field(default_factory=dict)
+    #: job id -> the state of its last reported run (running, stopped, completed, failed)
+    last_run: dict[str, str] = field(default_factory=dict)
     _stamps: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: (Slurm id, run index) -> (Unix time, steps) of the last stretch observed
     _observed: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
@@ -78,6 +80,7 @@ class Reports:
                 continue
             running = bool(report.runs) and report.runs[-1].state == "running"
             self.progress[job_id] = (report.steps, report.updated, running)
+            self.last_run[job_id] = report.runs[-1].state if report.runs else ""
             if self.learned is not None:
                 taken += self._learn(seen.slurm_id, seen.meta.job, seen.runs, report,
                                      seen.meta.speedup, cluster)

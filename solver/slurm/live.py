@@ -125,8 +125,11 @@ class SlurmCluster:
         self._requeued_at[job] = self.clock()
 
     def hold(self, job: str) -> None:
-        """``scontrol hold``."""
+        """``scontrol hold``. A job held here was released or requeued by someone else,
+        when is unknown: taken as now, so that a release within this wall second begins
+        in the next (:meth:`start`)."""
         self.control.hold(self._ids[job])
+        self._requeued_at[job] = self.clock()
 
     def retry(self, job: str) -> None:
         """``scontrol requeuehold`` of a job that ended (Slurm keeps it for ``MinJobAge``

@@ -4,7 +4,8 @@ memory beyond the agent's journal.
 
 - **A job whose node failed runs again.** A managed job that ended NODE_FAIL or
   BOOT_FAIL, or FAILED while one of its nodes was down or not responding (now or within
-  :data:`RECENT_S`), is requeued held (``scontrol requeuehold``, which Slurm allows on an
+  :data:`RECENT_S`) or while its report says its last run stopped cleanly (Slurm failed
+  to launch it again), is requeued held (``scontrol requeuehold``, which Slurm allows on an
   ended job it still lists): the policy starts it again, and it resumes from its
   checkpoint. At most :data:`MAX_RETRIES` times a job; a job that failed on healthy nodes
   ends FAILED (its own error: run again it would fail again). A COMPLETED job is never
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hetsched.slurm.control import SlurmRefusedError
@@ -62,6 +64,8 @@ class Recovery:
 
     live: LiveCluster
     history: History
+    #: the last reported run's state of each job (the agent's reports, if it reads any)
+    last_run: Mapping[str, str] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
     _down_at: dict[str, float] = field(default_factory=dict)
     _retries: Counter[str] = field(default_factory=Counter)
@@ -92,7 +96,11 @@ class Recovery:
         nodes = _nodes_of(seen)
         failed = sorted(n for n in nodes if n in snapshot.unusable_nodes
                         or unix - self._down_at.get(n, -RECENT_S - 1) <= RECENT_S)
-        if job.state not in NODE_LOST and not (job.state == "FAILED" and failed):
+        # FAILED, yet its last run stopped cleanly: Slurm failed to launch it again
+        # (a release within the second of a requeue: "credential revoked")
+        unlaunched = job.state == "FAILED" and self.last_run.get(job.job_id) == "stopped"
+        if job.state not in NODE_LOST and not (job.state == "FAILED" and
+                                               (failed or unlaunched)):
             return False
         if self._retries[job.job_id] >= MAX_RETRIES:
             self._once(("retries", job.job_id), "job %s (Slurm %d) ended %s after %d "
@@ -109,10 +117,11 @@ class Recovery:
         self.counts["requeued_after_node_failure"] += 1
         end = job.end_unix + HALF_SECOND if job.end_unix is not None else unix
         self.history.preempting(job.job_id, end)  # its run ended there, not finished
-        log.warning("job %s (Slurm %d) ended %s (nodes %s %s): requeued held, to resume "
+        why = "down" if failed else "launch failed after a clean stop" if unlaunched \
+            else "failed"
+        log.warning("job %s (Slurm %d) ended %s (nodes %s: %s): requeued held, to resume "
                     "from its checkpoint where the policy starts it", job.job_id,
-                    job.slurm_id, job.state, ",".join(sorted(nodes)) or "?",
-                    "down" if failed else "failed")
+                    job.slurm_id, job.state, ",".join(sorted(nodes)) or "?", why)
         return True
 
     def _hold_unasked(self, job: SlurmJob, seen: Seen | None, snapshot: Snapshot) -> bool:

@@ -6,6 +6,7 @@ checker); GPUs Slurm counts used that no job holds are seen."""
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import subprocess
@@ -148,5 +149,5 @@ def test_a_job_whose_node_loses_its_power_runs_again_from_its_checkpoint(
     assert 0 < resumed.steps_start == killed.steps_end  # resumed from the checkpoint
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["completed"], summary["checker_violations"]) == (2, 0)
-    ends = [line.split(",")[-1] for line in (out / "jobs.csv").read_text().splitlines()]
-    assert ends == ["end_state", "completed", "completed"]
+    with (out / "jobs.csv").open() as file:
+        assert [row["end_state"] for row in csv.DictReader(file)] == ["completed"] * 2
