@@ -119,15 +119,36 @@ def submit(trace: Path, cluster_dir: Path, jobs: int, speedup: float, *,
                    stdout=subprocess.DEVNULL)
 
 
-def agent(cluster_dir: Path, policy: str, out: Path, jobs: int, poll_s: float
-          ) -> subprocess.Popen[bytes]:
-    """`hetsched slurm run` in the background until ``jobs`` managed jobs ended."""
+def agent(cluster_dir: Path, policy: str, out: Path, jobs: int, poll_s: float,
+          learn: str = "off") -> subprocess.Popen[bytes]:
+    """`hetsched slurm run` in the background until ``jobs`` managed jobs ended (learning
+    throughputs over the prior ``learn`` unless "off")."""
     log = (out.parent / f"{out.name}.log").open("ab")
     return subprocess.Popen([*HETSCHED, "slurm", "run", "--policy", policy, "--out", str(out),
                              "--cluster-dir", str(cluster_dir), "--throughput",
                              str(THROUGHPUT), "--stop-after", str(jobs),
-                             "--poll", str(poll_s)],
+                             "--poll", str(poll_s), "--learn", learn],
                             stdout=log, stderr=log)
+
+
+def learned_accuracy(path: Path) -> dict[str, object]:
+    """What an agent learned (its learned_throughput.csv) against the measured table:
+    the keys it measured, how many within 10 %, the median and largest error."""
+    from hetsched.core.throughput import Placement
+    from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.files.replay_inputs import throughputs
+
+    truth = throughputs(parse_cluster(CLUSTER), THROUGHPUT).truth
+    errors = []
+    with path.open() as handle:
+        for row in csv.DictReader(handle):
+            true = truth.throughput(row["job_type"], row["gpu_type"], int(row["num_gpus"]),
+                                    Placement(row["placement"]))
+            errors.append(abs(float(row["throughput"]) - true) / true)
+    return {"learned_keys": len(errors),
+            "learned_within_10pct": sum(1 for e in errors if e <= 0.10),
+            "learned_error_p50": percentile(errors, 50) if errors else math.nan,
+            "learned_error_max": max(errors, default=math.nan)}
 
 
 def wait_idle(cluster_dir: Path, timeout_s: float) -> None:
@@ -271,6 +292,10 @@ def main() -> None:
                         "traces/NAME.trace)")
     parser.add_argument("--load", type=float, default=1.0,
                         help="divide the band's arrival times by this (band_trace)")
+    parser.add_argument("--learn", default="off", choices=("off", "source", "catalogue", "none"),
+                        help="the agent learns throughputs from the jobs' reports over this "
+                        "prior (slurm run --learn); the row adds what it learned against "
+                        "the measured table")
     parser.add_argument("--poll", type=float, default=0.1,
                         help="the agent's poll interval (wall s)")
     parser.add_argument("--epilog", type=float, default=None,
@@ -345,10 +370,11 @@ def write_rows(rows: list[dict[str, object]], out: Path | None) -> None:
 def cell(policy: str, cluster_dir: Path, folder: Path, args: argparse.Namespace, *,
          crash: bool) -> dict[str, object]:
     """One policy through the agent, and its replay."""
-    name = f"{policy}{'-crash' if crash else ''}"
+    name = f"{policy}{'-crash' if crash else ''}" + \
+        (f"-learn-{args.learn}" if args.learn != "off" else "")
     out = folder / name
     began = time.monotonic()
-    running = agent(cluster_dir, policy, out, args.jobs, args.poll)
+    running = agent(cluster_dir, policy, out, args.jobs, args.poll, args.learn)
     time.sleep(1.0)
     submitter = subprocess.Popen([*HETSCHED, "slurm", "submit", str(args.trace), "--format",
                                   "gavel",
@@ -360,7 +386,7 @@ def cell(policy: str, cluster_dir: Path, folder: Path, args: argparse.Namespace,
         time.sleep(60.0)
         running.send_signal(signal.SIGKILL)
         running.wait()
-        running = agent(cluster_dir, policy, out, args.jobs, args.poll)
+        running = agent(cluster_dir, policy, out, args.jobs, args.poll, args.learn)
     submitter.wait()
     running.wait(timeout=3600)
     wall = time.monotonic() - began
@@ -387,7 +413,9 @@ def cell(policy: str, cluster_dir: Path, folder: Path, args: argparse.Namespace,
             "latency_p95_s": summary.get("start_latency_p95_s"),
             "move_latency_p50_s": move, "moves": summary.get("moves_measured"),
             "told_start_latency_s": latency, "told_restart_penalty_s": penalty,
-            **{f"told_{k}": v for k, v in errors_of(real, told).items()}, "wall_s": wall}
+            **{f"told_{k}": v for k, v in errors_of(real, told).items()}, "wall_s": wall,
+            **(learned_accuracy(out / "learned_throughput.csv") if args.learn != "off"
+               else {})}
 
 
 def anchor(cluster_dir: Path, args: argparse.Namespace,
