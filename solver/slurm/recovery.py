@@ -14,9 +14,10 @@ memory beyond the agent's journal.
 - **The policy decides where a job goes.** A managed job pending and not held that this
   agent did not release (Slurm requeued it after its node failed, an operator ran
   ``scontrol requeue`` or ``release``, an agent before this one released it), or one it
-  released onto a node that is now down or drained, is held again (``scontrol hold``)
-  and waits for the policy. Slurm would otherwise start it on its pinned nodes whenever
-  they come back, or never, while other GPUs idle.
+  released onto a node that is now down or drained, or whose GPUs Slurm counts used for
+  no job, or that Slurm has not started within :data:`RELEASE_PATIENCE_S`, is held again
+  (``scontrol hold``) and waits for the policy. Slurm would otherwise start it on its
+  pinned nodes whenever they come back, or never, while other GPUs idle.
 - **GPUs Slurm counts used that no job holds** (seen after a node's slurmd died and came
   back) are busy to the agent (:attr:`~hetsched.slurm.state.Snapshot.phantom`: Slurm
   starts nothing there) and reported once they persist :data:`PHANTOM_REPORT_S`.
@@ -46,6 +47,9 @@ RECENT_S = 300.0
 MAX_RETRIES = 3
 #: Wall seconds GPUs stay used with no job holding them before they are reported.
 PHANTOM_REPORT_S = 10.0
+#: Wall seconds a job this agent released may wait for Slurm to start it before it is
+#: held again and placed anew (Slurm starts one within a second or two).
+RELEASE_PATIENCE_S = 30.0
 #: Wall seconds a moved job may take to come back pending before its move is dropped.
 MOVE_PATIENCE_S = 30.0
 #: Slurm's end states of a run its node took down.
@@ -86,7 +90,7 @@ class Recovery:
             if job.ended:
                 acted |= self._node_failed(job, seen, snapshot, unix)
             elif job.state == "PENDING" and not job.held:
-                acted |= self._hold_unasked(job, seen, snapshot)
+                acted |= self._hold_unasked(job, seen, snapshot, unix)
         return acted
 
     def _node_failed(self, job: SlurmJob, seen: Seen | None, snapshot: Snapshot,
@@ -124,14 +128,19 @@ class Recovery:
                     job.slurm_id, job.state, ",".join(sorted(nodes)) or "?", why)
         return True
 
-    def _hold_unasked(self, job: SlurmJob, seen: Seen | None, snapshot: Snapshot) -> bool:
-        released = seen is not None and seen.asked_start is not None
-        lost = sorted(set(job.nodes) & snapshot.unusable_nodes)
-        if released and not lost:
+    def _hold_unasked(self, job: SlurmJob, seen: Seen | None, snapshot: Snapshot,
+                      unix: float) -> bool:
+        asked = seen.asked_start if seen is not None else None
+        if asked is None:
+            why = f"released or requeued by Slurm or someone else (restarts {job.restarts})"
+        elif lost := sorted(set(job.nodes) & snapshot.unusable_nodes):
+            why = f"released onto {','.join(lost)}, now down or drained"
+        elif stuck := sorted(set(job.nodes) & self._phantom_nodes(unix)):
+            why = f"released onto {','.join(stuck)}, whose GPUs Slurm counts used for no job"
+        elif unix - asked > RELEASE_PATIENCE_S:
+            why = f"released {unix - asked:.0f} s ago and not started by Slurm"
+        else:
             return False
-        why = (f"released onto {','.join(lost)}, now down or drained" if released else
-               "released or requeued by Slurm or someone else (restarts "
-               f"{job.restarts})")
         try:
             self.live.hold(job.job_id)
         except SlurmRefusedError as exc:  # started meanwhile: it runs; the next reading
@@ -143,6 +152,11 @@ class Recovery:
         log.warning("job %s (Slurm %d) %s: held, for the policy to decide where it runs",
                     job.job_id, job.slurm_id, why)
         return True
+
+    def _phantom_nodes(self, unix: float) -> set[str]:
+        """Nodes with GPUs counted used for no job for :data:`PHANTOM_REPORT_S` or more."""
+        return {gpu.split("/", 1)[0] for gpu, since in self._phantom_since.items()
+                if unix - since >= PHANTOM_REPORT_S}
 
     def _phantoms(self, snapshot: Snapshot, unix: float) -> None:
         for gpu in list(self._phantom_since):

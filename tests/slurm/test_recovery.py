@@ -105,3 +105,25 @@ def test_a_pending_released_job_is_held_unless_this_agent_released_it() -> None:
     assert recovery.history.jobs["a"].asked_start is None
     recovery, live, snapshot = ran_then("PENDING", held=True)  # held: the policy's
     assert not recovery.mend(snapshot, 1011.0)
+
+
+def test_a_released_job_slurm_does_not_start_is_held_again() -> None:
+    # The agent released job a onto v100-0 at 1010. Slurm counts v100-0's GPUs 2-3 used
+    # for no job from 1011 on (after a node's slurmd died and came back, Slurm then
+    # starts nothing there): once that lasted PHANTOM_REPORT_S (10 s), at 1021, the job
+    # is held for the policy to place elsewhere. Elsewhere, a released job still pending
+    # after RELEASE_PATIENCE_S (30 s) is held too.
+    from hetsched.slurm.recovery import RELEASE_PATIENCE_S
+
+    recovery, live, snapshot = ran_then("PENDING", nodes=("v100-0",))
+    recovery.history.starting("a", 1010.0)
+    stuck = Snapshot(CLUSTER, snapshot.jobs, frozenset(), phantom=frozenset(
+        {"v100-0/2", "v100-0/3"}))
+    assert not recovery.mend(stuck, 1011.0)
+    assert not recovery.mend(stuck, 1020.0)
+    assert recovery.mend(stuck, 1021.0)
+    assert live.asked == [("hold", "a")]
+    recovery, live, snapshot = ran_then("PENDING", nodes=("v100-0",))
+    recovery.history.starting("a", 1010.0)
+    assert not recovery.mend(snapshot, 1010.0 + RELEASE_PATIENCE_S)
+    assert recovery.mend(snapshot, 1010.5 + RELEASE_PATIENCE_S)
