@@ -25,6 +25,7 @@ to CSV with --out.
 
     python benchmarks/slurm_faults.py --repeats 3 --out benchmarks/results/slurm_faults.csv
     python benchmarks/slurm_faults.py --faults node-kill --repeats 1 --keep /tmp/faults
+    python benchmarks/slurm_faults.py --summarize benchmarks/results/slurm_faults.csv
 
 It starts a fresh local cluster per run in a temporary folder on ports from 21817.
 Needs root, slurm-wlm and munge, ../shared/data.
@@ -265,7 +266,16 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--keep", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--summarize", type=Path, nargs="+", default=None, metavar="CSV",
+                        help="only summarize the runs of these CSV files, per fault")
     args = parser.parse_args()
+    if args.summarize is not None:
+        rows_read: list[dict[str, object]] = []
+        for path in args.summarize:
+            with path.open() as handle:
+                rows_read.extend(csv.DictReader(handle))
+        print("\n".join(summarize(rows_read)))
+        return
     if not TRACE.is_file():
         sys.exit(f"{TRACE} is absent: this benchmark needs ../shared/data")
     kinds = args.faults.split(",")
@@ -282,6 +292,30 @@ def main() -> None:
                 rows.append(one_run(kind, repeat, folder, trace, args))
                 if args.out is not None:
                     write(rows, args.out)
+    print("\n".join(summarize(rows)))
+
+
+def summarize(rows: list[dict[str, object]]) -> list[str]:
+    """One line per fault over its runs: jobs completed once of all, lost, run twice or
+    after completing, left in Slurm, runs with outputs, checker violations, and the
+    average JCT against the replay (mean, range)."""
+    lines = []
+    for kind in dict.fromkeys(str(row["fault"]) for row in rows):
+        mine = [row for row in rows if row["fault"] == kind]
+
+        def total(key: str, runs: list[dict[str, object]] = mine) -> int:
+            return sum(int(float(str(row[key] or 0))) for row in runs)
+
+        ratios = [float(str(row["avg_jct_vs_replay"])) for row in mine]
+        lines.append(
+            f"{kind}: {len(mine)} runs, {total('completed_once')} of "
+            f"{total('jobs')} jobs completed once, lost {total('lost')}, run twice "
+            f"{total('completed_twice')}, after completing {total('ran_after_completing')}, "
+            f"left in Slurm {total('left_in_slurm')}, outputs in "
+            f"{sum(str(row['outputs_written']) == 'True' for row in mine)} runs, checker "
+            f"violations {total('checker_violations')}, average JCT / replay "
+            f"{sum(ratios) / len(ratios):.3f} ({min(ratios):.3f} to {max(ratios):.3f})")
+    return lines
 
 
 def write(rows: list[dict[str, object]], path: Path) -> None:
