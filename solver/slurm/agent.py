@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class AgentSettings:
     """How the agent runs: its poll interval (wall s), when it stops (after
-    ``stop_after`` managed jobs ended, or after ``idle_exit_s`` wall seconds with
+    ``stop_after`` managed jobs ended, once none runs, or after ``idle_exit_s`` wall seconds with
     nothing managed pending or running; ``None``: never, until Ctrl-C), and the wall-clock
     limit of one call of the policy (``decision_timeout_s``, as a replay's: a call over it
     changes nothing that runs, and is logged)."""
