@@ -133,19 +133,28 @@ def agent(cluster_dir: Path, policy: str, out: Path, jobs: int, poll_s: float,
 
 def learned_accuracy(path: Path) -> dict[str, object]:
     """What an agent learned (its learned_throughput.csv) against the measured table:
-    the keys it measured, how many within 10 %, the median and largest error."""
+    the keys it measured, how many within 10 %, the median and largest error; a key where
+    the table has no speed (the job cannot run there: a policy seeing only the prior's
+    bootstrap may start it there, and the job then makes no step) is counted apart, as
+    ``learned_keys_unrunnable``, with how many the agent learned as 0."""
     from hetsched.core.throughput import Placement
     from hetsched.files.cluster_spec import parse_cluster
     from hetsched.files.replay_inputs import throughputs
 
     truth = throughputs(parse_cluster(CLUSTER), THROUGHPUT).truth
     errors = []
+    unrunnable = learned_zero = 0
     with path.open() as handle:
         for row in csv.DictReader(handle):
             true = truth.throughput(row["job_type"], row["gpu_type"], int(row["num_gpus"]),
                                     Placement(row["placement"]))
+            if true <= 0:
+                unrunnable += 1
+                learned_zero += float(row["throughput"]) == 0.0
+                continue
             errors.append(abs(float(row["throughput"]) - true) / true)
-    return {"learned_keys": len(errors),
+    return {"learned_keys": len(errors), "learned_keys_unrunnable": unrunnable,
+            "learned_unrunnable_as_zero": learned_zero,
             "learned_within_10pct": sum(1 for e in errors if e <= 0.10),
             "learned_error_p50": percentile(errors, 50) if errors else math.nan,
             "learned_error_max": max(errors, default=math.nan)}
@@ -240,7 +249,9 @@ def told_from(kept: Path) -> list[dict[str, object]]:
                      "latency_p50_s": summary.get("start_latency_p50_s"),
                      "move_latency_p50_s": move, "move_latency_source": source,
                      "told_start_latency_s": latency, "told_restart_penalty_s": penalty,
-                     **{f"told_{k}": v for k, v in errors_of(real, jcts(told)).items()}})
+                     **{f"told_{k}": v for k, v in errors_of(real, jcts(told)).items()},
+                     **(learned_accuracy(run / "learned_throughput.csv")
+                        if (run / "learned_throughput.csv").is_file() else {})})
     return rows
 
 

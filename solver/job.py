@@ -83,8 +83,10 @@ VERSION = 2
 READ_VERSIONS = (1, 2)
 #: How a run or a job stands: ``running`` (the last write of a live run; a run killed
 #: without warning stays so), ``stopped`` (SIGTERM: requeued or cancelled), ``completed``
-#: (its steps reached the work), ``failed`` (it could not run, or said it failed).
-STATES = ("running", "stopped", "completed", "failed")
+#: (its steps reached the work), ``failed`` (it could not run, or said it failed),
+#: ``refused`` (it cannot run on the GPUs it was given, and may elsewhere: a GPU type or
+#: gang size it may not use, not enough memory there; the agent places it anew).
+STATES = ("running", "stopped", "completed", "failed", "refused")
 #: Wall seconds between two reports of :meth:`Run.report` by default.
 REPORT_EVERY_S = 1.0
 #: The environment a job is told its report's place and itself in.
@@ -264,6 +266,12 @@ class Run:
         started): written at once."""
         self._write("failed", self.record.steps_start if steps is None else _at_least_0(steps),
                     at, note)
+
+    def refused(self, note: str, *, at: float | None = None) -> None:
+        """The run cannot go on *on these GPUs* (``note`` says why: a GPU type it may not
+        use, too little memory, too many GPUs), at the steps it started from: written at
+        once. The agent places the job anew, elsewhere (docs/slurm.md, "Faults")."""
+        self._write("refused", self.record.steps_start, at, note)
 
     def _write(self, state: str, steps: float, at: float | None, note: str) -> None:
         now = time.time()

@@ -23,8 +23,8 @@ counts a job's run from its start.
 Exit codes: 0 the job's steps reached its work; 2 bad input (metadata, arguments,
 throughput file, checkpoint); 3 it cannot run on the GPUs it was given (a GPU type or
 gang size it may not use, or no measured throughput there: the run is recorded as
-``failed``); 1 Slurm did not answer; 143 (130) stopped by SIGTERM (SIGINT), its
-progress written.
+``refused``, and the agent places the job anew); 1 Slurm did not answer; 143 (130)
+stopped by SIGTERM (SIGINT), its progress written.
 """
 
 from __future__ import annotations
@@ -257,7 +257,7 @@ class Emulator:
         if self.problem:
             log.error("job %s cannot run on %s: %s", job.id, ",".join(self.allocation.gpus),
                       self.problem)
-            self._reporter(None).failed(self.problem)
+            self._reporter(None).refused(self.problem)
             return EXIT_CANNOT_RUN
         if self.checkpoint.done:
             log.warning("job %s already did its %g steps", job.id, job.work)

@@ -333,7 +333,7 @@ class History:
         closed: list[tuple[LiveRun, float | None]] = []
         for index, r in enumerate(found.runs):
             killed = r.state == "running" and index < len(found.runs) - 1
-            if not (killed or r.state in ("stopped", "completed", "failed")):
+            if not (killed or r.state in ("stopped", "completed", "failed", "refused")):
                 continue  # running still, or killed last with nothing after it
             run = LiveRun(r.gpu_type, r.gpus, r.start, r.end, r.state == "completed",
                           reported=not r.gpus)

@@ -7,8 +7,11 @@ memory beyond the agent's journal.
   :data:`RECENT_S`) or while its report says its last run stopped cleanly (Slurm failed
   to launch it again), is requeued held (``scontrol requeuehold``, which Slurm allows on an
   ended job it still lists): the policy starts it again, and it resumes from its
-  checkpoint. At most :data:`MAX_RETRIES` times a job; a job that failed on healthy nodes
-  ends FAILED (its own error: run again it would fail again). A COMPLETED job is never
+  checkpoint. So is a job that FAILED whose report says it cannot run on the GPUs it was
+  given (run state ``refused``: a GPU type or gang size it may not use; the policy, which
+  learns its speed there as 0 with ``--learn``, places it elsewhere). At most
+  :data:`MAX_RETRIES` times a job; a job that failed on healthy nodes ends FAILED (its
+  own error: run again it would fail again). A COMPLETED job is never
   requeued (:meth:`~hetsched.slurm.live.SlurmCluster.retry` refuses it, as
   :meth:`~hetsched.slurm.live.SlurmCluster.preempt` refuses a job that is not running).
 - **The policy decides where a job goes.** A managed job pending and not held that this
@@ -103,8 +106,10 @@ class Recovery:
         # FAILED, yet its last run stopped cleanly: Slurm failed to launch it again
         # (a release within the second of a requeue: "credential revoked")
         unlaunched = job.state == "FAILED" and self.last_run.get(job.job_id) == "stopped"
+        # FAILED, its report saying it cannot run on those GPUs: another place may do
+        refused = job.state == "FAILED" and self.last_run.get(job.job_id) == "refused"
         if job.state not in NODE_LOST and not (job.state == "FAILED" and
-                                               (failed or unlaunched)):
+                                               (failed or unlaunched or refused)):
             return False
         if self._retries[job.job_id] >= MAX_RETRIES:
             self._once(("retries", job.job_id), "job %s (Slurm %d) ended %s after %d "
@@ -118,11 +123,12 @@ class Recovery:
                         job.slurm_id, job.state, exc)
             return False
         self._retries[job.job_id] += 1
-        self.counts["requeued_after_node_failure"] += 1
+        self.counts["requeued_after_refusal" if refused and not failed
+                    else "requeued_after_node_failure"] += 1
         end = job.end_unix + HALF_SECOND if job.end_unix is not None else unix
         self.history.preempting(job.job_id, end)  # its run ended there, not finished
         why = "down" if failed else "launch failed after a clean stop" if unlaunched \
-            else "failed"
+            else "the job cannot run on them (its report)" if refused else "failed"
         log.warning("job %s (Slurm %d) ended %s (nodes %s: %s): requeued held, to resume "
                     "from its checkpoint where the policy starts it", job.job_id,
                     job.slurm_id, job.state, ",".join(sorted(nodes)) or "?", why)
@@ -196,4 +202,5 @@ class Recovery:
     def figures(self) -> dict[str, int]:
         """The fault actions of the run, for its summary."""
         return {name: self.counts[name] for name in
-                ("requeued_after_node_failure", "held_again", "phantom_gpus_reported")}
+                ("requeued_after_node_failure", "requeued_after_refusal", "held_again",
+                 "phantom_gpus_reported")}

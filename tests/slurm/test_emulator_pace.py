@@ -184,16 +184,16 @@ def test_a_run_stopped_by_sigterm_resumes_after_the_penalty(tmp_path: Path) -> N
     assert len(read_checkpoint(path).runs) == 3  # type: ignore[union-attr]
 
 
-def test_a_run_on_gpus_it_cannot_use_fails_and_says_why(tmp_path: Path) -> None:
+def test_a_run_on_gpus_it_cannot_use_is_refused_and_says_why(tmp_path: Path) -> None:
     meta = JobMeta(_job(allowed_gpu_types=("v100",)), time.time(), 100.0, 10.0)
     path = tmp_path / "8.json"
     emulator = Emulator(meta, "8", allocation_of(["k80-0"], ["gpu:k80:2(IDX:0-1)"]),
                         CATALOGUE, path, time.time())
     assert emulator.run(_Signals()) == EXIT_CANNOT_RUN
-    failed = read_checkpoint(path)
-    assert failed is not None
-    assert (failed.state, failed.steps) == ("failed", 0.0)
-    assert failed.runs[0].note == "GPU type k80 is not one of its allowed types"
+    refused = read_checkpoint(path)
+    assert refused is not None
+    assert (refused.state, refused.steps) == ("refused", 0.0)
+    assert refused.runs[0].note == "GPU type k80 is not one of its allowed types"
 
 
 def _submission(slurm_schedules: bool) -> tuple[JobMeta, Submission]:

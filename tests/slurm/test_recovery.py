@@ -64,6 +64,7 @@ def ran_then(state: str, unusable: frozenset[str] = frozenset(), held: bool = Fa
     ("FAILED", frozenset({"v100-0"}), "running", True),  # failed with its node down
     ("FAILED", frozenset(), "stopped", True),  # stopped cleanly, then not launched
     ("FAILED", frozenset(), "failed", False),  # its own error, on a healthy node
+    ("FAILED", frozenset(), "refused", True),  # cannot run on those GPUs: placed anew
     ("FAILED", frozenset(), "", False),  # no report: its own error
     ("COMPLETED", frozenset({"v100-0"}), "completed", False),  # never run again
     ("CANCELLED", frozenset(), "stopped", False),  # someone cancelled it
@@ -77,7 +78,10 @@ def test_which_ended_jobs_are_requeued(state: str, unusable: frozenset[str], las
     assert live.asked == ([("retry", "a")] if retried else [])
     if retried:  # its run ended at Slurm's end time (+0.5 s), not finished
         assert recovery.history.jobs["a"].asked_preempt == 1010.5
-        assert recovery.figures()["requeued_after_node_failure"] == 1
+        figure = "requeued_after_refusal" if last_run == "refused" else \
+            "requeued_after_node_failure"
+        assert recovery.figures()[figure] == 1
+        assert sum(recovery.figures().values()) == 1
 
 
 def test_a_node_seen_down_recently_counts_and_retries_stop_at_the_limit() -> None:
