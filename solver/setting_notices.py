@@ -91,7 +91,7 @@ def policy_notices(settings: ReplaySettings, policy: str) -> list[str]:
 
 #: The trace formats whose rows name every job's type and work: their reader draws
 #: nothing with the seed but synthetic deadlines.
-GIVEN_FORMATS = ("gavel", "native", "pollux")
+GIVEN_FORMATS = ("gavel", "native", "pollux", "sia")
 
 
 def seed_notices(settings: ReplaySettings, policy: str, trace_format: str) -> list[str]:
@@ -164,7 +164,7 @@ def job_notices(settings: ReplaySettings, policy: str | None, jobs: Sequence[Job
     if found is not None and found.for_elastic and not any(
             len(job.gpu_counts) > 1 for job in jobs):
         notes.append(f"policy {policy} is made for elastic jobs and no job is elastic: it "
-                     "ran rigid jobs (elastic (--elastic) with --format pollux, or "
+                     "ran rigid jobs (elastic (--elastic) with --format pollux or sia, or "
                      "allowed_gpu_counts in a native trace, makes them elastic)")
     return notes
 

@@ -77,9 +77,9 @@ def replay_settings_options(command: Any) -> Any:
                      default=DEFAULTS.limit_jobs, help="Only the N earliest jobs."),
         click.option("--throughput", "throughput_path",
                      type=click.Path(path_type=Path), default=None,
-                     help="Profile (Gavel JSON, tidy CSV), fitted model, or Pollux's "
-                     "measurements folder; default: Gavel's beside a Gavel trace, Pollux's "
-                     "beside a Pollux workload, else the built-in catalogue."),
+                     help="Profile (Gavel JSON, tidy CSV), fitted model, or Pollux's or "
+                     "Sia's measurements folder; default: Gavel's beside a Gavel trace, "
+                     "Pollux's or Sia's beside its workload, else the built-in catalogue."),
         _number("--restart-penalty", IDLE_SECONDS_RANGE, "bad restart penalty",
                 DEFAULTS.restart_penalty_s, "Seconds without progress after a preemption (0 "
                 f"to {MAX_RESTART_PENALTY_S:,.0f})."),
@@ -120,7 +120,8 @@ def replay_settings_options(command: Any) -> Any:
                      "every share is rounded up to a whole GPU."),
         click.option("--elastic/--no-elastic", default=DEFAULTS.elastic, show_default=True,
                      help="The trace's jobs are elastic: the scheduler chooses each one's "
-                     "GPU count, the job its batch size (--format pollux; docs/elastic.md)."),
+                     "GPU count, the job its batch size (--format pollux or sia; "
+                     "docs/elastic.md)."),
         click.option("--jct-window", default=None, metavar="A:B",
                      help="Also the average JCT of the jobs of arrival rank A to B - 1 "
                      "(avg_jct_window_s; Gavel measures jobs 4000:5000 of a continuous "

@@ -152,7 +152,7 @@ class ReplaySettings:
     prices: Mapping[str, float] = field(default_factory=dict, hash=False)
     jct_window: tuple[int, int] | None = None
     #: the trace's jobs are elastic (``--elastic``): the scheduler chooses each one's GPU
-    #: count and the job its batch size (formats with batch sizes: pollux; docs/elastic.md)
+    #: count and the job its batch size (formats with batch sizes: pollux, sia; docs/elastic.md)
     elastic: bool = False
 
     def __post_init__(self) -> None:

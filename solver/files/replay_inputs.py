@@ -65,11 +65,12 @@ def _read_source(path: Path, colocation_factor: float = DEFAULT_COLOCATION_FACTO
     from hetsched.speeds.model_file import load_model
     from hetsched.speeds.profiles import read_profile
 
-    if path.is_dir():  # Pollux's measurements (its traces/ folder): measured, not fitted
+    if path.is_dir():  # Pollux's or Sia's measurements (a traces/ folder): not fitted
         from hetsched.speeds.pollux import read_pollux
+        from hetsched.speeds.sia import is_sia_folder, read_sia
 
-        pollux = read_pollux(path)
-        return pollux, pollux, CoLocationModel(default_factor=colocation_factor)
+        folder = read_sia(path) if is_sia_folder(path) else read_pollux(path)
+        return folder, folder, CoLocationModel(default_factor=colocation_factor)
     if not path.is_file():
         raise InputError("no such throughput file", file=str(path), path="throughput_path")
     if path.suffix.lower() == ".json" and f'"{FORMAT}"' in path.read_text(
@@ -95,12 +96,17 @@ def source_bytes(source: Path) -> bytes:
 def default_throughput(trace: Path, trace_format: str) -> Path | None:
     """Gavel's measurements beside a Gavel trace (``gavel/traces/X.trace`` ->
     ``gavel/simulation_throughputs.json``), Pollux's beside a Pollux workload
-    (``pollux/workloads/workload-1.csv`` -> ``pollux/traces/``), else ``None`` (the
+    (``pollux/workloads/workload-1.csv`` -> ``pollux/traces/``), Sia's for a Sia workload
+    (``SIA/workloads/saturn/workload-1.csv`` -> ``SIA/traces/``), else ``None`` (the
     built-in catalogue)."""
     if trace_format == "pollux":
         from hetsched.files.traces.pollux import measurements_folder
 
         return measurements_folder(trace)
+    if trace_format == "sia":
+        from hetsched.files.traces.sia import measurements_folder as sia_folder
+
+        return sia_folder(trace)
     if trace_format != "gavel":
         return None
     for folder in (trace.parent, trace.parent.parent):

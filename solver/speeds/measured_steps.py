@@ -154,6 +154,9 @@ class MeasuredSteps:
             return (float(np.interp(local_bsz, batches, steps)),
                     float(np.interp(local_bsz, batches, syncs)))
         interpolator, most_nodes = self._spread_interpolator()
+        if interpolator is None:
+            raise self._outside(key, local_bsz, "a placement measured (too few distinct "
+                                "(nodes, GPUs, per-GPU batch) points to interpolate others)")
         point = [min(len(key), most_nodes), sum(key), float(local_bsz)]
         step, sync = (float(v) for v in interpolator([point])[0])
         if not (math.isfinite(step) and math.isfinite(sync)):
@@ -178,6 +181,7 @@ class MeasuredSteps:
         once, and the most nodes measured."""
         if not self._spread:
             from scipy.interpolate import LinearNDInterpolator
+            from scipy.spatial import QhullError
 
             sums: dict[tuple[int, int, int], list[float]] = {}
             for row in self.placements:
@@ -192,8 +196,11 @@ class MeasuredSteps:
             points += [(row.num_nodes, row.num_replicas, row.local_bsz)
                        for row in self.scalability]
             values += [(row.step_time, row.sync_time) for row in self.scalability]
-            interpolator = LinearNDInterpolator(np.array(points, dtype=float),
-                                                np.array(values, dtype=float))
+            try:
+                interpolator = LinearNDInterpolator(np.array(points, dtype=float),
+                                                    np.array(values, dtype=float))
+            except (ValueError, QhullError):  # points on a plane (one node count...)
+                interpolator = None
             self._spread.append((interpolator, max(p[0] for p in points)))
         return self._spread[0]  # type: ignore[no-any-return]
 
@@ -210,18 +217,21 @@ def placement_cell(cells: dict[str, str], where: tuple[str, int]) -> tuple[int, 
     return tuple(int(digit) for digit in text)
 
 
-def read_measured_steps(folder: str | Path) -> MeasuredSteps:
-    """``placements.csv`` and ``scalability.csv`` (optional) of one application's folder;
-    an InputError names the file, the line, the column and the value of a bad cell."""
+def read_measured_steps(folder: str | Path, gpu_type: str = "") -> MeasuredSteps:
+    """``placements.csv`` and ``scalability.csv`` (optional) of one application's folder
+    (with ``gpu_type``: Sia's ``placements-<gpu_type>.csv`` and
+    ``scalability-<gpu_type>.csv``, its measurements on that GPU type); an InputError
+    names the file, the line, the column and the value of a bad cell."""
     folder = Path(folder)
+    suffix = f"-{gpu_type}" if gpu_type else ""
     placements: list[StepMeasurement] = []
-    path = folder / "placements.csv"
+    path = first = folder / f"placements{suffix}.csv"
     for line, cells in csv_rows(path, PLACEMENT_COLUMNS):
         where = (str(path), line)
         placements.append(_record(where, StepMeasurement, placement_cell(cells, where),
                                   _integer(cells, "local_bsz", where), *_times(cells, where)))
     scalability: list[ScaleMeasurement] = []
-    path = folder / "scalability.csv"
+    path = folder / f"scalability{suffix}.csv"
     if path.is_file():
         for line, cells in csv_rows(path, SCALABILITY_COLUMNS):
             where = (str(path), line)
@@ -232,7 +242,7 @@ def read_measured_steps(folder: str | Path) -> MeasuredSteps:
     try:
         return MeasuredSteps(folder.name, tuple(placements), tuple(scalability))
     except InputError as exc:
-        raise exc.in_file(str(folder / "placements.csv")) from None
+        raise exc.in_file(str(first)) from None
 
 
 def _integer(cells: dict[str, str], column: str, where: tuple[str, int]) -> int:

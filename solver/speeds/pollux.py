@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from hetsched.core.errors import InputError
 from hetsched.core.throughput import Placement
@@ -256,6 +257,13 @@ class PolluxThroughput:
     measurements, more than :data:`MAX_GPUS` GPUs, a name it does not know)."""
 
     applications: Mapping[str, PolluxApplication]
+    #: the GPU type measured, its GPUs per node and the most GPUs a job is answered on
+    gpu_type: str = GPU_TYPE
+    gpus_per_node: int = GPUS_PER_NODE
+    max_gpus: int = MAX_GPUS
+    #: per application, how much slower than measured a step runs (Sia's calibration of
+    #: its simulator to its real runs, hetsched.speeds.sia; 1 where absent)
+    slowdown: Mapping[str, float] = field(default_factory=dict)
     _answers: dict[tuple[str, str, int, Placement], float] = field(
         default_factory=dict, init=False, repr=False)
     _costs: dict[tuple[str, tuple[int, ...]], tuple[float, ...]] = field(
@@ -263,15 +271,17 @@ class PolluxThroughput:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "applications", MappingProxyType(dict(self.applications)))
+        object.__setattr__(self, "slowdown", MappingProxyType(dict(self.slowdown)))
 
-    def __reduce__(self) -> tuple[type[PolluxThroughput], tuple[dict[str, PolluxApplication]]]:
-        """Pickled as its applications (for worker processes and Ray's object store)."""
-        return type(self), (dict(self.applications),)
+    def __reduce__(self) -> tuple[type[PolluxThroughput], tuple[Any, ...]]:
+        """Pickled as its fields (for worker processes and Ray's object store)."""
+        return type(self), (dict(self.applications), self.gpu_type, self.gpus_per_node,
+                            self.max_gpus, dict(self.slowdown))
 
     @property
     def gpu_types(self) -> frozenset[str]:
         """The one GPU type measured."""
-        return frozenset({GPU_TYPE})
+        return frozenset({self.gpu_type})
 
     @property
     def job_types(self) -> frozenset[str]:
@@ -342,20 +352,29 @@ class PolluxThroughput:
                      placement: Placement) -> tuple[float, ...]:
         """``app``'s seconds per base-batch step in each epoch on (GPU type, count,
         placement), kept per layout; empty where it cannot run there."""
-        layout = node_layout(num_gpus, placement)
-        if gpu_type != GPU_TYPE or layout is None or num_gpus > MAX_GPUS:
+        layout = self.layout(gpu_type, num_gpus, placement)
+        if layout is None:
             return ()
         key = (app.name, layout)
         found = self._costs.get(key)
         if found is None:
-            found = self._costs[key] = app.epoch_costs(layout)
+            slower = self.slowdown.get(app.name, 1.0)
+            found = self._costs[key] = tuple(cost * slower for cost in app.epoch_costs(layout))
         return found
+
+    def layout(self, gpu_type: str, num_gpus: int, placement: Placement
+               ) -> tuple[int, ...] | None:
+        """The GPUs per node of a gang of ``num_gpus`` on ``gpu_type`` (:func:`node_layout`
+        with this model's node size); ``None`` where this model answers 0."""
+        if gpu_type != self.gpu_type or num_gpus > self.max_gpus:
+            return None
+        return node_layout(num_gpus, placement, self.gpus_per_node)
 
     def _throughput(self, job_type: str, gpu_type: str, num_gpus: int,
                     placement: Placement) -> float:
         known = self.application(job_type)
-        layout = node_layout(num_gpus, placement)
-        if gpu_type != GPU_TYPE or known is None or layout is None or num_gpus > MAX_GPUS:
+        layout = self.layout(gpu_type, num_gpus, placement)
+        if known is None or layout is None:
             return 0.0
         app, batch = known
         if batch == 0:  # elastic: base-batch steps/s at its best batches there
@@ -366,7 +385,7 @@ class PolluxThroughput:
                 and app.min_local_bsz <= plan.atomic_bsz):
             return 0.0
         try:
-            return 1.0 / app.step_time(layout, batch)
+            return 1.0 / (app.step_time(layout, batch) * self.slowdown.get(app.name, 1.0))
         except InputError:
             return 0.0
 

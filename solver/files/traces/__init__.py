@@ -1,5 +1,5 @@
-"""Reading job traces: Gavel, Philly, Helios, Alibaba openb, Pollux's workloads and
-hetsched's own CSV.
+"""Reading job traces: Gavel, Philly, Helios, Alibaba openb, Pollux's and Sia's workloads
+and hetsched's own CSV.
 
 One entry point, :func:`read_trace`, returns one job table, :class:`Trace`, whatever
 the format; docs/traces.md gives every format's field mapping and the shared rules
@@ -23,6 +23,7 @@ from hetsched.files.traces.native import read_native, write_native
 from hetsched.files.traces.openb import openb_cluster, read_openb
 from hetsched.files.traces.philly import read_philly
 from hetsched.files.traces.pollux import read_pollux_workload
+from hetsched.files.traces.sia import read_sia_workload
 
 __all__ = ["FORMATS", "Trace", "openb_cluster", "read_trace", "write_native"]
 
@@ -35,10 +36,11 @@ FORMATS: dict[str, Callable[[Path, Options], Trace]] = {
     "native": read_native,
     "continuous": read_continuous,
     "pollux": read_pollux_workload,
+    "sia": read_sia_workload,
 }
 #: The formats whose jobs may be elastic (``read_trace(elastic=True)``): they name batch
 #: sizes and measured step times.
-ELASTIC_FORMATS = ("pollux",)
+ELASTIC_FORMATS = ("pollux", "sia")
 
 
 def read_trace(path: str | Path, format: str, *, throughput: ThroughputModel | None = None,

@@ -1,0 +1,135 @@
+"""Sia's evaluation workloads (``sia-simulator/workloads/<trace>/workload-<k>.csv`` of its
+artifact: ``philly``, ``saturn`` (Helios), ``newtrace``, ``scale/...``).
+
+Columns ``name, time, application, num_replicas, batch_size`` as Pollux's workloads
+(:mod:`hetsched.files.traces.pollux`), and an optional ``category``: ``rigid`` (the GPU
+count and batch size the user asked for), ``scale-gpus`` (the batch size fixed, the GPU
+count the scheduler's: Sia's strong scaling) or ``adaptive`` (both the scheduler's and the
+job's: Sia's default for a row without a category). Each row is one job:
+
+* ``id`` = ``name``, ``arrival`` = ``time``, ``num_gpus`` = ``num_replicas``, no tenant;
+* rigid: ``job_type`` = ``"<application> (batch size <batch_size>)"``, ``work`` the steps
+  to the goal at that batch on Sia's reference GPU type
+  (:data:`hetsched.speeds.sia.REFERENCE_TYPE`; :class:`~hetsched.speeds.sia.SiaThroughput`
+  scales the speed on the other types so that a job takes there its own steps);
+* ``scale-gpus`` (with ``--elastic``): the rigid job type and work, its allowed GPU counts
+  those of :data:`~hetsched.files.traces.pollux.ELASTIC_COUNTS` its batch spreads over;
+* ``adaptive`` (with ``--elastic``): ``"<application> (elastic)"``, its goal in
+  base-batch steps, the allowed counts of a Pollux elastic job.
+
+Without ``--elastic`` every job is rigid (Sia's ``--disable_bsz_tuning`` with fixed GPU
+counts). An application Sia has but hetsched does not read (``gpt_pmp``:
+:data:`hetsched.speeds.sia.REFUSED`) is a bad row that says why.
+
+The measurements are the read's throughput model when it is Sia's (a replay's: by default
+Sia's ``traces/`` folder, found as for Pollux beside the workloads' folder, or two levels
+up: ``SIA/workloads/saturn/workload-1.csv`` -> ``SIA/traces``), else read from there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hetsched.core.errors import InputError
+from hetsched.core.records import MAX_TIME_S
+from hetsched.files.traces.base import BadRowError, Options, Row, Trace, csv_rows, integer, number
+from hetsched.files.traces.pollux import ELASTIC_COUNTS, elastic_counts
+from hetsched.files.traces.rules import read_csv
+from hetsched.speeds.pollux import PolluxApplication, elastic_job_type_name, job_type_name
+from hetsched.speeds.sia import MAX_GPUS, REFUSED, SiaThroughput, read_sia
+
+COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
+OPTIONAL = ("category",)
+#: Sia's job categories (its workloads' optional ``category`` column).
+CATEGORIES = ("rigid", "scale-gpus", "adaptive")
+
+
+def measurements_folder(workload: Path) -> Path:
+    """Sia's ``traces/`` folder for a workload file: the first of ``workloads/../traces``,
+    ``workloads/<trace>/../../traces`` and ``traces/`` beside the file that exists."""
+    candidates = (workload.parent.parent / "traces", workload.parent.parent.parent / "traces",
+                  workload.parent / "traces")
+    for folder in candidates:
+        if folder.is_dir():
+            return folder
+    return candidates[1]
+
+
+def sia_model(model: Any) -> SiaThroughput | None:
+    """The :class:`SiaThroughput` inside a throughput model (a replay wraps it in views),
+    or ``None``."""
+    for _ in range(8):  # (views wrap a model a few levels deep at most)
+        if isinstance(model, SiaThroughput):
+            return model
+        model = getattr(model, "measured", None) or getattr(model, "model", None)
+        if model is None:
+            return None
+    return None
+
+
+def read_sia_workload(path: Path, options: Options) -> Trace:
+    """Read a Sia workload CSV into a :class:`~hetsched.files.traces.base.Trace` (module
+    notes)."""
+    lines = list(csv_rows(path, COLUMNS, OPTIONAL))  # (a missing file or header first)
+    model = sia_model(options.throughput)
+    if model is None:
+        folder = measurements_folder(path)
+        if not folder.is_dir():
+            raise InputError("no Sia measurements for this workload", file=str(path),
+                             value=str(folder), expected="Sia's traces/ folder (SIA/traces "
+                             "for SIA/workloads/<trace>/workload-<k>.csv)")
+        model = read_sia(folder)
+    apps = model.applications
+    return read_csv(path, "sia", options, COLUMNS,
+                    lambda line, cells: _row(line, cells, apps, elastic=options.elastic),
+                    optional=OPTIONAL, lines=lines)
+
+
+def _application(cells: dict[str, str], apps: Any) -> PolluxApplication:
+    name = cells["application"]
+    if name in REFUSED:
+        raise BadRowError(f"application not supported: {REFUSED[name]}", name,
+                          "one of " + ", ".join(sorted(apps)), "application")
+    app: PolluxApplication | None = apps.get(name)
+    if app is None:
+        raise BadRowError("unknown application", name, "one of " + ", ".join(sorted(apps)),
+                          "application")
+    return app
+
+
+def _row(line: int, cells: dict[str, str], apps: Any, *, elastic: bool) -> Row:
+    """The row of one job (module notes), checked against its application ``apps``."""
+    if not cells["name"]:
+        raise BadRowError("empty name", cells["name"], "a job name", "name")
+    arrival = number(cells["time"], "time", low=0.0, high=MAX_TIME_S,
+                     what=f"a time in s from 0 to {MAX_TIME_S:g}")
+    app = _application(cells, apps)
+    num_gpus = integer(cells["num_replicas"], "num_replicas", low=1, high=MAX_GPUS)
+    low, high = app.convergence.base_batch, app.convergence.max_batch
+    batch = integer(cells["batch_size"], "batch_size", low=1)
+    if not low <= batch <= high:
+        raise BadRowError("bad batch_size", cells["batch_size"],
+                          f"a batch size from {low} to {high} ({app.name}'s validated range)",
+                          "batch_size")
+    category = cells.get("category", "").strip() or ("adaptive" if elastic else "rigid")
+    if category not in CATEGORIES:
+        raise BadRowError("unknown category", category, " or ".join(CATEGORIES), "category")
+    if not elastic:
+        category = "rigid"
+    if category == "adaptive":
+        return Row(line, arrival, num_gpus, job_type=elastic_job_type_name(app.name),
+                   work=app.goal_base_steps, id=cells["name"],
+                   allowed_gpu_counts=elastic_counts(app, num_gpus))
+    if app.batch_plan(batch, num_gpus).atomic_bsz < app.min_local_bsz:
+        raise BadRowError("batch too small for its GPUs", cells["batch_size"],
+                          f"at least {app.min_local_bsz} samples per GPU ({app.name}) on "
+                          f"{num_gpus} GPUs", "batch_size")
+    work = app.steps_to_goal(batch, num_gpus)
+    if category == "rigid":
+        return Row(line, arrival, num_gpus, job_type=job_type_name(app.name, batch),
+                   work=work, id=cells["name"])
+    counts = {n for n in ELASTIC_COUNTS
+              if app.batch_plan(batch, n).atomic_bsz >= app.min_local_bsz}
+    return Row(line, arrival, num_gpus, job_type=job_type_name(app.name, batch), work=work,
+               id=cells["name"], allowed_gpu_counts=tuple(sorted(counts | {num_gpus})))
