@@ -10,6 +10,8 @@
   1)``); in this model only the GPU count, the node count and the fullest node count.
   The six models Pollux measured state their trainable parameters
   (:data:`POLLUX_MODEL_PARAMETERS`); other sub-folders none.
+* :func:`read_sia_profile`: Sia's measurements, the same per GPU type
+  (``<model>/placements-<type>.csv``, ``scalability-<type>.csv``), the GPU type the file's.
 * :func:`read_step_profile_csv`: the tidy CSV profile (docs/throughput-model.md) with the
   optional columns ``local_batch_size``, ``step_time`` and ``sync_time``; the rows that
   fill them are step rows (others, throughput only, are passed over). The placement is
@@ -98,21 +100,24 @@ def _count(cells: dict[str, str], column: str, where: tuple[str, int]) -> int:
                            expected="an integer >= 1"))
 
 
-def _read_model(folder: Path, job_type: str) -> list[StepRow]:
+def _read_model(folder: Path, job_type: str, gpu_type: str = POLLUX_GPU_TYPE,
+                suffix: str = "") -> list[StepRow]:
+    """One model's step rows on ``gpu_type``: ``placements<suffix>.csv`` and
+    ``scalability<suffix>.csv`` (Sia's ``-<type>`` files, or Pollux's)."""
     rows: list[StepRow] = []
     size = POLLUX_MODEL_PARAMETERS.get(job_type)
-    path = folder / "placements.csv"
-    name = f"{folder.name}/placements.csv"
+    path = folder / f"placements{suffix}.csv"
+    name = f"{folder.name}/{path.name}"
     for line, cells in csv_rows(path, PLACEMENT_COLUMNS):
         where = (str(path), line)
         placement = placement_cell(cells, where)
         bsz = cell_number(cells, "local_bsz", where, low=0.0, strict=True,
                           expected="samples per GPU > 0")
         step, sync = _times(cells, where)
-        rows.append(_row(where, f"{name} line {line}", job_type, POLLUX_GPU_TYPE, placement,
+        rows.append(_row(where, f"{name} line {line}", job_type, gpu_type, placement,
                          bsz, step, sync, size))
-    path = folder / "scalability.csv"
-    name = f"{folder.name}/scalability.csv"
+    path = folder / f"scalability{suffix}.csv"
+    name = f"{folder.name}/{path.name}"
     if not path.is_file():
         return rows
     for line, cells in csv_rows(path, SCALABILITY_COLUMNS):
@@ -127,9 +132,27 @@ def _read_model(folder: Path, job_type: str) -> list[StepRow]:
                           expected="samples per GPU > 0")
         step, sync = _times(cells, where)
         placement = even_placement(nodes, replicas)
-        rows.append(_row(where, f"{name} line {line}", job_type, POLLUX_GPU_TYPE, placement,
+        rows.append(_row(where, f"{name} line {line}", job_type, gpu_type, placement,
                          bsz, step, sync, size))
     return rows
+
+
+def read_sia_profile(folder: Path) -> tuple[StepRow, ...]:
+    """Sia's measurements (``<model>/placements-<type>.csv`` and
+    ``scalability-<type>.csv``, hetsched.speeds.sia) as step rows, the GPU type each
+    file's; the models Sia has but hetsched does not read (``gpt_pmp``) are passed over,
+    logged with why."""
+    from hetsched.speeds.sia import REFUSED
+
+    rows: list[StepRow] = []
+    for path in sorted(Path(folder).glob("*/placements-*.csv")):
+        model, gpu = path.parent, path.stem.removeprefix("placements-")
+        if model.name in REFUSED:
+            log.info("%s: not read (%s)", path, REFUSED[model.name])
+            continue
+        rows.extend(_read_model(model, model.name, gpu, f"-{gpu}"))
+    log.info("read %s: %d step rows of Sia's", folder, len(rows))
+    return tuple(rows)
 
 
 def read_pollux_profile(folder: Path) -> tuple[StepRow, ...]:
@@ -253,6 +276,11 @@ def has_step_columns(path: Path) -> bool:
 
 
 def read_step_rows(path: Path) -> tuple[StepRow, ...]:
-    """Step rows from a folder of Pollux's measurements or a tidy CSV with step columns."""
+    """Step rows from a folder of Pollux's or Sia's measurements or a tidy CSV with step
+    columns."""
     path = Path(path)
-    return read_pollux_profile(path) if path.is_dir() else read_step_profile_csv(path)
+    if path.is_dir():
+        from hetsched.speeds.sia import is_sia_folder
+
+        return read_sia_profile(path) if is_sia_folder(path) else read_pollux_profile(path)
+    return read_step_profile_csv(path)

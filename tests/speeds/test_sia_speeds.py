@@ -113,3 +113,16 @@ def test_folders_and_bad_input(tmp_path: pytest.TempPathFactory) -> None:
         SiaThroughput({})
     only = read_sia(SIA / "traces", gpu_types=("rtx",))
     assert only.gpu_types == {"rtx"}
+
+
+def test_the_step_fit_reads_each_gpu_type() -> None:
+    # hetsched fit on Sia's traces/: each placements-<type>.csv row a step row on that
+    # GPU type (6 on aws, 4 on rtx), gpt_pmp passed over.
+    from hetsched.speeds.step_profiles import read_step_rows
+
+    rows = read_step_rows(SIA / "traces")
+    assert sorted((row.gpu_type, row.job_type) for row in rows) == \
+        [("aws", "toy")] * 6 + [("rtx", "toy")] * 4
+    rtx = sorted((row.placement, row.local_bsz, row.step_time) for row in rows
+                 if row.gpu_type == "rtx")
+    assert rtx[0] == ((1,), 4.0, 0.4)
