@@ -38,6 +38,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -142,8 +143,8 @@ class JobResult:
 
     name: str
     application: str
-    submission_time_s: float
-    completion_time_s: float
+    submission_s: float
+    completion_s: float
     jct_s: float
     gpu_seconds: float
     num_restarts: int
@@ -289,8 +290,8 @@ def read_results(path: Path) -> list[JobResult]:
     its last record; GPU-seconds as ``print_run_stats.py`` counts them (allocation x
     interval for every round the job holds GPUs before it completes; the interval is the
     records' spacing)."""
-    gpu_s: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
-    last: dict[str, object] = {}
+    gpu_s: dict[str, dict[str, float]] = collections.defaultdict(dict)
+    last: dict[str, Any] = {}
     stamps: list[float] = []
     per_record: list[list[tuple[str, str, int]]] = []  # (job, GPU type, GPUs) a record
     with path.open() as handle:
@@ -311,9 +312,9 @@ def read_results(path: Path) -> list[JobResult]:
     interval = stamps[1] - stamps[0] if len(stamps) > 1 else stamps[0]
     for held in per_record:
         for name, gpu_type, gpus in held:
-            gpu_s[name][gpu_type] += gpus * interval
+            gpu_s[name][gpu_type] = gpu_s[name].get(gpu_type, 0.0) + gpus * interval
     results = []
-    for job in last["submitted_jobs"]:  # type: ignore[index]
+    for job in last["submitted_jobs"]:
         if job["completion_time"] is None:
             raise ValueError(f"{path}: job {job['name']} has not completed")
         name = str(job["name"])
@@ -348,7 +349,7 @@ def summarize(jobs: list[JobResult], decision_times: list[float]) -> RunSummary:
     return RunSummary(
         jobs=len(jobs), avg_jct_s=float(jct.mean()), p99_jct_s=float(np.percentile(jct, 99)),
         p99_jct_sia_s=float(sorted(jct)[int(0.99 * len(jct))]),
-        makespan_s=max(j.completion_time_s for j in jobs) - min(j.submission_time_s for j in jobs),
+        makespan_s=max(j.completion_s for j in jobs) - min(j.submission_s for j in jobs),
         gpu_hours_per_job=sum(j.gpu_seconds for j in jobs) / 3600.0 / len(jobs),
         restarts_per_job=sum(j.num_restarts for j in jobs) / len(jobs),
         decision_p50_s=float(np.percentile(times, 50)) if len(times) else nan,

@@ -84,8 +84,8 @@ def test_jobs_read_from_the_last_record_with_gpu_seconds_by_type(run: Path) -> N
     assert [job.jct_s for job in jobs.values()] == [150.0, 170.0, 130.0]
     assert [job.num_restarts for job in jobs.values()] == [0, 1, 0]
     assert jobs["bert-1"].application == "bert"
-    assert jobs["bert-1"].submission_time_s == 30.0
-    assert jobs["bert-1"].completion_time_s == 200.0
+    assert jobs["bert-1"].submission_s == 30.0
+    assert jobs["bert-1"].completion_s == 200.0
 
 
 def test_run_figures_computed_by_hand(run: Path) -> None:
