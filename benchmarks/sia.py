@@ -170,8 +170,9 @@ def sia_figures(sia: Path, trace: str, index: int, policy: str, record: Mapping[
     jobs = read_trace(path, "sia", throughput=model, elastic=policy != "gavel").jobs
     first = min(float(row["time"]) for row in read_rows(path))
     per_job = read_rows(folder / f"jobs-{trace}-{index}-{policy}.csv")
-    finish = {row["name"]: float(row["completion_s"]) - first for row in per_job
-              if row.get("completion_s") not in (None, "", "nan")}
+    finish = {row["name"]: float(done) - first for row in per_job
+              if (done := row.get("completion_s", row.get("completion_time_s")))
+              not in (None, "", "nan")}
     gpu_seconds = sum(float(row.get("gpu_seconds") or 0.0) for row in per_job)
     found = figures(jobs, finish, gpu_seconds, model, parse_cluster(CLUSTER))
     return {"trace": trace, "workload": index, "system": "sia", "policy": policy, **found,

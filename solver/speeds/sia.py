@@ -10,8 +10,10 @@ times measured there: ``placements-<T>.csv`` and ``scalability-<T>.csv``. Its si
 after them) runs a job on type ``T``:
 
 * with ``T``'s step times and per-GPU batch range (the smallest and largest ``local_bsz``
-  of ``placements-<T>.csv``; ``deepspeech2`` on ``rtx`` at most 57), on nodes of
-  :data:`GPUS_PER_NODE` GPUs, gangs filling nodes in order;
+  of ``placements-<T>.csv``: a job's steps take the largest measured at its placement,
+  ``Job.update_local_bsz``; the lower limit Sia's ``Application`` sets for ``deepspeech2``
+  on ``rtx``, 57, only steers its policy's batch choices, not how a job runs), on nodes
+  of :data:`GPUS_PER_NODE` GPUs, gangs filling nodes in order;
 * its goodput divided by the application's calibration :data:`SLOWDOWNS` (Sia's fit of
   its simulator to its real runs): every step takes that many times as long;
 * to the completion epoch Pollux's simulator uses (``max_epochs``: the same as
@@ -71,8 +73,6 @@ RESCALE_S: Mapping[str, float] = MappingProxyType(
     {"cifar10": 50.0, "deepspeech2": 25.0, "bert": 120.0, "yolov3": 80.0, "imagenet": 250.0,
      "ncf": 15.0})
 DEFAULT_RESCALE_S = 30.0
-#: Per-GPU batch limits Sia sets below the largest measured one, per (application, type).
-MAX_LOCAL_BSZ: Mapping[tuple[str, str], int] = MappingProxyType({("deepspeech2", "rtx"): 57})
 #: The GPU type Sia calibrates on (``calibrate_cluster``): rigid work is counted there.
 REFERENCE_TYPE = "rtx"
 #: The most GPUs a job is answered on: Sia's cluster at ``--cluster_scale`` 32.
@@ -228,8 +228,7 @@ def read_sia_application(folder: Path, gpu_type: str) -> PolluxApplication:
     steps = read_measured_steps(folder, gpu_type)
     low, high = steps.local_bsz_range
     convergence = read_convergence(folder, COMPLETION_EPOCHS.get(folder.name))
-    return PolluxApplication(convergence, steps, low,
-                             MAX_LOCAL_BSZ.get((folder.name, gpu_type), high))
+    return PolluxApplication(convergence, steps, low, high)
 
 
 def is_sia_folder(folder: Path) -> bool:
