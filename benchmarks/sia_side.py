@@ -73,7 +73,10 @@ APPS = ["bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"]
 #: Sia's Cluster gives every ncf job this batch size under policy sia (cluster.py:65-68);
 #: no workload has ncf, so the probe uses it for ncf.
 NCF_BATCH = 32768
-DECISION = "Policy optimization took "
+#: What Sia's stdout says of the policy's time a round: multi_simulator.py (cluster.py),
+#: multi_simulator_unaware.py (cluster_unaware.py, pollux: its optimize with the repair
+#: and the mapping of virtual nodes).
+DECISIONS = ("Policy optimization took ", "policy.optimize(): ")
 RUNNER = '''"""Runs one of Sia's scripts with simulator_config set to one process (hetsched)."""
 import os, runpy, sys
 sys.path.insert(0, os.getcwd())
@@ -327,14 +330,15 @@ def read_results(path: Path) -> list[JobResult]:
 
 
 def read_decision_times(log: Path) -> list[float]:
-    """The policy's time (s) each round, from the ``Policy optimization took X ms`` lines of
-    Sia's stdout (``cluster.py`` prints one per round with active jobs)."""
+    """The policy's time (s) each round, from the :data:`DECISIONS` lines of Sia's stdout
+    (one per round with active jobs: ``Policy optimization took X ms``)."""
     times = []
     with log.open(errors="replace") as handle:
         for line in handle:
-            at = line.find(DECISION)
-            if at >= 0:
-                times.append(float(line[at + len(DECISION):].split("ms", 1)[0]) / 1000.0)
+            for said in DECISIONS:
+                at = line.find(said)
+                if at >= 0:
+                    times.append(float(line[at + len(said):].split("ms", 1)[0]) / 1000.0)
     return times
 
 

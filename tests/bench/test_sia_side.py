@@ -107,6 +107,12 @@ def test_run_figures_computed_by_hand(run: Path) -> None:
     assert summary.decision_p95_s == pytest.approx(0.0385)
 
 
+def test_decision_times_of_pollux_s_simulator(tmp_path: Path) -> None:
+    log = tmp_path / "pollux.stdout"
+    log.write_text("policy.optimize(): 1204ms\nActive jobs:\npolicy.optimize(): 96ms\n")
+    assert sia.read_decision_times(log) == [1.204, 0.096]
+
+
 def test_complete_only_with_every_job_finished(run: Path, tmp_path: Path) -> None:
     workload = tmp_path / "workload-1.csv"
     assert sia.is_complete(run, workload)
