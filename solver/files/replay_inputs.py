@@ -103,10 +103,11 @@ def default_throughput(trace: Path, trace_format: str) -> Path | None:
         from hetsched.files.traces.pollux import measurements_folder
 
         return measurements_folder(trace)
-    if trace_format == "sia":
+    if trace_format == "sia":  # (none found: the reader says where it looked)
         from hetsched.files.traces.sia import measurements_folder as sia_folder
 
-        return sia_folder(trace)
+        found = sia_folder(trace)
+        return found if found.is_dir() else None
     if trace_format != "gavel":
         return None
     for folder in (trace.parent, trace.parent.parent):

@@ -128,3 +128,28 @@ def test_the_replay_command_on_sias_type_names(tmp_path: Path,
     err = capsys.readouterr().err
     assert f"{path}: line 3.batch_size: bad batch_size (got '5000'" in err
     assert "Traceback" not in err
+
+
+def test_the_measurements_are_found_from_deeper_folders(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    # Sia's scale workloads sit a level deeper: SIA/workloads/scale/scale_32x/.
+    shutil.copytree(SIA / "traces", tmp_path / "traces")
+    deep = tmp_path / "workloads" / "scale" / "scale_32x"
+    deep.mkdir(parents=True)
+    path = deep / "workload-1.csv"
+    path.write_text(HEADER + "a,0,toy,2,20,\n")
+    assert default_throughput(path, "sia") == tmp_path / "traces"
+    assert len(read_trace(path, "sia").jobs) == 1
+    # None anywhere: the command says so, naming where it looked, exit 2.
+    alone = tmp_path / "elsewhere" / "a" / "b" / "c" / "workload.csv"
+    alone.parent.mkdir(parents=True)
+    alone.write_text(HEADER + "a,0,toy,2,20,\n")
+    assert default_throughput(alone, "sia") is None
+    with pytest.raises(SystemExit) as exited:
+        main(["replay", str(alone), "--format", "sia", "--cluster", "aws=8x4",
+              "--policy", "fifo", "--out", str(tmp_path / "out")])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "no Sia measurements for this workload" in err
+    assert "Traceback" not in err

@@ -22,8 +22,8 @@ counts). An application Sia has but hetsched does not read (``gpt_pmp``:
 :data:`hetsched.speeds.sia.REFUSED`) is a bad row that says why.
 
 The measurements are the read's throughput model when it is Sia's (a replay's: by default
-Sia's ``traces/`` folder, found as for Pollux beside the workloads' folder, or two levels
-up: ``SIA/workloads/saturn/workload-1.csv`` -> ``SIA/traces``), else read from there.
+Sia's ``traces/`` folder, the nearest in the workload's folder or its parents:
+``SIA/workloads/saturn/workload-1.csv`` -> ``SIA/traces``), else read from there.
 """
 
 from __future__ import annotations
@@ -46,14 +46,15 @@ CATEGORIES = ("rigid", "scale-gpus", "adaptive")
 
 
 def measurements_folder(workload: Path) -> Path:
-    """Sia's ``traces/`` folder for a workload file: the first of ``workloads/../traces``,
-    ``workloads/<trace>/../../traces`` and ``traces/`` beside the file that exists."""
-    candidates = (workload.parent.parent / "traces", workload.parent.parent.parent / "traces",
-                  workload.parent / "traces")
-    for folder in candidates:
-        if folder.is_dir():
-            return folder
-    return candidates[1]
+    """Sia's ``traces/`` folder for a workload file: the nearest ``traces/`` folder in the
+    file's folder or one of its 3 parents (``SIA/workloads/saturn/workload-1.csv`` and
+    ``SIA/workloads/scale/scale_32x/workload-1.csv`` -> ``SIA/traces``); if none,
+    ``SIA/traces`` for a file in ``SIA/workloads/<trace>/``."""
+    folders = [workload.parent, *workload.parent.parents][:4]
+    for folder in folders:
+        if (folder / "traces").is_dir():
+            return folder / "traces"
+    return workload.parent.parent.parent / "traces"
 
 
 def sia_model(model: Any) -> SiaThroughput | None:
