@@ -103,11 +103,16 @@ def default_throughput(trace: Path, trace_format: str) -> Path | None:
         from hetsched.files.traces.pollux import measurements_folder
 
         return measurements_folder(trace)
-    if trace_format == "sia":  # (none found: the reader says where it looked)
+    if trace_format == "sia":
         from hetsched.files.traces.sia import measurements_folder as sia_folder
 
         found = sia_folder(trace)
-        return found if found.is_dir() else None
+        if not found.is_dir():
+            raise InputError("no Sia measurements for this workload", file=str(trace),
+                             value=str(found), expected="Sia's traces/ folder in the "
+                             "workload's folder or one of its 3 parents (SIA/traces for "
+                             "SIA/workloads/<trace>/workload-<k>.csv), or --throughput")
+        return found
     if trace_format != "gavel":
         return None
     for folder in (trace.parent, trace.parent.parent):

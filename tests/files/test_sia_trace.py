@@ -145,7 +145,8 @@ def test_the_measurements_are_found_from_deeper_folders(tmp_path: Path,
     alone = tmp_path / "elsewhere" / "a" / "b" / "c" / "workload.csv"
     alone.parent.mkdir(parents=True)
     alone.write_text(HEADER + "a,0,toy,2,20,\n")
-    assert default_throughput(alone, "sia") is None
+    with pytest.raises(InputError, match="no Sia measurements for this workload"):
+        default_throughput(alone, "sia")
     with pytest.raises(SystemExit) as exited:
         main(["replay", str(alone), "--format", "sia", "--cluster", "aws=8x4",
               "--policy", "fifo", "--out", str(tmp_path / "out")])
