@@ -28,8 +28,9 @@ replay's: by default Pollux's ``traces/`` folder beside the workloads' folder,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hetsched.core.errors import InputError
 from hetsched.core.records import MAX_TIME_S
@@ -45,6 +46,7 @@ from hetsched.speeds.pollux import (
 )
 
 COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
+M = TypeVar("M")
 #: The GPU counts an elastic job may be given (Pollux's simulator's configurations, and 64).
 ELASTIC_COUNTS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
@@ -58,16 +60,21 @@ def measurements_folder(workload: Path) -> Path:
     return workload.parent.parent / "traces"
 
 
-def pollux_model(model: Any) -> PolluxThroughput | None:
-    """The :class:`PolluxThroughput` inside a throughput model (a replay wraps it in
-    views: aliases, packed speeds, the policies' view), or ``None``."""
+def model_inside(model: Any, kind: type[M]) -> M | None:
+    """The model of class ``kind`` inside a throughput model (a replay wraps it in views:
+    aliases, packed speeds, the policies' view), or ``None``."""
     for _ in range(8):  # (views wrap a model a few levels deep at most)
-        if isinstance(model, PolluxThroughput):
+        if isinstance(model, kind):
             return model
         model = getattr(model, "measured", None) or getattr(model, "model", None)
         if model is None:
             return None
     return None
+
+
+def pollux_model(model: Any) -> PolluxThroughput | None:
+    """The :class:`PolluxThroughput` inside a throughput model, or ``None``."""
+    return model_inside(model, PolluxThroughput)
 
 
 def read_pollux_workload(path: Path, options: Options) -> Trace:
@@ -98,28 +105,44 @@ def elastic_counts(app: PolluxApplication, requested: int) -> tuple[int, ...]:
 def _row(line: int, cells: dict[str, str], model: PolluxThroughput, *,
          elastic: bool = False) -> Row:
     """The row of one job, run at its application's measured speeds ``model``."""
-    if not cells["name"]:
-        raise BadRowError("empty name", cells["name"], "a job name", "name")
-    arrival = number(cells["time"], "time", low=0.0, high=MAX_TIME_S,
-                     what=f"a time in s from 0 to {MAX_TIME_S:g}")
-    app = model.applications.get(cells["application"])
-    if app is None:
-        raise BadRowError("unknown application", cells["application"],
-                          "one of " + ", ".join(sorted(model.applications)), "application")
-    num_gpus = integer(cells["num_replicas"], "num_replicas", low=1, high=MAX_GPUS)
-    low, high = app.convergence.base_batch, app.convergence.max_batch
-    batch = integer(cells["batch_size"], "batch_size", low=1)
-    if not low <= batch <= high:
-        raise BadRowError("bad batch_size", cells["batch_size"],
-                          f"a batch size from {low} to {high} ({app.name}'s validated range)",
-                          "batch_size")
-    if app.batch_plan(batch, num_gpus).atomic_bsz < app.min_local_bsz:
-        raise BadRowError("batch too small for its GPUs", cells["batch_size"],
-                          f"at least {app.min_local_bsz} samples per GPU ({app.name}) on "
-                          f"{num_gpus} GPUs", "batch_size")
+    arrival, app, num_gpus, batch = workload_cells(cells, model.applications, MAX_GPUS)
+    check_batch_fits(cells, app, batch, num_gpus)
     if elastic:
         return Row(line, arrival, num_gpus, job_type=elastic_job_type_name(app.name),
                    work=app.goal_base_steps, id=cells["name"],
                    allowed_gpu_counts=elastic_counts(app, num_gpus))
     return Row(line, arrival, num_gpus, job_type=job_type_name(app.name, batch),
                work=app.steps_to_goal(batch, num_gpus), id=cells["name"])
+
+
+def workload_cells(cells: dict[str, str], apps: Mapping[str, PolluxApplication],
+                   max_gpus: int) -> tuple[float, PolluxApplication, int, int]:
+    """The cells Pollux's and Sia's workloads share, checked: the arrival, the
+    application (of ``apps``), the GPUs (1 to ``max_gpus``) and the batch (in the
+    application's validated range); a :class:`BadRowError` names the cell."""
+    if not cells["name"]:
+        raise BadRowError("empty name", cells["name"], "a job name", "name")
+    arrival = number(cells["time"], "time", low=0.0, high=MAX_TIME_S,
+                     what=f"a time in s from 0 to {MAX_TIME_S:g}")
+    app = apps.get(cells["application"])
+    if app is None:
+        raise BadRowError("unknown application", cells["application"],
+                          "one of " + ", ".join(sorted(apps)), "application")
+    num_gpus = integer(cells["num_replicas"], "num_replicas", low=1, high=max_gpus)
+    low, high = app.convergence.base_batch, app.convergence.max_batch
+    batch = integer(cells["batch_size"], "batch_size", low=1)
+    if not low <= batch <= high:
+        raise BadRowError("bad batch_size", cells["batch_size"],
+                          f"a batch size from {low} to {high} ({app.name}'s validated range)",
+                          "batch_size")
+    return arrival, app, num_gpus, batch
+
+
+def check_batch_fits(cells: dict[str, str], app: PolluxApplication, batch: int,
+                     num_gpus: int) -> None:
+    """A :class:`BadRowError` if ``batch`` on ``num_gpus`` GPUs leaves fewer samples per
+    GPU than the application measured."""
+    if app.batch_plan(batch, num_gpus).atomic_bsz < app.min_local_bsz:
+        raise BadRowError("batch too small for its GPUs", cells["batch_size"],
+                          f"at least {app.min_local_bsz} samples per GPU ({app.name}) on "
+                          f"{num_gpus} GPUs", "batch_size")

@@ -32,11 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from hetsched.core.errors import InputError
-from hetsched.core.records import MAX_TIME_S
-from hetsched.files.traces.base import BadRowError, Options, Row, Trace, csv_rows, integer, number
-from hetsched.files.traces.pollux import ELASTIC_COUNTS, elastic_counts
+from hetsched.files.traces.base import BadRowError, Options, Row, Trace, csv_rows
+from hetsched.files.traces.pollux import (
+    ELASTIC_COUNTS,
+    check_batch_fits,
+    elastic_counts,
+    model_inside,
+    workload_cells,
+)
 from hetsched.files.traces.rules import read_csv
-from hetsched.speeds.pollux import PolluxApplication, elastic_job_type_name, job_type_name
+from hetsched.speeds.pollux import elastic_job_type_name, job_type_name
 from hetsched.speeds.sia import MAX_GPUS, REFUSED, SiaThroughput, read_sia
 
 COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
@@ -60,13 +65,7 @@ def measurements_folder(workload: Path) -> Path:
 def sia_model(model: Any) -> SiaThroughput | None:
     """The :class:`SiaThroughput` inside a throughput model (a replay wraps it in views),
     or ``None``."""
-    for _ in range(8):  # (views wrap a model a few levels deep at most)
-        if isinstance(model, SiaThroughput):
-            return model
-        model = getattr(model, "measured", None) or getattr(model, "model", None)
-        if model is None:
-            return None
-    return None
+    return model_inside(model, SiaThroughput)
 
 
 def read_sia_workload(path: Path, options: Options) -> Trace:
@@ -87,32 +86,13 @@ def read_sia_workload(path: Path, options: Options) -> Trace:
                     optional=OPTIONAL, lines=lines)
 
 
-def _application(cells: dict[str, str], apps: Any) -> PolluxApplication:
-    name = cells["application"]
-    if name in REFUSED:
-        raise BadRowError(f"application not supported: {REFUSED[name]}", name,
-                          "one of " + ", ".join(sorted(apps)), "application")
-    app: PolluxApplication | None = apps.get(name)
-    if app is None:
-        raise BadRowError("unknown application", name, "one of " + ", ".join(sorted(apps)),
-                          "application")
-    return app
-
-
 def _row(line: int, cells: dict[str, str], apps: Any, *, elastic: bool) -> Row:
     """The row of one job (module notes), checked against its application ``apps``."""
-    if not cells["name"]:
-        raise BadRowError("empty name", cells["name"], "a job name", "name")
-    arrival = number(cells["time"], "time", low=0.0, high=MAX_TIME_S,
-                     what=f"a time in s from 0 to {MAX_TIME_S:g}")
-    app = _application(cells, apps)
-    num_gpus = integer(cells["num_replicas"], "num_replicas", low=1, high=MAX_GPUS)
-    low, high = app.convergence.base_batch, app.convergence.max_batch
-    batch = integer(cells["batch_size"], "batch_size", low=1)
-    if not low <= batch <= high:
-        raise BadRowError("bad batch_size", cells["batch_size"],
-                          f"a batch size from {low} to {high} ({app.name}'s validated range)",
-                          "batch_size")
+    if cells["application"] in REFUSED:
+        raise BadRowError(f"application not supported: {REFUSED[cells['application']]}",
+                          cells["application"], "one of " + ", ".join(sorted(apps)),
+                          "application")
+    arrival, app, num_gpus, batch = workload_cells(cells, apps, MAX_GPUS)
     category = cells.get("category", "").strip() or ("adaptive" if elastic else "rigid")
     if category not in CATEGORIES:
         raise BadRowError("unknown category", category, " or ".join(CATEGORIES), "category")
@@ -122,10 +102,7 @@ def _row(line: int, cells: dict[str, str], apps: Any, *, elastic: bool) -> Row:
         return Row(line, arrival, num_gpus, job_type=elastic_job_type_name(app.name),
                    work=app.goal_base_steps, id=cells["name"],
                    allowed_gpu_counts=elastic_counts(app, num_gpus))
-    if app.batch_plan(batch, num_gpus).atomic_bsz < app.min_local_bsz:
-        raise BadRowError("batch too small for its GPUs", cells["batch_size"],
-                          f"at least {app.min_local_bsz} samples per GPU ({app.name}) on "
-                          f"{num_gpus} GPUs", "batch_size")
+    check_batch_fits(cells, app, batch, num_gpus)
     work = app.steps_to_goal(batch, num_gpus)
     if category == "rigid":
         return Row(line, arrival, num_gpus, job_type=job_type_name(app.name, batch),
