@@ -249,12 +249,14 @@ class PolluxApplication:
 
 @dataclass(frozen=True, eq=False)
 class PolluxThroughput:
-    """steps/s of Pollux's job types (``"cifar10 (batch size 2048)"``) on ``t4`` GPUs
-    in nodes of 4 (module notes): one step is one step at the job type's total batch;
-    for an elastic job (``"cifar10 (elastic)"``) one step is a base-batch step and the
-    answer its goodput at its best batches there (:meth:`PolluxApplication.elastic_rate`);
-    0.0 where the job cannot run (another GPU type, a per-GPU batch outside the
-    measurements, more than :data:`MAX_GPUS` GPUs, a name it does not know)."""
+    """steps/s of Pollux's job types (``"cifar10 (batch size 2048)"``) on ``gpu_type``
+    GPUs in nodes of ``gpus_per_node`` (by default Pollux's: ``t4``, 4; module notes),
+    each step ``slowdown`` times as long as measured (Sia's calibration; none by
+    default): one step is one step at the job type's total batch; for an elastic job
+    (``"cifar10 (elastic)"``) one step is a base-batch step and the answer its goodput at
+    its best batches there (:meth:`PolluxApplication.elastic_rate`); 0.0 where the job
+    cannot run (another GPU type, a per-GPU batch outside the measurements, more than
+    ``max_gpus`` GPUs, a name it does not know)."""
 
     applications: Mapping[str, PolluxApplication]
     #: the GPU type measured, its GPUs per node and the most GPUs a job is answered on

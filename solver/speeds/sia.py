@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -143,7 +144,7 @@ class SiaThroughput:
         """The model of :data:`REFERENCE_TYPE`, else of the first type by name."""
         return self.by_type.get(REFERENCE_TYPE) or self.by_type[min(self.by_type)]
 
-    @property
+    @cached_property
     def applications(self) -> Mapping[str, PolluxApplication]:
         """Each application, as measured on the reference type where it is, else on the
         first type by name that has it (what a workload's rows are checked against)."""
