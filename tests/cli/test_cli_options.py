@@ -82,7 +82,7 @@ def test_help_shows_the_defaults() -> None:
 
 @pytest.mark.parametrize(("args", "start"), [
     (["replay", "trace.csv"], "error: Missing option '--format'. Choose from: gavel, philly, "
-     "helios, openb, native, continuous, pollux (see hetsched replay --help)"),
+     "helios, openb, native, continuous, pollux, sia (see hetsched replay --help)"),
     (["solve", "--nope"], "error: No such option '--nope'"),
     (["frob"], "error: No such command 'frob' (see hetsched --help)"),
     (["solve", "instances/tiny.json", "--threads", "0"],
