@@ -35,7 +35,7 @@ time there. An elastic job's work is its goal in base-batch steps, the same on e
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -52,7 +52,6 @@ from hetsched.speeds.pollux import (
     PolluxApplication,
     PolluxThroughput,
 )
-from hetsched.speeds.profiles import batch_size_of
 
 #: GPUs per node of each of Sia's GPU types (its ``simulator_config.py``): ``aws`` an AWS
 #: g4dn.12xlarge (4 T4), ``azure`` ND40rs_v2 (8 V100), ``dgx`` and ``dgx-ext`` a DGX-A100
@@ -101,12 +100,6 @@ def start_seconds(application: str) -> float:
     return RESCALE_S.get(application, DEFAULT_RESCALE_S)
 
 
-def application_of(job_type: str) -> str:
-    """The application of one of Sia's job types (``"cifar10 (batch size 4096)"``,
-    ``"cifar10 (elastic)"``)."""
-    return job_type.split(" (", 1)[0]
-
-
 @dataclass(frozen=True, eq=False)
 class SiaThroughput:
     """steps/s of Sia's job types on its GPU types (module notes): one
@@ -149,50 +142,52 @@ class SiaThroughput:
         """Each application, as measured on the reference type where it is, else on the
         first type by name that has it (what a workload's rows are checked against)."""
         found: dict[str, PolluxApplication] = {}
-        for gpu in sorted(self.by_type, key=lambda name: (name != self.reference.gpu_type,
-                                                          name)):
-            for name, app in self.by_type[gpu].applications.items():
+        for model in self._by_preference:
+            for name, app in model.applications.items():
                 found.setdefault(name, app)
         return MappingProxyType(found)
 
     def application(self, job_type: str) -> tuple[PolluxApplication, int] | None:
         """The application and total batch of ``job_type`` (0 for an elastic job), as
         :meth:`applications` has it, or ``None``."""
-        app = self.applications.get(application_of(job_type))
-        if app is None:
-            return None
-        if job_type.endswith(ELASTIC_SUFFIX):
-            return app, 0
-        batch = batch_size_of(job_type)
-        return None if batch is None else (app, batch)
+        for model in self._by_preference:
+            found = model.application(job_type)
+            if found is not None:
+                return found
+        return None
+
+    @cached_property
+    def _by_preference(self) -> tuple[PolluxThroughput, ...]:
+        """The per-type models, the reference type's first, then by name."""
+        reference = self.reference.gpu_type
+        return tuple(self.by_type[gpu] for gpu in sorted(
+            self.by_type, key=lambda name: (name != reference, name)))
 
     def throughput(self, job_type: str, gpu_type: str, num_gpus: int,
                    placement: Placement) -> float:
         """steps/s, 0.0 where the job cannot run (class notes)."""
-        model = self.by_type.get(gpu_type)
-        if model is None:
-            return 0.0
-        speed = model.throughput(job_type, gpu_type, num_gpus, placement)
-        return speed * self._work_ratio(job_type, gpu_type, num_gpus) if speed else 0.0
+        return self._scaled(job_type, gpu_type, num_gpus, lambda model: model.throughput(
+            job_type, gpu_type, num_gpus, placement))
 
     def throughput_after(self, job_type: str, gpu_type: str, num_gpus: int,
                          placement: Placement, done: float) -> float:
         """steps/s once the job has done ``done`` of its work (an elastic job's goodput
         in the epoch it is in on ``gpu_type``)."""
-        model = self.by_type.get(gpu_type)
-        if model is None:
-            return 0.0
-        speed = model.throughput_after(job_type, gpu_type, num_gpus, placement, done)
-        return speed * self._work_ratio(job_type, gpu_type, num_gpus) if speed else 0.0
+        return self._scaled(job_type, gpu_type, num_gpus, lambda model: model.throughput_after(
+            job_type, gpu_type, num_gpus, placement, done))
 
     def throughput_ahead(self, job_type: str, gpu_type: str, num_gpus: int,
                          placement: Placement, done: float, horizon_s: float) -> float:
         """steps/s over the next ``horizon_s`` seconds of a job that has done ``done``."""
+        return self._scaled(job_type, gpu_type, num_gpus, lambda model: model.throughput_ahead(
+            job_type, gpu_type, num_gpus, placement, done, horizon_s))
+
+    def _scaled(self, job_type: str, gpu_type: str, num_gpus: int,
+                speed_of: Callable[[PolluxThroughput], float]) -> float:
+        """``speed_of`` the model of ``gpu_type`` (0.0 without one), in the work's units
+        (:meth:`_work_ratio`)."""
         model = self.by_type.get(gpu_type)
-        if model is None:
-            return 0.0
-        speed = model.throughput_ahead(job_type, gpu_type, num_gpus, placement, done,
-                                       horizon_s)
+        speed = speed_of(model) if model is not None else 0.0
         return speed * self._work_ratio(job_type, gpu_type, num_gpus) if speed else 0.0
 
     def speed_change_after(self, job_type: str, done: float) -> float | None:
