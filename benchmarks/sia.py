@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import logging
 import math
 import subprocess
@@ -45,8 +46,12 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from hetsched.speeds.sia import SiaThroughput
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "sia"
@@ -84,6 +89,14 @@ log = logging.getLogger("sia")
 def workload_file(sia: Path, trace: str, index: int) -> Path:
     """Sia's workload ``index`` of ``trace``."""
     return sia / "workloads" / trace / f"workload-{index}.csv"
+
+
+@functools.cache
+def sia_model(sia: Path) -> SiaThroughput:
+    """Sia's measurements in ``sia/traces``, read once a run of this script."""
+    from hetsched.speeds.sia import read_sia
+
+    return read_sia(sia / "traces")
 
 
 def figures(jobs: Sequence[object], finish: Mapping[str, float], gpu_seconds: float,
@@ -132,7 +145,6 @@ def hetsched_run(sia: Path, trace: str, index: int, policy: str) -> dict[str, ob
     from hetsched.files.cluster_spec import parse_cluster
     from hetsched.files.traces import read_trace
     from hetsched.registry import rolling
-    from hetsched.speeds.sia import read_sia
 
     path = workload_file(sia, trace, index)
     name, elastic, params = POLICIES[policy]
@@ -142,7 +154,7 @@ def hetsched_run(sia: Path, trace: str, index: int, policy: str) -> dict[str, ob
     began = time.monotonic()
     result = hetsched.replay_trace(path, "sia", CLUSTER, made, settings=settings)
     wall = time.monotonic() - began
-    model = read_sia(sia / "traces")
+    model = sia_model(sia)
     jobs = read_trace(path, "sia", throughput=model, elastic=elastic).jobs
     records = result.replay.records
     finish = {job_id: r.finish for job_id, r in records.items() if r.finish is not None}
@@ -163,10 +175,9 @@ def sia_figures(sia: Path, trace: str, index: int, policy: str, record: Mapping[
     as ``sia_side.py`` recorded them."""
     from hetsched.files.cluster_spec import parse_cluster
     from hetsched.files.traces import read_trace
-    from hetsched.speeds.sia import read_sia
 
     path = workload_file(sia, trace, index)
-    model = read_sia(sia / "traces")
+    model = sia_model(sia)
     jobs = read_trace(path, "sia", throughput=model, elastic=policy != "gavel").jobs
     first = min(float(row["time"]) for row in read_rows(path))
     per_job = read_rows(folder / f"jobs-{trace}-{index}-{policy}.csv")
@@ -204,9 +215,8 @@ def physics(sia: Path, out: Path) -> list[dict[str, object]]:
     of each epoch); ``error`` = hetsched / Sia - 1 of the time training."""
     from hetsched.core.throughput import Placement
     from hetsched.speeds.pollux import elastic_job_type_name, job_type_name
-    from hetsched.speeds.sia import read_sia
 
-    model = read_sia(sia / "traces")
+    model = sia_model(sia)
     rows: list[dict[str, object]] = []
     for probe in read_rows(out / "physics_sia.csv"):
         app, gpu, count = probe["app"], probe["gpu_type"], int(probe["num_gpus"])
