@@ -125,6 +125,9 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           "is not optimised"),
     Entry("sjf", "shortest (predicted) job first",
           policy="hetsched.policies.baselines.duration:ShortestJobFirst"),
+    Entry("qssf", "quasi-shortest service first: least predicted GPU time first "
+          "(Helios, SC'21), non-preemptive",
+          policy="hetsched.policies.baselines.duration:QuasiShortestServiceFirst"),
     Entry("srtf", "shortest remaining time first, preemptive",
           policy="hetsched.policies.baselines.duration:ShortestRemainingTimeFirst"),
     Entry("edf", "earliest deadline first",

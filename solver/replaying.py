@@ -192,7 +192,8 @@ def _replay_jobs(jobs: Sequence[Job], cluster: Cluster, policy: str | RollingPol
         raise InvalidScheduleError("the replay", violations)
     summary = outcome.metrics()
     return ReplayResult(outcome, summary, {
-        **summary.to_dict(), **outcome.timing(), "cpu_time_s": time.process_time() - cpu_began})
+        **summary.to_dict(), **outcome.timing(), "cpu_time_s": time.process_time() - cpu_began,
+        **({"estimates": outcome.estimates} if outcome.estimates is not None else {})})
 
 
 def _settings_with(settings: ReplaySettings | None, changes: Mapping[str, Any],
@@ -217,9 +218,11 @@ def _simulate(cluster: Cluster, jobs: Sequence[Job], policy: RollingPolicy,
     """The one way every replay runs: the simulator on ``jobs`` (arrivals already scaled)
     under ``policy`` with the settings' decision interval, restart penalty and start
     latency, the bar (if any) updated and closed."""
+    from hetsched.knowledge.view import knowledge_view
     from hetsched.simulate.simulator import Simulator
 
-    simulator = Simulator(cluster, jobs, policy, truth=truth, model=model,
+    knowledge = knowledge_view(settings.knowledge, cluster, model or truth)
+    simulator = Simulator(cluster, jobs, policy, truth=truth, model=model, knowledge=knowledge,
                           interval_s=settings.interval_s,
                           restart_penalty_s=settings.restart_penalty_s,
                           start_latency_s=settings.start_latency_s, progress=bar,
@@ -351,6 +354,8 @@ def replay_rendered(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *
         "skipped_rows": trace.skipped_rows, "excluded": dict(trace.excluded),
         "notes": list(trace.notes), "load": settings.load, **inputs.settings(trace, jobs),
         "elastic": settings.elastic, "spread_speed": settings.spread_speed,
+        "knowledge": settings.knowledge,
+        **({"estimates": replay.estimates} if replay.estimates is not None else {}),
         "solver_limit": {"per_decision": settings.time_limit_s,
                          "unit": "work units" if settings.deterministic else "s wall"},
         "solver_versions": solver_versions(),

@@ -35,7 +35,8 @@ SETTING_FIELDS = ("trace", "trace_format", "cluster", "limit_jobs", "time_limit_
                   "deterministic", "throughput", "backend", "interval_s", "deadline_fraction",
                   "restart_penalty_s", "on_bad_row", "reference_gpu", "gpu_aliases",
                   "unknown_gpus", "gpu_sharing", "colocation_factor", "start_latency_s",
-                  "prices", "spread_speed", "tenants", "pairs", "jct_window", "elastic")
+                  "prices", "spread_speed", "tenants", "pairs", "jct_window", "elastic",
+                  "knowledge")
 #: The replay settings a bench runs with; each run sets its own ``seed`` and ``load``.
 REPLAY_FIELDS = frozenset(f.name for f in fields(ReplaySettings)) - {"seed", "load"}
 #: Settings added after benches were first recorded, and their value in a bench.json
@@ -46,7 +47,7 @@ SETTING_DEFAULTS: dict[str, Any] = {
                                                        "colocation_factor",
                                                        "start_latency_s", "prices",
                                                        "spread_speed", "jct_window",
-                                                       "elastic")}
+                                                       "elastic", "knowledge")}
 SETTING_DEFAULTS.update(tenants=None, pairs=None)
 #: A policy label: what results.csv's ``policy`` column and the run folders carry.
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")

@@ -26,7 +26,8 @@ SETTING_KEYS = {
     "reference_gpu": "reference_gpu", "gpu_aliases": "gpu_aliases",
     "unknown_gpus": "unknown_gpus", "gpu_sharing": "gpu_sharing",
     "spread_speed": "spread_speed", "colocation_factor": "colocation_factor",
-    "elastic": "elastic", "limit_jobs": "limit_jobs", "deadline_fraction": "deadline_fraction",
+    "elastic": "elastic", "knowledge": "knowledge", "limit_jobs": "limit_jobs",
+    "deadline_fraction": "deadline_fraction",
     "on_bad_row": "on_bad_row", "prices": "prices", "tenants": "tenants", "pairs": "pairs",
     "throughput_path": "throughput", "seed": "seeds", "load": "loads",
     "jct_window": "jct_window", "format": "format", "trace_format": "format"}
@@ -112,7 +113,12 @@ def input_file(reader: SpecReader, root: Path, setting: str, value: object,
 
 def reading_setting(reader: SpecReader, setting: str, value: object, where: str) -> Any:
     """A trace-reading setting of :data:`READING_KEYS`, checked as the command checks it."""
-    from hetsched.core.settings import SPREAD_SPEEDS, UNKNOWN_GPUS, parse_gpu_aliases
+    from hetsched.core.settings import (
+        KNOWLEDGE,
+        SPREAD_SPEEDS,
+        UNKNOWN_GPUS,
+        parse_gpu_aliases,
+    )
 
     if setting == "reference_gpu":
         return reader.text(value, where, "a GPU type, e.g. t4")
@@ -126,6 +132,8 @@ def reading_setting(reader: SpecReader, setting: str, value: object, where: str)
         return reader.choice(value, where, UNKNOWN_GPUS)
     if setting == "spread_speed":
         return reader.choice(value, where, SPREAD_SPEEDS)
+    if setting == "knowledge":
+        return reader.choice(value, where, KNOWLEDGE)
     if setting in ("gpu_sharing", "elastic"):
         return reader.flag(value, where)
     factor = float(reader.number(value, where, 0, 1))

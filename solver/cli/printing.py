@@ -154,7 +154,7 @@ PARAMETER_FLAGS = {
     "workers": "--workers", "trace": "--trace", "throughput_path": "--throughput",
     "out": "--out", "plot": "--plot", "restart_penalty_s": "--restart-penalty",
     "start_latency_s": "--start-latency", "prices": "--prices",
-    "spread_speed": "--spread-speed",
+    "spread_speed": "--spread-speed", "knowledge": "--knowledge",
     "interval_s": "--interval", "gpus": "--gpus", "jobs": "--jobs",
     "gpus_per_node": "--gpus-per-node", "mean_interarrival_s": "--mean-interarrival",
     "median_duration_s": "--median-duration", "deadline_fraction": "--deadline-fraction",

@@ -19,6 +19,7 @@ from hetsched.core.settings import (
     COUNT_RANGE,
     FRACTION_RANGE,
     IDLE_SECONDS_RANGE,
+    KNOWLEDGE,
     LOAD_RANGE,
     MAX_RESTART_PENALTY_S,
     MIN_PERIOD_S,
@@ -48,7 +49,7 @@ SETTING_PARAMS = ("backend", "interval", "time_limit", "wall_clock", "limit_jobs
                   "restart_penalty", "start_latency", "on_bad_row", "deadline_fraction",
                   "reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing",
                   "colocation_factor", "decision_timeout", "prices", "spread_speed",
-                  "jct_window", "elastic")
+                  "jct_window", "elastic", "knowledge")
 
 
 def replay_settings_options(command: Any) -> Any:
@@ -88,6 +89,12 @@ def replay_settings_options(command: Any) -> Any:
                      help="A gang spread over servers runs at its measured spread speed "
                      "(the physics), or at its packed speed wherever its GPUs are (Gavel's "
                      "simulator's assumption: to reproduce its figures)."),
+        click.option("--knowledge", type=click.Choice(KNOWLEDGE), default=DEFAULTS.knowledge,
+                     show_default=True,
+                     help="What the policy may know of each job's work: the trace's truth, "
+                     "an estimate from the finished jobs' history (QSSF's rule), or none "
+                     "(one guess for every job, doubled when passed); the replay, its "
+                     "checks and its figures keep the truth (docs/policies.md)."),
         click.option("--prices", default=None, metavar="TYPE=USD,...",
                      help="USD per GPU-hour by GPU type, over the cluster's own (the "
                      "catalogue's for --cluster v100=N: Google Cloud on demand; Gavel's: "
@@ -158,5 +165,5 @@ def replay_settings(values: Mapping[str, Any], **more: Any) -> ReplaySettings:
         decision_timeout_s=values["decision_timeout"],
         prices=values["prices"] if values["prices"] is not None else {},
         spread_speed=values["spread_speed"], jct_window=values["jct_window"],
-        elastic=values["elastic"],
+        elastic=values["elastic"], knowledge=values["knowledge"],
         **more)

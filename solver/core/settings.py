@@ -32,6 +32,7 @@ __all__ = [
     "DECISION_TIMEOUT_S",
     "FRACTION_RANGE",
     "IDLE_SECONDS_RANGE",
+    "KNOWLEDGE",
     "LOAD_RANGE",
     "MAX_LOAD",
     "MAX_RESTART_PENALTY_S",
@@ -88,6 +89,10 @@ UNKNOWN_GPUS = ("error", "drop")
 #: the model's; the physics: it synchronises over the network) or ``packed`` (its packed
 #: figure wherever its GPUs are: Gavel's simulator's assumption, to reproduce its figures).
 SPREAD_SPEEDS = ("measured", "packed")
+#: What a policy may know of the jobs' work (issue 64; hetsched.knowledge): the ``truth``
+#: (the trace's work), an ``estimate`` from the finished jobs' history, or ``none`` (one
+#: guess for every job: only attained service tells them apart).
+KNOWLEDGE = ("truth", "estimate", "none")
 
 #: The range of each number of the settings, written one way in every message (the
 #: command's options read them with these: hetsched.cli.options.FloatIn).
@@ -154,6 +159,9 @@ class ReplaySettings:
     #: the trace's jobs are elastic (``--elastic``): the scheduler chooses each one's GPU
     #: count and the job its batch size (formats with batch sizes: pollux, sia; docs/elastic.md)
     elastic: bool = False
+    #: what the policy may know of the jobs' work (:data:`KNOWLEDGE`); the simulator, the
+    #: checker and the figures keep the truth
+    knowledge: str = "truth"
 
     def __post_init__(self) -> None:
         if self.backend is not None and not (isinstance(self.backend, str) and self.backend):
@@ -177,6 +185,7 @@ class ReplaySettings:
         _choice(self.on_bad_row, "on_bad_row", ON_BAD_ROW)
         _choice(self.unknown_gpus, "unknown_gpus", UNKNOWN_GPUS)
         _choice(self.spread_speed, "spread_speed", SPREAD_SPEEDS)
+        _choice(self.knowledge, "knowledge", KNOWLEDGE)
         if self.deadline_fraction is not None:
             FRACTION_RANGE.check(self.deadline_fraction, "deadline_fraction",
                                  "bad deadline fraction")

@@ -14,6 +14,7 @@ from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.core.records import Cluster, Job
 from hetsched.core.sharing import CoLocationModel
 from hetsched.core.throughput import ThroughputModel
+from hetsched.knowledge.view import KnowledgeView
 from hetsched.policies.rolling import PendingFeed, PendingLog
 from hetsched.simulate.live_state import LiveState
 from hetsched.simulate.record import DecisionLog, JobRecord
@@ -79,7 +80,9 @@ class Books:
     ``pending``, in order; ``completions`` and ``phases``: heaps of :data:`Event` (a run's
     end; a running job's speed changing with its progress, an elastic job's next epoch,
     which is no decision point); ``version``: the last run version given out;
-    ``next_tick``: the next boundary that is a decision point."""
+    ``next_tick``: the next boundary that is a decision point; ``knowledge``: the jobs
+    as the policy sees them when it may not know their work (``None``: it sees the
+    truth; then ``pending`` and the queue log hold the true jobs, else the shown ones)."""
 
     arrivals: Sequence[Job]
     boundaries: Boundaries
@@ -99,6 +102,7 @@ class Books:
     done: int = 0
     version: int = 0
     warned_fallback: bool = False
+    knowledge: KnowledgeView | None = None
 
     @classmethod
     def open(cls, cluster: Cluster, arrivals: Sequence[Job], colocation: CoLocationModel,
@@ -161,4 +165,4 @@ class Books:
         return LiveState.make(self.now, cluster, model, self.pending, self.free,
                               self.running, self.records, self.left,
                               PendingFeed(self.queue_log, len(self.queue_log.entries)),
-                              colocation)
+                              colocation, self.knowledge)

@@ -4,7 +4,9 @@ tuple; ``running`` and ``free`` are built when first read; ``remaining``, ``atta
 and ``preemptions`` are read-only views of the simulator's books, which answer for one
 job in constant time (a policy that sorts 40,000 waiting jobs once and keeps them in
 order does not pay for a dict of them at every event); ``pending_feed`` says where the
-queue stands in the replay's :class:`~hetsched.policies.rolling.PendingLog`."""
+queue stands in the replay's :class:`~hetsched.policies.rolling.PendingLog`. With a
+:class:`~hetsched.knowledge.view.KnowledgeView`, the jobs and the work left it shows are
+the view's, not the truth (the pending jobs come shown already: the books hold them so)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.core.records import Cluster, Job
 from hetsched.core.sharing import CoLocationModel
 from hetsched.core.throughput import ThroughputModel
+from hetsched.knowledge.view import KnowledgeView
 from hetsched.policies.rolling import ClusterState, Held, PendingFeed, RunningJob
 from hetsched.simulate.record import JobRecord
 from hetsched.simulate.runs import SimulatedRun
@@ -35,18 +38,21 @@ class LiveState(ClusterState):
     _left: dict[str, float]
     _waiting: dict[str, Job]
     _open: bool
+    _knowledge: KnowledgeView | None
 
     @classmethod
     def make(cls, now: float, cluster: Cluster, throughput: ThroughputModel,
              waiting: dict[str, Job], index: FreeGpuIndex, runs: dict[str, SimulatedRun],
              records: dict[str, JobRecord], left: dict[str, float],
              feed: PendingFeed | None = None,
-             colocation: CoLocationModel | None = None) -> LiveState:
+             colocation: CoLocationModel | None = None,
+             knowledge: KnowledgeView | None = None) -> LiveState:
         """The state at ``now``; ``index`` is the simulator's free-GPU index (read, never
         changed by the policy: it works on forks), ``waiting`` and ``runs`` the pending
         and running jobs by id, ``left`` the steps left of every job not running (the
         simulator changes none of them while the policy decides), ``colocation`` the
-        replay's co-location model."""
+        replay's co-location model, ``knowledge`` what the policy may know of the work
+        (``None``: the truth)."""
         state = cls(now=now, cluster=cluster, throughput=throughput,
                     pending=tuple(waiting.values()), remaining={}, running=(),
                     free=frozenset(), free_index=index, pending_feed=feed,
@@ -54,7 +60,8 @@ class LiveState(ClusterState):
         for name in _LAZY_FIELDS:
             del state.__dict__[name]  # the cached properties below build them
         for name, value in (("_runs", runs), ("_records", records), ("_left", left),
-                            ("_waiting", waiting), ("_open", True)):
+                            ("_waiting", waiting), ("_open", True),
+                            ("_knowledge", knowledge)):
             object.__setattr__(state, name, value)
         return state
 
@@ -83,6 +90,12 @@ class LiveState(ClusterState):
         if "_runs" not in self.__dict__:
             return super().held()
         self.check_open("held")
+        knowledge = self._knowledge
+        if knowledge is not None:
+            now = self.now
+            return {job_id: run.held._replace(job=knowledge.shown(
+                run.record.job, run.record.job.work - run.remaining_at(now)))
+                for job_id, run in self._runs.items()}
         return {job_id: run.held for job_id, run in self._runs.items()}
 
     @cached_property
@@ -96,12 +109,16 @@ class LiveState(ClusterState):
     def running(self) -> tuple[RunningJob, ...]:
         """Running jobs, with the steps left at ``now``."""
         self.check_open("running")
-        return _running_jobs(self._runs.values(), self.now)
+        return _running_jobs(self._runs.values(), self.now, self._knowledge)
 
     @cached_property
     def remaining(self) -> Mapping[str, float]:
         """Steps left of every pending job."""
         self.check_open("remaining")
+        knowledge = self._knowledge
+        if knowledge is not None:
+            return _PerWaitingJob(self, "remaining", lambda state, job_id: knowledge.remaining(
+                job_id, state._records[job_id].job.work - state._left[job_id]))
         return _PerWaitingJob(self, "remaining", lambda state, job_id: state._left[job_id])
 
     @cached_property
@@ -119,8 +136,10 @@ class LiveState(ClusterState):
                               lambda state, job_id: state._records[job_id].preemptions)
 
 
-def _running_jobs(runs: Iterable[SimulatedRun], now: float) -> tuple[RunningJob, ...]:
-    """Each run as ``RunningJob(job, gpu_type, gpus, since, remaining at now)``, made
+def _running_jobs(runs: Iterable[SimulatedRun], now: float,
+                  knowledge: KnowledgeView | None = None) -> tuple[RunningJob, ...]:
+    """Each run as ``RunningJob(job, gpu_type, gpus, since, remaining at now)`` (the job
+    and its work left as ``knowledge`` shows them, if given), made
     without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field): a
     busy cluster holds hundreds of running jobs at each of the whole Philly trace's
     160,000 decisions."""
@@ -128,9 +147,12 @@ def _running_jobs(runs: Iterable[SimulatedRun], now: float) -> tuple[RunningJob,
     made: list[RunningJob] = []
     for run in runs:
         one: RunningJob = new(RunningJob)
-        one.__dict__.update(job=run.record.job, gpu_type=run.gpu_type, gpus=run.gpus,
-                            started=run.since, remaining=run.remaining_at(now),
-                            packed=run.packed)
+        job, left = run.record.job, run.remaining_at(now)
+        if knowledge is not None:
+            done = job.work - left
+            job, left = knowledge.shown(job, done), knowledge.remaining(job.id, done)
+        one.__dict__.update(job=job, gpu_type=run.gpu_type, gpus=run.gpus,
+                            started=run.since, remaining=left, packed=run.packed)
         made.append(one)
     return tuple(made)
 

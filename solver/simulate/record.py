@@ -132,6 +132,9 @@ class Replay:
     #: the settings that could not change the replay, one line each
     #: (hetsched.setting_notices): the first of summary.json's ``warnings``
     setting_warnings: tuple[str, ...] = ()
+    #: how good the policy's guesses of the jobs' work were, when it was not shown the
+    #: truth (:meth:`hetsched.knowledge.view.KnowledgeView.accuracy`; None: it was)
+    estimates: dict[str, object] | None = None
     _rho: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
 
     def summary(self) -> dict[str, object]:

@@ -34,6 +34,7 @@ from hetsched.core.settings import (
 )
 from hetsched.core.sharing import PACKED_SHARE, CoLocationModel
 from hetsched.core.throughput import ThroughputModel, speed_change_after, throughput_after
+from hetsched.knowledge.view import KnowledgeView
 from hetsched.policies.rolling import Decision, RollingPolicy
 from hetsched.simulate.books import EPS, Books
 from hetsched.simulate.driver import PolicyDriver
@@ -95,7 +96,8 @@ class Simulator:
                  progress: Callable[[int, int, float, int], None] | None = None,
                  skip_quiet_rounds: bool = True,
                  colocation: CoLocationModel | None = None,
-                 decision_timeout_s: float | None = None) -> None:
+                 decision_timeout_s: float | None = None,
+                 knowledge: KnowledgeView | None = None) -> None:
         self.cluster = cluster
         self.colocation = colocation or CoLocationModel()
         self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.id))
@@ -110,6 +112,9 @@ class Simulator:
         self.skip_quiet_rounds = skip_quiet_rounds
         #: the policy's wall-clock limit per call (:mod:`hetsched.simulate.guard`)
         self.decision_timeout_s = decision_timeout_s
+        #: what the policy may know of the jobs' work (None: the truth;
+        #: :mod:`hetsched.knowledge.view`): the jobs it is shown, guessed at arrival
+        self.knowledge = knowledge
         ids = [j.id for j in self.jobs]
         if len(set(ids)) != len(ids):
             raise InputError("duplicate job ids in the trace", value=len(ids) - len(set(ids)),
@@ -128,6 +133,7 @@ class Simulator:
         began = time.perf_counter()
         periods = tuple(p for p in (self.round_s, self.interval_s) if p is not None)
         books = Books.open(self.cluster, self.jobs, self.colocation, periods)
+        books.knowledge = self.knowledge
         driver = PolicyDriver(self.policy, limit)
         interrupted = False
         failure: PolicyError | None = None
@@ -150,7 +156,8 @@ class Simulator:
         return Replay(books.records, books.decisions, self.cluster, time.perf_counter() - began,
                       books.start_time, interrupted, self.round_s, self.interval_s,
                       self.restart_penalty_s, usable or None, self.colocation, failure,
-                      self.truth, start_latency_s=self.start_latency_s)
+                      self.truth, start_latency_s=self.start_latency_s,
+                      estimates=self.knowledge.accuracy() if self.knowledge else None)
 
     def _step(self, books: Books, driver: PolicyDriver) -> None:
         """One event time: the next event, then what happens at it in order (speeds that
@@ -213,7 +220,12 @@ class Simulator:
             record.gpu_seconds += run.gpu_seconds_at(run.finish)
             record.finish = run.finish
             record.segments.append(run.segment(run.finish, run.work_left))
-            driver.finished(record.job, run.finish, books.now)
+            if books.knowledge is not None:
+                seen = books.knowledge.shown(record.job, record.job.work)
+                books.knowledge.finished(record.job)
+                driver.finished(seen, run.finish, books.now)
+            else:
+                driver.finished(record.job, run.finish, books.now)
             books.free.release(run.gpus, run.holder)
             del books.running[job_id]
             if run.holder.gpu_share is not None:
@@ -226,6 +238,8 @@ class Simulator:
         """The jobs that arrive now join the queue."""
         while books.arrivals_left and books.next_arrival_time <= books.now + EPS:
             job = books.arrivals[books.next_arrival]
+            if books.knowledge is not None:
+                job = books.knowledge.arrived(job)
             books.pending[job.id] = job
             books.queue_log.joined(job)
             books.next_arrival += 1
@@ -294,8 +308,11 @@ class Simulator:
             record.segments.append(run.segment(now, run.work_left - left))
             record.preemptions += 1
             books.free.release(run.gpus, run.holder)
-            books.pending[job_id] = run.record.job
-            books.queue_log.joined(run.record.job)
+            job = run.record.job
+            if books.knowledge is not None:
+                job = books.knowledge.shown(job, job.work - left)
+            books.pending[job_id] = job
+            books.queue_log.joined(job)
             if run.holder.gpu_share is not None:
                 self._co_runners_changed(run, books, leaving=True)
 
@@ -307,9 +324,10 @@ class Simulator:
         for start in starts:
             driver.check_start(start, books.pending, self.cluster, self.truth,
                                books.free.can_hold, now)
-            job = books.pending.pop(start.job)
+            books.pending.pop(start.job)
+            record = books.records[start.job]
+            job = record.job  # (the truth: the pending one may be the policy's view)
             books.queue_log.left(job.id)
-            record = books.records[job.id]
             left = books.left[job.id]
             speed = throughput_after(self.truth, job.job_type, start.gpu_type, len(start.gpus),
                                      self.cluster.placement_of(start.gpus), job.work - left)

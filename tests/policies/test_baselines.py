@@ -447,7 +447,8 @@ def test_replay_uses_the_policy_round_and_lists_baselines(tmp_path: Path) -> Non
     assert wrapped.round_s is None
     assert rolling_policy("tiresias-agnostic").round_s == 360.0
     assert {name: rolling_policy(name).round_s for name in ALL if "agnostic" not in name} == {
-        "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0, "gandiva": 600.0,
+        "sjf": None, "qssf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0,
+        "gandiva": 600.0,
         "gavel": 360.0, "gavel-max-sum": 360.0, "ftf": 360.0, "optimus": 600.0,
         "progress": 1800.0, "progress-packed": 1800.0, "progress-elastic": 120.0,
         "gavel-packed": 360.0,

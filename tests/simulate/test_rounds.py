@@ -366,6 +366,7 @@ ISOLATED = (GAVEL[0], alternating(2160, 44000 - 360 * V100 - 2 * 330 * V100 - 3 
 EXPECTED: dict[str, list[tuple[float, float]]] = {
     "fifo": [FIFO_LIKE], "edf": [FIFO_LIKE], "tiresias": [FIFO_LIKE],
     "gandiva": [FIFO_LIKE], "sjf": [SHORT_FIRST], "srtf": [SHORT_FIRST], "gavel": [GAVEL],
+    "qssf": [SHORT_FIRST],  # (one GPU each: GPU time orders them as duration does)
     "gavel-max-sum": [GAVEL], "ftf": [GAVEL], "optimus": [OPTIMUS], "progress": [PROGRESS],
     "progress-elastic": [GAVEL_MAX_SUM],
     "progress-packed": [PROGRESS],  # (ResNet-50 beside ResNet-50: 0.498 + 0.498 on a
@@ -383,7 +384,7 @@ EXPECTED: dict[str, list[tuple[float, float]]] = {
     "max-throughput-per-cost": [GAVEL], "isolated": [ISOLATED],
     "gavel-max-sum-raw": [GAVEL], "max-throughput-per-cost-raw": [GAVEL],
     "gavel-water-filling": [GAVEL], "gavel-water-filling-gpus": [GAVEL]}
-ROUNDS = {"fifo": None, "sjf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0,
+ROUNDS = {"fifo": None, "sjf": None, "qssf": None, "edf": None, "srtf": 600.0, "tiresias": 360.0,
           "gandiva": 600.0, "gavel": 360.0, "gavel-max-sum": 360.0, "ftf": 360.0,
           "optimus": 600.0, "progress": 1800.0, "progress-packed": 1800.0,
           "progress-elastic": 120.0, "gavel-packed": 360.0, "fifo-packed": 360.0,

@@ -1,6 +1,8 @@
-"""Shortest job first (non-preemptive) and shortest remaining time first (preemptive), on
-predicted durations: remaining steps over the job's fastest configuration in the
-throughput model the policy sees (the fitted one in a replay)."""
+"""Shortest job first and quasi-shortest service first (non-preemptive), and shortest
+remaining time first (preemptive), on predicted durations: remaining steps over the job's
+fastest configuration in the throughput model the policy sees (the fitted one in a
+replay), the steps being the truth or the replay's estimates (``--knowledge``,
+:mod:`hetsched.knowledge`)."""
 
 from __future__ import annotations
 
@@ -39,6 +41,24 @@ class ShortestJobFirst(GuardedOrder):
     def rank(self, state: ClusterState, job: Job) -> tuple[float, float, str]:
         """Predicted duration, then arrival."""
         return (self.speeds.predicted_s(state, job), job.arrival, job.id)
+
+
+class QuasiShortestServiceFirst(GuardedOrder):
+    """QSSF (Hu et al., SC'21, the Helios traces; HeliosArtifact's
+    ``framework/QSSF Service/policies/qssf.py``): pending jobs in order of predicted
+    *service*, GPU time (predicted duration times GPUs requested), so that a large gang
+    of a short job does not go before many small ones. Helios predicts the duration from
+    the user's history (``hetsched replay --knowledge estimate``: the same rule,
+    :class:`hetsched.knowledge.HistoryEstimator`); under ``truth`` it is shortest GPU
+    time first. Placement, backfilling and the starvation guard as
+    :class:`ShortestJobFirst` (Helios' simulator does not backfill: the first job that
+    does not fit stops the walk)."""
+
+    name = "qssf"
+
+    def rank(self, state: ClusterState, job: Job) -> tuple[float, float, str]:
+        """Predicted GPU-seconds, then arrival."""
+        return (self.speeds.predicted_s(state, job) * job.num_gpus, job.arrival, job.id)
 
 
 class ShortestRemainingTimeFirst(PolicyHooks):
