@@ -90,13 +90,18 @@ class KnowledgeView:
     def arrived(self, job: Job) -> Job:
         """``job`` arrives: guess its work from what finished before now; the job as the
         policy sees it."""
-        speed = self.speeds.fastest(job)
         ideal_s, level = self.estimator.estimate(job)
-        guess = min(MAX_WORK, max(MIN_GUESS, ideal_s * speed)) if speed > 0 else job.work
+        guess = min(MAX_WORK, max(MIN_GUESS, ideal_s * self._speed(job)))
         self.guessed[job.id] = guess
         self.levels[job.id] = level
         self._pairs[job.id] = (guess, job.work)
         return self.shown(job, 0.0)
+
+    def _speed(self, job: Job) -> float:
+        """The steps/s that turn ``job``'s ideal seconds into steps: its fastest at its
+        requested GPU count in the policy's model, else its best at any count it allows,
+        else 1 (never its own work: a guess may not read it)."""
+        return self.speeds.fastest(job) or self.speeds.best(job) or 1.0
 
     def total(self, job_id: str, done: float) -> float:
         """The total work shown for a job that has done ``done`` steps: its guess,
@@ -123,9 +128,7 @@ class KnowledgeView:
 
     def finished(self, job: Job) -> None:
         """``job`` (the true record) finished: the estimator learns its ideal duration."""
-        speed = self.speeds.fastest(job)
-        if speed > 0:
-            self.estimator.learn(job, job.work / speed)
+        self.estimator.learn(job, job.work / self._speed(job))
         self._shown.pop(job.id, None)
 
     def accuracy(self) -> dict[str, object]:

@@ -179,10 +179,6 @@ def test_with_no_knowledge_every_guess_is_the_prior_doubled() -> None:
     assert SECRET not in {figure for seen in policy.seen for figure in seen[2:]}
 
 
-@pytest.mark.xfail(strict=True, reason="hetsched/knowledge/view.py KnowledgeView.arrived: a "
-                   "job the policy's model cannot run at its requested GPU count (fastest "
-                   "speed 0: an elastic job asking for a gang no node holds packed) is "
-                   "guessed at its true work")
 def test_a_job_unplaceable_at_its_requested_count_is_not_guessed_at_its_work() -> None:
     # Two nodes of two V100s and no spread speed: a 4-GPU gang cannot run, but the
     # elastic job may run on 2 (so the replay takes it). Two such jobs that differ only

@@ -50,11 +50,17 @@ class QuasiShortestServiceFirst(GuardedOrder):
     of a short job does not go before many small ones. Helios predicts the duration from
     the user's history (``hetsched replay --knowledge estimate``: the same rule,
     :class:`hetsched.knowledge.HistoryEstimator`); under ``truth`` it is shortest GPU
-    time first. Placement, backfilling and the starvation guard as
-    :class:`ShortestJobFirst` (Helios' simulator does not backfill: the first job that
-    does not fit stops the walk)."""
+    time first. Placement and backfilling as :class:`ShortestJobFirst` (Helios' simulator
+    does not backfill: the first job that does not fit stops the walk); no starvation
+    guard by default, as in Helios (``starvation_factor``: :class:`ShortestJobFirst`'s,
+    8, when given: on guessed durations it promotes the jobs guessed too short, and a
+    promoted gang that reserves its GPU type makes the queue FIFO's; docs/knowledge.md).
+    """
 
     name = "qssf"
+
+    def __init__(self, *, starvation_factor: float = math.inf) -> None:
+        super().__init__(starvation_factor=starvation_factor)
 
     def rank(self, state: ClusterState, job: Job) -> tuple[float, float, str]:
         """Predicted GPU-seconds, then arrival."""
