@@ -15,7 +15,12 @@ import click
 from hetsched.cli.options import FloatIn, IntIn, tenants_option
 from hetsched.core.errors import InputError
 from hetsched.core.ranges import MAX_TIME_S, Range
-from hetsched.core.settings import COUNT_RANGE, DECISION_TIMEOUT_S, TIME_LIMIT_RANGE
+from hetsched.core.settings import (
+    COUNT_RANGE,
+    DECISION_TIMEOUT_S,
+    KNOWLEDGE,
+    TIME_LIMIT_RANGE,
+)
 from hetsched.slurm.local import DEFAULT_STATE_DIR
 from hetsched.slurm.source import LEARN_PRIORS
 
@@ -65,6 +70,10 @@ IDLE_EXIT_RANGE = Range(0.0, MAX_TIME_S, noun="seconds")
               "throughput source, the built-in catalogue or nothing (a job type never seen "
               "starts from a bootstrap estimate); the policy plans with what was learned, "
               "written to OUT/learned_throughput.csv.")
+@click.option("--knowledge", type=click.Choice(KNOWLEDGE), default="truth", show_default=True,
+              help="What the policy may know of each job's work, as hetsched replay's "
+              "option: the metadata's steps, an estimate from the jobs seen to complete "
+              "(QSSF's history rule), or none (docs/knowledge.md).")
 @tenants_option(": kept around the policy (jobs name their tenant in their metadata), and "
                 "the fairness figures count per tenant.")
 @click.option("--poll", "poll_s", type=FloatIn(POLL_RANGE, "bad poll interval"), default=0.25,
@@ -84,8 +93,9 @@ IDLE_EXIT_RANGE = Range(0.0, MAX_TIME_S, noun="seconds")
 def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: Path | None,
                       throughput_path: Path | None, checkpoints: Path | None,
                       handover: Path | None, type_order: str | None, learn: str,
-                      tenants_path: Path | None, poll_s: float, stop_after: int | None,
-                      idle_exit_s: float | None, decision_timeout_s: float | None) -> None:
+                      knowledge: str, tenants_path: Path | None, poll_s: float,
+                      stop_after: int | None, idle_exit_s: float | None,
+                      decision_timeout_s: float | None) -> None:
     """Schedule the managed jobs of a live Slurm cluster with a rolling policy: jobs
     submitted held with hetsched metadata in their comment (docs/slurm.md); every other
     job is left to Slurm and its GPUs are never given away. Ctrl-C or SIGTERM writes the
@@ -93,6 +103,7 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
     1)."""
     from hetsched.files.replay_inputs import throughputs
     from hetsched.files.tenants import read_tenants
+    from hetsched.knowledge.view import knowledge_view
     from hetsched.policies.quotas import with_tenants
     from hetsched.replaying import rolling_policy
     from hetsched.slurm.agent import Agent, AgentSettings
@@ -136,7 +147,8 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
             checkpoints = cluster_dir / "checkpoints"
         reports = reports_for(checkpoints, learn, first.cluster, speeds.model)
         agent = Agent(live, policy, speeds.model, history, settings, truth=speeds.truth,
-                      reports=reports)
+                      reports=reports,
+                      knowledge=knowledge_view(knowledge, first.cluster, speeds.model))
         log.info("agent: policy %s on %d nodes (%d GPUs), partition %s", policy_name,
                  len(first.cluster.nodes), len(first.cluster.gpus), partition)
         code = 0
@@ -163,6 +175,9 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
                                 checkpoints=checkpoints, tenants=tenants,
                                 figures={**policy.figures(),
                                          **agent.recovery.figures(),
+                                         "knowledge": knowledge,
+                                         **({"estimates": agent.knowledge.accuracy()}
+                                            if agent.knowledge is not None else {}),
                                          **({"learned_keys": len(learned.rows())}
                                             if learned is not None else {})}) \
             if history.cluster else {}

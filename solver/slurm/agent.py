@@ -34,6 +34,7 @@ from hetsched.core.log_levels import per_decision_logs
 from hetsched.core.records import Cluster, Job
 from hetsched.core.settings import DECISION_TIMEOUT_S, check_time_limit
 from hetsched.core.throughput import ThroughputModel
+from hetsched.knowledge.view import KnowledgeView
 from hetsched.policies.rolling import ClusterState, Decision, RollingPolicy, RunningJob
 from hetsched.simulate.driver import PolicyDriver, start_problem
 from hetsched.slurm.control import SlurmRefusedError
@@ -115,7 +116,8 @@ class Agent:
                  clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep,
                  truth: ThroughputModel | None = None,
-                 reports: Reports | None = None) -> None:
+                 reports: Reports | None = None,
+                 knowledge: KnowledgeView | None = None) -> None:
         self.live = live
         self.policy = policy
         self.driver = PolicyDriver(policy)
@@ -138,6 +140,10 @@ class Agent:
         self.reports = reports
         if reports is not None:
             self.recovery.last_run = reports.last_run
+        #: what the policy may know of the jobs' work, as in a replay (``--knowledge``;
+        #: None: the metadata's work): each job shown with its work guessed when the
+        #: agent first sees it, from the jobs it saw complete (hetsched.knowledge)
+        self.knowledge = knowledge
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> None:
@@ -191,6 +197,11 @@ class Agent:
                 continue
             runs = self.history.jobs[job_id].runs
             end = runs[-1].end if runs and runs[-1].end is not None else unix
+            if self.knowledge is not None:
+                seen = self._shown(job, 0.0)[0]
+                if self.history.jobs[job_id].ended == "COMPLETED":
+                    self.knowledge.finished(job)  # (its work was done: learned)
+                job = seen
             try:
                 self.driver.finished(job, self.history.trace_time(end), now)
             except PolicyError as exc:
@@ -240,22 +251,40 @@ class Agent:
                          key=lambda job: (job.arrival, job.id))
         # A job a decision moved runs where it was moved to, as in a replay, while Slurm
         # requeues it: its new GPUs are not free, and it is not waiting.
-        running = [RunningJob(snapshot.jobs[job_id].meta.job, move.gpu_type, move.gpus, now,
-                              self._remaining(snapshot.jobs[job_id].meta.job, now,
-                                              snapshot.cluster))
-                   for job_id, move in moving.items()]
+        running: list[RunningJob] = []
+        for job_id, move in moving.items():
+            shown, left = self._shown(snapshot.jobs[job_id].meta.job, self._remaining(
+                snapshot.jobs[job_id].meta.job, now, snapshot.cluster))
+            running.append(RunningJob(shown, move.gpu_type, move.gpus, now, left))
         free = snapshot.free.difference(g for move in moving.values() for g in move.gpus)
         for job in snapshot.jobs.values():
             if job.holding and job.gpus and not job.handing_over:
                 gpu_type = snapshot.cluster.node_by_name[job.nodes[0]].gpu_type if job.nodes else ""
-                left = self._remaining(job.meta.job, now, snapshot.cluster)
-                running.append(RunningJob(job.meta.job, gpu_type, job.gpus,
+                shown, left = self._shown(job.meta.job, self._remaining(
+                    job.meta.job, now, snapshot.cluster))
+                running.append(RunningJob(shown, gpu_type, job.gpus,
                                           self.history.started(job.job_id, now), left))
         remaining = {job.id: self._remaining(job, now, snapshot.cluster) for job in pending}
+        if self.knowledge is not None:
+            seen = [self._shown(job, remaining[job.id]) for job in pending]
+            pending = [job for job, _ in seen]
+            remaining = {job.id: left for job, left in seen}
         return ClusterState(now, snapshot.cluster, self.model, tuple(pending), remaining,
                             tuple(running), free,
                             attained=self.history.attained(now),
                             preemptions=self.history.preemptions())
+
+    def _shown(self, job: Job, left: float) -> tuple[Job, float]:
+        """``job`` with ``left`` steps left as the policy sees it: the truth, or with
+        :attr:`knowledge` the job with its guessed work and the work left by the guess
+        (guessed when first seen)."""
+        knowledge = self.knowledge
+        if knowledge is None:
+            return job, left
+        if job.id not in knowledge.guessed:
+            knowledge.arrived(job)
+        done = max(0.0, job.work - left)
+        return knowledge.shown(job, done), knowledge.remaining(job.id, done)
 
     def _remaining(self, job: Job, now: float, cluster: Cluster) -> float:
         """Steps left of ``job``: from its report when it has one, else as the history

@@ -1,7 +1,7 @@
 """Heuristic baseline policies of the field, as rolling policies (``decide(state)``).
 
-``sjf``, ``qssf`` (Helios, SC'21), ``srtf`` (predicted durations), ``edf``, ``tiresias`` (NSDI 2019), ``gandiva``
-(OSDI 2018), ``gavel`` and ``gavel-max-sum`` (OSDI 2020; its LP is
+``sjf``, ``qssf`` (Helios, SC'21), ``srtf`` (predicted durations), ``edf``, ``tiresias``
+(NSDI 2019), ``gandiva`` (OSDI 2018), ``gavel`` and ``gavel-max-sum`` (OSDI 2020; its LP is
 ``hetsched.formulations.gavel``) and Gavel's other policies (``fifo-fastest``,
 ``min-total-duration``, ``max-throughput-per-cost``, ``isolated``), ``optimus`` (EuroSys
 2018); any policy name with
