@@ -93,8 +93,9 @@ def replay_settings_options(command: Any) -> Any:
                      show_default=True,
                      help="What the policy may know of each job's work: the trace's truth, "
                      "an estimate from the finished jobs' history (QSSF's rule), or none "
-                     "(one guess for every job, doubled when passed); the replay, its "
-                     "checks and its figures keep the truth (docs/policies.md)."),
+                     "(one guess for every job; a job past half its guess: as long again as "
+                     "it ran); the replay, its checks and its figures keep the truth "
+                     "(docs/knowledge.md)."),
         click.option("--prices", default=None, metavar="TYPE=USD,...",
                      help="USD per GPU-hour by GPU type, over the cluster's own (the "
                      "catalogue's for --cluster v100=N: Google Cloud on demand; Gavel's: "

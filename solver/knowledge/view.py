@@ -8,12 +8,15 @@ advances jobs, checks and measures with it) and shows the policy a :class:`Knowl
 * at its arrival each job is given a guessed total work ``E`` (steps): its estimator's
   guess of its ideal duration (:mod:`hetsched.knowledge.estimators`) times its fastest
   speed at its requested GPU count in the policy's model;
-* a job that has done ``d`` steps is shown with ``work`` = ``T(d)`` = ``E * 2**k``, the
-  smallest such total above ``d`` (a job past its guess is expected to run as long again
-  as it was guessed to: the guess doubles, as in multi-level feedback queues), and its
-  remaining work (``ClusterState.remaining``, ``RunningJob.remaining``) is ``T(d) - d``.
-  (Re-guessing a job that passed its guess from the finished jobs that ran longer, their
-  mean or their Gittins rank, did no better on ee9e8c and 6214e9: docs/knowledge.md);
+* a job that has done ``d`` steps is shown with ``work`` = ``T(d)`` = ``max(E, 2 d)``
+  and remaining work (``ClusterState.remaining``, ``RunningJob.remaining``)
+  ``T(d) - d = max(E - d, d)``: the guess, less what was done, until the job has done
+  half of it; from then on as long again as it has run (a job's remaining time is never
+  guessed near zero, where a shortest-remaining-first rule would put it first and then,
+  past its guess, last; and the longer a job of heavy-tailed durations has run, the
+  longer it is expected to run). (The other rules tried, docs/knowledge.md: the guess
+  doubled when passed, and re-guessing from the finished jobs that ran longer, their mean
+  or their Gittins rank, did worse or no better);
 * the steps a job has done are what a real cluster sees (the job's own reports, or its
   time at its measured speed); nothing else of the truth is shown.
 
@@ -66,8 +69,9 @@ def knowledge_view(knowledge: str, cluster: Cluster, model: ThroughputModel
 
 
 class KnowledgeView:
-    """Each job as a policy may know it (see the module): a guess made at its arrival,
-    doubled when passed, from an estimator told of each finished job."""
+    """Each job as a policy may know it (see the module): a guess made at its arrival
+    from an estimator told of each finished job, or twice what the job did once that
+    is more."""
 
     def __init__(self, cluster: Cluster, model: ThroughputModel,
                  estimator: DurationEstimator) -> None:
@@ -104,14 +108,9 @@ class KnowledgeView:
         return self.speeds.fastest(job) or self.speeds.best(job) or 1.0
 
     def total(self, job_id: str, done: float) -> float:
-        """The total work shown for a job that has done ``done`` steps: its guess,
-        doubled until above ``done`` (at most :data:`MAX_WORK`)."""
-        total = self.guessed[job_id]
-        if done >= total:
-            total *= 2.0 ** (math.floor(math.log2(done / total)) + 1)
-            while total <= done:  # (rounding)
-                total *= 2.0
-        return min(total, MAX_WORK)
+        """The total work shown for a job that has done ``done`` steps: its guess, or
+        twice ``done`` once that is more (at most :data:`MAX_WORK`)."""
+        return min(max(self.guessed[job_id], 2.0 * done), MAX_WORK)
 
     def remaining(self, job_id: str, done: float) -> float:
         """The work left as shown for a job that has done ``done`` steps (> 0)."""

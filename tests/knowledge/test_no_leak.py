@@ -1,7 +1,7 @@
 """Under ``--knowledge estimate`` and ``none`` nothing of a job's true work reaches the
 policy before it finishes (issue 64): two replays that differ only in one job's work are
 the same replay until that job finishes, guesses included, and a policy that writes down
-every figure it is shown never sees the true work, only the guess doubled."""
+every figure it is shown never sees the true work, only the guess and twice what was done."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ TABLE = ThroughputTable({("a", "v100", 1, Placement.PACKED): 2.0,
                          ("a", "v100", 2, Placement.PACKED): 3.0,
                          ("b", "v100", 2, Placement.PACKED): 1.8})
 #: x and p start at once; x (200 steps of a at 2/s) finishes at 100 s, at 200 s when its
-#: work is doubled; q and r arrive before that, s and t after, w much later.
+#: work is twice as large; q and r arrive before that, s and t after, w much later.
 JOBS = (Job("x", 0.0, "a", 1, 200.0, user="u1"), Job("p", 0.0, "b", 1, 1000.0, user="u2"),
         Job("q", 10.0, "b", 1, 300.0, user="u1"), Job("r", 50.0, "a", 2, 600.0, user="u2"),
         Job("s", 150.0, "a", 1, 100.0, user="u1"), Job("t", 400.0, "a", 1, 50.0, user="u3"),
@@ -145,37 +145,38 @@ def test_the_recorder_sees_the_truth_under_truth() -> None:
         *running(9000.0, SECRET, 807.0), (9807.0, "finished", SECRET, None)]
 
 
-def test_the_estimate_shows_the_guess_from_history_doubled_never_the_truth() -> None:
+def test_the_estimate_shows_the_guess_from_history_never_the_truth() -> None:
     policy, ran = shown("estimate")
     # the same runs: the recorder is FIFO, blind to the work
     assert [(s.start, s.finish) for s in ran.records["big"].segments] == \
         [(1000.0, 3000.0), (4000.0, 9807.0)]
     # big's guess: u's b on one GPU finished in 500 ideal s (warm) x 1 step/s = 500
-    # steps; shown total: 500 while done < 500, 1,000, 2,000, 4,000, 8,000 (done
-    # 1,000 at 2,000 s: 2,000; 2,000 at 3,000 s: 4,000; 4,970 at 7,000 s: 8,000); at the
-    # finish 7,777 done: 8,000.
+    # steps; shown total max(500, 2 done), remaining max(500 - done, done): done 1,000
+    # at 2,000 s, 2,000 at 3,000 s and 4,000 s (preempted), 2,970 at 5,000 s (30 s of
+    # restoring), 1,000 more every 1,000 s; at the finish 7,777 done: 15,554.
     assert policy.seen == [
         (1000.0, "pending", 500.0, 500.0), *running(2000.0, 2000.0, 1000.0),
         *running(3000.0, 4000.0, 2000.0), (4000.0, "pending", 4000.0, 2000.0),
-        *running(5000.0, 4000.0, 1030.0), *running(6000.0, 4000.0, 30.0),
-        *running(7000.0, 8000.0, 3030.0), *running(8000.0, 8000.0, 2030.0),
-        *running(9000.0, 8000.0, 1030.0), (9807.0, "finished", 8000.0, None)]
+        *running(5000.0, 5940.0, 2970.0), *running(6000.0, 7940.0, 3970.0),
+        *running(7000.0, 9940.0, 4970.0), *running(8000.0, 11940.0, 5970.0),
+        *running(9000.0, 13940.0, 6970.0), (9807.0, "finished", 15554.0, None)]
     assert SECRET not in {figure for seen in policy.seen for figure in seen[2:]}
     estimates = ran.estimates
     assert estimates is not None
     assert estimates["levels"] == {"owner-type-gpus": 1, "prior": 2}
 
 
-def test_with_no_knowledge_every_guess_is_the_prior_doubled() -> None:
+def test_with_no_knowledge_every_guess_is_the_prior() -> None:
     policy, _ = shown("none")
-    # 3600 ideal s x 1 step/s: 3,600 shown until 3,600 steps done (at 5,630 s), then
-    # 7,200 until 7,200 done, 14,400 at the finish
+    # 3600 ideal s x 1 step/s: 3,600 shown until 1,800 steps are done, then twice what
+    # was done (done 1,000 at 2,000 s, 2,000 at 3,000 s, 2,970 at 5,000 s, ...; 7,777
+    # at the finish: 15,554)
     assert policy.seen == [
         (1000.0, "pending", 3600.0, 3600.0), *running(2000.0, 3600.0, 2600.0),
-        *running(3000.0, 3600.0, 1600.0), (4000.0, "pending", 3600.0, 1600.0),
-        *running(5000.0, 3600.0, 630.0), *running(6000.0, 7200.0, 3230.0),
-        *running(7000.0, 7200.0, 2230.0), *running(8000.0, 7200.0, 1230.0),
-        *running(9000.0, 7200.0, 230.0), (9807.0, "finished", 14400.0, None)]
+        *running(3000.0, 4000.0, 2000.0), (4000.0, "pending", 4000.0, 2000.0),
+        *running(5000.0, 5940.0, 2970.0), *running(6000.0, 7940.0, 3970.0),
+        *running(7000.0, 9940.0, 4970.0), *running(8000.0, 11940.0, 5970.0),
+        *running(9000.0, 13940.0, 6970.0), (9807.0, "finished", 15554.0, None)]
     assert SECRET not in {figure for seen in policy.seen for figure in seen[2:]}
 
 

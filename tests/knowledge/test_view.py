@@ -1,7 +1,7 @@
 """KnowledgeView (hetsched.knowledge.view): a job's work guessed at its arrival (the
 estimator's ideal seconds times the job's fastest speed at its requested GPU count in the
-policy's model), shown doubled each time the job passes it, its remaining work, the
-estimator told of finished jobs, and the accuracy figures of the guesses."""
+policy's model), shown as the guess, or twice what was done once that is more, its
+remaining work, the estimator told of finished jobs, and the accuracy figures of the guesses."""
 
 from __future__ import annotations
 
@@ -48,16 +48,17 @@ def test_the_guess_is_the_ideal_estimate_at_the_fastest_speed() -> None:
     assert view(history=False).setting == "none"
 
 
-def test_the_shown_total_doubles_each_time_the_job_passes_it() -> None:
+def test_the_shown_total_is_the_guess_then_twice_what_was_done() -> None:
     seen = view()
     seen.arrived(Job("a", 0.0, "m", 1, 1000.0))  # guess: 50 ideal s x 2 steps/s = 100
     assert seen.guessed["a"] == 100.0
-    for done, total in ((0.0, 100.0), (99.5, 100.0), (100.0, 200.0), (150.0, 200.0),
-                        (399.0, 400.0), (400.0, 800.0), (1000.0, 1600.0)):
+    # max(guess, 2 done): the guess until half of it is done, then twice what was done
+    for done, total in ((0.0, 100.0), (30.0, 100.0), (50.0, 100.0), (99.5, 199.0),
+                        (150.0, 300.0), (400.0, 800.0), (1000.0, 2000.0)):
         assert seen.total("a", done) == total, done
-    # remaining = total - done
-    for done, left in ((0.0, 100.0), (30.0, 70.0), (150.0, 50.0), (399.0, 1.0),
-                       (400.0, 400.0)):
+    # remaining = total - done = max(guess - done, done): never near zero
+    for done, left in ((0.0, 100.0), (30.0, 70.0), (50.0, 50.0), (99.5, 99.5),
+                       (150.0, 150.0), (400.0, 400.0)):
         assert seen.remaining("a", done) == left, done
 
 
@@ -77,11 +78,11 @@ def test_shown_is_one_record_per_total_and_keeps_the_rest_of_the_job() -> None:
     assert first == Job("a", 5.0, "m", 1, 100.0, user="u", tenant="t", deadline=900.0)
     assert true.work == 1000.0  # the truth is not touched
     assert seen.shown(true, 0.0) is first
-    assert seen.shown(true, 99.0) is first  # the total is still 100
+    assert seen.shown(true, 40.0) is first  # the total is still 100 (2 x 40 < 100)
     second = seen.shown(true, 150.0)
     assert second is not first
-    assert second.work == 200.0
-    assert seen.shown(true, 199.0) is second
+    assert second.work == 300.0
+    assert seen.shown(true, 150.0) is second
 
 
 def test_a_finished_job_teaches_the_estimator_its_ideal_duration() -> None:
