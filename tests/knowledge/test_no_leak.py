@@ -67,9 +67,11 @@ def test_one_jobs_true_work_changes_nothing_before_it_finishes(policy: str) -> N
     assert [d.time for d in decisions] == [0.0, 10.0, 50.0]  # x and p start, q, r arrive
     assert [(job, start) for job, start, _ in starts] == [("p", 0.0), ("x", 0.0)]
     # After x finished the history differs, as it should: s (u1's a on one GPU, at 150
-    # s) is guessed from x's 100 ideal s (x 2/s = 200 steps) where x finished first;
+    # s) is guessed from x's 100 ideal s (the geometric mean of one job; x 2/s = 200
+    # steps, to 1e-12: exp(log(100)) x 2 = 200.00000000000009) where x finished first;
     # in the other replay nothing has finished by 150 s: the prior, 7200 steps.
-    assert (short_view.guessed["s"], short_view.levels["s"]) == (200.0, "owner-type-gpus")
+    assert short_view.guessed["s"] == pytest.approx(200.0, rel=1e-12)
+    assert short_view.levels["s"] == "owner-type-gpus"
     assert (long_view.guessed["s"], long_view.levels["s"]) == (7200.0, "prior")
 
 
@@ -150,12 +152,15 @@ def test_the_estimate_shows_the_guess_from_history_never_the_truth() -> None:
     # the same runs: the recorder is FIFO, blind to the work
     assert [(s.start, s.finish) for s in ran.records["big"].segments] == \
         [(1000.0, 3000.0), (4000.0, 9807.0)]
-    # big's guess: u's b on one GPU finished in 500 ideal s (warm) x 1 step/s = 500
-    # steps; shown total max(500, 2 done), remaining max(500 - done, done): done 1,000
-    # at 2,000 s, 2,000 at 3,000 s and 4,000 s (preempted), 2,970 at 5,000 s (30 s of
-    # restoring), 1,000 more every 1,000 s; at the finish 7,777 done: 15,554.
+    # big's guess: u's b on one GPU finished in 500 ideal s (warm; the geometric mean of
+    # one job, to 1e-12: exp(log(500)) = 499.99999999999983) x 1 step/s = 500 steps;
+    # shown total max(500, 2 done), remaining max(500 - done, done): done 1,000 at 2,000
+    # s, 2,000 at 3,000 s and 4,000 s (preempted), 2,970 at 5,000 s (30 s of restoring),
+    # 1,000 more every 1,000 s; at the finish 7,777 done: 15,554. (Only the first figures
+    # are the guess; from 2,000 s on they are twice or once what was done: exact.)
+    guess = pytest.approx(500.0, rel=1e-12)
     assert policy.seen == [
-        (1000.0, "pending", 500.0, 500.0), *running(2000.0, 2000.0, 1000.0),
+        (1000.0, "pending", guess, guess), *running(2000.0, 2000.0, 1000.0),
         *running(3000.0, 4000.0, 2000.0), (4000.0, "pending", 4000.0, 2000.0),
         *running(5000.0, 5940.0, 2970.0), *running(6000.0, 7940.0, 3970.0),
         *running(7000.0, 9940.0, 4970.0), *running(8000.0, 11940.0, 5970.0),

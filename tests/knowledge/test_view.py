@@ -1,7 +1,11 @@
 """KnowledgeView (hetsched.knowledge.view): a job's work guessed at its arrival (the
 estimator's ideal seconds times the job's fastest speed at its requested GPU count in the
 policy's model), shown as the guess, or twice what was done once that is more, its
-remaining work, the estimator told of finished jobs, and the accuracy figures of the guesses."""
+remaining work, the estimator told of finished jobs, and the accuracy figures of the guesses.
+
+The history's guesses are geometric means, exp(mean of logs): even the mean of one job
+is not exactly its duration in floating point (250 comes back as 249.9999999999999), so
+they are compared with the value computed by hand to 1e-12; the prior's exactly."""
 
 from __future__ import annotations
 
@@ -90,9 +94,12 @@ def test_a_finished_job_teaches_the_estimator_its_ideal_duration() -> None:
     first = Job("a", 0.0, "m", 1, 500.0, user="u")
     seen.arrived(first)
     seen.finished(first)  # 500 steps / 2 steps/s = 250 ideal s
-    # u's next 1-GPU m: 250 ideal s x 2 steps/s; a 2-GPU one: 250 x 3 steps/s
-    assert seen.arrived(Job("b", 1.0, "m", 1, 9.0, user="u")).work == 500.0
-    assert seen.arrived(Job("c", 1.0, "m", 2, 9.0, user="u")).work == 750.0
+    # u's next 1-GPU m: 250 ideal s (the geometric mean of one job) x 2 steps/s; a 2-GPU
+    # one: 250 x 3 steps/s (not b's or c's own 9 steps, nor the prior's 100 and 150)
+    assert seen.arrived(Job("b", 1.0, "m", 1, 9.0, user="u")).work == \
+        pytest.approx(500.0, rel=1e-12)
+    assert seen.arrived(Job("c", 1.0, "m", 2, 9.0, user="u")).work == \
+        pytest.approx(750.0, rel=1e-12)
     assert seen.levels == {"a": "prior", "b": "owner-type-gpus", "c": "owner-type"}
     # the none setting learns nothing
     blind = view(history=False)
@@ -119,6 +126,7 @@ def test_accuracy_of_three_history_guesses_counts_their_levels() -> None:
     a = Job("a", 0.0, "m", 1, 300.0, user="u")
     seen.arrived(a)  # prior: 100 steps (ratio 1/3)
     seen.finished(a)  # 150 ideal s
+    # the geometric mean of one job, 150 ideal s, for both (to 1e-12: exp(log(150)))
     seen.arrived(Job("b", 1.0, "m", 1, 600.0, user="u"))  # u's m: 150 x 2 = 300 (1/2)
     seen.arrived(Job("c", 1.0, "m", 1, 75.0, user="w"))  # type m: 300 (4)
     # |ratio - 1|: 2/3, 1/2, 3 -> median 2/3, p90 (3rd of 3) 3; under 2 of 3, over 1 of 3;
@@ -126,8 +134,10 @@ def test_accuracy_of_three_history_guesses_counts_their_levels() -> None:
     accuracy = seen.accuracy()
     assert accuracy == {
         "setting": "estimate", "estimator": "history", "jobs": 3,
-        "median_abs_error": pytest.approx(2 / 3), "p90_abs_error": 3.0,
-        "under": pytest.approx(2 / 3), "over": pytest.approx(1 / 3), "median_ratio": 0.5,
+        "median_abs_error": pytest.approx(2 / 3, rel=1e-12),
+        "p90_abs_error": pytest.approx(3.0, rel=1e-12),
+        "under": pytest.approx(2 / 3, rel=1e-12), "over": pytest.approx(1 / 3, rel=1e-12),
+        "median_ratio": pytest.approx(0.5, rel=1e-12),
         "levels": {"owner-type-gpus": 1, "type": 1, "prior": 1}}
     levels = accuracy["levels"]
     assert isinstance(levels, dict)
