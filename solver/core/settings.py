@@ -89,7 +89,7 @@ UNKNOWN_GPUS = ("error", "drop")
 #: the model's; the physics: it synchronises over the network) or ``packed`` (its packed
 #: figure wherever its GPUs are: Gavel's simulator's assumption, to reproduce its figures).
 SPREAD_SPEEDS = ("measured", "packed")
-#: What a policy may know of the jobs' work (issue 64; hetsched.knowledge): the ``truth``
+#: What a policy may know of the jobs' work (hetsched.knowledge): the ``truth``
 #: (the trace's work), an ``estimate`` from the finished jobs' history, or ``none`` (one
 #: guess for every job: only attained service tells them apart).
 KNOWLEDGE = ("truth", "estimate", "none")

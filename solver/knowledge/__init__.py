@@ -1,5 +1,5 @@
 """What a policy may know of the jobs' future work, and the estimates it gets instead
-of the truth (issue 64): :mod:`hetsched.knowledge.estimators` guesses durations from the
+of the truth: :mod:`hetsched.knowledge.estimators` guesses durations from the
 finished jobs' history, :mod:`hetsched.knowledge.view` shows the simulator's jobs to a
 policy with those guesses."""
 

@@ -1,5 +1,5 @@
-"""The jobs as a policy sees them when it may not know the future (issue 64,
-``ReplaySettings.knowledge``; docs/policies.md, "What a policy may know").
+"""The jobs as a policy sees them when it may not know the future
+(``ReplaySettings.knowledge``; docs/knowledge.md).
 
 Under ``truth`` a policy sees each job's true work (no view is made: the replay is the
 one it always was). Under ``estimate`` and ``none`` the simulator keeps the truth (it

@@ -1,4 +1,4 @@
-"""How far the step model extrapolates from a few GPUs (issue 63): fitted on each job
+"""How far the step model extrapolates from a few GPUs: fitted on each job
 type's measurements of at most ``max_gpus`` GPUs (4: on one node or across nodes, as
 Sia's ``placements-<type>.csv`` have them: ``1``, ``22``, ``1111``), asked for every
 larger measurement (its placements and scalability rows, up to 64 GPUs).
