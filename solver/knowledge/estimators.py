@@ -1,8 +1,9 @@
 """How long a job will take, guessed from what a scheduler can see when it arrives
 (docs/knowledge.md): the jobs already finished, the job's owner (its user, else its
-tenant), job type and GPU count. Durations are *ideal seconds*: a job's steps over its fastest speed
-at its requested GPU count in the model the policy sees (so jobs of different types and
-sizes are comparable, and a guess converts back to steps for the job at hand).
+tenant), job type and GPU count. Durations are *ideal seconds*: a job's steps over its
+fastest speed at its requested GPU count in the model the policy sees (so jobs of
+different types and sizes are comparable, and a guess converts back to steps for the
+job at hand).
 
 :class:`HistoryEstimator` is QSSF's rule (Hu et al., "Characterization and Prediction of
 Deep Learning Workloads in Large-Scale GPU Datacenters", SC'21; HeliosArtifact's
