@@ -25,6 +25,7 @@ cell, policy and knowledge) and a plot per cell (``OUT/knowledge_<cell>.png``).
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import logging
 import math
@@ -258,8 +259,6 @@ def main() -> None:
 
 def _read_csv(path: Path) -> list[dict[str, object]]:
     """The rows already in ``path`` (none if it is missing)."""
-    import csv
-
     if not path.is_file():
         return []
     with path.open(newline="", encoding="utf-8") as handle:

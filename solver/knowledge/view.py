@@ -125,6 +125,11 @@ class KnowledgeView:
             seen = self._shown[job.id] = dataclasses.replace(job, work=total)
         return seen
 
+    def seen(self, job: Job, done: float) -> tuple[Job, float]:
+        """``job`` (the true record) after ``done`` steps as the policy sees it, and its
+        work left as shown: :meth:`shown` and :meth:`remaining` together."""
+        return self.shown(job, done), self.remaining(job.id, done)
+
     def finished(self, job: Job) -> None:
         """``job`` (the true record) finished: the estimator learns its ideal duration."""
         self.estimator.learn(job, job.work / self._speed(job))

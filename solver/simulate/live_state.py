@@ -149,8 +149,7 @@ def _running_jobs(runs: Iterable[SimulatedRun], now: float,
         one: RunningJob = new(RunningJob)
         job, left = run.record.job, run.remaining_at(now)
         if knowledge is not None:
-            done = job.work - left
-            job, left = knowledge.shown(job, done), knowledge.remaining(job.id, done)
+            job, left = knowledge.seen(job, job.work - left)
         one.__dict__.update(job=job, gpu_type=run.gpu_type, gpus=run.gpus,
                             started=run.since, remaining=left, packed=run.packed)
         made.append(one)

@@ -220,12 +220,11 @@ class Simulator:
             record.gpu_seconds += run.gpu_seconds_at(run.finish)
             record.finish = run.finish
             record.segments.append(run.segment(run.finish, run.work_left))
-            if books.knowledge is not None:
-                seen = books.knowledge.shown(record.job, record.job.work)
+            told = record.job
+            if books.knowledge is not None:  # (told as the policy saw it; learned)
+                told = books.knowledge.shown(record.job, record.job.work)
                 books.knowledge.finished(record.job)
-                driver.finished(seen, run.finish, books.now)
-            else:
-                driver.finished(record.job, run.finish, books.now)
+            driver.finished(told, run.finish, books.now)
             books.free.release(run.gpus, run.holder)
             del books.running[job_id]
             if run.holder.gpu_share is not None:

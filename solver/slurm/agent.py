@@ -283,8 +283,7 @@ class Agent:
             return job, left
         if job.id not in knowledge.guessed:
             knowledge.arrived(job)
-        done = max(0.0, job.work - left)
-        return knowledge.shown(job, done), knowledge.remaining(job.id, done)
+        return knowledge.seen(job, max(0.0, job.work - left))
 
     def _remaining(self, job: Job, now: float, cluster: Cluster) -> float:
         """Steps left of ``job``: from its report when it has one, else as the history
