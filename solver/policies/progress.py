@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -51,8 +52,9 @@ from hetsched.formulations.progress import RoundPlan, RoundProblem, solve_round
 from hetsched.policies.contention import ContentionClock
 from hetsched.policies.pairing import lone_packed, pair_options
 from hetsched.policies.progress_gangs import Gangs, Option, spreadable
-from hetsched.policies.progress_params import ProgressParams
-from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks
+from hetsched.policies.progress_params import ProgressParams, hesrpt_weight
+from hetsched.policies.progress_waiting import Valued, WaitingOptions
+from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RunningJob
 from hetsched.policies.starting import SpeedBook, types_worth_starting
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,7 @@ class Progress(PolicyHooks):
         self._clock = ContentionClock()  # with rho_bound: the contention each job saw
         self._fair_urgent = 0  # decisions x jobs made urgent by rho_bound
         self._packed_starts = 0  # with pairing: jobs started packed
+        self._waiting = WaitingOptions()  # the plain policy's waiting jobs, kept
 
     # -- hooks ---------------------------------------------------------------------------
     def quiet_until(self, state: ClusterState) -> float:
@@ -125,6 +128,8 @@ class Progress(PolicyHooks):
             figures["progress_fair_urgent"] = self._fair_urgent
         if self.params.pairing:
             figures["progress_packed_starts"] = self._packed_starts
+        if self._waiting.left_out_total:
+            figures["progress_waiting_left_out"] = self._waiting.left_out_total
         return figures
 
     # -- deciding ------------------------------------------------------------------------
@@ -136,10 +141,11 @@ class Progress(PolicyHooks):
             self._clock.forget_before(min((job.arrival for job in active), default=state.now))
         if not state.pending and not state.has_free() and not self._every_round(state):
             return Decision()
-        options = self.options(state)
+        bounded = self._bounded(state)
+        options, value = bounded if bounded is not None else (self.options(state), None)
         if not options:
             return Decision()
-        problem = self.problem(state, options)
+        problem = self.problem(state, options, value)
         budget = Budget(self.params.time_limit_s, deterministic=self.params.deterministic)
         plan = solve_round(problem, budget, self.params.backend)
         self._rounds += 1
@@ -150,7 +156,8 @@ class Progress(PolicyHooks):
             self._parked |= {run.job.id for run in state.running if run.job.id not in picked}
         self._parked -= picked
         self._last = {o.job.id: (o.gpu_type, o.size) for o in chosen if o.partner is None}
-        decision = self.realise(state, chosen, options, problem.value)
+        decision = self.realise(state, chosen, options, problem.value,
+                                self._waiting.left_out if bounded is not None else None)
         self._packed_starts += sum(start.packed for start in decision.start)
         return Decision(decision.start, decision.preempt, False, note=_note(plan))
 
@@ -158,6 +165,11 @@ class Progress(PolicyHooks):
         """Every (job, type, size) with positive predicted speed, for every active job
         (a packed run is *here* only alone on its GPU, where it runs at full speed); with
         ``pairing``, the pairs (:func:`~hetsched.policies.pairing.pair_options`)."""
+        return self._options_for(state, None)
+
+    def _options_for(self, state: ClusterState, pending: list[Job] | None) -> list[Option]:
+        """:meth:`options` for the running jobs and ``pending`` (``None``: every waiting
+        job)."""
         running = {r.job.id: r for r in state.running}
         lone = {r.job.id for r in lone_packed(state)}
         self._fewest = {}
@@ -167,59 +179,9 @@ class Progress(PolicyHooks):
             all(job.id in self._parked for job in state.pending)
         found: list[Option] = []
         alone: dict[str, float] = {}  # job id -> its time left on its fastest option
-        for job in [*(r.job for r in running.values()), *state.pending]:
-            run = running.get(job.id)
-            remaining = run.remaining if run is not None else \
-                state.remaining.get(job.id, job.work)
-            if remaining <= 0:
-                continue
-            by_size = {size: self.speeds.speeds(state, job, size) for size in job.gpu_counts}
-            if not any(by_size.values()):
-                continue
-            restarted = run is not None or job.id in state.attained
-            # With plan_ahead, a job whose speed changes with its progress (an elastic
-            # job's epochs) is planned with its rate over the next horizon on each option.
-            varies = self.params.plan_ahead and \
-                speed_change_after(state.throughput, job.job_type, 0.0) is not None
-            fair = self._fair_deadline(state, job)
-            mine, fair_slack = [], []
-            for size, speeds in by_size.items():
-                for gpu_type, speed in speeds.items():
-                    here = run is not None and run.gpu_type == gpu_type and \
-                        len(run.gpus) == size and (not run.packed or job.id in lone)
-                    ahead = _rate_ahead(state, job, gpu_type, size, speed,
-                                        job.work - remaining, self.params.horizon_s) \
-                        if varies else None
-                    end = state.now + (0.0 if here or not restarted else
-                                       self.params.restart_penalty_s) + remaining / (ahead or speed)
-                    slack = math.inf if job.deadline is None else job.deadline - end
-                    fair_slack.append(fair - end)
-                    mine.append(Option(job, gpu_type, size, speed, remaining,
-                                       job.deadline is not None and slack >= 0, here, slack,
-                                       rate=ahead))
-            fastest = remaining / max(o.planned for o in mine)
-            alone[job.id] = fastest
-            if self.params.speedup_exponent is not None:
-                fewest = min(o.size for o in mine)
-                self._fewest[job.id] = max(o.planned for o in mine if o.size == fewest)
-            if job.deadline is not None and any(o.urgent for o in mine):
-                slack = job.deadline - state.now - fastest
-                if slack > self.params.urgent_slack * fastest + self.round_s:
-                    mine = [dataclasses.replace(o, urgent=False) for o in mine]
-            if math.isfinite(fair) and \
-                    fair - state.now - fastest <= self.params.urgent_slack * fastest + self.round_s:
-                # Its rho may pass the bound (or has): urgent on every option, as for a
-                # deadline, and still urgent past it.
-                self._fair_urgent += 1
-                mine = [dataclasses.replace(o, urgent=True,
-                                            slack=o.slack if o.urgent else math.inf,
-                                            fair_slack=late)
-                        for o, late in zip(mine, fair_slack, strict=True)]
-            # A job that meets its deadline (and its rho bound) where it runs stays there or
-            # stops: moving it would only risk the deadline for a restart.
-            kept = [o for o in mine if o.running_here and o.urgent and o.slack >= 0
-                    and o.fair_slack >= 0]
-            found.extend(kept or mine)
+        waiting = state.pending if pending is None else pending
+        for job in [*(r.job for r in running.values()), *waiting]:
+            found.extend(self._job_options(state, job, running.get(job.id), lone, alone))
         if self.params.gpu_price > 0 or self.params.speedup_exponent is not None:
             # Shortest time left first: the jobs after each, whom its GPU time delays.
             order = sorted(alone, key=lambda j: (alone[j], j))
@@ -234,6 +196,62 @@ class Progress(PolicyHooks):
 
             found += pair_options(state, found, state.colocation, rate, speed_of)
         return found
+
+    def _job_options(self, state: ClusterState, job: Job, run: RunningJob | None,
+                     lone: set[str], alone: dict[str, float]) -> list[Option]:
+        """One active job's options (:meth:`options`); ``run``: its run, if it runs;
+        ``alone[job.id]`` is set to its time left on its fastest option."""
+        remaining = run.remaining if run is not None else \
+            state.remaining.get(job.id, job.work)
+        if remaining <= 0:
+            return []
+        by_size = {size: self.speeds.speeds(state, job, size) for size in job.gpu_counts}
+        if not any(by_size.values()):
+            return []
+        restarted = run is not None or job.id in state.attained
+        # With plan_ahead, a job whose speed changes with its progress (an elastic
+        # job's epochs) is planned with its rate over the next horizon on each option.
+        varies = self.params.plan_ahead and \
+            speed_change_after(state.throughput, job.job_type, 0.0) is not None
+        fair = self._fair_deadline(state, job)
+        mine, fair_slack = [], []
+        for size, speeds in by_size.items():
+            for gpu_type, speed in speeds.items():
+                here = run is not None and run.gpu_type == gpu_type and \
+                    len(run.gpus) == size and (not run.packed or job.id in lone)
+                ahead = _rate_ahead(state, job, gpu_type, size, speed,
+                                    job.work - remaining, self.params.horizon_s) \
+                    if varies else None
+                end = state.now + (0.0 if here or not restarted else
+                                   self.params.restart_penalty_s) + remaining / (ahead or speed)
+                slack = math.inf if job.deadline is None else job.deadline - end
+                fair_slack.append(fair - end)
+                mine.append(Option(job, gpu_type, size, speed, remaining,
+                                   job.deadline is not None and slack >= 0, here, slack,
+                                   rate=ahead))
+        fastest = remaining / max(o.planned for o in mine)
+        alone[job.id] = fastest
+        if self.params.speedup_exponent is not None:
+            fewest = min(o.size for o in mine)
+            self._fewest[job.id] = max(o.planned for o in mine if o.size == fewest)
+        if job.deadline is not None and any(o.urgent for o in mine):
+            slack = job.deadline - state.now - fastest
+            if slack > self.params.urgent_slack * fastest + self.round_s:
+                mine = [dataclasses.replace(o, urgent=False) for o in mine]
+        if math.isfinite(fair) and \
+                fair - state.now - fastest <= self.params.urgent_slack * fastest + self.round_s:
+            # Its rho may pass the bound (or has): urgent on every option, as for a
+            # deadline, and still urgent past it.
+            self._fair_urgent += 1
+            mine = [dataclasses.replace(o, urgent=True,
+                                        slack=o.slack if o.urgent else math.inf,
+                                        fair_slack=late)
+                    for o, late in zip(mine, fair_slack, strict=True)]
+        # A job that meets its deadline (and its rho bound) where it runs stays there or
+        # stops: moving it would only risk the deadline for a restart.
+        kept = [o for o in mine if o.running_here and o.urgent and o.slack >= 0
+                and o.fair_slack >= 0]
+        return kept or mine
 
     def _fair_deadline(self, state: ClusterState, job: Job) -> float:
         """With ``rho_bound``: when the job must finish for its rho to stay within it,
@@ -267,8 +285,83 @@ class Progress(PolicyHooks):
             value *= max(0.0, 1.0 - self.params.restart_penalty_s / self.params.horizon_s)
         return value
 
-    def problem(self, state: ClusterState, options: list[Option]) -> RoundProblem:
-        """The round's :class:`RoundProblem` (urgent options lifted above all others)."""
+    @property
+    def plain(self) -> bool:
+        """Whether a waiting job's options and their values are fixed while it waits
+        (no ``gpu_price``, ``speedup_exponent``, ``rho_bound``, ``plan_ahead`` or
+        ``pairing``): then the MILP may leave out waiting jobs that cannot be chosen
+        (:mod:`hetsched.policies.progress_waiting`)."""
+        p = self.params
+        return p.gpu_price == 0 and p.speedup_exponent is None and p.rho_bound is None \
+            and not p.plan_ahead and not p.pairing
+
+    def _bounded(self, state: ClusterState) -> tuple[list[Option], np.ndarray] | None:
+        """The round's options and values without the waiting jobs that cannot be chosen
+        (:mod:`hetsched.policies.progress_waiting`); ``None`` when that does not apply
+        (not :attr:`plain`, or a state without a queue feed)."""
+        if not self.plain:
+            return None
+        where = layout(state.cluster)
+        types = list(state.cluster.type_names)
+
+        def big(option: Option) -> bool:
+            return option.size > where.largest[option.gpu_type] / 2 and \
+                not spreadable(state, option)
+
+        def make(job: Job) -> list[Valued]:
+            return [(o, self._worth(state, o), big(o))
+                    for o in self._job_options(state, job, None, set(), {})]
+
+        def candidate(job: Job) -> bool:
+            return job.deadline is None and len(job.gpu_counts) == 1
+
+        key = (id(self.speeds.view(state)), id(state.cluster))
+        if not self._waiting.follow(state, key, types, candidate, make):
+            return None
+        fixed = self._options_for(state, self._waiting.always())
+        value = self.values(state, fixed, self._waiting.best_per_gpu)
+        index = {t: i for i, t in enumerate(types)}
+        self._waiting.choose(sum(where.type_gpus.values()),
+                             ((index[o.gpu_type], float(v)) for o, v in zip(fixed, value,
+                                                                             strict=True)
+                              if o.size == 1 and not big(o)))
+        running = {r.job.id for r in state.running}
+        ran = [k for k, o in enumerate(fixed) if o.job.id in running]
+        always: dict[str, list[Valued]] = {}
+        for k, o in enumerate(fixed):
+            if o.job.id not in running:
+                always.setdefault(o.job.id, []).append((o, float(value[k]), False))
+        waiting = self._waiting.in_round(always)
+        options = [fixed[k] for k in ran] + [o for o, _, _ in waiting]
+        return options, np.concatenate([value[ran], np.array([v for _, v, _ in waiting],
+                                                             dtype=np.float64)])
+
+    def values(self, state: ClusterState, options: list[Option],
+               floor: Callable[[], float] | None = None) -> np.ndarray:
+        """Each option's worth (:meth:`_worth`; a pair's, its two jobs'), urgent options
+        lifted above every other option per GPU; ``floor()``: the best value per GPU of
+        the options left out of ``options`` (none are urgent), which the lift clears too."""
+        sizes = np.array([o.size for o in options], dtype=np.int64)
+        urgent = np.array([o.urgent for o in options], dtype=np.bool_)
+        value = np.array([o.pair_value if o.partner is not None else self._worth(state, o)
+                          for o in options], dtype=np.float64)
+        if urgent.any():
+            per_gpu = float((value / np.maximum(sizes, 1))[~urgent].max(initial=0.0))
+            if floor is not None:
+                per_gpu = max(per_gpu, floor())
+            per_gpu = per_gpu or float((value / np.maximum(sizes, 1)).max())
+            lift = URGENT_FACTOR * per_gpu * sizes
+            # Twice the lift when critical: under critical_rounds rounds of slack to the
+            # deadline or to the rho bound (or past the bound).
+            critical = self.params.critical_rounds * self.round_s
+            factor = np.array([2.0 if min(o.slack, o.fair_slack) <= critical else 1.0
+                               for o in options])
+            value[urgent] += lift[urgent] * factor[urgent]
+        return value
+
+    def problem(self, state: ClusterState, options: list[Option],
+                value: np.ndarray | None = None) -> RoundProblem:
+        """The round's :class:`RoundProblem` (``value``: the options' :meth:`values`)."""
         cluster = state.cluster
         types = list(cluster.type_names)
         type_index = {t: i for i, t in enumerate(types)}
@@ -279,21 +372,8 @@ class Progress(PolicyHooks):
                             for o in options], dtype=np.int64)
         paired = partner >= 0
         sizes = np.array([o.size for o in options], dtype=np.int64)
-        # Each option's worth (:meth:`_worth`; a pair's, its two jobs'), urgent options
-        # lifted above every other option per GPU.
-        urgent = np.array([o.urgent for o in options], dtype=np.bool_)
-        value = np.array([o.pair_value if o.partner is not None else self._worth(state, o)
-                          for o in options], dtype=np.float64)
-        if urgent.any():
-            per_gpu = float((value / np.maximum(sizes, 1))[~urgent].max(initial=0.0)) or \
-                float((value / np.maximum(sizes, 1)).max())
-            lift = URGENT_FACTOR * per_gpu * sizes
-            # Twice the lift when critical: under critical_rounds rounds of slack to the
-            # deadline or to the rho bound (or past the bound).
-            critical = self.params.critical_rounds * self.round_s
-            factor = np.array([2.0 if min(o.slack, o.fair_slack) <= critical else 1.0
-                               for o in options])
-            value[urgent] += lift[urgent] * factor[urgent]
+        if value is None:
+            value = self.values(state, options)
         where = layout(cluster)  # per type: GPUs, largest node, nodes over half of it
         capacity = np.array([where.type_gpus[t] for t in types], dtype=np.int64)
         server = np.array([where.largest[t] for t in types], dtype=np.int64)
@@ -307,8 +387,9 @@ class Progress(PolicyHooks):
                             partner if paired.any() else None)
 
     def realise(self, state: ClusterState, chosen: list[Option], options: list[Option],
-                value: np.ndarray) -> Decision:
-        """GPUs for the chosen options (see the module docstring)."""
+                value: np.ndarray, more: Callable[[], list[Valued]] | None = None) -> Decision:
+        """GPUs for the chosen options (see the module docstring); ``more()``: the
+        waiting jobs' options left out of ``options``, which the fill sees too."""
         running = {r.job.id: r for r in state.running}
         worth = {id(o): float(v) for o, v in zip(options, value, strict=True)}
         picked = {o.job.id for o in chosen} | {o.partner.id for o in chosen if o.partner}
@@ -357,17 +438,21 @@ class Progress(PolicyHooks):
             gpus = gangs.full_speed(option, with_victims=True)
             if gpus is not None:
                 gangs.start(option, gpus, None)
-        self._fill(state, options, worth, gangs)
+        self._fill(state, options, worth, gangs, more)
         return Decision(tuple(gangs.starts), tuple(dict.fromkeys(gangs.preempt)))
 
     def _fill(self, state: ClusterState, options: list[Option], worth: dict[int, float],
-              gangs: Gangs) -> None:
+              gangs: Gangs, more: Callable[[], list[Valued]] | None = None) -> None:
         """Start waiting jobs on GPUs still free, by value per GPU, on a type where starting
         now finishes no later than waiting for a faster one
         (:func:`~hetsched.policies.baselines.common.types_worth_starting`), at the full speed of
         the option; an urgent job only where it still meets its deadline."""
         if not gangs.pool.has_free():
             return
+        if more is not None:
+            extra = more()
+            options = [*options, *(o for o, _, _ in extra)]
+            worth.update((id(o), v) for o, v, _ in extra)
         started = {s.job for s in gangs.starts}
         pending = {job.id for job in state.pending} - started
         rest = sorted((o for o in options if o.job.id in pending and o.partner is None),
@@ -392,20 +477,6 @@ class Progress(PolicyHooks):
             gangs.start(option, gpus, None)
             started.add(job.id)
             self._last[job.id] = (option.gpu_type, option.size)
-
-
-def hesrpt_weight(rank: int, jobs: int, exponent: float) -> float:
-    """The worth per unit of speed-up of the ``rank``-th shortest of ``jobs`` active jobs
-    (1: the shortest) under :class:`Progress`'s ``speedup_exponent`` ``p``:
-    ``theta^(1-p)`` of heSRPT's share ``theta = (i/m)^c - ((i-1)/m)^c`` of the job with
-    ``i - 1 = jobs - rank`` jobs of more time left, ``c = 1 / (1 - p)`` (Berg,
-    Harchol-Balter et al., "heSRPT", 2020). Maximising ``sum_j a_j n_j^p`` under ``sum_j
-    n_j = G`` gives ``n_j`` proportional to ``a_j^c``: with ``a = theta^(1-p)``, heSRPT's
-    shares. Computed as ``(i/m) * (1 - (1 - 1/i)^c)^(1-p)``, the same since ``c (1-p) =
-    1``, without underflow for the longest jobs."""
-    i = jobs - rank + 1
-    c = 1.0 / (1.0 - exponent)
-    return float(i / jobs * (1.0 - (1.0 - 1.0 / i) ** c) ** (1.0 - exponent))
 
 
 def _rate_ahead(state: ClusterState, job: Job, gpu_type: str, size: int, speed: float,

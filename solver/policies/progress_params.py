@@ -15,7 +15,8 @@ from hetsched.policies.params import (
     check_positive,
 )
 
-__all__ = ["ELASTIC", "ELASTIC_GPU_PRICE", "ELASTIC_SPEEDUP_EXPONENT", "ProgressParams"]
+__all__ = ["ELASTIC", "ELASTIC_GPU_PRICE", "ELASTIC_SPEEDUP_EXPONENT", "ProgressParams",
+           "hesrpt_weight"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class ProgressParams:
     ``theta_i = (i/m)^c - ((i-1)/m)^c``, ``c = 1 / (1 - p)``, and an option is worth
     ``w_j * theta_i^(1-p) * speed / (its speed on its fewest GPUs)``, so that the MILP's
     optimum over continuous counts with that speed-up is heSRPT's shares
-    (:func:`hetsched.policies.progress.hesrpt_weight`; ``gpu_price`` then does not apply;
+    (:func:`hesrpt_weight`; ``gpu_price`` then does not apply;
     jobs such a round stopped do not count as waiting); while an elastic job runs every
     round boundary is then a decision, so heSRPT's round follows the last waiting job's
     start even when no GPU is free; None: off (docs/elastic.md).
@@ -126,3 +127,17 @@ ELASTIC_SPEEDUP_EXPONENT = 0.9
 ELASTIC = ProgressParams(round_s=120.0, horizon_s=120.0, plan_ahead=True,
                          gpu_price=ELASTIC_GPU_PRICE,
                          speedup_exponent=ELASTIC_SPEEDUP_EXPONENT)
+
+
+def hesrpt_weight(rank: int, jobs: int, exponent: float) -> float:
+    """The worth per unit of speed-up of the ``rank``-th shortest of ``jobs`` active jobs
+    (1: the shortest) under :class:`Progress`'s ``speedup_exponent`` ``p``:
+    ``theta^(1-p)`` of heSRPT's share ``theta = (i/m)^c - ((i-1)/m)^c`` of the job with
+    ``i - 1 = jobs - rank`` jobs of more time left, ``c = 1 / (1 - p)`` (Berg,
+    Harchol-Balter et al., "heSRPT", 2020). Maximising ``sum_j a_j n_j^p`` under ``sum_j
+    n_j = G`` gives ``n_j`` proportional to ``a_j^c``: with ``a = theta^(1-p)``, heSRPT's
+    shares. Computed as ``(i/m) * (1 - (1 - 1/i)^c)^(1-p)``, the same since ``c (1-p) =
+    1``, without underflow for the longest jobs."""
+    i = jobs - rank + 1
+    c = 1.0 / (1.0 - exponent)
+    return float(i / jobs * (1.0 - (1.0 - 1.0 / i) ** c) ** (1.0 - exponent))

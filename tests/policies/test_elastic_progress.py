@@ -13,9 +13,9 @@ from hetsched.core.records import Job
 from hetsched.core.throughput import Placement, ThroughputTable
 from hetsched.files.cluster_spec import parse_cluster
 from hetsched.files.traces import read_trace
-from hetsched.policies.progress import Progress, hesrpt_weight
+from hetsched.policies.progress import Progress
 from hetsched.policies.progress_gangs import Option
-from hetsched.policies.progress_params import ProgressParams
+from hetsched.policies.progress_params import ProgressParams, hesrpt_weight
 from hetsched.policies.rolling import ClusterState
 from hetsched.registry import rolling
 from hetsched.replaying import check_replay
