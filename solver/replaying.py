@@ -223,7 +223,7 @@ def _simulate(cluster: Cluster, jobs: Sequence[Job], policy: RollingPolicy,
 
     knowledge = knowledge_view(settings.knowledge, cluster, model or truth)
     simulator = Simulator(cluster, jobs, policy, truth=truth, model=model, knowledge=knowledge,
-                          interval_s=settings.interval_s,
+                          interval_s=settings.interval_s, batch_s=settings.batch_s,
                           restart_penalty_s=settings.restart_penalty_s,
                           start_latency_s=settings.start_latency_s, progress=bar,
                           colocation=colocation,

@@ -32,7 +32,8 @@ __all__ = ["LABEL", "REPLAY_FIELDS", "SETTING_DEFAULTS", "SETTING_FIELDS", "Benc
 #: The settings recorded in ``bench.json`` (the bench's own, then those of its replay
 #: settings); a rerun into the same folder must match them.
 SETTING_FIELDS = ("trace", "trace_format", "cluster", "limit_jobs", "time_limit_s",
-                  "deterministic", "throughput", "backend", "interval_s", "deadline_fraction",
+                  "deterministic", "throughput", "backend", "interval_s", "batch_s",
+                  "deadline_fraction",
                   "restart_penalty_s", "on_bad_row", "reference_gpu", "gpu_aliases",
                   "unknown_gpus", "gpu_sharing", "colocation_factor", "start_latency_s",
                   "prices", "spread_speed", "tenants", "pairs", "jct_window", "elastic",
@@ -47,7 +48,7 @@ SETTING_DEFAULTS: dict[str, Any] = {
                                                        "colocation_factor",
                                                        "start_latency_s", "prices",
                                                        "spread_speed", "jct_window",
-                                                       "elastic", "knowledge")}
+                                                       "elastic", "knowledge", "batch_s")}
 SETTING_DEFAULTS.update(tenants=None, pairs=None)
 #: A policy label: what results.csv's ``policy`` column and the run folders carry.
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")

@@ -29,7 +29,7 @@ from hetsched.bench.spec_reader import SpecReader, check_inputs, input_file, rea
 from hetsched.core.errors import InputError
 from hetsched.core.outputs import check_output_folder, locked_folder, write_text, writing
 from hetsched.core.ranges import text_float
-from hetsched.core.settings import MAX_LOAD, MIN_LOAD
+from hetsched.core.settings import MAX_LOAD, MIN_LOAD, check_period
 from hetsched.formulations.options import MAX_SEED, check_seed
 
 if TYPE_CHECKING:
@@ -109,8 +109,8 @@ READING_KEYS = ("reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing", "
 #: defaults of each trace's own).
 TOP_KEYS = ("root", "traces", "policies", "seeds", "loads", "limit_jobs",
             "deadline_fraction", "on_bad_row", "time_limit", "wall_clock", "backend",
-            "interval", "restart_penalty", "start_latency", "prices", "lp_bound", "tenants",
-            "pairs", "jct_window", "references", *READING_KEYS)
+            "interval", "batch", "restart_penalty", "start_latency", "prices", "lp_bound",
+            "tenants", "pairs", "jct_window", "references", *READING_KEYS)
 #: A trace table's keys.
 TRACE_KEYS = ("path", "format", "cluster", "clusters", "name", "throughput", "limit_jobs",
               "deadline_fraction", "on_bad_row", "tenants", "pairs", *READING_KEYS)
@@ -232,6 +232,9 @@ def _shared(reader: SpecReader, spec: Mapping[str, Any]) -> dict[str, Any]:
     if "interval" in spec:
         shared["interval_s"] = reader.within("interval", check_interval, reader.number(
             spec["interval"], "interval", 1.0, 1e9))
+    if "batch" in spec:
+        shared["batch_s"] = reader.within("batch", lambda v: check_period(v, "batch_s"),
+                                          reader.number(spec["batch"], "batch", 1.0, 1e9))
     if "restart_penalty" in spec:
         shared["restart_penalty_s"] = float(reader.number(
             spec["restart_penalty"], "restart_penalty", 0, MAX_RESTART_PENALTY_S))

@@ -155,7 +155,7 @@ PARAMETER_FLAGS = {
     "out": "--out", "plot": "--plot", "restart_penalty_s": "--restart-penalty",
     "start_latency_s": "--start-latency", "prices": "--prices",
     "spread_speed": "--spread-speed", "knowledge": "--knowledge",
-    "interval_s": "--interval", "gpus": "--gpus", "jobs": "--jobs",
+    "interval_s": "--interval", "batch_s": "--batch", "gpus": "--gpus", "jobs": "--jobs",
     "gpus_per_node": "--gpus-per-node", "mean_interarrival_s": "--mean-interarrival",
     "median_duration_s": "--median-duration", "deadline_fraction": "--deadline-fraction",
     "elastic_fraction": "--elastic-fraction", "partitions": "--partitions",

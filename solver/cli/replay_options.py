@@ -62,6 +62,11 @@ def replay_settings_options(command: Any) -> Any:
         _number("--interval", PERIOD_RANGE, "bad decision interval", DEFAULTS.interval_s,
                 f"Also decide every S seconds (S >= {MIN_PERIOD_S:g}) while jobs run or "
                 "wait (besides the policy's own rounds)."),
+        _number("--batch", PERIOD_RANGE, "bad decision batch", DEFAULTS.batch_s,
+                "Batch the decisions of arrivals and completions: one within S seconds of "
+                "the last decision waits for a single decision S seconds after it (the "
+                "policy's own rounds still decide). Fewer solves on long traces; the cost "
+                "in JCT is measured in docs/traces.md."),
         _number("--time-limit", TIME_LIMIT_RANGE, "bad time limit", DEFAULTS.time_limit_s,
                 "Solver limit per decision: deterministic work units (about seconds of one "
                 "core; the same replay on any machine), or wall seconds with --wall-clock."),
@@ -157,6 +162,7 @@ def replay_settings(values: Mapping[str, Any], **more: Any) -> ReplaySettings:
     return ReplaySettings(
         backend=values["backend"], time_limit_s=values["time_limit"],
         deterministic=not values["wall_clock"], interval_s=values["interval"],
+        batch_s=values["batch"],
         limit_jobs=values["limit_jobs"], restart_penalty_s=values["restart_penalty"],
         start_latency_s=values["start_latency"],
         on_bad_row=values["on_bad_row"], deadline_fraction=values["deadline_fraction"],

@@ -115,8 +115,11 @@ class ReplaySettings:
     ``time_limit_s`` per decision (``None``: none), in deterministic work units unless
     ``deterministic`` is off, ``seed`` (also the trace reader's: drawn job types,
     synthetic deadlines), ``partitions`` (POP's sub-problems of an allocation LP).
-    The simulator: ``interval_s`` (also decide every so many seconds), the restart
-    penalty, the start latency (:data:`START_LATENCY_S`), ``load`` (the arrival rate's multiplier).
+    The simulator: ``interval_s`` (also decide every so many seconds), ``batch_s`` (an
+    arrival or completion within so many seconds of the last decision waits for one
+    decision at that time plus ``batch_s``; :class:`~hetsched.simulate.simulator.Simulator`),
+    the restart penalty, the start latency (:data:`START_LATENCY_S`), ``load`` (the arrival
+    rate's multiplier).
     Reading the trace: ``limit_jobs`` (the earliest N), ``on_bad_row``, ``deadline_fraction``
     (synthetic deadlines),
     ``reference_gpu``, ``gpu_aliases`` (a cluster GPU type answered by one the model
@@ -138,6 +141,7 @@ class ReplaySettings:
     seed: int = 0
     partitions: int = 1
     interval_s: float | None = None
+    batch_s: float | None = None
     restart_penalty_s: float = RESTART_PENALTY_S
     start_latency_s: float = START_LATENCY_S
     load: float = 1.0
@@ -176,6 +180,7 @@ class ReplaySettings:
         check_seed(self.seed)
         COUNT_RANGE.check(self.partitions, "partitions", "bad partition count")
         check_interval(self.interval_s)
+        check_period(self.batch_s, "batch_s")
         object.__setattr__(self, "restart_penalty_s",
                            check_restart_penalty(self.restart_penalty_s))
         object.__setattr__(self, "start_latency_s", check_start_latency(self.start_latency_s))

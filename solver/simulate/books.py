@@ -92,6 +92,8 @@ class Books:
     sharers: Sharers
     now: float
     next_tick: float | None
+    last_decision: float = -math.inf
+    batch_due: float = math.inf
     pending: dict[str, Job] = field(default_factory=dict)
     queue_log: PendingLog = field(default_factory=PendingLog)
     running: dict[str, SimulatedRun] = field(default_factory=dict)
