@@ -104,9 +104,11 @@ class RoundModel:
         return self.builder.build(-self.problem.value / scale)
 
 
-def solve_round(problem: RoundProblem, budget: Budget, engine: str = "highs") -> RoundPlan:
-    """The best choice of options ``engine`` finds within ``budget`` (never worse than the
-    start: the previous round's choice if still feasible, else the greedy one)."""
+def solve_round(problem: RoundProblem, budget: Budget, engine: str = "highs",
+                gap: float | None = None) -> RoundPlan:
+    """The best choice of options ``engine`` finds within ``budget`` and the relative
+    ``gap`` (``None``: :data:`ROUND_GAP`), never worse than the start: the previous round's
+    choice if still feasible, else the greedy one."""
     if problem.num_options == 0 or not problem.value.any():  # nothing is worth anything
         return RoundPlan(np.zeros(problem.num_options, dtype=np.bool_), 0.0, 0.0,
                          Status.OPTIMAL, "start", 0.0, 0.0)
@@ -121,8 +123,8 @@ def solve_round(problem: RoundProblem, budget: Budget, engine: str = "highs") ->
         start = problem.start
     model = RoundModel(problem).build()
     scale = max(float(problem.value.max()), 1e-300)
-    result = solve_mip(model, engine, budget, MipSettings(gap=ROUND_GAP, presolve=False),
-                       start.astype(np.float64))
+    settings = MipSettings(gap=ROUND_GAP if gap is None else gap, presolve=False)
+    result = solve_mip(model, engine, budget, settings, start.astype(np.float64))
     if result.values is None:
         return RoundPlan(start, problem.worth(start), None, result.outcome, "greedy",
                          result.work, result.wall_s)

@@ -147,7 +147,7 @@ class Progress(PolicyHooks):
             return Decision()
         problem = self.problem(state, options, value)
         budget = Budget(self.params.time_limit_s, deterministic=self.params.deterministic)
-        plan = solve_round(problem, budget, self.params.backend)
+        plan = solve_round(problem, budget, self.params.backend, self.params.gap)
         self._rounds += 1
         self._from_milp += plan.source == "milp"
         chosen = [options[k] for k in np.flatnonzero(plan.chosen)]

@@ -37,7 +37,10 @@ class ProgressParams:
     ``critical_rounds`` rounds or past; unlike a deadline, a bound already missed keeps
     the job urgent, as it is the one max rho counts (None: no bound);
     ``backend``, ``time_limit_s``, ``deterministic``: the MILP engine and its budget per
-    decision (work units when deterministic); ``pairing``: two whole jobs of one GPU may
+    decision (work units when deterministic); ``gap``: the relative gap at which a
+    round's MILP may stop (``None``: the model's,
+    :data:`hetsched.formulations.progress.milp.ROUND_GAP`, 1e-6; docs/scale.md measures
+    1e-4); ``pairing``: two whole jobs of one GPU may
     also run packed on one GPU, at their measured co-location speeds, when the MILP
     finds the pair worth more than the two apart (``progress-packed``,
     :mod:`hetsched.policies.pairing`);
@@ -73,6 +76,7 @@ class ProgressParams:
     backend: str = DEFAULT_BACKEND
     time_limit_s: float | None = DECISION_LIMIT
     deterministic: bool = True
+    gap: float | None = None
     pairing: bool = False
     plan_ahead: bool = False
     gpu_price: float = 0.0
@@ -89,6 +93,11 @@ class ProgressParams:
         if self.rho_bound is not None:
             check_positive(self.rho_bound, "rho_bound", "a finish-time fairness ratio")
         check_backend(self, self.backend)
+        if self.gap is not None and (isinstance(self.gap, bool)
+                                     or not isinstance(self.gap, int | float)
+                                     or not 0 <= self.gap < 1):
+            raise InputError("bad gap", path="gap", value=self.gap,
+                             expected="a relative gap in [0, 1)")
         check_flag(self.pairing, "pairing")
         check_flag(self.plan_ahead, "plan_ahead")
         check_non_negative(self.gpu_price, "gpu_price", "a price per GPU share")

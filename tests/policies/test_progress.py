@@ -164,6 +164,24 @@ def test_bad_settings_are_refused() -> None:
         ProgressParams(round_s=0)
     with pytest.raises(InputError, match="restart_penalty_s"):
         ProgressParams(restart_penalty_s=-1)
+    for gap in (1.0, -1e-9, True, "1e-4"):
+        with pytest.raises(InputError, match="gap"):
+            ProgressParams(gap=gap)  # type: ignore[arg-type]
+
+
+def test_a_gap_keeps_an_optimal_start() -> None:
+    # Two GPUs, three jobs of 100, 101 and 102 s on one GPU each (values 1/100, 1/101,
+    # 1/102): the greedy start (A, B: 0.01 + 0.0099 = 0.0199) is optimal, and gap 0.5
+    # changes nothing; the two shortest start either way.
+    cluster, table = one_type(2)
+    jobs = (Job("A", 0, "cnn", 1, 1_000), Job("B", 0, "cnn", 1, 1_010),
+            Job("C", 0, "cnn", 1, 1_020))
+    busy = frozenset(cluster.gpu_by_id)
+    for gap in (None, 0.0, 0.5):
+        state = ClusterState(now=0.0, cluster=cluster, throughput=table, pending=jobs,
+                             remaining={j.id: j.work for j in jobs}, running=(), free=busy)
+        decision = Progress(ProgressParams(time_limit_s=None, gap=gap)).decide(state)
+        assert started(decision) == {"A": "v100", "B": "v100"}
 
 
 @pytest.mark.slow
