@@ -80,7 +80,9 @@ class Books:
     ``pending``, in order; ``completions`` and ``phases``: heaps of :data:`Event` (a run's
     end; a running job's speed changing with its progress, an elastic job's next epoch,
     which is no decision point); ``version``: the last run version given out;
-    ``next_tick``: the next boundary that is a decision point; ``knowledge``: the jobs
+    ``next_tick``: the next boundary that is a decision point; ``last_decision``: when the
+    policy last decided, and ``batch_due``: when events it has not yet answered are (with
+    ``batch_s``; ``inf``: none); ``knowledge``: the jobs
     as the policy sees them when it may not know their work (``None``: it sees the
     truth; then ``pending`` and the queue log hold the true jobs, else the shown ones)."""
 

@@ -71,7 +71,7 @@ class Simulator:
     one plus ``batch_s`` answers every such event (a boundary of the policy's round or of
     ``interval_s`` still decides at once). On the whole Philly trace, where the cluster is
     full and an event comes every minute, this is what makes a policy that solves a model
-    at every decision finish (docs/traces.md measures what it costs).
+    at every decision finish (docs/scale.md measures what it costs).
 
     Quiet rounds (``skip_quiet_rounds``, on by default): after a boundary decision that
     changed nothing, the simulator asks the policy's ``quiet_until(state)``
