@@ -32,20 +32,17 @@ CELLS = [(trace, load) for trace in ("ee9e8c", "6214e9") for load in (0.5, 1.0)]
 def in_memory(trace: str, load: float, batch_s: float | None, gap: float) -> None:
     """``progress`` with MILP gap ``gap`` on a bench cell, in memory and checked; prints
     summary.json's average JCT, decisions and completed jobs as JSON."""
+    from hetsched.files.replay_inputs import replay_inputs
     from hetsched.policies.progress import Progress
     from hetsched.policies.progress_params import ProgressParams
     from hetsched.replaying import check_replay, replay_trace
 
-    found = replay_trace(DATA / "gavel" / "traces" / f"{trace}.trace", "gavel", CLUSTER,
-                         Progress(ProgressParams(gap=gap)), limit_jobs=1000, load=load,
-                         batch_s=batch_s)
-    records = found.replay.records.values()
-    jobs = [record.job for record in records]
-    from hetsched.files.replay_inputs import replay_inputs
-
-    truth = replay_inputs(DATA / "gavel" / "traces" / f"{trace}.trace", "gavel",
-                          CLUSTER).truth
-    violations = check_replay(found.replay, jobs, truth)
+    path = DATA / "gavel" / "traces" / f"{trace}.trace"
+    found = replay_trace(path, "gavel", CLUSTER, Progress(ProgressParams(gap=gap)),
+                         limit_jobs=1000, load=load, batch_s=batch_s)
+    jobs = [record.job for record in found.replay.records.values()]
+    # (the truth the replay ran on: its inputs, read again; a ReplayResult keeps no model)
+    violations = check_replay(found.replay, jobs, replay_inputs(path, "gavel", CLUSTER).truth)
     if violations:
         sys.exit(f"checker: {violations[:3]}")
     print(json.dumps({"avg_jct_s": found.summary.avg_jct_s,

@@ -320,10 +320,8 @@ class Progress(PolicyHooks):
             return None
         fixed = self._options_for(state, self._waiting.always())
         value = self.values(state, fixed, self._waiting.best_per_gpu)
-        index = {t: i for i, t in enumerate(types)}
         self._waiting.choose(sum(where.type_gpus.values()),
-                             ((index[o.gpu_type], float(v)) for o, v in zip(fixed, value,
-                                                                             strict=True)
+                             ((o.gpu_type, float(v)) for o, v in zip(fixed, value, strict=True)
                               if o.size == 1 and not big(o)))
         running = {r.job.id for r in state.running}
         ran = [k for k, o in enumerate(fixed) if o.job.id in running]

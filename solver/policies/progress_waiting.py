@@ -16,7 +16,7 @@ no more big packed gangs, one option for that job) and is worth more. A waiting 
 all of whose options are so dominated is left out of the MILP, which keeps exactly its
 optimal choices (its solver may return another of them, or another choice within its
 gap: replays where jobs are left out are measured, not assumed, to be the same;
-docs/traces.md).
+docs/scale.md).
 
 Only one-GPU options count as dominators, so that one partial sort per GPU type at each
 decision gives every threshold: ``tau(t, s)``, the ``(C - s + 1)``-th largest one-GPU
@@ -43,7 +43,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
 from hetsched.core.records import Job
 from hetsched.policies.baselines.kept_queue import FeedReader
@@ -193,17 +192,17 @@ class WaitingOptions:
         per_gpu = values / np.maximum(self._size[: len(alive)][alive], 1)[:, None]
         return float(per_gpu.max(initial=0.0))
 
-    def choose(self, gpus: int, small: Iterable[tuple[int, float]]) -> int:
+    def choose(self, gpus: int, small: Iterable[tuple[str, float]]) -> int:
         """Decide which candidates the round keeps, on a cluster of ``gpus`` GPUs; ``small``:
-        (type, value) of each one-GPU option, not a big packed gang, of the jobs already in
+        (GPU type, value) of each one-GPU option, not a big packed gang, of the jobs already in
         the round (one per job and type). How many candidates are left out."""
         count = len(self._alive)
         alive = self._alive
         values = self._value[:count]
         sizes = self._size[:count]
         fixed: list[list[float]] = [[] for _ in range(self._types)]
-        for t, value in small:
-            fixed[t].append(value)
+        for gpu_type, value in small:
+            fixed[self._type_index[gpu_type]].append(value)
         dominated = np.ones(count, dtype=np.bool_)
         rank = gpus - sizes  # tau(t, s): the (gpus - s + 1)-th largest, index gpus - s
         for t in range(self._types):
@@ -241,7 +240,3 @@ class WaitingOptions:
         count = len(self._kept)
         return [valued for slot in np.flatnonzero(self._alive[:count] & ~self._kept)
                 if (w := slots[slot]) is not None for valued in w.options]
-
-    def kept_mask(self) -> npt.NDArray[np.bool_]:
-        """Which slots the last round kept (for tests)."""
-        return self._kept.copy()
