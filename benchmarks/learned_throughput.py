@@ -81,18 +81,16 @@ import statistics
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from common import DATA, row_line, write_csv
 
-from hetsched.core.records import Cluster, Job
-from hetsched.core.throughput import Placement, ThroughputModel, ThroughputTable
+from hetsched.core.throughput import Placement, PolicyView, ThroughputModel, ThroughputTable
 from hetsched.files.cluster_spec import parse_cluster
 from hetsched.files.generate import catalogue_table
 from hetsched.files.replay_inputs import TraceJobs, trace_jobs
-from hetsched.policies.rolling import ClusterState, Decision, RollingPolicy
 from hetsched.registry import rolling
+from hetsched.simulate.learning import RunLearner
 from hetsched.simulate.simulator import Simulator
 from hetsched.speeds.learned import LearnedThroughput
 
@@ -206,90 +204,6 @@ def score(args: argparse.Namespace) -> tuple[list[dict[str, object]], list[dict[
     return summary, detail
 
 
-@dataclass
-class Run:
-    """A run the Learning wrapper follows: its key, when it makes progress from, and its
-    last sample (time, steps left)."""
-
-    key: tuple[str, str, int, Placement]
-    resume: float
-    at: float
-    left: float
-
-
-class Masked:
-    """``model``'s answers where ``truth`` is positive, else 0 (no cache: see the module)."""
-
-    def __init__(self, model: ThroughputModel, truth: ThroughputModel) -> None:
-        self.model, self.truth = model, truth
-
-    def throughput(self, job_type: str, gpu_type: str, num_gpus: int,
-                   placement: Placement) -> float:
-        if self.truth.throughput(job_type, gpu_type, num_gpus, placement) <= 0:
-            return 0.0
-        return self.model.throughput(job_type, gpu_type, num_gpus, placement)
-
-
-class Learning:
-    """``policy``, with ``model`` observing every run it starts (see the module)."""
-
-    def __init__(self, policy: RollingPolicy, model: LearnedThroughput | None,
-                 cluster: Cluster, restart_penalty_s: float) -> None:
-        self.policy, self.model, self.cluster = policy, model, cluster
-        self.restart_penalty_s = restart_penalty_s
-        self.name = policy.name
-        self.runs: dict[str, Run] = {}
-        self.started: set[str] = set()
-
-    @property
-    def round_s(self) -> float | None:
-        return self.policy.round_s
-
-    def _sample(self, job_id: str, now: float, left: float) -> None:
-        run = self.runs[job_id]
-        since = max(run.at, run.resume)
-        if self.model is not None and now > since:
-            self.model.observe(*run.key, steps=max(0.0, run.left - left),
-                               trace_seconds=now - since)
-        run.at, run.left = now, left
-
-    def _decided(self, state: ClusterState, decision: Decision) -> Decision:
-        for running in state.running:
-            if running.job.id in self.runs:
-                self._sample(running.job.id, state.now, running.remaining)
-        for job_id in decision.preempt:
-            self.runs.pop(job_id, None)
-        # a start of a running job moves it (preempted and started in one decision)
-        jobs = {j.id: (j, state.remaining[j.id]) for j in state.pending}
-        jobs.update((r.job.id, (r.job, r.remaining)) for r in state.running)
-        for start in decision.start:
-            job, left = jobs[start.job]
-            resume = state.now + (self.restart_penalty_s if job.id in self.started else 0.0)
-            self.started.add(job.id)
-            self.runs[job.id] = Run(
-                (job.job_type, start.gpu_type, len(start.gpus),
-                 self.cluster.placement_of(start.gpus)), resume, state.now, left)
-        return decision
-
-    def decide(self, state: ClusterState) -> Decision:
-        return self._decided(state, self.policy.decide(state))
-
-    def on_stall(self, state: ClusterState) -> Decision:
-        return self._decided(state, self.policy.on_stall(state))
-
-    def quiet_until(self, state: ClusterState) -> float:
-        return self.policy.quiet_until(state)
-
-    def on_finished(self, job: Job, now: float) -> None:
-        if job.id in self.runs:
-            self._sample(job.id, now, 0.0)
-            del self.runs[job.id]
-        self.policy.on_finished(job, now)
-
-    def figures(self) -> dict[str, object]:
-        return self.policy.figures()
-
-
 def replays(args: argparse.Namespace) -> list[dict[str, object]]:
     """Per policy, the average JCT seen through the truth, the learned model and the
     never-learning one (see the module)."""
@@ -301,11 +215,10 @@ def replays(args: argparse.Namespace) -> list[dict[str, object]]:
         learned_rows, worst = 0, math.nan
         for sees in ("truth", "learned", "bootstrap"):
             model = LearnedThroughput(catalogue_table(list(gpu_types)), gpu_types)
-            policy = Learning(rolling(name), model if sees == "learned" else None,
-                              read.cluster, RESTART_PENALTY_S)
-            simulator = Simulator(read.cluster, jobs, policy, truth=truth,
-                                  model=truth if sees == "truth" else Masked(model, truth),
-                                  restart_penalty_s=RESTART_PENALTY_S)
+            learner = RunLearner(model, truth, read.cluster) if sees == "learned" else None
+            simulator = Simulator(read.cluster, jobs, rolling(name), truth=truth,
+                                  model=truth if sees == "truth" else PolicyView(model, truth),
+                                  restart_penalty_s=RESTART_PENALTY_S, learner=learner)
             replay = simulator.run()
             finished = [r.finish - r.job.arrival for r in replay.records.values()
                         if r.finish is not None]

@@ -219,10 +219,14 @@ def _simulate(cluster: Cluster, jobs: Sequence[Job], policy: RollingPolicy,
     under ``policy`` with the settings' decision interval, restart penalty and start
     latency, the bar (if any) updated and closed."""
     from hetsched.knowledge.view import knowledge_view
+    from hetsched.simulate.learning import RunLearner
     from hetsched.simulate.simulator import Simulator
 
     knowledge = knowledge_view(settings.knowledge, cluster, model or truth)
+    learner = None if settings.learn == "off" else \
+        RunLearner.of(settings.learn, cluster, truth, model or truth)
     simulator = Simulator(cluster, jobs, policy, truth=truth, model=model, knowledge=knowledge,
+                          learner=learner,
                           interval_s=settings.interval_s, batch_s=settings.batch_s,
                           restart_penalty_s=settings.restart_penalty_s,
                           start_latency_s=settings.start_latency_s, progress=bar,
@@ -354,7 +358,8 @@ def replay_rendered(inputs: ReplayInputs, trace: Trace, policy: RollingPolicy, *
         "skipped_rows": trace.skipped_rows, "excluded": dict(trace.excluded),
         "notes": list(trace.notes), "load": settings.load, **inputs.settings(trace, jobs),
         "elastic": settings.elastic, "spread_speed": settings.spread_speed,
-        "knowledge": settings.knowledge,
+        "knowledge": settings.knowledge, "learn": settings.learn,
+        **({"learned_keys": len(replay.learned.rows())} if replay.learned is not None else {}),
         **({"estimates": replay.estimates} if replay.estimates is not None else {}),
         "solver_limit": {"per_decision": settings.time_limit_s,
                          "unit": "work units" if settings.deterministic else "s wall"},

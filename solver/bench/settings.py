@@ -37,7 +37,7 @@ SETTING_FIELDS = ("trace", "trace_format", "cluster", "limit_jobs", "time_limit_
                   "restart_penalty_s", "on_bad_row", "reference_gpu", "gpu_aliases",
                   "unknown_gpus", "gpu_sharing", "colocation_factor", "start_latency_s",
                   "prices", "spread_speed", "tenants", "pairs", "jct_window", "elastic",
-                  "knowledge")
+                  "knowledge", "learn")
 #: The replay settings a bench runs with; each run sets its own ``seed`` and ``load``.
 REPLAY_FIELDS = frozenset(f.name for f in fields(ReplaySettings)) - {"seed", "load"}
 #: Settings added after benches were first recorded, and their value in a bench.json
@@ -48,7 +48,8 @@ SETTING_DEFAULTS: dict[str, Any] = {
                                                        "colocation_factor",
                                                        "start_latency_s", "prices",
                                                        "spread_speed", "jct_window",
-                                                       "elastic", "knowledge", "batch_s")}
+                                                       "elastic", "knowledge", "batch_s",
+                                                       "learn")}
 SETTING_DEFAULTS.update(tenants=None, pairs=None)
 #: A policy label: what results.csv's ``policy`` column and the run folders carry.
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")

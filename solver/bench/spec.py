@@ -104,7 +104,7 @@ def parse_loads(text: str) -> tuple[float, ...]:
 #: How a trace is read, as ``hetsched replay``'s options of the same names
 #: (docs/traces.md): a trace table's own, or the spec's default for every trace.
 READING_KEYS = ("reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing", "spread_speed",
-                "colocation_factor", "elastic", "knowledge")
+                "colocation_factor", "elastic", "knowledge", "learn")
 #: The spec's top-level keys (the settings every bench of the sweep shares, and the
 #: defaults of each trace's own).
 TOP_KEYS = ("root", "traces", "policies", "seeds", "loads", "limit_jobs",

@@ -26,7 +26,7 @@ SETTING_KEYS = {
     "reference_gpu": "reference_gpu", "gpu_aliases": "gpu_aliases",
     "unknown_gpus": "unknown_gpus", "gpu_sharing": "gpu_sharing",
     "spread_speed": "spread_speed", "colocation_factor": "colocation_factor",
-    "elastic": "elastic", "knowledge": "knowledge", "limit_jobs": "limit_jobs",
+    "elastic": "elastic", "knowledge": "knowledge", "learn": "learn", "limit_jobs": "limit_jobs",
     "deadline_fraction": "deadline_fraction",
     "on_bad_row": "on_bad_row", "prices": "prices", "tenants": "tenants", "pairs": "pairs",
     "throughput_path": "throughput", "seed": "seeds", "load": "loads",
@@ -115,6 +115,7 @@ def reading_setting(reader: SpecReader, setting: str, value: object, where: str)
     """A trace-reading setting of :data:`READING_KEYS`, checked as the command checks it."""
     from hetsched.core.settings import (
         KNOWLEDGE,
+        LEARN,
         SPREAD_SPEEDS,
         UNKNOWN_GPUS,
         parse_gpu_aliases,
@@ -134,6 +135,8 @@ def reading_setting(reader: SpecReader, setting: str, value: object, where: str)
         return reader.choice(value, where, SPREAD_SPEEDS)
     if setting == "knowledge":
         return reader.choice(value, where, KNOWLEDGE)
+    if setting == "learn":
+        return reader.choice(value, where, LEARN)
     if setting in ("gpu_sharing", "elastic"):
         return reader.flag(value, where)
     factor = float(reader.number(value, where, 0, 1))

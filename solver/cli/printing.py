@@ -154,7 +154,7 @@ PARAMETER_FLAGS = {
     "workers": "--workers", "trace": "--trace", "throughput_path": "--throughput",
     "out": "--out", "plot": "--plot", "restart_penalty_s": "--restart-penalty",
     "start_latency_s": "--start-latency", "prices": "--prices",
-    "spread_speed": "--spread-speed", "knowledge": "--knowledge",
+    "spread_speed": "--spread-speed", "knowledge": "--knowledge", "learn": "--learn",
     "interval_s": "--interval", "batch_s": "--batch", "gpus": "--gpus", "jobs": "--jobs",
     "gpus_per_node": "--gpus-per-node", "mean_interarrival_s": "--mean-interarrival",
     "median_duration_s": "--median-duration", "deadline_fraction": "--deadline-fraction",

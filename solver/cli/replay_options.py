@@ -20,6 +20,7 @@ from hetsched.core.settings import (
     FRACTION_RANGE,
     IDLE_SECONDS_RANGE,
     KNOWLEDGE,
+    LEARN,
     LOAD_RANGE,
     MAX_RESTART_PENALTY_S,
     MIN_PERIOD_S,
@@ -49,7 +50,7 @@ SETTING_PARAMS = ("backend", "interval", "time_limit", "wall_clock", "limit_jobs
                   "restart_penalty", "start_latency", "on_bad_row", "deadline_fraction",
                   "reference_gpu", "gpu_aliases", "unknown_gpus", "gpu_sharing",
                   "colocation_factor", "decision_timeout", "prices", "spread_speed",
-                  "jct_window", "elastic", "knowledge")
+                  "jct_window", "elastic", "knowledge", "learn")
 
 
 def replay_settings_options(command: Any) -> Any:
@@ -101,6 +102,13 @@ def replay_settings_options(command: Any) -> Any:
                      "(one guess for every job; a job past half its guess: as long again as "
                      "it ran); the replay, its checks and its figures keep the truth "
                      "(docs/knowledge.md)."),
+        click.option("--learn", type=click.Choice(LEARN), default=DEFAULTS.learn,
+                     show_default=True,
+                     help="The policy plans with throughputs learned from the runs as they "
+                     "go, as `hetsched slurm run --learn` does, starting from the throughput "
+                     "source, the built-in catalogue or nothing (a job type never seen: a "
+                     "bootstrap estimate); the jobs still run at the true speeds. What was "
+                     "learned: OUT/learned_throughput.csv (docs/slurm.md)."),
         click.option("--prices", default=None, metavar="TYPE=USD,...",
                      help="USD per GPU-hour by GPU type, over the cluster's own (the "
                      "catalogue's for --cluster v100=N: Google Cloud on demand; Gavel's: "
@@ -172,5 +180,5 @@ def replay_settings(values: Mapping[str, Any], **more: Any) -> ReplaySettings:
         decision_timeout_s=values["decision_timeout"],
         prices=values["prices"] if values["prices"] is not None else {},
         spread_speed=values["spread_speed"], jct_window=values["jct_window"],
-        elastic=values["elastic"], knowledge=values["knowledge"],
+        elastic=values["elastic"], knowledge=values["knowledge"], learn=values["learn"],
         **more)

@@ -93,6 +93,11 @@ SPREAD_SPEEDS = ("measured", "packed")
 #: (the trace's work), an ``estimate`` from the finished jobs' history, or ``none`` (one
 #: guess for every job: only attained service tells them apart).
 KNOWLEDGE = ("truth", "estimate", "none")
+#: What the replay's policy plans with (hetsched.simulate.learning): ``off`` (the
+#: throughput model, fixed), or a model learned from the runs as they go, starting from the
+#: throughput ``source``, the built-in ``catalogue``, or nothing (``none``);
+#: ``hetsched slurm run --learn`` takes the same names.
+LEARN = ("off", "source", "catalogue", "none")
 
 #: The range of each number of the settings, written one way in every message (the
 #: command's options read them with these: hetsched.cli.options.FloatIn).
@@ -166,6 +171,9 @@ class ReplaySettings:
     #: what the policy may know of the jobs' work (:data:`KNOWLEDGE`); the simulator, the
     #: checker and the figures keep the truth
     knowledge: str = "truth"
+    #: what the policy plans with: the throughput model, or one learned from the runs
+    #: (:data:`LEARN`); the simulator advances the jobs at the true speeds
+    learn: str = "off"
 
     def __post_init__(self) -> None:
         if self.backend is not None and not (isinstance(self.backend, str) and self.backend):
@@ -191,6 +199,12 @@ class ReplaySettings:
         _choice(self.unknown_gpus, "unknown_gpus", UNKNOWN_GPUS)
         _choice(self.spread_speed, "spread_speed", SPREAD_SPEEDS)
         _choice(self.knowledge, "knowledge", KNOWLEDGE)
+        _choice(self.learn, "learn", LEARN)
+        if self.learn != "off" and self.elastic:
+            raise InputError("learning throughputs does not apply to elastic jobs",
+                             path="learn", value=self.learn,
+                             expected="off with elastic jobs (their speed depends on the "
+                             "batch size, which a learned table does not have)")
         if self.deadline_fraction is not None:
             FRACTION_RANGE.check(self.deadline_fraction, "deadline_fraction",
                                  "bad deadline fraction")

@@ -34,6 +34,7 @@ from hetsched.core.sharing import CoLocationModel
 from hetsched.core.tenants import TenantTable
 from hetsched.core.throughput import ThroughputModel
 from hetsched.simulate.summary import ReplaySummary
+from hetsched.speeds.learned import LearnedThroughput
 
 
 @dataclass
@@ -92,8 +93,11 @@ OUTPUT_FILES = ("summary.json", "jobs.csv", "decisions.csv", "timing.json")
 #: Files a replay's folder may hold besides: ``run.toml``, the settings ``hetsched replay``
 #: ran with (:mod:`hetsched.cli.run_config`), written with the others as one set.
 COMMAND_FILES = ("run.toml",)
+#: What a replay that learned its throughputs (``--learn``) learned (a throughput table
+#: ``--throughput`` reads: :meth:`hetsched.speeds.learned.LearnedThroughput.csv_text`).
+LEARNED_FILE = "learned_throughput.csv"
 #: Every file a replay's folder may hold (:func:`hetsched.core.outputs.check_output_folder`).
-FOLDER_FILES = OUTPUT_FILES + COMMAND_FILES
+FOLDER_FILES = OUTPUT_FILES + COMMAND_FILES + (LEARNED_FILE,)
 #: ``summary.json`` lists at most this many distinct fallback notes.
 MAX_WARNINGS = 10
 #: The wall-clock fields, kept out of ``summary.json`` (they go to ``timing.json``).
@@ -135,6 +139,8 @@ class Replay:
     #: how good the policy's guesses of the jobs' work were, when it was not shown the
     #: truth (:meth:`hetsched.knowledge.view.KnowledgeView.accuracy`; None: it was)
     estimates: dict[str, object] | None = None
+    #: what the policy's model learned from the runs (``--learn``; None: it did not learn)
+    learned: LearnedThroughput | None = None
     _rho: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
 
     def summary(self) -> dict[str, object]:
@@ -306,7 +312,9 @@ class Replay:
         timing = {**self.timing(),
                   "decision_time_s": [d.decision_time_s for d in self.decisions]}
         return {"summary.json": _json(summary), "jobs.csv": rows.getvalue(),
-                "decisions.csv": decisions.getvalue(), "timing.json": _json(timing)}
+                "decisions.csv": decisions.getvalue(), "timing.json": _json(timing),
+                **({LEARNED_FILE: self.learned.csv_text()} if self.learned is not None
+                   else {})}
 
 
 #: The columns of jobs.csv (:meth:`Replay.job_rows`).

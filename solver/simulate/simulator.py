@@ -38,6 +38,7 @@ from hetsched.knowledge.view import KnowledgeView
 from hetsched.policies.rolling import Decision, RollingPolicy
 from hetsched.simulate.books import EPS, Books
 from hetsched.simulate.driver import PolicyDriver
+from hetsched.simulate.learning import RunLearner
 from hetsched.simulate.live_state import LiveState
 from hetsched.simulate.record import (
     OUTPUT_FILES,
@@ -105,7 +106,7 @@ class Simulator:
                  colocation: CoLocationModel | None = None,
                  decision_timeout_s: float | None = None,
                  knowledge: KnowledgeView | None = None,
-                 batch_s: float | None = None) -> None:
+                 batch_s: float | None = None, learner: RunLearner | None = None) -> None:
         self.cluster = cluster
         #: an event this close after the last decision waits for one decision then
         self.batch_s = check_period(batch_s, "batch_s")
@@ -125,6 +126,9 @@ class Simulator:
         #: what the policy may know of the jobs' work (None: the truth;
         #: :mod:`hetsched.knowledge.view`): the jobs it is shown, guessed at arrival
         self.knowledge = knowledge
+        #: the model the policy plans with, learned from the runs (None: ``model``;
+        #: :mod:`hetsched.simulate.learning`)
+        self.learner = learner
         ids = [j.id for j in self.jobs]
         if len(set(ids)) != len(ids):
             raise InputError("duplicate job ids in the trace", value=len(ids) - len(set(ids)),
@@ -167,7 +171,8 @@ class Simulator:
                       books.start_time, interrupted, self.round_s, self.interval_s,
                       self.restart_penalty_s, usable or None, self.colocation, failure,
                       self.truth, start_latency_s=self.start_latency_s,
-                      estimates=self.knowledge.accuracy() if self.knowledge else None)
+                      estimates=self.knowledge.accuracy() if self.knowledge else None,
+                      learned=self.learner.learned if self.learner else None)
 
     def _step(self, books: Books, driver: PolicyDriver) -> None:
         """One event time: the next event, then what happens at it in order (speeds that
@@ -239,6 +244,8 @@ class Simulator:
             record.gpu_seconds += run.gpu_seconds_at(run.finish)
             record.finish = run.finish
             record.segments.append(run.segment(run.finish, run.work_left))
+            if self.learner is not None:
+                self.learner.ended(job_id, run.finish, 0.0)
             told = record.job
             if books.knowledge is not None:  # (told as the policy saw it; learned)
                 told = books.knowledge.shown(record.job, record.job.work)
@@ -268,16 +275,17 @@ class Simulator:
         now = books.now
         state: LiveState | None = None
         clock = time.perf_counter()
+        model = self._model_now(books)
         if driver.queue_policy is not None:
-            decision = driver.queue_starts(books.pending.values(), books.free, self.model)
+            decision = driver.queue_starts(books.pending.values(), books.free, model)
         else:
-            state = books.live_state(self.cluster, self.model, self.colocation)
+            state = books.live_state(self.cluster, model, self.colocation)
             decision = driver.decide(state)
         spent = time.perf_counter() - clock
         if books.pending and not decision.start and not books.running and \
                 not decision.preempt and not books.arrivals_left:
             # Nothing runs and nothing will arrive: the policy would stall for ever.
-            state = state or books.live_state(self.cluster, self.model, self.colocation)
+            state = state or books.live_state(self.cluster, model, self.colocation)
             decision = self._on_stall(driver, state)
         # Until when the policy's boundary calls would change nothing; asked while it may
         # still read the state.
@@ -302,6 +310,16 @@ class Simulator:
         if self.progress is not None:
             self.progress(books.done, len(books.arrivals), now, len(books.decisions))
 
+    def _model_now(self, books: Books) -> ThroughputModel:
+        """What the policy plans with now: the model, or the learner's after it observed
+        every running job's progress since its last observation."""
+        if self.learner is None:
+            return self.model
+        for job_id, run in books.running.items():
+            self.learner.observe(job_id, books.now, run.remaining_at(books.now))
+        return self.learner.model([*books.pending.values(),
+                                   *(run.record.job for run in books.running.values())])
+
     def _on_stall(self, driver: PolicyDriver, state: LiveState) -> Decision:
         """The policy's ``on_stall`` decision (nothing runs and nothing will arrive)."""
         decision = driver.on_stall(state)
@@ -325,6 +343,8 @@ class Simulator:
             record.gpu_seconds += run.gpu_seconds_at(now)
             record.segments.append(run.segment(now, run.work_left - left))
             record.preemptions += 1
+            if self.learner is not None:
+                self.learner.ended(job_id, now, left)
             books.free.release(run.gpus, run.holder)
             job = run.record.job
             if books.knowledge is not None:
@@ -355,6 +375,8 @@ class Simulator:
                 record.first_start = now
             record.gpu_types.append(start.gpu_type)
             record.gpus = start.gpus
+            if self.learner is not None:
+                self.learner.started(job, start.gpu_type, start.gpus, now, resume, left)
             run = SimulatedRun(record, start.gpu_type, start.gpus, now, resume, speed, left,
                                resume + left / speed, books.new_version(), now,
                                PACKED_SHARE if start.packed else job.share,

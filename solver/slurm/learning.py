@@ -25,8 +25,9 @@ from pathlib import Path
 
 from hetsched.allocation.layout import throughput_of
 from hetsched.core.records import Cluster, Job
-from hetsched.core.throughput import Placement, ThroughputModel, ThroughputTable
+from hetsched.core.throughput import ThroughputModel, ThroughputTable
 from hetsched.job import Checkpoint
+from hetsched.simulate.learning import learning_prior
 from hetsched.slurm.checkpoint import checkpoint_path, read_checkpoint
 from hetsched.slurm.history import History, LiveRun, overlapping
 from hetsched.slurm.source import LEARN_PRIORS
@@ -50,7 +51,6 @@ class Reports:
     #: (Slurm id, run index) -> (Unix time, steps) of the last stretch observed
     _observed: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
     _bad: set[str] = field(default_factory=set)
-    _table: tuple[int, frozenset[tuple[str, int]], ThroughputTable] | None = None
 
     def read(self, history: History, cluster: Cluster) -> int:
         """Read every changed report of a job the history knows; the observations
@@ -130,40 +130,25 @@ class Reports:
         return max(job.work - steps, job.work * 1e-6)
 
     def policy_model(self, jobs: list[Job], cluster: Cluster) -> ThroughputTable:
-        """The learned model as a frozen table of every answer the policy may ask: the
-        jobs' types (and every type learned) on the cluster's GPU types, at each GPU
-        count the jobs ask for or allow, both placements; rebuilt only when something
-        new was learned or a job of a new shape came."""
+        """The learned model as a frozen table of every answer the policy may ask
+        (:meth:`~hetsched.speeds.learned.LearnedThroughput.policy_table`): the jobs'
+        types on the cluster's GPU types, at each GPU count the jobs ask for or allow."""
         assert self.learned is not None
-        shapes = frozenset((job.job_type, count) for job in jobs
-                           for count in {job.num_gpus, *(job.allowed_gpu_counts or ())})
-        if self._table is not None and self._table[0] == self.learned.version \
-                and shapes <= self._table[1]:
-            return self._table[2]
-        if self._table is not None and self._table[0] == self.learned.version:
-            shapes |= self._table[1]
-        types = sorted({job_type for job_type, _ in shapes} | set(self.learned.job_types))
-        counts = sorted({count for _, count in shapes} | {1})
-        table = self.learned.snapshot(types, cluster.type_names, counts, tuple(Placement))
-        self._table = (self.learned.version, shapes, table)
-        return table
+        return self.learned.policy_table(
+            ((job.job_type, count) for job in jobs
+             for count in {job.num_gpus, *(job.allowed_gpu_counts or ())}),
+            cluster.type_names)
 
 
 def reports_for(folder: Path | None, learn: str, cluster: Cluster,
                 source: ThroughputModel) -> Reports | None:
     """The agent's :class:`Reports` on ``folder`` (``None`` without one), learning over
-    the prior ``learn`` names: the throughput source's model (``source``), the built-in
-    catalogue on the cluster's GPU types (``catalogue``: it knows none of a Gavel trace's
-    job types), nothing (``none``); ``off``: progress from reports, nothing learned."""
+    the prior ``learn`` names (:func:`~hetsched.simulate.learning.learning_prior`, as a
+    replay's ``--learn``); ``off``: progress from reports, nothing learned."""
     assert learn in LEARN_PRIORS, learn
     if folder is None:
         return None
     if learn == "off":
         return Reports(folder)
-    from hetsched.files.generate import GPU_TYPES, catalogue_table
-
-    prior: ThroughputModel | None = {
-        "source": source, "none": None,
-        "catalogue": catalogue_table([t for t in cluster.type_names if t in GPU_TYPES]),
-    }[learn]
-    return Reports(folder, LearnedThroughput(prior, cluster.type_names))
+    return Reports(folder, LearnedThroughput(learning_prior(learn, cluster, source),
+                                             cluster.type_names))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hetsched.core.errors import InputError
 from hetsched.core.outputs import write_text
+from hetsched.core.settings import LEARN
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +25,9 @@ log = logging.getLogger(__name__)
 SOURCE_FILE = "throughput-source.json"
 #: The built-in catalogue, as the record names it.
 CATALOGUE = "built-in catalogue"
-#: ``slurm run --learn``: what the learned model starts from (hetsched.slurm.learning).
-LEARN_PRIORS = ("off", "source", "catalogue", "none")
+#: ``slurm run --learn``: what the learned model starts from (hetsched.slurm.learning),
+#: the names a replay's ``--learn`` takes.
+LEARN_PRIORS = LEARN
 
 
 def _name(source: Path | None) -> str:

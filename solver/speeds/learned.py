@@ -63,7 +63,8 @@ accepts) raise :class:`~hetsched.core.errors.InputError` and change nothing: the
 (the agent reading a job's report) decides whether to log and go on; a 0-step run of
 positive length is a valid observation (0 steps/s: the job made no progress there).
 
-The model is mutable: answers change with each observation (``version`` counts them).
+The model is mutable: answers change with the observations (``version`` counts the ones
+that moved a mean by more than :data:`SAME_MEAN` of itself).
 Do not put it behind a view that caches answers (``PolicyView`` does); take a frozen
 ``snapshot`` when one is needed. The prior is treated as fixed and its answers cached.
 What was measured: ``rows``/``table`` (a throughput table), ``write_csv`` (the table with
@@ -99,6 +100,11 @@ Config = tuple[int, Placement]
 ONE_GPU: Config = (1, Placement.PACKED)
 #: steps/s per GPU given where nothing at all is known (see the module)
 FALLBACK_STEPS_PER_S = 1.0
+#: A key's mean that moves by at most this much of itself changes no answer: the answers
+#: (and ``version``) stay as they were. A run at a steady speed observed again and again
+#: (the replay's learner does at every decision) then leaves every answer, and the table a
+#: policy plans with, as it is, instead of rebuilding them for a change in the 16th digit.
+SAME_MEAN = 1e-9
 #: :meth:`LearnedThroughput.write_csv`'s columns: a throughput table's, and the sums
 CSV_COLUMNS = ("job_type", "gpu_type", "num_gpus", "placement", "throughput", "steps",
                "seconds")
@@ -142,8 +148,11 @@ class LearnedThroughput:
         self._configs: dict[tuple[str, str], dict[Config, float]] = {}
         self._answers: dict[ThroughputKey, tuple[float, Rule]] = {}
         self._prior_answers: dict[ThroughputKey, float] = {}
-        #: observations taken (answers may change whenever it does)
+        #: observations that moved a mean (answers may change whenever it does)
         self.version = 0
+        #: :meth:`policy_table`'s last table: (version, shapes, table)
+        self._policy_table: tuple[int, frozenset[tuple[str, int]], ThroughputTable] | None \
+            = None
         for key, (steps, seconds) in (measured or {}).items():
             self.observe(*key, steps=steps, trace_seconds=seconds)
 
@@ -187,10 +196,12 @@ class LearnedThroughput:
         done, spent = self._sums.get(key, (0.0, 0.0))
         done, spent = done + float(steps), spent + float(trace_seconds)
         self._sums[key] = (done, spent)
-        self._configs.setdefault((job_type, gpu_type), {})[(int(num_gpus), where)] = \
-            done / spent
-        self._answers.clear()
-        self.version += 1
+        configs = self._configs.setdefault((job_type, gpu_type), {})
+        before = configs.get((int(num_gpus), where))
+        configs[(int(num_gpus), where)] = done / spent
+        if before is None or abs(done / spent - before) > SAME_MEAN * before:
+            self._answers.clear()
+            self.version += 1
         log.debug("learned %s on %d %s (%s): %g steps in %g s, now %g steps/s over %g s",
                   job_type, num_gpus, gpu_type, where, steps, trace_seconds, done / spent,
                   spent)
@@ -354,10 +365,33 @@ class LearnedThroughput:
             (j, g, n, p, self.throughput(j, g, n, p)) for j in job_types for g in gpu_types
             for n in counts for p in placements)
 
+    def policy_table(self, shapes: Iterable[tuple[str, int]], gpu_types: Sequence[str]
+                     ) -> ThroughputTable:
+        """The model as a policy sees it: a frozen table (:meth:`snapshot`) of every
+        answer it may ask of jobs of these ``(job type, GPU count)`` shapes (and every
+        job type learned) on ``gpu_types``, both placements; the same table object until
+        something new is learned or a new shape is asked, so that the policies' caches,
+        kept per model object, stay valid exactly as long as the answers do."""
+        wanted = frozenset(shapes)
+        cached = self._policy_table
+        if cached is not None and cached[0] == self.version and wanted <= cached[1]:
+            return cached[2]
+        if cached is not None and cached[0] == self.version:
+            wanted |= cached[1]
+        types = sorted({job_type for job_type, _ in wanted} | set(self.job_types))
+        counts = sorted({count for _, count in wanted} | {1})
+        table = self.snapshot(types, gpu_types, counts, tuple(Placement))
+        self._policy_table = (self.version, wanted, table)
+        return table
+
     def write_csv(self, path: Path) -> None:
-        """What was measured as CSV, written atomically: a throughput table
-        (``--throughput`` reads it and ignores the other columns) with each key's
-        ``steps`` and ``seconds``, from which :meth:`read_csv` learns on."""
+        """:meth:`csv_text`, written atomically."""
+        write_text(path, self.csv_text(), "out", "the learned throughput file")
+
+    def csv_text(self) -> str:
+        """What was measured as CSV: a throughput table (``--throughput`` reads it and
+        ignores the other columns) with each key's ``steps`` and ``seconds``, from which
+        :meth:`read_csv` learns on."""
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\n")
         writer.writerow(CSV_COLUMNS)
@@ -365,7 +399,7 @@ class LearnedThroughput:
             steps, seconds = self._sums[(job, gpu, count, placement)]
             writer.writerow([job, gpu, count, placement.value, repr(speed), repr(steps),
                              repr(seconds)])
-        write_text(path, text.getvalue(), "out", "the learned throughput file")
+        return text.getvalue()
 
     @classmethod
     def read_csv(cls, path: Path, prior: ThroughputModel | None = None,
