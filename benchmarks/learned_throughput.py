@@ -40,18 +40,14 @@ key's truth, answer and rule.
 
 With --replay POLICIES (comma-separated), the slice is also replayed on the cluster
 (restart penalty 30 s) three times per policy, the policy seeing: the truth (Gavel's
-table), the learned model (the catalogue prior) learning as the jobs run, and the same
-model never learning (the bootstrap alone). The simulator calls no hook when a run
-ends, so the policy is wrapped (Learning): each run is taken from the decision that
-starts it (its steps left then, its GPUs, its placement), and at every later decision
-and at its finish the steps made since are observed over the seconds since (after the
-restore, on a restart; the replay has no start latency), as the agent observes a job's
-report.
-The policy sees the learned answers only where Gavel measured a positive throughput
-(the mask PolicyView applies in every replay, without PolicyView's answer cache, which a
-learning model would make stale): a bootstrap elsewhere would start a job the simulator
-refuses. Printed: the average JCT of each, and of the learned and never-learning
-replays against the truth's.
+table), the learned model (the catalogue prior) learning as the jobs run, as `hetsched
+replay --learn catalogue` does (hetsched.simulate.learning: every run observed from its
+resume at every decision and at its end, as the agent observes a job's report; the
+policy plans with a frozen table rebuilt when something was learned), and the same
+model never learning (the bootstrap alone). The policy sees the model's answers only
+where Gavel measured a positive throughput (PolicyView's mask, as in every replay): a
+bootstrap elsewhere would start a job the simulator refuses. Printed: the average JCT
+of each, and of the learned and never-learning replays against the truth's.
 
 Measured (100 jobs, 25 job types, 160 packed keys and 84 spread; results/
 learned_throughput.csv): before any run the bootstrap is 69-87 % off (median; 3-9 of
@@ -65,11 +61,12 @@ scaling of the job's own family (its other batch sizes, measured) puts only 40 o
 are within 10 % (median 1.5 %, max 5 %, the 2 % noise); the spread keys, never run
 here, stay 28-45 % off. So the target holds for what has run, not for counts borrowed.
 Replays (results/learned_throughput_replays.csv): the learned model records every run
-exactly (max error 4e-13); the policies that read speeds lose 22-26 % of average JCT
-against seeing the truth from the start (srtf 23.5 %, fifo-fastest 23.6 %, gavel
-22.0 %, progress 26.2 %), against 33.4, 23.6, 24.2 and 24.3 % when never learning: a
-job learns only where it runs, and a policy that trusts the bootstrap's ranking of GPU
-types (fifo-fastest) never tries the others.
+exactly (max error 2e-12); learning costs srtf 2.0 % of average JCT against seeing the
+truth from the start, gavel 9.0 %, progress 0.8 %, fifo-fastest 23.6 %, against 33.4,
+24.2, 24.3 and 23.6 % when never learning: a job learns only where it runs, and a policy
+that trusts the bootstrap's ranking of GPU types (fifo-fastest) never tries the others.
+(An earlier wrapper of the policy gave 22-26 %: it changed the model's answers under the
+same object, and the policies' caches, kept per model object, went stale.)
 """
 
 from __future__ import annotations

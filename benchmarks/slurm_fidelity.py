@@ -175,12 +175,14 @@ def wait_idle(cluster_dir: Path, timeout_s: float) -> None:
 
 def replay(trace: Path, policy: str, jobs: int, out: Path,
            restart_penalty_s: float = RESTART_PENALTY_S,
-           start_latency_s: float = 0.0) -> dict[str, float]:
-    """`hetsched replay` of the same jobs on the same cluster: job id -> JCT."""
+           start_latency_s: float = 0.0, learn: str = "off") -> dict[str, float]:
+    """`hetsched replay` of the same jobs on the same cluster (its policy learning the
+    throughputs over the prior ``learn`` unless "off"): job id -> JCT."""
     subprocess.run([*HETSCHED, "replay", str(trace), "--format", "gavel", "--cluster", CLUSTER,
                     "--limit-jobs", str(jobs), "--policy", policy, "--throughput",
                     str(THROUGHPUT), "--restart-penalty", repr(restart_penalty_s),
-                    "--start-latency", repr(start_latency_s), "--out", str(out)], check=True,
+                    "--start-latency", repr(start_latency_s), "--learn", learn,
+                    "--out", str(out)], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return jcts(out)
 
@@ -305,8 +307,9 @@ def main() -> None:
                         help="divide the band's arrival times by this (band_trace)")
     parser.add_argument("--learn", default="off", choices=("off", "source", "catalogue", "none"),
                         help="the agent learns throughputs from the jobs' reports over this "
-                        "prior (slurm run --learn); the row adds what it learned against "
-                        "the measured table")
+                        "prior (slurm run --learn), and so does a replay of the same jobs "
+                        "(replay --learn: learning_* columns); the row adds what it "
+                        "learned against the measured table")
     parser.add_argument("--poll", type=float, default=0.1,
                         help="the agent's poll interval (wall s)")
     parser.add_argument("--epilog", type=float, default=None,
@@ -410,6 +413,14 @@ def cell(policy: str, cluster_dir: Path, folder: Path, args: argparse.Namespace,
                                       None if move is None else float(move))
     told = replay(args.trace, policy, args.jobs, folder / f"{name}-replay-told", penalty,
                   latency)
+    learning: dict[str, object] = {}
+    if args.learn != "off":  # the replay that learns as the agent did: like for like
+        learning.update({f"learning_{k}": v for k, v in errors_of(real, replay(
+            args.trace, policy, args.jobs, folder / f"{name}-replay-learning",
+            learn=args.learn)).items()})
+        learning.update({f"told_learning_{k}": v for k, v in errors_of(real, replay(
+            args.trace, policy, args.jobs, folder / f"{name}-replay-learning-told", penalty,
+            latency, learn=args.learn)).items()})
     slurm_avg = sum(real.values()) / len(real) if real else math.nan
     return {"case": name, "trace": args.trace_name, "load": args.load, "jobs": args.jobs,
             "band_h": args.band,
@@ -425,7 +436,7 @@ def cell(policy: str, cluster_dir: Path, folder: Path, args: argparse.Namespace,
             "move_latency_p50_s": move, "moves": summary.get("moves_measured"),
             "told_start_latency_s": latency, "told_restart_penalty_s": penalty,
             **{f"told_{k}": v for k, v in errors_of(real, told).items()}, "wall_s": wall,
-            **(learned_accuracy(out / "learned_throughput.csv") if args.learn != "off"
+            **learning, **(learned_accuracy(out / "learned_throughput.csv") if args.learn != "off"
                else {})}
 
 
