@@ -155,10 +155,14 @@ def status_command(state_dir: Path) -> None:
               "words; a .py file runs under this Python): it reports its steps and stops on "
               "SIGTERM through hetsched.job, told its folder and its job's work (steps) in "
               "the environment (docs/slurm.md, \"Real jobs: hetsched.job\").")
+@click.option("--hide-work", is_flag=True,
+              help="Leave each job's work (steps) out of its comment: the job is told it in "
+              "its environment, the agent schedules it on a guess from the jobs it saw "
+              "complete (docs/slurm.md, \"Jobs that do not say their steps\").")
 def submit_command(trace: Path, trace_format: str, cluster_dir: Path, state_dir: Path | None,
                    partition: str | None, speedup: float, limit_jobs: int | None,
                    throughput_path: Path | None, restart_penalty: float,
-                   slurm_schedules: bool, script: str | None) -> None:
+                   slurm_schedules: bool, script: str | None, hide_work: bool) -> None:
     """Submit TRACE's jobs to the local Slurm cluster at their arrival times divided by
     --speedup, each running hetsched's training emulator (or --script); held for the
     agent (hetsched slurm run) unless --slurm-schedules. Writes STATE/submitted.csv as it
@@ -175,7 +179,7 @@ def submit_command(trace: Path, trace_format: str, cluster_dir: Path, state_dir:
     plan = submit.prepare(trace, trace_format, cluster, speedup=speedup, settings=settings,
                           throughput_path=throughput_path, partition=partition,
                           state_dir=state_dir, slurm_schedules=slurm_schedules,
-                          command=command)
+                          command=command, hide_work=hide_work)
     if not slurm_schedules:  # the agent reads the same throughputs (slurm.source)
         record_source(cluster_dir, plan.throughput_path, trace)
     first, last = plan.metas[0], plan.metas[-1]

@@ -178,6 +178,8 @@ def slurm_run_command(policy_name: str, partition: str, out: Path, cluster_dir: 
                                          "knowledge": knowledge,
                                          **({"estimates": agent.knowledge.accuracy()}
                                             if agent.knowledge is not None else {}),
+                                         **({"work_guesses": agent.hidden_accuracy()}
+                                            if agent.hidden_accuracy() else {}),
                                          **({"learned_keys": len(learned.rows())}
                                             if learned is not None else {})}) \
             if history.cluster else {}

@@ -91,14 +91,15 @@ class KnowledgeView:
         """The ``knowledge`` setting this view serves."""
         return "none" if isinstance(self.estimator, ConstantPrior) else "estimate"
 
-    def arrived(self, job: Job) -> Job:
+    def arrived(self, job: Job, *, work_known: bool = True) -> Job:
         """``job`` arrives: guess its work from what finished before now; the job as the
-        policy sees it."""
+        policy sees it. ``work_known`` False: the job's record does not hold its work
+        (a live job that does not say it): it is learned when the job finishes."""
         ideal_s, level = self.estimator.estimate(job)
         guess = min(MAX_WORK, max(MIN_GUESS, ideal_s * self._speed(job)))
         self.guessed[job.id] = guess
         self.levels[job.id] = level
-        self._pairs[job.id] = (guess, job.work)
+        self._pairs[job.id] = (guess, job.work if work_known else math.nan)
         return self.shown(job, 0.0)
 
     def _speed(self, job: Job) -> float:
@@ -131,16 +132,22 @@ class KnowledgeView:
         return self.shown(job, done), self.remaining(job.id, done)
 
     def finished(self, job: Job) -> None:
-        """``job`` (the true record) finished: the estimator learns its ideal duration."""
+        """``job`` (the true record: its work the steps it did) finished: the estimator
+        learns its ideal duration."""
         self.estimator.learn(job, job.work / self._speed(job))
         self._shown.pop(job.id, None)
+        if job.id in self._pairs:
+            self._pairs[job.id] = (self._pairs[job.id][0], job.work)
 
     def accuracy(self) -> dict[str, object]:
         """How good the guesses at arrival were: jobs, the median and p90 of
         ``|guess / truth - 1|``, the shares guessed under and over, the median ratio
-        guess / truth, and how many guesses each history level gave."""
-        errors = sorted(abs(guess / truth - 1) for guess, truth in self._pairs.values())
-        ratios = [guess / truth for guess, truth in self._pairs.values()]
+        guess / truth, and how many guesses each history level gave (the jobs whose work
+        is known: not a live job that does not say it and did not finish)."""
+        pairs = [(guess, truth) for guess, truth in self._pairs.values()
+                 if not math.isnan(truth)]
+        errors = sorted(abs(guess / truth - 1) for guess, truth in pairs)
+        ratios = [guess / truth for guess, truth in pairs]
         count = len(errors)
         levels: Mapping[str, int] = Counter(self.levels.values())
         return {

@@ -20,6 +20,7 @@ minus the origin, times the speedup; a cluster with real jobs runs at speedup 1.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -34,7 +35,8 @@ from hetsched.core.log_levels import per_decision_logs
 from hetsched.core.records import Cluster, Job
 from hetsched.core.settings import DECISION_TIMEOUT_S, check_time_limit
 from hetsched.core.throughput import ThroughputModel
-from hetsched.knowledge.view import KnowledgeView
+from hetsched.knowledge.estimators import HistoryEstimator
+from hetsched.knowledge.view import MIN_GUESS, KnowledgeView
 from hetsched.policies.rolling import ClusterState, Decision, RollingPolicy, RunningJob
 from hetsched.simulate.driver import PolicyDriver, start_problem
 from hetsched.slurm.control import SlurmRefusedError
@@ -144,6 +146,10 @@ class Agent:
         #: None: the metadata's work): each job shown with its work guessed when the
         #: agent first sees it, from the jobs it saw complete (hetsched.knowledge)
         self.knowledge = knowledge
+        #: without ``knowledge``, the guesses shown of the jobs whose metadata leaves
+        #: their work out (``JobMeta.work_hidden``), by the same rule (made at the first
+        #: end or decision: told of every job that completes)
+        self.guesses: KnowledgeView | None = None
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> None:
@@ -197,13 +203,17 @@ class Agent:
                 continue
             runs = self.history.jobs[job_id].runs
             end = runs[-1].end if runs and runs[-1].end is not None else unix
-            if self.knowledge is not None:
-                seen = self._shown(job, 0.0)[0]
-                if self.history.jobs[job_id].ended == "COMPLETED":
-                    self.knowledge.finished(job)  # (its work was done: learned)
-                job = seen
+            view = self.knowledge or self._guesses()
+            done, cluster = job.work, self.history.cluster
+            if self._hidden(job_id) and cluster is not None:  # its steps, as it
+                # reported them, or as it ran them at the model's speed
+                done = job.work - self._remaining(job, self.history.trace_time(end), cluster)
+            told = self._shown(job, job.work - done)[0]
+            if view is not None and self.history.jobs[job_id].ended == "COMPLETED":
+                # (its work was done: learned)
+                view.finished(dataclasses.replace(job, work=max(done, MIN_GUESS)))
             try:
-                self.driver.finished(job, self.history.trace_time(end), now)
+                self.driver.finished(told, self.history.trace_time(end), now)
             except PolicyError as exc:
                 log.error("%s; nothing changed", exc)
 
@@ -247,7 +257,7 @@ class Agent:
         moving = self._placed_moves(snapshot)
         pending = sorted(self.never.runnable((j.meta.job for j in snapshot.jobs.values()
                                               if j.waiting and j.job_id not in moving),
-                                             snapshot.cluster),
+                                             snapshot.cluster, self._checked_as),
                          key=lambda job: (job.arrival, job.id))
         # A job a decision moved runs where it was moved to, as in a replay, while Slurm
         # requeues it: its new GPUs are not free, and it is not waiting.
@@ -265,10 +275,9 @@ class Agent:
                 running.append(RunningJob(shown, gpu_type, job.gpus,
                                           self.history.started(job.job_id, now), left))
         remaining = {job.id: self._remaining(job, now, snapshot.cluster) for job in pending}
-        if self.knowledge is not None:
-            seen = [self._shown(job, remaining[job.id]) for job in pending]
-            pending = [job for job, _ in seen]
-            remaining = {job.id: left for job, left in seen}
+        seen = [self._shown(job, remaining[job.id]) for job in pending]
+        pending = [job for job, _ in seen]
+        remaining = {job.id: left for job, left in seen}
         return ClusterState(now, snapshot.cluster, self.model, tuple(pending), remaining,
                             tuple(running), free,
                             attained=self.history.attained(now),
@@ -276,14 +285,43 @@ class Agent:
 
     def _shown(self, job: Job, left: float) -> tuple[Job, float]:
         """``job`` with ``left`` steps left as the policy sees it: the truth, or with
-        :attr:`knowledge` the job with its guessed work and the work left by the guess
+        :attr:`knowledge` (or, for a job whose metadata leaves its work out, with
+        :attr:`guesses`) the job with its guessed work and the work left by the guess
         (guessed when first seen)."""
-        knowledge = self.knowledge
+        hidden = self._hidden(job.id)
+        knowledge = self.knowledge or (self._guesses() if hidden else None)
         if knowledge is None:
             return job, left
         if job.id not in knowledge.guessed:
-            knowledge.arrived(job)
+            knowledge.arrived(job, work_known=not hidden)
         return knowledge.seen(job, max(0.0, job.work - left))
+
+    def _hidden(self, job_id: str) -> bool:
+        """Whether the job's metadata leaves its work out (its record holds
+        :data:`~hetsched.slurm.metadata.HIDDEN_WORK`, never shown)."""
+        seen = self.history.jobs.get(job_id)
+        return seen is not None and seen.meta.work_hidden
+
+    def _checked_as(self, job: Job) -> Job:
+        """``job`` as :class:`NeverRuns` checks it: whether it can run at all, not how
+        long it would (a job that leaves its work out: one step)."""
+        return dataclasses.replace(job, work=1.0) if self._hidden(job.id) else job
+
+    def hidden_accuracy(self) -> dict[str, object]:
+        """How good the guesses of the jobs whose metadata leaves their work out were,
+        against the steps they did (:meth:`KnowledgeView.accuracy` over the finished
+        ones; {} without such a job or with ``knowledge``, whose ``estimates`` count
+        them)."""
+        hidden = sum(1 for seen in self.history.jobs.values() if seen.meta.work_hidden)
+        if not hidden or self.guesses is None:
+            return {}
+        return {**self.guesses.accuracy(), "jobs_without_work": hidden}
+
+    def _guesses(self) -> KnowledgeView | None:
+        """:attr:`guesses`, made at the first call once the cluster was read."""
+        if self.guesses is None and self.knowledge is None and self.history.cluster is not None:
+            self.guesses = KnowledgeView(self.history.cluster, self.model, HistoryEstimator())
+        return self.guesses
 
     def _remaining(self, job: Job, now: float, cluster: Cluster) -> float:
         """Steps left of ``job``: from its report when it has one, else as the history

@@ -30,8 +30,10 @@ stopped by SIGTERM (SIGINT), its progress written.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -52,12 +54,13 @@ if __name__ == "__main__":
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
 
 from hetsched.core.errors import InputError
+from hetsched.core.ranges import in_range
 from hetsched.core.records import Job
 from hetsched.core.throughput import Placement, ThroughputModel
-from hetsched.job import Run
+from hetsched.job import WORK_VARIABLE, Run
 from hetsched.slurm.checkpoint import Checkpoint, RunRecord, checkpoint_path, read_checkpoint
 from hetsched.slurm.control import expand_nodes
-from hetsched.slurm.metadata import JobMeta
+from hetsched.slurm.metadata import HIDDEN_WORK, JobMeta
 from hetsched.slurm.processes import program
 
 log = logging.getLogger(__name__)
@@ -290,6 +293,24 @@ class Emulator:
                 return 128 + int(received.si_signo)
 
 
+def hidden_work_of(meta: JobMeta, environment: Mapping[str, str]) -> JobMeta:
+    """``meta`` with its work, when its comment leaves it out (``work_hidden``): the job
+    knows its own steps (``HETSCHED_WORK``, which ``submit --hide-work`` exports in its
+    batch script), the agent does not. An InputError without them."""
+    if not meta.work_hidden:
+        return meta
+    text = environment.get(WORK_VARIABLE, "")
+    try:
+        work = float(text)
+    except ValueError:
+        work = math.nan
+    if not in_range(work, 0.0, HIDDEN_WORK, strict_low=True):
+        raise InputError("a job whose comment gives no work needs its steps",
+                         path=WORK_VARIABLE, value=text,
+                         expected="the job's steps, > 0 (submit --hide-work exports them)")
+    return dataclasses.replace(meta, job=dataclasses.replace(meta.job, work=work))
+
+
 def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m hetsched.slurm.emulator",
                                      description="hetsched's training emulator (a job of "
@@ -319,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         record = slurm_record(job_id)
         comment = str(record.get("comment") or "")
-        meta = JobMeta.from_comment(comment)
+        meta = hidden_work_of(JobMeta.from_comment(comment), os.environ)
         allocation = allocation_of(expand_nodes(str(record.get("nodes") or "")),
                                    list(record.get("gres_detail") or []))
         truth = truth_model(arguments.throughput, allocation.types)

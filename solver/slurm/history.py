@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -363,7 +363,9 @@ class History:
                checkpoints: Path | None = None) -> Replay:
         """What ran as a :class:`Replay` in trace time: one segment per run, with the
         steps it did: the emulator's (:meth:`runs_of`), else those ``truth`` says it
-        did, a finished job's last run doing the rest of its work."""
+        did, a finished job's last run doing the rest of its work. A job whose metadata
+        leaves its work out (``work_hidden``) did the steps of its runs: its record's work
+        is their sum once it finished (its last run's too, as ``truth`` says)."""
         assert self.cluster is not None, "nothing was read from the cluster"
         records: dict[str, JobRecord] = {}
         penalty = 0.0
@@ -385,7 +387,7 @@ class History:
                     if truth is not None and run.finished and not run.reported:
                         end = self._clock_end(job, run, truth, start, work,
                                               penalty if index else 0.0, end)
-                elif run.finished:
+                elif run.finished and not seen.meta.work_hidden:
                     work = job.work - sum(s.work or 0.0 for s in record.segments)
                 elif truth is not None:
                     work = min(self._speed(job, run, truth, self.cluster) * length,
@@ -404,6 +406,9 @@ class History:
                     record.finish = end if record.finish is None else record.finish
                 elif not (stopped_for_good and index == len(closed) - 1):
                     record.preemptions += 1
+            total = sum(s.work or 0.0 for s in record.segments)
+            if seen.meta.work_hidden and record.finish is not None and total > 0:
+                record.job = replace(job, work=total)
         first = min((seen.meta.job.arrival for seen in self.jobs.values()), default=0.0)
         unfinished = any(r.finish is None for r in records.values())
         return Replay(records, list(self.decisions), self.cluster, wall_s, first,

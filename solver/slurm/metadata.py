@@ -10,7 +10,10 @@ The comment is a prefix, one space and one compact JSON object::
 * ``job``: the fields of :class:`hetsched.core.records.Job` as in a native trace:
   ``id``, ``arrival`` (trace s), ``job_type``, ``num_gpus``, ``work`` (steps), and when
   set ``deadline`` (trace s), ``weight`` (when not 1), ``user``, ``tenant``,
-  ``allowed_gpu_types``, ``allowed_gpu_counts`` (JSON lists).
+  ``allowed_gpu_types``, ``allowed_gpu_counts`` (JSON lists). ``work`` may be left out:
+  a job that does not say how long it trains (``work_hidden``; ``submit --hide-work``).
+  The agent then schedules it on a guess (docs/slurm.md, "Jobs that do not say their
+  steps"), and its job record holds :data:`HIDDEN_WORK` steps, which nothing shows.
 * ``origin``: the Unix time (s) trace time 0 maps to.
 * ``speedup`` X: trace seconds per wall second, ``trace_time = (unix_time - origin) * X``.
 * ``restart_penalty_s``: the restart penalty in trace seconds (wall: divided by X).
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hetsched.core.errors import InputError
-from hetsched.core.ranges import in_range
+from hetsched.core.ranges import MAX_WORK, in_range
 from hetsched.core.records import Job
 from hetsched.core.settings import check_restart_penalty
 
@@ -47,9 +50,14 @@ MAX_SPEEDUP = 1e6
 #: Origins are Unix times from 0 to this (the year 5138).
 MAX_UNIX_TIME_S = 1e11
 
+#: The work of the job record of a job whose metadata leaves ``work`` out (its steps are
+#: its own; the agent guesses them): the most a job record takes, so that its steps left
+#: less its steps done is the work it did.
+HIDDEN_WORK = MAX_WORK
+
 #: The Job fields the metadata carries, in this order; the rest are left out.
-_REQUIRED = ("id", "arrival", "job_type", "num_gpus", "work")
-_OPTIONAL = ("deadline", "weight", "user", "tenant", "allowed_gpu_types",
+_REQUIRED = ("id", "arrival", "job_type", "num_gpus")
+_OPTIONAL = ("work", "deadline", "weight", "user", "tenant", "allowed_gpu_types",
              "allowed_gpu_counts")
 _LISTS = ("allowed_gpu_types", "allowed_gpu_counts")
 _TOP = ("v", "job", "origin", "speedup", "restart_penalty_s")
@@ -73,9 +81,11 @@ def is_emulated(comment: str | None) -> bool:
 class JobMeta:
     """A managed job's metadata: the job (trace times, steps), the Unix time of trace
     time 0 (``origin``, s), the time compression (``speedup``: trace s per wall s), the
-    restart penalty (trace s), whether Slurm's own scheduler places it, and the name of
+    restart penalty (trace s), whether Slurm's own scheduler places it, the name of
     the trace file it came from (``trace``; "" when it came from none), which the agent's
-    summary.json records so that ``hetsched compare`` sets it beside the trace's replay."""
+    summary.json records so that ``hetsched compare`` sets it beside the trace's replay,
+    and whether the comment leaves the job's work out (``work_hidden``: the comment has no
+    ``work``; read from such a comment, ``job.work`` is :data:`HIDDEN_WORK`)."""
 
     job: Job
     origin: float
@@ -83,6 +93,7 @@ class JobMeta:
     restart_penalty_s: float
     slurm_schedules: bool = False
     trace: str = ""
+    work_hidden: bool = False
 
     def __post_init__(self) -> None:
         _check_number(self.origin, "origin", "a Unix time in s", 0.0, MAX_UNIX_TIME_S)
@@ -109,7 +120,8 @@ class JobMeta:
         fields: dict[str, Any] = {name: getattr(job, name) for name in _REQUIRED}
         for name in _OPTIONAL:
             value = getattr(job, name)
-            if value is None or (name == "weight" and value == 1.0):
+            if value is None or (name == "weight" and value == 1.0) or (
+                    name == "work" and self.work_hidden):
                 continue
             fields[name] = list(value) if name in _LISTS else value
         document = {"v": VERSION, "job": fields, "origin": self.origin,
@@ -151,9 +163,10 @@ class JobMeta:
         if document["v"] != VERSION or isinstance(document["v"], bool):
             raise InputError("unknown metadata version", path="comment.v",
                              value=document["v"], expected=str(VERSION))
-        return cls(_job(document["job"]), document["origin"], document["speedup"],
+        job = _job(document["job"])
+        return cls(job, document["origin"], document["speedup"],
                    document["restart_penalty_s"], slurm_schedules=prefix == SLURM_PREFIX,
-                   trace=trace)
+                   trace=trace, work_hidden="work" not in document["job"])
 
 
 def _job(fields: Any) -> Job:
@@ -163,7 +176,7 @@ def _job(fields: Any) -> Job:
         raise InputError("not a JSON object", path=path, value=fields,
                          expected="the job's fields")
     _check_keys(fields, _REQUIRED, _REQUIRED + _OPTIONAL, path)
-    arguments = dict(fields)
+    arguments = {"work": HIDDEN_WORK, **fields}
     for name in _LISTS:
         if name in arguments:
             if not isinstance(arguments[name], list):

@@ -9,7 +9,7 @@ outputs leaves it out too."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from hetsched.core.errors import InputError
 from hetsched.core.records import Cluster, Instance, Job
@@ -40,15 +40,17 @@ class NeverRuns:
         self.what = what
         self._known: dict[tuple[str, int], str] = {}
 
-    def runnable(self, jobs: Iterable[Job], cluster: Cluster) -> list[Job]:
+    def runnable(self, jobs: Iterable[Job], cluster: Cluster,
+                 checked_as: Callable[[Job], Job] | None = None) -> list[Job]:
         """``jobs`` but those that can never run on ``cluster`` (each logged the first
-        time it is found so)."""
+        time it is found so), each checked as ``checked_as`` has it (default: itself)."""
         kept = []
         for job in jobs:
             key = (job.id, len(cluster.gpus))
             why = self._known.get(key)
             if why is None:
-                why = self._known[key] = why_never_runs(job, cluster, self.model)
+                why = self._known[key] = why_never_runs(
+                    checked_as(job) if checked_as is not None else job, cluster, self.model)
                 if why:
                     log.warning("job %s can never run on this cluster under %s: %s; it stays "
                                 "held, left out of every decision (is the throughput source "

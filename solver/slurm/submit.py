@@ -74,10 +74,15 @@ class Submission:
     command: tuple[str, ...] = ()
 
     def script_of(self, meta: JobMeta) -> str:
-        """The batch script of the job of ``meta``."""
-        if not self.command:
+        """The batch script of the job of ``meta`` (a job whose comment leaves its work
+        out is told its steps in its environment, ``HETSCHED_WORK``: the job knows how
+        long it trains, the agent does not)."""
+        if self.command:
+            return command_script(self.command, self.checkpoints, meta.job)
+        if not meta.work_hidden:
             return self.script
-        return command_script(self.command, self.checkpoints, meta.job)
+        head, _, body = self.script.partition("\nexec ")
+        return f"{head}\nexport {WORK_VARIABLE}={meta.job.work!r}\nexec {body}"
 
     @property
     def checkpoints(self) -> Path:
@@ -194,12 +199,13 @@ def prepare(trace: Path, trace_format: str, cluster: LocalCluster, *, speedup: f
             settings: ReplaySettings | None = None, throughput_path: Path | None = None,
             partition: str | None = None, state_dir: Path | None = None,
             slurm_schedules: bool = False, origin: float | None = None,
-            command: Sequence[str] = ()) -> Submission:
+            command: Sequence[str] = (), hide_work: bool = False) -> Submission:
     """The submission of ``trace`` to ``cluster`` (module docstring): the jobs read as a
     replay on its GPUs reads them with ``settings`` (``limit_jobs``, ``restart_penalty_s``,
     ...), every comment checked; ``origin`` (Unix s of trace time 0) defaults to
     :data:`LEAD_S` from now. Each job runs the emulator, or ``command``
-    (:func:`script_command`) if given."""
+    (:func:`script_command`) if given. ``hide_work``: the comments leave the jobs' work
+    out (the jobs are told it in their environment; the agent guesses it)."""
     from hetsched.files.replay_inputs import trace_jobs
 
     if not in_range(speedup, 0, MAX_SPEEDUP, strict_low=True):
@@ -211,7 +217,7 @@ def prepare(trace: Path, trace_format: str, cluster: LocalCluster, *, speedup: f
                       throughput_path=throughput_path, settings=settings)
     origin = time.time() + LEAD_S if origin is None else origin
     metas = tuple(JobMeta(job, origin, speedup, settings.restart_penalty_s, slurm_schedules,
-                          trace=trace.name)
+                          trace=trace.name, work_hidden=hide_work)
                   for job in sorted(jobs.jobs, key=lambda job: job.arrival))
     for meta in metas:
         meta.to_comment()  # too long: an error now, before any job is submitted

@@ -30,6 +30,7 @@ from hetsched.slurm.emulator import (
     SlurmAllocation,
     allocation_of,
     gang_speed,
+    hidden_work_of,
     plan_run,
 )
 from hetsched.slurm.metadata import JobMeta
@@ -296,3 +297,16 @@ def test_the_emulator_reads_the_replays_measured_throughput_without_fitting(
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=True)
     assert done.stdout.split() == ["False"]
+
+
+def test_a_job_that_hides_its_work_reads_it_from_its_environment() -> None:
+    meta = JobMeta(Job("h", 0.0, "image-cnn-small", 1, 1500.0), 1000.0, 1.0, 30.0,
+                   work_hidden=True)
+    read = JobMeta.from_comment(meta.to_comment())  # what the emulator reads: no work
+    assert hidden_work_of(read, {"HETSCHED_WORK": "1500.0"}).job.work == 1500.0
+    known = JobMeta(meta.job, 1000.0, 1.0, 30.0)
+    assert hidden_work_of(known, {}) is known  # a comment with its work: as it is
+    for text in ("", "-3", "nan", "many"):
+        with pytest.raises(InputError, match="HETSCHED_WORK: a job whose comment gives no "
+                           "work needs its steps"):
+            hidden_work_of(read, {"HETSCHED_WORK": text} if text else {})

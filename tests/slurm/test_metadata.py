@@ -9,7 +9,13 @@ import pytest
 
 from hetsched.core.errors import InputError
 from hetsched.core.records import Job
-from hetsched.slurm.metadata import MAX_COMMENT_CHARS, JobMeta, is_emulated, is_managed
+from hetsched.slurm.metadata import (
+    HIDDEN_WORK,
+    MAX_COMMENT_CHARS,
+    JobMeta,
+    is_emulated,
+    is_managed,
+)
 
 NEEDS_SLURM = False
 
@@ -134,3 +140,21 @@ def test_a_comment_slurm_would_refuse_is_an_error() -> None:
         _meta(id=long_id).to_comment()
     assert raised.value.path == f"job {long_id}"
     assert len(_meta(id="x" * 700).to_comment()) <= MAX_COMMENT_CHARS
+
+
+def test_a_comment_may_leave_the_work_out() -> None:
+    # The job does not say how long it trains: the comment has no "work" and, read back,
+    # says so (work_hidden) with a record of HIDDEN_WORK steps, which the agent never
+    # shows; a comment with its work reads as before.
+    hidden = JobMeta(_meta().job, ORIGIN, 60.0, 30.0, work_hidden=True)
+    text = hidden.to_comment()
+    assert '"work"' not in text
+    assert json.loads(text.removeprefix("hetsched ")) == json.loads(
+        _comment({"work": ...}).removeprefix("hetsched "))  # the same, less the one field
+    read = JobMeta.from_comment(text)
+    assert (read.work_hidden, read.job.work) == (True, HIDDEN_WORK)
+    assert read.job.id == "j7"
+    assert read.to_comment() == text
+    assert not JobMeta.from_comment(_meta().to_comment()).work_hidden
+    with pytest.raises(InputError, match=r"comment\.job\.work"):
+        JobMeta.from_comment(_comment({"work": None}))

@@ -76,3 +76,17 @@ def test_each_job_s_script_exports_its_report_folder_id_and_work(tmp_path: Path)
                           batch_script(tmp_path / "checkpoints", None), "gpu", 4)
     assert emulator.script_of(emulator.metas[0]) == emulator.script
     assert "hetsched.slurm.emulator" in emulator.script
+
+
+def test_a_job_that_hides_its_work_is_told_it_in_its_environment(tmp_path: Path) -> None:
+    # --hide-work: the comment has no work; the emulator's script exports it, just before
+    # the emulator starts, so the job knows how long it trains and the agent does not.
+    job = Job("h1", 0.0, "image-cnn-small", 1, 1500.0)
+    meta = JobMeta(job, 1000.0, 1.0, 30.0, work_hidden=True)
+    assert '"work"' not in meta.to_comment()
+    emulator = Submission((meta,), tmp_path, None,
+                          batch_script(tmp_path / "checkpoints", None), "gpu", 4)
+    script = emulator.script_of(meta).splitlines()
+    shared = emulator.script.splitlines()
+    assert script == [*shared[:-1], "export HETSCHED_WORK=1500.0", shared[-1]]
+    assert shared[-1].startswith("exec ")
