@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from hetsched.bench.spec import load_sweep
 from hetsched.cli.main import main
 from hetsched.core.errors import InputError
 from hetsched.core.records import Cluster, GpuType, Job, Node
@@ -23,7 +24,7 @@ from hetsched.replaying import check_replay
 from hetsched.simulate.learning import RunLearner
 from hetsched.simulate.simulator import Simulator
 from hetsched.speeds.learned import LearnedThroughput
-from tests.helpers import ROOT, exits_2
+from tests.helpers import ROOT, engine_trace, exits_2
 
 PACKED, SPREAD = Placement.PACKED, Placement.SPREAD
 #: Two job types on V100s and K80s, 1 or 2 GPUs, packed or spread (2 GPUs on two nodes)
@@ -149,3 +150,28 @@ def test_bad_learn_settings_exit_2_in_one_line(tmp_path: Path,
         ReplaySettings(learn="catalogue", elastic=True)
     with pytest.raises(InputError, match="learn: bad learn"):
         ReplaySettings(learn="sometimes")
+
+
+def test_a_sweep_learns_where_its_spec_says_and_names_a_bad_value(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    engine_trace(tmp_path / "a", jobs=6)
+    spec = ('seeds = [0]\nlearn = "none"\nlp_bound = false\npolicies = ["srtf"]\n'
+            '[[traces]]\npath = "a/trace.csv"\nformat = "native"\ncluster = "v100=4,k80=4"\n'
+            'name = "a"\n[[traces]]\npath = "a/trace.csv"\nformat = "native"\n'
+            'cluster = "v100=4,k80=4"\nname = "b"\nlearn = "LEARN"\n')
+    path = tmp_path / "sweep.toml"
+    path.write_text(spec.replace("LEARN", "off"))
+    (a, first), (b, second) = load_sweep(path).benches
+    assert (a, first.replay.learn, b, second.replay.learn) == ("a", "none", "b", "off")
+    main(["bench", "--spec", str(path), "--out", str(tmp_path / "out")])
+    capsys.readouterr()
+    learned = tmp_path / "out" / "a" / "runs" / "srtf-s0-l1"
+    assert json.loads((learned / "summary.json").read_text())["learn"] == "none"
+    assert (learned / "learned_throughput.csv").is_file()
+    assert not (tmp_path / "out" / "b" / "runs" / "srtf-s0-l1" / "learned_throughput.csv"
+                ).exists()
+    path.write_text(spec.replace("LEARN", "sometimes"))
+    with pytest.raises(InputError) as bad:
+        load_sweep(path)
+    assert str(bad.value) == (f"{path}: $.traces[1].learn: bad value (got 'sometimes'; "
+                              "expected one of off, source, catalogue, none)")
