@@ -42,10 +42,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from hetsched.allocation.layout import layout, throughput_of
+from hetsched.allocation.layout import layout
 from hetsched.core.fairness import isolated_speed
 from hetsched.core.records import Job
-from hetsched.core.throughput import Placement, speed_change_after, throughput_ahead
+from hetsched.core.throughput import speed_change_after
 from hetsched.formulations.budget import Budget
 from hetsched.formulations.common import call_word
 from hetsched.formulations.progress import RoundPlan, RoundProblem, solve_round
@@ -53,6 +53,7 @@ from hetsched.policies.contention import ContentionClock
 from hetsched.policies.pairing import lone_packed, pair_options
 from hetsched.policies.progress_gangs import Gangs, Option, spreadable
 from hetsched.policies.progress_params import ProgressParams, hesrpt_weight
+from hetsched.policies.progress_rates import RatesAhead
 from hetsched.policies.progress_waiting import Valued, WaitingOptions
 from hetsched.policies.rolling import ClusterState, Decision, PolicyHooks, RunningJob
 from hetsched.policies.starting import SpeedBook, types_worth_starting
@@ -80,6 +81,8 @@ class Progress(PolicyHooks):
         self._shares = False  # with speedup_exponent: this round is heSRPT's
         self._type_gpus: dict[str, int] = {}
         self.speeds = SpeedBook()
+        #: elastic jobs' rates ahead, kept for the next decision
+        self._aheads = RatesAhead()
         self._last: dict[str, tuple[str, int]] = {}  # job id -> chosen (type, size)
         self._rounds = 0
         self._from_milp = 0
@@ -173,6 +176,7 @@ class Progress(PolicyHooks):
         running = {r.job.id: r for r in state.running}
         lone = {r.job.id for r in lone_packed(state)}
         self._fewest = {}
+        self._aheads.decision(state.throughput)
         # heSRPT's round while nobody waits but the jobs an earlier one stopped (it parks
         # the longest): valuing such a round by the waiting rule would undo it next round.
         self._shares = self.params.speedup_exponent is not None and \
@@ -219,8 +223,8 @@ class Progress(PolicyHooks):
             for gpu_type, speed in speeds.items():
                 here = run is not None and run.gpu_type == gpu_type and \
                     len(run.gpus) == size and (not run.packed or job.id in lone)
-                ahead = _rate_ahead(state, job, gpu_type, size, speed,
-                                    job.work - remaining, self.params.horizon_s) \
+                ahead = self._aheads.rate(state, job, gpu_type, size, speed,
+                                          job.work - remaining, self.params.horizon_s) \
                     if varies else None
                 end = state.now + (0.0 if here or not restarted else
                                    self.params.restart_penalty_s) + remaining / (ahead or speed)
@@ -475,20 +479,6 @@ class Progress(PolicyHooks):
             gangs.start(option, gpus, None)
             started.add(job.id)
             self._last[job.id] = (option.gpu_type, option.size)
-
-
-def _rate_ahead(state: ClusterState, job: Job, gpu_type: str, size: int, speed: float,
-                done: float, horizon_s: float) -> float:
-    """``job``'s steps/s over the next ``horizon_s`` seconds once it has done ``done``, on
-    ``size`` GPUs of ``gpu_type`` at the placement that gives ``speed`` (:class:`SpeedBook`'s:
-    the best the cluster allows), from the model the policy sees
-    (:func:`~hetsched.core.throughput.throughput_ahead`)."""
-    model = state.throughput
-    for placement in Placement:
-        if throughput_of(model, job.job_type, gpu_type, size, placement) == speed:
-            return throughput_ahead(model, job.job_type, gpu_type, size, placement, done,
-                                    horizon_s)
-    return speed
 
 
 def _note(plan: RoundPlan) -> str:
