@@ -103,10 +103,7 @@ class RunLearner:
 
     def model(self, jobs: Iterable[Job]) -> ThroughputModel:
         """What the policy sees now of ``jobs`` (see the module)."""
-        table = self.learned.policy_table(
-            ((job.job_type, count) for job in jobs
-             for count in {job.num_gpus, *(job.allowed_gpu_counts or ())}),
-            self.cluster.type_names)
+        table = self.learned.policy_table(jobs, self.cluster.type_names)
         if self._view is None or self._view[0] is not table:
             self._view = (table, PolicyView(table, self.truth))
         return self._view[1]

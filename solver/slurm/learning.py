@@ -134,10 +134,7 @@ class Reports:
         (:meth:`~hetsched.speeds.learned.LearnedThroughput.policy_table`): the jobs'
         types on the cluster's GPU types, at each GPU count the jobs ask for or allow."""
         assert self.learned is not None
-        return self.learned.policy_table(
-            ((job.job_type, count) for job in jobs
-             for count in {job.num_gpus, *(job.allowed_gpu_counts or ())}),
-            cluster.type_names)
+        return self.learned.policy_table(jobs, cluster.type_names)
 
 
 def reports_for(folder: Path | None, learn: str, cluster: Cluster,

@@ -88,6 +88,7 @@ import numpy.typing as npt
 from hetsched.core.errors import InputError
 from hetsched.core.outputs import write_text
 from hetsched.core.ranges import MAX_THROUGHPUT, MIN_THROUGHPUT
+from hetsched.core.records import Job
 from hetsched.core.throughput import Placement, ThroughputKey, ThroughputModel, ThroughputTable
 from hetsched.speeds.measured_csv import cell_number, csv_rows
 
@@ -365,14 +366,15 @@ class LearnedThroughput:
             (j, g, n, p, self.throughput(j, g, n, p)) for j in job_types for g in gpu_types
             for n in counts for p in placements)
 
-    def policy_table(self, shapes: Iterable[tuple[str, int]], gpu_types: Sequence[str]
-                     ) -> ThroughputTable:
+    def policy_table(self, jobs: Iterable[Job], gpu_types: Sequence[str]) -> ThroughputTable:
         """The model as a policy sees it: a frozen table (:meth:`snapshot`) of every
-        answer it may ask of jobs of these ``(job type, GPU count)`` shapes (and every
-        job type learned) on ``gpu_types``, both placements; the same table object until
-        something new is learned or a new shape is asked, so that the policies' caches,
-        kept per model object, stay valid exactly as long as the answers do."""
-        wanted = frozenset(shapes)
+        answer it may ask of ``jobs`` (their types, and every type learned, at each GPU
+        count they ask for or allow) on ``gpu_types``, both placements; the same table
+        object until something new is learned or a job of a new shape comes, so that the
+        policies' caches, kept per model object, stay valid exactly as long as the
+        answers do."""
+        wanted = frozenset((job.job_type, count) for job in jobs
+                           for count in {job.num_gpus, *(job.allowed_gpu_counts or ())})
         cached = self._policy_table
         if cached is not None and cached[0] == self.version and wanted <= cached[1]:
             return cached[2]
