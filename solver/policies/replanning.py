@@ -226,8 +226,19 @@ class Replanning(PolicyHooks):
         sub = Cluster(state.cluster.gpu_types, nodes)
         to_real = {f"{name}/{i}": gid for name, ids in free_ids.items()
                    for i, gid in enumerate(ids)}
-        fits = [j for j in candidates if any(
-            c.placement is Placement.PACKED for c in configurations(sub, state.throughput, j))]
+        # Whether a job fits the free GPUs packed depends on its shape only: asked once a
+        # shape (a queue of thousands holds a few dozen).
+        packed: dict[tuple[object, ...], bool] = {}
+
+        def fits_packed(job: Job) -> bool:
+            shape = (job.job_type, job.gpu_counts, job.allowed_gpu_types, job.allowed_nodes)
+            found = packed.get(shape)
+            if found is None:
+                found = packed[shape] = any(c.placement is Placement.PACKED for c in
+                                            configurations(sub, state.throughput, job))
+            return found
+
+        fits = [j for j in candidates if fits_packed(j)]
         runnable = tuple(_on(dataclasses.replace(job, work=max(state.remaining[job.id], 1e-9)),
                              free_ids) for job in self._window(state, fits))
         if not runnable:
