@@ -81,8 +81,7 @@ class Submission:
             return command_script(self.command, self.checkpoints, meta.job)
         if not meta.work_hidden:
             return self.script
-        head, _, body = self.script.partition("\nexec ")
-        return f"{head}\nexport {WORK_VARIABLE}={meta.job.work!r}\nexec {body}"
+        return batch_script(self.checkpoints, self.throughput_path, work=meta.job.work)
 
     @property
     def checkpoints(self) -> Path:
@@ -120,16 +119,18 @@ def hetsched_cluster(cluster: LocalCluster) -> Cluster:
 
 
 def batch_script(checkpoints: Path, throughput_path: Path | None,
-                 python: str = sys.executable) -> str:
+                 python: str = sys.executable, work: float | None = None) -> str:
     """The batch script of every job: the emulator under ``python`` (the interpreter
-    that submits, so the same hetsched), told when the script started."""
+    that submits, so the same hetsched), told when the script started, and with ``work``
+    its job's steps (``HETSCHED_WORK``: a job whose comment leaves them out)."""
     command = [python, "-m", "hetsched.slurm.emulator", "--checkpoints",
                str(Path(checkpoints).absolute())]
     if throughput_path is not None:
         command += ["--throughput", str(Path(throughput_path).absolute())]
     return ("#!/bin/sh\n# hetsched's training emulator (hetsched slurm submit; "
             "docs/slurm.md)\n"
-            f'exec {" ".join(shlex.quote(part) for part in command)} '
+            + ("" if work is None else f"export {WORK_VARIABLE}={work!r}\n")
+            + f'exec {" ".join(shlex.quote(part) for part in command)} '
             '--launched "$(date +%s.%N)"\n')
 
 
