@@ -61,17 +61,24 @@ CLUSTER = "aws=24x4,rtx=24x8,dgx-ext=16x8"
 START_LATENCY_S = 50.0
 #: the workloads of each trace in Sia's artifact
 WORKLOADS = {"saturn": 10, "philly": 8, "newtrace": 10}
-#: hetsched's policies: name -> (the registry's policy, elastic jobs, its settings);
-#: progress plans each restart at the start latency it costs here
-POLICIES: dict[str, tuple[str, bool, dict[str, float]]] = {
-    "progress-elastic": ("progress-elastic", True, {"restart_penalty_s": START_LATENCY_S}),
+#: hetsched's policies: name -> (the registry's policy, elastic jobs, its settings, what
+#: it plans with: ReplaySettings.learn); progress plans each restart at the start latency
+#: it costs here
+POLICIES: dict[str, tuple[str, bool, dict[str, float], str]] = {
+    "progress-elastic": ("progress-elastic", True, {"restart_penalty_s": START_LATENCY_S},
+                         "off"),
+    # Sia's bootstrap (its --project_throughput, as run_experiment.sh runs sia): each job
+    # type known on one GPU of each type, its scaling learned as it runs
+    # (hetsched.speeds.bootstrap)
+    "progress-elastic-bootstrap": ("progress-elastic", True,
+                                   {"restart_penalty_s": START_LATENCY_S}, "bootstrap"),
     "progress-elastic-rho": ("progress-elastic", True,
-                             {"restart_penalty_s": START_LATENCY_S, "rho_bound": 1.0}),
+                             {"restart_penalty_s": START_LATENCY_S, "rho_bound": 1.0}, "off"),
     # Sia's gavel: Gavel's max_sum_throughput_perf (simulator_config.py), 360 s rounds
-    "gavel": ("gavel-max-sum-raw", False, {"round_s": 360.0}),
+    "gavel": ("gavel-max-sum-raw", False, {"round_s": 360.0}, "off"),
 }
 #: the policies run by default
-DEFAULT_POLICIES = ("progress-elastic", "gavel")
+DEFAULT_POLICIES = ("progress-elastic", "progress-elastic-bootstrap", "gavel")
 #: Sia's paper, Table 3 (64 GPUs): average JCT, p99 JCT, makespan (h) per trace and system
 PAPER = {
     "philly": {"sia": (0.6, 9.5, 14.2), "pollux": (1.0, 14.9, 24.5), "gavel": (1.9, 30.0, 33.8)},
@@ -147,9 +154,9 @@ def hetsched_run(sia: Path, trace: str, index: int, policy: str) -> dict[str, ob
     from hetsched.registry import rolling
 
     path = workload_file(sia, trace, index)
-    name, elastic, params = POLICIES[policy]
+    name, elastic, params, learn = POLICIES[policy]
     settings = ReplaySettings(start_latency_s=START_LATENCY_S, restart_penalty_s=0.0,
-                              elastic=elastic)
+                              elastic=elastic, learn=learn)
     made = rolling(name, **settings.policy_arguments(), **params)
     began = time.monotonic()
     result = hetsched.replay_trace(path, "sia", CLUSTER, made, settings=settings)
@@ -264,14 +271,33 @@ def table(rows: Sequence[Mapping[str, object]]) -> str:
                                                    ("makespan", "makespan_s"))) \
                 if theirs else ""
             lines.append(
-                f"  {key[0]:8s} {key[1]:17s} {h[0]:6.2f} / {h[1]:6.2f} / {h[2]:6.2f}  "
+                f"  {key[0]:8s} {key[1]:26s} {h[0]:6.2f} / {h[1]:6.2f} / {h[2]:6.2f}  "
                 f"{_mean(chosen, 'gpu_hours_per_job'):6.2f}  "
                 f"{max(float(str(r['worst_rho'])) for r in chosen):5.2f}  "
                 f"{_mean(chosen, 'decision_p50_s'):.3f}/{_mean(chosen, 'decision_p95_s'):.3f}"
                 f"  [{','.join(used)}] {ratios}")
+        lines.extend(_bootstrap_cost(mine))
         lines.append("  the paper (10 or 8 workloads): " + ", ".join(
             f"{system} {a:g}/{b:g}/{c:g}" for system, (a, b, c) in PAPER[trace].items()))
     return "\n".join(lines)
+
+
+def _bootstrap_cost(rows: Sequence[Mapping[str, object]]) -> list[str]:
+    """progress-elastic with Sia's bootstrap against the same policy told the truth, on
+    the workloads both ran: average JCT, p99 and makespan, each workload's average."""
+    by = {(str(r["policy"]), str(r["workload"])): r for r in rows if r["system"] == "hetsched"}
+    used = sorted((w for p, w in by if p == "progress-elastic-bootstrap"
+                   and ("progress-elastic", w) in by), key=int)
+    if not used:
+        return []
+    boot = [by["progress-elastic-bootstrap", w] for w in used]
+    truth = [by["progress-elastic", w] for w in used]
+    ratios = " ".join(f"{name} x{_mean(boot, column) / _mean(truth, column):.3f}"
+                      for name, column in (("avg", "avg_jct_s"), ("p99", "p99_jct_s"),
+                                           ("makespan", "makespan_s")))
+    each = ", ".join(f"{w}: x{float(str(b['avg_jct_s'])) / float(str(t['avg_jct_s'])):.3f}"
+                     for w, b, t in zip(used, boot, truth, strict=True))
+    return [f"  bootstrap against the truth [{','.join(used)}]: {ratios} (avg JCT {each})"]
 
 
 def _mean(rows: Sequence[Mapping[str, object]], column: str) -> float:

@@ -219,12 +219,11 @@ def _simulate(cluster: Cluster, jobs: Sequence[Job], policy: RollingPolicy,
     under ``policy`` with the settings' decision interval, restart penalty and start
     latency, the bar (if any) updated and closed."""
     from hetsched.knowledge.view import knowledge_view
-    from hetsched.simulate.learning import RunLearner
+    from hetsched.simulate.learning import learner_of
     from hetsched.simulate.simulator import Simulator
 
     knowledge = knowledge_view(settings.knowledge, cluster, model or truth)
-    learner = None if settings.learn == "off" else \
-        RunLearner.of(settings.learn, cluster, truth, model or truth)
+    learner = learner_of(settings.learn, cluster, jobs, truth, model or truth)
     simulator = Simulator(cluster, jobs, policy, truth=truth, model=model, knowledge=knowledge,
                           learner=learner,
                           interval_s=settings.interval_s, batch_s=settings.batch_s,

@@ -108,7 +108,9 @@ def replay_settings_options(command: Any) -> Any:
                      "go, as `hetsched slurm run --learn` does, starting from the throughput "
                      "source, the built-in catalogue or nothing (a job type never seen: a "
                      "bootstrap estimate); the jobs still run at the true speeds. What was "
-                     "learned: OUT/learned_throughput.csv (docs/slurm.md)."),
+                     "learned: OUT/learned_throughput.csv (docs/slurm.md). With --elastic: "
+                     "off or bootstrap (Sia's: each job type known on one GPU of each GPU "
+                     "type, its scaling learned as it runs; docs/elastic.md)."),
         click.option("--prices", default=None, metavar="TYPE=USD,...",
                      help="USD per GPU-hour by GPU type, over the cluster's own (the "
                      "catalogue's for --cluster v100=N: Google Cloud on demand; Gavel's: "

@@ -93,11 +93,16 @@ SPREAD_SPEEDS = ("measured", "packed")
 #: (the trace's work), an ``estimate`` from the finished jobs' history, or ``none`` (one
 #: guess for every job: only attained service tells them apart).
 KNOWLEDGE = ("truth", "estimate", "none")
-#: What the replay's policy plans with (hetsched.simulate.learning): ``off`` (the
-#: throughput model, fixed), or a model learned from the runs as they go, starting from the
+#: The priors a learned throughput table starts from (hetsched.speeds.learned): the
 #: throughput ``source``, the built-in ``catalogue``, or nothing (``none``);
-#: ``hetsched slurm run --learn`` takes the same names.
-LEARN = ("off", "source", "catalogue", "none")
+#: ``hetsched slurm run --learn`` takes these names.
+LEARN_TABLE = ("off", "source", "catalogue", "none")
+#: What the replay's policy plans with (hetsched.simulate.learning): ``off`` (the
+#: throughput model, fixed), a table learned from the runs as they go from one of
+#: :data:`LEARN_TABLE`'s priors (rigid jobs), or, for elastic jobs, ``bootstrap``: what
+#: Sia knows of them (each profiled on one GPU of each type, its scaling learned as it
+#: runs; hetsched.speeds.bootstrap).
+LEARN = (*LEARN_TABLE, "bootstrap")
 
 #: The range of each number of the settings, written one way in every message (the
 #: command's options read them with these: hetsched.cli.options.FloatIn).
@@ -200,11 +205,16 @@ class ReplaySettings:
         _choice(self.spread_speed, "spread_speed", SPREAD_SPEEDS)
         _choice(self.knowledge, "knowledge", KNOWLEDGE)
         _choice(self.learn, "learn", LEARN)
-        if self.learn != "off" and self.elastic:
-            raise InputError("learning throughputs does not apply to elastic jobs",
+        if self.learn not in ("off", "bootstrap") and self.elastic:
+            raise InputError("a learned throughput table does not apply to elastic jobs",
                              path="learn", value=self.learn,
-                             expected="off with elastic jobs (their speed depends on the "
-                             "batch size, which a learned table does not have)")
+                             expected="off or bootstrap with elastic jobs (their speed "
+                             "depends on the batch size, which a learned table does not "
+                             "have)")
+        if self.learn == "bootstrap" and not self.elastic:
+            raise InputError("the bootstrap is for elastic jobs", path="learn",
+                             value=self.learn, expected="elastic jobs (--elastic), or one "
+                             "of " + ", ".join(LEARN_TABLE) + " for rigid jobs")
         if self.deadline_fraction is not None:
             FRACTION_RANGE.check(self.deadline_fraction, "deadline_fraction",
                                  "bad deadline fraction")

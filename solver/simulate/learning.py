@@ -18,17 +18,41 @@ which refuses such a start outright, cannot play.
 The simulator still advances the jobs at the true speeds; the learned model is written
 beside the replay (``learned_throughput.csv``, what ``--throughput`` reads) and counted
 in summary.json (``learn``, ``learned_keys``).
+
+``--learn bootstrap`` is for elastic jobs, whose speed a table cannot hold:
+:class:`BootstrapLearner` shows the policy what Sia's policy knows of them
+(:mod:`hetsched.speeds.bootstrap`: the one-GPU speed on each type, the scaling learned
+on a type as the job type runs there, projected to the types it has not run on).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from hetsched.core.records import Cluster, Job
 from hetsched.core.settings import LEARN
 from hetsched.core.throughput import Placement, PolicyView, ThroughputModel
+from hetsched.speeds.bootstrap import BootstrapThroughput
 from hetsched.speeds.learned import LearnedThroughput
+
+
+class Learner(Protocol):
+    """What the simulator tells a learner of its runs, and asks it (see the module)."""
+
+    @property
+    def learned(self) -> LearnedThroughput | None:
+        """What was learned, as ``--throughput`` reads it (None: nothing to write)."""
+
+    def started(self, job: Job, gpu_type: str, gpus: Sequence[str], now: float,
+                resume: float, left: float) -> None: ...
+
+    def observe(self, job_id: str, now: float, left: float) -> None: ...
+
+    def ended(self, job_id: str, now: float, left: float) -> None: ...
+
+    def model(self, jobs: Iterable[Job]) -> ThroughputModel: ...
 
 
 def learning_prior(name: str, cluster: Cluster, source: ThroughputModel | None
@@ -38,7 +62,7 @@ def learning_prior(name: str, cluster: Cluster, source: ThroughputModel | None
     GPU types it knows (``catalogue``: none of a Gavel trace's job types), or nothing
     (``none``)."""
     assert name in LEARN, name
-    assert name != "off", name
+    assert name not in ("off", "bootstrap"), name
     if name == "source":
         return source
     if name == "none":
@@ -107,3 +131,49 @@ class RunLearner:
         if self._view is None or self._view[0] is not table:
             self._view = (table, PolicyView(table, self.truth))
         return self._view[1]
+
+
+class BootstrapLearner:
+    """``--learn bootstrap``: elastic jobs planned as Sia plans them before it knows how
+    they scale (:class:`~hetsched.speeds.bootstrap.BootstrapThroughput`). A run teaches
+    its job type its GPU type and count once it has made progress (at a decision after
+    its resume, or at its end if it ran past its resume), as Sia's job profiles a
+    configuration while it trains there."""
+
+    learned = None
+
+    def __init__(self, truth: ThroughputModel, jobs: Iterable[Job]) -> None:
+        elastic = frozenset(j.job_type for j in jobs if len(j.gpu_counts) > 1)
+        self.known = BootstrapThroughput(truth, elastic)
+        self._runs: dict[str, tuple[str, str, int, float]] = {}
+
+    def started(self, job: Job, gpu_type: str, gpus: Sequence[str], now: float,
+                resume: float, left: float) -> None:
+        """``job`` starts on ``gpus`` of ``gpu_type``, making progress from ``resume``."""
+        self._runs[job.id] = (job.job_type, gpu_type, len(gpus), resume)
+
+    def observe(self, job_id: str, now: float, left: float) -> None:
+        """The run of ``job_id`` is seen at ``now``: past its resume, it has taught its
+        configuration."""
+        job_type, gpu_type, num_gpus, resume = self._runs[job_id]
+        if now > resume:
+            self.known = self.known.learn(job_type, gpu_type, num_gpus)
+
+    def ended(self, job_id: str, now: float, left: float) -> None:
+        """The run of ``job_id`` ends now."""
+        self.observe(job_id, now, left)
+        del self._runs[job_id]
+
+    def model(self, jobs: Iterable[Job]) -> ThroughputModel:
+        """What the policy knows now (a new object each time something was learned)."""
+        return self.known
+
+
+def learner_of(name: str, cluster: Cluster, jobs: Sequence[Job], truth: ThroughputModel,
+               source: ThroughputModel | None) -> Learner | None:
+    """The learner a replay's ``learn`` setting names (None: ``off``)."""
+    if name == "off":
+        return None
+    if name == "bootstrap":
+        return BootstrapLearner(truth, jobs)
+    return RunLearner.of(name, cluster, truth, source)

@@ -38,7 +38,7 @@ from hetsched.knowledge.view import KnowledgeView
 from hetsched.policies.rolling import Decision, RollingPolicy
 from hetsched.simulate.books import EPS, Books
 from hetsched.simulate.driver import PolicyDriver
-from hetsched.simulate.learning import RunLearner
+from hetsched.simulate.learning import Learner
 from hetsched.simulate.live_state import LiveState
 from hetsched.simulate.record import (
     OUTPUT_FILES,
@@ -106,7 +106,7 @@ class Simulator:
                  colocation: CoLocationModel | None = None,
                  decision_timeout_s: float | None = None,
                  knowledge: KnowledgeView | None = None,
-                 batch_s: float | None = None, learner: RunLearner | None = None) -> None:
+                 batch_s: float | None = None, learner: Learner | None = None) -> None:
         self.cluster = cluster
         #: an event this close after the last decision waits for one decision then
         self.batch_s = check_period(batch_s, "batch_s")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hetsched.core.errors import InputError
 from hetsched.core.outputs import write_text
-from hetsched.core.settings import LEARN
+from hetsched.core.settings import LEARN_TABLE
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ SOURCE_FILE = "throughput-source.json"
 CATALOGUE = "built-in catalogue"
 #: ``slurm run --learn``: what the learned model starts from (hetsched.slurm.learning),
 #: the names a replay's ``--learn`` takes.
-LEARN_PRIORS = LEARN
+LEARN_PRIORS = LEARN_TABLE
 
 
 def _name(source: Path | None) -> str:

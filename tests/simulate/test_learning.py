@@ -145,8 +145,8 @@ def test_bad_learn_settings_exit_2_in_one_line(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     err = exits_2([*PHILLY, "--learn", "bogus", "--out", str(tmp_path / "r")], capsys)
     assert err.startswith("error: Invalid value for '--learn': 'bogus' is not one of 'off', ")
-    with pytest.raises(InputError, match="learn: learning throughputs does not apply to "
-                       "elastic jobs"):
+    with pytest.raises(InputError, match="learn: a learned throughput table does not "
+                       "apply to elastic jobs"):
         ReplaySettings(learn="catalogue", elastic=True)
     with pytest.raises(InputError, match="learn: bad learn"):
         ReplaySettings(learn="sometimes")
@@ -174,4 +174,4 @@ def test_a_sweep_learns_where_its_spec_says_and_names_a_bad_value(
     with pytest.raises(InputError) as bad:
         load_sweep(path)
     assert str(bad.value) == (f"{path}: $.traces[1].learn: bad value (got 'sometimes'; "
-                              "expected one of off, source, catalogue, none)")
+                              "expected one of off, source, catalogue, none, bootstrap)")
