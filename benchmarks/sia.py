@@ -317,7 +317,7 @@ def plot(rows: Sequence[Mapping[str, object]], out: Path) -> None:
         keys = sorted({(str(r["system"]), str(r["policy"])) for r in mine})
         if not keys:
             continue
-        fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+        fig, axes = plt.subplots(1, 3, figsize=(11, 4.2))
         for ax, (column, title) in zip(axes, (("avg_jct_s", "average JCT"),
                                               ("p99_jct_s", "p99 JCT"),
                                               ("makespan_s", "makespan")), strict=True):
@@ -325,7 +325,8 @@ def plot(rows: Sequence[Mapping[str, object]], out: Path) -> None:
                       / 3600 for key in keys]
             ax.bar(range(len(keys)), values, color=["C1" if k[0] == "sia" else "C0"
                                                     for k in keys])
-            ax.set_xticks(range(len(keys)), [f"{k[0]}\n{k[1]}" for k in keys], fontsize=8)
+            ax.set_xticks(range(len(keys)), [f"{k[0]} {k[1]}" for k in keys], fontsize=8,
+                          rotation=30, ha="right")
             ax.set_title(f"{trace}: {title} (h)")
         fig.tight_layout()
         fig.savefig(out / f"sia_{trace}.png", dpi=110)
