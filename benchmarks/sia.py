@@ -244,6 +244,53 @@ def physics(sia: Path, out: Path) -> list[dict[str, object]]:
     return rows
 
 
+#: hetsched's gavel beside Sia's (``--gavel-trace``): label -> (round realisation, least
+#: time between solves, batch of events, start latency); see docs/elastic.md, "Gavel"
+GAVEL_TRACE: dict[str, tuple[str, float, float | None, float]] = {
+    "hetsched rounds, 50 s a start": ("hetsched", 1920.0, None, START_LATENCY_S),
+    "+ Sia's 360 s steps": ("hetsched", 1920.0, 360.0, START_LATENCY_S),
+    "Gavel's rounds, no start cost": ("gavel", 1920.0, None, 0.0),
+    "Gavel's rounds, 50 s a start": ("gavel", 1920.0, None, START_LATENCY_S),
+    "Gavel's rounds solved each round, no start cost": ("gavel", 360.0, None, 0.0),
+    "Gavel's rounds solved each round, 50 s a start": ("gavel", 360.0, None,
+                                                       START_LATENCY_S),
+}
+
+
+def gavel_trace(sia: Path, out: Path, indices: Sequence[int]) -> list[dict[str, object]]:
+    """``gavel-max-sum-raw`` (rigid jobs, 360 s rounds) on saturn's workloads in each of
+    :data:`GAVEL_TRACE`'s configurations, against Sia's ``gavel`` on record: average JCT
+    and restarts a job (every start after a job's first), both sides."""
+    import hetsched
+    from hetsched.core.settings import ReplaySettings
+    from hetsched.registry import rolling
+
+    theirs = {r["workload"]: r for r in read_rows(out / "sia_runs.csv")
+              if r["trace"] == "saturn" and r["policy"] == "gavel"}
+    rows: list[dict[str, object]] = []
+    for index in indices:
+        if str(index) not in theirs:
+            continue
+        sia_jct = float(theirs[str(index)]["avg_jct_s"])
+        for label, (rounds, reset_s, batch_s, latency_s) in GAVEL_TRACE.items():
+            settings = ReplaySettings(start_latency_s=latency_s, restart_penalty_s=0.0,
+                                      batch_s=batch_s)
+            made = rolling("gavel-max-sum-raw", **settings.policy_arguments(), round_s=360.0,
+                           rounds=rounds, reset_interval_s=reset_s)
+            result = hetsched.replay_trace(workload_file(sia, "saturn", index), "sia",
+                                           CLUSTER, made, settings=settings)
+            records = result.replay.records.values()
+            restarts = sum(sum(not s.continued for s in r.segments) - 1 for r in records)
+            jct = result.summary.avg_jct_s
+            rows.append({"workload": index, "hetsched": label, "avg_jct_s": round(jct, 1),
+                         "sia_avg_jct_s": sia_jct, "ratio": round(jct / sia_jct, 3),
+                         "restarts_per_job": round(restarts / len(records), 2),
+                         "sia_restarts_per_job": theirs[str(index)]["restarts_per_job"]})
+            log.info("saturn-%d %s: %.0f s (x%.3f Sia's gavel)", index, label, jct,
+                     jct / sia_jct)
+    return rows
+
+
 def table(rows: Sequence[Mapping[str, object]]) -> str:
     """The side-by-side table: per trace, each system and policy's mean over the workloads
     it shares with Sia's ``sia`` run (listed), Sia's ``sia`` over the same workloads
@@ -352,6 +399,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--physics", action="store_true",
                         help="only compare one job alone per (type, count) with Sia's "
                         "probe (physics_sia.csv), writing physics.csv")
+    parser.add_argument("--gavel-trace", action="store_true",
+                        help="only set hetsched's gavel beside Sia's on saturn's workloads "
+                        "in each way of realising it (gavel_trace.csv)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     traces = ["saturn"] if args.quick else args.traces.split(",")
@@ -381,6 +431,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             median = 100 * errors[len(errors) // 2]
             print(f"{within} of {len(errors)} within 5 % (median {median:.1f} %, max "
                   f"{100 * errors[-1]:.1f} %)")
+        return 0
+    if args.gavel_trace:
+        found = gavel_trace(sia, args.out, range(1, counts[traces.index("saturn")] + 1))
+        with (args.out / "gavel_trace.csv").open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, list(found[0]) if found else ["workload"])
+            writer.writeheader()
+            writer.writerows(found)
+        for label in GAVEL_TRACE:
+            mine = [r for r in found if r["hetsched"] == label]
+            print(f"{label:50s} " + "  ".join(
+                f"saturn-{r['workload']}: {float(str(r['avg_jct_s'])):6.0f} s "
+                f"x{float(str(r['ratio'])):.3f}, {r['restarts_per_job']} restarts a job "
+                f"(Sia {float(str(r['sia_restarts_per_job'])):.2f})" for r in mine))
         return 0
     ours = args.out / "hetsched_runs.csv"
     for trace, count in zip(traces, counts, strict=True):

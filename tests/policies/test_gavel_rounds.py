@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hetsched.core.errors import InputError
 from hetsched.core.records import Cluster, GpuType, Job, Node
 from hetsched.core.throughput import ThroughputTable
 from hetsched.policies.baselines.gavel_rounds import GavelLedger, gavel_queue
@@ -27,6 +28,13 @@ def test_a_job_the_allocation_has_not_seen_waits_for_the_next_reset() -> None:
                         truth=TABLE).run()
         assert ran.records["b"].first_start == pytest.approx(start)
         assert ran.records["a"].preemptions == 0
+    # With resets at most every 300 s (Sia's gavel solves every round: 360), b starts at
+    # the first boundary 300 s after the reset at 0: 300.
+    ran = Simulator(TWO, jobs, rolling("gavel", round_s=100.0, rounds="gavel",
+                                       reset_interval_s=300.0), truth=TABLE).run()
+    assert ran.records["b"].first_start == pytest.approx(300.0)
+    with pytest.raises(InputError, match="reset_interval_s"):
+        rolling("gavel", rounds="gavel", reset_interval_s=0.0)
 
 
 def test_the_ledger_counts_half_a_round_and_keeps_deficits() -> None:

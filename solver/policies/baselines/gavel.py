@@ -146,7 +146,7 @@ class Gavel(PolicyHooks):
         running = state.running_types()
         time_on, last_ran = self._time_on, self._last_ran
         if self.params.rounds == "gavel" and self._ledger is None:
-            self._ledger = GavelLedger(len(types), self.round_s)
+            self._ledger = GavelLedger(len(types), self.round_s, self.params.reset_interval_s)
         ledger = self._ledger
         for job_id, gpu_type in running.items():
             ran = time_on.get(job_id)

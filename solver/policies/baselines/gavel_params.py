@@ -34,6 +34,9 @@ __all__ = ["MAX_PARTITIONS", "OBJECTIVE_NAMES", "PACKED_NAMES", "ROUNDS", "ROUND
 STARVATION_ROUNDS = 20.0
 #: The most POP partitions (``--partitions``).
 MAX_PARTITIONS = 256
+#: Gavel's ``minimum_time_between_allocation_resets`` (s): with ``rounds="gavel"``, the
+#: least time between two resets of the time received (and solves of the LP).
+GAVEL_RESET_INTERVAL_S = 1920.0
 #: Whose rounds realise an allocation (``rounds``).
 ROUNDS = ("hetsched", "gavel")
 #: ``gavel``'s objectives (``objective``) and the policy's name for each.
@@ -51,9 +54,10 @@ DURATION_SPARE = ("two-stage", "central", "gavel")
 
 
 def _check_rounds(round_s: float, starvation_rounds: float, work_conserving: bool,
-                  rounds: str) -> None:
+                  rounds: str, reset_interval_s: float) -> None:
     """The settings of the rounds that realise an allocation."""
     check_positive(round_s, "round_s", "a number of seconds")
+    check_positive(reset_interval_s, "reset_interval_s", "a number of seconds")
     check_positive(starvation_rounds, "starvation_rounds", "a number of rounds", finite=False)
     check_flag(work_conserving, "work_conserving")
     check_choice(rounds, "rounds", ROUNDS)
@@ -71,9 +75,10 @@ class GavelParams:
     each job's equal share (``max-sum``) or Gavel's raw steps/s (``max-sum-raw``); the
     rounds: ``round_s`` long, a job waiting ``starvation_rounds`` rounds since it last
     ran first, GPUs left over to waiting jobs (``work_conserving``), hetsched's or
-    Gavel's simulator's (``rounds``); ``partitions``: POP's number of sub-problems (1: the
-    monolithic LP); ``water_filling``: max-min by water-filling of normalised rates
-    (``True``) or of GPUs held (``"gpus"``), over tenants then their jobs
+    Gavel's simulator's (``rounds``; in Gavel's, the LP solved again and the time
+    received reset at most every ``reset_interval_s``); ``partitions``: POP's number of
+    sub-problems (1: the monolithic LP); ``water_filling``: max-min by water-filling of
+    normalised rates (``True``) or of GPUs held (``"gpus"``), over tenants then their jobs
     (``hierarchical``; off: every job keeps the weight it is shown with); ``spare``:
     max-min's slack above the floor by the greatest sum of rho (``two-stage``) or an
     interior optimum as ECOS returns for Gavel (``central``); ``keep_whole``: hetsched's
@@ -90,6 +95,7 @@ class GavelParams:
     partitions: int = 1
     work_conserving: bool = True
     rounds: str = "hetsched"
+    reset_interval_s: float = GAVEL_RESET_INTERVAL_S
     water_filling: bool | str = False
     hierarchical: bool = True
     spare: str = "two-stage"
@@ -97,7 +103,7 @@ class GavelParams:
 
     def __post_init__(self) -> None:
         _check_rounds(self.round_s, self.starvation_rounds, self.work_conserving,
-                      self.rounds)
+                      self.rounds, self.reset_interval_s)
         check_choice(self.objective, "objective", OBJECTIVE_NAMES)
         check_choice(self.water_filling, "water_filling", (False, True, "gpus"),
                      expected="true, false or \"gpus\"")
@@ -151,10 +157,11 @@ class _LpRoundsParams:
     starvation_rounds: float = STARVATION_ROUNDS
     work_conserving: bool = True
     rounds: str = "hetsched"
+    reset_interval_s: float = GAVEL_RESET_INTERVAL_S
 
     def __post_init__(self) -> None:
         _check_rounds(self.round_s, self.starvation_rounds, self.work_conserving,
-                      self.rounds)
+                      self.rounds, self.reset_interval_s)
         check_backend(self, self.backend)
 
 
@@ -215,11 +222,12 @@ class CostParams:
     starvation_rounds: float = STARVATION_ROUNDS
     work_conserving: bool = True
     rounds: str = "hetsched"
+    reset_interval_s: float = GAVEL_RESET_INTERVAL_S
 
     def __post_init__(self) -> None:
         check_backend(self, self.backend)
         _check_rounds(self.round_s, self.starvation_rounds, self.work_conserving,
-                      self.rounds)
+                      self.rounds, self.reset_interval_s)
         object.__setattr__(self, "prices", _prices(self.prices))
 
     @property
@@ -255,10 +263,11 @@ class IsolatedParams(_SolvesNothing):
     starvation_rounds: float = STARVATION_ROUNDS
     work_conserving: bool = True
     rounds: str = "hetsched"
+    reset_interval_s: float = GAVEL_RESET_INTERVAL_S
 
     def __post_init__(self) -> None:
         _check_rounds(self.round_s, self.starvation_rounds, self.work_conserving,
-                      self.rounds)
+                      self.rounds, self.reset_interval_s)
 
     name = "isolated"
 
@@ -272,10 +281,11 @@ class FifoFastestParams(_SolvesNothing):
     starvation_rounds: float = math.inf
     work_conserving: bool = True
     rounds: str = "hetsched"
+    reset_interval_s: float = GAVEL_RESET_INTERVAL_S
 
     def __post_init__(self) -> None:
         _check_rounds(self.round_s, self.starvation_rounds, self.work_conserving,
-                      self.rounds)
+                      self.rounds, self.reset_interval_s)
 
     name = "fifo-fastest"
 

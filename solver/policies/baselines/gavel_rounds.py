@@ -43,12 +43,11 @@ import numpy.typing as npt
 from hetsched.allocation.free_gpus import FreeGpuIndex
 from hetsched.core.records import Job
 from hetsched.formulations.gavel.problem import Array
+from hetsched.policies.baselines.gavel_params import GAVEL_RESET_INTERVAL_S
 from hetsched.policies.rolling import ClusterState
 
 #: A job whose shares add up to 1 less this has all of its time (:func:`whole_first`).
 WHOLE_TOLERANCE = 1e-6
-#: Gavel's ``minimum_time_between_allocation_resets`` (s).
-GAVEL_RESET_INTERVAL_S = 1920.0
 
 
 class GavelLedger:
