@@ -291,6 +291,81 @@ def gavel_trace(sia: Path, out: Path, indices: Sequence[int]) -> list[dict[str, 
     return rows
 
 
+#: the schedules ``--rho`` measures: (system, policy)
+RHO_SCHEDULES = (("hetsched", "progress-elastic"), ("hetsched", "progress-elastic-bootstrap"),
+                 ("sia", "sia"))
+
+
+def hetsched_finishes(sia: Path, trace: str, index: int, policy: str,
+                      out: Path) -> dict[str, float]:
+    """Each job's finish (trace s) in hetsched's replay of the workload under ``policy``,
+    from ``jobs-hetsched-<trace>-<k>-<policy>.csv`` where on record, else replayed (as
+    :func:`hetsched_run`) and recorded."""
+    path = out / f"jobs-hetsched-{trace}-{index}-{policy}.csv"
+    if not path.is_file():
+        import hetsched
+        from hetsched.core.settings import ReplaySettings
+        from hetsched.registry import rolling
+
+        name, elastic, params, learn = POLICIES[policy]
+        settings = ReplaySettings(start_latency_s=START_LATENCY_S, restart_penalty_s=0.0,
+                                  elastic=elastic, learn=learn)
+        result = hetsched.replay_trace(workload_file(sia, trace, index), "sia", CLUSTER,
+                                       rolling(name, **settings.policy_arguments(), **params),
+                                       settings=settings)
+        rows = [{"name": job_id, "finish_s": record.finish}
+                for job_id, record in sorted(result.replay.records.items())
+                if record.finish is not None]
+        with path.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, ["name", "finish_s"])
+            writer.writeheader()
+            writer.writerows(rows)
+    return {row["name"]: float(row["finish_s"]) for row in read_rows(path)}
+
+
+def rho_rows(sia: Path, out: Path, traces: Sequence[str], counts: Sequence[int]
+             ) -> list[dict[str, object]]:
+    """Each schedule's finish-time fairness by both definitions: hetsched's (Gavel's
+    isolated allocation at the job's asked GPUs: ``worst_rho`` of the table) and Sia's
+    rule (the job alone, elastic, on its share of each type's GPUs:
+    :mod:`hetsched.core.elastic_fairness`): the worst, the p99 and the jobs above 1.2."""
+    from hetsched.core.elastic_fairness import elastic_finish_time_fairness
+    from hetsched.core.fairness import finish_time_fairness
+    from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.files.traces import read_trace
+
+    model, cluster = sia_model(sia), parse_cluster(CLUSTER)
+    rows: list[dict[str, object]] = []
+    for trace, count in zip(traces, counts, strict=True):
+        for index in range(1, count + 1):
+            path = workload_file(sia, trace, index)
+            jobs = read_trace(path, "sia", throughput=model, elastic=True).jobs
+            first = min(float(row["time"]) for row in read_rows(path))
+            for system, policy in RHO_SCHEDULES:
+                if system == "sia":
+                    record = out / f"jobs-{trace}-{index}-sia.csv"
+                    if not record.is_file():
+                        continue
+                    finish = {r["name"]: float(r["completion_s"]) - first
+                              for r in read_rows(record)
+                              if r.get("completion_s") not in (None, "", "nan")}
+                else:
+                    finish = hetsched_finishes(sia, trace, index, policy, out)
+                done = [job for job in jobs if job.id in finish]
+                for rule, rho in (
+                        ("hetsched", finish_time_fairness(done, finish, cluster, model)),
+                        ("sia", elastic_finish_time_fairness(done, finish, cluster, model,
+                                                             start_s=START_LATENCY_S))):
+                    values = np.array(sorted(rho.values()))
+                    rows.append({"trace": trace, "workload": index, "system": system,
+                                 "policy": policy, "rule": rule, "jobs": len(values),
+                                 "worst_rho": round(float(values[-1]), 3),
+                                 "p99_rho": round(float(np.percentile(values, 99)), 3),
+                                 "above_1_2": int((values > 1.2).sum())})
+                log.info("rho %s %s %s-%d done", system, policy, trace, index)
+    return rows
+
+
 def table(rows: Sequence[Mapping[str, object]]) -> str:
     """The side-by-side table: per trace, each system and policy's mean over the workloads
     it shares with Sia's ``sia`` run (listed), Sia's ``sia`` over the same workloads
@@ -399,6 +474,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--physics", action="store_true",
                         help="only compare one job alone per (type, count) with Sia's "
                         "probe (physics_sia.csv), writing physics.csv")
+    parser.add_argument("--rho", action="store_true",
+                        help="only measure each schedule's finish-time fairness by "
+                        "hetsched's and Sia's definitions (rho.csv)")
     parser.add_argument("--gavel-trace", action="store_true",
                         help="only set hetsched's gavel beside Sia's on saturn's workloads "
                         "in each way of realising it (gavel_trace.csv)")
@@ -431,6 +509,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             median = 100 * errors[len(errors) // 2]
             print(f"{within} of {len(errors)} within 5 % (median {median:.1f} %, max "
                   f"{100 * errors[-1]:.1f} %)")
+        return 0
+    if args.rho:
+        found = rho_rows(sia, args.out, traces, counts)
+        with (args.out / "rho.csv").open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, list(found[0]) if found else ["trace"])
+            writer.writeheader()
+            writer.writerows(found)
+        for row in found:
+            print(f"{row['trace']}-{row['workload']} {row['system']:8s} {row['policy']:26s} "
+                  f"{row['rule']:8s} rule: worst {row['worst_rho']:.3f}, p99 "
+                  f"{row['p99_rho']:.3f}, {row['above_1_2']} of {row['jobs']} above 1.2")
         return 0
     if args.gavel_trace:
         found = gavel_trace(sia, args.out, range(1, counts[traces.index("saturn")] + 1))
