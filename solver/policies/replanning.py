@@ -93,19 +93,32 @@ class Replanning(PolicyHooks):
         self.deterministic = deterministic
         self.seed = seed
         self._speeds: SpeedView | None = None
+        #: each job's (best throughput, packable) under the view: a queue of thousands is
+        #: asked about at every decision (keyed by id, the job record checked)
+        self._known: dict[str, tuple[Job, float, bool]] = {}
         self._warned = False
 
     def _speed(self, state: ClusterState, job: Job) -> float:
         """The job's best throughput anywhere on the cluster (every allowed gang size)."""
-        return self._view(state).best(job)
+        return self._of(state, job)[0]
 
     def _packable(self, state: ClusterState, job: Job) -> bool:
-        return self._view(state).packable(job)
+        return self._of(state, job)[1]
+
+    def _of(self, state: ClusterState, job: Job) -> tuple[float, bool]:
+        view = self._view(state)
+        found = self._known.get(job.id)
+        if found is None or found[0] is not job:
+            if len(self._known) > 1 << 17:
+                self._known.clear()
+            found = self._known[job.id] = (job, view.best(job), view.packable(job))
+        return found[1], found[2]
 
     def _view(self, state: ClusterState) -> SpeedView:
         view = self._speeds
         if view is None or view.model is not state.throughput or view.cluster is not state.cluster:
             view = self._speeds = SpeedView(state.cluster, state.throughput)
+            self._known.clear()
         return view
 
     def _window(self, state: ClusterState, candidates: list[Job]) -> list[Job]:
@@ -175,16 +188,21 @@ class Replanning(PolicyHooks):
         # order) before the solve, and the model plans the rest on what is left.
         early: list[Start] = []
         free = set(state.free)
-        spread = [job for job in state.pending if not self._packable(state, job)]
+        packable = {job.id: self._packable(state, job) for job in state.pending}
+        spread = [job for job in state.pending if not packable[job.id]]
         if spread:
             # ... on a GPU type where it ends no later than by waiting for a faster type to
             # free a gang (the baselines' rule; a spread gang on K80s can run for weeks).
             from hetsched.policies.baselines.common import ReleaseTimes, SpeedBook, worth_starting
 
             book = SpeedBook()
-            releases = ReleaseTimes(state, book)
+            releases: ReleaseTimes | None = None
             pool = state.pool()
             for job in spread:
+                if job.gpu_share is None and len(free) < job.num_gpus:
+                    continue  # (first fit cannot find its gang: nothing to weigh)
+                if releases is None:
+                    releases = ReleaseTimes(state, book)
                 types = worth_starting(state, job, book.speeds(state, job), releases)
                 view = dataclasses.replace(job, allowed_gpu_types=tuple(types)) if types \
                     else None
@@ -194,8 +212,7 @@ class Replanning(PolicyHooks):
                     pool.take(chosen.gpus, job)
                     free.difference_update(chosen.gpus)
         started = {s.job for s in early}
-        candidates = [j for j in state.pending
-                      if j.id not in started and self._packable(state, j)]
+        candidates = [j for j in state.pending if j.id not in started and packable[j.id]]
         if not candidates:
             return Decision(tuple(early))
         if self.preemptive:
