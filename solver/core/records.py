@@ -226,6 +226,9 @@ class Instance:
     now: float = 0.0
     name: str = ""
     colocation: CoLocationModel | None = None
+    #: each job's configurations, asked by the checks and by every model built on it
+    _configurations: dict[str, tuple[Job, list[Configuration]]] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "jobs", tuple(self.jobs))
@@ -308,8 +311,13 @@ class Instance:
         return {job.id: job for job in self.jobs}
 
     def configurations(self, job: Job) -> list[Configuration]:
-        """Every (GPU type, count, placement) this cluster can give ``job`` with throughput > 0."""
-        return configurations(self.cluster, self.throughput, job)
+        """Every (GPU type, count, placement) this cluster can give ``job`` with throughput > 0
+        (remembered per job: a copy to change)."""
+        found = self._configurations.get(job.id)
+        if found is None or found[0] is not job:
+            found = self._configurations[job.id] = (
+                job, configurations(self.cluster, self.throughput, job))
+        return list(found[1])
 
     def replace(self, **changes: Any) -> Instance:
         """A copy with some fields changed (validated again)."""

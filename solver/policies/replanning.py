@@ -123,9 +123,14 @@ class Replanning(PolicyHooks):
 
     def _window(self, state: ClusterState, candidates: list[Job]) -> list[Job]:
         """The jobs the model sees (see the class docstring)."""
+        remaining = state.remaining
+        times = {}
+        for job in candidates:
+            speed = self._of(state, job)[0]
+            times[job.id] = remaining[job.id] / speed if speed > 0 else math.inf
+
         def best_time(job: Job) -> float:
-            speed = self._speed(state, job)
-            return state.remaining[job.id] / speed if speed > 0 else math.inf
+            return times[job.id]
 
         starving = [j for j in candidates if state.now - j.arrival > max(
             self.STARVATION_MIN_S, self.STARVATION_FACTOR * best_time(j))]
@@ -198,8 +203,10 @@ class Replanning(PolicyHooks):
             book = SpeedBook()
             releases: ReleaseTimes | None = None
             pool = state.pool()
+            idle = {t: state.free_gpus(t) for t in state.cluster.type_names}
             for job in spread:
-                if job.gpu_share is None and len(free) < job.num_gpus:
+                if job.gpu_share is None and not any(
+                        count >= job.num_gpus for t, count in idle.items() if job.may_use(t)):
                     continue  # (first fit cannot find its gang: nothing to weigh)
                 if releases is None:
                     releases = ReleaseTimes(state, book)
@@ -211,6 +218,7 @@ class Replanning(PolicyHooks):
                     early.append(chosen)
                     pool.take(chosen.gpus, job)
                     free.difference_update(chosen.gpus)
+                    idle[chosen.gpu_type] -= len(chosen.gpus)
         started = {s.job for s in early}
         candidates = [j for j in state.pending if j.id not in started and packable[j.id]]
         if not candidates:
