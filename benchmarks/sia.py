@@ -30,6 +30,8 @@ true goodput.
     python benchmarks/sia.py --quick            # saturn 1-2, both sides, then the table
     python benchmarks/sia.py --traces saturn,philly,newtrace --workloads 3,3,2
     python benchmarks/sia.py --no-sia            # hetsched only; Sia's rows on record
+    python benchmarks/sia.py --no-sia --rho      # rho by both definitions (rho.csv)
+    python benchmarks/sia.py --no-sia --gavel-trace --traces saturn --workloads 2
 
 The table is printed last; ``results/sia/sia_<trace>.png`` plots each trace.
 """
