@@ -98,14 +98,12 @@ class Replanning(PolicyHooks):
         self._known: dict[str, tuple[Job, float, bool]] = {}
         self._warned = False
 
-    def _speed(self, state: ClusterState, job: Job) -> float:
-        """The job's best throughput anywhere on the cluster (every allowed gang size)."""
-        return self._of(state, job)[0]
-
     def _packable(self, state: ClusterState, job: Job) -> bool:
         return self._of(state, job)[1]
 
     def _of(self, state: ClusterState, job: Job) -> tuple[float, bool]:
+        """The job's best throughput anywhere on the cluster (every allowed gang size), and
+        whether a node can hold it packed."""
         view = self._view(state)
         found = self._known.get(job.id)
         if found is None or found[0] is not job:
@@ -124,26 +122,22 @@ class Replanning(PolicyHooks):
     def _window(self, state: ClusterState, candidates: list[Job]) -> list[Job]:
         """The jobs the model sees (see the class docstring)."""
         remaining = state.remaining
-        times = {}
+        times = {}  # each job's best isolated remaining time
         for job in candidates:
             speed = self._of(state, job)[0]
             times[job.id] = remaining[job.id] / speed if speed > 0 else math.inf
-
-        def best_time(job: Job) -> float:
-            return times[job.id]
-
         starving = [j for j in candidates if state.now - j.arrival > max(
-            self.STARVATION_MIN_S, self.STARVATION_FACTOR * best_time(j))]
+            self.STARVATION_MIN_S, self.STARVATION_FACTOR * times[j.id])]
         chosen = starving[: self.window]
         taken = {j.id for j in chosen}
         urgent = sorted((j for j in candidates if j.id not in taken and j.deadline is not None
-                         and j.deadline - state.now - best_time(j) >= 0),
-                        key=lambda j: (j.deadline or 0) - state.now - best_time(j))
+                         and j.deadline - state.now - times[j.id] >= 0),
+                        key=lambda j: (j.deadline or 0) - state.now - times[j.id])
         for job in urgent[: max(0, min(self.window // 4, self.window - len(chosen)))]:
             chosen.append(job)
             taken.add(job.id)
         rest = sorted((j for j in candidates if j.id not in taken),
-                      key=lambda j: (best_time(j) / j.weight, j.arrival, j.id))
+                      key=lambda j: (times[j.id] / j.weight, j.arrival, j.id))
         chosen += rest[: max(0, self.window - len(chosen))]
         return chosen
 

@@ -26,7 +26,7 @@ SOURCE_FILE = "throughput-source.json"
 #: The built-in catalogue, as the record names it.
 CATALOGUE = "built-in catalogue"
 #: ``slurm run --learn``: what the learned model starts from (hetsched.slurm.learning),
-#: the names a replay's ``--learn`` takes.
+#: the names a replay's ``--learn`` takes for rigid jobs.
 LEARN_PRIORS = LEARN_TABLE
 
 
