@@ -141,7 +141,7 @@ def spec(top: str = "", policies: str = 'policies = ["fifo"]\n', trace: str = ""
     (spec(policies="", tables='[[policies]]\nname = "gavel"\nlabel = "g"\nround = 60\n'),
      ["$.policies[0].round: policy gavel has no setting round (got 60; expected one of "
       "objective, round_s, starvation_rounds, partitions, work_conserving, rounds, "
-      "water_filling, hierarchical, spare, keep_whole)"]),
+      "reset_interval_s, water_filling, hierarchical, spare, keep_whole)"]),
     (spec(policies="", tables='[[policies]]\nname = "gavel"\nlabel = "g"\nbackend = "cbc"\n'),
      ["$.policies[0].backend: policy gavel has no setting backend", "(the replay sets it)"]),
     (spec(policies="", tables='[[policies]]\nname = "gavel"\nlabel = "g"\npartitions = 0\n'),
