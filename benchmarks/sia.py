@@ -48,7 +48,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -146,22 +146,30 @@ def append_row(path: Path, row: Mapping[str, object], columns: Sequence[str]) ->
                          for key, value in row.items()})
 
 
-def hetsched_run(sia: Path, trace: str, index: int, policy: str) -> dict[str, object]:
-    """One replay of Sia's workload by hetsched (module notes), checked (replay_trace
-    raises on a checker violation)."""
+def replay(sia: Path, trace: str, index: int, policy: str) -> Any:
+    """hetsched's replay of Sia's workload under ``policy`` (:data:`POLICIES`), checked
+    (replay_trace raises on a checker violation)."""
     import hetsched
     from hetsched.core.settings import ReplaySettings
-    from hetsched.files.cluster_spec import parse_cluster
-    from hetsched.files.traces import read_trace
     from hetsched.registry import rolling
 
-    path = workload_file(sia, trace, index)
     name, elastic, params, learn = POLICIES[policy]
     settings = ReplaySettings(start_latency_s=START_LATENCY_S, restart_penalty_s=0.0,
                               elastic=elastic, learn=learn)
-    made = rolling(name, **settings.policy_arguments(), **params)
+    return hetsched.replay_trace(workload_file(sia, trace, index), "sia", CLUSTER,
+                                 rolling(name, **settings.policy_arguments(), **params),
+                                 settings=settings)
+
+
+def hetsched_run(sia: Path, trace: str, index: int, policy: str) -> dict[str, object]:
+    """One replay of Sia's workload by hetsched (module notes), its figures."""
+    from hetsched.files.cluster_spec import parse_cluster
+    from hetsched.files.traces import read_trace
+
+    path = workload_file(sia, trace, index)
+    elastic = POLICIES[policy][1]
     began = time.monotonic()
-    result = hetsched.replay_trace(path, "sia", CLUSTER, made, settings=settings)
+    result = replay(sia, trace, index, policy)
     wall = time.monotonic() - began
     model = sia_model(sia)
     jobs = read_trace(path, "sia", throughput=model, elastic=elastic).jobs
@@ -302,19 +310,10 @@ def hetsched_finishes(sia: Path, trace: str, index: int, policy: str,
                       out: Path) -> dict[str, float]:
     """Each job's finish (trace s) in hetsched's replay of the workload under ``policy``,
     from ``jobs-hetsched-<trace>-<k>-<policy>.csv`` where on record, else replayed (as
-    :func:`hetsched_run`) and recorded."""
+    :func:`replay`) and recorded."""
     path = out / f"jobs-hetsched-{trace}-{index}-{policy}.csv"
     if not path.is_file():
-        import hetsched
-        from hetsched.core.settings import ReplaySettings
-        from hetsched.registry import rolling
-
-        name, elastic, params, learn = POLICIES[policy]
-        settings = ReplaySettings(start_latency_s=START_LATENCY_S, restart_penalty_s=0.0,
-                                  elastic=elastic, learn=learn)
-        result = hetsched.replay_trace(workload_file(sia, trace, index), "sia", CLUSTER,
-                                       rolling(name, **settings.policy_arguments(), **params),
-                                       settings=settings)
+        result = replay(sia, trace, index, policy)
         rows = [{"name": job_id, "finish_s": record.finish}
                 for job_id, record in sorted(result.replay.records.items())
                 if record.finish is not None]
